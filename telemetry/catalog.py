@@ -1,0 +1,50 @@
+"""The DCGM field catalog: which exporter field lands in which store column, with units.
+
+Derived from the dcgm-exporter default counters file (``reference.dcgm_fields``). Fields with a
+column of their own are the ones every page reads; every other field is kept, as a long row in
+``gpu_samples_extra``, so nothing an exporter sends is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from telemetry.reference import dcgm_fields
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # store column in gpu_samples
+    field: str  # dcgm-exporter field name
+    unit: str
+    kind: str  # gauge | counter
+    label: str  # what the dashboard calls it
+
+
+# Order is the column order of gpu_samples after (ts, gpu_id).
+SAMPLE_COLUMNS: tuple[Column, ...] = (
+    Column("util_pct", "DCGM_FI_DEV_GPU_UTIL", "%", "gauge", "GPU utilization"),
+    Column("temp_c", "DCGM_FI_DEV_GPU_TEMP", "°C", "gauge", "GPU temperature"),
+    Column("mem_temp_c", "DCGM_FI_DEV_MEMORY_TEMP", "°C", "gauge", "HBM temperature"),
+    Column("power_w", "DCGM_FI_DEV_POWER_USAGE", "W", "gauge", "Power draw"),
+    Column("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", "MHz", "gauge", "SM clock"),
+    Column("fb_used_mib", "DCGM_FI_DEV_FB_USED", "MiB", "gauge", "Framebuffer used"),
+    Column("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "MiB", "gauge", "Framebuffer free"),
+    Column("tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", "gauge", "Tensor pipe active"),
+    Column("energy_mj", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "counter", "Energy since boot"),
+    Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID"),
+)
+
+COLUMN_BY_FIELD: dict[str, Column] = {c.field: c for c in SAMPLE_COLUMNS}
+COLUMN_BY_NAME: dict[str, Column] = {c.name: c for c in SAMPLE_COLUMNS}
+
+
+@cache
+def field_rows() -> list[tuple[str, str | None, str, str, str]]:
+    """(field, column or None, unit, kind, help) for every known field, for the ``fields`` table."""
+    rows = []
+    for f in dcgm_fields().values():
+        col = COLUMN_BY_FIELD.get(f.field)
+        rows.append((f.field, col.name if col else None, f.unit, f.prom_type, f.help))
+    return rows

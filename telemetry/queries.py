@@ -1,0 +1,152 @@
+"""Read-side queries for the dashboard: every SQL statement the app needs, parameterised.
+
+Functions take a ``Store`` and plain values (run IDs, datetimes, metric names checked against
+the catalog) and return pandas DataFrames sized for display: fleet-scale series come from the
+rollup tables at a bucket size chosen so no series exceeds ``max_points``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+
+from telemetry.store import TIERS, Store
+
+# Rollup columns a chart may ask for; names are checked here, never interpolated from input.
+FLEET_METRICS = {
+    "util_avg": ("GPU utilization", "%"),
+    "temp_avg": ("Mean GPU temperature", "°C"),
+    "temp_max": ("Hottest GPU temperature", "°C"),
+    "power_w": ("Fleet power", "W"),
+    "fb_used_avg": ("Framebuffer used", "MiB"),
+    "sm_clock_avg": ("SM clock", "MHz"),
+    "tensor_avg": ("Tensor pipe active", "ratio"),
+}
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max((self.end - self.start).total_seconds(), 1.0)
+
+
+def runs(store: Store) -> pd.DataFrame:
+    return store.df(
+        """SELECT run_id, name, scenario, simulated, gpus, nodes, gpu_model, model_params,
+                  start_ts, end_ts FROM runs ORDER BY start_ts, run_id"""
+    )
+
+
+def data_extent(store: Store) -> TimeRange | None:
+    """First and last time anything was stored (GPU samples or training metrics)."""
+    row = store.cursor().execute(
+        """SELECT min(lo), max(hi) FROM (
+             SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
+             UNION ALL SELECT min(ts), max(ts) FROM train_metrics)"""
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return TimeRange(row[0], row[1])
+
+
+def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
+    """The finest rollup level (seconds) that keeps a series within ``max_points`` buckets."""
+    levels = store.rollup_levels()
+    for lv in levels:
+        if tr.seconds / lv <= max_points:
+            return lv
+    return levels[-1]
+
+
+def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.DataFrame:
+    """Fleet rollup rows in the range: ts, gpus, util_avg, temp_avg, temp_max, power_w, ..."""
+    level = pick_level(store, tr, max_points)
+    return store.df(
+        """SELECT ts, nodes, gpus, util_avg, util_min, temp_avg, temp_max, power_w,
+                  fb_used_avg, sm_clock_avg, tensor_avg, bucket_s
+           FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ? ORDER BY ts""",
+        [level, tr.start, tr.end],
+    )
+
+
+def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
+    """The newest sample tick: GPUs reporting vs expected, health classes, power, hottest."""
+    cur = store.cursor()
+    last = cur.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
+    expected = cur.execute("SELECT count(*) FROM gpus").fetchone()[0]
+    if last is None:
+        return {"ts": None, "expected": expected, "reporting": 0}
+    row = cur.execute(
+        """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
+                  count(*) FILTER (WHERE temp_c >= 85 OR sm_clock_mhz < 0.85 * (
+                      SELECT max(sm_clock_mhz) FROM gpu_samples WHERE ts = ?)
+                      AND util_pct > 50),
+                  count(*) FILTER (WHERE util_pct < 5)
+           FROM gpu_samples WHERE ts = ?""",
+        [last, last],
+    ).fetchone()
+    reporting = int(row[0])
+    return {
+        "ts": last, "expected": int(expected), "reporting": reporting,
+        "util_avg": row[1], "power_w": row[2], "temp_max": row[3],
+        "degraded": int(row[4]), "idle": int(row[5]),
+        "failed": int(expected) - reporting,
+    }
+
+
+def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
+    last = store.scalar("SELECT max(ts) FROM gpu_samples")
+    return store.df(
+        """SELECT g.host, g.gpu, s.temp_c, s.util_pct, s.sm_clock_mhz, s.power_w
+           FROM gpu_samples s JOIN gpus g USING (gpu_id)
+           WHERE s.ts = ? ORDER BY s.temp_c DESC LIMIT ?""",
+        [last, int(limit)],
+    )
+
+
+def train_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000) -> pd.DataFrame:
+    """Training metrics of a run in the range, thinned to about ``max_points`` rows by keeping
+    every k-th logged step (spikes are kept: the max-loss row of each bucket is included)."""
+    n = store.scalar(
+        "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
+        [run_id, tr.start, tr.end],
+    )
+    k = max(int(n // max_points) + 1, 1)
+    return store.df(
+        """WITH t AS (
+             SELECT *, row_number() OVER (ORDER BY ts) - 1 AS i FROM train_metrics
+             WHERE run_id = ? AND ts BETWEEN ? AND ?),
+           b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
+           SELECT ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt
+           FROM b WHERE i % ? = 0 OR loss = bucket_max
+           ORDER BY ts""",
+        [run_id, tr.start, tr.end, k, k],
+    )
+
+
+def interruptions(store: Store, run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
+    sql = "SELECT * FROM interruptions WHERE (? IS NULL OR run_id = ?)"
+    params: list[object] = [run_id, run_id]
+    if tr is not None:
+        sql += " AND ts BETWEEN ? AND ?"
+        params += [tr.start, tr.end]
+    return store.df(sql + " ORDER BY ts", params)
+
+
+def checkpoint_ages(store: Store, run_id: str, now: datetime) -> pd.DataFrame:
+    """Per tier: newest successful checkpoint end time, its step, and its age at ``now``."""
+    df = store.df(
+        """SELECT tier, max(end_ts) AS last_end, arg_max(step, end_ts) AS step, count(*) AS n
+           FROM checkpoints WHERE run_id = ? AND status = 'ok' AND end_ts <= ?
+           GROUP BY tier""",
+        [run_id, now],
+    )
+    df["age_s"] = [(now - t).total_seconds() for t in df["last_end"]]
+    order = {t: i for i, t in enumerate(TIERS)}
+    return df.sort_values("tier", key=lambda s: s.map(order)).reset_index(drop=True)

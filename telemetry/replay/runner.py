@@ -1,0 +1,180 @@
+"""Drives a scenario into a store: backfill as fast as possible, or live at a paced speed.
+
+Backfill and live differ only in how the loop steps (SimPy's lesson): backfill takes big windows
+back to back and overlaps synthesis with the store's inserts on a writer thread; live takes one
+sample interval per window and sleeps until the wall clock catches up with ``speed``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from telemetry.replay.scenarios import Scenario
+from telemetry.replay.synth import Synthesizer, Window
+from telemetry.replay.timeline import checkpoint_bytes, simulate
+from telemetry.reference import GPU_MODELS
+from telemetry.store import Store
+
+Progress = Callable[[float, float, int], None]  # (sim seconds done, sim seconds total, rows)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    run_id: str
+    sample_rows: int
+    sim_seconds: float
+    wall_seconds: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.sample_rows / max(self.wall_seconds, 1e-9)
+
+
+def run_id_for(sc: Scenario, seed: int) -> str:
+    return f"{sc.name}-s{seed}"
+
+
+def _register(store: Store, sc: Scenario, seed: int, syn: Synthesizer, interval_s: float) -> None:
+    run_id = syn.run_id
+    if store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]):
+        raise ValueError(f"run {run_id} is already in store {store.path}; use a fresh store")
+    store.set_meta({
+        "source": "replay", "simulated": "true", "scenario": sc.name, "seed": str(seed),
+        "sample_interval_s": str(interval_s), "scenario_start": sc.start.isoformat(),
+        "scenario_description": sc.description,
+    })
+    peak = GPU_MODELS[sc.gpu].bf16_tflops * 1e12
+    policy = sc.checkpoint.as_dict() | {"bytes": checkpoint_bytes(sc.params)}
+    import pandas as pd
+
+    run = pd.DataFrame([{
+        "run_id": run_id, "name": f"{sc.name} (seed {seed})", "model_params": sc.params,
+        "gpu_model": GPU_MODELS[sc.gpu].name, "gpus": sc.gpus, "nodes": sc.nodes,
+        "start_ts": pd.Timestamp(sc.start),
+        "end_ts": pd.Timestamp(sc.start) + pd.Timedelta(seconds=sc.duration_s),
+        "tokens_per_step": sc.tokens_per_step, "peak_flops_per_gpu": peak,
+        "ckpt_policy": json.dumps(policy), "source": "replay", "scenario": sc.name,
+        "seed": seed, "simulated": True,
+    }])
+    store.append_many({"nodes": syn.nodes_frame(), "gpus": syn.gpus_frame(), "runs": run})
+
+
+def replay(
+    store: Store,
+    sc: Scenario,
+    seed: int = 0,
+    *,
+    interval_s: float | None = None,
+    speed: float | None = None,
+    prefill_s: float = 0.0,
+    until_s: float | None = None,
+    batch_ticks: int | None = None,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+) -> ReplayResult:
+    """Replay ``sc`` into ``store``. ``speed=None`` backfills everything as fast as possible;
+    otherwise the first ``prefill_s`` simulated seconds are backfilled and the rest streams at
+    ``speed`` simulated seconds per wall second until the run ends or ``stop`` is set."""
+    interval = float(interval_s or sc.sample_interval_s)
+    if interval <= 0:
+        raise ValueError("sample interval must be positive")
+    run_id = run_id_for(sc, seed)
+    tl = simulate(sc, seed)
+    syn = Synthesizer(tl, seed, interval, run_id)
+    _register(store, sc, seed, syn, interval)
+    end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
+    ticks = np.arange(interval, end + 1e-9, interval)
+    started = time.perf_counter()
+    if batch_ticks is None:
+        batch_ticks = max(1, int(1_000_000 // syn.n_gpus))
+    fill_end = end if speed is None else min(prefill_s, end)
+    n_fill = int(np.searchsorted(ticks, fill_end, side="right"))
+    rows = _backfill(store, syn, ticks[:n_fill], batch_ticks, end, progress, stop)
+    t_done = float(ticks[n_fill - 1]) if n_fill else 0.0
+    if speed is not None and n_fill < len(ticks):
+        rows += _live(store, syn, ticks[n_fill:], t_done, speed, end, progress, stop)
+    store.refresh_rollups()
+    return ReplayResult(run_id, rows, end, time.perf_counter() - started)
+
+
+def _backfill(
+    store: Store, syn: Synthesizer, ticks: np.ndarray, batch: int, end: float,
+    progress: Progress | None, stop: threading.Event | None,
+) -> int:
+    """Synthesise on this thread, insert on a writer thread: NumPy and DuckDB both release the
+    GIL, so on two cores the two halves overlap."""
+    q: queue.Queue[Window | None] = queue.Queue(maxsize=2)
+    errors: list[BaseException] = []
+    written = [0]
+
+    def writer() -> None:
+        while (w := q.get()) is not None:
+            if errors:
+                continue
+            try:
+                store.append_many(w.tables)
+                store.refresh_rollups(until=syn.abs_time(w.t1))
+                written[0] += w.sample_rows
+                if progress:
+                    progress(w.t1, end, written[0])
+            except BaseException as exc:  # surfaced on the caller's thread below
+                errors.append(exc)
+
+    th = threading.Thread(target=writer, name="replay-writer", daemon=True)
+    th.start()
+    t_prev = 0.0
+    try:
+        for i in range(0, len(ticks), batch):
+            if errors or (stop is not None and stop.is_set()):
+                break
+            chunk = ticks[i: i + batch]
+            t1 = float(chunk[-1])
+            q.put(syn.window(chunk, t_prev, t1))
+            t_prev = t1
+    finally:
+        q.put(None)
+        th.join()
+    if errors:
+        raise errors[0]
+    return written[0]
+
+
+def _live(
+    store: Store, syn: Synthesizer, ticks: np.ndarray, t_prev: float, speed: float, end: float,
+    progress: Progress | None, stop: threading.Event | None,
+) -> int:
+    if speed <= 0:
+        raise ValueError("speed must be positive (simulated seconds per wall second)")
+    rows = 0
+    wall0, sim0 = time.monotonic(), t_prev
+    for t in ticks:
+        due = wall0 + (float(t) - sim0) / speed
+        delay = due - time.monotonic()
+        if stop is not None:
+            if stop.wait(max(delay, 0.0)):
+                break
+        elif delay > 0:
+            time.sleep(delay)
+        w = syn.window(np.array([t]), t_prev, float(t))
+        store.append_many(w.tables)
+        store.refresh_rollups()
+        rows += w.sample_rows
+        t_prev = float(t)
+        if progress:
+            progress(t_prev, end, rows)
+    return rows
+
+
+def live_start(now: datetime, prefill_s: float) -> datetime:
+    """Start time that puts the end of the prefill at ``now`` (whole minutes)."""
+    from datetime import timedelta
+
+    return (now - timedelta(seconds=prefill_s)).replace(second=0, microsecond=0)

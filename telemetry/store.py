@@ -1,0 +1,312 @@
+"""The telemetry store: one DuckDB file, one owning process, batched appends, rollups.
+
+Process topology (DuckDB allows one process per file, see STACK.md): the process that opens the
+store read-write owns it. ``factoryfloor serve`` owns it and may run the replay engine (or the
+scrape loop) in a thread of its own; a second process that tries to open it gets
+``StoreLockedError`` naming the file and the holder, never a raw traceback.
+
+Within the owning process every writer goes through ``Store`` (one write lock); readers take a
+``cursor()`` each, which DuckDB runs concurrently with the writer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from telemetry.catalog import SAMPLE_COLUMNS, field_rows
+from telemetry.errors import StoreError, StoreLockedError
+
+SCHEMA_VERSION = "1"
+
+# Rollup levels in seconds; a store keeps those at or above its sample interval.
+ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
+
+_SAMPLE_COLS_SQL = ",\n  ".join(
+    f"{c.name} {'DOUBLE' if c.kind == 'counter' else 'FLOAT'}" for c in SAMPLE_COLUMNS
+)
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS fields (
+  field VARCHAR PRIMARY KEY, column_name VARCHAR, unit VARCHAR, kind VARCHAR, help VARCHAR);
+CREATE TABLE IF NOT EXISTS nodes (
+  node_id INTEGER PRIMARY KEY, host VARCHAR UNIQUE, rack VARCHAR, role VARCHAR);
+CREATE TABLE IF NOT EXISTS gpus (
+  gpu_id INTEGER PRIMARY KEY, node_id INTEGER, host VARCHAR, gpu SMALLINT, uuid VARCHAR,
+  model VARCHAR, pci_bus_id VARCHAR, device VARCHAR, driver_version VARCHAR,
+  mig_profile VARCHAR, mig_instance VARCHAR,
+  namespace VARCHAR, pod VARCHAR, container VARCHAR, hpc_job VARCHAR);
+CREATE TABLE IF NOT EXISTS gpu_samples (
+  ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL,
+  {_SAMPLE_COLS_SQL});
+CREATE TABLE IF NOT EXISTS gpu_samples_extra (
+  ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL, field VARCHAR NOT NULL, value DOUBLE);
+CREATE TABLE IF NOT EXISTS node_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, node_id INTEGER, samples INTEGER, gpus SMALLINT,
+  util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
+  power_w FLOAT, fb_used_avg FLOAT, sm_clock_avg FLOAT, sm_clock_min FLOAT,
+  tensor_avg FLOAT);
+CREATE TABLE IF NOT EXISTS fleet_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, nodes INTEGER, gpus INTEGER,
+  util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, power_w DOUBLE,
+  fb_used_avg FLOAT, sm_clock_avg FLOAT, tensor_avg FLOAT);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id VARCHAR PRIMARY KEY, name VARCHAR, model_params DOUBLE, gpu_model VARCHAR,
+  gpus INTEGER, nodes INTEGER, start_ts TIMESTAMP, end_ts TIMESTAMP,
+  tokens_per_step DOUBLE, peak_flops_per_gpu DOUBLE, ckpt_policy VARCHAR,
+  source VARCHAR, scenario VARCHAR, seed BIGINT, simulated BOOLEAN);
+CREATE TABLE IF NOT EXISTS train_metrics (
+  run_id VARCHAR, ts TIMESTAMP, step BIGINT, tokens DOUBLE, loss FLOAT, lr FLOAT,
+  grad_norm FLOAT, tokens_per_s FLOAT, mfu FLOAT, attempt INTEGER);
+CREATE TABLE IF NOT EXISTS interruptions (
+  run_id VARCHAR, ts TIMESTAMP, host VARCHAR, gpu SMALLINT, component VARCHAR,
+  category VARCHAR, xid SMALLINT, planned BOOLEAN, node_lost BOOLEAN,
+  detect_s DOUBLE, restart_s DOUBLE, recovery VARCHAR, restored_tier VARCHAR,
+  restored_step BIGINT, lost_steps BIGINT, rework_s DOUBLE, lost_gpu_hours DOUBLE,
+  description VARCHAR);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  run_id VARCHAR, step BIGINT, tier VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP,
+  bytes BIGINT, write_s DOUBLE, blocking_s DOUBLE, status VARCHAR);
+CREATE TABLE IF NOT EXISTS xid_events (
+  ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
+"""
+
+# Tables that accept appends through ``append``; anything else is refused (no SQL from names).
+APPENDABLE = (
+    "gpu_samples", "gpu_samples_extra", "train_metrics", "interruptions", "checkpoints",
+    "xid_events", "runs", "nodes", "gpus",
+)
+
+TIERS = ("nvme", "pfs", "object")
+TIER_LABELS = {"nvme": "Node-local NVMe", "pfs": "Parallel filesystem", "object": "Object store"}
+
+_LOCK_RE = re.compile(r'lock on file "(?P<path>[^"]+)".*held in (?P<holder>.+?)(?:\. See|$)', re.S)
+
+
+def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    if path != ":memory:":
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise StoreError(path, f"directory {parent} does not exist")
+        if read_only and not os.path.exists(path):
+            raise StoreError(path, "no such store file (run `factoryfloor replay` to create one)")
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.IOException as exc:
+        m = _LOCK_RE.search(str(exc))
+        if m:
+            raise StoreLockedError(path, m.group("holder").strip()) from None
+        raise StoreError(path, str(exc).splitlines()[0]) from None
+    except duckdb.Error as exc:
+        raise StoreError(path, str(exc).splitlines()[0]) from None
+
+
+class Store:
+    """One DuckDB telemetry store. Thread-safe: writes serialise on a lock, reads use cursors."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self._con = _open(path, read_only)
+        self._write_lock = threading.Lock()
+        if not read_only:
+            self._init_schema()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        with self._write_lock:
+            self._con.execute(SCHEMA)
+            if self._con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
+                self._con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
+            self._con.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
+            )
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for one reader thread; DuckDB runs it concurrently with the writer."""
+        return self._con.cursor()
+
+    def df(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> pd.DataFrame:
+        """Run a parameterised read-only query on a fresh cursor and return a DataFrame."""
+        cur = self._con.cursor()
+        try:
+            return cur.execute(sql, list(params)).df()
+        finally:
+            cur.close()
+
+    def scalar(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> Any:
+        cur = self._con.cursor()
+        try:
+            row = cur.execute(sql, list(params)).fetchone()
+            return None if row is None else row[0]
+        finally:
+            cur.close()
+
+    def meta(self) -> dict[str, str]:
+        return dict(self._con.cursor().execute("SELECT key, value FROM meta").fetchall())
+
+    # -- writing ---------------------------------------------------------------------------
+    @contextmanager
+    def _writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.read_only:
+            raise StoreError(self.path, "opened read-only; writes go through the owning process")
+        with self._write_lock:
+            try:
+                yield self._con
+            except duckdb.IOException as exc:
+                raise StoreError(self.path, str(exc).splitlines()[0]) from None
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        with self._writing() as con:
+            con.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in values.items()]
+            )
+
+    def append(self, table: str, data: pa.Table | pd.DataFrame) -> int:
+        """Append one batch (Arrow table or DataFrame, columns in table order) in one transaction.
+
+        Returns the number of rows written. Raises ``ValueError`` for a table that is not
+        appendable; a failed batch is rolled back whole, so a batch is either stored or not.
+        """
+        if table not in APPENDABLE:
+            raise ValueError(f"table {table!r} is not appendable")
+        n = data.num_rows if isinstance(data, pa.Table) else len(data)
+        if n == 0:
+            return 0
+        with self._writing() as con:
+            con.begin()
+            try:
+                con.register("_batch", data)
+                con.execute(f"INSERT INTO {table} SELECT * FROM _batch")  # name checked above
+                con.unregister("_batch")
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        return n
+
+    def append_many(self, batches: dict[str, pa.Table | pd.DataFrame]) -> int:
+        """Append several tables' batches in one transaction (a replay tick, a scrape round)."""
+        for table in batches:
+            if table not in APPENDABLE:
+                raise ValueError(f"table {table!r} is not appendable")
+        total = 0
+        with self._writing() as con:
+            con.begin()
+            try:
+                for table, data in batches.items():
+                    n = data.num_rows if isinstance(data, pa.Table) else len(data)
+                    if n:
+                        con.register("_batch", data)
+                        con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
+                        con.unregister("_batch")
+                        total += n
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        return total
+
+    # -- rollups ---------------------------------------------------------------------------
+    def rollup_levels(self) -> list[int]:
+        interval = float(self.meta().get("sample_interval_s", "60"))
+        return [lv for lv in ROLLUP_LEVELS_S if lv >= interval] or [ROLLUP_LEVELS_S[-1]]
+
+    def refresh_rollups(self, until: datetime | None = None) -> None:
+        """Recompute node and fleet rollups from the last complete bucket of each level on.
+
+        Buckets from each level's watermark up to ``until`` (default: the newest sample) are
+        deleted and recomputed, so a partly filled bucket is corrected on the next refresh.
+        Each level is built from the level below it (or raw samples), keeping the cost
+        proportional to the new data, not to the store.
+        """
+        with self._writing() as con:
+            if until is None:
+                until = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
+            if until is None:
+                return
+            marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            prev: int | None = None
+            for level in self.rollup_levels():
+                key = f"rollup_watermark_{level}"
+                since = marks.get(key, "1970-01-01 00:00:00")
+                con.begin()
+                try:
+                    self._rollup_level(con, level, prev, since, until)
+                    new_mark = con.execute(
+                        "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
+                    ).fetchone()[0]
+                    con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, str(new_mark)])
+                    con.commit()
+                except BaseException:
+                    con.rollback()
+                    raise
+                prev = level
+
+    @staticmethod
+    def _rollup_level(
+        con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
+    ) -> None:
+        bucket = "time_bucket(to_seconds(?), ts)"
+        con.execute("DELETE FROM node_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
+        con.execute("DELETE FROM fleet_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
+        if prev is None:
+            con.execute(
+                f"""INSERT INTO node_rollup
+                SELECT ?, {bucket} AS b, g.node_id, count(*), count(DISTINCT s.gpu_id),
+                  avg(util_pct), min(util_pct), avg(temp_c), max(temp_c), max(mem_temp_c),
+                  sum(power_w) / count(DISTINCT s.ts), avg(fb_used_mib), avg(sm_clock_mhz),
+                  min(sm_clock_mhz), avg(tensor_active)
+                FROM gpu_samples s JOIN gpus g USING (gpu_id)
+                WHERE s.ts >= ? AND s.ts <= ?
+                GROUP BY b, g.node_id""",
+                [level, level, since, until],
+            )
+        else:
+            con.execute(
+                f"""INSERT INTO node_rollup
+                SELECT ?, {bucket} AS b, node_id, sum(samples), max(gpus),
+                  sum(util_avg * samples) / sum(samples), min(util_min),
+                  sum(temp_avg * samples) / sum(samples), max(temp_max), max(mem_temp_max),
+                  avg(power_w), sum(fb_used_avg * samples) / sum(samples),
+                  sum(sm_clock_avg * samples) / sum(samples), min(sm_clock_min),
+                  sum(tensor_avg * samples) / sum(samples)
+                FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
+                GROUP BY b, node_id""",
+                [level, level, prev, since, until],
+            )
+        con.execute(
+            """INSERT INTO fleet_rollup
+            SELECT ?, ts, count(*), sum(gpus), sum(util_avg * samples) / sum(samples),
+              min(util_min), sum(temp_avg * samples) / sum(samples), max(temp_max), sum(power_w),
+              sum(fb_used_avg * samples) / sum(samples), sum(sm_clock_avg * samples) / sum(samples),
+              sum(tensor_avg * samples) / sum(samples)
+            FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
+            GROUP BY ts""",
+            [level, level, since, until],
+        )
+
+
+def open_store(path: str, read_only: bool = False) -> Store:
+    """Open (creating if needed) the store at ``path``; see ``Store`` for the errors raised."""
+    return Store(path, read_only=read_only)

@@ -1,0 +1,118 @@
+"""Run-level reliability figures computed from the store (the ``summary`` command and Overview).
+
+Everything is derived from stored rows, so a replayed store and an ingested one are summarised
+the same way. Definitions (Kokolis et al., HPCA 2025):
+
+- ``ettr``: productive time / wall time, where productive time is the time the surviving steps
+  would take at the run's measured throughput (tokens trained / mean tokens per second).
+- ``mtbf_hours``: wall hours / unexpected interruptions.
+- ``lost_gpu_hours``: GPUs x (detection + restart + recomputation of rolled-back steps).
+- ``by_component`` / ``by_category``: unexpected interruptions only, keyed by the reference
+  table's names (the basis of the Llama 3 table); planned ones are counted in ``planned``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telemetry.store import TIERS, Store
+
+
+def _run_ids(store: Store) -> list[str]:
+    return [r[0] for r in store.cursor().execute("SELECT run_id FROM runs ORDER BY start_ts").fetchall()]
+
+
+def run_summary(store: Store, run_id: str) -> dict[str, Any]:
+    run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
+    last = store.scalar(
+        """SELECT max(t) FROM (
+             SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
+             UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
+             UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
+        [run_id, run_id, run_id],
+    )
+    start = run["start_ts"]
+    end = min(run["end_ts"], last) if last is not None and run["end_ts"] is not None else last
+    wall_s = max((end - start).total_seconds(), 0.0) if end is not None else 0.0
+    tm = store.df(
+        """SELECT arg_max(tokens, ts) AS tokens, arg_max(step, ts) AS step,
+                  avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
+           FROM train_metrics WHERE run_id = ?""",
+        [run_id],
+    ).iloc[0]
+    productive_s = float(tm["tokens"] / tm["tps"]) if tm["tps"] and tm["tps"] > 0 else 0.0
+    ints = store.df(
+        """SELECT planned, component, category, count(*) AS n, sum(lost_gpu_hours) AS gh,
+                  sum(detect_s + restart_s) AS down_s, sum(rework_s) AS rework_s,
+                  sum(lost_steps) AS lost_steps
+           FROM interruptions WHERE run_id = ? GROUP BY ALL""",
+        [run_id],
+    )
+    unexpected = ints[~ints["planned"].astype(bool)]
+    n_unexp = int(unexpected["n"].sum())
+    ck = store.df(
+        """SELECT tier, count(*) AS n, avg(write_s) AS w, sum(bytes) AS b,
+                  sum(blocking_s) AS blk, count(*) FILTER (WHERE status <> 'ok') AS failed
+           FROM checkpoints WHERE run_id = ? GROUP BY tier""",
+        [run_id],
+    ).set_index("tier")
+    restores = dict(store.cursor().execute(
+        """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
+           GROUP BY restored_tier ORDER BY 1""", [run_id]).fetchall())
+    wall_h = wall_s / 3600.0
+    return {
+        "run_id": run_id,
+        "name": run["name"],
+        "scenario": run["scenario"],
+        "simulated": bool(run["simulated"]),
+        "gpu_model": run["gpu_model"],
+        "gpus": int(run["gpus"]),
+        "nodes": int(run["nodes"]),
+        "model_params": float(run["model_params"]),
+        "wall_hours": round(wall_h, 3),
+        "steps": int(tm["step"]) if tm["step"] == tm["step"] and tm["step"] is not None else 0,
+        "tokens": float(tm["tokens"] or 0.0),
+        "last_loss": None if tm["loss"] is None else round(float(tm["loss"]), 4),
+        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 else None,
+        "mtbf_hours": round(wall_h / n_unexp, 3) if n_unexp else None,
+        "mfu": None if tm["mfu"] is None else round(float(tm["mfu"]), 4),
+        "interruptions": {
+            "unexpected": n_unexp,
+            "planned": int(ints.loc[ints["planned"].astype(bool), "n"].sum()),
+            "by_component": {
+                str(k): int(v) for k, v in
+                unexpected.groupby("component")["n"].sum().sort_values(ascending=False).items()
+            },
+            "by_category": {
+                str(k): int(v) for k, v in
+                unexpected.groupby("category")["n"].sum().sort_values(ascending=False).items()
+            },
+            "downtime_hours": round(float(ints["down_s"].sum()) / 3600.0, 3),
+            "rework_hours": round(float(ints["rework_s"].sum()) / 3600.0, 3),
+            "lost_steps": int(ints["lost_steps"].sum()),
+        },
+        "checkpoints": {
+            t: {
+                "count": int(ck.loc[t, "n"]),
+                "failed": int(ck.loc[t, "failed"]),
+                "mean_write_s": round(float(ck.loc[t, "w"]), 3),
+                "bytes": int(ck.loc[t, "b"]),  # total written to the tier
+                "bytes_per_checkpoint": int(ck.loc[t, "b"] / max(ck.loc[t, "n"], 1)),
+                "blocking_hours": round(float(ck.loc[t, "blk"]) / 3600.0, 3),
+            }
+            for t in TIERS if t in ck.index
+        },
+        "restores": {str(k): int(v) for k, v in restores.items()},
+        "lost_gpu_hours": round(float(ints["gh"].sum()), 1),
+    }
+
+
+def store_summary(store: Store) -> dict[str, Any]:
+    meta = store.meta()
+    return {
+        "store": store.path,
+        "source": meta.get("source", "unknown"),
+        "simulated": meta.get("simulated") == "true",
+        "gpu_samples": int(store.scalar("SELECT count(*) FROM gpu_samples")),
+        "runs": [run_summary(store, r) for r in _run_ids(store)],
+    }
