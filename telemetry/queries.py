@@ -56,7 +56,11 @@ def data_extent(store: Store) -> TimeRange | None:
 
 
 def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
-    """The finest rollup level (seconds) that keeps a series within ``max_points`` buckets."""
+    """The finest bucket (seconds) that keeps a series within ``max_points`` points; the sample
+    interval itself means the per-tick node table."""
+    interval = store.sample_interval_s()
+    if tr.seconds / interval <= max_points:
+        return int(interval) if interval >= 1 else 1
     levels = store.rollup_levels()
     for lv in levels:
         if tr.seconds / lv <= max_points:
@@ -67,6 +71,16 @@ def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
 def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.DataFrame:
     """Fleet rollup rows in the range: ts, gpus, util_avg, temp_avg, temp_max, power_w, ..."""
     level = pick_level(store, tr, max_points)
+    if level not in store.rollup_levels():
+        return store.df(
+            """SELECT ts, count(*) AS nodes, sum(n) AS gpus, sum(util_s) / sum(n) AS util_avg,
+                      min(util_min) AS util_min, sum(temp_s) / sum(n) AS temp_avg,
+                      max(temp_max) AS temp_max, sum(power_s) AS power_w,
+                      sum(fb_s) / sum(n) AS fb_used_avg, sum(clock_s) / sum(n) AS sm_clock_avg,
+                      sum(tensor_s) / sum(n) AS tensor_avg, ? AS bucket_s
+               FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY ts ORDER BY ts""",
+            [level, tr.start, tr.end],
+        )
     return store.df(
         """SELECT ts, nodes, gpus, util_avg, util_min, temp_avg, temp_max, power_w,
                   fb_used_avg, sm_clock_avg, tensor_avg, bucket_s

@@ -51,6 +51,10 @@ CREATE TABLE IF NOT EXISTS gpu_samples (
   {_SAMPLE_COLS_SQL});
 CREATE TABLE IF NOT EXISTS gpu_samples_extra (
   ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL, field VARCHAR NOT NULL, value DOUBLE);
+CREATE TABLE IF NOT EXISTS node_tick (
+  ts TIMESTAMP, node_id INTEGER, n INTEGER, util_s DOUBLE, util_min FLOAT, temp_s DOUBLE,
+  temp_max FLOAT, mem_temp_max FLOAT, power_s DOUBLE, fb_s DOUBLE, clock_s DOUBLE,
+  clock_min FLOAT, tensor_s DOUBLE);
 CREATE TABLE IF NOT EXISTS node_rollup (
   bucket_s INTEGER, ts TIMESTAMP, node_id INTEGER, samples INTEGER, gpus SMALLINT,
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
@@ -83,7 +87,7 @@ CREATE TABLE IF NOT EXISTS xid_events (
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
 APPENDABLE = (
-    "gpu_samples", "gpu_samples_extra", "train_metrics", "interruptions", "checkpoints",
+    "gpu_samples", "node_tick", "gpu_samples_extra", "train_metrics", "interruptions", "checkpoints",
     "xid_events", "runs", "nodes", "gpus",
 )
 
@@ -91,6 +95,13 @@ TIERS = ("nvme", "pfs", "object")
 TIER_LABELS = {"nvme": "Node-local NVMe", "pfs": "Parallel filesystem", "object": "Object store"}
 
 _LOCK_RE = re.compile(r'lock on file "(?P<path>[^"]+)".*held in (?P<holder>.+?)(?:\. See|$)', re.S)
+
+
+_NODE_TICK_SQL = """INSERT INTO node_tick
+  SELECT b.ts, g.node_id, count(*), sum(util_pct), min(util_pct), sum(temp_c), max(temp_c),
+    max(mem_temp_c), sum(power_w), sum(fb_used_mib), sum(sm_clock_mhz), min(sm_clock_mhz),
+    sum(tensor_active)
+  FROM _batch b JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
 
 
 def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -188,25 +199,15 @@ class Store:
         Returns the number of rows written. Raises ``ValueError`` for a table that is not
         appendable; a failed batch is rolled back whole, so a batch is either stored or not.
         """
-        if table not in APPENDABLE:
-            raise ValueError(f"table {table!r} is not appendable")
-        n = data.num_rows if isinstance(data, pa.Table) else len(data)
-        if n == 0:
-            return 0
-        with self._writing() as con:
-            con.begin()
-            try:
-                con.register("_batch", data)
-                con.execute(f"INSERT INTO {table} SELECT * FROM _batch")  # name checked above
-                con.unregister("_batch")
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
-        return n
+        return self.append_many({table: data})
 
     def append_many(self, batches: dict[str, pa.Table | pd.DataFrame]) -> int:
-        """Append several tables' batches in one transaction (a replay tick, a scrape round)."""
+        """Append several tables' batches in one transaction (a replay tick, a scrape round).
+
+        GPU samples also get their per-(tick, node) partial sums computed from the batch while
+        it is in memory (``node_tick``), which every rollup level is built from. A producer
+        that already holds per-node arrays (the replay engine) may pass ``node_tick`` itself;
+        tests check that it equals what this SQL computes."""
         for table in batches:
             if table not in APPENDABLE:
                 raise ValueError(f"table {table!r} is not appendable")
@@ -219,6 +220,8 @@ class Store:
                     if n:
                         con.register("_batch", data)
                         con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
+                        if table == "gpu_samples" and "node_tick" not in batches:
+                            con.execute(_NODE_TICK_SQL)
                         con.unregister("_batch")
                         total += n
                 con.commit()
@@ -228,9 +231,14 @@ class Store:
         return total
 
     # -- rollups ---------------------------------------------------------------------------
+    def sample_interval_s(self) -> float:
+        return float(self.meta().get("sample_interval_s", "15"))
+
     def rollup_levels(self) -> list[int]:
-        interval = float(self.meta().get("sample_interval_s", "60"))
-        return [lv for lv in ROLLUP_LEVELS_S if lv >= interval] or [ROLLUP_LEVELS_S[-1]]
+        """Bucket sizes kept in the rollup tables: those coarser than the sample interval (at
+        the sample interval itself, ``node_tick`` already is the per-node series)."""
+        interval = self.sample_interval_s()
+        return [lv for lv in ROLLUP_LEVELS_S if lv > interval] or [ROLLUP_LEVELS_S[-1]]
 
     def refresh_rollups(self, until: datetime | None = None) -> None:
         """Recompute node and fleet rollups from the last complete bucket of each level on.
@@ -271,15 +279,15 @@ class Store:
         con.execute("DELETE FROM node_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
         con.execute("DELETE FROM fleet_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
         if prev is None:
+            # One node_tick row per (tick, node): a node's GPUs at one tick arrive in one batch
+            # (one replay window, one scrape of that node's exporter).
             con.execute(
                 f"""INSERT INTO node_rollup
-                SELECT ?, {bucket} AS b, g.node_id, count(*), count(DISTINCT s.gpu_id),
-                  avg(util_pct), min(util_pct), avg(temp_c), max(temp_c), max(mem_temp_c),
-                  sum(power_w) / count(DISTINCT s.ts), avg(fb_used_mib), avg(sm_clock_mhz),
-                  min(sm_clock_mhz), avg(tensor_active)
-                FROM gpu_samples s JOIN gpus g USING (gpu_id)
-                WHERE s.ts >= ? AND s.ts <= ?
-                GROUP BY b, g.node_id""",
+                SELECT ?, {bucket} AS b, node_id, sum(n), max(n),
+                  sum(util_s) / sum(n), min(util_min), sum(temp_s) / sum(n), max(temp_max),
+                  max(mem_temp_max), sum(power_s) / count(*), sum(fb_s) / sum(n),
+                  sum(clock_s) / sum(n), min(clock_min), sum(tensor_s) / sum(n)
+                FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY b, node_id""",
                 [level, level, since, until],
             )
         else:

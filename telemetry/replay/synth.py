@@ -155,8 +155,9 @@ class Synthesizer:
             self.role_idx += 1
         return roles
 
-    def samples(self, ticks: np.ndarray) -> pa.Table:
-        """Per-GPU samples for the tick times (seconds since start); nodes in repair are silent."""
+    def samples(self, ticks: np.ndarray) -> tuple[pa.Table, pa.Table]:
+        """Per-GPU samples for the tick times (seconds since start), and their per-(tick, node)
+        partial sums for the store's rollups. Nodes in repair are silent."""
         sc, m, k = self.sc, self.model, len(ticks)
         shape = (k, self.n_gpus)
         roles = self._role_matrix(ticks)[:, self.node_of]  # (k, gpus)
@@ -208,7 +209,34 @@ class Synthesizer:
         for c in SAMPLE_COLUMNS:
             dtype = np.float64 if c.kind == "counter" else np.float32
             cols[c.name] = pa.array(np.asarray(values[c.name], dtype=dtype)[keep])
-        return pa.table(cols)
+        return pa.table(cols), self._node_tick(ts, values, keep)
+
+    def _node_tick(self, ts: np.ndarray, v: dict[str, np.ndarray], keep: np.ndarray) -> pa.Table:
+        """Per-(tick, node) sums, mins and maxes; the same numbers as the store's SQL."""
+        k, gpn = len(ts), self.sc.gpus_per_node
+
+        def per_node(name: str, how: str) -> np.ndarray:
+            a = np.asarray(v[name], dtype=np.float64).reshape(k, self.n_nodes, gpn)
+            return getattr(a, how)(axis=2)
+
+        node_keep = keep.reshape(k, self.n_nodes, gpn)[:, :, 0]
+        cols = {
+            "ts": np.repeat(ts, self.n_nodes).reshape(k, self.n_nodes),
+            "node_id": np.broadcast_to(np.arange(self.n_nodes, dtype=np.int32), (k, self.n_nodes)),
+            "n": np.full((k, self.n_nodes), gpn, dtype=np.int32),
+            "util_s": per_node("util_pct", "sum"), "util_min": per_node("util_pct", "min"),
+            "temp_s": per_node("temp_c", "sum"), "temp_max": per_node("temp_c", "max"),
+            "mem_temp_max": per_node("mem_temp_c", "max"), "power_s": per_node("power_w", "sum"),
+            "fb_s": per_node("fb_used_mib", "sum"), "clock_s": per_node("sm_clock_mhz", "sum"),
+            "clock_min": per_node("sm_clock_mhz", "min"), "tensor_s": per_node("tensor_active", "sum"),
+        }
+        out = {}
+        for name, arr in cols.items():
+            arr = np.asarray(arr)[node_keep]
+            if name in ("util_min", "temp_max", "mem_temp_max", "clock_min"):
+                arr = arr.astype(np.float32)
+            out[name] = pa.array(arr, type=pa.timestamp("us")) if name == "ts" else pa.array(arr)
+        return pa.table(out)
 
     def _xid_matrix(self, ticks: np.ndarray) -> np.ndarray:
         out = np.repeat(self.xid_last[None, :], len(ticks), axis=0)
@@ -331,7 +359,7 @@ class Synthesizer:
     def window(self, ticks: np.ndarray, t0: float, t1: float) -> Window:
         tables: dict[str, pa.Table | pd.DataFrame] = {}
         if len(ticks):
-            tables["gpu_samples"] = self.samples(ticks)
+            tables["gpu_samples"], tables["node_tick"] = self.samples(ticks)
         m = self.metrics(t0, t1)
         if len(m):
             tables["train_metrics"] = m

@@ -1,0 +1,37 @@
+# Factory Floor: the front door. `make demo` runs the product, `make test` proves it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PORT ?= 8050
+
+.PHONY: setup demo test chromium lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## Fresh store, dev-64 replayed live, dashboard on http://127.0.0.1:$(PORT)
+demo: setup
+	$(BIN)/factoryfloor demo --port $(PORT)
+
+chromium:
+	@bash scripts/ensure-chromium.sh
+
+## Whole suite, Playwright UI tests in headless Chromium included (never skipped)
+test: setup chromium
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check telemetry app tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/replay.py
+
+clean:
+	rm -rf $(VENV) *.duckdb *.duckdb.wal .pytest_cache

@@ -1,0 +1,117 @@
+"""Shared fixtures: seeded stores, a real server in a subprocess, and Chromium for Playwright.
+
+Nothing here skips: a missing browser or dependency fails the run with a message saying what
+to install (under CI=true and everywhere else).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from telemetry.replay.runner import replay
+from telemetry.replay.scenarios import get_scenario
+from telemetry.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SHOTS = ROOT / "test-results" / "screenshots"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real ``factoryfloor`` entry point in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "telemetry.cli", *args], cwd=ROOT, capture_output=True,
+        text=True, timeout=timeout, check=check, stdin=subprocess.DEVNULL,
+    )
+
+
+def build_store(path: Path, scenario: str = "dev-64", seed: int = 0, days: float = 0.25,
+                **kw: float) -> Path:
+    sc = get_scenario(scenario).with_overrides(days=days)
+    with Store(str(path)) as store:
+        replay(store, sc, seed, **kw)  # type: ignore[arg-type]
+    return path
+
+
+@pytest.fixture(scope="session")
+def dev_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 6-hour dev-64 replay (seed 0), built once per session; tests must not write to it."""
+    return build_store(tmp_path_factory.mktemp("dev") / "dev.duckdb")
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], url: str, log: Path) -> None:
+        self.proc, self.url, self.log = proc, url, log
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_server(args: list[str], log: Path, timeout: float = 60) -> Server:
+    port = free_port()
+    fh = open(log, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "telemetry.cli", *args, "--port", str(port)], cwd=ROOT,
+        stdout=fh, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url + "/", timeout=2) as r:
+                if r.status == 200:
+                    return Server(proc, url, log)
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not answer within {timeout} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def dev_server(dev_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("logs") / "serve.log"
+    server = start_server(["serve", "--store", str(dev_store)], log)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: run `make test` (installs it as root) or "
+            "`sudo apt-get install -y chromium`",
+            pytrace=False,
+        )
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture
+def shots() -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS
