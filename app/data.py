@@ -18,7 +18,11 @@ from telemetry.summary import run_summary
 _store: Store | None = None
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
-    "1h": 3600.0, "6h": 6 * 3600.0, "24h": 86400.0, "7d": 7 * 86400.0, "all": None,
+    "1h": 3600.0,
+    "6h": 6 * 3600.0,
+    "24h": 86400.0,
+    "7d": 7 * 86400.0,
+    "all": None,
 }
 
 

@@ -66,19 +66,31 @@ def main() -> None:
         store.close()
         size_gb = os.path.getsize(path) / 1e9
         os.remove(path)
-        c_s, c_rows = ceiling(os.path.join(tmp, "ceiling.duckdb"), res.sample_rows,
-                              args.scenario, sc.sample_interval_s)
+        c_s, c_rows = ceiling(
+            os.path.join(tmp, "ceiling.duckdb"),
+            res.sample_rows,
+            args.scenario,
+            sc.sample_interval_s,
+        )
     rate, c_rate = res.sample_rows / wall, c_rows / c_s
-    print(f"scenario            {sc.name}: {sc.gpus:,} GPUs, {sc.days:g} days, "
-          f"{sc.sample_interval_s:g} s samples")
+    print(
+        f"scenario            {sc.name}: {sc.gpus:,} GPUs, {sc.days:g} days, "
+        f"{sc.sample_interval_s:g} s samples"
+    )
     print(f"rows written        {res.sample_rows:,} GPU samples ({size_gb:.1f} GB store)")
-    print(f"backfill wall time  {wall:.1f} s   (target < 300 s: {'PASS' if wall < 300 else 'FAIL'})")
+    print(
+        f"backfill wall time  {wall:.1f} s   (target < 300 s: {'PASS' if wall < 300 else 'FAIL'})"
+    )
     print(f"backfill rate       {rate:,.0f} rows/s (simulation + synthesis + inserts + rollups)")
-    print(f"ceiling (same run)  {c_rate:,.0f} rows/s: DuckDB bulk insert of {c_rows:,} rows, "
-          f"{c_s:.1f} s")
+    print(
+        f"ceiling (same run)  {c_rate:,.0f} rows/s: DuckDB bulk insert of {c_rows:,} rows, "
+        f"{c_s:.1f} s"
+    )
     ratio = rate / c_rate
-    print(f"ratio               {ratio:.0%} of ceiling (target >= 40%: "
-          f"{'PASS' if ratio >= 0.4 else 'FAIL'})")
+    print(
+        f"ratio               {ratio:.0%} of ceiling (target >= 40%: "
+        f"{'PASS' if ratio >= 0.4 else 'FAIL'})"
+    )
 
 
 if __name__ == "__main__":

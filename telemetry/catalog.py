@@ -31,8 +31,12 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", "MHz", "gauge", "SM clock"),
     Column("fb_used_mib", "DCGM_FI_DEV_FB_USED", "MiB", "gauge", "Framebuffer used"),
     Column("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "MiB", "gauge", "Framebuffer free"),
-    Column("tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", "gauge", "Tensor pipe active"),
-    Column("energy_mj", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "counter", "Energy since boot"),
+    Column(
+        "tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", "gauge", "Tensor pipe active"
+    ),
+    Column(
+        "energy_mj", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "counter", "Energy since boot"
+    ),
     Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID"),
 )
 

@@ -87,8 +87,16 @@ CREATE TABLE IF NOT EXISTS xid_events (
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
 APPENDABLE = (
-    "gpu_samples", "node_tick", "gpu_samples_extra", "train_metrics", "interruptions", "checkpoints",
-    "xid_events", "runs", "nodes", "gpus",
+    "gpu_samples",
+    "node_tick",
+    "gpu_samples_extra",
+    "train_metrics",
+    "interruptions",
+    "checkpoints",
+    "xid_events",
+    "runs",
+    "nodes",
+    "gpus",
 )
 
 TIERS = ("nvme", "pfs", "object")
@@ -190,7 +198,8 @@ class Store:
     def set_meta(self, values: dict[str, str]) -> None:
         with self._writing() as con:
             con.executemany(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in values.items()]
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [(k, str(v)) for k, v in values.items()],
             )
 
     def append(self, table: str, data: pa.Table | pd.DataFrame) -> int:

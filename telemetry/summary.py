@@ -19,7 +19,9 @@ from telemetry.store import TIERS, Store
 
 
 def _run_ids(store: Store) -> list[str]:
-    return [r[0] for r in store.cursor().execute("SELECT run_id FROM runs ORDER BY start_ts").fetchall()]
+    return [
+        r[0] for r in store.cursor().execute("SELECT run_id FROM runs ORDER BY start_ts").fetchall()
+    ]
 
 
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
@@ -56,9 +58,15 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
            FROM checkpoints WHERE run_id = ? GROUP BY tier""",
         [run_id],
     ).set_index("tier")
-    restores = dict(store.cursor().execute(
-        """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
-           GROUP BY restored_tier ORDER BY 1""", [run_id]).fetchall())
+    restores = dict(
+        store.cursor()
+        .execute(
+            """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
+           GROUP BY restored_tier ORDER BY 1""",
+            [run_id],
+        )
+        .fetchall()
+    )
     wall_h = wall_s / 3600.0
     return {
         "run_id": run_id,
@@ -80,12 +88,18 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             "unexpected": n_unexp,
             "planned": int(ints.loc[ints["planned"].astype(bool), "n"].sum()),
             "by_component": {
-                str(k): int(v) for k, v in
-                unexpected.groupby("component")["n"].sum().sort_values(ascending=False).items()
+                str(k): int(v)
+                for k, v in unexpected.groupby("component")["n"]
+                .sum()
+                .sort_values(ascending=False)
+                .items()
             },
             "by_category": {
-                str(k): int(v) for k, v in
-                unexpected.groupby("category")["n"].sum().sort_values(ascending=False).items()
+                str(k): int(v)
+                for k, v in unexpected.groupby("category")["n"]
+                .sum()
+                .sort_values(ascending=False)
+                .items()
             },
             "downtime_hours": round(float(ints["down_s"].sum()) / 3600.0, 3),
             "rework_hours": round(float(ints["rework_s"].sum()) / 3600.0, 3),
@@ -100,7 +114,8 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
                 "bytes_per_checkpoint": int(ck.loc[t, "b"] / max(ck.loc[t, "n"], 1)),
                 "blocking_hours": round(float(ck.loc[t, "blk"]) / 3600.0, 3),
             }
-            for t in TIERS if t in ck.index
+            for t in TIERS
+            if t in ck.index
         },
         "restores": {str(k): int(v) for k, v in restores.items()},
         "lost_gpu_hours": round(float(ints["gh"].sum()), 1),

@@ -24,8 +24,13 @@ from telemetry.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SHOTS = ROOT / "test-results" / "screenshots"
 
@@ -39,13 +44,19 @@ def free_port() -> int:
 def cli(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the real ``factoryfloor`` entry point in a subprocess."""
     return subprocess.run(
-        [sys.executable, "-m", "telemetry.cli", *args], cwd=ROOT, capture_output=True,
-        text=True, timeout=timeout, check=check, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+        stdin=subprocess.DEVNULL,
     )
 
 
-def build_store(path: Path, scenario: str = "dev-64", seed: int = 0, days: float = 0.25,
-                **kw: float) -> Path:
+def build_store(
+    path: Path, scenario: str = "dev-64", seed: int = 0, days: float = 0.25, **kw: float
+) -> Path:
     sc = get_scenario(scenario).with_overrides(days=days)
     with Store(str(path)) as store:
         replay(store, sc, seed, **kw)  # type: ignore[arg-type]
@@ -54,8 +65,9 @@ def build_store(path: Path, scenario: str = "dev-64", seed: int = 0, days: float
 
 @pytest.fixture(scope="session")
 def dev_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 6-hour dev-64 replay (seed 0), built once per session; tests must not write to it."""
-    return build_store(tmp_path_factory.mktemp("dev") / "dev.duckdb")
+    """A one-day dev-64 replay (seed 1: 7 unexpected and 3 planned interruptions), built once
+    per session; tests must not write to it."""
+    return build_store(tmp_path_factory.mktemp("dev") / "dev.duckdb", seed=1, days=1.0)
 
 
 class Server:
@@ -74,8 +86,12 @@ def start_server(args: list[str], log: Path, timeout: float = 60) -> Server:
     port = free_port()
     fh = open(log, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "telemetry.cli", *args, "--port", str(port)], cwd=ROOT,
-        stdout=fh, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "app.cli", *args, "--port", str(port)],
+        cwd=ROOT,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

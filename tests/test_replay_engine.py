@@ -73,8 +73,11 @@ def test_restore_comes_from_the_newest_surviving_tier() -> None:
     for i in tl.interruptions:
         if i.node_lost:
             assert i.restored_tier != "nvme", "a drained node's NVMe copy cannot be restored"
-        ok = [c for c in tl.checkpoints if c.status == "ok" and c.end <= i.t
-              and c.step <= i.restored_step + i.lost_steps]
+        ok = [
+            c
+            for c in tl.checkpoints
+            if c.status == "ok" and c.end <= i.t and c.step <= i.restored_step + i.lost_steps
+        ]
         newest = max((c.step for c in ok if c.tier != "nvme" or not i.node_lost), default=0)
         if not i.planned:
             assert i.restored_step <= newest

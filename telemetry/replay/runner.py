@@ -17,10 +17,10 @@ from datetime import datetime
 
 import numpy as np
 
+from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
 from telemetry.replay.synth import Synthesizer, Window
 from telemetry.replay.timeline import checkpoint_bytes, simulate
-from telemetry.reference import GPU_MODELS
 from telemetry.store import Store
 
 ROLLUP_EVERY_S = 5.0  # during a backfill, rollups (what the dashboard reads) lag by at most this
@@ -48,24 +48,42 @@ def _register(store: Store, sc: Scenario, seed: int, syn: Synthesizer, interval_
     run_id = syn.run_id
     if store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]):
         raise ValueError(f"run {run_id} is already in store {store.path}; use a fresh store")
-    store.set_meta({
-        "source": "replay", "simulated": "true", "scenario": sc.name, "seed": str(seed),
-        "sample_interval_s": str(interval_s), "scenario_start": sc.start.isoformat(),
-        "scenario_description": sc.description,
-    })
+    store.set_meta(
+        {
+            "source": "replay",
+            "simulated": "true",
+            "scenario": sc.name,
+            "seed": str(seed),
+            "sample_interval_s": str(interval_s),
+            "scenario_start": sc.start.isoformat(),
+            "scenario_description": sc.description,
+        }
+    )
     peak = GPU_MODELS[sc.gpu].bf16_tflops * 1e12
     policy = sc.checkpoint.as_dict() | {"bytes": checkpoint_bytes(sc.params)}
     import pandas as pd
 
-    run = pd.DataFrame([{
-        "run_id": run_id, "name": f"{sc.name} (seed {seed})", "model_params": sc.params,
-        "gpu_model": GPU_MODELS[sc.gpu].name, "gpus": sc.gpus, "nodes": sc.nodes,
-        "start_ts": pd.Timestamp(sc.start),
-        "end_ts": pd.Timestamp(sc.start) + pd.Timedelta(seconds=sc.duration_s),
-        "tokens_per_step": sc.tokens_per_step, "peak_flops_per_gpu": peak,
-        "ckpt_policy": json.dumps(policy), "source": "replay", "scenario": sc.name,
-        "seed": seed, "simulated": True,
-    }])
+    run = pd.DataFrame(
+        [
+            {
+                "run_id": run_id,
+                "name": f"{sc.name} (seed {seed})",
+                "model_params": sc.params,
+                "gpu_model": GPU_MODELS[sc.gpu].name,
+                "gpus": sc.gpus,
+                "nodes": sc.nodes,
+                "start_ts": pd.Timestamp(sc.start),
+                "end_ts": pd.Timestamp(sc.start) + pd.Timedelta(seconds=sc.duration_s),
+                "tokens_per_step": sc.tokens_per_step,
+                "peak_flops_per_gpu": peak,
+                "ckpt_policy": json.dumps(policy),
+                "source": "replay",
+                "scenario": sc.name,
+                "seed": seed,
+                "simulated": True,
+            }
+        ]
+    )
     store.append_many({"nodes": syn.nodes_frame(), "gpus": syn.gpus_frame(), "runs": run})
 
 
@@ -108,8 +126,13 @@ def replay(
 
 
 def _backfill(
-    store: Store, syn: Synthesizer, ticks: np.ndarray, batch: int, end: float,
-    progress: Progress | None, stop: threading.Event | None,
+    store: Store,
+    syn: Synthesizer,
+    ticks: np.ndarray,
+    batch: int,
+    end: float,
+    progress: Progress | None,
+    stop: threading.Event | None,
 ) -> int:
     """Synthesise on this thread, insert on a writer thread: NumPy and DuckDB both release the
     GIL, so on two cores the two halves overlap."""
@@ -140,7 +163,7 @@ def _backfill(
         for i in range(0, len(ticks), batch):
             if errors or (stop is not None and stop.is_set()):
                 break
-            chunk = ticks[i: i + batch]
+            chunk = ticks[i : i + batch]
             t1 = float(chunk[-1])
             q.put(syn.window(chunk, t_prev, t1))
             t_prev = t1
@@ -153,8 +176,14 @@ def _backfill(
 
 
 def _live(
-    store: Store, syn: Synthesizer, ticks: np.ndarray, t_prev: float, speed: float, end: float,
-    progress: Progress | None, stop: threading.Event | None,
+    store: Store,
+    syn: Synthesizer,
+    ticks: np.ndarray,
+    t_prev: float,
+    speed: float,
+    end: float,
+    progress: Progress | None,
+    stop: threading.Event | None,
 ) -> int:
     if speed <= 0:
         raise ValueError("speed must be positive (simulated seconds per wall second)")

@@ -153,8 +153,11 @@ SCENARIOS: dict[str, Scenario] = {
             detect_median_s=45.0,
             restart_median_s=150.0,
             checkpoint=CheckpointPolicy(
-                nvme_interval_s=300.0, pfs_every=6, object_every=8,
-                pfs_gbps=100.0, object_gbps=20.0,
+                nvme_interval_s=300.0,
+                pfs_every=6,
+                object_every=8,
+                pfs_gbps=100.0,
+                object_gbps=20.0,
             ),
         ),
         Scenario(

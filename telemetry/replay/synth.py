@@ -20,7 +20,12 @@ import pyarrow as pa
 from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.timeline import (
-    DOWN, HUNG, RUNNING, Timeline, nominal_tokens_per_s, throughput_factor,
+    DOWN,
+    HUNG,
+    RUNNING,
+    Timeline,
+    nominal_tokens_per_s,
+    throughput_factor,
 )
 
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
@@ -73,7 +78,7 @@ class Synthesizer:
         job_gpus = sc.nodes * sc.gpus_per_node
         picks = rng.choice(job_gpus, size=sc.stragglers + sc.throttled, replace=False)
         self.stragglers = picks[: sc.stragglers]
-        self.throttled = picks[sc.stragglers:]
+        self.throttled = picks[sc.stragglers :]
         self.clock_factor[self.stragglers] = 0.78
         self.thermal_r[self.throttled] = 1.42
         self.clock_factor[self.throttled] = 0.88
@@ -105,35 +110,39 @@ class Synthesizer:
 
     def nodes_frame(self) -> pd.DataFrame:
         n = np.arange(self.n_nodes)
-        return pd.DataFrame({
-            "node_id": n.astype("int32"),
-            "host": [self.host(i) for i in n],
-            "rack": [f"rack-{r:03d}" for r in self.rack_of_node],
-            "role": np.where(n < self.sc.nodes, "job", "spare"),
-        })
+        return pd.DataFrame(
+            {
+                "node_id": n.astype("int32"),
+                "host": [self.host(i) for i in n],
+                "rack": [f"rack-{r:03d}" for r in self.rack_of_node],
+                "role": np.where(n < self.sc.nodes, "job", "spare"),
+            }
+        )
 
     def gpus_frame(self) -> pd.DataFrame:
         sc, g = self.sc, np.arange(self.n_gpus)
         urng = np.random.default_rng([int(sc.nodes), 3, len(sc.name)])
         uuids = [f"GPU-{uuid.UUID(bytes=urng.bytes(16), version=4)}" for _ in g]
         idx = g % sc.gpus_per_node
-        return pd.DataFrame({
-            "gpu_id": g.astype("int32"),
-            "node_id": self.node_of.astype("int32"),
-            "host": [self.host(int(n)) for n in self.node_of],
-            "gpu": idx.astype("int16"),
-            "uuid": uuids,
-            "model": self.model.name,
-            "pci_bus_id": [f"00000000:{_PCI_BUS[i % 8]}:00.0" for i in idx],
-            "device": [f"nvidia{i}" for i in idx],
-            "driver_version": "550.90.07",
-            "mig_profile": None,
-            "mig_instance": None,
-            "namespace": None,
-            "pod": None,
-            "container": None,
-            "hpc_job": self.run_id,
-        })
+        return pd.DataFrame(
+            {
+                "gpu_id": g.astype("int32"),
+                "node_id": self.node_of.astype("int32"),
+                "host": [self.host(int(n)) for n in self.node_of],
+                "gpu": idx.astype("int16"),
+                "uuid": uuids,
+                "model": self.model.name,
+                "pci_bus_id": [f"00000000:{_PCI_BUS[i % 8]}:00.0" for i in idx],
+                "device": [f"nvidia{i}" for i in idx],
+                "driver_version": "550.90.07",
+                "mig_profile": None,
+                "mig_instance": None,
+                "namespace": None,
+                "pod": None,
+                "container": None,
+                "hpc_job": self.run_id,
+            }
+        )
 
     # -- per-GPU samples ------------------------------------------------------------------
     def _frac(self, xs: np.ndarray, ys: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -144,13 +153,16 @@ class Synthesizer:
     def _noise(self, shape: tuple[int, int], scale: float) -> np.ndarray:
         n = shape[0] * shape[1]
         off = int(self.rng.integers(0, _NOISE_POOL - n))
-        return self.noise[off: off + n].reshape(shape) * np.float32(scale)
+        return self.noise[off : off + n].reshape(shape) * np.float32(scale)
 
     def _role_matrix(self, ticks: np.ndarray) -> np.ndarray:
         roles = np.repeat(self.roles[None, :], len(ticks), axis=0)
-        while self.role_idx < len(self.role_changes) and self.role_changes[self.role_idx][0] <= ticks[-1]:
+        while (
+            self.role_idx < len(self.role_changes)
+            and self.role_changes[self.role_idx][0] <= ticks[-1]
+        ):
             t, node, role = self.role_changes[self.role_idx]
-            roles[np.searchsorted(ticks, t):, node] = _ROLE_CODE[role]
+            roles[np.searchsorted(ticks, t) :, node] = _ROLE_CODE[role]
             self.roles[node] = _ROLE_CODE[role]
             self.role_idx += 1
         return roles
@@ -168,8 +180,11 @@ class Synthesizer:
         alive = np.where(in_job, np.minimum(run + hung, 1.0), 0.0)  # training process present
         load = np.where(in_job, run * (1.0 - 0.85 * block) + hung, 0.0).astype(np.float32)
         util = (load * self.util_ceiling + self._noise(shape, 0.8) * load).clip(0, 100)
-        util = np.where(np.isin(np.arange(self.n_gpus), self.stragglers) & in_job,
-                        np.minimum(util + 1.0 * load, 100), util)
+        util = np.where(
+            np.isin(np.arange(self.n_gpus), self.stragglers) & in_job,
+            np.minimum(util + 1.0 * load, 100),
+            util,
+        )
         hour = (ticks / 3600.0 + sc.start.hour) % 24.0
         inlet = 23.0 + 2.0 * np.cos(2 * np.pi * (hour - 15.0) / 24.0)
         inlet = inlet[:, None] + self.inlet_offset[None, :]
@@ -197,13 +212,20 @@ class Synthesizer:
         self.energy_mj = energy[-1]
         xid = self._xid_matrix(ticks)
         keep = roles != 2
-        ts = (np.datetime64(sc.start) + (ticks * 1e6).astype("timedelta64[us]"))
+        ts = np.datetime64(sc.start) + (ticks * 1e6).astype("timedelta64[us]")
         ts_col = np.repeat(ts, self.n_gpus).reshape(shape)[keep]
         gpu_col = np.broadcast_to(np.arange(self.n_gpus, dtype=np.int32), shape)[keep]
         values = {
-            "util_pct": util, "temp_c": temp, "mem_temp_c": mem_temp, "power_w": power,
-            "sm_clock_mhz": sm_clock, "fb_used_mib": fb_used, "fb_free_mib": fb_free,
-            "tensor_active": tensor, "energy_mj": energy, "xid_last": xid,
+            "util_pct": util,
+            "temp_c": temp,
+            "mem_temp_c": mem_temp,
+            "power_w": power,
+            "sm_clock_mhz": sm_clock,
+            "fb_used_mib": fb_used,
+            "fb_free_mib": fb_free,
+            "tensor_active": tensor,
+            "energy_mj": energy,
+            "xid_last": xid,
         }
         cols = {"ts": pa.array(ts_col, type=pa.timestamp("us")), "gpu_id": pa.array(gpu_col)}
         for c in SAMPLE_COLUMNS:
@@ -224,11 +246,16 @@ class Synthesizer:
             "ts": np.repeat(ts, self.n_nodes).reshape(k, self.n_nodes),
             "node_id": np.broadcast_to(np.arange(self.n_nodes, dtype=np.int32), (k, self.n_nodes)),
             "n": np.full((k, self.n_nodes), gpn, dtype=np.int32),
-            "util_s": per_node("util_pct", "sum"), "util_min": per_node("util_pct", "min"),
-            "temp_s": per_node("temp_c", "sum"), "temp_max": per_node("temp_c", "max"),
-            "mem_temp_max": per_node("mem_temp_c", "max"), "power_s": per_node("power_w", "sum"),
-            "fb_s": per_node("fb_used_mib", "sum"), "clock_s": per_node("sm_clock_mhz", "sum"),
-            "clock_min": per_node("sm_clock_mhz", "min"), "tensor_s": per_node("tensor_active", "sum"),
+            "util_s": per_node("util_pct", "sum"),
+            "util_min": per_node("util_pct", "min"),
+            "temp_s": per_node("temp_c", "sum"),
+            "temp_max": per_node("temp_c", "max"),
+            "mem_temp_max": per_node("mem_temp_c", "max"),
+            "power_s": per_node("power_w", "sum"),
+            "fb_s": per_node("fb_used_mib", "sum"),
+            "clock_s": per_node("sm_clock_mhz", "sum"),
+            "clock_min": per_node("sm_clock_mhz", "min"),
+            "tensor_s": per_node("tensor_active", "sum"),
         }
         out = {}
         for name, arr in cols.items():
@@ -245,7 +272,7 @@ class Synthesizer:
         for it in self.tl.interruptions[first:last]:
             if it.xid is not None:
                 g = it.node * self.sc.gpus_per_node + (it.gpu or 0)
-                out[np.searchsorted(ticks, it.t):, g] = it.xid
+                out[np.searchsorted(ticks, it.t) :, g] = it.xid
                 self.xid_last[g] = it.xid
         return out
 
@@ -303,18 +330,22 @@ class Synthesizer:
         loss = base * (1.0 + noise) + spike
         grad = 0.25 + 0.6 * np.exp(-steps / 3000.0) + 3.0 * spike + 2.0 * np.abs(noise)
         peak = GPU_MODELS[sc.gpu].bf16_tflops * 1e12
-        return pd.DataFrame({
-            "run_id": self.run_id,
-            "ts": pd.to_datetime(np.datetime64(sc.start) + (ts * 1e6).astype("timedelta64[us]")),
-            "step": steps.astype("int64"),
-            "tokens": steps * sc.tokens_per_step,
-            "loss": loss.astype("float32"),
-            "lr": self.lr_at(steps).astype("float32"),
-            "grad_norm": grad.astype("float32"),
-            "tokens_per_s": tps.astype("float32"),
-            "mfu": (tps * 6 * sc.params / (sc.gpus * peak)).astype("float32"),
-            "attempt": attempt.astype("int32"),
-        })
+        return pd.DataFrame(
+            {
+                "run_id": self.run_id,
+                "ts": pd.to_datetime(
+                    np.datetime64(sc.start) + (ts * 1e6).astype("timedelta64[us]")
+                ),
+                "step": steps.astype("int64"),
+                "tokens": steps * sc.tokens_per_step,
+                "loss": loss.astype("float32"),
+                "lr": self.lr_at(steps).astype("float32"),
+                "grad_norm": grad.astype("float32"),
+                "tokens_per_s": tps.astype("float32"),
+                "mfu": (tps * 6 * sc.params / (sc.gpus * peak)).astype("float32"),
+                "attempt": attempt.astype("int32"),
+            }
+        )
 
     # -- events ---------------------------------------------------------------------------
     def abs_time(self, t: float) -> datetime:
@@ -325,35 +356,73 @@ class Synthesizer:
 
     def events(self, t0: float, t1: float) -> dict[str, pd.DataFrame]:
         """Interruptions, XID events and checkpoints that became known in (t0, t1]."""
-        its = self.tl.interruptions[
-            bisect_right(self.int_t, t0): bisect_right(self.int_t, t1)]
-        cks = self.tl.checkpoints[
-            bisect_right(self.ck_end, t0): bisect_right(self.ck_end, t1)]
+        its = self.tl.interruptions[bisect_right(self.int_t, t0) : bisect_right(self.int_t, t1)]
+        cks = self.tl.checkpoints[bisect_right(self.ck_end, t0) : bisect_right(self.ck_end, t1)]
         out: dict[str, pd.DataFrame] = {}
         if its:
-            out["interruptions"] = pd.DataFrame([{
-                "run_id": self.run_id, "ts": self._abs(i.t), "host": self.host(i.node),
-                "gpu": i.gpu, "component": i.component, "category": i.category, "xid": i.xid,
-                "planned": i.planned, "node_lost": i.node_lost, "detect_s": i.detect_s,
-                "restart_s": i.restart_s, "recovery": i.recovery,
-                "restored_tier": i.restored_tier, "restored_step": i.restored_step,
-                "lost_steps": i.lost_steps, "rework_s": i.rework_s,
-                "lost_gpu_hours": i.lost_gpu_hours,
-                "description": ("job hung until the NCCL watchdog fired" if i.hang else
-                                "node drained, hot spare swapped in" if i.node_lost else ""),
-            } for i in its]).astype({"gpu": "Int16", "xid": "Int16"})
+            out["interruptions"] = pd.DataFrame(
+                [
+                    {
+                        "run_id": self.run_id,
+                        "ts": self._abs(i.t),
+                        "host": self.host(i.node),
+                        "gpu": i.gpu,
+                        "component": i.component,
+                        "category": i.category,
+                        "xid": i.xid,
+                        "planned": i.planned,
+                        "node_lost": i.node_lost,
+                        "detect_s": i.detect_s,
+                        "restart_s": i.restart_s,
+                        "recovery": i.recovery,
+                        "restored_tier": i.restored_tier,
+                        "restored_step": i.restored_step,
+                        "lost_steps": i.lost_steps,
+                        "rework_s": i.rework_s,
+                        "lost_gpu_hours": i.lost_gpu_hours,
+                        "description": (
+                            "job hung until the NCCL watchdog fired"
+                            if i.hang
+                            else "node drained, hot spare swapped in"
+                            if i.node_lost
+                            else ""
+                        ),
+                    }
+                    for i in its
+                ]
+            ).astype({"gpu": "Int16", "xid": "Int16"})
             xids = [i for i in its if i.xid is not None]
             if xids:
-                out["xid_events"] = pd.DataFrame([{
-                    "ts": self._abs(i.t), "host": self.host(i.node), "gpu": i.gpu or 0,
-                    "xid": i.xid, "run_id": self.run_id, "source": "replay",
-                } for i in xids]).astype({"gpu": "int16", "xid": "int16"})
+                out["xid_events"] = pd.DataFrame(
+                    [
+                        {
+                            "ts": self._abs(i.t),
+                            "host": self.host(i.node),
+                            "gpu": i.gpu or 0,
+                            "xid": i.xid,
+                            "run_id": self.run_id,
+                            "source": "replay",
+                        }
+                        for i in xids
+                    ]
+                ).astype({"gpu": "int16", "xid": "int16"})
         if cks:
-            out["checkpoints"] = pd.DataFrame([{
-                "run_id": self.run_id, "step": c.step, "tier": c.tier,
-                "start_ts": self._abs(c.start), "end_ts": self._abs(c.end), "bytes": c.bytes,
-                "write_s": c.write_s, "blocking_s": c.blocking_s, "status": c.status,
-            } for c in cks])
+            out["checkpoints"] = pd.DataFrame(
+                [
+                    {
+                        "run_id": self.run_id,
+                        "step": c.step,
+                        "tier": c.tier,
+                        "start_ts": self._abs(c.start),
+                        "end_ts": self._abs(c.end),
+                        "bytes": c.bytes,
+                        "write_s": c.write_s,
+                        "blocking_s": c.blocking_s,
+                        "status": c.status,
+                    }
+                    for c in cks
+                ]
+            )
         return out
 
     def window(self, ticks: np.ndarray, t0: float, t1: float) -> Window:

@@ -234,8 +234,16 @@ class _Sim:
     def add_ckpt(self, step: int, tier: str, start: float, write_s: float, blocking: float) -> None:
         ok = self.rng.random() >= self.sc.checkpoint.write_failure_p
         self.tl.checkpoints.append(
-            Checkpoint(step, tier, start, start + write_s, self.ckpt_bytes, write_s, blocking,
-                       "ok" if ok else "failed")
+            Checkpoint(
+                step,
+                tier,
+                start,
+                start + write_s,
+                self.ckpt_bytes,
+                write_s,
+                blocking,
+                "ok" if ok else "failed",
+            )
         )
 
     def on_copy(self, t: float, tier: str, step: int) -> None:
@@ -283,20 +291,37 @@ class _Sim:
         if node_lost:
             self.nvme_valid_from = t
         tier, restored = self.restore_point(t, node_lost, step_now)
-        read_bw = {"nvme": sc.checkpoint.nvme_gbps_per_node * sc.nodes,
-                   "pfs": sc.checkpoint.pfs_gbps, "object": sc.checkpoint.object_gbps}
+        read_bw = {
+            "nvme": sc.checkpoint.nvme_gbps_per_node * sc.nodes,
+            "pfs": sc.checkpoint.pfs_gbps,
+            "object": sc.checkpoint.object_gbps,
+        }
         restart += self.ckpt_bytes / (read_bw.get(tier, 1e9) * 1e9) if tier != "none" else 0.0
         self.pending_restore = (tier, restored)
         lost_steps = max(step_now - restored, 0)
         self.interrupt(t, detect, restart, hang and was_running)
         rework = lost_steps * sc.tokens_per_step / nominal_tokens_per_s(sc)
-        self.tl.interruptions.append(Interruption(
-            t=t, node=node, gpu=gpu, component=comp, category=cat, xid=xid, planned=False,
-            node_lost=node_lost, detect_s=detect, restart_s=restart,
-            recovery="manual" if manual else "automated", restored_tier=tier,
-            restored_step=restored, lost_steps=lost_steps, rework_s=rework,
-            lost_gpu_hours=sc.gpus * (detect + restart + rework) / 3600.0, hang=hang,
-        ))
+        self.tl.interruptions.append(
+            Interruption(
+                t=t,
+                node=node,
+                gpu=gpu,
+                component=comp,
+                category=cat,
+                xid=xid,
+                planned=False,
+                node_lost=node_lost,
+                detect_s=detect,
+                restart_s=restart,
+                recovery="manual" if manual else "automated",
+                restored_tier=tier,
+                restored_step=restored,
+                lost_steps=lost_steps,
+                rework_s=rework,
+                lost_gpu_hours=sc.gpus * (detect + restart + rework) / 3600.0,
+                hang=hang,
+            )
+        )
 
     def on_planned(self, t: float) -> None:
         sc = self.sc
@@ -317,13 +342,27 @@ class _Sim:
         t_stop = t + write_s
         self.pending_restore = ("pfs", step)
         self.interrupt(t_stop, down, restart, False)
-        self.tl.interruptions.append(Interruption(
-            t=t_stop, node=int(self.rng.integers(sc.nodes)), gpu=None, component=PLANNED_COMPONENT,
-            category=PLANNED_CATEGORY, xid=None, planned=True, node_lost=False, detect_s=down,
-            restart_s=restart, recovery="automated", restored_tier="pfs", restored_step=step,
-            lost_steps=0, rework_s=0.0, lost_gpu_hours=sc.gpus * (down + restart) / 3600.0,
-            hang=False,
-        ))
+        self.tl.interruptions.append(
+            Interruption(
+                t=t_stop,
+                node=int(self.rng.integers(sc.nodes)),
+                gpu=None,
+                component=PLANNED_COMPONENT,
+                category=PLANNED_CATEGORY,
+                xid=None,
+                planned=True,
+                node_lost=False,
+                detect_s=down,
+                restart_s=restart,
+                recovery="automated",
+                restored_tier="pfs",
+                restored_step=step,
+                lost_steps=0,
+                rework_s=0.0,
+                lost_gpu_hours=sc.gpus * (down + restart) / 3600.0,
+                hang=False,
+            )
+        )
 
     def interrupt(self, t: float, detect: float, restart: float, hang: bool) -> None:
         self.close_stretch(t)

@@ -1,5 +1,8 @@
 """The ``factoryfloor`` command line: scenarios, replay, serve, demo, summary.
 
+The composition root: it wires telemetry (store, replay) to the dashboard, so it lives on the
+app side of the one-way door (telemetry never imports app).
+
 Every failure a user can cause (wrong arguments, a locked or missing store, an unknown scenario,
 a port in use) ends in one line on stderr and a non-zero exit, never a traceback.
 """
@@ -85,19 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--store", required=True, help="DuckDB store file (created if missing)")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="as fast as possible (default)")
-    mode.add_argument("--speed", type=_positive_float, help="live: simulated seconds per wall second")
+    mode.add_argument(
+        "--speed", type=_positive_float, help="live: simulated seconds per wall second"
+    )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     v = sub.add_parser("serve", help="serve the dashboard over a store (this process owns it)")
     v.add_argument("--store", required=True, help="DuckDB store file")
     _serve_args(v)
-    v.add_argument("--replay", type=_scenario, metavar="SCENARIO",
-                   help="also replay SCENARIO live into the store from this process")
+    v.add_argument(
+        "--replay",
+        type=_scenario,
+        metavar="SCENARIO",
+        help="also replay SCENARIO live into the store from this process",
+    )
     v.add_argument("--seed", type=_seed, default=0, help="replay seed (default 0)")
-    v.add_argument("--speed", type=_positive_float, default=1.0,
-                   help="replay speed, simulated seconds per wall second (default 1)")
-    v.add_argument("--prefill-hours", type=_non_negative_float, default=0.0,
-                   help="backfill this many simulated hours before going live")
+    v.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        help="replay speed, simulated seconds per wall second (default 1)",
+    )
+    v.add_argument(
+        "--prefill-hours",
+        type=_non_negative_float,
+        default=0.0,
+        help="backfill this many simulated hours before going live",
+    )
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     d.add_argument("--store", default=DEFAULT_DEMO_STORE, help="store file, replaced on start")
@@ -105,8 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--scenario", type=_scenario, default="dev-64")
     d.add_argument("--seed", type=_seed, default=0)
     d.add_argument("--speed", type=_positive_float, default=1.0)
-    d.add_argument("--prefill-hours", type=_non_negative_float, default=20.0,
-                   help="simulated hours backfilled before the replay goes live (default 20)")
+    d.add_argument(
+        "--prefill-hours",
+        type=_non_negative_float,
+        default=20.0,
+        help="simulated hours backfilled before the replay goes live (default 20)",
+    )
 
     m = sub.add_parser("summary", help="reliability summary of every run in a store")
     m.add_argument("--store", required=True)
@@ -128,8 +149,11 @@ def _replay_args(r: argparse.ArgumentParser, required: bool) -> None:
 def _serve_args(v: argparse.ArgumentParser) -> None:
     v.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     v.add_argument("--port", type=_port, default=8050, help="TCP port (default 8050)")
-    v.add_argument("--allow-remote", action="store_true",
-                   help="required to bind an address other than loopback")
+    v.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="required to bind an address other than loopback",
+    )
 
 
 def _err(msg: str, code: int = 1) -> int:
@@ -152,8 +176,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps([{"name": s.name, "summary": s.summary, "description": s.description,
-                           "gpus": s.gpus, "days": s.days} for s in SCENARIOS.values()], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "summary": s.summary,
+                        "description": s.description,
+                        "gpus": s.gpus,
+                        "days": s.days,
+                    }
+                    for s in SCENARIOS.values()
+                ],
+                indent=2,
+            )
+        )
         return 0
     for s in SCENARIOS.values():
         print(f"{s.name:<14} {s.summary}\n{'':<14} {s.description}\n")
@@ -167,9 +204,11 @@ def _scenario_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if val is not None and val < 1:
             raise FactoryFloorError(f"--{name.replace('_', '-')} must be >= 1")
     return sc.with_overrides(
-        days=getattr(args, "days", None), start=getattr(args, "start", None),
+        days=getattr(args, "days", None),
+        start=getattr(args, "start", None),
         nvme_interval_s=getattr(args, "nvme_interval_s", None),
-        pfs_every=getattr(args, "pfs_every", None), object_every=getattr(args, "object_every", None),
+        pfs_every=getattr(args, "pfs_every", None),
+        object_every=getattr(args, "object_every", None),
     )
 
 
@@ -198,16 +237,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         bar, update = _progress_bar(sc.duration_s, not args.no_progress and sys.stderr.isatty())
         try:
-            res = replay(store, sc, args.seed, interval_s=args.interval, speed=args.speed,
-                         progress=update)
+            res = replay(
+                store, sc, args.seed, interval_s=args.interval, speed=args.speed, progress=update
+            )
         except ValueError as exc:
             raise FactoryFloorError(str(exc)) from None
         finally:
             if bar is not None:
                 bar.close()
-    print(f"replayed {res.run_id}: {res.sample_rows:,} GPU samples, "
-          f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "
-          f"({res.rows_per_s:,.0f} rows/s) into {args.store}")
+    print(
+        f"replayed {res.run_id}: {res.sample_rows:,} GPU samples, "
+        f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "
+        f"({res.rows_per_s:,.0f} rows/s) into {args.store}"
+    )
     return 0
 
 
@@ -223,8 +265,15 @@ def _check_bind(host: str, allow_remote: bool) -> None:
         )
 
 
-def _serve(store_path: str, host: str, port: int, replay_sc=None, seed: int = 0,  # type: ignore[no-untyped-def]
-           speed: float = 1.0, prefill_h: float = 0.0) -> int:
+def _serve(
+    store_path: str,
+    host: str,
+    port: int,
+    replay_sc=None,
+    seed: int = 0,  # type: ignore[no-untyped-def]
+    speed: float = 1.0,
+    prefill_h: float = 0.0,
+) -> int:
     from app.main import create_app, run_server
     from telemetry.replay.runner import replay
     from telemetry.store import open_store
@@ -233,10 +282,14 @@ def _serve(store_path: str, host: str, port: int, replay_sc=None, seed: int = 0,
     stop = threading.Event()
     worker = None
     if replay_sc is not None:
-        sc = replay_sc.with_overrides(start=(datetime.utcnow() - timedelta(hours=prefill_h))
-                                      .replace(second=0, microsecond=0))
-        print(f"replaying {sc.name} (seed {seed}): {prefill_h:g} simulated hours backfilled, "
-              f"then live at {speed:g}x", file=sys.stderr)
+        sc = replay_sc.with_overrides(
+            start=(datetime.utcnow() - timedelta(hours=prefill_h)).replace(second=0, microsecond=0)
+        )
+        print(
+            f"replaying {sc.name} (seed {seed}): {prefill_h:g} simulated hours backfilled, "
+            f"then live at {speed:g}x",
+            file=sys.stderr,
+        )
 
         def run() -> None:
             try:
@@ -276,8 +329,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for suffix in ("", ".wal"):
         if os.path.exists(args.store + suffix):
             os.remove(args.store + suffix)
-    return _serve(args.store, args.host, args.port, get_scenario(args.scenario), args.seed,
-                  args.speed, args.prefill_hours)
+    return _serve(
+        args.store,
+        args.host,
+        args.port,
+        get_scenario(args.scenario),
+        args.seed,
+        args.speed,
+        args.prefill_hours,
+    )
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -293,14 +353,19 @@ def cmd_summary(args: argparse.Namespace) -> int:
         return 0
     for r in summary["runs"]:
         i = r["interruptions"]
-        print(f"{r['run_id']}: {r['gpus']:,} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
-              f"MTBF {r['mtbf_hours']} h, MFU {r['mfu']}, {i['unexpected']} unexpected + "
-              f"{i['planned']} planned interruptions, {r['lost_gpu_hours']:,.0f} GPU-h lost")
+        print(
+            f"{r['run_id']}: {r['gpus']:,} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
+            f"MTBF {r['mtbf_hours']} h, MFU {r['mfu']}, {i['unexpected']} unexpected + "
+            f"{i['planned']} planned interruptions, {r['lost_gpu_hours']:,.0f} GPU-h lost"
+        )
     return 0
 
 
 _COMMANDS = {
-    "scenarios": cmd_scenarios, "replay": cmd_replay, "serve": cmd_serve, "demo": cmd_demo,
+    "scenarios": cmd_scenarios,
+    "replay": cmd_replay,
+    "serve": cmd_serve,
+    "demo": cmd_demo,
     "summary": cmd_summary,
 }
 

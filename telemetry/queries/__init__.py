@@ -45,11 +45,15 @@ def runs(store: Store) -> pd.DataFrame:
 
 def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored (GPU samples or training metrics)."""
-    row = store.cursor().execute(
-        """SELECT min(lo), max(hi) FROM (
+    row = (
+        store.cursor()
+        .execute(
+            """SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics)"""
-    ).fetchone()
+        )
+        .fetchone()
+    )
     if row is None or row[0] is None:
         return None
     return TimeRange(row[0], row[1])
@@ -107,9 +111,14 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     ).fetchone()
     reporting = int(row[0])
     return {
-        "ts": last, "expected": int(expected), "reporting": reporting,
-        "util_avg": row[1], "power_w": row[2], "temp_max": row[3],
-        "degraded": int(row[4]), "idle": int(row[5]),
+        "ts": last,
+        "expected": int(expected),
+        "reporting": reporting,
+        "util_avg": row[1],
+        "power_w": row[2],
+        "temp_max": row[3],
+        "degraded": int(row[4]),
+        "idle": int(row[5]),
         "failed": int(expected) - reporting,
     }
 

@@ -1,0 +1,146 @@
+"""Pure figure builders: DataFrame and options in, ``plotly.graph_objects.Figure`` out.
+
+No data access here. An empty frame gives a labelled "no data" figure, never a blank chart.
+Colours and thresholds are presentation decisions and live here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+CATEGORY_COLOURS = {
+    "GPU": "#ef553b",
+    "Dependency": "#ab63fa",
+    "Network": "#19d3f3",
+    "Unplanned Maintenance": "#ffa15a",
+    "Host": "#fecb52",
+    "Unknown": "#b6b6b6",
+    "Planned": "#00cc96",
+}
+TIER_COLOURS = {"nvme": "#636efa", "pfs": "#00cc96", "object": "#ffa15a"}
+TEMPLATE = "plotly_dark"
+
+
+def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(
+        template=template,
+        title={"text": title, "x": 0.01, "font": {"size": 14}},
+        height=height,
+        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
+    fig = _base(title, height, template)
+    fig.add_annotation(
+        text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14}
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def fleet_timeline(
+    df: pd.DataFrame, interruptions: pd.DataFrame, template: str = TEMPLATE
+) -> go.Figure:
+    """Fleet utilization (%) and hottest-GPU temperature (°C) over time, interruptions marked."""
+    title = "Fleet utilization and temperature"
+    if df.empty:
+        return empty(title, "No GPU samples in this range", template=template)
+    fig = _base(title, 320, template)
+    fig.add_trace(
+        go.Scatter(
+            x=df["ts"],
+            y=df["util_avg"],
+            name="Mean utilization (%)",
+            mode="lines",
+            line={"color": "#636efa", "width": 1.5},
+            hovertemplate="%{y:.1f} %<extra>utilization</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=df["ts"],
+            y=df["temp_max"],
+            name="Hottest GPU (°C)",
+            mode="lines",
+            yaxis="y2",
+            line={"color": "#ef553b", "width": 1},
+            hovertemplate="%{y:.1f} °C<extra>hottest GPU</extra>",
+        )
+    )
+    for cat, grp in interruptions.groupby("category") if not interruptions.empty else []:
+        fig.add_trace(
+            go.Scatter(
+                x=grp["ts"],
+                y=[102] * len(grp),
+                mode="markers",
+                name=f"{cat} interruption",
+                marker={"symbol": "x", "size": 9, "color": CATEGORY_COLOURS.get(cat, "#ccc")},
+                customdata=grp[["component", "host"]].astype(str).to_numpy(),
+                hovertemplate="%{customdata[0]} on %{customdata[1]}<extra>" + cat + "</extra>",
+            )
+        )
+    fig.update_layout(
+        yaxis={"title": "Utilization (%)", "range": [0, 105]},
+        yaxis2={
+            "title": "Temperature (°C)",
+            "overlaying": "y",
+            "side": "right",
+            "showgrid": False,
+            "range": [20, 100],
+        },
+        xaxis={"title": "Time (UTC)"},
+    )
+    return fig
+
+
+def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+    title = "Training loss"
+    if df.empty:
+        return empty(title, "No training metrics in this range", template=template)
+    fig = _base(title, 300, template)
+    fig.add_trace(
+        go.Scattergl(
+            x=df["ts"],
+            y=df["loss"],
+            mode="lines",
+            name="loss",
+            line={"width": 1},
+            customdata=df[["step"]].to_numpy(),
+            hovertemplate="step %{customdata[0]:,}<br>loss %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        yaxis={"title": "Loss (nats/token)", "type": "log"}, xaxis={"title": "Time (UTC)"}
+    )
+    return fig
+
+
+def power_series(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+    title = "Fleet power"
+    if df.empty:
+        return empty(title, "No GPU samples in this range", template=template)
+    fig = _base(title, 240, template)
+    fig.add_trace(
+        go.Scatter(
+            x=df["ts"],
+            y=df["power_w"] / 1000.0,
+            mode="lines",
+            fill="tozeroy",
+            name="GPU power",
+            line={"color": "#fecb52", "width": 1},
+            hovertemplate="%{y:,.1f} kW<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        yaxis={"title": "Power (kW)"}, xaxis={"title": "Time (UTC)"}, showlegend=False
+    )
+    return fig

@@ -1,0 +1,121 @@
+"""The ``factoryfloor`` command line, run as a user would run it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import build_store, cli
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["replay", "--scenario", "nope", "--store", "x.duckdb"], "unknown scenario 'nope'"),
+        (["replay", "--scenario", "dev-64"], "--store"),
+        (["replay", "--scenario", "dev-64", "--store", "x", "--speed", "-3"], "positive"),
+        (["replay", "--scenario", "dev-64", "--store", "x", "--seed", "abc"], "not an integer"),
+        (["serve", "--store", "x.duckdb", "--port", "99999"], "not a TCP port"),
+        (["serve", "--store", "x.duckdb", "--port", "http"], "not a TCP port"),
+        (["frobnicate"], "invalid choice"),
+        (
+            ["replay", "--scenario", "dev-64", "--store", "x", "--backfill", "--speed", "2"],
+            "not allowed with",
+        ),
+    ],
+)
+def test_wrong_arguments_get_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    r = cli(*args)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and expected in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_runtime_errors_are_one_line_too(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.duckdb"
+    for args, expected in [
+        (["serve", "--store", str(missing)], "does not exist"),
+        (["summary", "--store", str(missing)], "does not exist"),
+        (["serve", "--store", str(missing), "--host", "0.0.0.0"], "--allow-remote"),
+        (
+            ["replay", "--scenario", "dev-64", "--store", str(tmp_path / "no" / "s.duckdb")],
+            "does not exist",
+        ),
+    ]:
+        r = cli(*args)
+        assert r.returncode == 1, (args, r.stderr)
+        assert r.stderr.strip().count("\n") == 0 and expected in r.stderr, r.stderr
+
+
+def test_scenarios_lists_the_three_with_descriptions() -> None:
+    r = cli("scenarios", "--json", check=True)
+    names = {s["name"]: s for s in json.loads(r.stdout)}
+    assert {"dev-64", "llama3-405b", "lemon-cooling"} <= set(names)
+    assert names["llama3-405b"]["gpus"] == 16384
+
+
+def test_replay_then_summary_json(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    r = cli(
+        "replay",
+        "--scenario",
+        "dev-64",
+        "--store",
+        str(store),
+        "--seed",
+        "3",
+        "--days",
+        "0.5",
+        "--no-progress",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "GPU samples" in r.stdout
+    out = json.loads(cli("summary", "--store", str(store), "--json", check=True).stdout)
+    (run,) = out["runs"]
+    for key in (
+        "run_id",
+        "gpus",
+        "wall_hours",
+        "ettr",
+        "mtbf_hours",
+        "mfu",
+        "interruptions",
+        "checkpoints",
+        "restores",
+        "lost_gpu_hours",
+    ):
+        assert key in run
+    assert run["gpus"] == 64 and 11.5 < run["wall_hours"] <= 12.0
+    assert set(run["checkpoints"]) <= {"nvme", "pfs", "object"}
+    assert run["checkpoints"]["nvme"]["count"] > 100
+    ints = run["interruptions"]
+    assert sum(ints["by_component"].values()) == ints["unexpected"]
+    assert 0.3 < run["mfu"] < 0.5 and 0.5 < run["ettr"] <= 1.0
+    # Replaying the same run into the same store again is refused, not duplicated.
+    again = cli(
+        "replay",
+        "--scenario",
+        "dev-64",
+        "--store",
+        str(store),
+        "--seed",
+        "3",
+        "--days",
+        "0.5",
+        "--no-progress",
+    )
+    assert again.returncode == 1 and "already in store" in again.stderr
+
+
+def test_replay_into_an_owned_store_says_who_owns_it(tmp_path: Path) -> None:
+    from telemetry.store import Store
+
+    path = build_store(tmp_path / "owned.duckdb", days=0.05)
+    with Store(str(path)):
+        r = cli("replay", "--scenario", "dev-64", "--store", str(path), "--no-progress")
+    assert r.returncode == 1
+    assert str(path) in r.stderr and "in use by another process" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,152 @@
+"""The DuckDB store: round trips, atomic batches, rollups, and the one-owner lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from telemetry.errors import StoreError, StoreLockedError
+from telemetry.replay.scenarios import get_scenario
+from telemetry.replay.synth import Synthesizer
+from telemetry.replay.timeline import simulate
+from telemetry.store import Store
+
+
+def _gpus(n_nodes: int = 2, per_node: int = 2) -> pd.DataFrame:
+    rows = []
+    for node in range(n_nodes):
+        for g in range(per_node):
+            rows.append(
+                {
+                    "gpu_id": node * per_node + g,
+                    "node_id": node,
+                    "host": f"n{node}",
+                    "gpu": g,
+                    "uuid": f"GPU-{node}-{g}",
+                    "model": "NVIDIA H100 80GB HBM3",
+                    "pci_bus_id": "",
+                    "device": f"nvidia{g}",
+                    "driver_version": "550",
+                    "mig_profile": None,
+                    "mig_instance": None,
+                    "namespace": None,
+                    "pod": None,
+                    "container": None,
+                    "hpc_job": None,
+                }
+            )
+    return pd.DataFrame(rows).astype({"gpu_id": "int32", "node_id": "int32", "gpu": "int16"})
+
+
+def _samples(ts: list[datetime], n_gpus: int, util: float) -> pd.DataFrame:
+    rows = [
+        {
+            "ts": t,
+            "gpu_id": g,
+            "util_pct": util + g,
+            "temp_c": 60.0 + g,
+            "mem_temp_c": 70.0,
+            "power_w": 500.0 + g,
+            "sm_clock_mhz": 1980.0,
+            "fb_used_mib": 1000.0,
+            "fb_free_mib": 80000.0,
+            "tensor_active": 0.5,
+            "energy_mj": 1e9,
+            "xid_last": 0.0,
+        }
+        for t in ts
+        for g in range(n_gpus)
+    ]
+    return pd.DataFrame(rows).astype({"gpu_id": "int32"})
+
+
+def test_round_trip_and_rollups(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.duckdb")
+    t0 = datetime(2026, 3, 1)
+    ticks = [t0 + timedelta(seconds=15 * i) for i in range(8)]  # two minutes
+    with Store(path) as store:
+        store.set_meta({"sample_interval_s": "15"})
+        store.append(
+            "nodes",
+            pd.DataFrame(
+                {
+                    "node_id": [0, 1],
+                    "host": ["n0", "n1"],
+                    "rack": ["r0", "r0"],
+                    "role": ["job", "job"],
+                }
+            ),
+        )
+        store.append("gpus", _gpus())
+        assert store.append("gpu_samples", _samples(ticks, 4, 90.0)) == 32
+        store.refresh_rollups()
+    with Store(path) as store:  # reopened: everything persisted
+        assert store.scalar("SELECT count(*) FROM gpu_samples") == 32
+        got = store.df("SELECT * FROM node_rollup WHERE bucket_s = 60 ORDER BY ts, node_id")
+        assert len(got) == 4  # 2 nodes x 2 minutes
+        assert got["util_avg"].tolist() == pytest.approx([90.5, 92.5, 90.5, 92.5])
+        assert got["power_w"].tolist() == pytest.approx([1001.0, 1005.0, 1001.0, 1005.0])
+        fleet = store.df("SELECT * FROM fleet_rollup WHERE bucket_s = 60 ORDER BY ts")
+        assert fleet["power_w"].tolist() == pytest.approx([2006.0, 2006.0])
+        assert fleet["gpus"].tolist() == [4, 4]
+
+
+def test_a_bad_batch_is_rejected_whole(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        store.append("gpus", _gpus())
+        good = _samples([datetime(2026, 3, 1)], 4, 50.0)
+        bad = good.drop(columns=["xid_last"])
+        with pytest.raises(duckdb.Error):
+            store.append_many({"gpu_samples": good, "train_metrics": bad})
+        assert store.scalar("SELECT count(*) FROM gpu_samples") == 0
+        with pytest.raises(ValueError, match="not appendable"):
+            store.append("meta; DROP TABLE runs", good)
+
+
+def test_replay_node_partials_equal_the_store_sql(tmp_path: Path) -> None:
+    """The replay engine hands over per-node sums; they must equal what SQL computes."""
+    sc = get_scenario("dev-64").with_overrides(days=0.1)
+    syn = Synthesizer(simulate(sc, 4), 4, 10.0, "r")
+    samples, node_tick = syn.samples(np.arange(1, 31) * 10.0)
+    with Store(str(tmp_path / "a.duckdb")) as a, Store(str(tmp_path / "b.duckdb")) as b:
+        for st in (a, b):
+            st.append("gpus", syn.gpus_frame())
+        a.append_many({"gpu_samples": samples, "node_tick": node_tick})
+        b.append_many({"gpu_samples": samples})
+        q = "SELECT * FROM node_tick ORDER BY ts, node_id"
+        pd.testing.assert_frame_equal(a.df(q), b.df(q), check_dtype=False, rtol=1e-5)
+
+
+def test_second_process_gets_a_clear_lock_error(tmp_path: Path) -> None:
+    path = str(tmp_path / "owned.duckdb")
+    with Store(path):
+        code = (
+            "import sys\nfrom telemetry.store import Store\nfrom telemetry.errors import "
+            "StoreLockedError\ntry:\n    Store(sys.argv[1])\nexcept StoreLockedError as e:\n"
+            "    print(e)\n    sys.exit(3)\n"
+        )
+        r = subprocess.run(
+            [sys.executable, "-c", code, path],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+            timeout=60,
+        )
+    assert r.returncode == 3, r.stderr
+    assert path in r.stdout and "in use by another process" in r.stdout
+    assert "PID" in r.stdout  # names the holder
+
+
+def test_missing_directory_and_read_only_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(str(tmp_path / "nope" / "s.duckdb"))
+    with pytest.raises(StoreError, match="no such store"):
+        Store(str(tmp_path / "absent.duckdb"), read_only=True)
+    assert issubclass(StoreLockedError, Exception)

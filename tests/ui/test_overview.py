@@ -1,0 +1,52 @@
+"""The served dashboard in real headless Chromium (Playwright) over a replayed store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.conftest import Server
+
+FLEET_READY = "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.[0]?.x?.length > 0"
+FLEET_X = "() => document.querySelector('#ov-fleet .js-plotly-plot').data[0].x"
+
+
+def _span_s(xs: list[str]) -> float:
+    ts = [datetime.fromisoformat(x) for x in xs]
+    return (max(ts) - min(ts)).total_seconds()
+
+
+def _collect_errors(page: Page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    return errors
+
+
+def test_overview_shows_the_replayed_fleet(page: Page, dev_server: Server, shots: Path) -> None:
+    errors = _collect_errors(page)
+    page.goto(dev_server.url + "/")
+    expect(page.locator("#sim-banner")).to_contain_text("Simulated data")
+    expect(page.locator("#ov-gpus")).to_contain_text("/ 80")  # 64 job GPUs + 16 spare
+    expect(page.locator("#ov-ints")).to_contain_text("7 + 3")
+    expect(page.locator("#ov-ckpt-table")).to_contain_text("NVMe")
+    page.wait_for_function(FLEET_READY)
+    assert len(page.evaluate(FLEET_X)) > 100
+    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    assert errors == [], errors
+
+
+def test_time_range_narrows_the_fleet_chart(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/")
+    page.wait_for_function(FLEET_READY)
+    whole = page.evaluate(FLEET_X)
+    page.locator("#range-select").click()
+    page.get_by_role("option", name="Last hour").click()
+    page.wait_for_function(f"n => ({FLEET_X})().length !== n", arg=len(whole), timeout=15000)
+    hour = page.evaluate(FLEET_X)
+    assert 3000 <= _span_s(hour) <= 3600  # one hour of data on screen...
+    assert _span_s(whole) > 20 * 3600  # ...where the whole run showed a day
+    assert max(hour) >= max(whole)  # ending at the newest data
