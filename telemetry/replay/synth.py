@@ -213,8 +213,13 @@ class Synthesizer:
         xid = self._xid_matrix(ticks)
         keep = roles != 2
         ts = np.datetime64(sc.start) + (ticks * 1e6).astype("timedelta64[us]")
-        ts_col = np.repeat(ts, self.n_gpus).reshape(shape)[keep]
-        gpu_col = np.broadcast_to(np.arange(self.n_gpus, dtype=np.int32), shape)[keep]
+        every = bool(keep.all())  # usually no node is in repair: skip the fancy-index copies
+
+        def sel(a: np.ndarray) -> np.ndarray:
+            return a.ravel() if every else a[keep]
+
+        ts_col = sel(np.repeat(ts, self.n_gpus).reshape(shape))
+        gpu_col = sel(np.broadcast_to(np.arange(self.n_gpus, dtype=np.int32), shape))
         values = {
             "util_pct": util,
             "temp_c": temp,
@@ -230,7 +235,7 @@ class Synthesizer:
         cols = {"ts": pa.array(ts_col, type=pa.timestamp("us")), "gpu_id": pa.array(gpu_col)}
         for c in SAMPLE_COLUMNS:
             dtype = np.float64 if c.kind == "counter" else np.float32
-            cols[c.name] = pa.array(np.asarray(values[c.name], dtype=dtype)[keep])
+            cols[c.name] = pa.array(sel(np.asarray(values[c.name], dtype=dtype)))
         return pa.table(cols), self._node_tick(ts, values, keep)
 
     def _node_tick(self, ts: np.ndarray, v: dict[str, np.ndarray], keep: np.ndarray) -> pa.Table:

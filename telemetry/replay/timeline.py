@@ -107,7 +107,10 @@ class Timeline:
     role_changes: list[tuple[float, int, str]] = field(default_factory=list)  # (t, node, role)
 
     def work_at(self, t: np.ndarray | float) -> np.ndarray:
-        return np.interp(t, np.arange(len(self.work)) * self.grid_s, self.work)
+        """Tokens the job could have trained by time t (linear between grid points)."""
+        x = np.clip(np.asarray(t, dtype=float) / self.grid_s, 0, len(self.work) - 1.000001)
+        i = x.astype(int)
+        return self.work[i] + (x - i) * (self.work[i + 1] - self.work[i])
 
     def time_for_work(self, w: np.ndarray | float) -> np.ndarray:
         return np.interp(w, self.work, np.arange(len(self.work)) * self.grid_s)
@@ -158,6 +161,7 @@ class _Sim:
         self.spares = list(range(sc.nodes, sc.nodes + sc.spare_nodes))
         self.nvme_valid_from = 0.0  # NVMe copies older than a node loss are unusable
         self.ckpt_bytes = checkpoint_bytes(sc.params)
+        self.by_tier: dict[str, list[Checkpoint]] = {"nvme": [], "pfs": [], "object": []}
 
     # -- helpers -------------------------------------------------------------------------
     def push(self, t: float, prio: int, kind: str, payload: object = None) -> None:
@@ -233,18 +237,13 @@ class _Sim:
 
     def add_ckpt(self, step: int, tier: str, start: float, write_s: float, blocking: float) -> None:
         ok = self.rng.random() >= self.sc.checkpoint.write_failure_p
-        self.tl.checkpoints.append(
-            Checkpoint(
-                step,
-                tier,
-                start,
-                start + write_s,
-                self.ckpt_bytes,
-                write_s,
-                blocking,
-                "ok" if ok else "failed",
-            )
-        )
+        status = "ok" if ok else "failed"
+        end = start + write_s
+        self.record(Checkpoint(step, tier, start, end, self.ckpt_bytes, write_s, blocking, status))
+
+    def record(self, c: Checkpoint) -> None:
+        self.tl.checkpoints.append(c)
+        self.by_tier[c.tier].append(c)
 
     def on_copy(self, t: float, tier: str, step: int) -> None:
         cp = self.sc.checkpoint
@@ -260,14 +259,16 @@ class _Sim:
         """Newest surviving checkpoint at or before ``step_now``; a drained node loses NVMe."""
         best: tuple[int, int, str] = (-1, 0, "none")  # (step, tier preference, tier)
         pref = {"nvme": 3, "pfs": 2, "object": 1}
-        for c in self.tl.checkpoints:
-            if c.status != "ok" or c.end > t or c.step > step_now:
+        for tier, copies in self.by_tier.items():
+            if tier == "nvme" and node_lost:
                 continue
-            if c.tier == "nvme" and (node_lost or c.start < self.nvme_valid_from):
-                continue
-            key = (c.step, pref[c.tier], c.tier)
-            if key > best:
-                best = key
+            for c in reversed(copies):  # newest first; the first usable one is the tier's best
+                if c.status != "ok" or c.end > t or c.step > step_now:
+                    continue
+                if tier == "nvme" and c.start < self.nvme_valid_from:
+                    break
+                best = max(best, (c.step, pref[tier], tier))
+                break
         return (best[2], max(best[0], 0))
 
     def on_fail(self, t: float, comp: str, cat: str) -> None:
@@ -331,7 +332,7 @@ class _Sim:
         # Drain: a blocking checkpoint straight to the PFS, then maintenance, then restore it.
         step = int(self.step_at(t))
         write_s = self.ckpt_bytes / (sc.checkpoint.pfs_gbps * 1e9) + sc.checkpoint.fixed_stall_s
-        self.tl.checkpoints.append(
+        self.record(
             Checkpoint(step, "pfs", t, t + write_s, self.ckpt_bytes, write_s, write_s, "ok")
         )
         self.close_stretch(t)
