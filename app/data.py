@@ -53,6 +53,38 @@ def extent() -> TimeRange | None:
     return queries.data_extent(store())
 
 
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO time from a URL or a chart (``2026-01-05 10:00:00.123``), or None if invalid."""
+    if not text or len(text) > 40:
+        return None
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "")).replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+def view_range(view: dict[str, Any] | None) -> TimeRange | None:
+    """The time range a shared view describes: a zoomed window, or a preset ending at the
+    newest data. None when the store holds nothing yet."""
+    view = view or {}
+    if view.get("range") == "custom":
+        start, end = parse_time(view.get("start")), parse_time(view.get("end"))
+        if start is not None and end is not None and start < end:
+            return TimeRange(start, end)
+    return time_range(view.get("range"))
+
+
+def revision(view: dict[str, Any] | None) -> str:
+    """Plotly ``uirevision``: the same while only live data changes (legend toggles survive a
+    refresh), new when the run or the chosen range changes."""
+    v = view or {}
+    return f"{v.get('run')}|{v.get('range')}|{v.get('start')}|{v.get('end')}"
+
+
+def template(theme: str | None) -> str:
+    return "plotly_white" if theme == "light" else "plotly_dark"
+
+
 def time_range(preset: str | None) -> TimeRange | None:
     """The preset range ending at the newest stored data (not the wall clock: replays and
     backfills have their own time)."""

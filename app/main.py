@@ -2,21 +2,37 @@
 
 ``create_app(store)`` binds the data adapter to an open ``Store`` and builds the app; nothing is
 loaded at import time. Pages live in ``app/pages`` (one module each, callbacks beside them).
+
+Shared view state lives in one ``dcc.Store`` (``view``): the run and the time range, either a
+preset relative to the newest data or an absolute window set by zooming any time chart. It is
+mirrored in the URL (``?run=…&range=24h`` or ``?run=…&from=…&to=…``) so a link reproduces the
+view and the browser's back/forward buttons move through earlier views. Pages only read it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, dcc, html
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from app import data
+from app.ui import TIMECHART
 from telemetry.store import Store
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 REFRESH_MS = 10_000
+RANGE_OPTIONS = [
+    ("1h", "Last hour"),
+    ("6h", "Last 6 h"),
+    ("24h", "Last 24 h"),
+    ("7d", "Last 7 days"),
+    ("all", "Whole run"),
+    ("custom", "Zoomed window"),
+]
 
 _INDEX = """<!DOCTYPE html>
 <html lang="en" data-bs-theme="dark">
@@ -35,41 +51,29 @@ def _navbar() -> dbc.Navbar:
         )
         for p in dash.page_registry.values()
     ]
+    controls = html.Div(
+        [
+            dcc.Dropdown(
+                id="run-select", clearable=False, placeholder="Run", style={"minWidth": "220px"}
+            ),
+            dcc.Dropdown(
+                id="range-select",
+                clearable=False,
+                value="all",
+                options=[{"label": lbl, "value": v} for v, lbl in RANGE_OPTIONS],
+                style={"minWidth": "150px"},
+            ),
+            dbc.Switch(id="live-switch", label="Live", value=True, class_name="ms-2 mb-0"),
+            dbc.Switch(id="theme-switch", label="Light", value=False, class_name="ms-1 mb-0"),
+        ],
+        className="d-flex align-items-center gap-2 flex-wrap",
+    )
     return dbc.Navbar(
         dbc.Container(
             [
                 dbc.NavbarBrand("Factory Floor", href="/", class_name="fw-bold"),
                 dbc.Nav(links, navbar=True, class_name="me-auto"),
-                html.Div(
-                    [
-                        dcc.Dropdown(
-                            id="run-select",
-                            clearable=False,
-                            placeholder="run",
-                            style={"minWidth": "220px"},
-                        ),
-                        dcc.Dropdown(
-                            id="range-select",
-                            clearable=False,
-                            value="all",
-                            options=[
-                                {"label": lbl, "value": v}
-                                for v, lbl in (
-                                    ("1h", "Last hour"),
-                                    ("6h", "Last 6 h"),
-                                    ("24h", "Last 24 h"),
-                                    ("7d", "Last 7 days"),
-                                    ("all", "Whole run"),
-                                )
-                            ],
-                            style={"minWidth": "140px"},
-                        ),
-                        dbc.Switch(
-                            id="theme-switch", label="Light", value=False, class_name="ms-2 mb-0"
-                        ),
-                    ],
-                    className="d-flex align-items-center gap-2",
-                ),
+                controls,
             ],
             fluid=True,
         ),
@@ -100,6 +104,7 @@ def _layout() -> html.Div:
         [
             dcc.Location(id="url", refresh="callback-nav"),
             dcc.Interval(id="refresh", interval=REFRESH_MS),
+            dcc.Store(id="view"),
             dcc.Store(id="theme-store"),
             _navbar(),
             dbc.Container(
@@ -114,19 +119,91 @@ def _layout() -> html.Div:
     )
 
 
+def _view_from_url(search: str | None, runs: list[str]) -> dict[str, Any]:
+    q = {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}
+    run = q.get("run") if q.get("run") in runs else (runs[-1] if runs else None)
+    start, end = data.parse_time(q.get("from")), data.parse_time(q.get("to"))
+    if start is not None and end is not None and start < end:
+        return {"run": run, "range": "custom", "start": start.isoformat(), "end": end.isoformat()}
+    preset = q.get("range") if q.get("range") in data.PRESETS else "all"
+    return {"run": run, "range": preset, "start": None, "end": None}
+
+
+def _url_from_view(view: dict[str, Any]) -> str:
+    params = {"run": view.get("run") or ""}
+    if view.get("range") == "custom":
+        params |= {"from": view["start"], "to": view["end"]}
+    else:
+        params["range"] = view.get("range") or "all"
+    return "?" + urlencode(params)
+
+
+def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
+    """(start, end) from a chart's relayoutData; True for a reset; None for anything else."""
+    if not relayout:
+        return None
+    if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
+        return str(relayout["xaxis.range[0]"]), str(relayout["xaxis.range[1]"])
+    if "xaxis.range" in relayout:
+        lo, hi = relayout["xaxis.range"]
+        return str(lo), str(hi)
+    if relayout.get("xaxis.autorange"):
+        return True
+    return None
+
+
 def _register_shell_callbacks(app: dash.Dash) -> None:
     @app.callback(
-        Output("run-select", "options"),
+        Output("view", "data"),
+        Output("url", "search"),
         Output("run-select", "value"),
-        Input("refresh", "n_intervals"),
-        State("run-select", "value"),
+        Output("range-select", "value"),
+        Input("url", "search"),
+        Input("run-select", "value"),
+        Input("range-select", "value"),
+        Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
+        State("view", "data"),
     )
-    def _runs(_n: int | None, current: str | None):  # type: ignore[no-untyped-def]
-        df = data.runs()
-        opts = [{"label": f"{r.name}", "value": r.run_id} for r in df.itertuples()]
-        ids = list(df["run_id"])
-        value = current if current in ids else (ids[-1] if ids else None)
-        return opts, value
+    def _sync(search, run, preset, _relayouts, view):  # type: ignore[no-untyped-def]
+        runs = list(data.runs()["run_id"])
+        trig = ctx.triggered_id
+        if trig == "url" or view is None:
+            new = _view_from_url(search, runs)
+            return new, no_update, new["run"], new["range"]
+        new = dict(view)
+        if trig == "run-select":
+            new["run"] = run
+        elif trig == "range-select":
+            if preset == "custom":
+                return no_update, no_update, no_update, view.get("range")
+            new |= {"range": preset, "start": None, "end": None}
+        elif isinstance(trig, dict):
+            zoom = _zoom(ctx.triggered[0]["value"])
+            if zoom is None:
+                raise dash.exceptions.PreventUpdate
+            if zoom is True:
+                new |= {"range": "all", "start": None, "end": None}
+            else:
+                start, end = data.parse_time(zoom[0]), data.parse_time(zoom[1])
+                if start is None or end is None or start >= end:
+                    raise dash.exceptions.PreventUpdate
+                new |= {"range": "custom", "start": start.isoformat(), "end": end.isoformat()}
+        if new == view:
+            raise dash.exceptions.PreventUpdate
+        return new, _url_from_view(new), new["run"], new["range"]
+
+    pages = list(dash.page_registry.values())
+
+    @app.callback(
+        [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")
+    )
+    def _nav(view: dict[str, Any] | None) -> list[str]:
+        query = _url_from_view(view) if view else ""
+        return [p["relative_path"] + query for p in pages]
+
+    @app.callback(Output("run-select", "options"), Input("refresh", "n_intervals"))
+    def _runs(_n: int | None) -> list[dict[str, str]]:
+        return [{"label": r.name, "value": r.run_id} for r in data.runs().itertuples()]
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
     def _updated(_n: int | None) -> str:
@@ -134,12 +211,17 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         if ext is None:
             return "No data stored yet."
         return (
-            f"Data from {ext.start:%Y-%m-%d %H:%M} to {ext.end:%Y-%m-%d %H:%M:%S} UTC (last update)"
+            f"Data {ext.start:%Y-%m-%d %H:%M} – {ext.end:%Y-%m-%d %H:%M:%S} UTC · "
+            f"last updated {ext.end:%H:%M:%S} UTC"
         )
+
+    @app.callback(Output("refresh", "disabled"), Input("live-switch", "value"))
+    def _live(on: bool) -> bool:
+        return not on
 
     app.clientside_callback(
         "function(light){document.documentElement.setAttribute('data-bs-theme',"
-        " light ? 'light' : 'dark'); return window.dash_clientside.no_update;}",
+        " light ? 'light' : 'dark'); return light ? 'light' : 'dark';}",
         Output("theme-store", "data"),
         Input("theme-switch", "value"),
     )

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, callback, html
 
 from app import data, figures
+from app.ui import TIMECHART, card, guarded, time_graph
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
-
-
-def _card(title: str, value: str, sub: str = "", id_: str = "") -> dbc.Col:
-    return dbc.Col(
-        dbc.Card(
-            dbc.CardBody(
-                [
-                    html.Div(title, className="text-body-secondary small"),
-                    html.Div(value, className="fs-4 fw-semibold", **({"id": id_} if id_ else {})),
-                    html.Div(sub, className="small text-body-secondary"),
-                ]
-            )
-        ),
-        xs=6,
-        md=4,
-        xl=2,
-    )
 
 
 def layout(**_query: str) -> html.Div:
@@ -36,14 +22,14 @@ def layout(**_query: str) -> html.Div:
             dbc.Row(id="ov-cards", class_name="g-2 mb-2"),
             dbc.Row(
                 [
-                    dbc.Col(dcc.Graph(id="ov-fleet", config={"displaylogo": False}), lg=8),
-                    dbc.Col(dcc.Graph(id="ov-power", config={"displaylogo": False}), lg=4),
+                    dbc.Col(time_graph("ov-fleet"), lg=8),
+                    dbc.Col(time_graph("ov-power"), lg=4),
                 ],
                 class_name="g-2",
             ),
             dbc.Row(
                 [
-                    dbc.Col(dcc.Graph(id="ov-loss", config={"displaylogo": False}), lg=8),
+                    dbc.Col(time_graph("ov-loss"), lg=8),
                     dbc.Col(html.Div(id="ov-ckpt"), lg=4),
                 ],
                 class_name="g-2",
@@ -62,54 +48,66 @@ def _fmt_age(seconds: float) -> str:
 
 @callback(
     Output("ov-cards", "children"),
-    Output("ov-fleet", "figure"),
-    Output("ov-power", "figure"),
-    Output("ov-loss", "figure"),
+    Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
     Output("ov-ckpt", "children"),
-    Input("run-select", "value"),
-    Input("range-select", "value"),
+    Input("view", "data"),
     Input("refresh", "n_intervals"),
-    Input("theme-switch", "value"),
+    Input("theme-store", "data"),
 )
-def _update(run_id: str | None, preset: str | None, _n: int | None, light: bool | None):  # type: ignore[no-untyped-def]
-    template = "plotly_white" if light else "plotly_dark"
-    tr = data.time_range(preset)
+@guarded("alert", "figure", "figure", "figure", "alert")
+def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    run_id = (view or {}).get("run")
     if tr is None or run_id is None:
         msg = "No data stored yet: start a replay or the ingest daemon."
-        e = figures.empty("Fleet", msg, template=template)
+        e = figures.empty("Fleet", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], e, e, e, ""
     fleet = data.fleet_latest()
     s = data.summary(run_id)
     ints = data.interruptions(run_id, tr)
+    i = s["interruptions"]
     cards = [
-        _card(
+        card(
             "GPUs reporting",
             f"{fleet['reporting']:,} / {fleet['expected']:,}",
             f"{fleet['failed']:,} silent · {fleet.get('degraded', 0)} degraded",
             "ov-gpus",
         ),
-        _card(
+        card(
             "Fleet utilization",
             f"{(fleet.get('util_avg') or 0):.1f} %",
             f"hottest GPU {(fleet.get('temp_max') or 0):.0f} °C",
         ),
-        _card("GPU power", f"{(fleet.get('power_w') or 0) / 1000:,.1f} kW", "all GPUs, latest"),
-        _card("Step", f"{s['steps']:,}", f"loss {s['last_loss']}", "ov-step"),
-        _card(
+        card("GPU power", f"{(fleet.get('power_w') or 0) / 1000:,.1f} kW", "all GPUs, latest"),
+        card("Step", f"{s['steps']:,}", f"loss {s['last_loss']}", "ov-step"),
+        card(
             "ETTR",
             f"{(s['ettr'] or 0) * 100:.1f} %",
             f"MFU {(s['mfu'] or 0) * 100:.1f} %",
             "ov-ettr",
         ),
-        _card(
+        card(
             "Interruptions",
-            f"{s['interruptions']['unexpected']} + {s['interruptions']['planned']}",
+            f"{i['unexpected']} + {i['planned']}",
             f"unexpected + planned · MTBF {s['mtbf_hours'] or '–'} h",
             "ov-ints",
         ),
     ]
     series = data.fleet_series(tr)
     ages = data.checkpoint_ages(run_id, tr.end)
+    rows = [
+        html.Tr(
+            [
+                html.Td(_TIER_NAMES.get(r.tier, r.tier)),
+                html.Td(_fmt_age(r.age_s)),
+                html.Td(f"{r.step:,}"),
+            ]
+        )
+        for r in ages.itertuples()
+    ]
     ck = (
         dbc.Card(
             dbc.CardBody(
@@ -118,18 +116,7 @@ def _update(run_id: str | None, preset: str | None, _n: int | None, light: bool 
                     html.Table(
                         [
                             html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
-                            html.Tbody(
-                                [
-                                    html.Tr(
-                                        [
-                                            html.Td(_TIER_NAMES.get(r.tier, r.tier)),
-                                            html.Td(_fmt_age(r.age_s)),
-                                            html.Td(f"{r.step:,}"),
-                                        ]
-                                    )
-                                    for r in ages.itertuples()
-                                ]
-                            ),
+                            html.Tbody(rows),
                         ],
                         className="table table-sm mb-0",
                         id="ov-ckpt-table",
@@ -137,13 +124,14 @@ def _update(run_id: str | None, preset: str | None, _n: int | None, light: bool 
                 ]
             )
         )
-        if not ages.empty
+        if rows
         else dbc.Alert("No checkpoint completed yet in this run.", color="secondary")
     )
+    rev = data.revision(view)
     return (
         cards,
-        figures.fleet_timeline(series, ints, template),
-        figures.power_series(series, template),
-        figures.loss_curve(data.train_series(run_id, tr), template),
+        figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
+        figures.power_series(series, tpl).update_layout(uirevision=rev),
+        figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev),
         ck,
     )

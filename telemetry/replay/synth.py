@@ -47,6 +47,15 @@ class Window:
         return 0 if t is None else len(t)
 
 
+def _arrow(a: np.ndarray, type_: pa.DataType | None = None) -> pa.Array:
+    """Zero-copy NumPy -> Arrow for a contiguous numeric array without nulls (``pa.array``
+    validates and copies, which cost a third of the synthesis time)."""
+    a = np.ascontiguousarray(a)
+    return pa.Array.from_buffers(
+        type_ or pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)]
+    )
+
+
 def _cum_fraction(intervals: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
     """Breakpoints of the cumulative time spent inside ``intervals`` (sorted, non-overlapping)."""
     if not intervals:
@@ -232,19 +241,27 @@ class Synthesizer:
             "energy_mj": energy,
             "xid_last": xid,
         }
-        cols = {"ts": pa.array(ts_col, type=pa.timestamp("us")), "gpu_id": pa.array(gpu_col)}
+        cols = {"ts": _arrow(ts_col.view(np.int64), pa.timestamp("us")), "gpu_id": _arrow(gpu_col)}
         for c in SAMPLE_COLUMNS:
             dtype = np.float64 if c.kind == "counter" else np.float32
-            cols[c.name] = pa.array(sel(np.asarray(values[c.name], dtype=dtype)))
+            cols[c.name] = _arrow(sel(np.asarray(values[c.name], dtype=dtype)))
         return pa.table(cols), self._node_tick(ts, values, keep)
 
     def _node_tick(self, ts: np.ndarray, v: dict[str, np.ndarray], keep: np.ndarray) -> pa.Table:
         """Per-(tick, node) sums, mins and maxes; the same numbers as the store's SQL."""
         k, gpn = len(ts), self.sc.gpus_per_node
 
+        ones = np.ones(gpn, dtype=np.float32)
+
         def per_node(name: str, how: str) -> np.ndarray:
-            a = np.asarray(v[name], dtype=np.float64).reshape(k, self.n_nodes, gpn)
-            return getattr(a, how)(axis=2)
+            a = np.asarray(v[name], dtype=np.float32).reshape(k, self.n_nodes, gpn)
+            if how == "sum":  # a BLAS product is ~7x faster than sum(axis=2) on 8-wide rows
+                return (a @ ones).astype(np.float64)
+            out = a[..., 0].copy()
+            op = np.minimum if how == "min" else np.maximum
+            for i in range(1, gpn):
+                op(out, a[..., i], out=out)
+            return out
 
         node_keep = keep.reshape(k, self.n_nodes, gpn)[:, :, 0]
         cols = {
@@ -267,7 +284,9 @@ class Synthesizer:
             arr = np.asarray(arr)[node_keep]
             if name in ("util_min", "temp_max", "mem_temp_max", "clock_min"):
                 arr = arr.astype(np.float32)
-            out[name] = pa.array(arr, type=pa.timestamp("us")) if name == "ts" else pa.array(arr)
+            out[name] = (
+                _arrow(arr.view(np.int64), pa.timestamp("us")) if name == "ts" else _arrow(arr)
+            )
         return pa.table(out)
 
     def _xid_matrix(self, ticks: np.ndarray) -> np.ndarray:
