@@ -278,7 +278,9 @@ def _serve(
     from telemetry.replay.runner import replay
     from telemetry.store import open_store
 
-    store = open_store(store_path)
+    # Without a writer in this process the store is opened read-only, so other read-only
+    # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
+    store = open_store(store_path, read_only=replay_sc is None)
     stop = threading.Event()
     worker = None
     if replay_sc is not None:

@@ -173,6 +173,14 @@ class Store:
         finally:
             cur.close()
 
+    def rows(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run a parameterised read-only query on a fresh cursor and return all rows."""
+        cur = self._con.cursor()
+        try:
+            return cur.execute(sql, list(params)).fetchall()
+        finally:
+            cur.close()
+
     def scalar(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> Any:
         cur = self._con.cursor()
         try:
@@ -182,7 +190,11 @@ class Store:
             cur.close()
 
     def meta(self) -> dict[str, str]:
-        return dict(self._con.cursor().execute("SELECT key, value FROM meta").fetchall())
+        cur = self._con.cursor()
+        try:
+            return dict(cur.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            cur.close()
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager

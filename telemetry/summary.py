@@ -19,9 +19,7 @@ from telemetry.store import TIERS, Store
 
 
 def _run_ids(store: Store) -> list[str]:
-    return [
-        r[0] for r in store.cursor().execute("SELECT run_id FROM runs ORDER BY start_ts").fetchall()
-    ]
+    return [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY start_ts")]
 
 
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
@@ -59,13 +57,11 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         [run_id],
     ).set_index("tier")
     restores = dict(
-        store.cursor()
-        .execute(
+        store.rows(
             """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
-           GROUP BY restored_tier ORDER BY 1""",
+               GROUP BY restored_tier ORDER BY 1""",
             [run_id],
         )
-        .fetchall()
     )
     wall_h = wall_s / 3600.0
     return {

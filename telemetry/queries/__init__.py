@@ -45,14 +45,10 @@ def runs(store: Store) -> pd.DataFrame:
 
 def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored (GPU samples or training metrics)."""
-    row = (
-        store.cursor()
-        .execute(
-            """SELECT min(lo), max(hi) FROM (
+    (row,) = store.rows(
+        """SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics)"""
-        )
-        .fetchone()
     )
     if row is None or row[0] is None:
         return None
@@ -95,12 +91,11 @@ def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.Data
 
 def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     """The newest sample tick: GPUs reporting vs expected, health classes, power, hottest."""
-    cur = store.cursor()
-    last = cur.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
-    expected = cur.execute("SELECT count(*) FROM gpus").fetchone()[0]
+    last = store.scalar("SELECT max(ts) FROM gpu_samples")
+    expected = store.scalar("SELECT count(*) FROM gpus")
     if last is None:
         return {"ts": None, "expected": expected, "reporting": 0}
-    row = cur.execute(
+    (row,) = store.rows(
         """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
                   count(*) FILTER (WHERE temp_c >= 85 OR sm_clock_mhz < 0.85 * (
                       SELECT max(sm_clock_mhz) FROM gpu_samples WHERE ts = ?)
@@ -108,7 +103,7 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
                   count(*) FILTER (WHERE util_pct < 5)
            FROM gpu_samples WHERE ts = ?""",
         [last, last],
-    ).fetchone()
+    )
     reporting = int(row[0])
     return {
         "ts": last,
