@@ -1,0 +1,243 @@
+"""Failures: what interrupted the run, how often, what it cost, and which nodes keep failing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, callback, dcc, html
+
+from app import data, figures
+from app.figures import failures as ffig
+from app.ui import TIMECHART, card, graph, guarded, table, time_graph
+from telemetry.queries import failures as q
+
+dash.register_page(__name__, path="/failures", name="Failures", order=3)
+
+LLAMA3_MTBF_H = 54 * 24 / 419  # wall hours / unexpected interruptions in the reference run
+NO_DATA = "No data stored yet: start a replay or the ingest daemon."
+
+TAX_COLUMNS = {
+    "category": "Category",
+    "key": "Component",
+    "count": "Run (n)",
+    "pct": "Run (%)",
+    "lost_gpu_hours": "Lost (GPU-h)",
+    "ref_count": "Llama 3 (n)",
+    "ref_pct": "Llama 3 (% of 419)",
+    "ref_pct_printed": "Printed (%)",
+}
+XID_COLUMNS = {
+    "xid": "XID",
+    "mnemonic": "Mnemonic",
+    "meaning": "Meaning",
+    "action": "NVIDIA recommended action",
+    "hint": "Operator hint",
+    "fatal": "Fatal",
+    "count": "Count",
+    "gpus": "GPUs",
+    "hosts": "Hosts",
+    "last_ts": "Last seen (UTC)",
+}
+LEMON_COLUMNS = {
+    "rank": "#",
+    "host": "Host",
+    "rack": "Rack",
+    "unexpected": "Unexpected",
+    "xids": "XIDs",
+    "lost_gpu_hours": "Lost (GPU-h)",
+    "downtime_min": "Downtime (min)",
+    "last_failure": "Last failure (UTC)",
+    "components": "Components",
+}
+
+
+def _section(title: str, body: Any, id_: str) -> dbc.Card:
+    return dbc.Card(
+        dbc.CardBody([html.H6(title, className="mb-2"), html.Div(body, id=id_)]),
+        class_name="h-100",
+    )
+
+
+def layout(**_query: str) -> html.Div:
+    by = dbc.RadioItems(
+        id="fail-by",
+        options=[
+            {"label": "By component", "value": "component"},
+            {"label": "By category", "value": "category"},
+        ],
+        value="component",
+        inline=True,
+        class_name="small mb-1",
+    )
+    return html.Div(
+        [
+            dbc.Row(id="fail-cards", class_name="g-2 mb-2"),
+            html.Div(
+                [html.Span("Group by", className="small text-body-secondary me-2"), by],
+                className="d-flex align-items-center",
+            ),
+            time_graph("fail-timeline"),
+            dbc.Row(
+                [
+                    dbc.Col(graph("fail-taxonomy"), lg=6),
+                    dbc.Col(_section("Interruption taxonomy (counts)", "", "fail-tax"), lg=6),
+                ],
+                class_name="g-2 mb-2",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(_section("XIDs in this range, decoded", "", "fail-xid"), lg=7),
+                    dbc.Col(_section('Bad-node ("lemon") ranking', "", "fail-lemon"), lg=5),
+                ],
+                class_name="g-2 mb-2",
+            ),
+            dcc.Markdown(
+                f"Reference: *{ffig.REF_SOURCE}*. MTBF = wall hours of the run in the range / "
+                "unexpected interruptions; downtime = detection + restart; lost GPU-hours = "
+                "GPUs x (downtime + recomputation of rolled-back steps).",
+                className="small text-body-secondary mt-2",
+            ),
+        ]
+    )
+
+
+def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
+    mtbf = r["mtbf_hours"]
+    n_xids, n_codes = int(xid["count"].sum()), len(xid)
+    n_fatal = int((xid["fatal"] == "yes").sum())
+    return [
+        card(
+            "Interruptions",
+            f"{r['unexpected']} + {r['planned']}",
+            "unexpected + planned · Llama 3: 419 + 47 in 54 d",
+            "fail-count",
+        ),
+        card(
+            "MTBF",
+            f"{mtbf:.1f} h" if mtbf is not None else "–",
+            f"{r['wall_hours']:.1f} wall h / {r['unexpected']} unexpected · "
+            f"Llama 3: {LLAMA3_MTBF_H:.1f} h",
+            "fail-mtbf",
+        ),
+        card(
+            "Downtime",
+            f"{r['downtime_hours']:.2f} h",
+            f"detection + restart · +{r['rework_hours']:.2f} h recompute",
+            "fail-downtime",
+        ),
+        card(
+            "Lost GPU-hours",
+            f"{r['lost_gpu_hours']:,.1f}",
+            f"{r['lost_steps']:,} steps rolled back",
+            "fail-lostgh",
+        ),
+        card(
+            "Recovery: automated / manual",
+            f"{r['automated']} / {r['manual']}",
+            "Llama 3: 3 of 466 needed manual work",
+            "fail-recovery",
+        ),
+        card("XIDs", f"{n_xids:,}", f"{n_codes} codes, {n_fatal} fatal", "fail-xids"),
+    ]
+
+
+def _ts_text(s: pd.Series) -> pd.Series:
+    return pd.to_datetime(s).dt.strftime("%Y-%m-%d %H:%M:%S").fillna("")
+
+
+def _xid_table(df: pd.DataFrame) -> Any:
+    if df.empty:
+        return dbc.Alert("No XIDs in this range.", color="secondary", class_name="mb-0")
+    df = df.assign(
+        action=df["action"] + " (" + df["action_text"] + ")",
+        last_ts=_ts_text(df["last_ts"]),
+    )
+    return table("fail-xid-table", df, XID_COLUMNS, page_size=8, persistence=True)
+
+
+def _lemon_table(df: pd.DataFrame) -> Any:
+    if df.empty:
+        msg = "No unexpected interruptions or XIDs on any node in this range."
+        return dbc.Alert(msg, color="secondary", class_name="mb-0")
+    df = df.assign(
+        rank=range(1, len(df) + 1),
+        lost_gpu_hours=df["lost_gpu_hours"].round(1),
+        downtime_min=(df["downtime_s"] / 60.0).round(1),
+        last_failure=_ts_text(df["last_failure"]),
+    )
+    return table("fail-lemon-table", df, LEMON_COLUMNS, page_size=8, persistence=True)
+
+
+def _tax_table(df: pd.DataFrame, by: str) -> Any:
+    columns = dict(TAX_COLUMNS)
+    if by == "category":
+        del columns["category"]
+        columns["key"] = "Category"
+    df = df.assign(
+        pct=df["pct"].round(1),
+        ref_pct=df["ref_pct"].round(1),
+        lost_gpu_hours=df["lost_gpu_hours"].round(1),
+    )
+    return table("fail-tax-table", df, columns, page_size=20, persistence=True)
+
+
+@callback(
+    Output("fail-cards", "children"),
+    Output("fail-xid", "children"),
+    Output("fail-lemon", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+)
+@guarded("alert", "alert", "alert")
+def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
+    tr = data.view_range(view)
+    if tr is None:
+        return [dbc.Alert(NO_DATA, color="info")], "", ""
+    run_id = (view or {}).get("run")
+    store = data.store()
+    xid = q.xid_table(store, run_id, tr)
+    cards = _cards(q.reliability(store, run_id, tr), xid)
+    return cards, _xid_table(xid), _lemon_table(q.lemons(store, run_id, tr))
+
+
+@callback(
+    Output({"type": "chart", "id": "fail-taxonomy"}, "figure"),
+    Output("fail-tax", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+    Input("fail-by", "value"),
+)
+@guarded("figure", "alert")
+def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None:
+        return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
+    by = by if by in q.TAXONOMY_KEYS else "component"
+    store, run_id = data.store(), (view or {}).get("run")
+    df = q.taxonomy(store, run_id, tr, by)
+    planned = q.reliability(store, run_id, tr)["planned"]
+    fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=data.revision(view))
+    return fig, _tax_table(df, by)
+
+
+@callback(
+    Output({"type": TIMECHART, "id": "fail-timeline"}, "figure"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+    Input("fail-by", "value"),
+)
+@guarded("figure")
+def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None:
+        return figures.empty("Interruptions over time", NO_DATA, template=tpl)
+    df = q.timeline(data.store(), (view or {}).get("run"), tr)
+    fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
+    return fig.update_layout(uirevision=data.revision(view))

@@ -1,0 +1,276 @@
+"""Queries of the Failures page: interruption taxonomy against the Llama 3 reference, the
+interruption timeline, reliability figures (MTBF, downtime, lost GPU-hours, recovery), decoded
+XIDs and the bad-node ("lemon") ranking.
+
+Every function takes a run ID (``None`` = all runs) and a ``TimeRange`` and returns a small
+frame or dict: interruptions and XIDs are events (hundreds per 54-day run at 16,384 GPUs), so
+each result is grouped or capped in SQL before it reaches Python.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.reference import LLAMA3_PLANNED, llama3_interruptions, xids
+from telemetry.store import Store
+
+LLAMA3_UNEXPECTED = 419  # the basis of every reference percentage (Table 5)
+
+# Groupings the taxonomy may be asked for; the column name comes from here, never from input.
+TAXONOMY_KEYS = {"component": "component", "category": "category"}
+
+# NVIDIA's immediate-action buckets in plain words (xid_reference.csv, NVIDIA XID catalog).
+ACTION_TEXT = {
+    "RESTART_APP": "restart the application",
+    "RESET_GPU": "reset the GPU",
+    "RESTART_BM": "reboot the node",
+    "IGNORE": "no action needed",
+    "CHECK_MECHANICALS": "check power cables and mechanics",
+    "UNEXPECTED_ERR_REPORT_ISSUE": "report to NVIDIA",
+    "WORKFLOW_XID_45": "follow the XID 45 workflow",
+    "WORKFLOW_XID_48": "follow the XID 48 (double-bit ECC) workflow",
+    "WORKFLOW_NVLINK_ERR": "follow the NVLink error workflow",
+    "WORKFLOW_NVLINK5_ERR": "follow the NVLink5 error workflow",
+}
+
+_RUN_AND_RANGE = "(? IS NULL OR run_id = ?) AND ts BETWEEN ? AND ?"
+
+
+def _params(run_id: str | None, tr: TimeRange) -> list[Any]:
+    return [run_id, run_id, tr.start, tr.end]
+
+
+def reference_distribution(by: str = "component") -> pd.DataFrame:
+    """Llama 3 405B Table 5 grouped by component or category: ``key``, ``category``,
+    ``ref_count``, ``ref_pct`` (count / 419 x 100) and ``ref_pct_printed`` (as printed; the
+    paper prints 30.1 % for Faulty GPU, which is 148/419 = 35.3 %). Raises ``ValueError`` for
+    an unknown grouping."""
+    if by not in TAXONOMY_KEYS:
+        raise ValueError(f"unknown taxonomy grouping {by!r}; use one of {sorted(TAXONOMY_KEYS)}")
+    ref = pd.DataFrame(
+        [
+            {
+                "key": getattr(c, by),
+                "category": c.category,
+                "ref_count": c.count,
+                "ref_pct_printed": c.pct_printed,
+            }
+            for c in llama3_interruptions()
+        ]
+    )
+    ref = ref.groupby("key", as_index=False, sort=False).agg(
+        category=("category", "first"),
+        ref_count=("ref_count", "sum"),
+        ref_pct_printed=("ref_pct_printed", "sum"),
+    )
+    ref["ref_pct"] = ref["ref_count"] * 100.0 / LLAMA3_UNEXPECTED
+    return ref
+
+
+def taxonomy(
+    store: Store, run_id: str | None, tr: TimeRange, by: str = "component"
+) -> pd.DataFrame:
+    """Unexpected interruptions in the range grouped by ``component`` or ``category``, beside
+    the Llama 3 reference. Columns: ``key``, ``category``, ``count``, ``pct`` (share of this
+    range's unexpected interruptions, %), ``lost_gpu_hours``, ``ref_count``, ``ref_pct``
+    (count / 419, %), ``ref_pct_printed``. Every reference row is present (count 0 if not seen
+    here); keys seen here but absent from the reference are appended. Ordered by reference
+    count, then count. Planned interruptions are excluded (see ``reliability``)."""
+    ref = reference_distribution(by)
+    col = TAXONOMY_KEYS[by]
+    seen = store.df(
+        f"""SELECT {col} AS key, any_value(category) AS category_seen, count(*) AS count,
+                   sum(lost_gpu_hours) AS lost_gpu_hours
+            FROM interruptions WHERE NOT planned AND {_RUN_AND_RANGE}
+            GROUP BY {col}""",
+        _params(run_id, tr),
+    )
+    df = ref.merge(seen, on="key", how="outer")
+    df["category"] = df["category"].fillna(df["category_seen"]).fillna("Unknown")
+    df = df.drop(columns="category_seen")
+    for c in ("count", "ref_count"):
+        df[c] = df[c].fillna(0).astype(int)
+    for c in ("lost_gpu_hours", "ref_pct", "ref_pct_printed"):
+        df[c] = df[c].astype(float).fillna(0.0)
+    total = int(df["count"].sum())
+    df["pct"] = df["count"] * 100.0 / total if total else 0.0
+    df = df.sort_values(["ref_count", "count"], ascending=False, kind="stable")
+    return df.reset_index(drop=True)[
+        [
+            "key",
+            "category",
+            "count",
+            "pct",
+            "lost_gpu_hours",
+            "ref_count",
+            "ref_pct",
+            "ref_pct_printed",
+        ]
+    ]
+
+
+def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000) -> pd.DataFrame:
+    """Interruptions in the range, newest ``limit`` (all of them in any realistic run), oldest
+    first: ts, run_id, host, gpu, component, category, xid, planned, downtime_s (detection +
+    restart), rework_s, lost_steps, lost_gpu_hours, restored_tier, restored_step, recovery,
+    node_lost, description, xid_name (the XID's mnemonic, "unknown XID" if not in the
+    catalog, "" without an XID)."""
+    df = store.df(
+        f"""SELECT * FROM (
+              SELECT ts, run_id, host, gpu, component, category, xid, planned,
+                     detect_s + restart_s AS downtime_s, rework_s, lost_steps, lost_gpu_hours,
+                     restored_tier, restored_step, recovery, node_lost, description
+              FROM interruptions WHERE {_RUN_AND_RANGE}
+              ORDER BY ts DESC LIMIT ?)
+            ORDER BY ts""",
+        [*_params(run_id, tr), int(limit)],
+    )
+    ref = xids()
+    df["xid_name"] = [
+        "" if pd.isna(x) else (ref[int(x)].mnemonic if int(x) in ref else "unknown XID")
+        for x in df["xid"]
+    ]
+    return df
+
+
+def _run_window(store: Store, run_id: str | None, tr: TimeRange) -> tuple[datetime, datetime]:
+    """The part of the range the run was alive: from its start to its end or newest data."""
+    if run_id is None:
+        return tr.start, tr.end
+    (row,) = store.rows(
+        """SELECT r.start_ts, least(coalesce(r.end_ts, d.last), d.last)
+           FROM runs r, (SELECT max(t) AS last FROM (
+               SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
+               UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
+               UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)) d
+           WHERE r.run_id = ?""",
+        [run_id, run_id, run_id, run_id],
+    ) or [(None, None)]
+    start, end = row
+    if start is None or end is None:
+        return tr.start, tr.start
+    return max(start, tr.start), min(end, tr.end)
+
+
+def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, Any]:
+    """Reliability figures of the run within the range (definitions as ``telemetry.summary``):
+    ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range),
+    ``mtbf_hours`` (wall hours / unexpected; None without unexpected interruptions),
+    ``downtime_hours`` (detection + restart, planned included), ``rework_hours``,
+    ``lost_gpu_hours``, ``lost_steps``, ``automated``, ``manual`` (recovery of all
+    interruptions), ``manual_unexpected`` and the Llama 3 reference counts."""
+    (row,) = store.rows(
+        f"""SELECT count(*) FILTER (WHERE NOT planned), count(*) FILTER (WHERE planned),
+                   coalesce(sum(detect_s + restart_s), 0), coalesce(sum(rework_s), 0),
+                   coalesce(sum(lost_gpu_hours), 0), coalesce(sum(lost_steps), 0),
+                   count(*) FILTER (WHERE recovery = 'automated'),
+                   count(*) FILTER (WHERE recovery = 'manual'),
+                   count(*) FILTER (WHERE recovery = 'manual' AND NOT planned)
+            FROM interruptions WHERE {_RUN_AND_RANGE}""",
+        _params(run_id, tr),
+    )
+    start, end = _run_window(store, run_id, tr)
+    wall_h = max((end - start).total_seconds(), 0.0) / 3600.0
+    unexpected = int(row[0])
+    return {
+        "unexpected": unexpected,
+        "planned": int(row[1]),
+        "wall_hours": wall_h,
+        "mtbf_hours": wall_h / unexpected if unexpected else None,
+        "downtime_hours": float(row[2]) / 3600.0,
+        "rework_hours": float(row[3]) / 3600.0,
+        "lost_gpu_hours": float(row[4]),
+        "lost_steps": int(row[5]),
+        "automated": int(row[6]),
+        "manual": int(row[7]),
+        "manual_unexpected": int(row[8]),
+        "ref_unexpected": LLAMA3_UNEXPECTED,
+        "ref_planned": LLAMA3_PLANNED,
+        "ref_manual": 3,
+    }
+
+
+def _xid_filter() -> str:
+    # XIDs not attributed to a run (a spare, a node between jobs) belong to every run's view.
+    return "(? IS NULL OR run_id = ? OR run_id IS NULL) AND ts BETWEEN ? AND ?"
+
+
+def xid_table(store: Store, run_id: str | None, tr: TimeRange, max_hosts: int = 5) -> pd.DataFrame:
+    """XID events in the range per code, decoded with NVIDIA's catalog. Columns: ``xid``,
+    ``mnemonic``, ``meaning``, ``action`` (NVIDIA's immediate-action bucket), ``action_text``,
+    ``hint``, ``fatal`` ("yes"/"no"/"unknown"), ``count``, ``gpus`` (distinct host/GPU pairs),
+    ``hosts`` (up to ``max_hosts`` hosts by count, then "+N more"), ``last_ts``. A code absent
+    from the catalog is kept and shown as "unknown XID", never dropped. Most frequent first."""
+    df = store.df(
+        f"""WITH e AS (SELECT * FROM xid_events WHERE {_xid_filter()}),
+            h AS (SELECT xid, host, count(*) AS n FROM e GROUP BY xid, host)
+            SELECT e.xid, count(*) AS count, count(DISTINCT (e.host, e.gpu)) AS gpus,
+                   max(e.ts) AS last_ts,
+                   (SELECT list(host ORDER BY n DESC, host) FROM h WHERE h.xid = e.xid) AS hl
+            FROM e GROUP BY e.xid ORDER BY count DESC, e.xid""",
+        _params(run_id, tr),
+    )
+    ref = xids()
+    rows = []
+    for r in df.itertuples():
+        code = int(r.xid)
+        x = ref.get(code)
+        hosts = list(r.hl)
+        more = f" +{len(hosts) - max_hosts} more" if len(hosts) > max_hosts else ""
+        rows.append(
+            {
+                "xid": code,
+                "mnemonic": x.mnemonic if x else "unknown XID",
+                "meaning": x.message if x else "not in NVIDIA's XID catalog shipped here",
+                "action": x.action if x else "unknown",
+                "action_text": ACTION_TEXT.get(x.action, x.action) if x else "look up the code",
+                "hint": x.hint if x else "",
+                "fatal": ("yes" if x.fatal else "no") if x else "unknown",
+                "count": int(r.count),
+                "gpus": int(r.gpus),
+                "hosts": ", ".join(hosts[:max_hosts]) + more,
+                "last_ts": r.last_ts,
+            }
+        )
+    cols = ["xid", "mnemonic", "meaning", "action", "action_text", "hint", "fatal", "count"]
+    return pd.DataFrame(rows, columns=[*cols, "gpus", "hosts", "last_ts"])
+
+
+def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> pd.DataFrame:
+    """Hosts ranked by unexpected interruptions in the range, then XIDs, then lost GPU-hours
+    (repeat offenders first). Columns: ``host``, ``rack``, ``unexpected``, ``planned``,
+    ``xids``, ``lost_gpu_hours`` and ``downtime_s`` (of its unexpected interruptions: planned
+    maintenance is not the node's fault), ``last_failure`` (newest unexpected interruption or
+    XID), ``components`` (distinct, most frequent first). Hosts with only planned
+    interruptions are left out."""
+    return store.df(
+        f"""WITH r AS (SELECT * FROM interruptions WHERE {_RUN_AND_RANGE}),
+            c AS (SELECT host, component, count(*) AS n FROM r WHERE NOT planned
+                  GROUP BY host, component),
+            i AS (
+              SELECT host, count(*) FILTER (WHERE NOT planned) AS unexpected,
+                     count(*) FILTER (WHERE planned) AS planned,
+                     sum(lost_gpu_hours) FILTER (WHERE NOT planned) AS lost_gpu_hours,
+                     sum(detect_s + restart_s) FILTER (WHERE NOT planned) AS downtime_s,
+                     max(ts) FILTER (WHERE NOT planned) AS last_int,
+                     (SELECT string_agg(component, ', ' ORDER BY n DESC, component) FROM c
+                      WHERE c.host = r.host) AS components
+              FROM r GROUP BY host),
+            x AS (SELECT host, count(*) AS xids, max(ts) AS last_xid
+                  FROM xid_events WHERE {_xid_filter()} GROUP BY host)
+            SELECT host, n.rack, coalesce(i.unexpected, 0) AS unexpected,
+                   coalesce(i.planned, 0) AS planned, coalesce(x.xids, 0) AS xids,
+                   coalesce(i.lost_gpu_hours, 0) AS lost_gpu_hours,
+                   coalesce(i.downtime_s, 0) AS downtime_s,
+                   greatest(i.last_int, x.last_xid) AS last_failure,
+                   coalesce(i.components, '') AS components
+            FROM i FULL OUTER JOIN x USING (host) LEFT JOIN nodes n USING (host)
+            WHERE coalesce(i.unexpected, 0) + coalesce(x.xids, 0) > 0
+            ORDER BY unexpected DESC, xids DESC, lost_gpu_hours DESC, host
+            LIMIT ?""",
+        [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
+    )
