@@ -5,8 +5,10 @@ loaded at import time. Pages live in ``app/pages`` (one module each, callbacks b
 
 Shared view state lives in one ``dcc.Store`` (``view``): the run and the time range, either a
 preset relative to the newest data or an absolute window set by zooming any time chart. It is
-mirrored in the URL (``?run=…&range=24h`` or ``?run=…&from=…&to=…``) so a link reproduces the
-view and the browser's back/forward buttons move through earlier views. Pages only read it.
+mirrored in the URL fragment (``#run=…&range=24h`` or ``#run=…&from=…&to=…``) so a link
+reproduces the view and the browser's back/forward buttons move through earlier views. (The
+fragment, not the query string: Dash Pages re-renders the whole page when the query changes.)
+Pages only read it.
 """
 
 from __future__ import annotations
@@ -119,8 +121,8 @@ def _layout() -> html.Div:
     )
 
 
-def _view_from_url(search: str | None, runs: list[str]) -> dict[str, Any]:
-    q = {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}
+def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
+    q = {k: v[0] for k, v in parse_qs((fragment or "").lstrip("#?")).items() if v}
     run = q.get("run") if q.get("run") in runs else (runs[-1] if runs else None)
     start, end = data.parse_time(q.get("from")), data.parse_time(q.get("to"))
     if start is not None and end is not None and start < end:
@@ -135,7 +137,7 @@ def _url_from_view(view: dict[str, Any]) -> str:
         params |= {"from": view["start"], "to": view["end"]}
     else:
         params["range"] = view.get("range") or "all"
-    return "?" + urlencode(params)
+    return "#" + urlencode(params)
 
 
 def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
@@ -153,29 +155,44 @@ def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
 
 
 def _register_shell_callbacks(app: dash.Dash) -> None:
+    pages = list(dash.page_registry.values())
+
     @app.callback(
         Output("view", "data"),
-        Output("url", "search"),
+        Output("url", "hash"),
         Output("run-select", "value"),
+        Output("run-select", "options"),
         Output("range-select", "value"),
-        Input("url", "search"),
+        Input("url", "hash"),
         Input("run-select", "value"),
         Input("range-select", "value"),
         Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
+        Input("refresh", "n_intervals"),
         State("view", "data"),
+        State("run-select", "options"),
     )
-    def _sync(search, run, preset, _relayouts, view):  # type: ignore[no-untyped-def]
-        runs = list(data.runs()["run_id"])
+    def _sync(fragment, run, preset, _relayouts, _n, view, options):  # type: ignore[no-untyped-def]
+        frame = data.runs()
+        runs = list(frame["run_id"])
+        opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
+        opts_out = opts if opts != options else no_update
         trig = ctx.triggered_id
         if trig == "url" or view is None:
-            new = _view_from_url(search, runs)
-            return new, no_update, new["run"], new["range"]
+            new = _view_from_url(fragment, runs)
+            return new, no_update, new["run"], opts, new["range"]
+        if trig == "refresh":  # live: a new run may have appeared
+            if view.get("run") not in runs and runs:
+                new = dict(view, run=runs[-1])
+                return new, _url_from_view(new), new["run"], opts_out, no_update
+            return no_update, no_update, no_update, opts_out, no_update
         new = dict(view)
         if trig == "run-select":
+            if run not in runs:  # a stale or cleared value: show the current run again
+                return no_update, no_update, view.get("run"), opts_out, no_update
             new["run"] = run
         elif trig == "range-select":
             if preset == "custom":
-                return no_update, no_update, no_update, view.get("range")
+                return no_update, no_update, no_update, opts_out, view.get("range")
             new |= {"range": preset, "start": None, "end": None}
         elif isinstance(trig, dict):
             zoom = _zoom(ctx.triggered[0]["value"])
@@ -188,11 +205,11 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
                 if start is None or end is None or start >= end:
                     raise dash.exceptions.PreventUpdate
                 new |= {"range": "custom", "start": start.isoformat(), "end": end.isoformat()}
+        if new.get("run") not in runs:
+            new["run"] = runs[-1] if runs else None
         if new == view:
             raise dash.exceptions.PreventUpdate
-        return new, _url_from_view(new), new["run"], new["range"]
-
-    pages = list(dash.page_registry.values())
+        return new, _url_from_view(new), new["run"], opts_out, new["range"]
 
     @app.callback(
         [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")
@@ -200,10 +217,6 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     def _nav(view: dict[str, Any] | None) -> list[str]:
         query = _url_from_view(view) if view else ""
         return [p["relative_path"] + query for p in pages]
-
-    @app.callback(Output("run-select", "options"), Input("refresh", "n_intervals"))
-    def _runs(_n: int | None) -> list[dict[str, str]]:
-        return [{"label": r.name, "value": r.run_id} for r in data.runs().itertuples()]
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
     def _updated(_n: int | None) -> str:

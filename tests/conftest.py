@@ -32,7 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SHOTS = ROOT / "test-results" / "screenshots"
+SHOTS = ROOT / "screenshots"  # pytest-playwright empties test-results/ at each session start
 
 
 def free_port() -> int:

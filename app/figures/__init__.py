@@ -40,8 +40,15 @@ def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
 def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
     fig = _base(title, height, template)
     fig.add_annotation(
-        text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14}
+        text=message,
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        font={"size": 14, "color": "#8a8f98"},  # readable on the dark and the light theme
     )
+    fig.update_layout(title_font_color="#8a8f98")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig

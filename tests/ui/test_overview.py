@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 from tests.conftest import Server
 
 FLEET_READY = "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.[0]?.x?.length > 0"
-FLEET_X = "() => document.querySelector('#ov-fleet .js-plotly-plot').data[0].x"
+FLEET_X = "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.[0]?.x || []"
 
 
 def _span_s(xs: list[str]) -> float:

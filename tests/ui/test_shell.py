@@ -1,0 +1,79 @@
+"""Across pages: a shared link restores the view, back/forward move through views, themes."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.conftest import Server
+from tests.ui.test_overview import FLEET_READY, FLEET_X, _span_s
+
+
+def _pick(page: Page, dropdown: str, option: str) -> None:
+    page.locator(f"#{dropdown}").click()
+    page.get_by_role("option", name=option).click()
+
+
+def test_a_shared_link_reproduces_the_view(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=6h")
+    expect(page.locator("#range-select")).to_contain_text("Last 6 h")
+    page.wait_for_function(FLEET_READY)
+    page.wait_for_function(f"() => ({FLEET_X})().length < 1000")
+    assert 5 * 3600 <= _span_s(page.evaluate(FLEET_X)) <= 6 * 3600
+    expect(page.locator("#run-select")).to_contain_text("dev-64 (seed 1)")
+
+
+def test_a_zoomed_window_travels_in_the_link(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/#run=dev-64-s1&from=2026-01-05T10:00:00&to=2026-01-05T12:00:00")
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window")
+    page.wait_for_function(FLEET_READY)
+    xs = page.evaluate(FLEET_X)
+    assert min(xs) >= "2026-01-05T10:00" and max(xs) <= "2026-01-05T12:00:00.000001"
+    assert _span_s(xs) > 1.5 * 3600
+
+
+def test_back_and_forward_move_through_views(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/")
+    page.wait_for_function(FLEET_READY)
+    _pick(page, "range-select", "Last 6 h")
+    expect(page).to_have_url(re.compile("range=6h"))
+    _pick(page, "range-select", "Last hour")
+    expect(page).to_have_url(re.compile("range=1h"))
+    page.go_back()
+    expect(page.locator("#range-select")).to_contain_text("Last 6 h")
+    page.go_forward()
+    expect(page.locator("#range-select")).to_contain_text("Last hour")
+
+
+def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
+    page.wait_for_function(FLEET_READY)
+    page.wait_for_load_state("networkidle")  # the first renders are done; now the user zooms
+    box = page.locator("#ov-power .nsewdrag").first.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.40, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
+    page.mouse.up()
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window")
+    # The *other* chart now shows only the dragged window: about a tenth of the day.
+    page.wait_for_function(
+        f"() => {{ const x = ({FLEET_X})(); return x.length > 0 && "
+        "(Date.parse(x[x.length - 1]) - Date.parse(x[0])) < 6 * 3600 * 1000; }"
+    )
+    span = _span_s(page.evaluate(FLEET_X))
+    assert 1 * 3600 < span < 4 * 3600
+    assert "from=2026-01-05" in page.url
+
+
+def test_light_theme_switch(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/")
+    assert page.evaluate("document.documentElement.dataset.bsTheme") == "dark"
+    page.locator("#theme-switch").check()
+    page.wait_for_function("document.documentElement.dataset.bsTheme === 'light'")
+    page.wait_for_function(
+        "() => document.querySelector('#ov-fleet .js-plotly-plot')?.layout?.template?.layout"
+        "?.paper_bgcolor === 'white'"
+    )
