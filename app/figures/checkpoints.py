@@ -1,0 +1,360 @@
+"""Figures and display tables of the Checkpoints page: pure builders, frames in, figures out."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.figures import TEMPLATE, TIER_COLOURS, _base, empty
+from telemetry import reliability
+
+TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
+RESTORE_COLOURS = TIER_COLOURS | {"none": "#ef553b"}
+TIER_TABLE_COLUMNS = {
+    "tier_name": "Tier",
+    "age": "Last checkpoint",
+    "last_step": "Step",
+    "n": "Count",
+    "failed": "Failed",
+    "size": "Size / ckpt",
+    "write_mean_s": "Write mean (s)",
+    "write_p95_s": "Write p95 (s)",
+    "gbps": "GB/s",
+    "interval_min": "Interval (min)",
+    "blocking_pct": "Blocking (% wall)",
+}
+RESTORE_TABLE_COLUMNS = {
+    "time": "Time (UTC)",
+    "component": "Cause",
+    "category": "Category",
+    "tier_name": "Restored from",
+    "restored_step": "Restored step",
+    "lost_steps": "Steps lost",
+    "lost_gpu_hours": "GPU-hours lost",
+    "downtime_min": "Downtime (min)",
+}
+
+
+LOG_TICKS = [v * 10.0**e for e in range(-2, 6) for v in (1, 2, 5)]
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``42 s``, ``7.9 min``, ``3.1 h``, ``2.4 d``; an en dash when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Decimal units, as storage bandwidth is quoted: ``74.9 GB``, ``4.33 TB``."""
+    if n is None or not math.isfinite(n):
+        return "–"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def tier_name(tier: str) -> str:
+    return TIER_NAMES.get(tier, tier)
+
+
+def tier_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``tier_stats`` rows shaped for display (columns of ``TIER_TABLE_COLUMNS``)."""
+    out = pd.DataFrame(
+        {
+            "tier_name": [tier_name(t) for t in df["tier"]],
+            "age": [f"{fmt_duration(a)} ago" if pd.notna(a) else "never" for a in df["age_s"]],
+            "last_step": [None if pd.isna(s) else int(s) for s in df["last_step"]],
+            "n": df["n"].astype(int),
+            "failed": df["failed"].astype(int),
+            "size": [fmt_bytes(b) for b in df["bytes_avg"]],
+        }
+    )
+    for col, digits in (("write_mean_s", 2), ("write_p95_s", 2), ("gbps", 1)):
+        out[col] = df[col].astype(float).round(digits)
+    out["interval_min"] = (df["interval_s"].astype(float) / 60.0).round(1)
+    out["blocking_pct"] = df["blocking_pct"].astype(float).round(3)
+    return out.astype(object).where(out.notna(), None)
+
+
+def restore_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``restores`` rows shaped for display (columns of ``RESTORE_TABLE_COLUMNS``)."""
+    return pd.DataFrame(
+        {
+            "time": df["ts"].dt.strftime("%Y-%m-%d %H:%M:%S"),
+            "component": df["component"],
+            "category": df["category"],
+            "tier_name": [
+                tier_name(t) if t != "none" else "none (from scratch)" for t in df["restored_tier"]
+            ],
+            "restored_step": df["restored_step"].astype(int),
+            "lost_steps": df["lost_steps"].astype(int),
+            "lost_gpu_hours": df["lost_gpu_hours"].astype(float).round(1),
+            "downtime_min": (df["downtime_s"].astype(float) / 60.0).round(1),
+        }
+    )
+
+
+def _tier_trace(tier: str, grp: pd.DataFrame) -> go.Scatter:
+    bucketed = bool((grp["n"] > 1).any())
+    custom = grp[["n", "step", "write_max_s"]].to_numpy()
+    what = (
+        "%{customdata[0]} checkpoints, newest step %{customdata[1]:,}"
+        if bucketed
+        else ("step %{customdata[1]:,}")
+    )
+    return go.Scatter(
+        x=grp["ts"],
+        y=grp["write_mean_s"],
+        mode="markers",
+        name=tier_name(tier),
+        marker={"color": TIER_COLOURS.get(tier, "#b6b6b6"), "size": 6, "symbol": "circle"},
+        customdata=custom,
+        hovertemplate=f"%{{x|%Y-%m-%d %H:%M:%S}}<br>{what}<br>"
+        + ("mean write %{y:.2f} s (max %{customdata[2]:.2f} s)" if bucketed else "write %{y:.2f} s")
+        + f"<extra>{tier_name(tier)}</extra>",
+    )
+
+
+MAX_RESTORE_LINES = 60  # beyond this many, drop lines (a curtain) and keep the markers
+
+
+def _restore_traces(rs: pd.DataFrame) -> list[go.Scatter]:
+    traces: list[go.Scatter] = []
+    for tier, grp in rs.groupby("restored_tier", sort=False):
+        colour = RESTORE_COLOURS.get(str(tier), "#b6b6b6")
+        if len(rs) <= MAX_RESTORE_LINES:
+            xs: list[object] = []
+            for t in grp["ts"]:
+                xs += [t, t, None]
+            traces.append(
+                go.Scatter(
+                    x=xs,
+                    y=[0.0, 0.94, None] * len(grp),
+                    yaxis="y2",
+                    mode="lines",
+                    line={"color": colour, "width": 1, "dash": "dot"},
+                    hoverinfo="skip",
+                    showlegend=False,
+                )
+            )
+        traces.append(
+            go.Scatter(
+                x=grp["ts"],
+                y=[0.97] * len(grp),
+                yaxis="y2",
+                mode="markers",
+                name=f"Restore from {tier_name(str(tier))}",
+                marker={"symbol": "triangle-down", "size": 10, "color": colour},
+                customdata=grp[["component", "restored_step", "lost_steps", "lost_gpu_hours"]]
+                .astype(object)
+                .to_numpy(),
+                hovertemplate="%{x|%Y-%m-%d %H:%M:%S}<br>%{customdata[0]}<br>"
+                "restored step %{customdata[1]:,}, %{customdata[2]:,} steps lost<br>"
+                "%{customdata[3]:,.1f} GPU-hours lost<extra>restore</extra>",
+            )
+        )
+    return traces
+
+
+def _log_range(ck: pd.DataFrame) -> list[float] | None:
+    """Log-axis range with headroom above the slowest write for the restore markers."""
+    ys = pd.concat([ck["write_mean_s"], ck["write_max_s"]]).astype(float)
+    ys = ys[ys > 0]
+    if ys.empty:
+        return None
+    return [math.log10(ys.min() / 1.6), math.log10(ys.max() * 4.0)]
+
+
+def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+    """Checkpoint writes per tier over time (y: write time, s, log scale), failed writes as
+    crosses, restores as dotted lines with a marker coloured by the tier restored from."""
+    title = "Checkpoints per tier and restores"
+    if ck.empty and restores.empty:
+        return empty(title, "No checkpoints or restores in this range", template=template)
+    bucketed = bool(not ck.empty and (ck["n"] > 1).any())
+    if bucketed:
+        title += " (time buckets: mean write time per bucket)"
+    fig = _base(title, 340, template)
+    for tier in [t for t in TIER_COLOURS if t in set(ck["tier"])] + sorted(
+        set(ck["tier"]) - set(TIER_COLOURS)
+    ):
+        fig.add_trace(_tier_trace(tier, ck[ck["tier"] == tier]))
+    bad = ck[ck["failed"] > 0]
+    if not bad.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=bad["ts"],
+                y=bad["write_max_s"],
+                mode="markers",
+                name="Failed write",
+                marker={"symbol": "x", "size": 10, "color": "#ef553b"},
+                customdata=bad[["tier", "failed"]].to_numpy(),
+                hovertemplate="%{x|%Y-%m-%d %H:%M:%S}<br>%{customdata[1]} failed on "
+                "%{customdata[0]}<extra>failed write</extra>",
+            )
+        )
+    for trace in _restore_traces(restores):
+        fig.add_trace(trace)
+    fig.update_layout(
+        hovermode="closest",
+        xaxis={"title": "Time (UTC)"},
+        yaxis={
+            "title": "Write time (s, log scale)",
+            "type": "log",
+            "tickvals": LOG_TICKS,
+            "range": _log_range(ck),
+        },
+        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def ettr_curve(
+    curve: pd.DataFrame, marks: dict[str, tuple[float, float]], template: str = TEMPLATE
+) -> go.Figure:
+    """Expected ETTR (%) against checkpoint interval (min, log scale): one line per ``curve``
+    label (columns ``interval_s``, ``ettr`` 0..1, ``curve``), with labelled points ``marks``:
+    name -> (interval s, ETTR 0..1)."""
+    title = "Expected ETTR vs checkpoint interval (Kokolis et al.)"
+    if curve.empty:
+        return empty(title, "Not enough measurements to model ETTR", template=template)
+    fig = _base(title, 320, template)
+    for i, (label, grp) in enumerate(curve.groupby("curve", sort=False)):
+        fig.add_trace(
+            go.Scatter(
+                x=grp["interval_s"] / 60.0,
+                y=grp["ettr"] * 100.0,
+                mode="lines",
+                name=str(label),
+                line={
+                    "color": "#636efa" if i == 0 else "#ef553b",
+                    "width": 2,
+                    "dash": "solid" if i == 0 else "dash",
+                },
+                hovertemplate="interval %{x:.2f} min<br>ETTR %{y:.2f} %<extra>"
+                + str(label)
+                + "</extra>",
+            )
+        )
+    symbols = {"Configured": "circle", "What-if": "diamond"}
+    colours = {"Optimum": "#00cc96", "Configured": "#ffa15a", "What-if": "#ef553b"}
+    colours["What-if optimum"] = "#ef553b"
+    for name, (interval_s, ettr) in marks.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[interval_s / 60.0],
+                y=[ettr * 100.0],
+                mode="markers",
+                name=name,
+                marker={
+                    "symbol": symbols.get(name, "star"),
+                    "size": 13,
+                    "color": colours.get(name, "#fecb52"),
+                    "line": {"width": 1, "color": "#222"},
+                },
+                hovertemplate="interval %{x:.2f} min<br>ETTR %{y:.2f} %<extra>" + name + "</extra>",
+            )
+        )
+    ys = list(curve["ettr"] * 100.0) + [e * 100.0 for _, e in marks.values()]
+    lo, hi = min(ys), max(ys)
+    pad = max((hi - lo) * 0.08, 0.05)
+    fig.update_layout(
+        hovermode="closest",
+        xaxis={
+            "title": "Checkpoint interval (min, log scale)",
+            "type": "log",
+            "tickvals": LOG_TICKS,
+        },
+        yaxis={"title": "Expected ETTR (%)", "range": [lo - pad, hi + pad]},
+        legend={"orientation": "h", "y": -0.3},
+    )
+    return fig
+
+
+def ettr_delta(delta: float, gpus: int) -> str:
+    """``+0.12 points vs configured (≈ 1.9 GPU-hours/day gained)`` for an ETTR change (0..1)."""
+    if round(abs(delta) * 100, 2) == 0:
+        return "same as at the configured values"
+    word = "gained" if delta > 0 else "lost"
+    return (
+        f"{delta * 100:+.2f} points vs configured "
+        f"(≈ {abs(delta) * gpus * 24:,.1f} GPU-hours/day {word})"
+    )
+
+
+def interval_verdict(
+    advice: reliability.IntervalAdvice | None, model: dict[str, Any] | None
+) -> tuple[str, str, str]:
+    """The optimal intervals next to the configured one as three sentences: the basis, the
+    verdict (which is longer and what that costs) and the modelled ETTR cost. Without a
+    verdict to give, the first two are empty and the third says what is missing."""
+    if model is None:
+        return "", "", "The run does not overlap this time range."
+    if advice is None:
+        return (
+            "",
+            "",
+            (
+                "No checkpoints (or no interval policy) in this range: the optimal interval "
+                "needs a measured write time."
+            ),
+        )
+    tier = tier_name(model.get("interval_tier") or "nvme")
+    cfg = fmt_duration(advice.configured_s)
+    if advice.young_s is None or advice.mtbf_s is None:
+        hours = model["wall_s"] / 3600.0
+        return (
+            "",
+            "",
+            (
+                f"No unexpected interruption in these {hours:.1f} h, so the MTBF (at least "
+                f"{hours:.1f} h) and the optimal interval cannot be measured; widen the time "
+                f"range. The configured {tier} interval is {cfg}."
+            ),
+        )
+    young, ratio = advice.young_s, advice.configured_s / max(advice.young_s, 1e-9)
+    opt = fmt_duration(young)
+    basis = (
+        f"From the measured MTBF of {fmt_duration(advice.mtbf_s)} and a mean blocking write of "
+        f"{advice.write_s:.2f} s per {tier} checkpoint, Young's optimum is {opt} "
+        f"(Daly: {fmt_duration(advice.daly_s)} with {fmt_duration(advice.restart_s)} restarts; "
+        f"higher-order {fmt_duration(advice.daly_higher_order_s)}). "
+    )
+    stall = f"{advice.write_s / advice.configured_s * 100:.2f} %"
+    stall_opt = f"{advice.write_s / max(young, 1e-9) * 100:.2f} %"
+    if 0.9 <= ratio <= 1.1:
+        verdict = f"The configured interval ({cfg}) is within 10 % of it: little to gain."
+    elif ratio > 1:
+        verdict = (
+            f"The configured interval ({cfg}) is {ratio:.1f}× longer: each failure recomputes "
+            f"about {fmt_duration(advice.configured_s / 2)} of work instead of "
+            f"{fmt_duration(young / 2)}, while stalls take {stall} of training time instead of "
+            f"{stall_opt}."
+        )
+    else:
+        verdict = (
+            f"The configured interval ({cfg}) is {1 / ratio:.1f}× shorter: checkpoint stalls take "
+            f"{stall} of training time instead of {stall_opt}, more than the recomputation it "
+            f"saves ({fmt_duration(advice.configured_s / 2)} instead of "
+            f"{fmt_duration(young / 2)} per failure)."
+        )
+    cost = ""
+    if advice.ettr_optimum is not None and advice.gpu_hours_per_day is not None:
+        cost = (
+            f"Expected ETTR {advice.ettr_configured * 100:.2f} % vs "
+            f"{advice.ettr_optimum * 100:.2f} % at the optimum: the configured interval costs "
+            f"≈ {advice.gpu_hours_per_day:,.1f} GPU-hours/day."
+        )
+    return basis, verdict, cost

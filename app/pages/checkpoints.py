@@ -1,0 +1,280 @@
+"""Checkpoints: per-tier health, restores and the work they lost, the optimal interval, and a
+what-if projection of ETTR for another interval or write time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, callback, dcc, html, no_update
+
+from app import data, figures
+from app.figures import checkpoints as ckfig
+from app.ui import TIMECHART, card, graph, guarded, table, time_graph
+from telemetry import reliability
+from telemetry.queries import checkpoints as ckq
+
+dash.register_page(__name__, path="/checkpoints", name="Checkpoints", order=4)
+
+
+def _whatif_controls() -> dbc.Card:
+    def field(label: str, id_: str, unit: str) -> dbc.Col:
+        return dbc.Col(
+            [
+                dbc.Label(label, html_for=id_, class_name="small mb-0"),
+                dbc.InputGroup(
+                    [
+                        dcc.Input(
+                            id=id_,
+                            type="number",
+                            min=0,
+                            step="any",
+                            debounce=False,
+                            className="form-control",
+                        ),
+                        dbc.InputGroupText(unit),
+                    ],
+                    size="sm",
+                ),
+            ],
+            xs=6,
+        )
+
+    return dbc.Card(
+        dbc.CardBody(
+            [
+                html.H6("What if", className="mb-2"),
+                dbc.Row(
+                    [
+                        field("Checkpoint interval", "ck-whatif-interval", "min"),
+                        field("Blocking write", "ck-whatif-write", "s"),
+                    ],
+                    class_name="g-2 mb-2",
+                ),
+                dbc.Row(
+                    [
+                        dbc.Col(
+                            [
+                                html.Div("Projected ETTR", className="small text-body-secondary"),
+                                html.Div(id="ck-whatif-ettr", className="fs-4 fw-semibold"),
+                                html.Div(id="ck-whatif-delta", className="small"),
+                            ]
+                        ),
+                        dbc.Col(
+                            [
+                                html.Div(
+                                    "ETTR at configured values",
+                                    className="small text-body-secondary",
+                                ),
+                                html.Div(id="ck-whatif-base", className="fs-4 fw-semibold"),
+                                html.Div(id="ck-whatif-base-sub", className="small"),
+                            ]
+                        ),
+                    ]
+                ),
+            ]
+        ),
+    )
+
+
+def layout(**_query: str) -> html.Div:
+    return html.Div(
+        [
+            dcc.Store(id="ck-model"),
+            dbc.Row(id="ck-cards", class_name="g-2 mb-2"),
+            html.Div(id="ck-tiers", className="mb-2"),
+            time_graph("ck-timeline"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [html.Div(id="ck-optimal", className="mb-2"), _whatif_controls()], lg=5
+                    ),
+                    dbc.Col(graph("ck-ettr-curve"), lg=7),
+                ],
+                class_name="g-2 my-2",
+            ),
+            html.H6("Restores", className="mt-2"),
+            html.Div(id="ck-restores"),
+        ]
+    )
+
+
+def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: ckq.ModelInputs | None) -> list[dbc.Col]:
+    mtbf = m.mtbf_s if m else None
+    lost = float(rs["lost_gpu_hours"].sum()) if not rs.empty else 0.0
+    return [
+        card(
+            "Blocking overhead",
+            f"{tiers['blocking_pct'].sum():.2f} %",
+            f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers",
+            "ck-blocking",
+        ),
+        card("Checkpoints", f"{tiers['n'].sum():,}", f"{tiers['failed'].sum()} failed writes"),
+        card("Restores", f"{len(rs):,}", f"{lost:,.1f} GPU-hours lost", "ck-restore-count"),
+        card(
+            "Measured MTBF",
+            ckfig.fmt_duration(mtbf),
+            f"{m.unexpected} unexpected interruptions" if m else "",
+            "ck-mtbf",
+        ),
+        card(
+            "Mean blocking write",
+            f"{m.write_s:.2f} s" if m and m.write_s is not None else "–",
+            f"per {ckfig.tier_name(m.interval_tier)} checkpoint" if m and m.interval_tier else "",
+        ),
+        card(
+            "Configured interval",
+            ckfig.fmt_duration(_configured(m)),
+            f"measured spacing {ckfig.fmt_duration(m.measured_interval_s)}" if m else "",
+            "ck-configured",
+        ),
+    ]
+
+
+def _configured(m: ckq.ModelInputs | dict[str, Any] | None) -> float | None:
+    if m is None:
+        return None
+    d = m.as_dict() if isinstance(m, ckq.ModelInputs) else m
+    return d.get("configured_interval_s") or d.get("measured_interval_s")
+
+
+def _advice(m: dict[str, Any], write_s: float | None = None) -> reliability.IntervalAdvice | None:
+    configured, w = _configured(m), m.get("write_s") if write_s is None else write_s
+    if configured is None or w is None:
+        return None
+    return reliability.advise(
+        m["nodes"], m["gpus"], m["failures_per_node_day"], m["restart_s"], w, configured
+    )
+
+
+def _verdict(model: dict[str, Any] | None) -> html.Div:
+    basis, verdict, cost = ckfig.interval_verdict(_advice(model) if model else None, model)
+    parts = [html.Span(basis), html.Strong(verdict), html.Span(" " + cost if verdict else cost)]
+    return html.Div(parts, id="ck-verdict", className="small")
+
+
+def _curves(
+    m: dict[str, Any], base: reliability.IntervalAdvice, what: reliability.IntervalAdvice
+) -> pd.DataFrame:
+    """ETTR against interval for the measured write time and, if it differs, the what-if one."""
+    pts = [p for p in (base.configured_s, what.configured_s, what.ettr_optimum_s) if p]
+    grid = reliability.log_grid(max(min(pts) / 4.0, 1.0), max(pts) * 4.0)
+    frames = []
+    for label, w in {
+        f"write {base.write_s:.2f} s (measured)": base.write_s,
+        f"write {what.write_s:.2f} s (what-if)": what.write_s,
+    }.items():
+        if frames and w == base.write_s:
+            break
+        ettr = reliability.ettr_curve(
+            m["nodes"], m["failures_per_node_day"], m["restart_s"], w, grid
+        )
+        frames.append(pd.DataFrame({"interval_s": grid, "ettr": ettr, "curve": label}))
+    return pd.concat(frames, ignore_index=True)
+
+
+@callback(
+    Output("ck-cards", "children"),
+    Output("ck-tiers", "children"),
+    Output({"type": TIMECHART, "id": "ck-timeline"}, "figure"),
+    Output("ck-optimal", "children"),
+    Output("ck-restores", "children"),
+    Output("ck-model", "data"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+)
+@guarded("alert", "alert", "figure", "alert", "alert", "alert")
+def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    run_id = (view or {}).get("run")
+    if tr is None or run_id is None:
+        msg = "No data stored yet: start a replay or the ingest daemon."
+        e = figures.empty("Checkpoints", msg, template=tpl)
+        return [dbc.Alert(msg, color="info")], "", e, "", "", None
+    store = data.store()
+    tiers = ckq.tier_stats(store, run_id, tr)
+    rs = ckq.restores(store, run_id, tr)
+    m = ckq.model_inputs(store, run_id, tr, tiers)
+    fig = ckfig.timeline(ckq.timeline(store, run_id, tr), rs, tpl)
+    model = m.as_dict() if m else None
+    restores = (
+        table("ck-restores-table", ckfig.restore_table(rs), ckfig.RESTORE_TABLE_COLUMNS)
+        if not rs.empty
+        else dbc.Alert("No restores in this range.", color="secondary")
+    )
+    return (
+        _cards(tiers, rs, m),
+        table("ck-tiers-table", ckfig.tier_table(tiers), ckfig.TIER_TABLE_COLUMNS),
+        fig.update_layout(uirevision=data.revision(view)),
+        _verdict(model),
+        restores,
+        model,
+    )
+
+
+@callback(
+    Output("ck-whatif-interval", "value"),
+    Output("ck-whatif-write", "value"),
+    Input("ck-model", "data"),
+    Input("ck-whatif-interval", "value"),
+    Input("ck-whatif-write", "value"),
+)
+def _prefill(m: dict[str, Any] | None, interval_min: float | None, write_s: float | None):  # type: ignore[no-untyped-def]
+    """Empty inputs take the configured interval and the measured write time."""
+    configured = _configured(m)
+    return (
+        round(configured / 60.0, 2) if interval_min is None and configured else no_update,
+        round(m["write_s"], 2) if write_s is None and m and m.get("write_s") else no_update,
+    )
+
+
+def _typed(value: float | None, default: float, positive: bool) -> float:
+    """An input's value, or ``default`` when empty, invalid, or the prefilled rounding of it."""
+    if value is None or value < 0 or (positive and value == 0):
+        return default
+    return default if round(default, 2) == value else float(value)
+
+
+@callback(
+    Output("ck-whatif-ettr", "children"),
+    Output("ck-whatif-delta", "children"),
+    Output("ck-whatif-base", "children"),
+    Output("ck-whatif-base-sub", "children"),
+    Output({"type": "chart", "id": "ck-ettr-curve"}, "figure"),
+    Input("ck-model", "data"),
+    Input("ck-whatif-interval", "value"),
+    Input("ck-whatif-write", "value"),
+    Input("theme-store", "data"),
+)
+@guarded("alert", "alert", "alert", "alert", "figure")
+def _whatif(  # type: ignore[no-untyped-def]
+    m: dict[str, Any] | None, interval_min: float | None, write_s: float | None, theme: str | None
+):
+    tpl = data.template(theme)
+    base = _advice(m) if m else None
+    if m is None or base is None:
+        msg = "No checkpoints in this range to model."
+        return "–", "", "–", msg, figures.empty("Expected ETTR", msg, template=tpl)
+    iv = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
+    w = _typed(write_s, base.write_s, positive=False)
+    what = _advice(m | {"configured_interval_s": iv}, w)
+    assert what is not None
+    curve = _curves(m, base, what)
+    marks = {"Configured": (base.configured_s, base.ettr_configured)}
+    if (what.configured_s, what.write_s) != (base.configured_s, base.write_s):
+        marks["What-if"] = (what.configured_s, what.ettr_configured)
+    if base.ettr_optimum_s and base.ettr_optimum is not None:
+        marks["Optimum"] = (base.ettr_optimum_s, base.ettr_optimum)
+    if what.write_s != base.write_s and what.ettr_optimum_s and what.ettr_optimum is not None:
+        marks["What-if optimum"] = (what.ettr_optimum_s, what.ettr_optimum)
+    return (
+        f"{what.ettr_configured * 100:.2f} %",
+        ckfig.ettr_delta(what.ettr_configured - base.ettr_configured, m["gpus"]),
+        f"{base.ettr_configured * 100:.2f} %",
+        f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s",
+        ckfig.ettr_curve(curve, marks, tpl),
+    )

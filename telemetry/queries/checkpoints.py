@@ -1,0 +1,228 @@
+"""Queries behind the Checkpoints page: per-tier statistics, a decimated checkpoint timeline,
+every restore, and the measured inputs of the checkpoint-interval models.
+
+A checkpoint belongs to a range when its write *started* in it; a restore when its
+interruption happened in it. "Wall time" is the part of the range the run covers (the range
+clipped to the run's start and end), so a range reaching past the run does not dilute rates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.reliability import failures_per_node_day
+from telemetry.store import TIERS, Store
+
+TIER_COLUMNS = [
+    "tier",
+    "n",
+    "ok",
+    "failed",
+    "bytes_avg",
+    "write_mean_s",
+    "write_p95_s",
+    "gbps",
+    "blocking_s",
+    "interval_s",
+    "last_end",
+    "last_step",
+    "age_s",
+    "blocking_pct",
+]
+
+
+def run_window(store: Store, run_id: str, tr: TimeRange) -> TimeRange | None:
+    """The range clipped to the run's [start, end]; None when they do not overlap (or the run
+    is unknown)."""
+    rows = store.rows("SELECT start_ts, end_ts FROM runs WHERE run_id = ?", [run_id])
+    if not rows:
+        return None
+    start, end = rows[0]
+    lo = max(tr.start, start) if start is not None else tr.start
+    hi = min(tr.end, end) if end is not None else tr.end
+    return TimeRange(lo, hi) if lo < hi else None
+
+
+def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """One row per tier (nvme, pfs, object first, then any other tier seen), in the range:
+
+    ``n`` writes started (``ok`` + ``failed``), ``bytes_avg`` (bytes per checkpoint),
+    ``write_mean_s``/``write_p95_s`` (s), ``gbps`` (GB/s, total bytes / total write seconds),
+    ``blocking_s`` (s the training loop stalled, failed writes included), ``interval_s`` (mean
+    spacing of write starts, s), ``last_end``/``last_step``/``age_s`` (newest successful
+    checkpoint finished by the end of the range, whenever it was written, and its age at the end
+    of the range, s) and ``blocking_pct`` (blocking seconds as % of the run's wall time in the
+    range). Tiers without checkpoints have ``n = 0`` and NaN/None elsewhere."""
+    stats = store.df(
+        """SELECT tier, count(*) AS n,
+                  count(*) FILTER (WHERE status = 'ok') AS ok,
+                  count(*) FILTER (WHERE status <> 'ok') AS failed,
+                  avg(bytes) AS bytes_avg, avg(write_s) AS write_mean_s,
+                  quantile_cont(write_s, 0.95) AS write_p95_s,
+                  sum(bytes) / nullif(sum(write_s), 0) / 1e9 AS gbps,
+                  sum(blocking_s) AS blocking_s,
+                  CASE WHEN count(*) > 1
+                       THEN epoch(max(start_ts) - min(start_ts)) / (count(*) - 1) END AS interval_s
+           FROM checkpoints WHERE run_id = ? AND start_ts >= ? AND start_ts <= ?
+           GROUP BY tier""",
+        [run_id, tr.start, tr.end],
+    )
+    last = store.df(
+        """SELECT tier, max(end_ts) AS last_end, arg_max(step, end_ts) AS last_step
+           FROM checkpoints WHERE run_id = ? AND status = 'ok' AND end_ts <= ?
+           GROUP BY tier""",
+        [run_id, tr.end],
+    )
+    df = stats.merge(last, on="tier", how="outer")
+    tiers = list(TIERS) + sorted(set(df["tier"]) - set(TIERS))
+    df = df.set_index("tier").reindex(tiers).reset_index()
+    for col in ("n", "ok", "failed"):
+        df[col] = df[col].fillna(0).astype(int)
+    df["blocking_s"] = df["blocking_s"].fillna(0.0).astype(float)
+    df["age_s"] = [
+        (tr.end - t).total_seconds() if isinstance(t, datetime) else math.nan
+        for t in df["last_end"]
+    ]
+    win = run_window(store, run_id, tr)
+    df["blocking_pct"] = df["blocking_s"] / win.seconds * 100.0 if win else math.nan
+    return df[TIER_COLUMNS]
+
+
+def timeline(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000) -> pd.DataFrame:
+    """Checkpoints in the range for a time chart: ``tier, ts, n, failed, step, write_mean_s,
+    write_max_s``. When some tier has more than ``max_points`` writes in the range, each tier
+    is aggregated into equal time buckets (``ts`` the bucket middle, ``n`` writes in it, ``step``
+    the newest), so no tier returns more than ``max_points`` rows; otherwise one row per write
+    (``n = 1``, ``ts`` its start)."""
+    counts = store.rows(
+        """SELECT tier, count(*) FROM checkpoints
+           WHERE run_id = ? AND start_ts >= ? AND start_ts <= ? GROUP BY tier""",
+        [run_id, tr.start, tr.end],
+    )
+    if max((c for _, c in counts), default=0) <= max_points:
+        return store.df(
+            """SELECT tier, start_ts AS ts, 1 AS n, (status <> 'ok')::INTEGER AS failed, step,
+                      write_s AS write_mean_s, write_s AS write_max_s
+               FROM checkpoints WHERE run_id = ? AND start_ts >= ? AND start_ts <= ?
+               ORDER BY tier, start_ts""",
+            [run_id, tr.start, tr.end],
+        )
+    width_s = math.ceil(tr.seconds / max_points) + 1
+    return store.df(
+        """SELECT tier,
+                  time_bucket(to_seconds(?), start_ts, ?::TIMESTAMP) + to_seconds(? / 2) AS ts,
+                  count(*) AS n, count(*) FILTER (WHERE status <> 'ok') AS failed,
+                  max(step) AS step, avg(write_s) AS write_mean_s, max(write_s) AS write_max_s
+           FROM checkpoints WHERE run_id = ? AND start_ts >= ? AND start_ts <= ?
+           GROUP BY ALL ORDER BY tier, ts""",
+        [width_s, tr.start, width_s, run_id, tr.start, tr.end],
+    )
+
+
+def restores(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """Every interruption in the range that restored from a checkpoint tier (``none`` = from
+    scratch): ``ts, component, category, planned, host, restored_tier, restored_step,
+    lost_steps, lost_gpu_hours, downtime_s`` (detection + restart, s) and ``rework_s``."""
+    return store.df(
+        """SELECT ts, component, category, planned, host, restored_tier, restored_step,
+                  lost_steps, lost_gpu_hours, detect_s + restart_s AS downtime_s, rework_s
+           FROM interruptions
+           WHERE run_id = ? AND restored_tier IS NOT NULL AND ts >= ? AND ts <= ?
+           ORDER BY ts""",
+        [run_id, tr.start, tr.end],
+    )
+
+
+@dataclass(frozen=True)
+class ModelInputs:
+    """What the interval and ETTR models need, measured over the run's part of a range.
+
+    Times in seconds; ``None`` where the range holds nothing to measure it from."""
+
+    run_id: str
+    nodes: int
+    gpus: int
+    wall_s: float
+    unexpected: int
+    mtbf_s: float | None  # wall time / unexpected interruptions
+    failures_per_node_day: float  # r = unexpected / (nodes x wall days)
+    restart_s: float  # u0: mean detection + restart per unexpected interruption (0 if none)
+    interval_tier: str | None  # the tier the interval applies to (nvme if written)
+    write_s: float | None  # mean blocking seconds per checkpoint of that tier
+    configured_interval_s: float | None  # from the run's checkpoint policy
+    measured_interval_s: float | None  # mean spacing of that tier's writes in the range
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def configured_interval_s(policy: dict[str, Any], tier: str) -> float | None:
+    """The policy's interval for ``tier`` (s): ``nvme_interval_s``, times ``pfs_every`` for the
+    PFS and ``object_every`` more for the object store; None when the policy does not say."""
+    try:
+        base = float(policy["nvme_interval_s"])
+        if tier == "pfs":
+            return base * float(policy["pfs_every"])
+        if tier == "object":
+            return base * float(policy["pfs_every"]) * float(policy["object_every"])
+        return base if tier == "nvme" else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def policy(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's checkpoint policy (JSON in ``runs.ckpt_policy``); ``{}`` if absent or bad."""
+    text = store.scalar("SELECT ckpt_policy FROM runs WHERE run_id = ?", [run_id])
+    try:
+        out = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def model_inputs(
+    store: Store, run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
+) -> ModelInputs | None:
+    """Measured MTBF, failure rate, restart overhead and blocking write cost of the run over the
+    range; None when the run is unknown or does not overlap the range. ``tiers`` is this
+    range's ``tier_stats`` when the caller already has it (saves a query)."""
+    win = run_window(store, run_id, tr)
+    if win is None:
+        return None
+    nodes, gpus = store.rows("SELECT nodes, gpus FROM runs WHERE run_id = ?", [run_id])[0]
+    ((unexpected, restart_s),) = store.rows(
+        """SELECT count(*) FILTER (WHERE NOT planned),
+                  avg(detect_s + restart_s) FILTER (WHERE NOT planned)
+           FROM interruptions WHERE run_id = ? AND ts >= ? AND ts <= ?""",
+        [run_id, win.start, win.end],
+    )
+    by_tier = (tier_stats(store, run_id, tr) if tiers is None else tiers).set_index("tier")
+    written = by_tier[by_tier["n"] > 0]
+    tier = None
+    if not written.empty:
+        tier = "nvme" if "nvme" in written.index else str(written["n"].idxmax())
+    write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "n"]) if tier else None
+    measured = written.loc[tier, "interval_s"] if tier else None
+    unexpected = int(unexpected or 0)
+    nodes = int(nodes or 1)
+    return ModelInputs(
+        run_id=run_id,
+        nodes=nodes,
+        gpus=int(gpus or 0),
+        wall_s=win.seconds,
+        unexpected=unexpected,
+        mtbf_s=win.seconds / unexpected if unexpected else None,
+        failures_per_node_day=failures_per_node_day(unexpected, nodes, win.seconds),
+        restart_s=float(restart_s) if restart_s is not None else 0.0,
+        interval_tier=tier,
+        write_s=write_s,
+        configured_interval_s=configured_interval_s(policy(store, run_id), tier or "nvme"),
+        measured_interval_s=None if measured is None or pd.isna(measured) else float(measured),
+    )
