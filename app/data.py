@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,13 +50,23 @@ def runs() -> pd.DataFrame:
     return queries.runs(store())
 
 
+def run_label(run_id: str) -> str:
+    df = runs()
+    names = dict(zip(df["run_id"], df["name"], strict=True))
+    return str(names.get(run_id, run_id))
+
+
 def extent() -> TimeRange | None:
     return queries.data_extent(store())
 
 
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
+
+
 def parse_time(text: str | None) -> datetime | None:
-    """An ISO time from a URL or a chart (``2026-01-05 10:00:00.123``), or None if invalid."""
-    if not text or len(text) > 40:
+    """An ISO time from a URL or a chart (``2026-01-05 10:00:00.123``), or None for anything
+    else (steps or token counts from a non-time axis, hostile strings)."""
+    if not text or len(text) > 40 or not _ISO.match(str(text).replace("Z", "")):
         return None
     try:
         return datetime.fromisoformat(str(text).replace("Z", "")).replace(tzinfo=None)

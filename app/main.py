@@ -65,8 +65,20 @@ def _navbar() -> dbc.Navbar:
                 options=[{"label": lbl, "value": v} for v, lbl in RANGE_OPTIONS],
                 style={"minWidth": "150px"},
             ),
-            dbc.Switch(id="live-switch", label="Live", value=True, class_name="ms-2 mb-0"),
-            dbc.Switch(id="theme-switch", label="Light", value=False, class_name="ms-1 mb-0"),
+            dbc.Switch(
+                id="live-switch",
+                label="Live",
+                value=True,
+                class_name="ms-2 mb-0",
+                label_class_name="text-light",
+            ),
+            dbc.Switch(
+                id="theme-switch",
+                label="Light",
+                value=False,
+                class_name="ms-1 mb-0",
+                label_class_name="text-light",
+            ),
         ],
         className="d-flex align-items-center gap-2 flex-wrap",
     )

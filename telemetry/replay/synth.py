@@ -349,7 +349,8 @@ class Synthesizer:
         steps = np.concatenate([p[0] for p in parts])
         ts = np.concatenate([p[1] for p in parts])
         attempt = np.concatenate([p[2] for p in parts])
-        tps = self.tokens_per_s * throughput_factor(sc, ts) * (1 + 0.003 * np.sin(steps * 7.1))
+        jitter = np.sin(steps * 91.7 + attempt * 12.3) * 43758.5453  # per-step, repeatable
+        tps = self.tokens_per_s * throughput_factor(sc, ts) * (1 + 0.006 * (jitter % 1.0 - 0.5))
         base, noise, spike = self.loss_parts(steps, attempt)
         loss = base * (1.0 + noise) + spike
         grad = 0.25 + 0.6 * np.exp(-steps / 3000.0) + 3.0 * spike + 2.0 * np.abs(noise)

@@ -1,0 +1,205 @@
+"""Training: loss curves with every interruption, restore and checkpoint marked; throughput."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import dash
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from app import data
+from app.figures import empty
+from app.figures import training as fig
+from app.ui import TIMECHART, guarded, table, time_graph
+from telemetry.queries import training as q
+
+dash.register_page(__name__, path="/training", name="Training", order=1)
+
+SPIKE_COLUMNS = {
+    "ts": "Time (UTC)",
+    "step": "Step",
+    "loss": "Peak loss",
+    "baseline": "Baseline loss",
+    "jump_pct": "Jump (%)",
+    "attempt": "Attempt",
+}
+
+
+def _controls() -> dbc.Row:
+    return dbc.Row(
+        [
+            dbc.Col(
+                [
+                    html.Label("X axis", className="small text-body-secondary"),
+                    dbc.RadioItems(
+                        id="tr-x",
+                        value="step",
+                        inline=True,
+                        options=[
+                            {"label": "Step", "value": "step"},
+                            {"label": "Tokens", "value": "tokens"},
+                            {"label": "Wall clock", "value": "time"},
+                        ],
+                    ),
+                ],
+                md=3,
+            ),
+            dbc.Col(
+                [
+                    html.Label("Smoothing (EMA weight)", className="small text-body-secondary"),
+                    dcc.Slider(
+                        id="tr-smooth",
+                        min=0,
+                        max=0.99,
+                        step=0.01,
+                        value=0.6,
+                        marks={0: "0", 0.6: "0.6", 0.99: "0.99"},
+                        tooltip={"placement": "bottom"},
+                    ),
+                ],
+                md=3,
+            ),
+            dbc.Col(
+                [
+                    html.Label("Scale", className="small text-body-secondary"),
+                    dbc.Switch(id="tr-log", label="Log loss axis", value=True),
+                ],
+                md=2,
+            ),
+            dbc.Col(
+                [
+                    html.Label("Overlay runs", className="small text-body-secondary"),
+                    dcc.Dropdown(id="tr-runs", multi=True, placeholder="the selected run"),
+                ],
+                md=4,
+            ),
+        ],
+        class_name="g-2 mb-2 align-items-end",
+    )
+
+
+def layout(**_query: str) -> html.Div:
+    return html.Div(
+        [
+            _controls(),
+            time_graph("tr-loss"),
+            time_graph("tr-throughput"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            html.H6("Loss spikes (click one to zoom to it)", className="mt-2"),
+                            html.Div(id="tr-spikes"),
+                        ],
+                        lg=12,
+                    ),
+                ]
+            ),
+        ]
+    )
+
+
+@callback(Output("tr-runs", "options"), Input("view", "data"))
+def _run_options(_view: dict[str, Any] | None) -> list[dict[str, str]]:
+    return [{"label": r.name, "value": r.run_id} for r in data.runs().itertuples()]
+
+
+def _series(view: dict[str, Any], overlay: list[str] | None, axis: str) -> dict[str, Any]:
+    tr = data.view_range(view)
+    primary = view.get("run")
+    if tr is None or primary is None:
+        return {}
+    store = data.store()
+    out = {primary: data.train_series(primary, tr)}
+    span = q.step_span(store, primary, tr)
+    for run in overlay or []:
+        if run == primary or run in out:
+            continue
+        if axis == "time":
+            out[run] = data.train_series(run, tr)
+        elif span is not None:  # compare runs over the same steps
+            out[run] = q.series_by_steps(store, run, span[0], span[1])
+    return out
+
+
+@callback(
+    Output({"type": TIMECHART, "id": "tr-loss"}, "figure"),
+    Output({"type": TIMECHART, "id": "tr-throughput"}, "figure"),
+    Output("tr-spikes", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+    Input("tr-x", "value"),
+    Input("tr-smooth", "value"),
+    Input("tr-log", "value"),
+    Input("tr-runs", "value"),
+)
+@guarded("figure", "figure", "alert")
+def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None or not (view or {}).get("run"):
+        e = empty("Training", "No training metrics stored yet", template=tpl)
+        return e, e, ""
+    run = view["run"]
+    store = data.store()
+    series = _series(view, overlay, axis)
+    tps = q.tokens_per_step(store, run)
+    loss = fig.loss_figure(
+        {data.run_label(r): df for r, df in series.items()},
+        axis,
+        float(smoothing or 0),
+        bool(log_y),
+        q.run_events(store, run, tr),
+        q.checkpoint_marks(store, run, tr),
+        tps,
+        tpl,
+    )
+    thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl)
+    rev = f"{data.revision(view)}|{axis}"
+    spikes = q.loss_spikes(store, run, tr)
+    spikes_view = (
+        table(
+            "tr-spike-table",
+            _spike_rows(spikes),
+            SPIKE_COLUMNS,
+            row_selectable=False,
+            cell_selectable=True,
+        )
+        if not spikes.empty
+        else dbc.Alert("No loss spikes in this range.", color="secondary", class_name="small")
+    )
+    return (loss.update_layout(uirevision=rev), thr.update_layout(uirevision=rev), spikes_view)
+
+
+def _spike_rows(spikes: pd.DataFrame) -> pd.DataFrame:
+    out = spikes.astype({"loss": float, "baseline": float, "jump_pct": float})
+    out = out.round({"loss": 4, "baseline": 4, "jump_pct": 1})
+    out["ts"] = out["ts"].dt.strftime("%Y-%m-%d %H:%M:%S")
+    return out
+
+
+@callback(
+    Output("url", "hash", allow_duplicate=True),
+    Input("tr-spike-table", "active_cell"),
+    State("tr-spike-table", "derived_viewport_data"),
+    State("view", "data"),
+    prevent_initial_call=True,
+)
+def _zoom_to_spike(cell, rows, view):  # type: ignore[no-untyped-def]
+    """A click on a spike narrows the shared range to an hour around it (via the URL, so the
+    shell handles it like any other navigation and back returns to the previous view)."""
+    if not cell or not rows or cell["row"] >= len(rows):
+        raise PreventUpdate
+    at = data.parse_time(str(rows[cell["row"]]["ts"]))
+    if at is None:
+        return no_update
+    lo, hi = at - timedelta(minutes=30), at + timedelta(minutes=30)
+    return "#" + urlencode(
+        {"run": (view or {}).get("run") or "", "from": lo.isoformat(), "to": hi.isoformat()}
+    )

@@ -1,0 +1,117 @@
+"""Training-progress queries: loss and throughput series, loss spikes, and the run events
+(interruptions, restores, checkpoints) to mark on the loss curve."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.store import Store
+
+_SERIES_COLS = "ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt"
+
+
+def step_span(store: Store, run_id: str, tr: TimeRange) -> tuple[int, int] | None:
+    """Lowest and highest step a run logged inside the time range."""
+    row = store.rows(
+        "SELECT min(step), max(step) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
+        [run_id, tr.start, tr.end],
+    )[0]
+    return None if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def series_by_steps(
+    store: Store, run_id: str, lo: int, hi: int, max_points: int = 2000
+) -> pd.DataFrame:
+    """A run's metrics for steps ``lo``..``hi`` (every attempt), thinned to ~``max_points`` rows
+    by keeping every k-th row plus the highest loss of each group of k (spikes survive)."""
+    n = store.scalar(
+        "SELECT count(*) FROM train_metrics WHERE run_id = ? AND step BETWEEN ? AND ?",
+        [run_id, lo, hi],
+    )
+    k = max(int(n // max_points) + 1, 1)
+    return store.df(
+        f"""WITH t AS (
+              SELECT {_SERIES_COLS}, row_number() OVER (ORDER BY ts) - 1 AS i
+              FROM train_metrics WHERE run_id = ? AND step BETWEEN ? AND ?),
+            b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
+            SELECT {_SERIES_COLS} FROM b WHERE i % ? = 0 OR loss = bucket_max ORDER BY ts""",
+        [run_id, lo, hi, k, k],
+    )
+
+
+def loss_spikes(
+    store: Store,
+    run_id: str,
+    tr: TimeRange,
+    window: int = 100,
+    z: float = 6.0,
+    min_jump: float = 0.05,
+    limit: int = 50,
+) -> pd.DataFrame:
+    """Loss spikes in the range, on every logged step (not the thinned series).
+
+    A spike starts where the loss exceeds the mean of the previous ``window`` logged steps of
+    the same attempt by ``z`` standard deviations and by at least ``min_jump`` (relative).
+    Consecutive spiking rows form one spike, reported once with the peak loss within
+    ``window`` logged steps of its onset.
+    Columns: ts, step, loss (peak), baseline, jump_pct, attempt.
+    """
+    frame = int(window)  # an int from code, not input: window frames cannot be bound
+    return store.df(
+        f"""WITH w AS (
+              SELECT ts, step, loss, attempt,
+                avg(loss) OVER p AS mu, stddev_samp(loss) OVER p AS sd,
+                count(*) OVER p AS n,
+                max(loss) OVER (PARTITION BY attempt ORDER BY ts
+                                ROWS BETWEEN CURRENT ROW AND {frame} FOLLOWING) AS ahead
+              FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
+              WINDOW p AS (PARTITION BY attempt ORDER BY ts
+                           ROWS BETWEEN {frame} PRECEDING AND 1 PRECEDING)),
+            s AS (
+              SELECT *, (n >= ? / 2 AND loss > mu + ? * sd AND loss > mu * (1 + ?)) AS hot
+              FROM w),
+            g AS (
+              SELECT *, sum(CASE WHEN hot AND NOT coalesce(prev_hot, false) THEN 1 ELSE 0 END)
+                          OVER (PARTITION BY attempt ORDER BY ts) AS grp
+              FROM (SELECT *, lag(hot) OVER (PARTITION BY attempt ORDER BY ts) AS prev_hot
+                    FROM s))
+            SELECT min(ts) AS ts, arg_min(step, ts) AS step, arg_min(ahead, ts) AS loss,
+                   arg_min(mu, ts) AS baseline,
+                   100 * (arg_min(ahead, ts) / arg_min(mu, ts) - 1) AS jump_pct, attempt
+            FROM g WHERE hot GROUP BY attempt, grp ORDER BY ts LIMIT ?""",
+        [run_id, tr.start, tr.end, frame, z, min_jump, limit],
+    )
+
+
+def run_events(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """Interruptions in the range with the step at failure (restored + lost steps) and the
+    time training resumed, for markers and rolled-back spans."""
+    return store.df(
+        """SELECT ts, component, category, host, planned, restored_tier, restored_step,
+                  restored_step + lost_steps AS failed_step, lost_steps,
+                  ts + to_microseconds(CAST((detect_s + restart_s) * 1e6 AS BIGINT)) AS resumed
+           FROM interruptions WHERE run_id = ? AND ts BETWEEN ? AND ? ORDER BY ts""",
+        [run_id, tr.start, tr.end],
+    )
+
+
+def checkpoint_marks(
+    store: Store, run_id: str, tr: TimeRange, max_per_tier: int = 400
+) -> pd.DataFrame:
+    """Completed checkpoints per tier in the range, each tier thinned to ``max_per_tier``."""
+    return store.df(
+        """WITH c AS (
+              SELECT tier, step, end_ts AS ts, status,
+                     row_number() OVER (PARTITION BY tier ORDER BY end_ts) AS i,
+                     count(*) OVER (PARTITION BY tier) AS n
+              FROM checkpoints WHERE run_id = ? AND end_ts BETWEEN ? AND ?)
+           SELECT tier, step, ts, status FROM c
+           WHERE i % greatest(1, ceil(n / ?)::BIGINT) = 0 OR status <> 'ok'
+           ORDER BY ts""",
+        [run_id, tr.start, tr.end, max_per_tier],
+    )
+
+
+def tokens_per_step(store: Store, run_id: str) -> float:
+    return float(store.scalar("SELECT tokens_per_step FROM runs WHERE run_id = ?", [run_id]) or 0.0)

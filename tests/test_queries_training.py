@@ -1,0 +1,62 @@
+"""Training queries against a replayed store: spikes, events, thinning, checkpoint marks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.figures.training import ema
+from telemetry.queries import data_extent
+from telemetry.queries import training as q
+from telemetry.store import Store
+
+RUN = "dev-64-s1"
+
+
+def test_spikes_are_found_where_the_engine_put_them(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        tr = data_extent(s)
+        spikes = q.loss_spikes(s, RUN, tr)
+        assert len(spikes) >= 2
+        assert (spikes["jump_pct"] > 5).all()
+        for sp in spikes.itertuples():  # the peak is a real logged value, above its baseline
+            peak = s.scalar(
+                """SELECT max(loss) FROM train_metrics
+                   WHERE run_id = ? AND attempt = ? AND step BETWEEN ? AND ?""",
+                [RUN, sp.attempt, sp.step, sp.step + 99],
+            )
+            assert abs(peak - sp.loss) < 1e-4 and sp.loss > sp.baseline * 1.05
+        quiet = q.loss_spikes(s, RUN, tr, z=1e6)  # an impossible threshold finds nothing
+        assert quiet.empty
+
+
+def test_events_carry_the_rolled_back_span(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        ev = q.run_events(s, RUN, data_extent(s))
+        assert len(ev) == s.scalar("SELECT count(*) FROM interruptions")
+        assert (ev["failed_step"] >= ev["restored_step"]).all()
+        assert (ev["resumed"] > ev["ts"]).all()
+
+
+def test_series_by_steps_is_thinned_but_keeps_the_peak(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        full_max = s.scalar("SELECT max(loss) FROM train_metrics WHERE step > 5000")
+        thin = q.series_by_steps(s, RUN, 5000, 20000, max_points=500)
+        assert len(thin) <= 1100 and thin["step"].min() >= 5000
+        assert thin["loss"].max() == full_max
+
+
+def test_checkpoint_marks_are_capped_per_tier(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        marks = q.checkpoint_marks(s, RUN, data_extent(s), max_per_tier=50)
+        per_tier = marks.groupby("tier").size()
+        assert per_tier["nvme"] <= 60 and per_tier["object"] >= 1
+
+
+def test_ema_matches_tensorboard_smoothing() -> None:
+    xs = np.array([1.0, 2.0, 3.0, 4.0])
+    out = ema(xs, 0.5)
+    assert out[0] == 1.0  # debiased: the first point is the first value
+    assert np.allclose(out, [1.0, 5 / 3, 17 / 7, 49 / 15])
+    assert np.allclose(ema(xs, 0.0), xs)

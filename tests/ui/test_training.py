@@ -1,0 +1,72 @@
+"""The Training page in Chromium: axes, smoothing, events, spikes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.conftest import Server
+
+LOSS = "document.querySelector('#tr-loss .js-plotly-plot')"
+
+
+def _traces(page: Page) -> list[dict]:
+    return page.evaluate(
+        f"() => ({LOSS}?._fullData || []).map(t => ({{name: t.name, n: (t.x || []).length,"
+        " x0: (t.x || [])[0], y: Array.from(t.y || []).slice(0, 50)}))"
+    )
+
+
+def test_loss_curve_with_events_and_spikes(page: Page, dev_server: Server, shots: Path) -> None:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
+    page.wait_for_function(f"() => ({LOSS}?.data || []).length > 2")
+    names = {t["name"] for t in _traces(page)}
+    assert "dev-64 (seed 1)" in names
+    assert {"GPU interruption", "Planned interruption", "PFS checkpoint"} <= names
+    expect(page.locator("#tr-spike-table")).to_contain_text("2026-01-05", timeout=20000)
+    page.screenshot(path=str(shots / "training.png"), full_page=True)
+    assert errors == [], errors
+
+
+def test_axis_and_smoothing_change_the_curve(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
+    page.wait_for_function(f"() => ({LOSS}?.data || []).length > 2")
+
+    def curve() -> dict:
+        return next(t for t in _traces(page) if t["name"] == "dev-64 (seed 1)")
+
+    by_step = curve()
+    assert isinstance(by_step["x0"], int | float)
+    page.get_by_label("Wall clock").check()
+    page.wait_for_function(
+        f"() => typeof ({LOSS}._fullData.find(t => t.name === 'dev-64 (seed 1)')?.x?.[0])"
+        " === 'string'"
+    )
+    assert curve()["x0"].startswith("2026-01-05")
+    smooth = curve()["y"]
+    thumb = page.locator("#tr-smooth [role=slider]")
+    thumb.focus()
+    thumb.press("Home")  # the keyboard way to drag the smoothing slider to 0
+    page.wait_for_function(
+        f"() => {LOSS}.data.filter(t => (t.name || '').endsWith('(raw)')).length === 0"
+    )
+    raw = curve()["y"]
+
+    # Unsmoothed points wander further from their neighbours than smoothed ones.
+    def roughness(ys: list[float]) -> float:
+        return sum(abs(a - b) for a, b in zip(ys[10:], ys[11:], strict=False))
+
+    assert roughness(raw) > 2 * roughness(smooth)
+
+
+def test_clicking_a_spike_zooms_to_it(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
+    cell = page.locator("#tr-spike-table td").first
+    expect(cell).to_contain_text("2026-01-05", timeout=20000)
+    when = cell.inner_text()
+    cell.click()
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window")
+    assert "from=" in page.url and when[:10] in page.url
