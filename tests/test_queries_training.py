@@ -60,3 +60,18 @@ def test_ema_matches_tensorboard_smoothing() -> None:
     assert out[0] == 1.0  # debiased: the first point is the first value
     assert np.allclose(out, [1.0, 5 / 3, 17 / 7, 49 / 15])
     assert np.allclose(ema(xs, 0.0), xs)
+
+
+def test_overview_alerts_name_what_needs_attention(dev_store: Path) -> None:
+    from telemetry.queries.overview import active_alerts
+
+    with Store(str(dev_store), read_only=True) as s:
+        tr = data_extent(s)
+        alerts = active_alerts(s, RUN, tr)
+        names = " | ".join(alerts["alert"])
+        xid_hosts = s.rows("SELECT DISTINCT xid FROM xid_events")
+        assert any(f"XID {x}" in names for (x,) in xid_hosts)
+        assert "not reporting" in names  # drained nodes are silent at the end of the day
+        # Severity order: critical first.
+        sev = list(alerts["severity"])
+        assert sev == sorted(sev, key=lambda v: {"critical": 0, "warning": 1, "info": 2}[v])

@@ -28,11 +28,18 @@ def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
         template=template,
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=height,
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        margin={"l": 60, "r": 20, "t": 56, "b": 40},
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         hovermode="x unified",
-        legend={"orientation": "h", "y": -0.2},
+        legend={
+            "orientation": "h",
+            "y": 1.0,
+            "x": 1.0,
+            "xanchor": "right",
+            "yanchor": "bottom",
+            "font": {"size": 11},
+        },
     )
     return fig
 

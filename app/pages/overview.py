@@ -1,7 +1,8 @@
-"""Overview: the fleet and the current run at a glance."""
+"""Overview: the fleet and the current run at a glance, with what needs attention now."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import dash
@@ -9,11 +10,13 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, html
 
 from app import data, figures
-from app.ui import TIMECHART, card, guarded, time_graph
+from app.ui import TIMECHART, card, guarded, table, time_graph
+from telemetry.queries import overview as q
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
+_SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 
 
 def layout(**_query: str) -> html.Div:
@@ -23,7 +26,12 @@ def layout(**_query: str) -> html.Div:
             dbc.Row(
                 [
                     dbc.Col(time_graph("ov-fleet"), lg=8),
-                    dbc.Col(time_graph("ov-power"), lg=4),
+                    dbc.Col(
+                        dbc.Card(
+                            dbc.CardBody([html.H6("Active alerts"), html.Div(id="ov-alerts")])
+                        ),
+                        lg=4,
+                    ),
                 ],
                 class_name="g-2",
             ),
@@ -31,6 +39,19 @@ def layout(**_query: str) -> html.Div:
                 [
                     dbc.Col(time_graph("ov-loss"), lg=8),
                     dbc.Col(html.Div(id="ov-ckpt"), lg=4),
+                ],
+                class_name="g-2",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(time_graph("ov-power"), lg=8),
+                    dbc.Col(
+                        [
+                            html.H6("Hottest GPUs (latest sample)", className="mt-2"),
+                            html.Div(id="ov-hot"),
+                        ],
+                        lg=4,
+                    ),
                 ],
                 class_name="g-2",
             ),
@@ -46,43 +67,50 @@ def _fmt_age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-@callback(
-    Output("ov-cards", "children"),
-    Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
-    Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
-    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
-    Output("ov-ckpt", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
-)
-@guarded("alert", "figure", "figure", "figure", "alert")
-def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
-    run_id = (view or {}).get("run")
-    if tr is None or run_id is None:
-        msg = "No data stored yet: start a replay or the ingest daemon."
-        e = figures.empty("Fleet", msg, template=tpl)
-        return [dbc.Alert(msg, color="info")], e, e, e, ""
-    fleet = data.fleet_latest()
-    s = data.summary(run_id)
-    ints = data.interruptions(run_id, tr)
+def _alerts(df: Any) -> html.Div:
+    if df.empty:
+        return dbc.Alert(
+            "All clear: no alert at the end of this range.",
+            color="success",
+            class_name="small mb-0",
+        )
+    return html.Div(
+        [
+            dbc.Alert(
+                [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")],
+                color=_SEVERITY_COLOUR.get(r.severity, "secondary"),
+                class_name="py-1 mb-1",
+            )
+            for r in df.head(12).itertuples()
+        ],
+        id="ov-alert-list",
+    )
+
+
+def _cards(fleet: dict[str, Any], s: dict[str, Any], last24: int) -> list[Any]:
     i = s["interruptions"]
-    cards = [
+    healthy = fleet["reporting"] - fleet.get("degraded", 0) - fleet.get("idle", 0)
+    return [
         card(
             "GPUs reporting",
             f"{fleet['reporting']:,} / {fleet['expected']:,}",
-            f"{fleet['failed']:,} silent · {fleet.get('degraded', 0)} degraded",
+            f"{max(healthy, 0):,} healthy · {fleet.get('degraded', 0)} degraded · "
+            f"{fleet.get('idle', 0)} idle · {fleet['failed']:,} silent",
             "ov-gpus",
         ),
         card(
             "Fleet utilization",
             f"{(fleet.get('util_avg') or 0):.1f} %",
             f"hottest GPU {(fleet.get('temp_max') or 0):.0f} °C",
+            "ov-util",
         ),
         card("GPU power", f"{(fleet.get('power_w') or 0) / 1000:,.1f} kW", "all GPUs, latest"),
-        card("Step", f"{s['steps']:,}", f"loss {s['last_loss']}", "ov-step"),
+        card(
+            "Step",
+            f"{s['steps']:,}",
+            f"{s['tokens'] / 1e9:,.1f} B tokens · loss {s['last_loss']}",
+            "ov-step",
+        ),
         card(
             "ETTR",
             f"{(s['ettr'] or 0) * 100:.1f} %",
@@ -92,10 +120,35 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned · MTBF {s['mtbf_hours'] or '–'} h",
+            f"unexpected + planned · {last24} in last 24 h · MTBF {s['mtbf_hours'] or '–'} h",
             "ov-ints",
         ),
     ]
+
+
+@callback(
+    Output("ov-cards", "children"),
+    Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
+    Output("ov-ckpt", "children"),
+    Output("ov-alerts", "children"),
+    Output("ov-hot", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+)
+@guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert")
+def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    run_id = (view or {}).get("run")
+    if tr is None or run_id is None:
+        msg = "No data stored yet: start a replay or the ingest daemon."
+        e = figures.empty("Fleet", msg, template=tpl)
+        return [dbc.Alert(msg, color="info")], e, e, e, "", "", ""
+    ints = data.interruptions(run_id, tr)
+    last24 = int((ints["ts"] > tr.end - timedelta(hours=24)).sum()) if not ints.empty else 0
     series = data.fleet_series(tr)
     ages = data.checkpoint_ages(run_id, tr.end)
     rows = [
@@ -112,7 +165,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         dbc.Card(
             dbc.CardBody(
                 [
-                    html.H6("Last checkpoint per tier", className="mb-2"),
+                    html.H6("Time since the last checkpoint", className="mb-2"),
                     html.Table(
                         [
                             html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
@@ -127,11 +180,26 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         if rows
         else dbc.Alert("No checkpoint completed yet in this run.", color="secondary")
     )
+    hot = data.hottest_gpus(8)
     rev = data.revision(view)
     return (
-        cards,
+        _cards(data.fleet_latest(), data.summary(run_id), last24),
         figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
         figures.power_series(series, tpl).update_layout(uirevision=rev),
         figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev),
         ck,
+        _alerts(q.active_alerts(data.store(), run_id, tr)),
+        table(
+            "ov-hot-table",
+            hot.round(1),
+            {
+                "host": "Host",
+                "gpu": "GPU",
+                "temp_c": "Temp (°C)",
+                "util_pct": "Util (%)",
+                "sm_clock_mhz": "SM clock (MHz)",
+                "power_w": "Power (W)",
+            },
+            page_size=8,
+        ),
     )

@@ -1,0 +1,136 @@
+"""Overview queries: the active alerts of a run at the end of a time range.
+
+Each alert is a row (severity, alert, detail); thresholds are the product's operating rules and
+live here, beside the SQL that applies them, so the Overview and any future notifier agree.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.queries.training import loss_spikes
+from telemetry.store import Store
+
+HOT_C = 85.0  # GPU temperature alert threshold (dcgm-exporter's dashboard turns red at 87)
+LOW_UTIL_PCT = 80.0  # utilization below this while the job trains is wasted capacity
+STALE_FACTOR = 2.0  # a tier is overdue after this many configured intervals without a checkpoint
+
+
+def _tier_intervals(policy_json: str | None) -> dict[str, float]:
+    p = json.loads(policy_json or "{}")
+    nvme = float(p.get("nvme_interval_s", 0) or 0)
+    pfs = nvme * float(p.get("pfs_every", 0) or 0)
+    obj = pfs * float(p.get("object_every", 0) or 0)
+    return {k: v for k, v in {"nvme": nvme, "pfs": pfs, "object": obj}.items() if v > 0}
+
+
+def active_alerts(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """Alerts at ``tr.end``: hot GPUs, low utilization while training, silent GPUs, XIDs in
+    the last 24 h, overdue checkpoint tiers, loss spikes in the last hour, job not training."""
+    now = tr.end
+    rows: list[tuple[str, str, str]] = []
+    last = store.scalar("SELECT max(ts) FROM gpu_samples WHERE ts <= ?", [now])
+    training = store.scalar(
+        "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
+        [run_id, now - timedelta(minutes=10), now],
+    )
+    if last is not None:
+        rows += _gpu_alerts(store, last, bool(training))
+    if not training:
+        rows.append(
+            (
+                "critical",
+                "Job not training",
+                "no training step logged in the last 10 minutes of the range",
+            )
+        )
+    xids = store.df(
+        """SELECT xid, count(*) AS n, string_agg(DISTINCT host, ', ') AS hosts FROM xid_events
+           WHERE ts BETWEEN ? AND ? GROUP BY xid ORDER BY n DESC""",
+        [now - timedelta(hours=24), now],
+    )
+    for x in xids.itertuples():
+        rows.append(("warning", f"XID {x.xid} seen", f"{x.n}× in the last 24 h on {x.hosts}"))
+    rows += _checkpoint_alerts(store, run_id, now)
+    hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
+    for sp in loss_spikes(store, run_id, hour).itertuples():
+        rows.append(
+            (
+                "warning",
+                "Loss spike",
+                f"step {sp.step:,}: {sp.loss:.3f} vs {sp.baseline:.3f} (+{sp.jump_pct:.0f} %)",
+            )
+        )
+    order = {"critical": 0, "warning": 1, "info": 2}
+    df = pd.DataFrame(rows, columns=["severity", "alert", "detail"])
+    return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    hot = store.df(
+        """SELECT g.host, g.gpu, s.temp_c FROM gpu_samples s JOIN gpus g USING (gpu_id)
+           WHERE s.ts = ? AND s.temp_c >= ? ORDER BY s.temp_c DESC""",
+        [last, HOT_C],
+    )
+    if not hot.empty:
+        top = ", ".join(f"{r.host}/{r.gpu} {r.temp_c:.0f} °C" for r in hot.head(3).itertuples())
+        out.append(("warning", f"{len(hot)} GPU(s) ≥ {HOT_C:.0f} °C", top))
+    expected = store.scalar("SELECT count(*) FROM gpus")
+    reporting = store.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?", [last])
+    if expected and reporting < expected:
+        out.append(
+            (
+                "warning",
+                f"{expected - reporting} GPU(s) not reporting",
+                f"{reporting:,} of {expected:,} GPUs sent a sample at {last:%H:%M:%S}",
+            )
+        )
+    if training:
+        low = store.scalar(
+            """SELECT count(*) FROM gpu_samples s JOIN gpus g USING (gpu_id)
+               JOIN nodes n USING (node_id)
+               WHERE s.ts = ? AND s.util_pct < ? AND n.role = 'job'""",
+            [last, LOW_UTIL_PCT],
+        )
+        if low:
+            out.append(
+                (
+                    "warning",
+                    f"{low} GPU(s) < {LOW_UTIL_PCT:.0f} % utilized",
+                    "while the job is training (job nodes as first scheduled)",
+                )
+            )
+    return out
+
+
+def _checkpoint_alerts(store: Store, run_id: str, now: datetime) -> list[tuple[str, str, str]]:
+    policy = store.scalar("SELECT ckpt_policy FROM runs WHERE run_id = ?", [run_id])
+    out = []
+    last = dict(
+        store.rows(
+            """SELECT tier, max(end_ts) FROM checkpoints
+           WHERE run_id = ? AND status = 'ok' AND end_ts <= ? GROUP BY tier""",
+            [run_id, now],
+        )
+    )
+    for tier, interval in _tier_intervals(policy).items():
+        done = last.get(tier)
+        if done is None:
+            continue
+        age = (now - done).total_seconds()
+        if age > STALE_FACTOR * interval:
+            out.append(
+                (
+                    "warning",
+                    f"No {tier} checkpoint for {age / 60:.0f} min",
+                    f"configured every {interval / 60:.0f} min",
+                )
+            )
+    return out
