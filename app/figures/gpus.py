@@ -1,0 +1,226 @@
+"""Figures of the GPUs page: the fleet heatmap (node x time), the metric's distribution and one
+node's GPUs over time. Pure builders: frames from ``telemetry.queries.gpus`` in, figures out.
+Colour scales and display thresholds are presentation choices and live here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.figures import TEMPLATE, _base, empty
+
+# Red is bad on every scale: low utilization and clock, high temperature.
+_GOOD_HIGH = [
+    [0.0, "#a50026"],
+    [0.25, "#f46d43"],
+    [0.5, "#fee08b"],
+    [0.75, "#a6d96a"],
+    [1, "#1a9850"],
+]
+_TEMP = [[0.0, "#313695"], [0.45, "#74add1"], [0.7, "#fee090"], [0.917, "#f46d43"], [1, "#a50026"]]
+COLOUR_SCALES: dict[str, dict[str, Any]] = {
+    "util": {"colorscale": _GOOD_HIGH, "zmin": 0, "zmax": 100},
+    "temp": {"colorscale": _TEMP, "zmin": 25, "zmax": 91},  # 85 °C sits at the orange stop
+    "power": {"colorscale": "Viridis"},
+    "fb": {"colorscale": "Cividis"},
+    "clock": {"colorscale": _GOOD_HIGH},
+}
+THRESHOLDS = {"temp": (85.0, "85 °C hot"), "util": (5.0, "5 % idle")}
+GPU_COLOURS = [
+    "#636efa",
+    "#ef553b",
+    "#00cc96",
+    "#ab63fa",
+    "#ffa15a",
+    "#19d3f3",
+    "#ff6692",
+    "#b6e880",
+]
+NODE_CHART_HEIGHT = 320  # px: room for a legend of eight GPUs
+NODE_CHARTS = {  # drill-down chart -> (column, title, unit, y range)
+    "util": ("util_pct", "Utilization", "%", [0, 105]),
+    "temp": ("temp_c", "Temperature", "°C", None),
+    "power": ("power_w", "Power", "W", None),
+    "clock": ("sm_clock_mhz", "SM clock", "MHz", None),
+}
+
+
+def bucket_text(seconds: float) -> str:
+    s = int(seconds)
+    if s % 3600 == 0:
+        return f"{s // 3600} h"
+    return f"{s // 60} min" if s % 60 == 0 else f"{s} s"
+
+
+def _scale(key: str, z: np.ndarray) -> dict[str, Any]:
+    """The metric's colour scale; data-driven ranges ignore idle cells (below half the peak),
+    so that a few percent of clock or power still shows between busy nodes."""
+    spec = dict(COLOUR_SCALES.get(key, {"colorscale": "Viridis"}))
+    vals = z[np.isfinite(z)]
+    if "zmin" not in spec and vals.size:
+        busy = vals[vals >= 0.5 * vals.max()] if vals.max() > 0 else vals
+        lo, hi = float(np.quantile(busy, 0.02)), float(vals.max())
+        spec |= {"zmin": lo, "zmax": hi if hi > lo else lo + 1}
+    return spec
+
+
+def heatmap(
+    cells: pd.DataFrame,
+    *,
+    key: str,
+    label: str,
+    unit: str,
+    bucket_s: float,
+    nodes_total: int,
+    nodes_shown: int,
+    template: str = TEMPLATE,
+) -> go.Figure:
+    """Node x time cells, most anomalous node on top; a last row averages the nodes without a
+    row of their own. Hover: host, time, value with unit."""
+    title = f"{label} per node ({unit})"
+    if cells.empty:
+        return empty(title, "No GPU samples in this range", height=360, template=template)
+    rest = nodes_total - nodes_shown
+    labels = cells["host"].where(cells["host"].notna(), f"other {rest:,} nodes (mean)")
+    grid = cells.assign(label=labels).pivot_table(
+        index=["rank", "label"], columns="ts", values="value", aggfunc="first", sort=True
+    )
+    z = grid.to_numpy(dtype=float)
+    rows = len(grid)
+    fig = _base(title, int(min(max(140 + 14 * rows, 360), 760)), template)
+    fig.add_trace(
+        go.Heatmap(
+            x=list(grid.columns),
+            y=[lbl for _, lbl in grid.index],
+            z=np.round(z, 1).astype(np.float32),  # a typed array: compact, NaN = no sample
+            colorbar={"title": {"text": unit, "side": "right"}, "thickness": 12},
+            hovertemplate="%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:,.1f} "
+            + unit
+            + "<extra></extra>",
+            xgap=0,
+            ygap=1 if rows <= 40 else 0,
+            **_scale(key, z),
+        )
+    )
+    which = (
+        f"all {nodes_total:,} nodes"
+        if rest <= 0
+        else f"the {nodes_shown:,} most anomalous of {nodes_total:,} nodes, the rest averaged"
+    )
+    fig.update_layout(
+        title={
+            "subtitle": {
+                "text": f"{which}; worst on top · {bucket_text(bucket_s)} buckets · "
+                "click a node to drill down",
+                "font": {"size": 11},
+            }
+        },
+        margin={"t": 60, "l": 150 if rest > 0 else 90},
+        hovermode="closest",
+        xaxis={"title": "Time (UTC)"},
+        yaxis={"title": None, "autorange": "reversed", "type": "category", "automargin": True},
+    )
+    return fig
+
+
+def distribution(
+    df: pd.DataFrame,
+    *,
+    key: str,
+    label: str,
+    unit: str,
+    bucket_s: float,
+    template: str = TEMPLATE,
+) -> go.Figure:
+    """Node-hours spent in each value bin (bins from SQL), log scale so the tails show."""
+    title = f"Distribution: {label} ({unit})"
+    if df.empty:
+        return empty(title, "No GPU samples in this range", height=360, template=template)
+    fig = _base(title, 360, template)
+    hi = df["lo"] + df["width"]
+    fig.add_trace(
+        go.Bar(
+            x=(df["lo"] + df["width"] / 2).tolist(),
+            y=df["node_hours"].round(3).tolist(),
+            width=df["width"].tolist(),
+            customdata=np.column_stack([df["lo"], hi, df["cells"]]),
+            marker={"color": "#636efa", "line": {"width": 0}},
+            hovertemplate="%{customdata[0]:,.0f} – %{customdata[1]:,.0f} "
+            + unit
+            + "<br>%{y:,.1f} node-hours (%{customdata[2]:,} cells)<extra></extra>",
+        )
+    )
+    if key in THRESHOLDS:
+        x, text = THRESHOLDS[key]
+        fig.add_vline(
+            x=x,
+            line={"color": "#ef553b", "dash": "dash", "width": 1},
+            annotation_text=text,
+            annotation_position="top right" if x < 50 else "top left",
+        )
+    fig.update_layout(
+        title={
+            "subtitle": {
+                "text": f"time nodes spent at each value · {bucket_text(bucket_s)} cells",
+                "font": {"size": 11},
+            }
+        },
+        margin={"t": 60},
+        hovermode="closest",
+        bargap=0,
+        showlegend=False,
+        xaxis={"title": f"{label} ({unit})"},
+        yaxis={"title": "Node-hours (log)", "type": "log"},
+    )
+    return fig
+
+
+def node_metric(df: pd.DataFrame, chart: str, host: str, template: str = TEMPLATE) -> go.Figure:
+    """One metric of one node's GPUs over time: a line per GPU ("GPU 0" ... "GPU 7")."""
+    col, name, unit, yrange = NODE_CHARTS[chart]
+    title = f"{name} ({unit})"
+    if df.empty:
+        return empty(
+            title,
+            f"No samples from {host} in this range",
+            height=NODE_CHART_HEIGHT,
+            template=template,
+        )
+    fig = _base(title, NODE_CHART_HEIGHT, template)
+    for gpu, grp in df.groupby("gpu", sort=True):
+        fig.add_trace(
+            go.Scatter(
+                x=grp["ts"],
+                y=grp[col].round(1).to_numpy(),
+                mode="lines",
+                name=f"GPU {gpu}",
+                legendgroup=f"GPU {gpu}",
+                line={"width": 1.3, "color": GPU_COLOURS[int(gpu) % len(GPU_COLOURS)]},
+                hovertemplate="%{y:,.1f} " + unit,
+            )
+        )
+    fig.update_layout(
+        xaxis={"title": "Time (UTC)"},
+        yaxis={"title": f"{name} ({unit})", **({"range": yrange} if yrange else {})},
+        legend={
+            "orientation": "v",
+            "x": 1.01,
+            "xanchor": "left",
+            "y": 1,
+            "yanchor": "top",
+            "font": {"size": 10},
+            "tracegroupgap": 0,
+        },
+        margin={"t": 40, "b": 40, "r": 70},
+    )
+    return fig
+
+
+def node_header(info: dict[str, Any] | None, host: str) -> str:
+    """One line naming the drilled-down node (rack, role, GPUs)."""
+    if info is None:
+        return f"No node called {host!r} in this store"
+    return f"{info['rack']} · {info['role']} node · {info['gpus']} × {info['model'] or 'GPU'}"

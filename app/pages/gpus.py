@@ -1,0 +1,210 @@
+"""GPUs: the fleet heatmap, the metric's distribution, outlier GPUs with a reason, and a
+drill-down into one node's eight GPUs. The selected node is kept in the browser session
+(``gpu-node-store``), so it survives a reload; the URL fragment belongs to the shared view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from app import data, figures
+from app.figures import gpus as gfig
+from app.ui import TIMECHART, graph, guarded, table, time_graph
+from telemetry.queries import gpus as q
+
+dash.register_page(__name__, path="/gpus", name="GPUs", order=2)
+
+NO_DATA = "No data stored yet: start a replay or the ingest daemon."
+METRIC_OPTIONS = [
+    {"label": "Utilization (%)", "value": "util"},
+    {"label": "Temperature, hottest GPU (°C)", "value": "temp"},
+    {"label": "Power per GPU (W)", "value": "power"},
+    {"label": "Framebuffer used (MiB)", "value": "fb"},
+    {"label": "SM clock (MHz)", "value": "clock"},
+]
+OUTLIER_COLUMNS = {
+    "host": "Host",
+    "gpu": "GPU",
+    "reason": "Reason",
+    "value": "Value",
+    "unit": "Unit",
+    "detail": "Why",
+}
+NODE_CHART_IDS = {chart: f"gpu-node-{chart}" for chart in gfig.NODE_CHARTS}
+HEATMAP = {"type": TIMECHART, "id": "gpu-heatmap"}
+
+
+def layout(**_query: str) -> html.Div:
+    charts = [dbc.Col(time_graph(i), lg=6) for i in NODE_CHART_IDS.values()]
+    return html.Div(
+        [
+            dcc.Store(id="gpu-node-store", storage_type="session"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        html.Label("Metric", htmlFor="gpu-metric", className="small"), width="auto"
+                    ),
+                    dbc.Col(
+                        dcc.Dropdown(
+                            id="gpu-metric",
+                            options=METRIC_OPTIONS,
+                            value="util",
+                            clearable=False,
+                            persistence=True,
+                            persistence_type="session",
+                            style={"minWidth": "260px"},
+                        ),
+                        width="auto",
+                    ),
+                ],
+                class_name="g-2 mb-2 align-items-center",
+            ),
+            dbc.Row(
+                [dbc.Col(time_graph("gpu-heatmap"), lg=8), dbc.Col(graph("gpu-dist"), lg=4)],
+                class_name="g-2",
+            ),
+            dbc.Card(
+                dbc.CardBody(
+                    [
+                        html.H4(
+                            "Click a node in the heatmap (or a row of the outlier table) to see "
+                            "its GPUs",
+                            id="gpu-node-host",
+                            className="mb-0",
+                        ),
+                        html.Div(id="gpu-node-info", className="text-body-secondary small mb-2"),
+                        dbc.Row(charts, class_name="g-2"),
+                    ]
+                ),
+                class_name="my-2",
+                id="gpu-node",
+            ),
+            dbc.Card(
+                dbc.CardBody(
+                    [
+                        html.H6("Outlier GPUs", className="mb-1"),
+                        html.Div(id="gpu-outlier-summary", className="small mb-2"),
+                        html.Div(id="gpu-outliers"),
+                    ]
+                ),
+                class_name="mb-2",
+            ),
+        ]
+    )
+
+
+@callback(
+    Output(HEATMAP, "figure"),
+    Output({"type": "chart", "id": "gpu-dist"}, "figure"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+    Input("gpu-metric", "value"),
+)
+@guarded("figure", "figure")
+def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None:
+        e = figures.empty("GPUs", NO_DATA, template=tpl)
+        return e, e
+    m = q.metric(key or "util")
+    store = data.store()
+    hm = q.heatmap(store, tr, m.key)
+    dist = q.distribution(store, tr, m.key)
+    opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
+    rev = f"{data.revision(view)}|{m.key}"
+    return (
+        gfig.heatmap(
+            hm.cells,
+            nodes_total=hm.nodes_total,
+            nodes_shown=hm.nodes_shown,
+            template=tpl,
+            **opts,
+        ).update_layout(uirevision=rev),
+        gfig.distribution(dist, template=tpl, **opts).update_layout(uirevision=rev),
+    )
+
+
+@callback(
+    Output("gpu-outlier-summary", "children"),
+    Output("gpu-outliers", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+)
+@guarded("alert", "alert")
+def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
+    tr = data.view_range(view)
+    if tr is None:
+        return "", dbc.Alert(NO_DATA, color="info")
+    df = q.outliers(data.store(), tr)
+    if df.empty:
+        return "", dbc.Alert("No outlier GPUs in this range.", color="secondary")
+    counts = df["reason"].value_counts()
+    summary = " · ".join(f"{counts[r]:,} {r}" for r in q.REASON_ORDER if r in counts)
+    tbl = table("gpu-outlier-table", df, OUTLIER_COLUMNS, page_size=10, filter_action="native")
+    return summary, tbl
+
+
+@callback(
+    Output("gpu-node-store", "data", allow_duplicate=True),
+    Input(HEATMAP, "clickData"),
+    prevent_initial_call=True,
+)
+def _select_from_heatmap(click: dict[str, Any] | None) -> str:
+    points = (click or {}).get("points") or []
+    host = str(points[0].get("y", "")) if points else ""
+    if not host or q.node_info(data.store(), host) is None:
+        raise PreventUpdate  # the averaged "other nodes" row, or nothing
+    return host
+
+
+@callback(
+    Output("gpu-node-store", "data", allow_duplicate=True),
+    Input("gpu-outlier-table", "active_cell"),
+    State("gpu-outlier-table", "derived_viewport_data"),
+    prevent_initial_call=True,
+)
+def _select_from_table(cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None) -> str:
+    if not cell or not rows or cell.get("row", -1) >= len(rows):
+        raise PreventUpdate
+    return str(rows[cell["row"]]["host"])
+
+
+@callback(
+    Output("gpu-node-host", "children"),
+    Output("gpu-node-info", "children"),
+    *[Output({"type": TIMECHART, "id": i}, "figure") for i in NODE_CHART_IDS.values()],
+    Input("gpu-node-store", "data"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+)
+@guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS))
+def _node(selected: str | None, view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    host = str(selected)[:200] if selected else None
+    tr = data.view_range(view)
+    if host is None or tr is None:
+        msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
+        figs = [
+            figures.empty(gfig.NODE_CHARTS[c][1], msg, gfig.NODE_CHART_HEIGHT, tpl)
+            for c in NODE_CHART_IDS
+        ]
+        return no_update, "", *figs
+    info = q.node_info(data.store(), host)
+    series = q.node_gpu_series(data.store(), host, tr) if info else None
+    rev = f"{data.revision(view)}|{host}"
+    figs = [
+        gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)
+        if series is not None
+        else figures.empty(
+            gfig.NODE_CHARTS[c][1], f"Unknown node {host!r}", gfig.NODE_CHART_HEIGHT, tpl
+        )
+        for c in NODE_CHART_IDS
+    ]
+    return host, gfig.node_header(info, host), *figs

@@ -1,0 +1,194 @@
+"""GPUs page queries against the seeded dev-64 replay (seed 1): 8 job nodes + 2 spares, one
+straggler GPU (h100-0003 GPU 5) and one thermally throttled GPU (h100-0007 GPU 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from telemetry.queries import TimeRange, data_extent
+from telemetry.queries import gpus as q
+from telemetry.store import Store
+
+
+@pytest.fixture(scope="module")
+def store(dev_store: Path) -> Iterator[Store]:
+    with Store(str(dev_store), read_only=True) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def day(store: Store) -> TimeRange:
+    tr = data_extent(store)
+    assert tr is not None
+    return tr
+
+
+def test_metric_names_come_from_the_catalog(store: Store, day: TimeRange) -> None:
+    assert set(q.METRICS) == {"util", "temp", "power", "fb", "clock"}
+    for bad in ("bogus", "util_avg; DROP TABLE nodes", "temp_max"):
+        with pytest.raises(ValueError, match="unknown GPU metric"):
+            q.heatmap(store, day, bad)
+        with pytest.raises(ValueError):
+            q.distribution(store, day, bad)
+
+
+def test_heatmap_covers_every_node_in_bounded_cells(store: Store, day: TimeRange) -> None:
+    hm = q.heatmap(store, day, "util")
+    assert (hm.nodes_total, hm.nodes_shown) == (10, 10)  # 8 job nodes + 2 spares
+    assert hm.bucket_s == 300  # a day at <= 300 columns: the 5-minute rollup
+    assert hm.cells["ts"].nunique() <= 300
+    assert hm.cells["host"].nunique() == 10 and hm.cells["host"].notna().all()
+    # a cell is the rollup's value: h100-0003's mean utilization over the day matches SQL
+    direct = store.scalar(
+        """SELECT avg(util_avg) FROM node_rollup JOIN nodes USING (node_id)
+           WHERE bucket_s = 300 AND host = 'h100-0003' AND ts BETWEEN ? AND ?""",
+        [day.start, day.end],
+    )
+    mine = hm.cells.loc[hm.cells["host"] == "h100-0003", "value"].mean()
+    assert mine == pytest.approx(direct, rel=1e-6)
+    assert 85 < mine < 100  # a busy job node
+
+
+def test_utilization_ranks_the_idle_spares_first(store: Store, day: TimeRange) -> None:
+    cells = q.heatmap(store, day, "util").cells
+    order = cells.drop_duplicates("rank").sort_values("rank")
+    assert set(order["host"].head(2)) == {"h100-0008", "h100-0009"}
+    assert set(order["role"].head(2)) == {"spare"}
+
+
+def test_temperature_ranks_the_hot_node_first(store: Store, day: TimeRange) -> None:
+    cells = q.heatmap(store, day, "temp").cells
+    top = cells[cells["rank"] == 1]
+    assert set(top["host"]) == {"h100-0007"}  # GPU 5 runs hot (poor thermal interface)
+    assert top["value"].max() >= 85.0
+    util = q.heatmap(store, day, "util").cells
+    assert not util["value"].equals(cells["value"])  # another metric, other numbers
+
+
+def test_rows_beyond_the_cap_are_averaged_into_one(store: Store, day: TimeRange) -> None:
+    hm = q.heatmap(store, day, "util", max_rows=4, max_cols=50)
+    assert (hm.nodes_total, hm.nodes_shown) == (10, 3)
+    assert sorted(hm.cells["rank"].unique()) == [1, 2, 3, 4]
+    rest = hm.cells[hm.cells["rank"] == 4]
+    assert rest["host"].isna().all() and rest["nodes"].max() == 7
+    assert hm.bucket_s == 3600 and hm.cells["ts"].nunique() <= 50  # the hourly rollup
+    # the averaged row is the mean of the seven other nodes in that bucket
+    shown = tuple(hm.cells.loc[hm.cells["rank"] < 4, "host"].unique())
+    ts, value = rest["ts"].iloc[10], rest["value"].iloc[10]
+    direct = store.scalar(
+        f"""SELECT avg(util_avg) FROM node_rollup JOIN nodes USING (node_id)
+            WHERE bucket_s = 3600 AND ts = ? AND host NOT IN ({",".join("?" * len(shown))})""",
+        [ts, *shown],
+    )
+    assert value == pytest.approx(direct, rel=1e-5)
+
+
+def test_long_ranges_regroup_the_coarsest_rollup(store: Store, day: TimeRange) -> None:
+    hm = q.heatmap(store, day, "temp", max_cols=3)
+    assert hm.bucket_s == 43200 and hm.cells["ts"].nunique() <= 3  # 12 h from 6 h buckets
+    hottest = store.scalar(
+        """SELECT max(temp_max) FROM node_rollup JOIN nodes USING (node_id)
+           WHERE bucket_s = 21600 AND host = 'h100-0007' AND ts BETWEEN ? AND ?""",
+        [day.start, day.end],
+    )
+    assert hm.cells.loc[hm.cells["host"] == "h100-0007", "value"].max() == pytest.approx(hottest)
+
+
+def test_distribution_bins_every_cell_in_sql(store: Store, day: TimeRange) -> None:
+    dist = q.distribution(store, day, "temp")
+    cells = store.scalar(
+        "SELECT count(*) FROM node_rollup WHERE bucket_s = 300 AND ts BETWEEN ? AND ?",
+        [day.start, day.end],
+    )
+    assert dist["cells"].sum() == cells
+    assert dist["node_hours"].sum() == pytest.approx(cells * 300 / 3600)
+    assert (dist["width"] == 1.0).all() and dist["lo"].is_monotonic_increasing
+    assert dist["lo"].max() >= 85  # the hot node's hours show in the tail
+
+
+def test_outliers_name_the_straggler_and_the_hot_gpu(store: Store, day: TimeRange) -> None:
+    df = q.outliers(store, day)
+    rows = {(r.host, r.gpu, r.reason): r for r in df.itertuples()}
+    straggler = rows[("h100-0003", 5, "straggler")]
+    hot = rows[("h100-0007", 5, "hot")]
+    assert ("h100-0007", 5, "throttled") in rows  # slow because hot: not a straggler
+    assert ("h100-0007", 5, "straggler") not in rows
+    assert straggler.unit == "MHz" and "fleet median" in straggler.detail
+    assert hot.unit == "°C" and "≥ 85 °C" in hot.detail
+    peak, busy_clock = store.rows(
+        """SELECT max(temp_c), NULL FROM gpu_samples JOIN gpus USING (gpu_id)
+           WHERE host = 'h100-0007' AND gpu = 5
+           UNION ALL
+           SELECT NULL, avg(sm_clock_mhz) FILTER (WHERE util_pct >= 50) FROM gpu_samples
+           JOIN gpus USING (gpu_id) WHERE host = 'h100-0003' AND gpu = 5"""
+    )
+    assert hot.value == pytest.approx(peak[0], abs=0.05)
+    assert straggler.value == pytest.approx(busy_clock[1], abs=0.05)
+    ratio = straggler.value / 1980.0  # H100 max SM clock, where the healthy GPUs sit
+    assert 0.75 < ratio < 0.85
+    # healthy GPUs are not listed for clock or heat
+    clock_or_heat = df[df["reason"].isin(["hot", "throttled", "straggler"])]
+    assert set(zip(clock_or_heat.host, clock_or_heat.gpu, strict=True)) == {
+        ("h100-0003", 5),
+        ("h100-0007", 5),
+    }
+
+
+def test_outliers_list_every_xid_event_decoded(store: Store, day: TimeRange) -> None:
+    df = q.outliers(store, day)
+    xid = df[df["reason"] == "XID"]
+    events = store.rows(
+        "SELECT host, gpu, xid FROM xid_events WHERE ts BETWEEN ? AND ?", [day.start, day.end]
+    )
+    assert len(events) == 5
+    assert set(zip(xid.host, xid.gpu, xid.value.astype(int), strict=True)) == set(events)
+    assert xid["detail"].str.contains("NVIDIA action").all()
+
+
+def test_idle_means_a_job_node_idle_while_the_job_ran(store: Store, day: TimeRange) -> None:
+    idle = q.outliers(store, day).query("reason == 'idle'")
+    # h100-0001 was drained after XID 143 and h100-0007 for maintenance; the spares, idle by
+    # design, are not outliers
+    assert set(idle["host"]) == {"h100-0001", "h100-0007"}
+    assert (idle["gpu"] == "all").all()  # whole nodes: one row each
+    assert (idle["value"] >= 10).all() and (idle["unit"] == "% of run time").all()
+
+
+def test_a_quiet_hour_has_no_idle_or_xid_outliers(store: Store, day: TimeRange) -> None:
+    hour = TimeRange(day.start + timedelta(hours=2), day.start + timedelta(hours=3))
+    df = q.outliers(store, hour)
+    assert set(df["reason"]) <= {"hot", "throttled", "straggler"}
+    assert ("h100-0003", 5) in set(zip(df.host, df.gpu, strict=True))
+
+
+def test_node_series_has_eight_bucketed_gpus(store: Store, day: TimeRange) -> None:
+    df = q.node_gpu_series(store, "h100-0003", day)
+    assert sorted(df["gpu"].unique()) == list(range(8))
+    assert df.groupby("gpu").size().max() <= 500
+    assert df["bucket_s"].iloc[0] == 300
+    gpu5 = df[df["gpu"] == 5]["sm_clock_mhz"].mean()
+    others = df[df["gpu"] != 5]["sm_clock_mhz"].mean()
+    assert gpu5 < 0.9 * others  # the straggler shows in its node's drill-down
+    direct = store.scalar(
+        """SELECT avg(util_pct) FROM gpu_samples JOIN gpus USING (gpu_id)
+           WHERE host = 'h100-0003' AND gpu = 0"""
+    )
+    per_bucket = df[df["gpu"] == 0]["util_pct"].mean()
+    assert per_bucket == pytest.approx(direct, abs=0.5)
+    assert q.node_gpu_series(store, "no-such-host", day).empty
+
+
+def test_node_info(store: Store) -> None:
+    info = q.node_info(store, "h100-0009")
+    assert info == {
+        "host": "h100-0009",
+        "rack": "rack-004",
+        "role": "spare",
+        "gpus": 8,
+        "model": "NVIDIA H100 80GB HBM3",
+    }
+    assert q.node_info(store, "h100-0009' OR 1=1 --") is None

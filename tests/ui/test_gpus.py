@@ -1,0 +1,130 @@
+"""The GPUs page in headless Chromium over the dev-64 replay (seed 1): the fleet heatmap, the
+metric selector, the outlier table and the drill-down into one node's eight GPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+
+from playwright.sync_api import Page, expect
+
+from tests.conftest import Server
+from tests.ui.test_overview import _collect_errors
+
+HEATMAP = "document.querySelector('#gpu-heatmap .js-plotly-plot')"
+# Plotly ships numeric arrays base64-encoded; the decoded values live in ``_fullData``.
+HEATMAP_READY = f"() => {HEATMAP}?._fullData?.[0]?.z?.length > 0"
+HEATMAP_ROWS = f"() => {HEATMAP}._fullData[0].y"
+HEATMAP_Z = (
+    f"() => {HEATMAP}._fullData[0].z.flatMap(r => Array.from(r)).filter(v => !Number.isNaN(v))"
+)
+
+
+def _node_chart(chart: str) -> str:
+    return f"document.querySelector('#gpu-node-{chart} .js-plotly-plot')"
+
+
+def _series(chart: str) -> str:
+    """JS: {trace name: decoded y values} of a drill-down chart."""
+    return (
+        f"() => Object.fromEntries({_node_chart(chart)}._fullData"
+        ".map(t => [t.name, Array.from(t.y)]))"
+    )
+
+
+def _open(page: Page, url: str) -> None:
+    page.goto(url + "/gpus")
+    page.wait_for_function(HEATMAP_READY)
+
+
+def _click_row(page: Page, host: str) -> None:
+    """Click the middle of the heatmap row of ``host``, as a person would."""
+    pos = page.evaluate(
+        f"""(host) => {{
+            const g = {HEATMAP}, ax = g._fullLayout.yaxis, i = g._fullData[0].y.indexOf(host);
+            const box = g.querySelector('.nsewdrag').getBoundingClientRect();
+            return {{x: box.left + box.width / 2,
+                     y: g.getBoundingClientRect().top + ax._offset + ax.l2p(i)}};
+        }}""",
+        host,
+    )
+    page.mouse.click(pos["x"], pos["y"])
+
+
+def _clock_series(page: Page) -> dict[str, list[float]]:
+    page.wait_for_function(f"() => {_node_chart('clock')}?._fullData?.length === 8", timeout=15000)
+    return page.evaluate(_series("clock"))
+
+
+def test_gpus_page_shows_the_fleet_and_its_outliers(
+    page: Page, dev_server: Server, shots: Path
+) -> None:
+    errors = _collect_errors(page)
+    _open(page, dev_server.url)
+    rows = page.evaluate(HEATMAP_ROWS)
+    assert len(rows) == 10 and set(rows[:2]) == {"h100-0008", "h100-0009"}  # idle spares on top
+    z = page.evaluate(HEATMAP_Z)
+    assert len(z) > 2000 and 0 <= min(z) and max(z) <= 100  # utilization, %
+    dist = "document.querySelector('#gpu-dist .js-plotly-plot')"
+    page.wait_for_function(f"() => {dist}?._fullData?.[0]?.y?.length > 10")
+    table = page.locator("#gpu-outlier-table")
+    expect(table).to_contain_text("straggler")
+    straggler = table.locator("tr", has_text="straggler")
+    expect(straggler).to_contain_text("h100-0003")
+    expect(straggler).to_contain_text("MHz")
+    hot = table.locator("tr", has_text="≥ 85 °C for")
+    expect(hot).to_contain_text("h100-0007")
+    expect(hot).to_contain_text("hot")
+    expect(page.locator("#gpu-outlier-summary")).to_contain_text("1 straggler")
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(shots / "gpus.png"), full_page=True)
+    assert errors == [], errors
+
+
+def test_changing_the_metric_changes_the_heatmap(page: Page, dev_server: Server) -> None:
+    _open(page, dev_server.url)
+    util = page.evaluate(HEATMAP_Z)
+    page.locator("#gpu-metric").click()
+    page.get_by_role("option", name="Temperature, hottest GPU (°C)").click()
+    page.wait_for_function(f"() => {HEATMAP}._fullData[0].colorbar.title.text === '°C'")
+    temp = page.evaluate(HEATMAP_Z)
+    assert temp != util
+    assert 20 < min(temp) and 85 <= max(temp) < 95  # the hot GPU's node peaks above 85 °C
+    assert page.evaluate(HEATMAP_ROWS)[0] == "h100-0007"  # the hottest node leads
+    expect(page.locator("#gpu-heatmap")).to_contain_text("Hottest GPU temperature per node")
+
+
+def test_clicking_a_heatmap_cell_drills_down_to_the_node(
+    page: Page, dev_server: Server, shots: Path
+) -> None:
+    errors = _collect_errors(page)
+    _open(page, dev_server.url)
+    page.wait_for_load_state("networkidle")
+    _click_row(page, "h100-0003")
+    clocks = _clock_series(page)
+    assert list(clocks) == [f"GPU {i}" for i in range(8)]
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
+    expect(page.locator("#gpu-node-info")).to_contain_text("rack-001")
+    for chart in ("util", "temp", "power"):
+        series = page.evaluate(_series(chart))
+        assert list(series) == [f"GPU {i}" for i in range(8)], chart
+        assert all(len(v) > 100 for v in series.values()), chart
+    # the straggler (GPU 5) runs a clearly lower SM clock than its seven peers
+    others = mean(mean(v) for k, v in clocks.items() if k != "GPU 5")
+    assert mean(clocks["GPU 5"]) < 0.9 * others
+    assert all(len(v) <= 500 for v in clocks.values())
+    page.screenshot(path=str(shots / "gpus-drilldown.png"), full_page=True)
+    page.reload()  # the selection survives a reload
+    _clock_series(page)
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
+    assert errors == [], errors
+
+
+def test_clicking_an_outlier_row_drills_down(page: Page, dev_server: Server) -> None:
+    _open(page, dev_server.url)
+    hot = page.locator("#gpu-outlier-table tr", has_text="≥ 85 °C for")
+    hot.locator("td").first.click()
+    _clock_series(page)
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0007")
+    temps = {name: max(ys) for name, ys in page.evaluate(_series("temp")).items()}
+    assert max(temps, key=temps.get) == "GPU 5" and temps["GPU 5"] >= 85
