@@ -1,0 +1,227 @@
+"""Dashboard benchmark: callback latency, figure size and page render time at fleet scale.
+
+    .venv/bin/python benchmarks/dashboard.py                       # builds llama3-405b first
+    .venv/bin/python benchmarks/dashboard.py --store big.duckdb    # an existing store
+
+For each page, a real headless Chromium loads it from a real `factoryfloor serve` process and
+the benchmark records every callback request the page makes. Each recorded request is then
+replayed ``--repeat`` times against the server (p50/p95 latency over loopback HTTP, i.e. the
+server's time plus a fraction of a millisecond), and the JSON size of every figure it returns is
+measured. Render time is navigation to "every chart has data and no callback is pending".
+The same is measured on a small dev-64 store in the same run as the baseline.
+Targets (issue #3): callback p95 <= 300 ms, figure <= 1 MB, page rendered <= 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PAGES = ["/", "/training", "/gpus", "/failures", "/checkpoints"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+READY_JS = """() => {
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const pending = document.querySelectorAll('[data-dash-is-loading="true"]').length;
+  return plots.length > 0 && pending === 0 && plots.every(p => p.data !== undefined);
+}"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(store: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--store", store, "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/", timeout=2)
+            return proc, url
+        except OSError:
+            time.sleep(0.25)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def record(url: str) -> tuple[dict[str, float], list[dict]]:
+    """Load every page in Chromium; return render seconds per page and the callback requests."""
+    from playwright.sync_api import sync_playwright
+
+    renders: dict[str, float] = {}
+    requests: list[dict] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.on(
+            "request",
+            lambda r: (
+                requests.append(
+                    {"path": r.url.split(url)[1], "body": r.post_data, "page": page.url}
+                )
+                if "_dash-update-component" in r.url
+                else None
+            ),
+        )
+        for path in PAGES:
+            page.goto(url + "/")  # warm the shell; the timed navigation is the page itself
+            page.wait_for_function(READY_JS, timeout=60000)
+            t0 = time.perf_counter()
+            page.goto(url + path + "#range=all")
+            page.wait_for_function(READY_JS, timeout=60000, polling=50)
+            renders[path] = time.perf_counter() - t0
+        browser.close()
+    return renders, requests
+
+
+def _figure_sizes(body: bytes) -> list[int]:
+    out = []
+    try:
+        response = json.loads(body).get("response", {})
+    except ValueError:
+        return out
+    for props in response.values():
+        fig = props.get("figure") if isinstance(props, dict) else None
+        if fig is not None:
+            out.append(len(json.dumps(fig, separators=(",", ":"))))
+    return out
+
+
+def replay(url: str, requests: list[dict], repeat: int) -> dict[str, dict]:
+    """Replay each distinct callback request; latency and figure sizes per callback output."""
+    stats: dict[str, dict] = {}
+    seen: set[str] = set()
+    for req in requests:
+        body = req["body"] or ""
+        if body in seen:
+            continue
+        seen.add(body)
+        output = json.loads(body).get("output", "?")
+        times, sizes = [], []
+        for _ in range(repeat):
+            r = urllib.request.Request(
+                url + req["path"], data=body.encode(), headers={"Content-Type": "application/json"}
+            )
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(r, timeout=60) as resp:
+                data = resp.read()
+            times.append(time.perf_counter() - t0)
+            sizes = _figure_sizes(data) or sizes
+        name = _short(output)
+        s = stats.setdefault(name, {"times": [], "max_fig": 0})
+        s["times"] += times
+        s["max_fig"] = max([s["max_fig"], *sizes])
+    return stats
+
+
+def _short(output: str) -> str:
+    parts = [p for p in output.replace("...", "|").strip(".").split("|") if p]
+    names = []
+    for p in parts:
+        p = p.split('"id":"')[-1].split('"')[0] if '"id":"' in p else p
+        names.append(p.split(".")[0])
+    label = ", ".join(dict.fromkeys(names))
+    return label if len(label) < 60 else label[:57] + "..."
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def measure(store: str, repeat: int) -> tuple[dict[str, float], dict[str, dict]]:
+    proc, url = serve(store)
+    try:
+        renders, requests = record(url)
+        return renders, replay(url, requests, repeat)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def build(path: str, scenario: str, interval: float | None) -> None:
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "replay",
+        "--scenario",
+        scenario,
+        "--store",
+        path,
+        "--no-progress",
+    ] + (["--interval", str(interval)] if interval else [])
+    subprocess.run(args, cwd=ROOT, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", help="an existing llama3-405b store (built if omitted)")
+    ap.add_argument("--interval", type=float, help="sample interval when building")
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        big = args.store or os.path.join(tmp, "llama.duckdb")
+        if not args.store:
+            build(big, "llama3-405b", args.interval)
+        small = os.path.join(tmp, "dev.duckdb")
+        build(small, "dev-64", None)
+        base_r, base_s = measure(small, args.repeat)
+        big_r, big_s = measure(big, args.repeat)
+    print(
+        f"{'callback (outputs)':<60} {'p50 ms':>7} {'p95 ms':>7} {'fig KB':>7} "
+        f"{'dev-64 p95':>10} {'ratio':>6}"
+    )
+    worst_p95, worst_fig = 0.0, 0
+    for name, s in sorted(big_s.items(), key=lambda kv: -pct(kv[1]["times"], 0.95)):
+        p50, p95 = pct(s["times"], 0.5) * 1e3, pct(s["times"], 0.95) * 1e3
+        b = base_s.get(name)
+        b95 = pct(b["times"], 0.95) * 1e3 if b else float("nan")
+        worst_p95, worst_fig = max(worst_p95, p95), max(worst_fig, s["max_fig"])
+        print(
+            f"{name:<60} {p50:7.0f} {p95:7.0f} {s['max_fig'] / 1024:7.0f} {b95:10.0f} "
+            f"{p95 / b95 if b else float('nan'):6.1f}"
+        )
+    print()
+    print(f"{'page':<14} {'render s':>9} {'dev-64 s':>9}")
+    for path in PAGES:
+        print(f"{path:<14} {big_r[path]:9.2f} {base_r[path]:9.2f}")
+    print()
+    print(
+        f"worst callback p95 {worst_p95:.0f} ms (target <= 300: "
+        f"{'PASS' if worst_p95 <= 300 else 'FAIL'}); largest figure {worst_fig / 1e6:.2f} MB "
+        f"(target <= 1: {'PASS' if worst_fig <= 1e6 else 'FAIL'}); slowest page "
+        f"{max(big_r.values()):.2f} s (target <= 3: "
+        f"{'PASS' if max(big_r.values()) <= 3 else 'FAIL'})"
+    )
+
+
+if __name__ == "__main__":
+    main()
