@@ -84,7 +84,17 @@ def _register(store: Store, sc: Scenario, seed: int, syn: Synthesizer, interval_
             }
         ]
     )
-    store.append_many({"nodes": syn.nodes_frame(), "gpus": syn.gpus_frame(), "runs": run})
+    gpus = syn.gpus_frame()
+    known = store.rows("SELECT host, gpu FROM gpus ORDER BY gpu_id")
+    if not known:
+        store.append_many({"nodes": syn.nodes_frame(), "gpus": gpus, "runs": run})
+        return
+    # A later run on the same cluster (e.g. the next job after this one) shares its inventory.
+    if known != list(zip(gpus["host"], gpus["gpu"].astype(int), strict=True)):
+        raise ValueError(
+            f"store {store.path} holds another cluster's GPUs; replay {sc.name} into a fresh store"
+        )
+    store.append_many({"runs": run})
 
 
 def replay(

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from datetime import timedelta
 
+import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
+from telemetry.replay.runner import replay
+from telemetry.replay.scenarios import get_scenario
+from telemetry.store import Store
+from tests.conftest import Server, start_server
 from tests.ui.test_overview import FLEET_READY, FLEET_X, _span_s
 
 
@@ -57,7 +63,7 @@ def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Se
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
     page.mouse.up()
-    expect(page.locator("#range-select")).to_contain_text("Zoomed window")
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=20000)
     # The *other* chart now shows only the dragged window: about a tenth of the day.
     page.wait_for_function(
         f"() => {{ const x = ({FLEET_X})(); return x.length > 0 && "
@@ -77,3 +83,32 @@ def test_light_theme_switch(page: Page, dev_server: Server) -> None:
         "() => document.querySelector('#ov-fleet .js-plotly-plot')?.layout?.template?.layout"
         "?.paper_bgcolor === 'white'"
     )
+
+
+@pytest.fixture(scope="module")
+def two_run_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One cluster, two consecutive runs: dev-64 seed 1, then seed 2 a day later."""
+    tmp = tmp_path_factory.mktemp("two")
+    path = tmp / "two.duckdb"
+    sc = get_scenario("dev-64").with_overrides(days=0.5)
+    with Store(str(path)) as store:
+        replay(store, sc, 1)
+        replay(store, sc.with_overrides(start=sc.start + timedelta(days=1)), 2)
+    server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
+    yield server
+    server.stop()
+
+
+def test_selecting_a_run_changes_what_the_charts_show(page: Page, two_run_server: Server) -> None:
+    loss = "() => document.querySelector('#ov-loss .js-plotly-plot')?.data?.[0]?.x || []"
+    page.goto(two_run_server.url + "/")
+    expect(page.locator("#run-select")).to_contain_text("dev-64 (seed 2)")  # newest by default
+    page.wait_for_function(f"() => ({loss})().length > 0")
+    second = page.evaluate(loss)
+    assert min(second) >= "2026-01-06"
+    _pick(page, "run-select", "dev-64 (seed 1)")
+    page.wait_for_function(f"() => ({loss})().length > 0 && ({loss})()[0] < '2026-01-06'")
+    first = page.evaluate(loss)
+    assert max(first) < "2026-01-06"
+    expect(page.locator("#ov-step")).not_to_have_text("0")
+    assert "run=dev-64-s1" in page.url
