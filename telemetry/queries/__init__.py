@@ -121,8 +121,10 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
 def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
     last = store.scalar("SELECT max(ts) FROM gpu_samples")
     return store.df(
-        """SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c, round(s.util_pct::DOUBLE, 1) AS util_pct,
-                  round(s.sm_clock_mhz::DOUBLE) AS sm_clock_mhz, round(s.power_w::DOUBLE, 1) AS power_w
+        """SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
+                  round(s.util_pct::DOUBLE, 1) AS util_pct,
+                  round(s.sm_clock_mhz::DOUBLE) AS sm_clock_mhz,
+                  round(s.power_w::DOUBLE, 1) AS power_w
            FROM gpu_samples s JOIN gpus g USING (gpu_id)
            WHERE s.ts = ? ORDER BY s.temp_c DESC LIMIT ?""",
         [last, int(limit)],
