@@ -38,10 +38,17 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# Rendered: every chart drawn with traces (or a "no data" note), nothing pending, for 300 ms.
 READY_JS = """() => {
   const plots = [...document.querySelectorAll('.js-plotly-plot')];
   const pending = document.querySelectorAll('[data-dash-is-loading="true"]').length;
-  return plots.length > 0 && pending === 0 && plots.every(p => p.data !== undefined);
+  const drawn = p => p._fullLayout && ((p.data || []).length > 0
+                     || (p.layout?.annotations || []).length > 0);
+  const ok = plots.length > 0 && pending === 0 && plots.every(drawn);
+  const now = performance.now();
+  if (!ok) { window.__ffReady = null; return false; }
+  window.__ffReady = window.__ffReady || now;
+  return now - window.__ffReady >= 300;
 }"""
 
 
@@ -95,7 +102,7 @@ def record(url: str) -> tuple[dict[str, float], list[dict]]:
             t0 = time.perf_counter()
             page.goto(url + path + "#range=all")
             page.wait_for_function(READY_JS, timeout=60000, polling=50)
-            renders[path] = time.perf_counter() - t0
+            renders[path] = time.perf_counter() - t0 - 0.3  # minus the stability wait
         browser.close()
     return renders, requests
 
