@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,23 @@ def dev_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A one-day dev-64 replay (seed 1: 7 unexpected and 3 planned interruptions), built once
     per session; tests must not write to it."""
     return build_store(tmp_path_factory.mktemp("dev") / "dev.duckdb", seed=1, days=1.0)
+
+
+@pytest.fixture(scope="session")
+def store(dev_store: Path) -> Iterator[Store]:
+    """The session's dev-64 store opened read-only (the dashboard server may share it)."""
+    s = Store(str(dev_store), read_only=True)
+    yield s
+    s.close()
+
+
+def collect_errors(page: Any) -> list[str]:
+    """Console errors, uncaught page errors and failed requests seen by ``page`` from now on."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    return errors
 
 
 class Server:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,13 +12,6 @@ from telemetry.store import TIERS, Store
 from telemetry.summary import run_summary
 
 RUN = "dev-64-s1"
-
-
-@pytest.fixture(scope="module")
-def store(dev_store: Path) -> Iterator[Store]:
-    s = Store(str(dev_store), read_only=True)
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="module")

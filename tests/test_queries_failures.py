@@ -3,7 +3,6 @@ summary (dev-64 seed 1: 7 unexpected and 3 planned interruptions in one day)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,13 +16,6 @@ from telemetry.summary import run_summary
 from tests.conftest import build_store
 
 RUN = "dev-64-s1"
-
-
-@pytest.fixture(scope="module")
-def store(dev_store: Path) -> Iterator[Store]:
-    s = Store(str(dev_store), read_only=True)
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="module")

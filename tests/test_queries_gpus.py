@@ -3,21 +3,13 @@ straggler GPU (h100-0003 GPU 5) and one thermally throttled GPU (h100-0007 GPU 5
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import gpus as q
 from telemetry.store import Store
-
-
-@pytest.fixture(scope="module")
-def store(dev_store: Path) -> Iterator[Store]:
-    with Store(str(dev_store), read_only=True) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

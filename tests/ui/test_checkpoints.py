@@ -7,19 +7,11 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
+from tests.conftest import Server, collect_errors
 
 TIMELINE = "document.querySelector('#ck-timeline .js-plotly-plot')"
 CURVE = "document.querySelector('#ck-ettr-curve .js-plotly-plot')"
 READY = f"() => {TIMELINE}?.data?.some(t => t.name === 'NVMe (node-local)' && t.x.length > 0)"
-
-
-def _collect_errors(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    return errors
 
 
 def _percent(page: Page, id_: str) -> float:
@@ -39,7 +31,7 @@ def _wait_ettr_change(page: Page, before: str) -> float:
 def test_checkpoints_page_shows_tiers_timeline_and_restores(
     page: Page, dev_server: Server, shots: Path
 ) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     page.set_viewport_size({"width": 1366, "height": 768})
     page.goto(dev_server.url + "/checkpoints")
     page.wait_for_function(READY)  # the page's one data callback has answered
@@ -61,7 +53,7 @@ def test_checkpoints_page_shows_tiers_timeline_and_restores(
 
 
 def test_what_if_projects_ettr(page: Page, dev_server: Server, shots: Path) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     page.goto(dev_server.url + "/checkpoints")
     page.wait_for_function(READY)
     interval = page.locator("#ck-whatif-interval")

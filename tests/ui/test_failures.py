@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
+from tests.conftest import Server, collect_errors
 
 TAX = "document.querySelector('#fail-taxonomy .js-plotly-plot')"
 TIMELINE_POINTS = (
@@ -21,18 +21,10 @@ TIMELINE_TIMES = (
 )
 
 
-def _collect_errors(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    return errors
-
-
 def test_failures_page_shows_taxonomy_xids_and_lemons(
     page: Page, dev_server: Server, shots: Path
 ) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     page.set_viewport_size({"width": 1366, "height": 768})
     page.goto(dev_server.url + "/failures")
     expect(page.locator("#fail-count")).to_contain_text("7 + 3")

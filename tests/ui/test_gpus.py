@@ -8,8 +8,7 @@ from statistics import mean
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
-from tests.ui.test_overview import _collect_errors
+from tests.conftest import Server, collect_errors
 
 HEATMAP = "document.querySelector('#gpu-heatmap .js-plotly-plot')"
 # Plotly ships numeric arrays base64-encoded; the decoded values live in ``_fullData``.
@@ -59,7 +58,7 @@ def _clock_series(page: Page) -> dict[str, list[float]]:
 def test_gpus_page_shows_the_fleet_and_its_outliers(
     page: Page, dev_server: Server, shots: Path
 ) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     _open(page, dev_server.url)
     rows = page.evaluate(HEATMAP_ROWS)
     assert len(rows) == 10 and set(rows[:2]) == {"h100-0008", "h100-0009"}  # idle spares on top
@@ -97,7 +96,7 @@ def test_changing_the_metric_changes_the_heatmap(page: Page, dev_server: Server)
 def test_clicking_a_heatmap_cell_drills_down_to_the_node(
     page: Page, dev_server: Server, shots: Path
 ) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     _open(page, dev_server.url)
     page.wait_for_load_state("networkidle")
     _click_row(page, "h100-0003")

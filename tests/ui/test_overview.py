@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
+from tests.conftest import Server, collect_errors
 
 FLEET_READY = "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.[0]?.x?.length > 0"
 FLEET_X = "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.[0]?.x || []"
@@ -18,16 +18,8 @@ def _span_s(xs: list[str]) -> float:
     return (max(ts) - min(ts)).total_seconds()
 
 
-def _collect_errors(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    return errors
-
-
 def test_overview_shows_the_replayed_fleet(page: Page, dev_server: Server, shots: Path) -> None:
-    errors = _collect_errors(page)
+    errors = collect_errors(page)
     page.goto(dev_server.url + "/")
     expect(page.locator("#sim-banner")).to_contain_text("Simulated data")
     expect(page.locator("#ov-gpus")).to_contain_text("/ 80")  # 64 job GPUs + 16 spare

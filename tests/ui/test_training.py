@@ -6,7 +6,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server
+from tests.conftest import Server, collect_errors
 
 LOSS = "document.querySelector('#tr-loss .js-plotly-plot')"
 
@@ -19,8 +19,7 @@ def _traces(page: Page) -> list[dict]:
 
 
 def test_loss_curve_with_events_and_spikes(page: Page, dev_server: Server, shots: Path) -> None:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = collect_errors(page)
     page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
     page.wait_for_function(f"() => ({LOSS}?.data || []).length > 2")
     names = {t["name"] for t in _traces(page)}
