@@ -131,24 +131,34 @@ def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
     )
 
 
-def train_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000) -> pd.DataFrame:
-    """Training metrics of a run in the range, thinned to about ``max_points`` rows by keeping
-    every k-th logged step (spikes are kept: the max-loss row of each bucket is included)."""
-    n = store.scalar(
-        "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
-        [run_id, tr.start, tr.end],
-    )
+_SERIES_COLS = "ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt"
+_SPAN_COLUMNS = ("ts", "step")  # what a metrics series may be cut by
+
+
+def thinned_metrics(
+    store: Store, run_id: str, column: str, lo: object, hi: object, max_points: int = 2000
+) -> pd.DataFrame:
+    """A run's training metrics with ``column`` (``ts`` or ``step``) between ``lo`` and ``hi``,
+    every attempt, thinned to about ``max_points`` rows by keeping every k-th logged row plus
+    the highest loss of each group of k, so loss spikes survive the thinning."""
+    if column not in _SPAN_COLUMNS:
+        raise ValueError(f"cannot cut a metrics series by {column!r}")
+    where = f"run_id = ? AND {column} BETWEEN ? AND ?"  # column checked above
+    n = store.scalar(f"SELECT count(*) FROM train_metrics WHERE {where}", [run_id, lo, hi])
     k = max(int(n // max_points) + 1, 1)
     return store.df(
-        """WITH t AS (
-             SELECT *, row_number() OVER (ORDER BY ts) - 1 AS i FROM train_metrics
-             WHERE run_id = ? AND ts BETWEEN ? AND ?),
-           b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
-           SELECT ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt
-           FROM b WHERE i % ? = 0 OR loss = bucket_max
-           ORDER BY ts""",
-        [run_id, tr.start, tr.end, k, k],
+        f"""WITH t AS (
+              SELECT {_SERIES_COLS}, row_number() OVER (ORDER BY ts) - 1 AS i
+              FROM train_metrics WHERE {where}),
+            b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
+            SELECT {_SERIES_COLS} FROM b WHERE i % ? = 0 OR loss = bucket_max ORDER BY ts""",
+        [run_id, lo, hi, k, k],
     )
+
+
+def train_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000) -> pd.DataFrame:
+    """Training metrics of a run in the time range, thinned (see ``thinned_metrics``)."""
+    return thinned_metrics(store, run_id, "ts", tr.start, tr.end, max_points)
 
 
 def interruptions(store: Store, run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, thinned_metrics
 from telemetry.store import Store
-
-_SERIES_COLS = "ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt"
 
 
 def step_span(store: Store, run_id: str, tr: TimeRange) -> tuple[int, int] | None:
@@ -23,21 +21,8 @@ def step_span(store: Store, run_id: str, tr: TimeRange) -> tuple[int, int] | Non
 def series_by_steps(
     store: Store, run_id: str, lo: int, hi: int, max_points: int = 2000
 ) -> pd.DataFrame:
-    """A run's metrics for steps ``lo``..``hi`` (every attempt), thinned to ~``max_points`` rows
-    by keeping every k-th row plus the highest loss of each group of k (spikes survive)."""
-    n = store.scalar(
-        "SELECT count(*) FROM train_metrics WHERE run_id = ? AND step BETWEEN ? AND ?",
-        [run_id, lo, hi],
-    )
-    k = max(int(n // max_points) + 1, 1)
-    return store.df(
-        f"""WITH t AS (
-              SELECT {_SERIES_COLS}, row_number() OVER (ORDER BY ts) - 1 AS i
-              FROM train_metrics WHERE run_id = ? AND step BETWEEN ? AND ?),
-            b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
-            SELECT {_SERIES_COLS} FROM b WHERE i % ? = 0 OR loss = bucket_max ORDER BY ts""",
-        [run_id, lo, hi, k, k],
-    )
+    """A run's metrics for steps ``lo``..``hi`` (every attempt), thinned like ``train_series``."""
+    return thinned_metrics(store, run_id, "step", lo, hi, max_points)
 
 
 def loss_spikes(
