@@ -85,13 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("replay", help="replay a simulated cluster into a store")
     _replay_args(r, required=True)
-    r.add_argument("--store", required=True, help="DuckDB store file (created if missing)")
+    r.add_argument(
+        "--store", help="DuckDB store file (created if missing); optional with --serve-exporters"
+    )
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="as fast as possible (default)")
     mode.add_argument(
         "--speed", type=_positive_float, help="live: simulated seconds per wall second"
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _exporter_args(r)
 
     v = sub.add_parser("serve", help="serve the dashboard over a store (this process owns it)")
     v.add_argument("--store", required=True, help="DuckDB store file")
@@ -144,6 +147,30 @@ def _replay_args(r: argparse.ArgumentParser, required: bool) -> None:
     r.add_argument("--nvme-interval-s", type=_positive_float, help="NVMe checkpoint interval")
     r.add_argument("--pfs-every", type=int, help="copy every Nth NVMe checkpoint to the PFS")
     r.add_argument("--object-every", type=int, help="copy every Nth PFS checkpoint to objects")
+
+
+def _base_port(text: str) -> int:
+    return 0 if text == "0" else _port(text)
+
+
+def _exporter_args(r: argparse.ArgumentParser) -> None:
+    x = r.add_argument_group("simulated dcgm-exporter endpoints")
+    x.add_argument(
+        "--serve-exporters",
+        action="store_true",
+        help="serve every simulated node as a dcgm-exporter on 127.0.0.1 (/metrics, /health); "
+        "streams live (--speed defaults to 1, --interval to min(scenario's, 30 s)), "
+        "--store optional",
+    )
+    x.add_argument(
+        "--exporter-base-port",
+        type=_base_port,
+        metavar="PORT",
+        help="node i listens on PORT+i (default 9400; 0: any free ports)",
+    )
+    x.add_argument(
+        "--targets-file", metavar="PATH", help="write the endpoints as Prometheus file_sd JSON"
+    )
 
 
 def _serve_args(v: argparse.ArgumentParser) -> None:
@@ -231,6 +258,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from telemetry.replay.runner import replay
     from telemetry.store import open_store
 
+    if args.serve_exporters:
+        return _replay_exporters(args)
+    if args.store is None:
+        return _err("the following arguments are required: --store", 2)
+    if args.exporter_base_port is not None or args.targets_file is not None:
+        return _err("--exporter-base-port and --targets-file need --serve-exporters", 2)
     sc = _scenario_from(args)
     if args.speed is not None and args.start is None:
         sc = sc.with_overrides(start=datetime.utcnow().replace(second=0, microsecond=0))
@@ -251,6 +284,76 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"({res.rows_per_s:,.0f} rows/s) into {args.store}"
     )
     return 0
+
+
+def _replay_exporters(args: argparse.Namespace) -> int:
+    """`replay --serve-exporters`: the simulated nodes as live dcgm-exporter endpoints, and the
+    same replay into --store (paced alike, on a thread) when one is given."""
+    from telemetry.replay.exporters import (
+        ExporterFarm,
+        ExporterSimulation,
+        exporter_interval,
+        serve_exporters,
+    )
+
+    if args.backfill:
+        return _err("--serve-exporters streams live; it cannot --backfill", 2)
+    sc = _scenario_from(args)
+    if args.start is None:
+        sc = sc.with_overrides(start=datetime.utcnow().replace(second=0, microsecond=0))
+    base = 9400 if args.exporter_base_port is None else args.exporter_base_port
+    if base and base + sc.nodes + sc.spare_nodes - 1 > 65535:
+        return _err(
+            f"--exporter-base-port {base}: {sc.nodes + sc.spare_nodes} nodes need ports up to "
+            f"{base + sc.nodes + sc.spare_nodes - 1} (max 65535)",
+            2,
+        )
+    speed, interval = args.speed or 1.0, args.interval or exporter_interval(sc)
+    farm = ExporterFarm(ExporterSimulation(sc, args.seed, interval), base)
+    stop, workers, errors = threading.Event(), [], []
+
+    def ready(f: ExporterFarm) -> None:  # every node listens: start the store's replay too
+        if args.store is not None:
+            workers.append(
+                _store_replay_thread(args.store, sc, args.seed, interval, speed, stop, errors)
+            )
+        where = f", targets in {args.targets_file}" if args.targets_file else ""
+        print(
+            f"serving {len(f.ports)} dcgm-exporter endpoints on 127.0.0.1:{f.ports[0]}.."
+            f"{f.ports[-1]} ({sc.name}, seed {args.seed}, live at {speed:g}x, one sample "
+            f"every {interval:g} simulated s){where}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    try:
+        serve_exporters(farm, speed, args.targets_file, ready)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=30)
+    print(f"served {farm.requests:,} requests; simulated {farm.sim.t / 3600:.2f} h")
+    return 1 if errors else 0
+
+
+def _store_replay_thread(path, sc, seed, interval, speed, stop, errors):  # type: ignore[no-untyped-def]
+    from telemetry.replay.runner import replay
+    from telemetry.store import open_store
+
+    store = open_store(path)  # on the caller's thread: a locked store ends the command at once
+
+    def run() -> None:
+        try:
+            replay(store, sc, seed, interval_s=interval, speed=speed, stop=stop)
+        except Exception as exc:  # the exporters keep serving; the exit status says it failed
+            errors.append(exc)
+            print(f"factoryfloor: error: replay into {path} stopped: {exc}", file=sys.stderr)
+        finally:
+            store.close()
+
+    worker = threading.Thread(target=run, name="replay-store", daemon=True)
+    worker.start()
+    return worker
 
 
 def _check_bind(host: str, allow_remote: bool) -> None:
