@@ -81,6 +81,9 @@ CREATE TABLE IF NOT EXISTS interruptions (
 CREATE TABLE IF NOT EXISTS checkpoints (
   run_id VARCHAR, step BIGINT, tier VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP,
   bytes BIGINT, write_s DOUBLE, blocking_s DOUBLE, status VARCHAR);
+CREATE TABLE IF NOT EXISTS targets (
+  ts TIMESTAMP, target VARCHAR, up BOOLEAN, duration_s DOUBLE, samples INTEGER,
+  rejected_lines INTEGER, error VARCHAR);
 CREATE TABLE IF NOT EXISTS xid_events (
   ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
 """
@@ -94,6 +97,7 @@ APPENDABLE = (
     "interruptions",
     "checkpoints",
     "xid_events",
+    "targets",
     "runs",
     "nodes",
     "gpus",
