@@ -96,9 +96,10 @@ def record(url: str) -> tuple[dict[str, float], list[dict]]:
                 else None
             ),
         )
+        page.goto(url + "/")  # warm the browser cache with the app's scripts once
+        page.wait_for_function(READY_JS, timeout=60000)
         for path in PAGES:
-            page.goto(url + "/")  # warm the shell; the timed navigation is the page itself
-            page.wait_for_function(READY_JS, timeout=60000)
+            page.goto("about:blank")  # every timed navigation is a fresh document load
             t0 = time.perf_counter()
             page.goto(url + path + "#range=all")
             page.wait_for_function(READY_JS, timeout=60000, polling=50)
