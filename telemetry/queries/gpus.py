@@ -291,11 +291,12 @@ def stat_ticks(store: Store, tr: TimeRange) -> tuple[list[Any], float]:
 
 def gpu_stats(
     store: Store, tr: TimeRange, max_nodes: int = 24, reference_nodes: int = 8
-) -> tuple[pd.DataFrame, float | None]:
+) -> tuple[pd.DataFrame, float | None, float]:
     """Per-GPU statistics of the nodes most likely to hold an outlier (at most ``max_nodes``,
     found on the per-node rollups) and of ``reference_nodes`` job nodes spread over the fleet,
     and the fleet's SM clock while busy (MHz): the median over all those GPUs, which a few
-    outliers cannot move. Only these GPUs' samples are read."""
+    outliers cannot move, and the seconds each read sample stands for (see ``stat_ticks``).
+    Only these GPUs' samples are read."""
     cells, params, _ = _cells(store, tr, 600, _CANDIDATE_COLUMNS)
     rows = store.rows(
         _CANDIDATES_SQL.format(cells=cells),
@@ -303,15 +304,15 @@ def gpu_stats(
     )
     gids = [int(r[0]) for r in rows]
     ref_gids = [int(r[0]) for r in rows if r[1]]
+    ticks, per_sample_s = stat_ticks(store, tr)
     if not gids:
-        return pd.DataFrame(), None
-    ticks, _ = stat_ticks(store, tr)
+        return pd.DataFrame(), None, per_sample_s
     stats = store.df(
         _GPU_STATS_SQL,
         [ticks, gids, BUSY_PCT, ref_gids, IDLE_PCT, BUSY_PCT, BUSY_PCT, HOT_C],
     )
     ref = stats["clock_busy"].median() if not stats.empty else None
-    return stats, (None if ref is None or pd.isna(ref) else float(ref))
+    return stats, (None if ref is None or pd.isna(ref) else float(ref)), per_sample_s
 
 
 def xid_gpus(store: Store, tr: TimeRange, limit: int = 200) -> pd.DataFrame:
@@ -421,8 +422,7 @@ def outliers(store: Store, tr: TimeRange, max_nodes: int = 40) -> pd.DataFrame:
     - idle: a GPU of a job node below ``IDLE_PCT`` for at least ``IDLE_MIN_SHARE`` of the
       samples in which the fleet ran the job (fleet mean utilization >= ``BUSY_PCT``).
     """
-    stats, ref = gpu_stats(store, tr, max_nodes)
-    _, interval = stat_ticks(store, tr)  # seconds each read sample stands for
+    stats, ref, interval = gpu_stats(store, tr, max_nodes)
     rows = _xid_rows(xid_gpus(store, tr))
     for r in stats.itertuples():
         rows += _gpu_reasons(r, ref, interval)
