@@ -56,7 +56,9 @@ def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Se
     page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
     page.wait_for_function(FLEET_READY)
     page.wait_for_load_state("networkidle")  # the first renders are done; now the user zooms
-    box = page.locator("#ov-power .nsewdrag").first.bounding_box()
+    drag = page.locator("#ov-power .nsewdrag").first
+    drag.scroll_into_view_if_needed()  # the power chart sits below the fold at 1280x720
+    box = drag.bounding_box()
     assert box is not None
     y = box["y"] + box["height"] / 2
     page.mouse.move(box["x"] + box["width"] * 0.40, y)
