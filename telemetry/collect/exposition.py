@@ -1,0 +1,620 @@
+"""Prometheus text exposition (format 0.0.4) parser, fast on dcgm-exporter scrapes.
+
+``parse(text)`` returns a columnar ``Scrape``: per sample a metric name, a label-set id, a value
+and an optional timestamp; the families' types; and the lines it rejected. A bad line is reported
+as ``(line number, reason)`` and the rest of the scrape is kept (``strict=True`` raises
+``ValueError`` naming the first bad line instead). ``gpu_rows(scrape)`` reshapes a dcgm-exporter
+scrape into one row per GPU (or MIG instance) with the store's columns, plus every other field as
+long (field, value) extras.
+
+``prometheus_client``'s parser is the reference: on well-formed text both give the same samples
+(``tests/test_exposition.py`` checks every fixture and generated text). Differences on purpose:
+counters keep the name the exporter wrote (the reference appends ``_total``; key a counter on its
+family), and this parser is stricter where the reference is laxer than the format: a value is a
+number, ``[+-]Inf`` or ``NaN`` in ASCII; a timestamp is an integer (ms); tokens after the
+timestamp, quoted (UTF-8) metric or label names and label sets without a metric name before the
+braces make a line bad.
+
+Speed: a dcgm-exporter line is ``NAME{LABELS} VALUE`` and a GPU's label block repeats on every
+family. So lines are split with C-level string methods, each distinct label block is parsed once
+(and cached across scrapes: a target shows the same blocks every round), and values are converted
+in one NumPy call. Whatever the fast path cannot vouch for goes through a strict per-line parser,
+so speed never changes what is accepted.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import repeat
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from telemetry.catalog import SAMPLE_COLUMNS
+
+BLANK_MIN = 9.2e18  # finite values at or above this are old exporters' blank sentinels
+
+LabelSet = tuple[tuple[str, str], ...]  # (name, value) pairs in exposition order
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r"[a-zA-Z_][a-zA-Z0-9_]*"
+_NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_VALUE = rf"[+-]?(?:{_NUM}|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])"
+_TS = r"[+-]?[0-9]+"
+
+_NAME_RE = re.compile(rf"[ \t]*({_NAME})[ \t]*")
+_TAIL_RE = re.compile(rf"[ \t]*({_VALUE})(?:[ \t]+({_TS}))?[ \t\r]*")
+_BARE_RE = re.compile(rf"[ \t]*({_NAME})[ \t]+({_VALUE})(?:[ \t]+({_TS}))?[ \t\r]*")
+_PAIR_RE = re.compile(
+    rf'[ \t]*({_LABEL})[ \t]*=[ \t]*"([^"\\\n]*(?:\\.[^"\\\n]*)*)"[ \t]*(?:,[ \t]*|\Z)|(.+)'
+)
+_PLAIN_PAIR = rf'({_LABEL})="([^"\\\n]*)"'
+_PLAIN_PAIR_RE = re.compile(_PLAIN_PAIR)
+_PLAIN_BLOCK_RE = re.compile(rf'(?:{_LABEL}="[^"\\\n]*",)*{_LABEL}="[^"\\\n]*",?')
+# HELP/TYPE tokens are split on ASCII whitespace, as the reference does.
+_COMMENT_RE = re.compile(
+    r"#[^ \t\r\v\f]*[ \t\r\v\f]+(HELP|TYPE)(?:[ \t\r\v\f]+([^ \t\r\v\f]+)(?:[ \t\r\v\f]+(.*))?)?",
+    re.S,
+)
+_ESCAPE_RE = re.compile(r'\\[\\n"]')
+_HELP_ESCAPE_RE = re.compile(r"\\[\\n]")
+_UNESCAPE = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+# On ASCII text without these characters, float() accepts exactly [ \t]*_VALUE[ \t]*. (NumPy
+# drops trailing NULs before converting, so NUL is excluded too.)
+_FLOAT_EXTRAS = "_\r\v\f\x1c\x1d\x1e\x1f\x00"
+
+# prometheus_client's types; format 0.0.4's ``untyped`` is reported as ``unknown``, as it does.
+TYPES = frozenset(
+    {"counter", "gauge", "summary", "histogram", "gaugehistogram", "unknown", "info", "stateset"}
+)
+# Sample names a family owns besides its own name (the reference's rule; a histogram has no
+# sample under its bare name).
+_SUFFIXES = {"summary": ("_count", "_sum"), "histogram": ("_bucket", "_count", "_sum")}
+
+
+class ParseError(NamedTuple):
+    line: int  # 1-based line number in the scrape
+    reason: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+    timestamp_ms: float | None
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One parsed exposition, columnar: sample ``i`` is ``names[i]``,
+    ``label_sets[label_ids[i]]``, ``values[i]`` and, when present, ``timestamps_ms[i]``."""
+
+    names: tuple[str, ...]  # metric name as written (a counter keeps its name)
+    label_ids: np.ndarray  # int32 index into label_sets
+    label_sets: tuple[LabelSet, ...]  # one per distinct label block
+    values: np.ndarray  # float64; NaN for a blank sentinel
+    timestamps_ms: np.ndarray | None  # float64 ms since the epoch, NaN: none (None: none at all)
+    families: Mapping[str, str]  # family -> type (``unknown`` without a TYPE line)
+    family_of: Mapping[str, str]  # sample name -> family (``x_bucket`` -> ``x`` for a histogram)
+    helps: Mapping[str, str]  # family -> HELP text
+    errors: tuple[ParseError, ...]  # rejected lines in line order
+    blanks: int  # values turned into NaN as blank sentinels
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def labels(self, i: int) -> dict[str, str]:
+        return dict(self.label_sets[self.label_ids[i]])
+
+    def samples(self) -> Iterator[Sample]:
+        """Row view, for tests and small scrapes; use the columns for anything large."""
+        ts = self.timestamps_ms
+        for i, name in enumerate(self.names):
+            t = None if ts is None or np.isnan(ts[i]) else float(ts[i])
+            yield Sample(name, self.labels(i), float(self.values[i]), t)
+
+    def to_arrow(self) -> pa.Table:
+        """One row per sample: name, family, type, labels (map), value, timestamp_ms (null: none).
+
+        NaN values (blank sentinels included) stay NaN here; ``gpu_rows`` makes them null."""
+        names = list(dict.fromkeys(self.names))
+        ids = pa.array(_codes(self.names, names))
+        fams = [self.family_of[n] for n in names]
+        ts = self.timestamps_ms
+        if ts is None:
+            ts_col = pa.nulls(len(self), pa.float64())
+        else:
+            ts_col = pa.array(ts, mask=np.isnan(ts))
+        return pa.table(
+            {
+                "name": pa.DictionaryArray.from_arrays(ids, names),
+                "family": pa.DictionaryArray.from_arrays(ids, fams),
+                "type": pa.DictionaryArray.from_arrays(ids, [self.families[f] for f in fams]),
+                "labels": _label_maps(self.label_sets).take(pa.array(self.label_ids)),
+                "value": pa.array(self.values),
+                "timestamp_ms": ts_col,
+            }
+        )
+
+
+def parse(text: str, *, strict: bool = False, blank_min: float = BLANK_MIN) -> Scrape:
+    """Parse one Prometheus text exposition (a dcgm-exporter ``/metrics`` body).
+
+    Lines that are not valid samples, ``# HELP``/``# TYPE`` lines, comments or blank lines are
+    reported in ``errors`` as (line number, reason) and skipped; with ``strict=True`` the first
+    one raises ``ValueError`` naming its line. Finite values >= ``blank_min`` (dcgm blank
+    sentinels, ~9.22e18) become NaN and are counted in ``blanks``; ``+Inf`` stays ``+Inf``.
+    Never raises otherwise, whatever the text.
+    """
+    lines = text.split("\n")
+    body = [ln for ln in lines if ln and ln[0] != "#"]
+    comments = [ln for ln in lines if ln[:1] == "#"]
+    fast = _fast(body)
+    cols = fast if fast is not None else _slow(lines, body)
+    declared, helps, bad = _read_comments("\n".join(comments + [c for _, c in cols.comments]))
+    errors = cols.errors + _comment_errors(lines, cols.comments, bad)
+    if strict and errors:
+        first = min(errors)
+        raise ValueError(f"line {first.line}: {first.reason}")
+    values = cols.values
+    blank = (values >= blank_min) & np.isfinite(values)
+    blanks = int(np.count_nonzero(blank))
+    if blanks:
+        values[blank] = np.nan
+    family_of, families = _families(cols.names, declared)
+    return Scrape(
+        names=tuple(cols.names),
+        label_ids=cols.label_ids,
+        label_sets=cols.label_sets,
+        values=values,
+        timestamps_ms=cols.timestamps_ms,
+        families=families,
+        family_of=family_of,
+        helps=MappingProxyType(helps),
+        errors=tuple(sorted(errors)),
+        blanks=blanks,
+    )
+
+
+def clear_caches() -> None:
+    """Forget the parsed label blocks, names and comment lines (for benchmarks and tests)."""
+    for cached in (_block, _is_clean_name, _comment, _read_comments, _gpu_key):
+        cached.cache_clear()
+
+
+class _Columns(NamedTuple):
+    names: Sequence[str]
+    values: np.ndarray  # float64
+    label_ids: np.ndarray
+    label_sets: tuple[LabelSet, ...]
+    timestamps_ms: np.ndarray | None
+    comments: list[tuple[int, str]]  # comment lines found indented in the body, with line numbers
+    errors: list[ParseError]
+
+
+def _fast(body: list[str]) -> _Columns | None:
+    """Columns of a body whose every line is ``NAME{LABELS} VALUE``; None when any line is not."""
+    if not body:
+        return _Columns((), np.empty(0), np.empty(0, np.int32), (), None, [], [])
+    # A line without "{" has an empty tail, which float() refuses, so one check is enough.
+    names, _, rests = zip(*map(str.partition, body, repeat("{")), strict=True)
+    blocks, closed, tails = zip(*map(str.rpartition, rests, repeat("}")), strict=True)
+    if "" in closed or not all(map(_is_clean_name, set(names))):
+        return None
+    values = _floats(tails)
+    labels = _label_ids(blocks)
+    if values is None or labels is None:
+        return None
+    return _Columns(names, values, *labels, None, [], [])
+
+
+def _floats(tails: Sequence[str]) -> np.ndarray | None:
+    """The values of ``[ \t]*VALUE[ \t]*`` tails in one NumPy call; None if any tail is not."""
+    text = "".join(tails)
+    if not text.isascii() or any(c in text for c in _FLOAT_EXTRAS):
+        return None
+    try:
+        return np.array(tails, dtype=np.float64)
+    except ValueError:
+        return None
+
+
+def _slow(lines: list[str], body: list[str]) -> _Columns:
+    """Line-by-line columns of a body the fast path refused, with each bad line's reason."""
+    line_nos = [i + 1 for i, ln in enumerate(lines) if ln and ln[0] != "#"]
+    names, blocks, values, stamps = [], [], [], []
+    comments, errors = [], []
+    for no, line in zip(line_nos, body, strict=True):
+        got = _sample(line)
+        if isinstance(got, tuple):
+            names.append(got[0])
+            blocks.append(got[1])
+            values.append(got[2])
+            stamps.append(got[3] or "nan")
+        elif got == "comment":
+            comments.append((no, line.strip()))
+        elif got:
+            errors.append(ParseError(no, got))
+    ids, sets = _label_ids(blocks) or (np.empty(0, np.int32), ())
+    ts = np.array(stamps, np.float64) if any(s != "nan" for s in stamps) else None
+    return _Columns(names, np.array(values, np.float64), ids, sets, ts, comments, errors)
+
+
+def _sample(line: str) -> tuple[str, str, str, str | None] | str:
+    """(name, label block, value, timestamp) of one line, or why not: ``"comment"``, ``""`` for
+    a blank line, else the reason it is bad."""
+    head, brace, rest = line.partition("{")
+    if not brace:
+        m = _BARE_RE.fullmatch(line)
+        return (m[1], "", m[2], m[3]) if m else _why_not(line)
+    block, brace, tail = rest.rpartition("}")
+    name = _NAME_RE.fullmatch(head)
+    if name is None:
+        text = head.strip()
+        return _why_not(line) if text[:1] in ("", "#") else f"invalid metric name {text[:60]!r}"
+    if not brace:
+        return "label set not closed with '}'"
+    labels = _block(block)
+    if isinstance(labels, str):
+        return labels
+    m = _TAIL_RE.fullmatch(tail)
+    if m is None:
+        return f"invalid value or timestamp {tail.strip()[:60]!r}" if tail.strip() else "no value"
+    return name[1], block, m[1], m[2]
+
+
+def _why_not(line: str) -> str:
+    """Why a line is not a sample: ``""`` (blank), ``"comment"`` or the reason it is bad."""
+    text = line.strip()
+    if not text or text[0] == "#":
+        return "comment" if text else ""
+    name = re.match(rf"{_NAME}(?=[ \t{{]|$)", text)
+    if name is None:
+        return f"invalid metric name in {text[:60]!r}"
+    rest = text[name.end() :].strip()
+    return f"invalid value or timestamp {rest[:60]!r}" if rest else "no value"
+
+
+@lru_cache(maxsize=4096)
+def _is_clean_name(raw: str) -> bool:
+    m = _NAME_RE.fullmatch(raw)
+    return m is not None and m[1] == raw
+
+
+def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]] | None:
+    """Label-set id per line and the label sets, parsing each distinct block once; None when a
+    block is malformed."""
+    index: dict[str, int] = dict.fromkeys(blocks)  # type: ignore[arg-type]
+    sets = []
+    for i, block in enumerate(index):
+        labels = _block(block)
+        if isinstance(labels, str):
+            return None
+        index[block] = i
+        sets.append(labels)
+    return np.fromiter(map(index.__getitem__, blocks), np.int32, len(blocks)), tuple(sets)
+
+
+@lru_cache(maxsize=1 << 15)  # ~16K GPUs' blocks, ~1 KB each: bounded at ~40 MB
+def _block(block: str) -> LabelSet | str:
+    """The labels between ``{`` and ``}``, or why they are malformed."""
+    if _PLAIN_BLOCK_RE.fullmatch(block):  # what exporters write: a="b",c="d" without escapes
+        names, values = zip(*_PLAIN_PAIR_RE.findall(block), strict=True)
+        if any(n.startswith("__") for n in names) or len(set(names)) < len(names):
+            return _block_slowly(block)  # for the reason
+        return tuple(zip(map(sys.intern, names), values, strict=True))
+    return _block_slowly(block)
+
+
+def _block_slowly(block: str) -> LabelSet | str:
+    if not block.strip(" \t"):
+        return ()
+    pairs = []
+    for name, value, bad in _PAIR_RE.findall(block):
+        if bad:
+            return f"malformed labels near {bad[:60]!r}"
+        if name.startswith("__"):
+            return f"reserved label name {name!r}"
+        if "\\" in value:
+            value = _ESCAPE_RE.sub(_unescape, value)
+        pairs.append((sys.intern(name), value))
+    if len({n for n, _ in pairs}) != len(pairs):
+        seen = [n for n, _ in pairs]
+        return f"duplicate label name {next(n for n in seen if seen.count(n) > 1)!r}"
+    return tuple(pairs)
+
+
+def _unescape(m: re.Match[str]) -> str:
+    return _UNESCAPE[m[0]]
+
+
+@lru_cache(maxsize=4096)
+def _comment(line: str) -> tuple[str, str, str] | str | None:
+    """("HELP", name, text) or ("TYPE", name, type) for a comment line, None for any other
+    comment, or the reason a HELP/TYPE line is malformed."""
+    m = _COMMENT_RE.fullmatch(line.strip())
+    if m is None:
+        return None
+    kind, name, rest = m.groups()
+    if name is None:
+        return "TYPE line without a metric name" if kind == "TYPE" else None
+    if re.fullmatch(_NAME, name) is None:
+        return f"invalid metric name {name[:60]!r} in # {kind}"
+    if kind == "HELP":
+        return kind, name, _HELP_ESCAPE_RE.sub(_unescape, rest or "")
+    typ = (rest or "").strip()
+    typ = "unknown" if typ == "untyped" else typ
+    if typ not in TYPES:
+        return f"invalid type {typ[:40]!r} for {name}"
+    return kind, name, typ
+
+
+@lru_cache(maxsize=256)  # an exporter version writes the same HELP/TYPE lines on every host
+def _read_comments(comments: str) -> tuple[dict[str, str], dict[str, str], tuple[int, ...]]:
+    """Declared types, HELP texts and the indices of malformed HELP/TYPE lines, of the comment
+    lines joined by newlines. The dicts are shared between calls: copy before changing them."""
+    types: dict[str, str] = {}
+    helps: dict[str, str] = {}
+    bad = []
+    for i, got in enumerate(map(_comment, comments.split("\n") if comments else ())):
+        if isinstance(got, tuple):
+            (types if got[0] == "TYPE" else helps)[got[1]] = got[2]
+        elif got:
+            bad.append(i)
+    return types, helps, tuple(bad)
+
+
+def _comment_errors(
+    lines: list[str], indented: list[tuple[int, str]], bad: tuple[int, ...]
+) -> list[ParseError]:
+    if not bad:
+        return []
+    line_nos = [i + 1 for i, ln in enumerate(lines) if ln[:1] == "#"] + [n for n, _ in indented]
+    texts = [ln for ln in lines if ln[:1] == "#"] + [c for _, c in indented]
+    return [ParseError(line_nos[i], str(_comment(texts[i]))) for i in bad]
+
+
+def _families(
+    names: Sequence[str], declared: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(sample name -> family, family -> type), with undeclared families ``unknown``."""
+    uniq = dict.fromkeys(names)
+    family_of = dict(zip(uniq, uniq, strict=True))
+    families = dict(declared)
+    for name in uniq:
+        if declared.get(name, "histogram") != "histogram":
+            continue  # a declared family's own samples: the common case
+        for suffix in ("_bucket", "_count", "_sum"):
+            base = name[: -len(suffix)]
+            if name.endswith(suffix) and suffix in _SUFFIXES.get(declared.get(base, ""), ()):
+                family_of[name] = base
+        families.setdefault(family_of[name], "unknown")
+    return family_of, families
+
+
+def _codes(values: Sequence[str], uniq: list[str]) -> np.ndarray:
+    code = {v: i for i, v in enumerate(uniq)}
+    return np.fromiter(map(code.__getitem__, values), np.int32, len(values))
+
+
+def _label_maps(sets: Sequence[LabelSet]) -> pa.Array:
+    return pa.array([list(s) for s in sets], type=pa.map_(pa.string(), pa.string()))
+
+
+# ---- one row per GPU -------------------------------------------------------------------------
+
+# dcgm-exporter attribution label -> column of the store's ``gpus`` table.
+ATTRIBUTION: dict[str, str] = {
+    "UUID": "uuid",
+    "modelName": "model",
+    "pci_bus_id": "pci_bus_id",
+    "device": "device",
+    "DCGM_FI_DRIVER_VERSION": "driver_version",
+    "GPU_I_PROFILE": "mig_profile",
+    "GPU_I_ID": "mig_instance",
+    "namespace": "namespace",
+    "pod": "pod",
+    "container": "container",
+    "hpc_job": "hpc_job",
+}
+_KEY_LABELS = frozenset({"gpu", "Hostname", "hostname"})
+_COLUMN_INDEX = {c.field: i for i, c in enumerate(SAMPLE_COLUMNS)}
+
+GpuKey = tuple[str, int, str | None]  # (host, gpu index, MIG instance or None)
+
+
+@dataclass(frozen=True)
+class GpuRows:
+    """dcgm-exporter samples as one row per (host, gpu, MIG instance).
+
+    ``columns`` holds the fields that have a store column (``telemetry.catalog``), NaN where a GPU
+    did not report one or reported a blank sentinel. Every other field of a keyed sample is an
+    extra: (row, field, value, its labels beyond key and attribution, such as ``xid``). Samples
+    without a ``gpu`` label or a host (NVSwitch/NVLink entities, exporter metrics) are counted
+    in ``unkeyed`` by index. ``concat`` joins the rows of a scrape round into one batch."""
+
+    host: tuple[str, ...]
+    gpu: np.ndarray  # int16 GPU index on its host
+    attribution: Mapping[str, tuple[str | None, ...]]  # gpus column -> value per row (None: absent)
+    columns: Mapping[str, np.ndarray]  # gpu_samples column -> float64 per row
+    extra_row: np.ndarray  # int32 row of each extra sample
+    extra_field_id: np.ndarray  # int32 index into extra_fields
+    extra_fields: tuple[str, ...]
+    extra_value: np.ndarray  # float64
+    extra_label_id: np.ndarray  # int32 index into extra_label_sets (0: no other labels)
+    extra_label_sets: tuple[LabelSet, ...]
+    unkeyed: np.ndarray  # int64 indices of samples without a GPU key
+    samples: int  # samples of the scrape(s) these rows came from
+    duplicates: int  # repeated (row, column) samples; the last one is kept
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+    def table(self) -> pa.Table:
+        """host, gpu, the attribution columns, then the sample columns (null: not reported)."""
+        cols: dict[str, pa.Array] = {"host": pa.array(self.host, pa.string())}
+        cols["gpu"] = pa.array(self.gpu, pa.int16())
+        for name, values in self.attribution.items():
+            cols[name] = pa.array(values, pa.string())
+        for name, values in self.columns.items():
+            cols[name] = pa.array(values, pa.float64(), from_pandas=True)
+        return pa.table(cols)
+
+    def extras_table(self) -> pa.Table:
+        """row, host, gpu, mig_instance, field, value (null: blank or NaN), labels (map)."""
+        rows = pa.array(self.extra_row, pa.int32())
+        return pa.table(
+            {
+                "row": rows,
+                "host": pa.array(self.host, pa.string()).take(rows),
+                "gpu": pa.array(self.gpu, pa.int16()).take(rows),
+                "mig_instance": pa.array(self.attribution["mig_instance"], pa.string()).take(rows),
+                "field": pa.DictionaryArray.from_arrays(
+                    pa.array(self.extra_field_id, pa.int32()), list(self.extra_fields)
+                ),
+                "value": pa.array(self.extra_value, pa.float64(), from_pandas=True),
+                "labels": _label_maps(self.extra_label_sets).take(
+                    pa.array(self.extra_label_id, pa.int32())
+                ),
+            }
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[GpuRows]) -> GpuRows:
+        """The rows of several scrapes (a round) as one; extra rows and ``unkeyed`` are
+        renumbered into the joined rows and the scrapes' samples taken in order."""
+        fields = _positions(f for p in parts for f in p.extra_fields)
+        sets = _positions([()] + [s for p in parts for s in p.extra_label_sets])  # () stays 0
+        row_at = np.cumsum([0] + [len(p) for p in parts])
+        sample_at = np.cumsum([0] + [p.samples for p in parts])
+        return GpuRows(
+            host=tuple(h for p in parts for h in p.host),
+            gpu=_cat([p.gpu for p in parts], np.int16),
+            attribution={
+                c: tuple(v for p in parts for v in p.attribution[c]) for c in ATTRIBUTION.values()
+            },
+            columns={c.name: _cat([p.columns[c.name] for p in parts]) for c in SAMPLE_COLUMNS},
+            extra_row=_cat([p.extra_row + row_at[i] for i, p in enumerate(parts)], np.int32),
+            extra_field_id=_cat(
+                [_recode(p.extra_field_id, p.extra_fields, fields) for p in parts], np.int32
+            ),
+            extra_fields=tuple(fields),
+            extra_value=_cat([p.extra_value for p in parts]),
+            extra_label_id=_cat(
+                [_recode(p.extra_label_id, p.extra_label_sets, sets) for p in parts], np.int32
+            ),
+            extra_label_sets=tuple(sets),
+            unkeyed=_cat([p.unkeyed + sample_at[i] for i, p in enumerate(parts)], np.int64),
+            samples=int(sample_at[-1]),
+            duplicates=sum(p.duplicates for p in parts),
+        )
+
+
+def gpu_rows(scrape: Scrape, host: str | None = None) -> GpuRows:
+    """Reshape a dcgm-exporter scrape into one row per (host, gpu, GPU_I_ID).
+
+    The host is the ``Hostname`` label (``hostname`` on newer exporters), else ``host`` (the
+    target's name). A field with a store column goes to ``columns`` unless its sample carries
+    labels beyond key and attribution (then it is an extra, so those labels are kept).
+    """
+    keys, set_row, set_extra, extra_sets, attrs = _set_rows(scrape.label_sets, host)
+    row = set_row[scrape.label_ids]
+    fields = tuple(dict.fromkeys(scrape.names))
+    field_id = _codes(scrape.names, fields)
+    col = _field_columns(fields)[field_id]
+    extra_id = set_extra[scrape.label_ids]
+    known = (row >= 0) & (col >= 0) & (extra_id == 0)
+    matrix, duplicates = _fill(col[known], row[known], scrape.values[known], len(keys))
+    is_extra = (row >= 0) & ~known
+    return GpuRows(
+        host=tuple(k[0] for k in keys),
+        gpu=np.array([k[1] for k in keys], np.int16),
+        attribution=dict(zip(ATTRIBUTION.values(), attrs, strict=True)),
+        columns={c.name: matrix[j] for j, c in enumerate(SAMPLE_COLUMNS)},
+        extra_row=row[is_extra].astype(np.int32),
+        extra_field_id=field_id[is_extra],
+        extra_fields=fields,
+        extra_value=scrape.values[is_extra],
+        extra_label_id=extra_id[is_extra].astype(np.int32),
+        extra_label_sets=extra_sets,
+        unkeyed=np.flatnonzero(row < 0),
+        samples=len(scrape),
+        duplicates=duplicates,
+    )
+
+
+def _set_rows(
+    label_sets: Sequence[LabelSet], host: str | None
+) -> tuple[list[GpuKey], np.ndarray, np.ndarray, tuple[LabelSet, ...], list[tuple]]:
+    """Per distinct label set: its row (-1 without a GPU key) and its extra labels' index; the
+    rows' keys and attribution columns."""
+    rows: dict[GpuKey, int] = {}
+    attrs: list[tuple[str | None, ...]] = []
+    extra_index: dict[LabelSet, int] = {(): 0}
+    set_row = np.full(len(label_sets), -1, np.int64)
+    set_extra = np.zeros(len(label_sets), np.int64)
+    for i, labels in enumerate(label_sets):
+        key, attr, rest = _gpu_key(labels, host)
+        if key is None:
+            continue
+        if key not in rows:
+            rows[key] = len(rows)
+            attrs.append(attr)
+        set_row[i] = rows[key]
+        set_extra[i] = extra_index.setdefault(rest, len(extra_index))
+    columns = list(zip(*attrs, strict=True)) if attrs else [()] * len(ATTRIBUTION)
+    return list(rows), set_row, set_extra, tuple(extra_index), columns
+
+
+@lru_cache(maxsize=1 << 15)
+def _gpu_key(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
+    """(host, gpu, MIG instance) of a label set, its attribution values, its other labels."""
+    found = dict(labels)
+    gpu = found.get("gpu", "")
+    where = found.get("Hostname") or found.get("hostname") or host
+    if not (where and gpu.isascii() and gpu.isdigit() and int(gpu) < 1 << 15):
+        return None, (), ()
+    attr = tuple(map(found.get, ATTRIBUTION))
+    rest = tuple(p for p in labels if p[0] not in _KEY_LABELS and p[0] not in ATTRIBUTION)
+    return (where, int(gpu), found.get("GPU_I_ID")), attr, rest
+
+
+@lru_cache(maxsize=256)
+def _field_columns(fields: tuple[str, ...]) -> np.ndarray:
+    return np.array([_COLUMN_INDEX.get(f, -1) for f in fields], np.int64)
+
+
+def _fill(
+    col: np.ndarray, row: np.ndarray, values: np.ndarray, n_rows: int
+) -> tuple[np.ndarray, int]:
+    """(columns x rows) matrix of values, NaN where none; the last of repeated cells wins."""
+    flat = col * n_rows + row
+    uniq, first_from_end = np.unique(flat[::-1], return_index=True)
+    duplicates = len(flat) - len(uniq)
+    if duplicates:
+        keep = len(flat) - 1 - first_from_end
+        flat, values = flat[keep], values[keep]
+    matrix = np.full(len(SAMPLE_COLUMNS) * n_rows, np.nan)
+    matrix[flat] = values
+    return matrix.reshape(len(SAMPLE_COLUMNS), n_rows), duplicates
+
+
+def _cat(arrays: list[np.ndarray], dtype: type = np.float64) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+
+
+def _positions(values: Iterable[Any]) -> dict[Any, int]:
+    """Each distinct value -> its position among the distinct values, in first-seen order."""
+    return {v: i for i, v in enumerate(dict.fromkeys(values))}
+
+
+def _recode(ids: np.ndarray, table: Sequence[Any], index: Mapping[Any, int]) -> np.ndarray:
+    """``ids`` into ``table`` as ids into the joined table whose positions ``index`` holds."""
+    return np.array([index[v] for v in table], np.int32)[ids] if len(ids) else ids
