@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import NoReturn
 
@@ -135,6 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("summary", help="reliability summary of every run in a store")
     m.add_argument("--store", required=True)
     m.add_argument("--json", action="store_true", help="print JSON")
+
+    g = sub.add_parser("ingest", help="scrape dcgm-exporter targets into a store")
+    g.add_argument("--target", action="append", default=[], metavar="URL",
+                   help="host:9400 or http://host:9400/metrics (repeatable)")
+    g.add_argument("--targets-file", metavar="FILE",
+                   help="Prometheus file_sd JSON/YAML, re-read when it changes")
+    g.add_argument("--store", required=True, help="DuckDB store this process writes")
+    g.add_argument("--interval", type=_positive_float, default=15.0,
+                   help="seconds between rounds (default 15)")
+    g.add_argument("--timeout", type=_positive_float, default=5.0,
+                   help="per-target timeout, seconds (default 5)")
+    g.add_argument("--once", action="store_true", help="one round, then exit")
     return p
 
 
@@ -466,7 +479,46 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from telemetry.collect.scrape import TargetsFile, normalise, scrape_round
+    from telemetry.collect.sink import StoreSink
+    from telemetry.store import open_store
+
+    if not args.target and not args.targets_file:
+        raise FactoryFloorError("give at least one --target or a --targets-file")
+    if args.timeout >= args.interval and not args.once:
+        raise FactoryFloorError("--timeout must be shorter than --interval")
+    try:
+        fixed = [normalise(t) for t in args.target]
+        tfile = TargetsFile(args.targets_file) if args.targets_file else None
+        if tfile is not None:
+            tfile.targets()  # a missing or malformed file is an error now, not later
+    except (OSError, ValueError) as exc:
+        raise FactoryFloorError(str(exc)) from None
+    from telemetry.collect.scrape import Target
+
+    with open_store(args.store) as store:
+        sink = StoreSink(store, args.interval)
+        while True:
+            started = time.monotonic()
+            targets = [Target(u) for u in fixed]
+            if tfile is not None:
+                try:
+                    targets += tfile.targets()
+                except (OSError, ValueError) as exc:  # keep the last good list
+                    print(f"factoryfloor: targets file: {exc}", file=sys.stderr)
+                    targets += tfile.last_good
+            report = sink.write(datetime.utcnow(), scrape_round(targets, args.timeout))
+            print(f"{report.ts:%H:%M:%S} {report.up}/{report.targets} targets up, "
+                  f"{report.samples:,} GPU samples, {report.xid_events} XID events, "
+                  f"{report.rejected_lines} rejected lines", file=sys.stderr)
+            if args.once:
+                return 0 if report.up else 1
+            time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
+
+
 _COMMANDS = {
+    "ingest": cmd_ingest,
     "scenarios": cmd_scenarios,
     "replay": cmd_replay,
     "serve": cmd_serve,

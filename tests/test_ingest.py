@@ -1,0 +1,188 @@
+"""The ingest daemon against real HTTP endpoints on 127.0.0.1 serving dcgm-exporter text."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
+from telemetry.collect.sink import StoreSink
+from telemetry.store import Store
+from tests.conftest import ROOT, cli
+
+FIXTURES = ROOT / "sample_data" / "dcgm"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    routes: dict[str, str] = {}
+
+    def log_message(self, *_args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        path = self.path
+        if path == "/slow/metrics":
+            time.sleep(3)
+        if path == "/error/metrics":
+            self.send_error(500, "exporter crashed")
+            return
+        body = self.routes.get(path, "").encode()
+        if path == "/truncated/metrics":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + 5000))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if not body:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[str]:
+    _Handler.routes = {f"/{p.stem}/metrics": p.read_text() for p in FIXTURES.glob("*.txt")}
+    _Handler.routes["/truncated/metrics"] = (FIXTURES / "default_h100.txt").read_text()
+    _Handler.routes["/slow/metrics"] = (FIXTURES / "default_h100.txt").read_text()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _round(store: Store, urls: list[str], timeout: float = 1.0, sink: StoreSink | None = None,
+           at: datetime = datetime(2026, 3, 1, 12, 0, 0)) -> object:
+    sink = sink or StoreSink(store, 15.0)
+    return sink.write(at, scrape_round([Target(u) for u in urls], timeout))
+
+
+def test_a_scrape_lands_as_gpu_samples(tmp_path: Path, exporter: str) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        report = _round(store, [f"{exporter}/default_h100/metrics"])
+        assert report.up == 1 and report.samples == 8
+        got = store.df("""SELECT g.host, g.gpu, g.uuid, g.model, s.util_pct, s.temp_c, s.power_w
+                          FROM gpu_samples s JOIN gpus g USING (gpu_id) ORDER BY g.gpu""")
+        assert got["gpu"].tolist() == list(range(8))
+        assert got["model"].str.contains("H100").all() and got["uuid"].str.startswith("GPU-").all()
+        assert got["util_pct"].between(0, 100).all() and got["power_w"].gt(0).all()
+        # fields without a column of their own are kept, not dropped
+        assert store.scalar("SELECT count(DISTINCT field) FROM gpu_samples_extra") >= 5
+        assert store.scalar("SELECT count(*) FROM node_tick") == 1  # rollups follow
+
+
+def test_variants_all_parse(tmp_path: Path, exporter: str) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        names = ["no_type_lines", "mig", "pod_labels", "hostname_lowercase", "sentinels"]
+        report = _round(store, [f"{exporter}/{n}/metrics" for n in names])
+        assert report.up == len(names)
+        hosts = {h for (h,) in store.rows("SELECT DISTINCT host FROM gpus")}
+        assert len(hosts) >= 2  # Hostname and hostname both understood
+        assert store.scalar("SELECT count(*) FROM gpus WHERE mig_instance IS NOT NULL") > 0
+        assert store.scalar("SELECT count(*) FROM gpus WHERE pod IS NOT NULL") > 0
+        # blank sentinels (>= 9.2e18) are missing values, never stored as numbers
+        assert store.scalar("SELECT max(power_w) FROM gpu_samples") < 1e6
+
+
+def test_xid_becomes_a_decodable_event(tmp_path: Path, exporter: str) -> None:
+    text = (FIXTURES / "xid.txt").read_text()
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        report = _round(store, [f"{exporter}/xid/metrics"], sink=sink)
+        assert report.xid_events >= 1
+        for (x,) in store.rows("SELECT xid FROM xid_events"):
+            assert f'"{x}"' in text or f" {x}\n" in text  # each event is an XID the scrape had
+        again = _round(store, [f"{exporter}/xid/metrics"], sink=sink,
+                       at=datetime(2026, 3, 1, 12, 0, 15))
+        assert again.xid_events == 0  # an unchanged gauge and count are not new XIDs
+
+
+def test_bad_targets_are_down_with_a_reason_and_do_not_stall_others(
+    tmp_path: Path, exporter: str
+) -> None:
+    dead = "http://127.0.0.1:9/metrics"  # nothing listens on the discard port
+    urls = [f"{exporter}/default_h100/metrics", dead, f"{exporter}/error/metrics",
+            f"{exporter}/truncated/metrics", f"{exporter}/slow/metrics"]
+    t0 = time.monotonic()
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        report = _round(store, urls, timeout=1.0)
+        elapsed = time.monotonic() - t0
+        health = dict(store.rows("SELECT target, error FROM targets"))
+        assert report.up == 1 and report.samples == 8
+    assert elapsed < 2.5  # the 3 s slow target is cut at the 1 s timeout, others in parallel
+    assert "Connection refused" in health[dead] or "refused" in health[dead].lower()
+    assert "HTTP 500" in health[f"{exporter}/error/metrics"]
+    assert "truncated" in health[f"{exporter}/truncated/metrics"].lower()
+    assert "timed out" in health[f"{exporter}/slow/metrics"].lower()
+
+
+def test_targets_from_file_sd(tmp_path: Path) -> None:
+    f = tmp_path / "targets.json"
+    f.write_text(json.dumps([{"targets": ["node1:9400", "http://node2:9400/metrics"],
+                              "labels": {"rack": "r1"}}]))
+    ts = load_targets(str(f))
+    assert [t.url for t in ts] == ["http://node1:9400/metrics", "http://node2:9400/metrics"]
+    assert ts[0].labels == {"rack": "r1"} and ts[0].host == "node1"
+    y = tmp_path / "targets.yaml"
+    y.write_text("- targets: ['node3:9400']\n")
+    assert load_targets(str(y))[0].url == "http://node3:9400/metrics"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"targets": "x"}')
+    with pytest.raises(ValueError, match="list of target groups"):
+        load_targets(str(bad))
+    for hostile in ["", "ftp://x", "a b", "javascript:alert(1)"]:
+        with pytest.raises(ValueError):
+            normalise(hostile)
+
+
+def test_ingest_cli_once(tmp_path: Path, exporter: str) -> None:
+    store = tmp_path / "cli.duckdb"
+    r = cli("ingest", "--target", f"{exporter}/default_h100/metrics", "--store", str(store),
+            "--once")
+    assert r.returncode == 0, r.stderr
+    assert "1/1 targets up, 8 GPU samples" in r.stderr
+    assert cli("ingest", "--store", str(store)).returncode == 1  # no targets: one line
+    missing = cli("ingest", "--targets-file", str(tmp_path / "nope.json"), "--store", str(store))
+    assert missing.returncode == 1 and "nope.json" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_replay_exporters_to_store_end_to_end(tmp_path: Path) -> None:
+    """The whole path without a GPU: simulated exporters -> ingest -> store."""
+    import subprocess
+    import sys
+
+    targets = tmp_path / "targets.json"
+    farm = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "replay", "--scenario", "dev-64", "--serve-exporters",
+         "--exporter-base-port", "0", "--targets-file", str(targets), "--speed", "10"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            if targets.exists() and targets.stat().st_size:
+                break
+            time.sleep(0.1)
+        store = tmp_path / "e2e.duckdb"
+        r = cli("ingest", "--targets-file", str(targets), "--store", str(store), "--once")
+        assert r.returncode == 0, r.stderr
+    finally:
+        farm.terminate()
+        farm.wait(timeout=10)
+    with Store(str(store), read_only=True) as s:
+        assert s.scalar("SELECT count(DISTINCT host) FROM gpus") >= 8
+        assert s.scalar("SELECT count(*) FROM gpu_samples") >= 64
+        assert s.scalar("SELECT count(*) FROM targets WHERE up") >= 8
+        assert s.scalar("SELECT avg(util_pct) FROM gpu_samples") > 10  # a running job
