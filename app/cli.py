@@ -106,47 +106,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SCENARIO",
         help="also replay SCENARIO live into the store from this process",
     )
-    v.add_argument("--seed", type=_seed, default=0, help="replay seed (default 0)")
-    v.add_argument(
-        "--speed",
-        type=_positive_float,
-        default=1.0,
-        help="replay speed, simulated seconds per wall second (default 1)",
-    )
-    v.add_argument(
-        "--prefill-hours",
-        type=_non_negative_float,
-        default=0.0,
-        help="backfill this many simulated hours before going live",
-    )
+    _live_args(v, prefill_h=0.0)
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     d.add_argument("--store", default=DEFAULT_DEMO_STORE, help="store file, replaced on start")
     _serve_args(d)
     d.add_argument("--scenario", type=_scenario, default="dev-64")
-    d.add_argument("--seed", type=_seed, default=0)
-    d.add_argument("--speed", type=_positive_float, default=1.0)
-    d.add_argument(
-        "--prefill-hours",
-        type=_non_negative_float,
-        default=20.0,
-        help="simulated hours backfilled before the replay goes live (default 20)",
-    )
+    _live_args(d, prefill_h=20.0)
 
     m = sub.add_parser("summary", help="reliability summary of every run in a store")
     m.add_argument("--store", required=True)
     m.add_argument("--json", action="store_true", help="print JSON")
 
     g = sub.add_parser("ingest", help="scrape dcgm-exporter targets into a store")
-    g.add_argument("--target", action="append", default=[], metavar="URL",
-                   help="host:9400 or http://host:9400/metrics (repeatable)")
-    g.add_argument("--targets-file", metavar="FILE",
-                   help="Prometheus file_sd JSON/YAML, re-read when it changes")
+    g.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="host:9400 or http://host:9400/metrics (repeatable)",
+    )
+    g.add_argument(
+        "--targets-file",
+        metavar="FILE",
+        help="Prometheus file_sd JSON/YAML, re-read when it changes",
+    )
     g.add_argument("--store", required=True, help="DuckDB store this process writes")
-    g.add_argument("--interval", type=_positive_float, default=15.0,
-                   help="seconds between rounds (default 15)")
-    g.add_argument("--timeout", type=_positive_float, default=5.0,
-                   help="per-target timeout, seconds (default 5)")
+    g.add_argument(
+        "--interval", type=_positive_float, default=15.0, help="seconds between rounds (default 15)"
+    )
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=5.0,
+        help="per-target timeout, seconds (default 5)",
+    )
     g.add_argument("--once", action="store_true", help="one round, then exit")
     return p
 
@@ -183,6 +177,23 @@ def _exporter_args(r: argparse.ArgumentParser) -> None:
     )
     x.add_argument(
         "--targets-file", metavar="PATH", help="write the endpoints as Prometheus file_sd JSON"
+    )
+
+
+def _live_args(p: argparse.ArgumentParser, prefill_h: float) -> None:
+    """Seed, speed and prefill of a replay that a serving process runs live."""
+    p.add_argument("--seed", type=_seed, default=0, help="replay seed (default 0)")
+    p.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        help="replay speed, simulated seconds per wall second (default 1)",
+    )
+    p.add_argument(
+        "--prefill-hours",
+        type=_non_negative_float,
+        default=prefill_h,
+        help=f"simulated hours backfilled before going live (default {prefill_h:g})",
     )
 
 
@@ -509,9 +520,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                     print(f"factoryfloor: targets file: {exc}", file=sys.stderr)
                     targets += tfile.last_good
             report = sink.write(datetime.utcnow(), scrape_round(targets, args.timeout))
-            print(f"{report.ts:%H:%M:%S} {report.up}/{report.targets} targets up, "
-                  f"{report.samples:,} GPU samples, {report.xid_events} XID events, "
-                  f"{report.rejected_lines} rejected lines", file=sys.stderr)
+            print(
+                f"{report.ts:%H:%M:%S} {report.up}/{report.targets} targets up, "
+                f"{report.samples:,} GPU samples, {report.xid_events} XID events, "
+                f"{report.rejected_lines} rejected lines",
+                file=sys.stderr,
+            )
             if args.once:
                 return 0 if report.up else 1
             time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
