@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS gpus (
 CREATE TABLE IF NOT EXISTS gpu_samples (
   ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL,
   {_SAMPLE_COLS_SQL});
+CREATE OR REPLACE VIEW gpu_samples_v AS
+  SELECT s.*, g.host, g.gpu, g.uuid, g.model, g.mig_instance, g.namespace, g.pod, g.hpc_job
+  FROM gpu_samples s JOIN gpus g USING (gpu_id);
 CREATE TABLE IF NOT EXISTS gpu_samples_extra (
   ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL, field VARCHAR NOT NULL, value DOUBLE);
 CREATE TABLE IF NOT EXISTS node_tick (
