@@ -3,9 +3,9 @@
 ``parse(text)`` returns a columnar ``Scrape``: per sample a metric name, a label-set id, a value
 and an optional timestamp; the families' types; and the lines it rejected. A bad line is reported
 as ``(line number, reason)`` and the rest of the scrape is kept (``strict=True`` raises
-``ValueError`` naming the first bad line instead). ``gpu_rows(scrape)`` reshapes a dcgm-exporter
-scrape into one row per GPU (or MIG instance) with the store's columns, plus every other field as
-long (field, value) extras.
+``ValueError`` naming the first bad line instead). ``round_rows(scrapes)`` reshapes a round of
+dcgm-exporter scrapes into one row per GPU (or MIG instance) with the store's columns, plus every
+other field as long (field, value) extras, ready for ``pyarrow`` (``gpu_rows`` for one scrape).
 
 ``prometheus_client``'s parser is the reference: on well-formed text both give the same samples
 (``tests/test_exposition.py`` checks every fixture and generated text). Differences on purpose:
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -437,11 +437,12 @@ class GpuRows:
     ``columns`` holds the fields that have a store column (``telemetry.catalog``), NaN where a GPU
     did not report one or reported a blank sentinel. Every other field of a keyed sample is an
     extra: (row, field, value, its labels beyond key and attribution, such as ``xid``). Samples
-    without a ``gpu`` label or a host (NVSwitch/NVLink entities, exporter metrics) are counted
-    in ``unkeyed`` by index. ``concat`` joins the rows of a scrape round into one batch."""
+    without a ``gpu`` label or a host (NVSwitch/NVLink entities, exporter metrics) are listed
+    in ``unkeyed`` by index (into the scrapes' samples, in order)."""
 
     host: tuple[str, ...]
     gpu: np.ndarray  # int16 GPU index on its host
+    scrape: np.ndarray  # int32 index of the scrape (target) each row first came from
     attribution: Mapping[str, tuple[str | None, ...]]  # gpus column -> value per row (None: absent)
     columns: Mapping[str, np.ndarray]  # gpu_samples column -> float64 per row
     extra_row: np.ndarray  # int32 row of each extra sample
@@ -451,7 +452,7 @@ class GpuRows:
     extra_label_id: np.ndarray  # int32 index into extra_label_sets (0: no other labels)
     extra_label_sets: tuple[LabelSet, ...]
     unkeyed: np.ndarray  # int64 indices of samples without a GPU key
-    samples: int  # samples of the scrape(s) these rows came from
+    samples: int  # samples of the scrapes these rows came from
     duplicates: int  # repeated (row, column) samples; the last one is kept
 
     def __len__(self) -> int:
@@ -486,91 +487,85 @@ class GpuRows:
             }
         )
 
-    @staticmethod
-    def concat(parts: Sequence[GpuRows]) -> GpuRows:
-        """The rows of several scrapes (a round) as one; extra rows and ``unkeyed`` are
-        renumbered into the joined rows and the scrapes' samples taken in order."""
-        fields = _positions(f for p in parts for f in p.extra_fields)
-        sets = _positions([()] + [s for p in parts for s in p.extra_label_sets])  # () stays 0
-        row_at = np.cumsum([0] + [len(p) for p in parts])
-        sample_at = np.cumsum([0] + [p.samples for p in parts])
-        return GpuRows(
-            host=tuple(h for p in parts for h in p.host),
-            gpu=_cat([p.gpu for p in parts], np.int16),
-            attribution={
-                c: tuple(v for p in parts for v in p.attribution[c]) for c in ATTRIBUTION.values()
-            },
-            columns={c.name: _cat([p.columns[c.name] for p in parts]) for c in SAMPLE_COLUMNS},
-            extra_row=_cat([p.extra_row + row_at[i] for i, p in enumerate(parts)], np.int32),
-            extra_field_id=_cat(
-                [_recode(p.extra_field_id, p.extra_fields, fields) for p in parts], np.int32
-            ),
-            extra_fields=tuple(fields),
-            extra_value=_cat([p.extra_value for p in parts]),
-            extra_label_id=_cat(
-                [_recode(p.extra_label_id, p.extra_label_sets, sets) for p in parts], np.int32
-            ),
-            extra_label_sets=tuple(sets),
-            unkeyed=_cat([p.unkeyed + sample_at[i] for i, p in enumerate(parts)], np.int64),
-            samples=int(sample_at[-1]),
-            duplicates=sum(p.duplicates for p in parts),
-        )
-
 
 def gpu_rows(scrape: Scrape, host: str | None = None) -> GpuRows:
-    """Reshape a dcgm-exporter scrape into one row per (host, gpu, GPU_I_ID).
+    """One scrape as one row per (host, gpu, GPU_I_ID); see ``round_rows``."""
+    return round_rows([scrape], [host])
 
-    The host is the ``Hostname`` label (``hostname`` on newer exporters), else ``host`` (the
-    target's name). A field with a store column goes to ``columns`` unless its sample carries
-    labels beyond key and attribution (then it is an extra, so those labels are kept).
+
+def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = None) -> GpuRows:
+    """The scrapes of a round (one per target) as one batch: a row per (host, gpu, GPU_I_ID).
+
+    A row's host is its ``Hostname`` label (``hostname`` on newer exporters), else the scrape's
+    entry in ``hosts`` (the target's name). A field with a store column goes to ``columns`` unless
+    its sample carries labels beyond key and attribution (then it is an extra, so those labels
+    are kept). Vectorised over the whole round: NumPy's per-call cost is paid once, not per
+    target.
     """
-    keys, set_row, set_extra, extra_sets, attrs = _set_rows(scrape.label_sets, host)
-    row = set_row[scrape.label_ids]
-    fields = tuple(dict.fromkeys(scrape.names))
-    field_id = _codes(scrape.names, fields)
-    col = _field_columns(fields)[field_id]
-    extra_id = set_extra[scrape.label_ids]
-    known = (row >= 0) & (col >= 0) & (extra_id == 0)
-    matrix, duplicates = _fill(col[known], row[known], scrape.values[known], len(keys))
+    hosts = list(hosts) if hosts is not None else [None] * len(scrapes)
+    keys, row_scrape, set_row, set_extra, extra_sets, attrs = _set_rows(scrapes, hosts)
+    offsets = np.cumsum([0] + [len(s.label_sets) for s in scrapes])
+    label_ids = _cat([s.label_ids + offsets[i] for i, s in enumerate(scrapes)], np.int64)
+    names = [n for s in scrapes for n in s.names]
+    fields = tuple(dict.fromkeys(names))
+    field_id = _codes(names, fields)
+    values = _cat([s.values for s in scrapes])
+    row, extra_id = set_row[label_ids], set_extra[label_ids]
+    known = (row >= 0) & (extra_id == 0)
+    known &= _field_columns(fields)[field_id] >= 0
+    col = _field_columns(fields)[field_id[known]]
+    matrix, duplicates = _fill(col, row[known], values[known], len(keys))
     is_extra = (row >= 0) & ~known
     return GpuRows(
         host=tuple(k[0] for k in keys),
         gpu=np.array([k[1] for k in keys], np.int16),
+        scrape=np.array(row_scrape, np.int32),
         attribution=dict(zip(ATTRIBUTION.values(), attrs, strict=True)),
         columns={c.name: matrix[j] for j, c in enumerate(SAMPLE_COLUMNS)},
         extra_row=row[is_extra].astype(np.int32),
         extra_field_id=field_id[is_extra],
         extra_fields=fields,
-        extra_value=scrape.values[is_extra],
+        extra_value=values[is_extra],
         extra_label_id=extra_id[is_extra].astype(np.int32),
         extra_label_sets=extra_sets,
         unkeyed=np.flatnonzero(row < 0),
-        samples=len(scrape),
+        samples=len(names),
         duplicates=duplicates,
     )
 
 
 def _set_rows(
-    label_sets: Sequence[LabelSet], host: str | None
-) -> tuple[list[GpuKey], np.ndarray, np.ndarray, tuple[LabelSet, ...], list[tuple]]:
-    """Per distinct label set: its row (-1 without a GPU key) and its extra labels' index; the
-    rows' keys and attribution columns."""
+    scrapes: Sequence[Scrape], hosts: Sequence[str | None]
+) -> tuple[list[GpuKey], list[int], np.ndarray, np.ndarray, tuple[LabelSet, ...], list[tuple]]:
+    """The rows' keys and scrape; per label set of every scrape, in order, its row (-1 without
+    a GPU key) and its extra labels' index; the extra label sets; the attribution columns."""
     rows: dict[GpuKey, int] = {}
+    row_scrape: list[int] = []
     attrs: list[tuple[str | None, ...]] = []
     extra_index: dict[LabelSet, int] = {(): 0}
-    set_row = np.full(len(label_sets), -1, np.int64)
-    set_extra = np.zeros(len(label_sets), np.int64)
-    for i, labels in enumerate(label_sets):
-        key, attr, rest = _gpu_key(labels, host)
-        if key is None:
-            continue
-        if key not in rows:
-            rows[key] = len(rows)
-            attrs.append(attr)
-        set_row[i] = rows[key]
-        set_extra[i] = extra_index.setdefault(rest, len(extra_index))
+    set_row, set_extra = [], []
+    for i, (scrape, host) in enumerate(zip(scrapes, hosts, strict=True)):
+        for labels in scrape.label_sets:
+            key, attr, rest = _gpu_key(labels, host)
+            if key is None:
+                set_row.append(-1)
+                set_extra.append(0)
+                continue
+            if key not in rows:
+                rows[key] = len(rows)
+                row_scrape.append(i)
+                attrs.append(attr)
+            set_row.append(rows[key])
+            set_extra.append(extra_index.setdefault(rest, len(extra_index)))
     columns = list(zip(*attrs, strict=True)) if attrs else [()] * len(ATTRIBUTION)
-    return list(rows), set_row, set_extra, tuple(extra_index), columns
+    return (
+        list(rows),
+        row_scrape,
+        np.array(set_row, np.int64),
+        np.array(set_extra, np.int64),
+        tuple(extra_index),
+        columns,
+    )
 
 
 @lru_cache(maxsize=1 << 15)
@@ -595,26 +590,17 @@ def _fill(
     col: np.ndarray, row: np.ndarray, values: np.ndarray, n_rows: int
 ) -> tuple[np.ndarray, int]:
     """(columns x rows) matrix of values, NaN where none; the last of repeated cells wins."""
+    size = len(SAMPLE_COLUMNS) * n_rows
     flat = col * n_rows + row
-    uniq, first_from_end = np.unique(flat[::-1], return_index=True)
-    duplicates = len(flat) - len(uniq)
-    if duplicates:
+    duplicates = len(flat) - int(np.count_nonzero(np.bincount(flat, minlength=size)))
+    if duplicates:  # NumPy does not promise which of repeated indices an assignment keeps
+        _, first_from_end = np.unique(flat[::-1], return_index=True)
         keep = len(flat) - 1 - first_from_end
         flat, values = flat[keep], values[keep]
-    matrix = np.full(len(SAMPLE_COLUMNS) * n_rows, np.nan)
+    matrix = np.full(size, np.nan)
     matrix[flat] = values
     return matrix.reshape(len(SAMPLE_COLUMNS), n_rows), duplicates
 
 
 def _cat(arrays: list[np.ndarray], dtype: type = np.float64) -> np.ndarray:
     return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
-
-
-def _positions(values: Iterable[Any]) -> dict[Any, int]:
-    """Each distinct value -> its position among the distinct values, in first-seen order."""
-    return {v: i for i, v in enumerate(dict.fromkeys(values))}
-
-
-def _recode(ids: np.ndarray, table: Sequence[Any], index: Mapping[Any, int]) -> np.ndarray:
-    """``ids`` into ``table`` as ids into the joined table whose positions ``index`` holds."""
-    return np.array([index[v] for v in table], np.int32)[ids] if len(ids) else ids
