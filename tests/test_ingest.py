@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
 from telemetry.collect.sink import StoreSink
 from telemetry.store import Store
@@ -63,8 +64,13 @@ def exporter() -> Iterator[str]:
     server.shutdown()
 
 
-def _round(store: Store, urls: list[str], timeout: float = 1.0, sink: StoreSink | None = None,
-           at: datetime = datetime(2026, 3, 1, 12, 0, 0)) -> object:
+def _round(
+    store: Store,
+    urls: list[str],
+    timeout: float = 1.0,
+    sink: StoreSink | None = None,
+    at: datetime = datetime(2026, 3, 1, 12, 0, 0),
+) -> object:
     sink = sink or StoreSink(store, 15.0)
     return sink.write(at, scrape_round([Target(u) for u in urls], timeout))
 
@@ -81,6 +87,11 @@ def test_a_scrape_lands_as_gpu_samples(tmp_path: Path, exporter: str) -> None:
         # fields without a column of their own are kept, not dropped
         assert store.scalar("SELECT count(DISTINCT field) FROM gpu_samples_extra") >= 5
         assert store.scalar("SELECT count(*) FROM node_tick") == 1  # rollups follow
+        # Target health counts the samples stored (column values + extra fields), not GPU rows.
+        cols = [c.name for c in SAMPLE_COLUMNS]
+        in_columns = sum(store.scalar(f"SELECT count({c}) FROM gpu_samples") for c in cols)
+        extras = store.scalar("SELECT count(*) FROM gpu_samples_extra")
+        assert store.scalar("SELECT samples FROM targets") == in_columns + extras > 8 * 20
 
 
 def test_variants_all_parse(tmp_path: Path, exporter: str) -> None:
@@ -104,8 +115,9 @@ def test_xid_becomes_a_decodable_event(tmp_path: Path, exporter: str) -> None:
         assert report.xid_events >= 1
         for (x,) in store.rows("SELECT xid FROM xid_events"):
             assert f'"{x}"' in text or f" {x}\n" in text  # each event is an XID the scrape had
-        again = _round(store, [f"{exporter}/xid/metrics"], sink=sink,
-                       at=datetime(2026, 3, 1, 12, 0, 15))
+        again = _round(
+            store, [f"{exporter}/xid/metrics"], sink=sink, at=datetime(2026, 3, 1, 12, 0, 15)
+        )
         assert again.xid_events == 0  # an unchanged gauge and count are not new XIDs
 
 
@@ -113,8 +125,13 @@ def test_bad_targets_are_down_with_a_reason_and_do_not_stall_others(
     tmp_path: Path, exporter: str
 ) -> None:
     dead = "http://127.0.0.1:9/metrics"  # nothing listens on the discard port
-    urls = [f"{exporter}/default_h100/metrics", dead, f"{exporter}/error/metrics",
-            f"{exporter}/truncated/metrics", f"{exporter}/slow/metrics"]
+    urls = [
+        f"{exporter}/default_h100/metrics",
+        dead,
+        f"{exporter}/error/metrics",
+        f"{exporter}/truncated/metrics",
+        f"{exporter}/slow/metrics",
+    ]
     t0 = time.monotonic()
     with Store(str(tmp_path / "s.duckdb")) as store:
         report = _round(store, urls, timeout=1.0)
@@ -130,8 +147,11 @@ def test_bad_targets_are_down_with_a_reason_and_do_not_stall_others(
 
 def test_targets_from_file_sd(tmp_path: Path) -> None:
     f = tmp_path / "targets.json"
-    f.write_text(json.dumps([{"targets": ["node1:9400", "http://node2:9400/metrics"],
-                              "labels": {"rack": "r1"}}]))
+    f.write_text(
+        json.dumps(
+            [{"targets": ["node1:9400", "http://node2:9400/metrics"], "labels": {"rack": "r1"}}]
+        )
+    )
     ts = load_targets(str(f))
     assert [t.url for t in ts] == ["http://node1:9400/metrics", "http://node2:9400/metrics"]
     assert ts[0].labels == {"rack": "r1"} and ts[0].host == "node1"
@@ -149,8 +169,9 @@ def test_targets_from_file_sd(tmp_path: Path) -> None:
 
 def test_ingest_cli_once(tmp_path: Path, exporter: str) -> None:
     store = tmp_path / "cli.duckdb"
-    r = cli("ingest", "--target", f"{exporter}/default_h100/metrics", "--store", str(store),
-            "--once")
+    r = cli(
+        "ingest", "--target", f"{exporter}/default_h100/metrics", "--store", str(store), "--once"
+    )
     assert r.returncode == 0, r.stderr
     assert "1/1 targets up, 8 GPU samples" in r.stderr
     assert cli("ingest", "--store", str(store)).returncode == 1  # no targets: one line
@@ -166,9 +187,24 @@ def test_replay_exporters_to_store_end_to_end(tmp_path: Path) -> None:
 
     targets = tmp_path / "targets.json"
     farm = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "replay", "--scenario", "dev-64", "--serve-exporters",
-         "--exporter-base-port", "0", "--targets-file", str(targets), "--speed", "10"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "replay",
+            "--scenario",
+            "dev-64",
+            "--serve-exporters",
+            "--exporter-base-port",
+            "0",
+            "--targets-file",
+            str(targets),
+            "--speed",
+            "10",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         for _ in range(200):

@@ -232,7 +232,7 @@ class StoreSink:
                     "target": f.target.url,
                     "up": err is None,
                     "duration_s": f.duration_s,
-                    "samples": 0 if rows is None else len(rows),
+                    "samples": _stored_samples(rows),
                     "rejected_lines": rejected,
                     "error": err,
                 }
@@ -240,3 +240,11 @@ class StoreSink:
             ],
             columns=["ts", "target", "up", "duration_s", "samples", "rejected_lines", "error"],
         )
+
+
+def _stored_samples(rows: GpuRows | None) -> int:
+    """Samples of one scrape that were stored: reported column values plus extra fields."""
+    if rows is None:
+        return 0
+    reported = sum(int(np.count_nonzero(~np.isnan(v))) for v in rows.columns.values())
+    return reported + len(rows.extra_row)
