@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from telemetry.queries import TimeRange, data_extent
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
@@ -77,6 +78,14 @@ def store(dev_store: Path) -> Iterator[Store]:
     s = Store(str(dev_store), read_only=True)
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def whole(store: Store) -> TimeRange:
+    """The dev-64 store's whole extent: first to last stored sample or metric."""
+    ext = data_extent(store)
+    assert ext is not None
+    return ext
 
 
 def collect_errors(page: Any) -> list[str]:

@@ -59,18 +59,8 @@ def test_scenarios_lists_the_three_with_descriptions() -> None:
 
 def test_replay_then_summary_json(tmp_path: Path) -> None:
     store = tmp_path / "s.duckdb"
-    r = cli(
-        "replay",
-        "--scenario",
-        "dev-64",
-        "--store",
-        str(store),
-        "--seed",
-        "3",
-        "--days",
-        "0.5",
-        "--no-progress",
-    )
+    args = ("replay", "--scenario", "dev-64", "--store", str(store), "--seed", "3", "--days", "0.5")
+    r = cli(*args, "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "GPU samples" in r.stdout
     out = json.loads(cli("summary", "--store", str(store), "--json", check=True).stdout)
@@ -95,18 +85,7 @@ def test_replay_then_summary_json(tmp_path: Path) -> None:
     assert sum(ints["by_component"].values()) == ints["unexpected"]
     assert 0.3 < run["mfu"] < 0.5 and 0.5 < run["ettr"] <= 1.0
     # Replaying the same run into the same store again is refused, not duplicated.
-    again = cli(
-        "replay",
-        "--scenario",
-        "dev-64",
-        "--store",
-        str(store),
-        "--seed",
-        "3",
-        "--days",
-        "0.5",
-        "--no-progress",
-    )
+    again = cli(*args, "--no-progress")
     assert again.returncode == 1 and "already in store" in again.stderr
 
 

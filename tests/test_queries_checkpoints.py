@@ -6,19 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from telemetry.queries import TimeRange, data_extent
+from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
 from telemetry.store import TIERS, Store
 from telemetry.summary import run_summary
 
 RUN = "dev-64-s1"
-
-
-@pytest.fixture(scope="module")
-def whole(store: Store) -> TimeRange:
-    tr = data_extent(store)
-    assert tr is not None
-    return tr
 
 
 def test_tier_stats_match_direct_sql(store: Store, whole: TimeRange) -> None:

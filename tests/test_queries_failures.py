@@ -18,13 +18,6 @@ from tests.conftest import build_store
 RUN = "dev-64-s1"
 
 
-@pytest.fixture(scope="module")
-def whole(store: Store) -> TimeRange:
-    ext = data_extent(store)
-    assert ext is not None
-    return ext
-
-
 def _last(whole: TimeRange, hours: float) -> TimeRange:
     return TimeRange(whole.end - timedelta(hours=hours), whole.end)
 
