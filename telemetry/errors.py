@@ -32,3 +32,12 @@ class UnknownScenarioError(FactoryFloorError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         super().__init__(f"unknown scenario {name!r}; known scenarios: {', '.join(known)}")
+
+
+class DuplicateBatchError(FactoryFloorError):
+    """A batch whose id is already stored: it was delivered before, so nothing is written."""
+
+    def __init__(self, batch_id: str, stored_at: object) -> None:
+        self.batch_id = batch_id
+        self.stored_at = stored_at
+        super().__init__(f"batch {batch_id} was already stored at {stored_at}")

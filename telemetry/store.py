@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import SAMPLE_COLUMNS, field_rows
-from telemetry.errors import StoreError, StoreLockedError
+from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
 
 SCHEMA_VERSION = "1"
 
@@ -89,6 +89,8 @@ CREATE TABLE IF NOT EXISTS targets (
   rejected_lines INTEGER, error VARCHAR);
 CREATE TABLE IF NOT EXISTS xid_events (
   ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
+CREATE TABLE IF NOT EXISTS ingest_batches (
+  batch_id VARCHAR PRIMARY KEY, ts TIMESTAMP, kind VARCHAR, rows BIGINT);
 """
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
@@ -229,8 +231,19 @@ class Store:
         """
         return self.append_many({table: data})
 
-    def append_many(self, batches: dict[str, pa.Table | pd.DataFrame]) -> int:
+    def append_many(
+        self,
+        batches: dict[str, pa.Table | pd.DataFrame],
+        batch_id: str | None = None,
+        kind: str = "",
+    ) -> int:
         """Append several tables' batches in one transaction (a replay tick, a scrape round).
+
+        With ``batch_id`` the batch is stored at most once: the id is recorded in
+        ``ingest_batches`` in the same transaction, and a batch whose id is already there raises
+        ``DuplicateBatchError`` and writes nothing (a sender retrying after a lost reply).
+        Rows for ``runs`` replace the stored row with the same ``run_id`` (a run's metadata and
+        end time change while it runs); every other table is append-only.
 
         GPU samples also get their per-(tick, node) partial sums computed from the batch while
         it is in memory (``node_tick``), which every rollup level is built from. A producer
@@ -243,15 +256,27 @@ class Store:
         with self._writing() as con:
             con.begin()
             try:
+                if batch_id is not None:
+                    seen = con.execute(
+                        "SELECT ts FROM ingest_batches WHERE batch_id = ?", [batch_id]
+                    ).fetchone()
+                    if seen is not None:
+                        raise DuplicateBatchError(batch_id, seen[0])
                 for table, data in batches.items():
                     n = data.num_rows if isinstance(data, pa.Table) else len(data)
                     if n:
                         con.register("_batch", data)
-                        con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
+                        verb = "INSERT OR REPLACE" if table == "runs" else "INSERT"
+                        con.execute(f"{verb} INTO {table} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
                             con.execute(_NODE_TICK_SQL)
                         con.unregister("_batch")
                         total += n
+                if batch_id is not None:
+                    con.execute(
+                        "INSERT INTO ingest_batches VALUES (?, current_timestamp::TIMESTAMP, ?, ?)",
+                        [batch_id, kind, total],
+                    )
                 con.commit()
             except BaseException:
                 con.rollback()
