@@ -179,11 +179,13 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         Input("run-select", "value"),
         Input("range-select", "value"),
         Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
-        Input("refresh", "n_intervals"),
         State("view", "data"),
         State("run-select", "options"),
     )
-    def _sync(fragment, run, preset, _relayouts, _n, view, options):  # type: ignore[no-untyped-def]
+    def _sync(fragment, run, preset, _relayouts, view, options):  # type: ignore[no-untyped-def]
+        # The live tick is not an input here: Dash drops the reply of a callback that is
+        # triggered again while in flight, so a tick landing during a range change would
+        # silently undo the user's choice. ``_runs_live`` feeds new runs in through the selector.
         frame = data.runs()
         runs = list(frame["run_id"])
         opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
@@ -192,11 +194,6 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         if trig == "url" or view is None:
             new = _view_from_url(fragment, runs)
             return new, no_update, new["run"], opts, new["range"]
-        if trig == "refresh":  # live: a new run may have appeared
-            if view.get("run") not in runs and runs:
-                new = dict(view, run=runs[-1])
-                return new, _url_from_view(new), new["run"], opts_out, no_update
-            return no_update, no_update, no_update, opts_out, no_update
         new = dict(view)
         if trig == "run-select":
             if run not in runs:  # a stale or cleared value: show the current run again
@@ -222,6 +219,27 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         if new == view:
             raise dash.exceptions.PreventUpdate
         return new, _url_from_view(new), new["run"], opts_out, new["range"]
+
+    @app.callback(
+        Output("run-select", "options", allow_duplicate=True),
+        Output("run-select", "value", allow_duplicate=True),
+        Input("refresh", "n_intervals"),
+        State("run-select", "value"),
+        State("run-select", "options"),
+        prevent_initial_call=True,
+    )
+    def _runs_live(_n, run, options):  # type: ignore[no-untyped-def]
+        """Live: list runs that appeared since the page loaded; when the shown run is gone (or
+        there was none yet), select the newest, which ``_sync`` then takes into the view."""
+        frame = data.runs()
+        runs = list(frame["run_id"])
+        opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
+        opts_out = opts if opts != options else no_update
+        if runs and run not in runs:
+            return opts_out, runs[-1]
+        if opts_out is no_update:
+            raise dash.exceptions.PreventUpdate
+        return opts_out, no_update
 
     @app.callback(
         [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")

@@ -114,3 +114,23 @@ def test_selecting_a_run_changes_what_the_charts_show(page: Page, two_run_server
     assert max(first) < "2026-01-06"
     expect(page.locator("#ov-step")).not_to_have_text("0")
     assert "run=dev-64-s1" in page.url
+
+
+def test_a_live_tick_during_a_range_change_keeps_the_range(page: Page, dev_server: Server) -> None:
+    """The 10 s live refresh firing while a range change is in flight must not undo it."""
+    from tests.ui.test_failures import TIMELINE_POINTS
+
+    page.clock.install()
+    page.goto(dev_server.url + "/failures")
+    page.wait_for_function(f"() => ({TIMELINE_POINTS})() === 10")
+    for _ in range(3):  # the tick lands at a slightly different moment of the round trip each time
+        page.locator("#range-select").click()
+        page.get_by_role("option", name="Last 6 h").click()
+        page.clock.run_for(10_001)
+        page.wait_for_function(f"() => ({TIMELINE_POINTS})() === 3")
+        expect(page).to_have_url(re.compile(r"range=6h"))
+        page.locator("#range-select").click()
+        page.get_by_role("option", name="Whole run").click()
+        page.clock.run_for(10_001)
+        page.wait_for_function(f"() => ({TIMELINE_POINTS})() === 10")
+        expect(page).to_have_url(re.compile(r"range=all"))
