@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import threading
-import time
 from datetime import datetime, timedelta
 from typing import NoReturn
 
@@ -23,6 +22,8 @@ from telemetry.errors import FactoryFloorError
 from telemetry.replay.scenarios import SCENARIOS, get_scenario
 
 DEFAULT_DEMO_STORE = "factoryfloor-demo.duckdb"
+_STATE = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+DEFAULT_SPOOL = os.path.join(_STATE, "factoryfloor", "spool")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="also replay SCENARIO live into the store from this process",
     )
     _live_args(v, prefill_h=0.0)
+    w = v.add_argument_group("ingest (this server owns the store and writes to it)")
+    w.add_argument(
+        "--accept-ingest",
+        action="store_true",
+        help="accept forwarded scrape rounds, training metrics and run events on /api/v1/",
+    )
+    w.add_argument(
+        "--scrape-config",
+        metavar="FILE",
+        help="scrape the dcgm-exporter targets in FILE from this process (see README)",
+    )
+    _token_arg(w)
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     d.add_argument("--store", default=DEFAULT_DEMO_STORE, help="store file, replaced on start")
@@ -131,7 +144,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Prometheus file_sd JSON/YAML, re-read when it changes",
     )
-    g.add_argument("--store", required=True, help="DuckDB store this process writes")
+    dest = g.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--store", help="DuckDB store this process writes (headless collection)")
+    dest.add_argument(
+        "--server",
+        metavar="URL",
+        help="forward rounds to `factoryfloor serve --accept-ingest` at URL, spooling on disk",
+    )
+    g.add_argument(
+        "--spool",
+        default=DEFAULT_SPOOL,
+        metavar="DIR",
+        help=f"--server: on-disk spool for undelivered rounds (default {DEFAULT_SPOOL})",
+    )
+    g.add_argument(
+        "--spool-max-mb",
+        type=_positive_float,
+        default=2048.0,
+        help="--server: spool size bound; when full new rounds are dropped with a warning",
+    )
+    _token_arg(g)
     g.add_argument(
         "--interval", type=_positive_float, default=15.0, help="seconds between rounds (default 15)"
     )
@@ -142,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-target timeout, seconds (default 5)",
     )
     g.add_argument("--once", action="store_true", help="one round, then exit")
+    _import_parser(sub)
     return p
 
 
@@ -205,6 +238,29 @@ def _serve_args(v: argparse.ArgumentParser) -> None:
         action="store_true",
         help="required to bind an address other than loopback",
     )
+
+
+def _token_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="shared secret for the ingest API (or set FACTORYFLOOR_TOKEN); never on the "
+        "command line, where `ps` shows it",
+    )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as fh:
+                tok = fh.read().strip()
+        except OSError as exc:
+            raise FactoryFloorError(f"--token-file {args.token_file}: {exc.strerror}") from None
+    else:
+        tok = os.environ.get("FACTORYFLOOR_TOKEN", "").strip()
+    if tok and (len(tok) < 16 or not tok.isprintable()):
+        raise FactoryFloorError("the token must be at least 16 printable characters")
+    return tok or None
 
 
 def _err(msg: str, code: int = 1) -> int:
@@ -396,20 +452,26 @@ def _serve(
     store_path: str,
     host: str,
     port: int,
-    replay_sc=None,
-    seed: int = 0,  # type: ignore[no-untyped-def]
+    replay_sc=None,  # type: ignore[no-untyped-def]
+    seed: int = 0,
     speed: float = 1.0,
     prefill_h: float = 0.0,
+    accept_ingest: bool = False,
+    scrape=None,  # type: ignore[no-untyped-def]
+    token: str | None = None,
 ) -> int:
     from app.main import create_app, run_server
+    from telemetry.collect.http_api import IngestService, make_blueprint
     from telemetry.replay.runner import replay
     from telemetry.store import open_store
 
     # Without a writer in this process the store is opened read-only, so other read-only
     # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
-    store = open_store(store_path, read_only=replay_sc is None)
+    writes = replay_sc is not None or accept_ingest or scrape is not None
+    store = open_store(store_path, read_only=not writes)
+    service = IngestService(store) if writes else None
     stop = threading.Event()
-    worker = None
+    workers = []
     if replay_sc is not None:
         sc = replay_sc.with_overrides(
             start=(datetime.utcnow() - timedelta(hours=prefill_h)).replace(second=0, microsecond=0)
@@ -426,9 +488,13 @@ def _serve(
             except Exception as exc:  # the server keeps serving what is stored
                 print(f"factoryfloor: replay stopped: {exc}", file=sys.stderr)
 
-        worker = threading.Thread(target=run, name="replay", daemon=True)
-        worker.start()
+        workers.append(threading.Thread(target=run, name="replay", daemon=True))
+    if scrape is not None:
+        workers.append(_scrape_thread(service, *scrape, stop))
     app = create_app(store)
+    app.server.register_blueprint(make_blueprint(service, token, accept=accept_ingest))
+    for w in workers:
+        w.start()
     print(f"Factory Floor dashboard on http://{host}:{port}/ (store {store_path})", file=sys.stderr)
     try:
         run_server(app, host, port)
@@ -436,21 +502,74 @@ def _serve(
         raise FactoryFloorError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     finally:
         stop.set()
-        if worker is not None:
-            worker.join(timeout=10)
+        for w in workers:
+            w.join(timeout=10)
         store.close()
     return 0
 
 
+def _log(line: str) -> None:
+    print(f"{datetime.utcnow():%H:%M:%S} {line}", file=sys.stderr, flush=True)
+
+
+def _round_line(rep) -> str:  # type: ignore[no-untyped-def]
+    return (
+        f"{rep.up}/{rep.targets} targets up, {rep.samples:,} GPU samples, "
+        f"{rep.xid_events} XID events, {rep.rejected_lines} rejected lines"
+    )
+
+
+def _scrape_thread(service, cfg, source, stop):  # type: ignore[no-untyped-def]
+    from telemetry.collect.daemon import run_rounds
+
+    def handle(ts: datetime, fetches: list) -> str:  # type: ignore[type-arg]
+        r = service.write_round(ts, fetches, cfg.interval_s)
+        return f"scrape: {r['up']}/{r['targets']} targets up, {r['samples']:,} GPU samples"
+
+    def run() -> None:
+        try:
+            run_rounds(source, handle, cfg.interval_s, cfg.timeout_s, stop, _log)
+        except Exception as exc:  # the server keeps serving what is stored
+            _log(f"factoryfloor: scrape loop stopped: {exc}")
+
+    return threading.Thread(target=run, name="scrape", daemon=True)
+
+
+def _scrape_config(path: str):  # type: ignore[no-untyped-def]
+    from telemetry.collect.daemon import TargetSource, load_scrape_config
+
+    try:
+        cfg = load_scrape_config(path)
+        return cfg, TargetSource(cfg.targets, cfg.files, _log)
+    except OSError as exc:
+        raise FactoryFloorError(f"--scrape-config {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise FactoryFloorError(f"--scrape-config: {exc}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _check_bind(args.host, args.allow_remote)
-    if args.replay is None and not os.path.exists(args.store):
+    writes = args.replay or args.accept_ingest or args.scrape_config
+    if not writes and not os.path.exists(args.store):
         raise FactoryFloorError(
             f"store {args.store} does not exist; create it with `factoryfloor replay` "
             "or pass --replay SCENARIO"
         )
+    scrape = _scrape_config(args.scrape_config) if args.scrape_config else None
+    token = _token(args)
     sc = get_scenario(args.replay) if args.replay else None
-    return _serve(args.store, args.host, args.port, sc, args.seed, args.speed, args.prefill_hours)
+    return _serve(
+        args.store,
+        args.host,
+        args.port,
+        sc,
+        args.seed,
+        args.speed,
+        args.prefill_hours,
+        accept_ingest=args.accept_ingest,
+        scrape=scrape,
+        token=token,
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -483,7 +602,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     for r in summary["runs"]:
         i = r["interruptions"]
         print(
-            f"{r['run_id']}: {r['gpus']:,} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
+            f"{r['run_id']}: {r['gpus'] or '?'} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
             f"MTBF {r['mtbf_hours']} h, MFU {r['mfu']}, {i['unexpected']} unexpected + "
             f"{i['planned']} planned interruptions, {r['lost_gpu_hours']:,.0f} GPU-h lost"
         )
@@ -491,47 +610,198 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from telemetry.collect.scrape import TargetsFile, normalise, scrape_round
-    from telemetry.collect.sink import StoreSink
-    from telemetry.store import open_store
+    from telemetry.collect.daemon import TargetSource, run_rounds
 
     if not args.target and not args.targets_file:
         raise FactoryFloorError("give at least one --target or a --targets-file")
     if args.timeout >= args.interval and not args.once:
         raise FactoryFloorError("--timeout must be shorter than --interval")
     try:
-        fixed = [normalise(t) for t in args.target]
-        tfile = TargetsFile(args.targets_file) if args.targets_file else None
-        if tfile is not None:
-            tfile.targets()  # a missing or malformed file is an error now, not later
-    except (OSError, ValueError) as exc:
+        source = TargetSource(args.target, [args.targets_file] if args.targets_file else [], _log)
+    except OSError as exc:
+        raise FactoryFloorError(f"{exc.filename}: {exc.strerror}") from None
+    except ValueError as exc:
         raise FactoryFloorError(str(exc)) from None
-    from telemetry.collect.scrape import Target
+    stop = threading.Event()
+    if args.server:
+        return _ingest_forward(args, source, stop)
+    from telemetry.collect.sink import StoreSink
+    from telemetry.store import open_store
 
     with open_store(args.store) as store:
-        sink = StoreSink(store, args.interval)
-        while True:
-            started = time.monotonic()
-            targets = [Target(u) for u in fixed]
-            if tfile is not None:
-                try:
-                    targets += tfile.targets()
-                except (OSError, ValueError) as exc:  # keep the last good list
-                    print(f"factoryfloor: targets file: {exc}", file=sys.stderr)
-                    targets += tfile.last_good
-            report = sink.write(datetime.utcnow(), scrape_round(targets, args.timeout))
-            print(
-                f"{report.ts:%H:%M:%S} {report.up}/{report.targets} targets up, "
-                f"{report.samples:,} GPU samples, {report.xid_events} XID events, "
-                f"{report.rejected_lines} rejected lines",
-                file=sys.stderr,
+        try:
+            sink = StoreSink(store, args.interval)
+        except ValueError as exc:
+            raise FactoryFloorError(str(exc)) from None
+        last = []
+
+        def handle(ts: datetime, fetches: list) -> str:  # type: ignore[type-arg]
+            rep = sink.write(ts, fetches)
+            last[:] = [rep]
+            return _round_line(rep)
+
+        run_rounds(source, handle, args.interval, args.timeout, stop, _log, once=args.once)
+        return 0 if not args.once or (last and last[0].up) else 1
+
+
+def _ingest_forward(args, source, stop) -> int:  # type: ignore[no-untyped-def]
+    from urllib.parse import urlsplit
+
+    from telemetry.collect.daemon import run_rounds
+    from telemetry.collect.forward import Forwarder
+    from telemetry.collect.spool import Spool
+
+    parts = urlsplit(args.server)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FactoryFloorError(f"--server {args.server!r} is not an http(s) URL")
+    spool = Spool(args.spool, int(args.spool_max_mb * 2**20))
+    fwd = Forwarder(args.server, spool, _token(args), timeout_s=max(5.0, args.interval), log=_log)
+    backlog = len(spool.pending())
+    if backlog:
+        _log(f"{backlog} spooled rounds from an earlier run in {spool.dir}; delivering them first")
+
+    def handle(ts: datetime, fetches: list) -> str:  # type: ignore[type-arg]
+        kept = fwd.submit(ts, fetches, args.interval)
+        up = sum(f.error is None for f in fetches)
+        queued = len(spool.pending())
+        state = "spooled" if kept else "DROPPED"
+        return f"round {ts.isoformat()} {state}: {up}/{len(fetches)} targets up, " + (
+            f"{queued} waiting for {args.server}" if queued else "delivered"
+        )
+
+    try:
+        if args.once:
+            run_rounds(source, handle, args.interval, args.timeout, stop, _log, once=True)
+            if fwd.drain():
+                _log(f"delivered to {args.server}")
+                return 0
+            _log(
+                f"server {args.server} did not take the round ({fwd.last_error}); "
+                f"{len(spool.pending())} rounds stay in {spool.dir} for the next run"
             )
-            if args.once:
-                return 0 if report.up else 1
-            time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
+            return 3
+        fwd.start()
+        run_rounds(source, handle, args.interval, args.timeout, stop, _log)
+        return 0
+    finally:
+        fwd.stop()
+        spool.close()
+
+
+_IMPORT_KINDS = ("train_metrics", "interruptions", "checkpoints", "runs")  # records.KINDS
+_LOG_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+IMPORT_CHUNK = 20_000  # records per transaction; fixed, so a re-import finds the same batch ids
+_SHOW_REJECTIONS = 5
+
+
+def _import_parser(sub) -> None:  # type: ignore[no-untyped-def]
+    i = sub.add_parser("import", help="import training metrics or run events from log files")
+    i.add_argument("--store", required=True, help="DuckDB store (created if missing)")
+    i.add_argument("--run", help="run id for records that name none (required for TensorBoard)")
+    i.add_argument(
+        "--kind",
+        choices=_IMPORT_KINDS,
+        default="train_metrics",
+        help="what the files hold (default train_metrics)",
+    )
+    i.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=".jsonl/.json, .csv, a TensorBoard events.out.tfevents.* file or a directory of them",
+    )
+
+
+def _log_format(path: str, args: argparse.Namespace) -> str:
+    name = os.path.basename(os.path.normpath(path))
+    if not os.path.exists(path):
+        raise FactoryFloorError(f"{path}: no such file or directory")
+    if os.path.isdir(path) or name.startswith("events.out.tfevents."):
+        if args.kind != "train_metrics":
+            raise FactoryFloorError(f"{path}: TensorBoard files hold train_metrics only")
+        if not args.run:
+            raise FactoryFloorError(f"{path}: TensorBoard files do not name their run; add --run")
+        return "tensorboard"
+    ext = os.path.splitext(name)[1].lower()
+    if ext not in _LOG_FORMATS:
+        raise FactoryFloorError(
+            f"{path}: unknown format {ext or '(no extension)'}; expected .jsonl, .json, .csv, or "
+            "a TensorBoard events.out.tfevents.* file or directory"
+        )
+    return _LOG_FORMATS[ext]
+
+
+def _read_log(path: str, fmt: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from telemetry.collect import importers
+
+    if fmt == "tensorboard":
+        return importers.read_tensorboard(path, args.run)
+    log = importers.read_jsonl(path) if fmt == "jsonl" else importers.read_csv(path)
+    for rec in log.records:
+        if args.run and isinstance(rec, dict) and rec.get("run") is None:
+            rec["run"] = args.run
+    return log
+
+
+def _log_digest(path: str, args: argparse.Namespace) -> str:
+    """Content hash of a log (and what it is imported as): the batch ids of its chunks."""
+    import hashlib
+
+    from telemetry.collect.importers import event_files
+
+    h = hashlib.sha256(f"{args.kind}\0{args.run}\0".encode())
+    for f in event_files(path) if os.path.isdir(path) else [path]:
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()[:32]
+
+
+def _import_log(store, log, args: argparse.Namespace) -> bool:  # type: ignore[no-untyped-def]
+    """Store one parsed log in chunks and print what happened; False if nothing was usable."""
+    from telemetry.collect.records import store_records
+
+    digest = _log_digest(log.path, args)
+    stored, duplicates = 0, 0
+    rejected = [f"{b.origin}: {b.reason}" for b in log.bad_lines]
+    ignored = dict(log.ignored_tags)
+    for start in range(0, len(log.records), IMPORT_CHUNK):
+        rep = store_records(
+            store,
+            args.kind,
+            log.records[start : start + IMPORT_CHUNK],
+            batch_id=f"import:{digest}:{start}",
+            source="import",
+        )
+        stored, duplicates = stored + rep.stored, duplicates + rep.duplicate
+        rejected += [f"{log.origins[start + r.index]}: {r.reason}" for r in rep.rejected]
+        for key, n in rep.ignored_fields.items():
+            ignored[key] = ignored.get(key, 0) + n
+    again = " (already imported: nothing written)" if duplicates else ""
+    print(f"{log.path}: {stored:,} {args.kind} records stored, {len(rejected):,} rejected{again}")
+    for line in rejected[:_SHOW_REJECTIONS]:
+        print(f"  rejected {line}")
+    if len(rejected) > _SHOW_REJECTIONS:
+        print(f"  ... and {len(rejected) - _SHOW_REJECTIONS:,} more rejected")
+    if ignored:
+        print("  ignored: " + ", ".join(f"{k} ({n:,})" for k, n in sorted(ignored.items())))
+    return bool(stored or duplicates)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from telemetry.store import open_store
+
+    # Every file is checked and parsed before the store is opened: a typo writes nothing.
+    logs = [_read_log(f, _log_format(f, args), args) for f in args.files]
+    with open_store(args.store) as store:
+        empty = [log.path for log in logs if not _import_log(store, log, args)]
+    if empty:
+        return _err(f"nothing stored from {', '.join(empty)}: no valid records")
+    return 0
 
 
 _COMMANDS = {
+    "import": cmd_import,
     "ingest": cmd_ingest,
     "scenarios": cmd_scenarios,
     "replay": cmd_replay,

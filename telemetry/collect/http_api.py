@@ -1,0 +1,238 @@
+"""The server's HTTP ingest API: forwarded scrape rounds, training metrics and run events.
+
+Mounted on the dashboard's Flask server by ``factoryfloor serve --accept-ingest`` (the process
+that owns the store). Endpoints (all JSON replies; errors are ``{"error": reason}`` with a 4xx
+or 5xx status):
+
+``POST /api/v1/scrape``
+    One scrape round from an ingest daemon (``telemetry.collect.wire``): gzip'd JSON with
+    ``Content-Type: application/vnd.factoryfloor.round+json``, ``Content-Encoding: gzip`` and
+    ``X-Batch-Id``. A batch id already stored is answered ``{"duplicate": true}`` and not
+    stored again.
+``POST /api/v1/metrics`` · ``/api/v1/interruptions`` · ``/api/v1/checkpoints`` · ``/api/v1/runs``
+    ``Content-Type: application/json``; a record object or a list of them (schemas in the
+    README). Valid records are stored, each rejected one is listed with its index and reason;
+    if none is valid the reply is 422. An optional ``X-Batch-Id`` makes a retry safe.
+``GET /api/v1/health``
+    Whether the store accepts writes, and the ingest counters.
+
+With a token configured every request needs ``Authorization: Bearer <token>`` (401 otherwise).
+Bodies must declare their length and stay under the endpoint's limit (411, 413).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import threading
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, Response, request
+from werkzeug.exceptions import HTTPException
+
+from telemetry.collect.scrape import Fetch
+from telemetry.collect.wire import CONTENT_TYPE, WireError, decode_round
+from telemetry.errors import DuplicateBatchError, StoreError
+from telemetry.store import Store
+
+MAX_ROUND_BODY = 512 * 1024 * 1024  # gzip'd; a 2,048-node round is ~15 MB
+MAX_JSON_BODY = 16 * 1024 * 1024
+_BATCH_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+RECORD_ENDPOINTS = {
+    "metrics": "train_metrics",
+    "interruptions": "interruptions",
+    "checkpoints": "checkpoints",
+    "runs": "runs",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class IngestService:
+    """Everything that writes into the server's store goes through here, one writer at a time:
+    forwarded rounds, the server's own scrape loop, and posted records."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._sink = None
+        self.counters = {"rounds": 0, "duplicates": 0, "records": 0, "rejected_records": 0}
+
+    def write_round(
+        self, ts: datetime, fetches: list[Fetch], interval_s: float, batch_id: str | None = None
+    ) -> dict[str, Any]:
+        from telemetry.collect.sink import StoreSink
+
+        with self._lock:
+            if batch_id is not None and self._seen(batch_id):
+                self.counters["duplicates"] += 1
+                return {"duplicate": True, "batch_id": batch_id}
+            if self._sink is None:
+                self._sink = StoreSink(self.store, interval_s)  # ValueError: a replay store
+            try:
+                rep = self._sink.write(ts, fetches, batch_id=batch_id)
+            except DuplicateBatchError:
+                self.counters["duplicates"] += 1
+                return {"duplicate": True, "batch_id": batch_id}
+            self.counters["rounds"] += 1
+            return {
+                "duplicate": False,
+                "batch_id": batch_id,
+                "targets": rep.targets,
+                "up": rep.up,
+                "samples": rep.samples,
+                "xid_events": rep.xid_events,
+                "rejected_lines": rep.rejected_lines,
+            }
+
+    def write_records(
+        self, kind: str, records: list[Any], batch_id: str | None = None
+    ) -> dict[str, Any]:
+        from telemetry.collect.records import store_records
+
+        with self._lock:
+            rep = store_records(self.store, kind, records, batch_id=batch_id, source="http")
+        self.counters["records"] += rep.stored
+        self.counters["rejected_records"] += len(rep.rejected)
+        return {
+            "stored": rep.stored,
+            "duplicate": rep.duplicate,
+            "rejected": [{"index": r.index, "reason": r.reason} for r in rep.rejected],
+        }
+
+    def _seen(self, batch_id: str) -> bool:
+        return bool(
+            self.store.scalar("SELECT count(*) FROM ingest_batches WHERE batch_id = ?", [batch_id])
+        )
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, default=str), status=status, mimetype="application/json")
+
+
+def _body(limit: int) -> bytes:
+    length = request.content_length
+    if length is None:
+        raise ApiError(411, "the request must declare its Content-Length")
+    if length > limit:
+        raise ApiError(413, f"body of {length:,} bytes is over this endpoint's {limit:,}")
+    data = request.get_data(cache=False)
+    if len(data) != length:
+        raise ApiError(400, f"body is {len(data):,} bytes, Content-Length said {length:,}")
+    return data
+
+
+def _batch_id(required: bool) -> str | None:
+    bid = request.headers.get("X-Batch-Id")
+    if bid is None:
+        if required:
+            raise ApiError(400, "X-Batch-Id header missing (it makes redelivery safe)")
+        return None
+    if not _BATCH_ID.match(bid):
+        raise ApiError(400, "X-Batch-Id must be 1-64 characters of A-Z a-z 0-9 . _ -")
+    return bid
+
+
+def _media_type() -> str:
+    return (request.content_type or "").split(";", 1)[0].strip().lower()
+
+
+def make_blueprint(
+    service: IngestService | None, token: str | None = None, accept: bool = True
+) -> Blueprint:
+    """The ingest API. Without ``accept`` (or a ``service``: the store is read-only in this
+    process) every write is answered 503 with how to enable ingest."""
+    bp = Blueprint("ingest_api", __name__, url_prefix="/api/v1")
+
+    @bp.before_request
+    def _auth() -> Response | None:
+        if token is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return _json(401, {"error": "missing or wrong token (Authorization: Bearer ...)"})
+        return None
+
+    @bp.errorhandler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return _json(exc.status, {"error": exc.reason})
+
+    @bp.errorhandler(Exception)
+    def _internal(exc: Exception) -> Response:  # a bug: say so in JSON, log the traceback
+        if isinstance(exc, HTTPException):  # Flask's own 404/405/413...
+            return _json(exc.code or 500, {"error": exc.description or exc.name})
+        logging.getLogger("factoryfloor.ingest").exception("ingest API error")
+        return _json(500, {"error": f"internal error ({type(exc).__name__}); see the server log"})
+
+    def _writable() -> IngestService:
+        if service is None or not accept:
+            raise ApiError(
+                503,
+                "this server opened its store read-only; start `factoryfloor serve` with "
+                "--accept-ingest to accept writes",
+            )
+        return service
+
+    @bp.get("/health")
+    def health() -> Response:
+        return _json(
+            200,
+            {
+                "ok": True,
+                "accepts_ingest": service is not None and accept,
+                **(service.counters if service is not None else {}),
+            },
+        )
+
+    @bp.post("/scrape")
+    def scrape() -> Response:
+        svc = _writable()
+        bid = _batch_id(required=True)
+        if _media_type() != CONTENT_TYPE:
+            raise ApiError(415, f"Content-Type must be {CONTENT_TYPE}")
+        if request.headers.get("Content-Encoding", "").lower() != "gzip":
+            raise ApiError(415, "Content-Encoding must be gzip")
+        try:
+            ts, interval, fetches = decode_round(_body(MAX_ROUND_BODY))
+        except WireError as exc:
+            raise ApiError(400, str(exc)) from None
+        try:
+            return _json(200, svc.write_round(ts, fetches, interval, bid))
+        except ValueError as exc:  # e.g. the store holds replayed data
+            raise ApiError(409, str(exc)) from None
+        except StoreError as exc:
+            raise ApiError(507, str(exc)) from None
+
+    def records(endpoint: str) -> Response:
+        svc = _writable()
+        bid = _batch_id(required=False)
+        if _media_type() != "application/json":
+            raise ApiError(415, "Content-Type must be application/json")
+        try:
+            doc = json.loads(_body(MAX_JSON_BODY))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ApiError(400, f"body is not JSON ({exc})") from None
+        items = doc if isinstance(doc, list) else [doc]
+        if not items:
+            raise ApiError(422, "no records in the body")
+        try:
+            rep = svc.write_records(RECORD_ENDPOINTS[endpoint], items, bid)
+        except StoreError as exc:
+            raise ApiError(507, str(exc)) from None
+        if not rep["duplicate"] and rep["stored"] == 0:
+            return _json(422, {"error": "no valid records", **rep})
+        return _json(200, rep)
+
+    for name in RECORD_ENDPOINTS:
+        bp.add_url_rule(
+            f"/{name}", f"post_{name}", lambda name=name: records(name), methods=["POST"]
+        )
+    return bp
