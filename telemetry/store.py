@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   bytes BIGINT, write_s DOUBLE, blocking_s DOUBLE, status VARCHAR);
 CREATE TABLE IF NOT EXISTS targets (
   ts TIMESTAMP, target VARCHAR, up BOOLEAN, duration_s DOUBLE, samples INTEGER,
-  rejected_lines INTEGER, error VARCHAR);
+  rejected_lines INTEGER, error VARCHAR, stale BOOLEAN);
 CREATE TABLE IF NOT EXISTS xid_events (
   ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
 CREATE TABLE IF NOT EXISTS ingest_batches (
@@ -154,6 +154,9 @@ class Store:
     def _init_schema(self) -> None:
         with self._write_lock:
             self._con.execute(SCHEMA)
+            # Stores created before target staleness was recorded get the column (appends are
+            # positional, so it must exist before the first round).
+            self._con.execute("ALTER TABLE targets ADD COLUMN IF NOT EXISTS stale BOOLEAN")
             if self._con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
                 self._con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
             self._con.execute(

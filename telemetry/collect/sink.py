@@ -5,23 +5,41 @@ GPUs are keyed by (host, gpu index, MIG instance); a GPU seen for the first time
 ``gpu_id`` (and its host the next ``node_id``). XIDs become events when the exporter's sticky
 last-XID gauge changes to a non-zero value, or when ``DCGM_EXP_XID_ERRORS_COUNT{xid=...}`` grows
 (a repeat of the same XID is invisible to the gauge but counted there).
+
+An extra field whose sample carries labels beyond the GPU key and attribution is stored under
+its series name, ``FIELD{label="value",...}`` (labels in exposition order, Prometheus escaping),
+so those labels survive (``xid``, ``err_code``, ``window_size_in_ms``, NVLink ``link``...).
+
+A target is stale when it answers but its last ``stale_after`` scrapes carried identical sample
+values (a hung DCGM behind a live exporter); ``targets.stale`` records it. Staleness is counted
+in memory: after a restart a target needs ``stale_after`` scrapes to be flagged again.
+
+State is committed only with the round: if the store append fails, the id maps are reloaded from
+the store and the XID and staleness state stay as they were before the round.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.exposition import GpuRows, gpu_rows, parse
+from telemetry.collect.exposition import ATTRIBUTION, GpuRows, LabelSet, Scrape, parse, round_rows
 from telemetry.collect.scrape import Fetch
 from telemetry.store import Store
 
 XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
+XID_WINDOW_S = 300.0  # dcgm-exporter's default window when a sample has no window_size_in_ms
+XID_STATE_HORIZON_S = 3600.0  # XID counts older than this are never compared against
+STALE_AFTER = 4  # identical scrapes in a row that make a target stale (exporters collect
+# every 30 s by default, so at a 15 s scrape interval two identical scrapes in a row are normal)
+
+GpuIdKey = tuple[str, int, str]  # (host, gpu index, MIG instance or "")
 
 
 @dataclass(frozen=True)
@@ -33,24 +51,26 @@ class RoundReport:
     extras: int
     xid_events: int
     rejected_lines: int
+    stale: int = 0  # targets up whose last ``stale_after`` scrapes were identical
+
+
+@dataclass
+class _XidState:
+    """Last XID gauge per gpu_id (NaN: never seen) and the XID counts per (gpu_id, xid) as
+    (count, ts seen) from each GPU's latest round."""
+
+    last: np.ndarray = field(default_factory=lambda: np.full(0, np.nan))
+    counts: dict[tuple[int, int], tuple[float, datetime]] = field(default_factory=dict)
 
 
 class StoreSink:
     """Owns the mapping from exporter identities to store ids for one store."""
 
-    def __init__(self, store: Store, interval_s: float) -> None:
+    def __init__(self, store: Store, interval_s: float, stale_after: int = STALE_AFTER) -> None:
+        if stale_after < 2:
+            raise ValueError("stale_after must be at least 2 scrapes")
         self.store = store
-        rows = store.rows("SELECT host, gpu, coalesce(mig_instance, ''), gpu_id FROM gpus")
-        self.gpu_ids = {(h, int(g), m): int(i) for h, g, m, i in rows}
-        self.node_ids = dict(store.rows("SELECT host, node_id FROM nodes"))
-        self.last_xid = {
-            int(g): float(x)
-            for g, x in store.rows(
-                """SELECT gpu_id, arg_max(xid_last, ts) FROM gpu_samples
-                   WHERE xid_last IS NOT NULL GROUP BY gpu_id"""
-            )
-        }
-        self.xid_counts: dict[tuple[int, int], float] = {}
+        self.stale_after = stale_after
         meta = store.meta()
         if meta.get("source") not in (None, "ingest"):
             raise ValueError(
@@ -59,192 +79,309 @@ class StoreSink:
         store.set_meta(
             {"source": "ingest", "simulated": "false", "sample_interval_s": str(interval_s)}
         )
+        self.gpu_ids: dict[GpuIdKey, int] = {}
+        self.node_ids: dict[str, int] = {}
+        self._load_ids()
+        self._xid = _XidState(last=self._load_last_xid())
+        self._xid_counts_loaded = False
+        self._seen: dict[str, tuple[int, int]] = {}  # target -> (values digest, unchanged rounds)
 
-    def write(self, ts: datetime, fetches: list[Fetch]) -> RoundReport:
-        """Parse every successful fetch and append the round in one transaction."""
-        parsed: list[tuple[Fetch, GpuRows | None, str | None, int]] = []
-        for f in fetches:
-            if f.text is None:
-                parsed.append((f, None, f.error, 0))
-                continue
-            scrape = parse(f.text)
-            rows = gpu_rows(scrape, host=f.target.host)
-            err = None if len(rows) else "no GPU samples in the scrape"
-            parsed.append((f, rows, err, len(scrape.errors)))
-        new_nodes, new_gpus = self._register([r for _, r, _, _ in parsed if r is not None])
-        samples, extras, xids = [], [], []
-        for _, rows, _, _ in parsed:
-            if rows is not None and len(rows):
-                s, e, x = self._frames(ts, rows)
-                samples.append(s)
-                extras.append(e)
-                xids.append(x)
+    # -- state from the store --------------------------------------------------------------
+    def _load_ids(self) -> None:
+        rows = self.store.rows("SELECT host, gpu, coalesce(mig_instance, ''), gpu_id FROM gpus")
+        self.gpu_ids = {(h, int(g), m): int(i) for h, g, m, i in rows}
+        self.node_ids = dict(self.store.rows("SELECT host, node_id FROM nodes"))
+
+    def _load_last_xid(self) -> np.ndarray:
+        last = np.full(max(self.gpu_ids.values(), default=-1) + 1, np.nan)
+        for g, x in self.store.rows(
+            """SELECT gpu_id, arg_max(xid_last, ts) FROM gpu_samples
+               WHERE xid_last IS NOT NULL GROUP BY gpu_id"""
+        ):
+            if 0 <= g < len(last):
+                last[g] = x
+        return last
+
+    def _load_xid_counts(self, now: datetime) -> dict[tuple[int, int], tuple[float, datetime]]:
+        """Each GPU's XID counts in its latest stored round within the horizon before ``now``
+        (counts older than that have left any exporter's window)."""
+        rows = self.store.rows(
+            """WITH recent AS (
+                 SELECT gpu_id, ts, field, value FROM gpu_samples_extra WHERE ts >= ?),
+               latest AS (SELECT gpu_id, max(ts) AS ts FROM recent GROUP BY gpu_id)
+               SELECT r.gpu_id, regexp_extract(r.field, '[{,]xid="([0-9]+)"', 1), r.value, r.ts
+               FROM recent r JOIN latest USING (gpu_id, ts)
+               WHERE starts_with(r.field, ?) AND r.value > 0""",
+            [now - timedelta(seconds=XID_STATE_HORIZON_S), XID_COUNT_FIELD + "{"],
+        )
+        return {(int(g), int(x)): (float(v), t) for g, x, v, t in rows if x}
+
+    # -- a round ---------------------------------------------------------------------------
+    def write(self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None) -> RoundReport:
+        """Parse every successful fetch and append the round in one transaction.
+
+        Raises what the store raises (``StoreError``...); the round is then not stored and the
+        sink's state is as before it, so the next round can be written."""
+        if not self._xid_counts_loaded:
+            self._xid.counts = self._load_xid_counts(ts)
+            self._xid_counts_loaded = True
+        up = [f for f in fetches if f.text is not None]
+        scrapes = [parse(f.text or "") for f in up]
+        rows = round_rows(scrapes, [f.target.host for f in up])
+        ids, new_keys, nodes, gpus = self._register(rows)
+        xid_state, xid_events = self._xids(ts, rows, ids)
+        seen = self._staleness(up, scrapes)
+        health = self._health(ts, fetches, scrapes, rows, seen)
         batch: dict[str, pa.Table | pd.DataFrame] = {}
-        if len(new_nodes):
-            batch["nodes"] = new_nodes
-        if len(new_gpus):
-            batch["gpus"] = new_gpus
-        if samples:
-            batch["gpu_samples"] = pa.concat_tables(samples)
-            batch["gpu_samples_extra"] = pd.concat(extras, ignore_index=True)
-            batch["xid_events"] = pd.concat(xids, ignore_index=True)
-        batch["targets"] = self._health(ts, parsed)
-        self.store.append_many(batch)
-        self.store.refresh_rollups()
-        n_samples = sum(t.num_rows for t in samples)
+        if nodes.num_rows:
+            batch["nodes"] = nodes
+        if gpus.num_rows:
+            batch["gpus"] = gpus
+        extras = _extras(ts, rows, ids)
+        if len(rows):
+            batch["gpu_samples"] = _samples(ts, rows, ids)
+            batch["gpu_samples_extra"] = extras
+            batch["xid_events"] = xid_events
+        batch["targets"] = health
+        try:
+            self.store.append_many(batch, batch_id=batch_id, kind="scrape")
+        except BaseException:
+            self._load_ids()  # new ids of this round were rolled back with it
+            raise
+        self.gpu_ids.update(new_keys)
+        self.node_ids.update(
+            zip(nodes["host"].to_pylist(), nodes["node_id"].to_pylist(), strict=True)
+        )
+        self._xid, self._seen = xid_state, seen
+        self.store.refresh_rollups(until=ts)
         return RoundReport(
             ts=ts,
             targets=len(fetches),
-            up=sum(1 for _, r, e, _ in parsed if e is None),
-            samples=n_samples,
-            extras=sum(len(e) for e in extras),
-            xid_events=sum(len(x) for x in xids),
-            rejected_lines=sum(p[3] for p in parsed),
+            up=int(health["up"].sum()),
+            samples=len(rows),
+            extras=extras.num_rows,
+            xid_events=len(xid_events),
+            rejected_lines=sum(len(s.errors) for s in scrapes),
+            stale=int(health["stale"].sum()),
         )
 
-    # -- pieces ---------------------------------------------------------------------------
-    def _register(self, all_rows: list[GpuRows]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        nodes, gpus = [], []
-        next_node = max(self.node_ids.values(), default=-1) + 1
-        next_gpu = max(self.gpu_ids.values(), default=-1) + 1
-        for rows in all_rows:
-            attr = rows.attribution
-            for i, host in enumerate(rows.host):
-                if host not in self.node_ids:
-                    self.node_ids[host] = next_node
-                    nodes.append({"node_id": next_node, "host": host, "rack": None, "role": "job"})
-                    next_node += 1
-                key = (host, int(rows.gpu[i]), attr["mig_instance"][i] or "")
-                if key in self.gpu_ids:
-                    continue
-                self.gpu_ids[key] = next_gpu
-                gpus.append(
-                    {
-                        "gpu_id": next_gpu,
-                        "node_id": self.node_ids[host],
-                        "host": host,
-                        "gpu": int(rows.gpu[i]),
-                        **{c: v[i] for c, v in attr.items()},
-                    }
-                )
-                next_gpu += 1
-        node_df = pd.DataFrame(nodes, columns=["node_id", "host", "rack", "role"])
-        gpu_cols = [
-            "gpu_id",
-            "node_id",
-            "host",
-            "gpu",
-            "uuid",
-            "model",
-            "pci_bus_id",
-            "device",
-            "driver_version",
-            "mig_profile",
-            "mig_instance",
-            "namespace",
-            "pod",
-            "container",
-            "hpc_job",
-        ]
-        gpu_df = pd.DataFrame(gpus, columns=gpu_cols)
-        return (
-            node_df.astype({"node_id": "int32"}),
-            gpu_df.astype({"gpu_id": "int32", "node_id": "int32", "gpu": "int16"}),
-        )
-
-    def _ids(self, rows: GpuRows) -> np.ndarray:
-        mig = rows.attribution["mig_instance"]
-        return np.array(
-            [
-                self.gpu_ids[(h, int(g), mig[i] or "")]
-                for i, (h, g) in enumerate(zip(rows.host, rows.gpu, strict=True))
-            ],
-            dtype=np.int32,
-        )
-
-    def _frames(self, ts: datetime, rows: GpuRows) -> tuple[pa.Table, pd.DataFrame, pd.DataFrame]:
-        ids = self._ids(rows)
-        n = len(ids)
-        cols: dict[str, pa.Array] = {
-            "ts": pa.array(np.full(n, np.datetime64(ts, "us")), pa.timestamp("us")),
-            "gpu_id": pa.array(ids),
-        }
-        for c in SAMPLE_COLUMNS:
-            t = pa.float64() if c.kind == "counter" else pa.float32()
-            cols[c.name] = pa.array(rows.columns[c.name], t, from_pandas=True)  # NaN -> null
-        samples = pa.table(cols)
-        ex = rows.extras_table()
-        extras = pd.DataFrame(
+    # -- pieces ----------------------------------------------------------------------------
+    def _register(
+        self, rows: GpuRows
+    ) -> tuple[np.ndarray, dict[GpuIdKey, int], pa.Table, pa.Table]:
+        """gpu_id per row, the new GPUs' keys -> ids, and the new nodes' and GPUs' rows."""
+        get = self.gpu_ids.get
+        mig = _blank(rows.attribution["mig_instance"])
+        keys = list(zip(rows.host, rows.gpu.tolist(), mig, strict=True))
+        ids = np.fromiter((get(k, -1) for k in keys), np.int64, len(keys))
+        new = np.flatnonzero(ids < 0)
+        first_gpu = max(self.gpu_ids.values(), default=-1) + 1
+        ids[new] = first_gpu + np.arange(len(new))
+        hosts = [rows.host[i] for i in new]
+        node_hosts = [h for h in dict.fromkeys(hosts) if h not in self.node_ids]
+        first_node = max(self.node_ids.values(), default=-1) + 1
+        node_of = {h: first_node + j for j, h in enumerate(node_hosts)}
+        node_of.update((h, self.node_ids[h]) for h in hosts if h in self.node_ids)
+        nodes = pa.table(
             {
-                "ts": pd.Timestamp(ts),
-                "gpu_id": ids[ex["row"].to_numpy()],
-                "field": ex["field"].to_pandas().astype(str),
-                "value": ex["value"].to_pandas(),
+                "node_id": pa.array(range(first_node, first_node + len(node_hosts)), pa.int32()),
+                "host": pa.array(node_hosts, pa.string()),
+                "rack": pa.nulls(len(node_hosts), pa.string()),
+                "role": pa.array(["job"] * len(node_hosts), pa.string()),
             }
         )
-        return samples, extras, self._xids(ts, rows, ids, ex)
-
-    def _xids(self, ts: datetime, rows: GpuRows, ids: np.ndarray, ex: pa.Table) -> pd.DataFrame:
-        events: dict[tuple[int, int], None] = {}
-        for i, x in enumerate(rows.columns["xid_last"]):
-            if np.isnan(x):
-                continue
-            gid = int(ids[i])
-            if x > 0 and self.last_xid.get(gid) != x:
-                events[(i, int(x))] = None
-            self.last_xid[gid] = float(x)
-        fields = ex["field"].to_pylist()
-        for j, f in enumerate(fields):
-            value = ex["value"][j].as_py()
-            if f != XID_COUNT_FIELD or value is None:
-                continue
-            code = dict(ex["labels"][j].as_py() or []).get("xid", "")
-            if not code.isdigit():
-                continue
-            row = int(ex["row"][j].as_py())
-            key = (int(ids[row]), int(code))
-            if value > self.xid_counts.get(key, 0.0):  # a new XID within the exporter's window
-                events.setdefault((row, int(code)), None)
-            self.xid_counts[key] = float(value)
-        return pd.DataFrame(
-            [
-                {
-                    "ts": pd.Timestamp(ts),
-                    "host": rows.host[i],
-                    "gpu": int(rows.gpu[i]),
-                    "xid": x,
-                    "run_id": None,
-                    "source": "dcgm-exporter",
-                }
-                for i, x in events
-            ],
-            columns=["ts", "host", "gpu", "xid", "run_id", "source"],
-        ).astype({"gpu": "int16", "xid": "int16"})
-
-    @staticmethod
-    def _health(
-        ts: datetime, parsed: list[tuple[Fetch, GpuRows | None, str | None, int]]
-    ) -> pd.DataFrame:
-        return pd.DataFrame(
-            [
-                {
-                    "ts": pd.Timestamp(ts),
-                    "target": f.target.url,
-                    "up": err is None,
-                    "duration_s": f.duration_s,
-                    "samples": _stored_samples(rows),
-                    "rejected_lines": rejected,
-                    "error": err,
-                }
-                for f, rows, err, rejected in parsed
-            ],
-            columns=["ts", "target", "up", "duration_s", "samples", "rejected_lines", "error"],
+        take = pa.array(new, pa.int64())
+        gpus = pa.table(
+            {
+                "gpu_id": pa.array(ids[new], pa.int32()),
+                "node_id": pa.array([node_of[h] for h in hosts], pa.int32()),
+                "host": pa.array(hosts, pa.string()),
+                "gpu": pa.array(rows.gpu[new], pa.int16()),
+                **{
+                    c: pa.array(rows.attribution[c], pa.string()).take(take)
+                    for c in ATTRIBUTION.values()
+                },
+            }
         )
+        new_keys = {keys[i]: int(ids[i]) for i in new}
+        return ids.astype(np.int32), new_keys, nodes, gpus
+
+    def _xids(self, ts: datetime, rows: GpuRows, ids: np.ndarray) -> tuple[_XidState, pd.DataFrame]:
+        """The XID state after this round and its new XID events."""
+        events: dict[tuple[int, int], None] = {}
+        gauge = rows.columns["xid_last"]
+        last = self._xid.last
+        if len(ids) and ids.max() >= len(last):
+            last = np.concatenate([last, np.full(int(ids.max()) + 1 - len(last), np.nan)])
+        else:
+            last = last.copy()
+        seen = ~np.isnan(gauge)
+        prev = last[ids]
+        for i in np.flatnonzero(seen & (gauge > 0) & (gauge != prev)):  # NaN prev: never seen
+            events[(int(i), int(gauge[i]))] = None
+        last[ids[seen]] = gauge[seen]
+        counts = self._xid_counts(ts, rows, ids, events)
+        frame = pd.DataFrame(
+            {
+                "ts": pd.Series([pd.Timestamp(ts)] * len(events), dtype="datetime64[us]"),
+                "host": [rows.host[i] for i, _ in events],
+                "gpu": pd.Series([int(rows.gpu[i]) for i, _ in events], dtype="int16"),
+                "xid": pd.Series([x for _, x in events], dtype="int16"),
+                "run_id": pd.Series([None] * len(events), dtype="object"),
+                "source": ["dcgm-exporter"] * len(events),
+            }
+        )
+        return _XidState(last, counts), frame
+
+    def _xid_counts(
+        self,
+        ts: datetime,
+        rows: GpuRows,
+        ids: np.ndarray,
+        events: dict[tuple[int, int], None],
+    ) -> dict[tuple[int, int], tuple[float, datetime]]:
+        """The counts after this round; adds an event per count that grew. A GPU that reported
+        this round keeps only the counts it reported (an XID that left the window is gone, so
+        its next occurrence counts from zero again); a remembered count older than its window
+        is compared as zero."""
+        reported = set(ids.tolist())
+        counts = {k: v for k, v in self._xid.counts.items() if k[0] not in reported}
+        if XID_COUNT_FIELD not in rows.extra_fields:
+            return counts
+        fid = rows.extra_fields.index(XID_COUNT_FIELD)
+        hits = (rows.extra_field_id == fid) & (rows.extra_value > 0)  # NaN: not a count
+        for j in np.flatnonzero(hits):  # only rows with an XID in the window: few
+            labels = dict(rows.extra_label_sets[rows.extra_label_id[j]])
+            code = labels.get("xid", "")
+            if not (code.isascii() and code.isdigit()):
+                continue
+            row, value = int(rows.extra_row[j]), float(rows.extra_value[j])
+            key = (int(ids[row]), int(code))
+            before, when = self._xid.counts.get(key, (0.0, ts))
+            if (ts - when).total_seconds() > _window_s(labels):
+                before = 0.0
+            if value > before:  # a new XID within the exporter's window
+                events.setdefault((row, int(code)), None)
+            counts[key] = (value, ts)
+        return counts
+
+    def _staleness(self, up: list[Fetch], scrapes: list[Scrape]) -> dict[str, tuple[int, int]]:
+        """Per answering target: a digest of its sample values and for how many rounds in a
+        row it has not changed (targets that did not answer start over)."""
+        seen: dict[str, tuple[int, int]] = {}
+        for f, s in zip(up, scrapes, strict=True):
+            digest = hash(s.values.tobytes())
+            before = self._seen.get(f.target.url)
+            unchanged = before[1] + 1 if before and before[0] == digest and len(s) else 0
+            seen[f.target.url] = (digest, unchanged)
+        return seen
+
+    def _health(
+        self,
+        ts: datetime,
+        fetches: list[Fetch],
+        scrapes: list[Scrape],
+        rows: GpuRows,
+        seen: dict[str, tuple[int, int]],
+    ) -> pd.DataFrame:
+        stored = _stored_per_scrape(rows, len(scrapes))
+        keyed = _keyed_per_scrape(rows, scrapes)
+        records = []
+        k = 0
+        for f in fetches:
+            samples, rejected, err, stale = 0, 0, f.error, False
+            if f.text is not None:
+                samples, rejected = int(stored[k]), len(scrapes[k].errors)
+                err = None if keyed[k] else "no GPU samples in the scrape"
+                stale = err is None and seen[f.target.url][1] + 1 >= self.stale_after
+                k += 1
+            records.append((f.target.url, err is None, f.duration_s, samples, rejected, err, stale))
+        df = pd.DataFrame(
+            records,
+            columns=["target", "up", "duration_s", "samples", "rejected_lines", "error", "stale"],
+        )
+        df.insert(0, "ts", pd.Series([pd.Timestamp(ts)] * len(df), dtype="datetime64[us]"))
+        return df.astype({"up": bool, "stale": bool, "samples": "int32", "rejected_lines": "int32"})
 
 
-def _stored_samples(rows: GpuRows | None) -> int:
-    """Samples of one scrape that were stored: reported column values plus extra fields."""
-    if rows is None:
-        return 0
-    reported = sum(int(np.count_nonzero(~np.isnan(v))) for v in rows.columns.values())
-    return reported + len(rows.extra_row)
+def _blank(values: Sequence[str | None]) -> list[str]:
+    return [v or "" for v in values]
+
+
+def _window_s(labels: dict[str, str]) -> float:
+    ms = labels.get("window_size_in_ms", "")
+    return int(ms) / 1000.0 if ms.isascii() and ms.isdigit() else XID_WINDOW_S
+
+
+def _samples(ts: datetime, rows: GpuRows, ids: np.ndarray) -> pa.Table:
+    n = len(ids)
+    cols: dict[str, pa.Array] = {
+        "ts": pa.array(np.full(n, np.datetime64(ts, "us"))),
+        "gpu_id": pa.array(ids, pa.int32()),
+    }
+    for c in SAMPLE_COLUMNS:
+        t = pa.float64() if c.kind == "counter" else pa.float32()
+        cols[c.name] = pa.array(rows.columns[c.name], t, from_pandas=True)  # NaN -> null
+    return pa.table(cols)
+
+
+def _extras(ts: datetime, rows: GpuRows, ids: np.ndarray) -> pa.Table:
+    """ts, gpu_id, field (the series name when the sample has labels of its own), value."""
+    n = len(rows.extra_row)
+    return pa.table(
+        {
+            "ts": pa.array(np.full(n, np.datetime64(ts, "us"))),
+            "gpu_id": pa.array(ids[rows.extra_row] if len(ids) else np.empty(0, np.int32)),
+            "field": _series_names(rows),
+            "value": pa.array(rows.extra_value, pa.float64(), from_pandas=True),
+        }
+    )
+
+
+def _series_names(rows: GpuRows) -> pa.DictionaryArray:
+    """Each extra's field, with ``{labels}`` appended when it has labels beyond key and
+    attribution; dictionary-encoded (a round has a few dozen distinct names)."""
+    names = list(rows.extra_fields)
+    codes = rows.extra_field_id.astype(np.int32)
+    labelled = np.flatnonzero(rows.extra_label_id)
+    if len(labelled):
+        combo = rows.extra_field_id[labelled].astype(np.int64) * len(rows.extra_label_sets)
+        combo += rows.extra_label_id[labelled]
+        uniq, inverse = np.unique(combo, return_inverse=True)
+        n_sets = len(rows.extra_label_sets)
+        names += [
+            f"{rows.extra_fields[u // n_sets]}{_block(rows.extra_label_sets[u % n_sets])}"
+            for u in uniq.tolist()
+        ]
+        codes = codes.copy()
+        codes[labelled] = len(rows.extra_fields) + inverse.astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names))
+
+
+def _block(labels: LabelSet) -> str:
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels) + "}"
+
+
+def _stored_per_scrape(rows: GpuRows, n_scrapes: int) -> np.ndarray:
+    """Samples stored per scrape: reported column values plus extra fields of the rows it
+    brought (a GPU row belongs to the first scrape that reported it)."""
+    if not len(rows):
+        return np.zeros(n_scrapes, np.int64)
+    reported = np.zeros(len(rows), np.int64)
+    for v in rows.columns.values():
+        reported += ~np.isnan(v)
+    reported += np.bincount(rows.extra_row, minlength=len(rows))
+    return np.bincount(rows.scrape, weights=reported, minlength=n_scrapes).astype(np.int64)
+
+
+def _keyed_per_scrape(rows: GpuRows, scrapes: list[Scrape]) -> np.ndarray:
+    """Samples with a GPU key per scrape (``unkeyed`` indexes the round's samples in order)."""
+    sizes = np.array([len(s) for s in scrapes], np.int64)
+    starts = np.cumsum(sizes) - sizes
+    unkeyed = np.bincount(
+        np.searchsorted(starts, rows.unkeyed, side="right") - 1, minlength=len(scrapes)
+    )
+    return sizes - unkeyed[: len(scrapes)]

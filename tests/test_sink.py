@@ -1,0 +1,145 @@
+"""The store sink on its own: fixture scrapes as fetches, a real store file per test.
+
+HTTP is covered in test_ingest.py; here the rounds are built from checked-in exporter text so a
+test controls exactly what each round carries.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.sink import StoreSink
+from telemetry.store import Store
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "sample_data" / "dcgm"
+T0 = datetime(2026, 3, 1, 12, 0, 0)
+XID_TEXT = (FIXTURES / "xid.txt").read_text()
+XID_COUNT_LABELLED = re.compile(r"^DCGM_EXP_XID_ERRORS_COUNT\{[^\n]*xid=\"[0-9]+\"\} .*\n", re.M)
+
+
+def fetch(text: str | None, url: str = "http://node-a:9400/metrics") -> Fetch:
+    return Fetch(Target(url), text, None if text is not None else "refused", 0.01)
+
+
+def at(round_no: int) -> datetime:
+    return T0 + timedelta(seconds=15 * round_no)
+
+
+def default_text(host: str) -> str:
+    return re.sub("dgx-h100-017", host, (FIXTURES / "default_h100.txt").read_text())
+
+
+def test_failed_append_rolls_back_the_rounds_new_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round whose append fails registers nothing; the next rounds store consistent ids."""
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        real = store.append_many
+
+        def broken(batches: dict[str, Any], **kw: Any) -> int:
+            # targets is appended last: nodes, gpus and samples are in when it fails.
+            bad = dict(batches, targets=batches["targets"].assign(surplus=1))
+            return real(bad, **kw)
+
+        monkeypatch.setattr(store, "append_many", broken)
+        with pytest.raises(duckdb.Error):
+            sink.write(at(0), [fetch(default_text("node-a"))])
+        assert store.scalar("SELECT count(*) FROM gpus") == 0  # rolled back whole
+        monkeypatch.setattr(store, "append_many", real)
+        sink.write(at(1), [fetch(default_text("node-b"), "http://node-b:9400/metrics")])
+        report = sink.write(
+            at(2),
+            [fetch(default_text("node-a")), fetch(default_text("node-b"), "http://b/metrics")],
+        )
+        assert report.samples == 16
+        gpus = store.df("SELECT gpu_id, node_id, host FROM gpus ORDER BY gpu_id")
+        assert gpus["gpu_id"].tolist() == list(range(16))
+        assert gpus.groupby("host")["node_id"].nunique().eq(1).all()
+        assert store.scalar("SELECT count(DISTINCT node_id) FROM nodes") == 2
+        orphans = """SELECT count(*) FROM gpu_samples s LEFT JOIN gpus g USING (gpu_id)
+                     WHERE g.host IS NULL"""
+        assert store.scalar(orphans) == 0
+        assert store.scalar("SELECT count(*) FROM gpu_samples") == 8 + 16
+
+
+def test_xid_counts_survive_a_restart(tmp_path: Path) -> None:
+    """Two sinks in sequence over one store file (a daemon restarted): the same XID count seen
+    again is not a new event."""
+    path = str(tmp_path / "s.duckdb")
+    with Store(path) as store:
+        assert StoreSink(store, 15.0).write(at(0), [fetch(XID_TEXT)]).xid_events == 3
+    with Store(path) as store:
+        again = StoreSink(store, 15.0).write(at(1), [fetch(XID_TEXT)])
+        assert again.xid_events == 0
+        assert store.scalar("SELECT count(*) FROM xid_events") == 3
+        # the count's labels are kept in the stored series name
+        names = [f for (f,) in store.rows("SELECT DISTINCT field FROM gpu_samples_extra")]
+        assert any(f.startswith("DCGM_EXP_XID_ERRORS_COUNT{") and 'xid="79"' in f for f in names)
+
+
+def test_an_xid_that_left_the_window_and_recurs_is_a_new_event(tmp_path: Path) -> None:
+    without = XID_COUNT_LABELLED.sub("", XID_TEXT)
+    assert 'xid="' not in without
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        assert sink.write(at(0), [fetch(XID_TEXT)]).xid_events == 3
+        assert sink.write(at(1), [fetch(without)]).xid_events == 0  # the window emptied
+        # The same XIDs counted again: new occurrences (the sticky gauge did not change).
+        assert sink.write(at(2), [fetch(XID_TEXT)]).xid_events == 3
+
+
+def test_a_count_older_than_its_window_is_not_compared(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.duckdb")
+    with Store(path) as store:
+        StoreSink(store, 15.0).write(at(0), [fetch(XID_TEXT)])
+    with Store(path) as store:  # back after 10 minutes: the 5-minute window has turned over
+        report = StoreSink(store, 15.0).write(at(40), [fetch(XID_TEXT)])
+        assert report.xid_events == 3
+
+
+def test_a_target_whose_values_do_not_change_is_stale(tmp_path: Path) -> None:
+    other = default_text("dgx-h100-017").rstrip("\n") + "1\n"  # one counter moved on
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0, stale_after=4)
+        same = default_text("dgx-h100-017")
+        stale = [sink.write(at(i), [fetch(same)]).stale for i in range(5)]
+        assert stale == [0, 0, 0, 1, 1]  # four identical scrapes in a row
+        assert sink.write(at(5), [fetch(other)]).stale == 0
+        assert sink.write(at(6), [fetch(None)]).up == 0  # down is down, not stale
+        assert [sink.write(at(7 + i), [fetch(other)]).stale for i in range(4)] == [0, 0, 0, 1]
+        flags = [s for (s,) in store.rows("SELECT stale FROM targets ORDER BY ts")]
+        assert flags == [False] * 3 + [True] * 2 + [False] * 5 + [True]
+    with pytest.raises(ValueError, match="stale_after"):
+        StoreSink(Store(str(tmp_path / "t.duckdb")), 15.0, stale_after=1)
+
+
+def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        report = StoreSink(store, 15.0).write(
+            at(0),
+            [
+                fetch(default_text("node-a")),
+                fetch(None, "http://dead:9400/metrics"),
+                fetch("exporter_up 1\n", "http://empty:9400/metrics"),
+                fetch(default_text("node-b"), "http://node-b:9400/metrics"),
+            ],
+        )
+        assert (report.targets, report.up, report.samples) == (4, 2, 16)
+        health = store.df("SELECT target, up, samples, error, stale FROM targets ORDER BY target")
+        by = health.set_index("target")
+        assert by.loc["http://dead:9400/metrics", "error"] == "refused"
+        assert by.loc["http://empty:9400/metrics", "error"] == "no GPU samples in the scrape"
+        assert (
+            by.loc["http://node-a:9400/metrics", "samples"]
+            == by.loc["http://node-b:9400/metrics", "samples"]
+        )
+        assert not health["stale"].any()
