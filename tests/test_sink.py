@@ -16,6 +16,7 @@ import pytest
 
 from telemetry.collect.scrape import Fetch, Target
 from telemetry.collect.sink import StoreSink
+from telemetry.errors import DuplicateBatchError
 from telemetry.store import Store
 from tests.conftest import ROOT
 
@@ -143,3 +144,14 @@ def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:
             == by.loc["http://node-b:9400/metrics", "samples"]
         )
         assert not health["stale"].any()
+
+
+def test_a_duplicate_batch_id_writes_nothing_and_changes_no_state(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        sink.write(at(0), [fetch(XID_TEXT)], batch_id="round-0")
+        with pytest.raises(DuplicateBatchError):
+            sink.write(at(0), [fetch(XID_TEXT), fetch(default_text("node-b"))], batch_id="round-0")
+        report = sink.write(at(1), [fetch(XID_TEXT), fetch(default_text("node-b"))])
+        assert report.xid_events == 0 and report.samples == 16
+        assert store.df("SELECT gpu_id FROM gpus ORDER BY 1")["gpu_id"].tolist() == list(range(16))

@@ -120,8 +120,9 @@ class StoreSink:
     def write(self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None) -> RoundReport:
         """Parse every successful fetch and append the round in one transaction.
 
-        Raises what the store raises (``StoreError``...); the round is then not stored and the
-        sink's state is as before it, so the next round can be written."""
+        With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
+        the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
+        stored and the sink's state is as before it, so the next round can be written."""
         if not self._xid_counts_loaded:
             self._xid.counts = self._load_xid_counts(ts)
             self._xid_counts_loaded = True
