@@ -601,8 +601,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         return 0
     for r in summary["runs"]:
         i = r["interruptions"]
+        gpus = "?" if r["gpus"] is None else f"{r['gpus']:,}"  # an ingested run may not say
         print(
-            f"{r['run_id']}: {r['gpus'] or '?'} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
+            f"{r['run_id']}: {gpus} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
             f"MTBF {r['mtbf_hours']} h, MFU {r['mfu']}, {i['unexpected']} unexpected + "
             f"{i['planned']} planned interruptions, {r['lost_gpu_hours']:,.0f} GPU-h lost"
         )
@@ -663,11 +664,11 @@ def _ingest_forward(args, source, stop) -> int:  # type: ignore[no-untyped-def]
     def handle(ts: datetime, fetches: list) -> str:  # type: ignore[type-arg]
         kept = fwd.submit(ts, fetches, args.interval)
         up = sum(f.error is None for f in fetches)
-        queued = len(spool.pending())
-        state = "spooled" if kept else "DROPPED"
-        return f"round {ts.isoformat()} {state}: {up}/{len(fetches)} targets up, " + (
-            f"{queued} waiting for {args.server}" if queued else "delivered"
-        )
+        line = f"round {ts.isoformat()} {'spooled' if kept else 'DROPPED'}: {up}/{len(fetches)} "
+        line += f"targets up; {fwd.delivered} rounds delivered"
+        if fwd.failing_since is not None:
+            line += f", {len(spool.pending())} waiting (server: {fwd.last_error})"
+        return line
 
     try:
         if args.once:
