@@ -6,13 +6,15 @@ to install (under CI=true and everywhere else).
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SHOTS = ROOT / "screenshots"  # pytest-playwright empties test-results/ at each session start
+DCGM_FIXTURES = ROOT / "sample_data" / "dcgm"
 
 
 def free_port() -> int:
@@ -141,6 +144,59 @@ def dev_server(dev_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     server = start_server(["serve", "--store", str(dev_store)], log)
     yield server
     server.stop()
+
+
+class ExporterHandler(http.server.BaseHTTPRequestHandler):
+    """dcgm-exporter fixture text over real HTTP: ``/<fixture>/metrics`` for every file in
+    ``sample_data/dcgm``, ``/slow`` (answers after 3 s), ``/error`` (HTTP 500), ``/truncated``
+    (a body shorter than its Content-Length), and any route a test adds to ``routes`` (a text,
+    or a callable giving the text of each request)."""
+
+    routes: dict[str, str | Callable[[], str]] = {}
+
+    def log_message(self, *_args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        path = self.path
+        if path == "/slow/metrics":
+            time.sleep(3)
+        if path == "/error/metrics":
+            self.send_error(500, "exporter crashed")
+            return
+        route = self.routes.get(path, "")
+        body = (route() if callable(route) else route).encode()
+        if path == "/truncated/metrics":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + 5000))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if not body:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="session")
+def exporter() -> Iterator[str]:
+    """The base URL of an ``ExporterHandler`` server on 127.0.0.1."""
+    routes: dict[str, str | Callable[[], str]] = {
+        f"/{p.stem}/metrics": p.read_text() for p in DCGM_FIXTURES.glob("*.txt")
+    }
+    default = (DCGM_FIXTURES / "default_h100.txt").read_text()
+    routes["/truncated/metrics"] = routes["/slow/metrics"] = default
+    ExporterHandler.routes = routes
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ExporterHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
 
 
 @pytest.fixture(scope="session")

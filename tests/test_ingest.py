@@ -1,12 +1,10 @@
-"""The ingest daemon against real HTTP endpoints on 127.0.0.1 serving dcgm-exporter text."""
+"""The ingest daemon against real HTTP endpoints on 127.0.0.1 serving dcgm-exporter text
+(``exporter``: conftest's fixture server)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -16,52 +14,8 @@ from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
 from telemetry.collect.sink import StoreSink
 from telemetry.store import Store
+from tests.conftest import DCGM_FIXTURES as FIXTURES
 from tests.conftest import ROOT, cli
-
-FIXTURES = ROOT / "sample_data" / "dcgm"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    routes: dict[str, str] = {}
-
-    def log_message(self, *_args: object) -> None:  # keep test output quiet
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        path = self.path
-        if path == "/slow/metrics":
-            time.sleep(3)
-        if path == "/error/metrics":
-            self.send_error(500, "exporter crashed")
-            return
-        body = self.routes.get(path, "").encode()
-        if path == "/truncated/metrics":
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body) + 5000))
-            self.end_headers()
-            self.wfile.write(body[: len(body) // 2])
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        if not body:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@pytest.fixture(scope="module")
-def exporter() -> Iterator[str]:
-    _Handler.routes = {f"/{p.stem}/metrics": p.read_text() for p in FIXTURES.glob("*.txt")}
-    _Handler.routes["/truncated/metrics"] = (FIXTURES / "default_h100.txt").read_text()
-    _Handler.routes["/slow/metrics"] = (FIXTURES / "default_h100.txt").read_text()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
 
 
 def _round(
