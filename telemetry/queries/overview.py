@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
+from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
 
@@ -28,18 +29,33 @@ def _tier_intervals(policy_json: str | None) -> dict[str, float]:
     return {k: v for k, v in {"nvme": nvme, "pfs": pfs, "object": obj}.items() if v > 0}
 
 
-def active_alerts(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+def active_alerts(
+    store: Store, run_id: str | None, tr: TimeRange, targets_at: datetime | None = None
+) -> pd.DataFrame:
     """Alerts at ``tr.end``: hot GPUs, low utilization while training, silent GPUs, XIDs in
-    the last 24 h, overdue checkpoint tiers, loss spikes in the last hour, job not training."""
+    the last 24 h, scrape targets down or stale (at ``targets_at``, default ``tr.end``), and
+    for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training."""
     now = tr.end
     rows: list[tuple[str, str, str]] = []
     last = store.scalar("SELECT max(ts) FROM gpu_samples WHERE ts <= ?", [now])
-    training = store.scalar(
+    training = run_id is not None and store.scalar(
         "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, now - timedelta(minutes=10), now],
     )
     if last is not None:
         rows += _gpu_alerts(store, last, bool(training))
+    rows += _xid_alerts(store, now)
+    rows += target_alerts(store, targets_at or now)
+    if run_id is not None:  # an ingest store may hold GPU telemetry without a training run
+        rows += _run_alerts(store, run_id, tr, bool(training))
+    return _ordered(rows)
+
+
+def _run_alerts(
+    store: Store, run_id: str, tr: TimeRange, training: bool
+) -> list[tuple[str, str, str]]:
+    now = tr.end
+    rows = []
     if not training:
         rows.append(
             (
@@ -48,13 +64,6 @@ def active_alerts(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
                 "no training step logged in the last 10 minutes of the range",
             )
         )
-    xids = store.df(
-        """SELECT xid, count(*) AS n, string_agg(DISTINCT host, ', ') AS hosts FROM xid_events
-           WHERE ts BETWEEN ? AND ? GROUP BY xid ORDER BY n DESC""",
-        [now - timedelta(hours=24), now],
-    )
-    for x in xids.itertuples():
-        rows.append(("warning", f"XID {x.xid} seen", f"{x.n}× in the last 24 h on {x.hosts}"))
     rows += _checkpoint_alerts(store, run_id, now)
     hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
     for sp in loss_spikes(store, run_id, hour).itertuples():
@@ -65,11 +74,27 @@ def active_alerts(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
                 f"step {sp.step:,}: {sp.loss:.3f} vs {sp.baseline:.3f} (+{sp.jump_pct:.0f} %)",
             )
         )
+    return rows
+
+
+def _ordered(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
     order = {"critical": 0, "warning": 1, "info": 2}
     df = pd.DataFrame(rows, columns=["severity", "alert", "detail"])
     return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(
         drop=True
     )
+
+
+def _xid_alerts(store: Store, now: datetime) -> list[tuple[str, str, str]]:
+    xids = store.df(
+        """SELECT xid, count(*) AS n, string_agg(DISTINCT host, ', ') AS hosts FROM xid_events
+           WHERE ts BETWEEN ? AND ? GROUP BY xid ORDER BY n DESC""",
+        [now - timedelta(hours=24), now],
+    )
+    return [
+        ("warning", f"XID {x.xid} seen", f"{x.n}× in the last 24 h on {x.hosts}")
+        for x in xids.itertuples()
+    ]
 
 
 def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str, str, str]]:

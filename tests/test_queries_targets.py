@@ -1,0 +1,89 @@
+"""Scrape-target health queries over an ingest store written by the real sink."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.sink import StoreSink
+from telemetry.queries import TimeRange
+from telemetry.queries import targets as tq
+from telemetry.queries.overview import active_alerts
+from telemetry.store import Store
+from tests.conftest import DCGM_FIXTURES
+
+T0 = datetime(2026, 3, 1, 12, 0, 0)
+TEXT = (DCGM_FIXTURES / "default_h100.txt").read_text()
+STEADY, MOVING, FLAKY = (f"http://{n}:9400/metrics" for n in ("steady", "moving", "flaky"))
+
+
+def _text(host: str, k: int = 0) -> str:
+    return TEXT.replace("dgx-h100-017", host).rstrip("\n") + f"{k}\n"
+
+
+def _round(k: int) -> list[Fetch]:
+    flaky = (
+        Fetch(Target(FLAKY), _text("flaky", k), None, 0.02)
+        if k < 2
+        else Fetch(Target(FLAKY), None, "HTTP 500 Internal Server Error", 0.01)
+    )
+    return [
+        Fetch(Target(STEADY), _text("steady"), None, 0.03),
+        Fetch(Target(MOVING), _text("moving", k), None, 0.04),
+        flaky,
+    ]
+
+
+def _store(path: Path, rounds: int = 5) -> Store:
+    store = Store(str(path))
+    sink = StoreSink(store, 15.0)
+    for k in range(rounds):
+        sink.write(T0 + timedelta(seconds=15 * k), _round(k))
+    return store
+
+
+def test_latest_health_per_target_with_since(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.duckdb") as store:
+        end = T0 + timedelta(seconds=60)
+        health = tq.target_health(store, end)
+        assert health["status"].tolist() == ["down", "stale", "up"]
+        assert health["target"].tolist() == [FLAKY, STEADY, MOVING]
+        down, stale, up = (r for _, r in health.iterrows())
+        assert down["error"] == "HTTP 500 Internal Server Error" and down["samples"] == 0
+        assert down["since"] == T0 + timedelta(seconds=30)  # first failed scrape
+        assert stale["since"] == T0 + timedelta(seconds=45)  # its 4th identical scrape
+        assert pd.isna(up["since"]) and up["last_scrape"] == end and up["samples"] > 0
+        assert tq.status_counts(health) == {"down": 1, "stale": 1, "up": 1}
+        # as of an earlier time: the state then
+        then = tq.target_health(store, T0 + timedelta(seconds=15))
+        assert then["status"].tolist() == ["up", "up", "up"]
+
+
+def test_health_only_looks_back_a_window(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.duckdb") as store:
+        later = T0 + timedelta(hours=3)
+        assert tq.target_health(store, later).empty
+        assert tq.status_counts(tq.target_health(store, later)) == {"down": 0, "stale": 0, "up": 0}
+        # a live view ending at the last GPU sample still sees rounds stored after it
+        last_gpu = T0 + timedelta(seconds=15)
+        assert tq.report_time(store, last_gpu, live=True) == T0 + timedelta(seconds=60)
+        assert tq.report_time(store, last_gpu, live=False) == last_gpu
+
+
+def test_targets_down_and_stale_are_active_alerts(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.duckdb") as store:
+        tr = TimeRange(T0, T0 + timedelta(seconds=60))
+        alerts = active_alerts(store, None, tr)
+        by = dict(zip(alerts["alert"], alerts["detail"], strict=True))
+        assert "flaky:9400 (HTTP 500 Internal Server Error)" in by["1 scrape target down"]
+        assert by["1 scrape target stale"].startswith("steady:9400")
+        assert "Job not training" not in by  # no run in an ingest store: no run alerts
+
+
+def test_a_store_without_targets(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "empty.duckdb")) as store:
+        assert not tq.has_targets(store)
+        assert tq.target_alerts(store, T0) == []
