@@ -10,8 +10,10 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, html
 
 from app import data, figures
+from app.figures import targets as ft
 from app.ui import TIMECHART, card, guarded, table, time_graph
 from telemetry.queries import overview as q
+from telemetry.queries import targets as tq
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
@@ -23,6 +25,7 @@ def layout(**_query: str) -> html.Div:
     return html.Div(
         [
             dbc.Row(id="ov-cards", class_name="g-2 mb-2"),
+            dbc.Row(id="ov-targets", class_name="g-2 mb-2"),
             dbc.Row(
                 [
                     dbc.Col(time_graph("ov-fleet"), lg=8),
@@ -87,8 +90,7 @@ def _alerts(df: Any) -> html.Div:
     )
 
 
-def _cards(fleet: dict[str, Any], s: dict[str, Any], last24: int) -> list[Any]:
-    i = s["interruptions"]
+def _fleet_cards(fleet: dict[str, Any]) -> list[Any]:
     healthy = fleet["reporting"] - fleet.get("degraded", 0) - fleet.get("idle", 0)
     return [
         card(
@@ -105,6 +107,12 @@ def _cards(fleet: dict[str, Any], s: dict[str, Any], last24: int) -> list[Any]:
             "ov-util",
         ),
         card("GPU power", f"{(fleet.get('power_w') or 0) / 1000:,.1f} kW", "all GPUs, latest"),
+    ]
+
+
+def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
+    i = s["interruptions"]
+    return [
         card(
             "Step",
             f"{s['steps']:,}",
@@ -126,31 +134,30 @@ def _cards(fleet: dict[str, Any], s: dict[str, Any], last24: int) -> list[Any]:
     ]
 
 
-@callback(
-    Output("ov-cards", "children"),
-    Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
-    Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
-    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
-    Output("ov-ckpt", "children"),
-    Output("ov-alerts", "children"),
-    Output("ov-hot", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
-)
-@guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert")
-def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
-    run_id = (view or {}).get("run")
-    if tr is None or run_id is None:
-        msg = "No data stored yet: start a replay or the ingest daemon."
-        e = figures.empty("Fleet", msg, template=tpl)
-        return [dbc.Alert(msg, color="info")], e, e, e, "", "", ""
-    ints = data.interruptions(run_id, tr)
-    last24 = int((ints["ts"] > tr.end - timedelta(hours=24)).sum()) if not ints.empty else 0
-    series = data.fleet_series(tr)
-    ages = data.checkpoint_ages(run_id, tr.end)
+def _targets(health: Any) -> list[Any]:
+    """The scrape-target card, and the targets down or stale with their reasons."""
+    n = tq.status_counts(health)
+    colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
+    out = [
+        card(
+            "Scrape targets",
+            f"{n['up']:,} / {len(health):,} up",
+            f"{n['down']:,} down · {n['stale']:,} stale",
+            "ov-targets-count",
+            colour,
+        )
+    ]
+    problems = ft.problem_targets(health)
+    if not problems.empty:
+        body = [
+            html.H6("Scrape targets down or stale"),
+            table("ov-targets-table", problems, ft.TARGET_COLUMNS, page_size=6),
+        ]
+        out.append(dbc.Col(dbc.Card(dbc.CardBody(body), class_name="h-100"), md=8, xl=10))
+    return out
+
+
+def _checkpoint_card(ages: Any) -> Any:
     rows = [
         html.Tr(
             [
@@ -161,45 +168,86 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         )
         for r in ages.itertuples()
     ]
-    ck = (
-        dbc.Card(
-            dbc.CardBody(
-                [
-                    html.H6("Time since the last checkpoint", className="mb-2"),
-                    html.Table(
-                        [
-                            html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
-                            html.Tbody(rows),
-                        ],
-                        className="table table-sm mb-0",
-                        id="ov-ckpt-table",
-                    ),
-                ]
-            )
+    if not rows:
+        return dbc.Alert("No checkpoint completed yet in this run.", color="secondary")
+    return dbc.Card(
+        dbc.CardBody(
+            [
+                html.H6("Time since the last checkpoint", className="mb-2"),
+                html.Table(
+                    [
+                        html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
+                        html.Tbody(rows),
+                    ],
+                    className="table table-sm mb-0",
+                    id="ov-ckpt-table",
+                ),
+            ]
         )
-        if rows
-        else dbc.Alert("No checkpoint completed yet in this run.", color="secondary")
     )
-    hot = data.hottest_gpus(8)
+
+
+def _hot_table() -> Any:
+    return table(
+        "ov-hot-table",
+        data.hottest_gpus(8).round(1),
+        {
+            "host": "Host",
+            "gpu": "GPU",
+            "temp_c": "Temp (°C)",
+            "util_pct": "Util (%)",
+            "sm_clock_mhz": "SM clock (MHz)",
+            "power_w": "Power (W)",
+        },
+        page_size=8,
+    )
+
+
+@callback(
+    Output("ov-cards", "children"),
+    Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
+    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
+    Output("ov-ckpt", "children"),
+    Output("ov-alerts", "children"),
+    Output("ov-hot", "children"),
+    Output("ov-targets", "children"),
+    Input("view", "data"),
+    Input("refresh", "n_intervals"),
+    Input("theme-store", "data"),
+)
+@guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert", "alert")
+def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    run_id = (view or {}).get("run")
+    if tr is None:
+        msg = "No data stored yet: start a replay or the ingest daemon."
+        e = figures.empty("Fleet", msg, template=tpl)
+        return [dbc.Alert(msg, color="info")], e, e, e, "", "", "", []
+    ints = data.interruptions(run_id, tr)
+    series = data.fleet_series(tr)
     rev = data.revision(view)
+    cards = _fleet_cards(data.fleet_latest())
+    if run_id is None:
+        loss = figures.empty("Training loss", "No training run in this store", template=tpl)
+        ckpt: Any = ""
+    else:
+        last24 = int((ints["ts"] > tr.end - timedelta(hours=24)).sum()) if not ints.empty else 0
+        cards += _run_cards(data.summary(run_id), last24)
+        loss = figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev)
+        ckpt = _checkpoint_card(data.checkpoint_ages(run_id, tr.end))
+    store = data.store()
+    live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
+    at = tq.report_time(store, tr.end, live)
+    health = tq.target_health(store, at) if tq.has_targets(store) else None
     return (
-        _cards(data.fleet_latest(), data.summary(run_id), last24),
+        cards,
         figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
         figures.power_series(series, tpl).update_layout(uirevision=rev),
-        figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev),
-        ck,
-        _alerts(q.active_alerts(data.store(), run_id, tr)),
-        table(
-            "ov-hot-table",
-            hot.round(1),
-            {
-                "host": "Host",
-                "gpu": "GPU",
-                "temp_c": "Temp (°C)",
-                "util_pct": "Util (%)",
-                "sm_clock_mhz": "SM clock (MHz)",
-                "power_w": "Power (W)",
-            },
-            page_size=8,
-        ),
+        loss,
+        ckpt,
+        _alerts(q.active_alerts(store, run_id, tr, targets_at=at)),
+        _hot_table(),
+        _targets(health) if health is not None else [],
     )
