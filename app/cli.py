@@ -639,7 +639,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         def handle(ts: datetime, fetches: list) -> str:  # type: ignore[type-arg]
             rep = sink.write(ts, fetches)
             last[:] = [rep]
-            return _round_line(rep)
+            return f"round {ts.isoformat()} stored: {_round_line(rep)}"
 
         run_rounds(source, handle, args.interval, args.timeout, stop, _log, once=args.once)
         return 0 if not args.once or (last and last[0].up) else 1
