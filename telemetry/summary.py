@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from telemetry.store import TIERS, Store
 
 
@@ -22,7 +24,24 @@ def _run_ids(store: Store) -> list[str]:
     return [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY start_ts")]
 
 
+def _num(value: Any) -> float | None:
+    """A stored number, or None where the store holds NULL (an ingested run may not say how
+    many GPUs it has; pandas shows that as NaN, NA or NaT)."""
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _int(value: Any) -> int | None:
+    num = _num(value)
+    return None if num is None else int(num)
+
+
+def _time(value: Any) -> Any:
+    return None if value is None or pd.isna(value) else value
+
+
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
+    """Reliability figures of one run; fields the store does not know (GPUs, model size, MFU
+    of a run posted without them) are None, sums over unknown values count as 0."""
     run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
     last = store.scalar(
         """SELECT max(t) FROM (
@@ -31,16 +50,18 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
              UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
         [run_id, run_id, run_id],
     )
-    start = run["start_ts"]
-    end = min(run["end_ts"], last) if last is not None and run["end_ts"] is not None else last
-    wall_s = max((end - start).total_seconds(), 0.0) if end is not None else 0.0
+    start, end_ts = _time(run["start_ts"]), _time(run["end_ts"])
+    end = min(end_ts, last) if last is not None and end_ts is not None else last
+    wall_s = max((end - start).total_seconds(), 0.0) if None not in (start, end) else 0.0
     tm = store.df(
         """SELECT arg_max(tokens, ts) AS tokens, arg_max(step, ts) AS step,
                   avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
            FROM train_metrics WHERE run_id = ?""",
         [run_id],
     ).iloc[0]
-    productive_s = float(tm["tokens"] / tm["tps"]) if tm["tps"] and tm["tps"] > 0 else 0.0
+    tokens, tps = _num(tm["tokens"]) or 0.0, _num(tm["tps"])
+    productive_s = tokens / tps if tps and tps > 0 else 0.0
+    loss, mfu = _num(tm["loss"]), _num(tm["mfu"])
     ints = store.df(
         """SELECT planned, component, category, count(*) AS n, sum(lost_gpu_hours) AS gh,
                   sum(detect_s + restart_s) AS down_s, sum(rework_s) AS rework_s,
@@ -59,7 +80,7 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
     restores = dict(
         store.rows(
             """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
-               GROUP BY restored_tier ORDER BY 1""",
+               AND restored_tier IS NOT NULL GROUP BY restored_tier ORDER BY 1""",
             [run_id],
         )
     )
@@ -70,16 +91,16 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "scenario": run["scenario"],
         "simulated": bool(run["simulated"]),
         "gpu_model": run["gpu_model"],
-        "gpus": int(run["gpus"]),
-        "nodes": int(run["nodes"]),
-        "model_params": float(run["model_params"]),
+        "gpus": _int(run["gpus"]),
+        "nodes": _int(run["nodes"]),
+        "model_params": _num(run["model_params"]),
         "wall_hours": round(wall_h, 3),
-        "steps": int(tm["step"]) if tm["step"] == tm["step"] and tm["step"] is not None else 0,
-        "tokens": float(tm["tokens"] or 0.0),
-        "last_loss": None if tm["loss"] is None else round(float(tm["loss"]), 4),
-        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 else None,
+        "steps": _int(tm["step"]) or 0,
+        "tokens": tokens,
+        "last_loss": None if loss is None else round(loss, 4),
+        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 and tps else None,
         "mtbf_hours": round(wall_h / n_unexp, 3) if n_unexp else None,
-        "mfu": None if tm["mfu"] is None else round(float(tm["mfu"]), 4),
+        "mfu": None if mfu is None else round(mfu, 4),
         "interruptions": {
             "unexpected": n_unexp,
             "planned": int(ints.loc[ints["planned"].astype(bool), "n"].sum()),
@@ -105,10 +126,10 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             t: {
                 "count": int(ck.loc[t, "n"]),
                 "failed": int(ck.loc[t, "failed"]),
-                "mean_write_s": round(float(ck.loc[t, "w"]), 3),
-                "bytes": int(ck.loc[t, "b"]),  # total written to the tier
-                "bytes_per_checkpoint": int(ck.loc[t, "b"] / max(ck.loc[t, "n"], 1)),
-                "blocking_hours": round(float(ck.loc[t, "blk"]) / 3600.0, 3),
+                "mean_write_s": round(_num(ck.loc[t, "w"]) or 0.0, 3),
+                "bytes": _int(ck.loc[t, "b"]) or 0,  # total written to the tier
+                "bytes_per_checkpoint": int((_num(ck.loc[t, "b"]) or 0) / max(ck.loc[t, "n"], 1)),
+                "blocking_hours": round((_num(ck.loc[t, "blk"]) or 0.0) / 3600.0, 3),
             }
             for t in TIERS
             if t in ck.index

@@ -93,8 +93,9 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     """The newest sample tick: GPUs reporting vs expected, health classes, power, hottest."""
     last = store.scalar("SELECT max(ts) FROM gpu_samples")
     expected = store.scalar("SELECT count(*) FROM gpus")
-    if last is None:
-        return {"ts": None, "expected": expected, "reporting": 0}
+    if last is None:  # no GPU samples (a store filled by training jobs alone): all silent
+        n = int(expected)
+        return {"ts": None, "expected": n, "reporting": 0, "degraded": 0, "idle": 0, "failed": n}
     (row,) = store.rows(
         """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
                   count(*) FILTER (WHERE temp_c >= 85 OR sm_clock_mhz < 0.85 * (

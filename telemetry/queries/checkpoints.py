@@ -187,6 +187,18 @@ def policy(store: Store, run_id: str) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
+def _blocking_known(store: Store, run_id: str, tier: str, tr: TimeRange) -> bool:
+    """Whether any checkpoint of the tier in the range says how long it blocked training (a
+    training job may report checkpoints without it; NULL is unknown, not a free write)."""
+    return bool(
+        store.scalar(
+            """SELECT count(blocking_s) FROM checkpoints
+               WHERE run_id = ? AND tier = ? AND start_ts >= ? AND start_ts <= ?""",
+            [run_id, tier, tr.start, tr.end],
+        )
+    )
+
+
 def model_inputs(
     store: Store, run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
 ) -> ModelInputs | None:
@@ -208,7 +220,9 @@ def model_inputs(
     tier = None
     if not written.empty:
         tier = "nvme" if "nvme" in written.index else str(written["n"].idxmax())
-    write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "n"]) if tier else None
+    write_s = None
+    if tier and _blocking_known(store, run_id, tier, tr):
+        write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "n"])
     measured = written.loc[tier, "interval_s"] if tier else None
     unexpected = int(unexpected or 0)
     nodes = int(nodes or 1)

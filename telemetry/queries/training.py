@@ -71,14 +71,31 @@ def loss_spikes(
 
 def run_events(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     """Interruptions in the range with the step at failure (restored + lost steps) and the
-    time training resumed, for markers and rolled-back spans."""
-    return store.df(
+    time training resumed, for markers and rolled-back spans.
+
+    An interruption reported without its steps (a training job's own report may not know
+    them) is placed at the last step logged by then and rolls nothing back; unknown detection
+    or restart time counts as none."""
+    df = store.df(
         """SELECT ts, component, category, host, planned, restored_tier, restored_step,
                   restored_step + lost_steps AS failed_step, lost_steps,
-                  ts + to_microseconds(CAST((detect_s + restart_s) * 1e6 AS BIGINT)) AS resumed
+                  ts + to_microseconds(CAST(
+                      (coalesce(detect_s, 0) + coalesce(restart_s, 0)) * 1e6 AS BIGINT)) AS resumed
            FROM interruptions WHERE run_id = ? AND ts BETWEEN ? AND ? ORDER BY ts""",
         [run_id, tr.start, tr.end],
     )
+    unknown = df["failed_step"].isna()
+    if unknown.any():
+        logged = store.df(
+            """SELECT e.ts, coalesce(m.step, 0) AS step
+               FROM (SELECT unnest(?::TIMESTAMP[]) AS ts) e
+               ASOF LEFT JOIN (SELECT ts, step FROM train_metrics WHERE run_id = ?) m
+               ON e.ts >= m.ts ORDER BY e.ts""",
+            [list(df.loc[unknown, "ts"]), run_id],
+        )
+        df.loc[unknown, "failed_step"] = logged["step"].to_numpy()
+    df["restored_step"] = df["restored_step"].fillna(df["failed_step"])
+    return df
 
 
 def checkpoint_marks(
