@@ -121,6 +121,23 @@ _NODE_TICK_SQL = """INSERT INTO node_tick
   FROM _batch b JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
 
 
+def _io_reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0]
+    for marker in ("Could not write", "No space left", "File too large", "Read-only"):
+        i = text.find(marker)
+        if i >= 0:
+            return f"cannot write ({text[i:]}); nothing of this batch was stored"
+    return text
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back after a failure; a commit that failed has already ended the transaction."""
+    try:
+        con.rollback()
+    except duckdb.TransactionException:
+        pass
+
+
 def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     if path != ":memory:":
         parent = os.path.dirname(os.path.abspath(path))
@@ -216,8 +233,10 @@ class Store:
         with self._write_lock:
             try:
                 yield self._con
-            except duckdb.IOException as exc:
-                raise StoreError(self.path, str(exc).splitlines()[0]) from None
+            except (duckdb.IOException, duckdb.TransactionException) as exc:
+                # A full disk or a file-size limit surfaces as a failed write or commit; the
+                # transaction is rolled back and DuckDB takes writes again once space returns.
+                raise StoreError(self.path, _io_reason(exc)) from None
 
     def set_meta(self, values: dict[str, str]) -> None:
         with self._writing() as con:
@@ -282,7 +301,7 @@ class Store:
                     )
                 con.commit()
             except BaseException:
-                con.rollback()
+                _rollback(con)
                 raise
         return total
 
@@ -323,7 +342,7 @@ class Store:
                     con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, str(new_mark)])
                     con.commit()
                 except BaseException:
-                    con.rollback()
+                    _rollback(con)
                     raise
                 prev = level
 

@@ -107,7 +107,9 @@ class Forwarder:
     def _failed(self, reason: str) -> None:
         if self.failing_since is None:
             self.failing_since = time.monotonic()
-            self.log(f"server {self.url} unreachable ({reason}); spooling to {self.spool.dir}")
+            self.log(
+                f"server {self.url} not taking rounds ({reason}); spooling to {self.spool.dir}"
+            )
         self.last_error = reason
 
     def drain(self, deadline: float | None = None) -> bool:
@@ -125,7 +127,7 @@ class Forwarder:
                 self.duplicates += result == "duplicate"
             if self.failing_since is not None:
                 self.log(
-                    f"server {self.url} reachable again after "
+                    f"server {self.url} taking rounds again after "
                     f"{time.monotonic() - self.failing_since:,.0f} s; delivering the spool"
                 )
                 self.failing_since = None
