@@ -230,7 +230,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     )
     def _runs_live(_n, run, options):  # type: ignore[no-untyped-def]
         """Live: list runs that appeared since the page loaded; when the shown run is gone (or
-        there was none yet), select the newest, which ``_sync`` then takes into the view."""
+        there was none yet), pick the newest, which ``_sync`` then takes into the view."""
         frame = data.runs()
         runs = list(frame["run_id"])
         opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
