@@ -106,6 +106,8 @@ class IngestService:
             "stored": rep.stored,
             "duplicate": rep.duplicate,
             "rejected": [{"index": r.index, "reason": r.reason} for r in rep.rejected],
+            "ignored_fields": rep.ignored_fields,
+            "runs_created": rep.runs_created,
         }
 
     def _seen(self, batch_id: str) -> bool:
