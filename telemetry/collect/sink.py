@@ -294,6 +294,8 @@ class StoreSink:
             if f.text is not None:
                 samples, rejected = int(stored[k]), len(scrapes[k].errors)
                 err = None if keyed[k] else "no GPU samples in the scrape"
+                if err and rejected:  # the count tells an exporter's garbage from an idle node
+                    err += f" ({rejected} lines rejected)"
                 stale = err is None and seen[f.target.url][1] + 1 >= self.stale_after
                 k += 1
             records.append((f.target.url, err is None, f.duration_s, samples, rejected, err, stale))
