@@ -1,26 +1,45 @@
 """Scraping dcgm-exporter targets: target lists (CLI or Prometheus ``file_sd``) and one round.
 
-A round fetches every target concurrently with a per-target timeout and a body size limit;
-a dead, slow, failing or truncated target yields a ``Fetch`` with ``error`` set and never
-delays the others beyond the timeout.
+A round fetches every target concurrently with a timeout and a body size limit; a dead, hung,
+slow, failing, truncated, oversized or non-Prometheus target yields a ``Fetch`` with ``error``
+set and never delays the others beyond the timeout.
+
+The timeout is a deadline for the whole fetch, not per socket operation: ``urllib``'s timeout
+restarts at every read, so an exporter sending a byte every half second kept a fetch (and the
+round) alive for as long as it liked. Here ``http.client`` reads through a socket wrapper that
+gives each receive only the time left.
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import os
+import queue
 import re
+import socket
+import ssl
+import threading
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.client import HTTPException, IncompleteRead
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^[0-9A-Fa-f:.]+$")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # one node's page is ~60 KB; larger bodies are refused
 USER_AGENT = "factoryfloor-ingest/0.1"
+MAX_REDIRECTS = 5
+ROUND_GRACE_S = 0.5  # how long past its timeout a round waits for fetches that overran it
+_READ_BYTES = 65536
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_PROMETHEUS_TYPES = frozenset({"text/plain", "application/openmetrics-text"})
+_HEADERS = {
+    "User-Agent": USER_AGENT,
+    "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1",  # the text format, not protobuf
+    "Accept-Encoding": "identity",
+    "Connection": "close",
+}
 
 
 @dataclass(frozen=True)
@@ -118,52 +137,301 @@ class TargetsFile:
         return self._targets
 
 
-def fetch(target: Target, timeout_s: float, max_bytes: int = MAX_BODY_BYTES) -> Fetch:
-    """GET one target. Never raises: every failure becomes ``Fetch.error``."""
-    t0 = time.perf_counter()
-    req = urllib.request.Request(target.url, headers={"User-Agent": USER_AGENT})
+class _DeadlineReader(io.RawIOBase):
+    """A socket's receive side that gives each read only the time left before ``deadline``
+    (``time.monotonic()``), so many slow reads cannot add up past it."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left_s = self._deadline - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("deadline passed")
+        self._sock.settimeout(left_s)
+        return self._sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """What ``http.client`` needs of a socket (``sendall``, ``makefile``), bound to a deadline.
+    ``close`` is left to ``fetch``, which owns the real socket."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(max(self._deadline - time.monotonic(), 1e-3))
+        self._sock.sendall(data)  # the timeout bounds the whole call (Python >= 3.5)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline), 65536)
+
+    def close(self) -> None:
+        pass
+
+
+class _Down(Exception):
+    """A fetch failed for the reason given (the words stored as the target's error)."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
+    """A TCP connection to the first address of ``host`` that accepts before the deadline
+    (``socket.create_connection`` would give every address the whole timeout)."""
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            body = resp.read(max_bytes + 1)
-            status = resp.status
-            declared = resp.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) != len(body) <= max_bytes:
-            return Fetch(
-                target,
-                None,
-                f"truncated body ({len(body)} of {declared} bytes)",
-                time.perf_counter() - t0,
-                status,
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise _Down(f"cannot resolve host name {host!r} ({exc.strerror})") from None
+    errors: list[str] = []
+    for family, kind, proto, _name, address in infos:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left_s)
+            sock.connect(address)
+            return sock
+        except TimeoutError:
+            sock.close()
+            errors.append(f"{address[0]}: no answer")
+        except OSError as exc:
+            sock.close()
+            errors.append(f"{address[0]}: {exc.strerror or exc}")
+    if not errors or errors[-1].endswith("no answer"):
+        raise TimeoutError("connecting")
+    if all("refused" in e for e in errors):
+        raise _Down(f"connection refused ({host}:{port})")
+    raise _Down(f"cannot connect to {host}:{port} ({'; '.join(errors)})")
+
+
+def _connection(url: str, deadline: float) -> tuple[http.client.HTTPConnection, socket.socket]:
+    parts = urlsplit(url)
+    https = parts.scheme == "https"
+    host, port = parts.hostname or "", parts.port or (443 if https else 80)
+    sock = _connect(host, port, deadline)
+    if https:
+        sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+        try:  # the handshake's timeout is one deadline for the whole handshake
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+    conn = http.client.HTTPConnection(host, port)
+    conn.sock = _DeadlineSocket(sock, deadline)  # type: ignore[assignment]
+    return conn, sock
+
+
+@dataclass
+class _Progress:
+    """Where a fetch is, for the words of a timeout."""
+
+    phase: str = "connecting"
+    received_bytes: int = 0
+
+    def __str__(self) -> str:
+        if self.phase == "reading the body":
+            return f"{self.phase} ({self.received_bytes:,} bytes received)"
+        return self.phase
+
+
+def fetch(
+    target: Target,
+    timeout_s: float,
+    max_bytes: int = MAX_BODY_BYTES,
+    *,
+    deadline: float | None = None,
+) -> Fetch:
+    """GET one target within ``timeout_s`` seconds in all (connecting, every read, redirects),
+    or by ``deadline`` (a ``time.monotonic()`` instant, a round's) when that comes first.
+
+    Never raises: every failure becomes ``Fetch.error``, in words. A body over ``max_bytes``
+    is refused without reading past the limit; a body that is not Prometheus text (another
+    content type, not UTF-8) is refused. The one wait no deadline can cut short is name
+    resolution (``getaddrinfo``), which ``scrape_round`` does not wait for."""
+    t0 = time.monotonic()
+    end = t0 + timeout_s if deadline is None else min(deadline, t0 + timeout_s)
+    progress = _Progress()
+    try:
+        status, text = _get(target.url, end, max_bytes, progress)
+        return Fetch(target, text, None, time.monotonic() - t0, status)
+    except _Down as exc:
+        return Fetch(target, None, str(exc)[:300], time.monotonic() - t0, exc.status)
+    except Exception as exc:  # this is where one bad target stops, whatever it did
+        error = _reason(exc, progress, time.monotonic() - t0)
+        return Fetch(target, None, error[:300], time.monotonic() - t0)
+
+
+def _reason(exc: Exception, progress: _Progress, elapsed_s: float) -> str:
+    """The words for a failure that is not a ``_Down``."""
+    if isinstance(exc, TimeoutError):
+        return f"timed out after {elapsed_s:.1f} s {progress}"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "connection closed before a response"
+    if isinstance(exc, http.client.IncompleteRead):
+        return f"truncated body (connection closed after {progress.received_bytes:,} bytes)"
+    if isinstance(exc, http.client.BadStatusLine):
+        return f"not an HTTP response (first line {str(exc.line)[:60]!r})"
+    if isinstance(exc, ConnectionResetError):
+        return f"connection reset {progress}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _get(url: str, deadline: float, max_bytes: int, progress: _Progress) -> tuple[int, str]:
+    """Status and text of ``url``, following up to ``MAX_REDIRECTS`` redirects."""
+    seen = [url]
+    while True:
+        status, location, text = _get_once(url, deadline, max_bytes, progress)
+        if location is None:
+            return status, text
+        url = urljoin(url, location)
+        if url in seen:
+            raise _Down(f"redirect loop ({' -> '.join(urlsplit(u).path for u in seen)})", status)
+        if len(seen) > MAX_REDIRECTS:
+            raise _Down(f"more than {MAX_REDIRECTS} redirects", status)
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise _Down(f"redirected to a non-http(s) address {url[:80]!r}", status)
+        seen.append(url)
+
+
+def _get_once(
+    url: str, deadline: float, max_bytes: int, progress: _Progress
+) -> tuple[int, str | None, str]:
+    """One GET: (status, redirect location or None, text)."""
+    progress.phase = "connecting"
+    conn, sock = _connection(url, deadline)
+    try:
+        progress.phase = "waiting for the response"
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", path, headers=_HEADERS)
+        resp = conn.getresponse()
+        location = resp.getheader("Location")
+        if resp.status in _REDIRECTS and location:
+            return resp.status, location, ""
+        if not 200 <= resp.status < 300:
+            raise _Down(f"HTTP {resp.status} {str(resp.reason)[:80]}", resp.status)
+        declared = _check_head(resp, max_bytes)
+        progress.phase = "reading the body"
+        body = _read_body(resp, max_bytes, progress)
+        if declared is not None and len(body) < declared:
+            raise _Down(f"truncated body ({len(body):,} of {declared:,} bytes)", resp.status)
+        if declared is None and not resp.chunked and body and not body.endswith(b"\n"):
+            raise _Down(
+                f"truncated body (connection closed mid-line after {len(body):,} bytes, "
+                "no Content-Length)",
+                resp.status,
             )
+        return resp.status, None, _text(body, resp.status)
+    finally:
+        sock.close()
+
+
+def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> int | None:
+    """The declared body length; raises ``_Down`` for a body we will not read."""
+    ctype = (resp.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
+    if ctype and ctype not in _PROMETHEUS_TYPES:
+        raise _Down(f"not Prometheus text: content type {ctype[:60]}", resp.status)
+    encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
+    if encoding != "identity":
+        raise _Down(f"not Prometheus text: content encoding {encoding[:30]}", resp.status)
+    length = resp.getheader("Content-Length")
+    declared = int(length) if length and length.strip().isdigit() and not resp.chunked else None
+    if declared is not None and declared > max_bytes:
+        raise _Down(
+            f"body larger than {max_bytes:,} bytes (Content-Length {declared:,})", resp.status
+        )
+    return declared
+
+
+def _read_body(resp: http.client.HTTPResponse, max_bytes: int, progress: _Progress) -> bytes:
+    """The body, read a buffer at a time (``read1``: one receive each, so the deadline is
+    checked between them); stops as soon as it is over ``max_bytes``."""
+    body = bytearray()
+    while chunk := resp.read1(_READ_BYTES):
+        body += chunk
+        progress.received_bytes = len(body)
         if len(body) > max_bytes:
-            return Fetch(
-                target,
-                None,
-                f"body larger than {max_bytes:,} bytes",
-                time.perf_counter() - t0,
-                status,
-            )
-        return Fetch(
-            target, body.decode("utf-8", errors="replace"), None, time.perf_counter() - t0, status
-        )
-    except urllib.error.HTTPError as exc:
-        return Fetch(
-            target, None, f"HTTP {exc.code} {exc.reason}", time.perf_counter() - t0, exc.code
-        )
-    except IncompleteRead as exc:
-        return Fetch(
-            target, None, f"truncated body ({len(exc.partial)} bytes)", time.perf_counter() - t0
-        )
-    except (TimeoutError, urllib.error.URLError, HTTPException, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Fetch(
-            target, None, f"{type(exc).__name__}: {reason}"[:300], time.perf_counter() - t0
-        )
+            raise _Down(f"body larger than {max_bytes:,} bytes", resp.status)
+    return bytes(body)
 
 
-def scrape_round(targets: list[Target], timeout_s: float = 5.0, workers: int = 64) -> list[Fetch]:
-    """Fetch every target concurrently; results in target order."""
+def _text(body: bytes, status: int) -> str:
+    """The body as text. A stray invalid byte (say in one label value) becomes U+FFFD and the
+    parser judges that line; a body mostly not UTF-8 is not Prometheus text at all."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = body.decode("utf-8", errors="replace")
+    invalid = text.count("\ufffd")
+    if invalid * 100 > len(body):
+        raise _Down(
+            f"not Prometheus text: not UTF-8 ({invalid:,} invalid sequences in "
+            f"{len(body):,} bytes)",
+            status,
+        )
+    return text
+
+
+def scrape_round(
+    targets: list[Target],
+    timeout_s: float = 5.0,
+    workers: int = 64,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> list[Fetch]:
+    """Fetch every target concurrently (at most ``workers`` at a time); results in target
+    order. Returns within ``timeout_s`` plus ``ROUND_GRACE_S`` whatever the targets do: every
+    fetch shares the round's deadline, and a fetch still stuck after it (name resolution)
+    is reported as timed out and left to finish on its own (daemon threads: it cannot hold
+    the process up either). A target whose turn comes after the deadline (more targets than
+    workers, the earlier ones slow) is down as not scraped."""
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
-        return list(pool.map(lambda t: fetch(t, timeout_s), targets))
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    results: list[Fetch | None] = [None] * len(targets)
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(len(targets)):
+        todo.put(i)
+    left = [len(targets)]
+    lock, all_done = threading.Lock(), threading.Event()
+
+    def work() -> None:
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            results[i] = _fetch_in_round(targets[i], timeout_s, deadline, max_bytes, workers)
+            with lock:
+                left[0] -= 1
+                if not left[0]:
+                    all_done.set()
+
+    for _ in range(min(workers, len(targets))):
+        threading.Thread(target=work, name="scrape", daemon=True).start()
+    all_done.wait(timeout_s + ROUND_GRACE_S)
+    stuck = f"timed out after {timeout_s:g} s (the fetch did not return; name resolution?)"
+    return [
+        r or Fetch(t, None, stuck, time.monotonic() - t0)
+        for t, r in zip(targets, list(results), strict=True)
+    ]
+
+
+def _fetch_in_round(
+    target: Target, timeout_s: float, deadline: float, max_bytes: int, workers: int
+) -> Fetch:
+    if time.monotonic() >= deadline:
+        why = (
+            f"not scraped: the round's {timeout_s:g} s ran out before its turn ({workers} workers)"
+        )
+        return Fetch(target, None, why, 0.0)
+    return fetch(target, timeout_s, max_bytes, deadline=deadline)
