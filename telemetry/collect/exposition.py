@@ -513,9 +513,7 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
     keys, row_scrape, set_row, set_extra, extra_sets, attrs = _set_rows(scrapes, hosts)
     offsets = np.cumsum([0] + [len(s.label_sets) for s in scrapes])
     label_ids = _cat([s.label_ids + offsets[i] for i, s in enumerate(scrapes)], np.int64)
-    names = [n for s in scrapes for n in s.names]
-    fields = tuple(dict.fromkeys(names))
-    field_id = _codes(names, fields)
+    field_id, fields = _field_ids(scrapes)
     values = _cat([s.values for s in scrapes])
     row, extra_id = set_row[label_ids], set_extra[label_ids]
     known = (row >= 0) & (extra_id == 0)
@@ -536,9 +534,26 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
         extra_label_id=extra_id[is_extra].astype(np.int32),
         extra_label_sets=extra_sets,
         unkeyed=np.flatnonzero(row < 0),
-        samples=len(names),
+        samples=len(field_id),
         duplicates=duplicates,
     )
+
+
+def _field_ids(scrapes: Sequence[Scrape]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per sample of the round, in order, its index into the round's field names (in order of
+    first appearance). Scrapes of one exporter version list the same names in the same order,
+    so each distinct sequence of names is coded once."""
+    index: dict[str, int] = {}
+    done: dict[tuple[str, ...], np.ndarray] = {}
+    parts = []
+    for s in scrapes:
+        codes = done.get(s.names)
+        if codes is None:
+            put = index.setdefault
+            codes = np.fromiter((put(n, len(index)) for n in s.names), np.int32, len(s.names))
+            done[s.names] = codes
+        parts.append(codes)
+    return _cat(parts, np.int32), tuple(index)
 
 
 def _set_rows(
