@@ -244,8 +244,9 @@ def _token_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="shared secret for the ingest API (or set FACTORYFLOOR_TOKEN); never on the "
-        "command line, where `ps` shows it",
+        help="access token (file with one line; or set FACTORYFLOOR_TOKEN): serve requires it "
+        "of the dashboard and the ingest API, ingest sends it; never on the command line, "
+        "where `ps` shows it",
     )
 
 
@@ -436,9 +437,13 @@ def _store_replay_thread(path, sc, seed, interval, speed, stop, errors):  # type
     return worker
 
 
+def _is_loopback(host: str) -> bool:
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
 def _check_bind(host: str, allow_remote: bool) -> None:
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        loopback = _is_loopback(host)
     except ValueError:
         raise FactoryFloorError(f"--host {host!r} is not an IP address") from None
     if not loopback and not allow_remote:
@@ -460,6 +465,7 @@ def _serve(
     scrape=None,  # type: ignore[no-untyped-def]
     token: str | None = None,
 ) -> int:
+    from app import guard
     from app.main import create_app, run_server
     from telemetry.collect.http_api import IngestService, make_blueprint
     from telemetry.replay.runner import replay
@@ -492,7 +498,13 @@ def _serve(
     if scrape is not None:
         workers.append(_scrape_thread(service, *scrape, stop))
     app = create_app(store)
+    guard.install(app.server, token)
     app.server.register_blueprint(make_blueprint(service, token, accept=accept_ingest))
+    if token is None and not _is_loopback(host):
+        _log(
+            f"WARNING: listening on {host} without a token: anyone who can reach port {port} "
+            "sees the dashboard (and may post to the ingest API). Pass --token-file."
+        )
     for w in workers:
         w.start()
     print(f"Factory Floor dashboard on http://{host}:{port}/ (store {store_path})", file=sys.stderr)

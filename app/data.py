@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,7 +67,12 @@ _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
 def parse_time(text: str | None) -> datetime | None:
     """An ISO time from a URL or a chart (``2026-01-05 10:00:00.123``), or None for anything
     else (steps or token counts from a non-time axis, hostile strings)."""
-    if not text or len(text) > 40 or not _ISO.match(str(text).replace("Z", "")):
+    if (
+        not isinstance(text, str)
+        or not text
+        or len(text) > 40
+        or not _ISO.match(str(text).replace("Z", ""))
+    ):
         return None
     try:
         return datetime.fromisoformat(str(text).replace("Z", "")).replace(tzinfo=None)
@@ -74,10 +80,60 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
+# -- callback inputs: what a browser sends, or what a crafted POST may send instead ----------
+MAX_ID = 256
+
+
+def clean_view(view: Any) -> dict[str, Any]:
+    """The shared view reduced to what it may hold: a run id string, a known range preset (or
+    ``custom``) and start/end strings. Anything else (wrong types, unknown presets, huge
+    strings) is dropped, so a crafted callback payload reaches no query."""
+    if not isinstance(view, dict):
+        return {}
+    out: dict[str, Any] = {}
+    run = view.get("run")
+    if isinstance(run, str) and 0 < len(run) <= MAX_ID:
+        out["run"] = run
+    rng = view.get("range")
+    out["range"] = rng if isinstance(rng, str) and (rng in PRESETS or rng == "custom") else "all"
+    for key in ("start", "end"):
+        v = view.get(key)
+        if isinstance(v, str) and len(v) <= 40:
+            out[key] = v
+    return out
+
+
+def run_of(view: Any) -> str | None:
+    """The view's run if the store has it (a stale link or a crafted payload may name another)."""
+    run = clean_view(view).get("run")
+    return run if run is not None and run in set(runs()["run_id"]) else None
+
+
+def number(value: Any) -> float | None:
+    """A finite number from an input, or None (empty, text, bool, NaN, ±inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def table_row(cell: Any, rows: Any) -> dict[str, Any] | None:
+    """The row a DataTable's ``active_cell`` points at in its viewport, or None."""
+    if not isinstance(cell, dict) or not isinstance(rows, list):
+        return None
+    i = cell.get("row")
+    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(rows):
+        return None
+    return rows[i] if isinstance(rows[i], dict) else None
+
+
 def view_range(view: dict[str, Any] | None) -> TimeRange | None:
     """The time range a shared view describes: a zoomed window, or a preset ending at the
     newest data. None when the store holds nothing yet."""
-    view = view or {}
+    view = clean_view(view)
     if view.get("range") == "custom":
         start, end = parse_time(view.get("start")), parse_time(view.get("end"))
         if start is not None and end is not None and start < end:
@@ -88,7 +144,7 @@ def view_range(view: dict[str, Any] | None) -> TimeRange | None:
 def revision(view: dict[str, Any] | None) -> str:
     """Plotly ``uirevision``: the same while only live data changes (legend toggles survive a
     refresh), new when the run or the chosen range changes."""
-    v = view or {}
+    v = clean_view(view)
     return f"{v.get('run')}|{v.get('range')}|{v.get('start')}|{v.get('end')}"
 
 

@@ -146,7 +146,7 @@ def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
 def _url_from_view(view: dict[str, Any]) -> str:
     params = {"run": view.get("run") or ""}
     if view.get("range") == "custom":
-        params |= {"from": view["start"], "to": view["end"]}
+        params |= {"from": view.get("start") or "", "to": view.get("end") or ""}
     else:
         params["range"] = view.get("range") or "all"
     return "#" + urlencode(params)
@@ -154,7 +154,7 @@ def _url_from_view(view: dict[str, Any]) -> str:
 
 def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
     """(start, end) from a chart's relayoutData; True for a reset; None for anything else."""
-    if not relayout:
+    if not relayout or not isinstance(relayout, dict):
         return None
     if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
         return str(relayout["xaxis.range[0]"]), str(relayout["xaxis.range[1]"])
@@ -191,6 +191,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
         opts_out = opts if opts != options else no_update
         trig = ctx.triggered_id
+        view = data.clean_view(view) if view is not None else None  # as a crafted POST may send
         if trig == "url" or view is None:
             new = _view_from_url(fragment, runs)
             return new, no_update, new["run"], opts, new["range"]
@@ -245,7 +246,8 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")
     )
     def _nav(view: dict[str, Any] | None) -> list[str]:
-        query = _url_from_view(view) if view else ""
+        view = data.clean_view(view)
+        query = _url_from_view(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))

@@ -103,7 +103,9 @@ def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[...
             except PreventUpdate:
                 raise
             except Exception as exc:  # shown to the user instead of a blank page
-                log.error("callback %s failed:\n%s", fn.__name__, traceback.format_exc())
+                log.error(  # bounded: a crafted input may be 100 KB long
+                    "callback %s failed:\n%s", fn.__name__, traceback.format_exc()[-4000:]
+                )
                 msg = f"Could not load this view: {type(exc).__name__}: {exc}"[:300]
                 out = [
                     figures.empty("Error", msg)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -132,6 +133,8 @@ def start_server(args: list[str], log: Path, timeout: float = 60) -> Server:
             with urllib.request.urlopen(url + "/", timeout=2) as r:
                 if r.status == 200:
                     return Server(proc, url, log)
+        except urllib.error.HTTPError:  # it answers (a server with a token says 401)
+            return Server(proc, url, log)
         except OSError:
             time.sleep(0.3)
     proc.kill()

@@ -190,7 +190,7 @@ def _curves(
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     tpl = data.template(theme)
     tr = data.view_range(view)
-    run_id = (view or {}).get("run")
+    run_id = data.run_of(view)
     if tr is None or run_id is None:
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Checkpoints", msg, template=tpl)
@@ -225,15 +225,18 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
 )
 def _prefill(m: dict[str, Any] | None, interval_min: float | None, write_s: float | None):  # type: ignore[no-untyped-def]
     """Empty inputs take the configured interval and the measured write time."""
-    configured = _configured(m)
+    m = data.mapping(m)
+    interval_min, write_s = data.number(interval_min), data.number(write_s)
+    configured, measured = data.number(_configured(m)), data.number((m or {}).get("write_s"))
     return (
         round(configured / 60.0, 2) if interval_min is None and configured else no_update,
-        round(m["write_s"], 2) if write_s is None and m and m.get("write_s") else no_update,
+        round(measured, 2) if write_s is None and measured else no_update,
     )
 
 
 def _typed(value: float | None, default: float, positive: bool) -> float:
     """An input's value, or ``default`` when empty, invalid, or the prefilled rounding of it."""
+    value = data.number(value)
     if value is None or value < 0 or (positive and value == 0):
         return default
     return default if round(default, 2) == value else float(value)
@@ -255,6 +258,7 @@ def _whatif(  # type: ignore[no-untyped-def]
     m: dict[str, Any] | None, interval_min: float | None, write_s: float | None, theme: str | None
 ):
     tpl = data.template(theme)
+    m = data.mapping(m)
     base = _advice(m) if m else None
     if m is None or base is None:
         msg = "No checkpoints in this range to model."

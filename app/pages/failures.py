@@ -196,7 +196,7 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
     tr = data.view_range(view)
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
-    run_id = (view or {}).get("run")
+    run_id = data.run_of(view)
     store = data.store()
     xid = q.xid_table(store, run_id, tr)
     cards = _cards(q.reliability(store, run_id, tr), xid)
@@ -217,8 +217,8 @@ def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tr = data.view_range(view)
     if tr is None:
         return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
-    by = by if by in q.TAXONOMY_KEYS else "component"
-    store, run_id = data.store(), (view or {}).get("run")
+    by = by if isinstance(by, str) and by in q.TAXONOMY_KEYS else "component"
+    store, run_id = data.store(), data.run_of(view)
     df = q.taxonomy(store, run_id, tr, by)
     planned = q.reliability(store, run_id, tr)["planned"]
     fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=data.revision(view))
@@ -238,6 +238,6 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tr = data.view_range(view)
     if tr is None:
         return figures.empty("Interruptions over time", NO_DATA, template=tpl)
-    df = q.timeline(data.store(), (view or {}).get("run"), tr)
+    df = q.timeline(data.store(), data.run_of(view), tr)
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
     return fig.update_layout(uirevision=data.revision(view))

@@ -156,9 +156,15 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
     prevent_initial_call=True,
 )
 def _select_from_heatmap(click: dict[str, Any] | None) -> str:
-    points = (click or {}).get("points") or []
-    host = str(points[0].get("y", "")) if points else ""
-    if not host or q.node_info(data.store(), host) is None:
+    points = (data.mapping(click) or {}).get("points")
+    point = data.mapping(points[0]) if isinstance(points, list) and points else None
+    host = point.get("y") if point else None
+    if (
+        not isinstance(host, str)
+        or not host
+        or len(host) > data.MAX_ID
+        or q.node_info(data.store(), host) is None
+    ):
         raise PreventUpdate  # the averaged "other nodes" row, or nothing
     return host
 
@@ -170,9 +176,11 @@ def _select_from_heatmap(click: dict[str, Any] | None) -> str:
     prevent_initial_call=True,
 )
 def _select_from_table(cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None) -> str:
-    if not cell or not rows or cell.get("row", -1) >= len(rows):
+    row = data.table_row(cell, rows)
+    host = row.get("host") if row else None
+    if not isinstance(host, str) or not host or len(host) > data.MAX_ID:
         raise PreventUpdate
-    return str(rows[cell["row"]]["host"])
+    return host
 
 
 @callback(

@@ -111,14 +111,14 @@ def _run_options(_view: dict[str, Any] | None) -> list[dict[str, str]]:
 
 def _series(view: dict[str, Any], overlay: list[str] | None, axis: str) -> dict[str, Any]:
     tr = data.view_range(view)
-    primary = view.get("run")
+    primary = data.run_of(view)
     if tr is None or primary is None:
         return {}
     store = data.store()
     out = {primary: data.train_series(primary, tr)}
     span = q.step_span(store, primary, tr)
-    for run in overlay or []:
-        if run == primary or run in out:
+    for run in overlay if isinstance(overlay, list) else []:
+        if not isinstance(run, str) or run == primary or run in out:
             continue
         if axis == "time":
             out[run] = data.train_series(run, tr)
@@ -143,7 +143,7 @@ def _series(view: dict[str, Any], overlay: list[str] | None, axis: str) -> dict[
 def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[no-untyped-def]
     tpl = data.template(theme)
     tr = data.view_range(view)
-    if tr is None or not (view or {}).get("run"):
+    if tr is None or not data.run_of(view):
         e = empty("Training", "No training metrics stored yet", template=tpl)
         return e, e, ""
     run = view["run"]
@@ -194,12 +194,13 @@ def _spike_rows(spikes: pd.DataFrame) -> pd.DataFrame:
 def _zoom_to_spike(cell, rows, view):  # type: ignore[no-untyped-def]
     """A click on a spike narrows the shared range to an hour around it (via the URL, so the
     shell handles it like any other navigation and back returns to the previous view)."""
-    if not cell or not rows or cell["row"] >= len(rows):
+    row = data.table_row(cell, rows)
+    if row is None:
         raise PreventUpdate
-    at = data.parse_time(str(rows[cell["row"]]["ts"]))
+    at = data.parse_time(str(row.get("ts")))
     if at is None:
         return no_update
     lo, hi = at - timedelta(minutes=30), at + timedelta(minutes=30)
     return "#" + urlencode(
-        {"run": (view or {}).get("run") or "", "from": lo.isoformat(), "to": hi.isoformat()}
+        {"run": data.run_of(view) or "", "from": lo.isoformat(), "to": hi.isoformat()}
     )

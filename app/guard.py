@@ -1,0 +1,117 @@
+"""What the web server enforces before any page or callback runs: a token (when configured),
+request body limits, and browser security headers.
+
+* **Token.** ``serve --token-file FILE`` (or ``FACTORYFLOOR_TOKEN``) makes every request need it:
+  API clients send ``Authorization: Bearer <token>``; a browser signs in once at ``/login`` and
+  gets an HttpOnly, SameSite=Strict cookie holding an HMAC of the token (never the token).
+  Without a token nothing changes, which is the loopback-only default.
+* **Body limits.** Dash's callback requests are small; anything over ``MAX_DASH_BODY`` (or a
+  POST that does not declare its length) is refused with 413/411 before it is read. The ingest
+  API under ``/api/v1/`` checks its own, larger limits.
+* **Headers.** No sniffing, no framing, no referrer, and a Content-Security-Policy that allows
+  scripts, styles and connections from this origin only (Dash's renderer needs inline
+  scripts; Plotly needs blob:/data: images for its PNG export).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import json
+
+from flask import Flask, Response, redirect, request
+
+MAX_DASH_BODY = 1024 * 1024
+COOKIE = "ff_session"
+_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+    "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
+)
+_LOGIN = """<!DOCTYPE html><html lang="en" data-bs-theme="dark"><head><meta charset="utf-8">
+<title>Factory Floor: sign in</title><link rel="stylesheet" href="/assets/00-bootstrap.min.css">
+</head><body class="p-5"><main style="max-width:28rem">
+<h1 class="h4 mb-3">Factory Floor</h1><p>This dashboard needs its access token.</p>{error}
+<form method="post" action="/login"><input class="form-control mb-2" type="password"
+name="token" autocomplete="current-password" aria-label="Access token" autofocus>
+<input type="hidden" name="next" value="{next}">
+<button class="btn btn-primary" type="submit">Sign in</button></form></main></body></html>"""
+
+
+def _session_value(token: str) -> str:
+    return hmac.new(token.encode(), b"factoryfloor-session", hashlib.sha256).hexdigest()
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this server (no scheme, no //host): no open redirect via ?next=."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def install(server: Flask, token: str | None) -> None:
+    session = _session_value(token) if token else None
+
+    def authorised() -> bool:
+        if token is None:
+            return True
+        bearer = request.headers.get("Authorization", "")
+        if hmac.compare_digest(bearer.encode(), f"Bearer {token}".encode()):
+            return True
+        cookie = request.cookies.get(COOKIE, "")
+        return session is not None and hmac.compare_digest(cookie.encode(), session.encode())
+
+    @server.before_request
+    def _guard() -> Response | None:
+        path = request.path
+        if not path.startswith("/api/v1/") and request.method in ("POST", "PUT", "PATCH"):
+            length = request.content_length
+            if length is None:
+                return _error(411, "the request must declare its Content-Length")
+            if length > MAX_DASH_BODY:
+                return _error(413, f"body of {length:,} bytes is over the {MAX_DASH_BODY:,} limit")
+        if token is None or path == "/login" or path.startswith("/assets/00-bootstrap"):
+            return None
+        if authorised():
+            return None
+        if path.startswith("/api/v1/"):
+            return None  # the ingest API answers 401 itself, in its own JSON
+        if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
+            return redirect(f"/login?next={request.full_path.rstrip('?')}", code=303)
+        return _error(401, "sign in at /login or send Authorization: Bearer <token>")
+
+    @server.route("/login", methods=["GET", "POST"])
+    def _login() -> Response:
+        nxt = _safe_next(request.values.get("next"))
+        if token is None:
+            return redirect(nxt, code=303)
+        error = ""
+        if request.method == "POST":
+            given = request.form.get("token", "")
+            if hmac.compare_digest(given.encode(), token.encode()):
+                resp = redirect(nxt, code=303)
+                resp.set_cookie(
+                    COOKIE,
+                    session or "",
+                    httponly=True,
+                    samesite="Strict",
+                    secure=request.is_secure,
+                    max_age=12 * 3600,
+                )
+                return resp
+            error = '<div class="alert alert-danger" role="alert">Wrong token.</div>'
+        page = _LOGIN.format(error=error, next=html.escape(nxt, quote=True))
+        return Response(page, status=401 if error else 200, mimetype="text/html")
+
+    @server.after_request
+    def _headers(resp: Response) -> Response:
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        resp.headers.setdefault("X-Frame-Options", "DENY")
+        resp.headers.setdefault("Referrer-Policy", "no-referrer")
+        resp.headers.setdefault("Content-Security-Policy", _CSP)
+        return resp
+
+
+def _error(status: int, reason: str) -> Response:
+    return Response(json.dumps({"error": reason}), status=status, mimetype="application/json")

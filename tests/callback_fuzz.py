@@ -1,0 +1,131 @@
+"""Crafted POSTs to Dash's ``/_dash-update-component``: every callback the server declares,
+with hostile values in every input and state (SQL injection, markup, wrong types, huge
+numbers, path tricks). Shared by tests/test_security.py and benchmarks/reliability.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.error
+import urllib.request
+from typing import Any
+
+SQLI = [
+    "'; DROP TABLE runs; --",
+    "x' OR '1'='1",
+    "1; DELETE FROM gpu_samples",
+    "h100-0000' UNION SELECT * FROM meta --",
+    "\"; ATTACH '/tmp/evil.duckdb' AS e; --",
+    "COPY gpus TO '/tmp/leak.csv'",
+]
+MARKUP = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "javascript:alert(1)"]
+ODD: list[Any] = [None, "", -1, 10**18, 1e308, [], {}, ["a", 1], {"$ne": 1}, True, "x" * 100_000]
+HOSTILE: list[Any] = SQLI + MARKUP + ODD
+
+
+def _views(rng: random.Random) -> Any:
+    return rng.choice(
+        [
+            {"run": rng.choice(SQLI), "range": "all"},
+            {"run": "dev-64-s1", "range": "custom", "start": rng.choice(SQLI), "end": "2026"},
+            {"run": rng.choice(SQLI), "range": rng.choice(SQLI + ["custom", "24h"])},
+            {"run": ["x"], "range": {"a": 1}, "start": 5, "end": None},
+            rng.choice(HOSTILE),
+        ]
+    )
+
+
+def hostile_value(prop: str, cid: Any, rng: random.Random) -> Any:
+    """A hostile value shaped (or deliberately mis-shaped) for the property."""
+    if cid == "view" and prop == "data":
+        return _views(rng)
+    if prop == "hash":
+        return "#" + rng.choice(
+            [
+                "run=%27%3B%20DROP%20TABLE%20runs%3B--&range=all",
+                "from=x'&to=y&range=custom",
+                "run=<img src=x onerror=alert(1)>",
+            ]
+        )
+    if prop == "relayoutData":
+        return {"xaxis.range[0]": rng.choice(SQLI), "xaxis.range[1]": rng.choice(HOSTILE)}
+    if prop == "clickData":
+        return {"points": [{"x": rng.choice(HOSTILE), "y": rng.choice(SQLI + MARKUP)}]}
+    if prop == "active_cell":
+        return {"row": rng.choice([0, 10**9, -5]), "column": 0, "column_id": rng.choice(SQLI)}
+    if prop == "derived_viewport_data":
+        return [{"host": rng.choice(SQLI), "step": rng.choice(HOSTILE), "ts": rng.choice(SQLI)}]
+    # Dash's own page router takes what a browser's location can hold (it answers 500 to a
+    # pathname that does not start with "/", which no browser sends).
+    if prop == "pathname":
+        return rng.choice(["/../../etc/passwd", "/gpus'; DROP TABLE gpus; --", "/%00", "/<b>"])
+    if prop == "search":
+        return rng.choice(["", "?run=%27%3B%20DROP%20TABLE%20runs", "?x=<script>"])
+    return rng.choice(HOSTILE)
+
+
+def _parse_outputs(spec: str) -> list[dict[str, Any]]:
+    multi = spec.startswith("..") and spec.endswith("..")
+    parts = spec[2:-2].split("...") if multi else [spec]
+    out = []
+    for p in parts:
+        cid, prop = p.rsplit(".", 1)
+        prop = prop.split("@", 1)[0]
+        out.append({"id": json.loads(cid) if cid.startswith("{") else cid, "property": prop})
+    return out
+
+
+def _item(dep: dict[str, Any], rng: random.Random) -> Any:
+    cid, prop = dep["id"], dep["property"]
+    if cid.startswith("{"):  # a pattern-matching (ALL) input: a list of concrete ids
+        pattern = json.loads(cid)
+        concrete = {k: ("fuzz" if v == ["ALL"] else v) for k, v in pattern.items()}
+        return [{"id": concrete, "property": prop, "value": hostile_value(prop, concrete, rng)}]
+    return {"id": cid, "property": prop, "value": hostile_value(prop, cid, rng)}
+
+
+def fuzz_callbacks(
+    base: str, rounds: int = 5, seed: int = 0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """POST ``rounds`` hostile payloads to every declared callback. Returns counts by HTTP
+    status and the callbacks that answered 5xx (with the first bytes of the reply)."""
+    rng = random.Random(seed)
+    req = urllib.request.Request(base + "/_dash-dependencies", headers=headers or {})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        deps = json.loads(r.read())
+    statuses: dict[int, int] = {}
+    failures: list[str] = []
+    sent = 0
+    for dep in deps:
+        if dep.get("clientside_function"):  # runs in the browser; the server has no handler
+            continue
+        outputs = _parse_outputs(dep["output"])
+        for _ in range(rounds):
+            inputs = [_item(i, rng) for i in dep["inputs"]]
+            first = inputs[0][0] if isinstance(inputs[0], list) else inputs[0]
+            first_id = first["id"] if isinstance(first["id"], str) else json.dumps(first["id"])
+            multi = len(outputs) > 1 or dep["output"].startswith("..")
+            body = {
+                "output": dep["output"],
+                "outputs": outputs if multi else outputs[0],
+                "inputs": inputs,
+                "state": [_item(s, rng) for s in dep["state"]],
+                "changedPropIds": [f"{first_id}.{first['property']}"],
+            }
+            data = json.dumps(body).encode()
+            req = urllib.request.Request(
+                base + "/_dash-update-component",
+                data=data,
+                method="POST",
+                headers={"Content-Type": "application/json", **(headers or {})},
+            )
+            sent += 1
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    code = r.status
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+                if code >= 500:
+                    failures.append(f"{dep['output'][:60]}: {exc.read()[:200]!r}")
+            statuses[code] = statuses.get(code, 0) + 1
+    return {"sent": sent, "statuses": statuses, "failures": failures}
