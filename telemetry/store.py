@@ -315,27 +315,37 @@ class Store:
         interval = self.sample_interval_s()
         return [lv for lv in ROLLUP_LEVELS_S if lv > interval] or [ROLLUP_LEVELS_S[-1]]
 
-    def refresh_rollups(self, until: datetime | None = None) -> None:
+    def refresh_rollups(
+        self, until: datetime | None = None, since: datetime | None = None
+    ) -> None:
         """Recompute node and fleet rollups from the last complete bucket of each level on.
 
         Buckets from each level's watermark up to ``until`` (default: the newest sample) are
         deleted and recomputed, so a partly filled bucket is corrected on the next refresh.
         Each level is built from the level below it (or raw samples), keeping the cost
-        proportional to the new data, not to the store.
+        proportional to the new data, not to the store. ``since`` is the oldest time of the
+        data just written: data older than a watermark (a spool delivered late, a second
+        daemon's backlog) pulls the recomputation back to its bucket. ``until`` never goes
+        below the newest stored tick, so newer buckets are never left deleted.
         """
         with self._writing() as con:
-            if until is None:
-                until = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
-            if until is None:
+            newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
+            if newest is None:
                 return
+            until = newest if until is None else max(until, newest)
             marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
             prev: int | None = None
             for level in self.rollup_levels():
                 key = f"rollup_watermark_{level}"
-                since = marks.get(key, "1970-01-01 00:00:00")
+                since_l = marks.get(key, "1970-01-01 00:00:00")
+                if since is not None:
+                    floor = con.execute(
+                        "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, since]
+                    ).fetchone()[0]
+                    since_l = min(str(floor), since_l)
                 con.begin()
                 try:
-                    self._rollup_level(con, level, prev, since, until)
+                    self._rollup_level(con, level, prev, since_l, until)
                     new_mark = con.execute(
                         "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
                     ).fetchone()[0]

@@ -150,3 +150,25 @@ def test_missing_directory_and_read_only_missing_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no such store"):
         Store(str(tmp_path / "absent.duckdb"), read_only=True)
     assert issubclass(StoreLockedError, Exception)
+
+
+def test_late_data_is_rolled_up_and_newer_buckets_survive(tmp_path: Path) -> None:
+    """A round older than the rollup watermark (one daemon's spool delivered after another
+    daemon's fresh rounds) lands in its bucket; the newer buckets stay."""
+    t0 = datetime(2026, 3, 1)
+    fresh = [t0 + timedelta(minutes=m) for m in range(10)]
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        store.set_meta({"sample_interval_s": "60"})
+        store.append("gpus", _gpus())
+        node0 = _samples(fresh, 2, 50.0)  # gpu_id 0, 1 = node n0
+        store.append("gpu_samples", node0)
+        store.refresh_rollups(until=fresh[-1], since=fresh[0])
+        late = _samples([t0 + timedelta(minutes=2)], 4, 50.0)
+        late = late[late["gpu_id"] >= 2]  # node n1's backlog, delivered now
+        store.append("gpu_samples", late)
+        store.refresh_rollups(until=t0 + timedelta(minutes=2), since=t0 + timedelta(minutes=2))
+        fleet = store.df("SELECT ts, nodes FROM fleet_rollup WHERE bucket_s = 300 ORDER BY ts")
+        assert fleet["nodes"].tolist() == [2, 1]  # 10:00-10:05 has both nodes, 10:05- one
+        assert store.scalar(
+            "SELECT max(ts) FROM fleet_rollup WHERE bucket_s = 300"
+        ) == t0 + timedelta(minutes=5)

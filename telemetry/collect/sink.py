@@ -154,7 +154,7 @@ class StoreSink:
             zip(nodes["host"].to_pylist(), nodes["node_id"].to_pylist(), strict=True)
         )
         self._xid, self._seen = xid_state, seen
-        self.store.refresh_rollups(until=ts)
+        self.store.refresh_rollups(since=ts)  # a late round pulls its buckets back in
         return RoundReport(
             ts=ts,
             targets=len(fetches),
