@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -156,6 +157,73 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(path, str(exc).splitlines()[0]) from None
 
 
+def _key(params: list[Any] | tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(tuple(p) if isinstance(p, list) else p for p in params)
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(index=True, deep=False).sum()) + 1024
+    if isinstance(value, list):
+        return 64 * len(value) * (len(value[0]) if value and isinstance(value[0], tuple) else 1)
+    return 64
+
+
+class ResultCache:
+    """Query results kept until the store's next write (the version changes), so twenty
+    engineers looking at the same view cost one query per data update, not twenty.
+
+    Bounded by bytes (least recently used out first); results larger than a tenth of the
+    bound are not kept. Concurrent requests for the same uncached result wait for the one
+    that computes it ("single flight") instead of all hitting DuckDB.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Any, tuple[int, Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._inflight: dict[Any, threading.Event] = {}
+        self.hits = self.misses = 0
+
+    def get(self, key: Any, version: int, compute: Callable[[], Any]) -> Any:
+        while True:
+            with self._lock:
+                item = self._items.get(key)
+                if item is not None and item[0] == version:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    return item[1]
+                waiting = self._inflight.get(key)
+                if waiting is None:
+                    done = self._inflight[key] = threading.Event()
+                    self.misses += 1
+                    break
+            waiting.wait(60)
+        try:
+            value = compute()
+            self._put(key, version, value)
+            return value
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+            done.set()
+
+    def _put(self, key: Any, version: int, value: Any) -> None:
+        size = _size(value)
+        if size > self.max_bytes // 10:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._items[key] = (version, value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._items:
+                _, (_, _, s) = self._items.popitem(last=False)
+                self._bytes -= s
+
+
 class Store:
     """One DuckDB telemetry store. Thread-safe: writes serialise on a lock, reads use cursors."""
 
@@ -164,6 +232,8 @@ class Store:
         self.read_only = read_only
         self._con = _open(path, read_only)
         self._write_lock = threading.Lock()
+        self._version = 0
+        self._cache = ResultCache()
         if not read_only:
             self._init_schema()
 
@@ -195,35 +265,49 @@ class Store:
         return self._con.cursor()
 
     def df(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> pd.DataFrame:
-        """Run a parameterised read-only query on a fresh cursor and return a DataFrame."""
-        cur = self._con.cursor()
-        try:
-            return cur.execute(sql, list(params)).df()
-        finally:
-            cur.close()
+        """Run a parameterised read-only query on a fresh cursor and return a DataFrame (the
+        caller's own copy: results are cached until the next write, see ``ResultCache``)."""
+
+        def run() -> pd.DataFrame:
+            cur = self._con.cursor()
+            try:
+                return cur.execute(sql, list(params)).df()
+            finally:
+                cur.close()
+
+        out = self._cache.get(("df", sql, _key(params)), self._version, run)
+        return out.copy(deep=True)
 
     def rows(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a parameterised read-only query on a fresh cursor and return all rows."""
-        cur = self._con.cursor()
-        try:
-            return cur.execute(sql, list(params)).fetchall()
-        finally:
-            cur.close()
+
+        def run() -> list[tuple[Any, ...]]:
+            cur = self._con.cursor()
+            try:
+                return cur.execute(sql, list(params)).fetchall()
+            finally:
+                cur.close()
+
+        return list(self._cache.get(("rows", sql, _key(params)), self._version, run))
 
     def scalar(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> Any:
-        cur = self._con.cursor()
-        try:
-            row = cur.execute(sql, list(params)).fetchone()
-            return None if row is None else row[0]
-        finally:
-            cur.close()
+        def run() -> Any:
+            cur = self._con.cursor()
+            try:
+                row = cur.execute(sql, list(params)).fetchone()
+                return None if row is None else row[0]
+            finally:
+                cur.close()
+
+        return self._cache.get(("scalar", sql, _key(params)), self._version, run)
+
+    @property
+    def version(self) -> int:
+        """Bumped by every write in this process; cached query results are valid within one."""
+        return self._version
 
     def meta(self) -> dict[str, str]:
-        cur = self._con.cursor()
-        try:
-            return dict(cur.execute("SELECT key, value FROM meta").fetchall())
-        finally:
-            cur.close()
+        return dict(self.rows("SELECT key, value FROM meta"))
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
@@ -237,6 +321,8 @@ class Store:
                 # A full disk or a file-size limit surfaces as a failed write or commit; the
                 # transaction is rolled back and DuckDB takes writes again once space returns.
                 raise StoreError(self.path, _io_reason(exc)) from None
+            finally:
+                self._version += 1  # after the commit: readers from now on see the new data
 
     def set_meta(self, values: dict[str, str]) -> None:
         with self._writing() as con:
@@ -315,9 +401,7 @@ class Store:
         interval = self.sample_interval_s()
         return [lv for lv in ROLLUP_LEVELS_S if lv > interval] or [ROLLUP_LEVELS_S[-1]]
 
-    def refresh_rollups(
-        self, until: datetime | None = None, since: datetime | None = None
-    ) -> None:
+    def refresh_rollups(self, until: datetime | None = None, since: datetime | None = None) -> None:
         """Recompute node and fleet rollups from the last complete bucket of each level on.
 
         Buckets from each level's watermark up to ``until`` (default: the newest sample) are

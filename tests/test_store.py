@@ -172,3 +172,19 @@ def test_late_data_is_rolled_up_and_newer_buckets_survive(tmp_path: Path) -> Non
         assert store.scalar(
             "SELECT max(ts) FROM fleet_rollup WHERE bucket_s = 300"
         ) == t0 + timedelta(minutes=5)
+
+
+def test_query_results_are_cached_until_the_next_write(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        store.append("gpus", _gpus())
+        sql = "SELECT gpu_id, host FROM gpus WHERE node_id = ? ORDER BY gpu_id"
+        first = store.df(sql, [0])
+        first.loc[0, "host"] = "mutated by a caller"  # callers get their own copy
+        hits = store._cache.hits
+        again = store.df(sql, [0])
+        assert store._cache.hits == hits + 1 and again["host"].tolist() == ["n0", "n0"]
+        assert store.scalar("SELECT count(*) FROM gpus") == 4
+        more = _gpus(3)
+        store.append("gpus", more[more["node_id"] == 2])  # a write: the next read is fresh
+        assert store.scalar("SELECT count(*) FROM gpus") == 6
+        assert store.rows("SELECT count(*) FROM gpus WHERE node_id = ?", [2]) == [(2,)]
