@@ -1,0 +1,117 @@
+"""The whole real path, live: simulated dcgm-exporters -> ingest daemon -> HTTP -> server ->
+store -> dashboard in Chromium. Three processes, as an SRE would deploy them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.conftest import ROOT, Server, collect_errors, start_server
+from tests.ui.test_overview import FLEET_READY, FLEET_X
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        stdout=open(log, "w"),  # noqa: SIM115 (closed with the process)
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    tmp = tmp_path_factory.mktemp("pipeline")
+    targets = tmp / "targets.json"
+    exporters = _spawn(
+        [
+            "replay",
+            "--scenario",
+            "dev-64",
+            "--serve-exporters",
+            "--exporter-base-port",
+            "0",
+            "--targets-file",
+            str(targets),
+            "--speed",
+            "60",
+            "--interval",
+            "30",
+        ],
+        tmp / "exporters.log",
+    )
+    procs = [exporters]
+    server = None
+    try:
+        deadline = time.monotonic() + 60
+        while not targets.exists() and time.monotonic() < deadline:
+            assert exporters.poll() is None, (tmp / "exporters.log").read_text()
+            time.sleep(0.2)
+        assert targets.exists(), "the exporters did not start"
+        server = start_server(
+            ["serve", "--store", str(tmp / "server.duckdb"), "--accept-ingest"], tmp / "serve.log"
+        )
+        daemon_log = tmp / "daemon.log"
+        procs.append(
+            _spawn(
+                [
+                    "ingest",
+                    "--server",
+                    server.url,
+                    "--targets-file",
+                    str(targets),
+                    "--interval",
+                    "1",
+                    "--timeout",
+                    "0.8",
+                    "--spool",
+                    str(tmp / "spool"),
+                ],
+                daemon_log,
+            )
+        )
+        yield server, daemon_log
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+        if server is not None:
+            server.stop()
+
+
+def _rounds(server: Server) -> int:
+    with urllib.request.urlopen(server.url + "/api/v1/health", timeout=5) as r:
+        return int(json.loads(r.read()).get("rounds", 0))
+
+
+def test_the_dashboard_follows_live_scrapes(page: Page, pipeline: tuple[Server, Path]) -> None:
+    server, daemon_log = pipeline
+    errors = collect_errors(page)
+    deadline = time.monotonic() + 30
+    while _rounds(server) < 2:  # the first forwarded rounds are in the store
+        assert time.monotonic() < deadline, daemon_log.read_text()
+        time.sleep(0.3)
+    page.clock.install()  # drive the 10 s refresh without waiting for it
+    page.goto(server.url + "/")
+    page.wait_for_function(FLEET_READY, timeout=30_000)
+    expect(page.locator("body")).not_to_contain_text("Simulated data")  # real scrapes
+    # 8 job nodes + 2 spares, 8 GPUs each, all scraped
+    expect(page.locator("#ov-gpus")).to_contain_text("80 / 80", timeout=30_000)
+    before = page.evaluate(FLEET_X)
+    stamp = page.locator("#last-updated").inner_text()
+    time.sleep(3)  # three more scrape rounds forwarded and stored
+    page.clock.run_for(11_000)
+    expect(page.locator("#last-updated")).not_to_have_text(stamp, timeout=15_000)
+    page.wait_for_function(f"t => ({FLEET_X})().some(x => x > t)", arg=max(before), timeout=15_000)
+    assert re.search(r"[1-9]\d* rounds delivered", daemon_log.read_text())
+    assert errors == [], errors
