@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8050
 
-.PHONY: setup demo test chromium lint bench clean
+.PHONY: setup demo test chromium lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/replay.py
+	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/dashboard.py
+
+reliability: setup
+	$(BIN)/python benchmarks/reliability.py
 
 clean:
 	rm -rf $(VENV) *.duckdb *.duckdb.wal .pytest_cache
