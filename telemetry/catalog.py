@@ -20,24 +20,37 @@ class Column:
     unit: str
     kind: str  # gauge | counter
     label: str  # what the dashboard calls it
+    valid: tuple[float, float]  # physically possible values; outside is a bad sample, not data
 
 
-# Order is the column order of gpu_samples after (ts, gpu_id).
+# Order is the column order of gpu_samples after (ts, gpu_id). The valid ranges are generous
+# bounds of what any NVIDIA datacenter GPU can report (a 10,000 °C or -5 % reading, or ±Inf, is
+# an exporter or driver fault: it is counted as rejected and stored as missing).
 SAMPLE_COLUMNS: tuple[Column, ...] = (
-    Column("util_pct", "DCGM_FI_DEV_GPU_UTIL", "%", "gauge", "GPU utilization"),
-    Column("temp_c", "DCGM_FI_DEV_GPU_TEMP", "°C", "gauge", "GPU temperature"),
-    Column("mem_temp_c", "DCGM_FI_DEV_MEMORY_TEMP", "°C", "gauge", "HBM temperature"),
-    Column("power_w", "DCGM_FI_DEV_POWER_USAGE", "W", "gauge", "Power draw"),
-    Column("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", "MHz", "gauge", "SM clock"),
-    Column("fb_used_mib", "DCGM_FI_DEV_FB_USED", "MiB", "gauge", "Framebuffer used"),
-    Column("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "MiB", "gauge", "Framebuffer free"),
+    Column("util_pct", "DCGM_FI_DEV_GPU_UTIL", "%", "gauge", "GPU utilization", (0, 100)),
+    Column("temp_c", "DCGM_FI_DEV_GPU_TEMP", "°C", "gauge", "GPU temperature", (-40, 150)),
+    Column("mem_temp_c", "DCGM_FI_DEV_MEMORY_TEMP", "°C", "gauge", "HBM temperature", (-40, 150)),
+    Column("power_w", "DCGM_FI_DEV_POWER_USAGE", "W", "gauge", "Power draw", (0, 5000)),
+    Column("sm_clock_mhz", "DCGM_FI_DEV_SM_CLOCK", "MHz", "gauge", "SM clock", (0, 10000)),
+    Column("fb_used_mib", "DCGM_FI_DEV_FB_USED", "MiB", "gauge", "Framebuffer used", (0, 1e7)),
+    Column("fb_free_mib", "DCGM_FI_DEV_FB_FREE", "MiB", "gauge", "Framebuffer free", (0, 1e7)),
     Column(
-        "tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", "gauge", "Tensor pipe active"
+        "tensor_active",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "ratio",
+        "gauge",
+        "Tensor pipe active",
+        (0, 1),
     ),
     Column(
-        "energy_mj", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "counter", "Energy since boot"
+        "energy_mj",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "mJ",
+        "counter",
+        "Energy since boot",
+        (0, 1e18),
     ),
-    Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID"),
+    Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID", (0, 65535)),
 )
 
 COLUMN_BY_FIELD: dict[str, Column] = {c.field: c for c in SAMPLE_COLUMNS}

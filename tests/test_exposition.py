@@ -453,8 +453,15 @@ def test_gpu_rows_mig_instances_are_rows_of_their_own() -> None:
     assert sorted(int(i) for g, i in keys if g == 0 and i) == list(range(7, 14))
     profiles = {p for p in rows.attribution["mig_profile"] if p}
     assert profiles == {"1g.10gb", "3g.40gb"}
-    assert np.isnan(rows.columns["util_pct"]).all()  # GPU_UTIL is absent on MIG
     instance = keys.index((0, "7"))
+    # GPU_UTIL is absent on MIG: a slice's utilization is its graphics engine's active ratio
+    gr = next(
+        float(ln.rsplit(" ", 1)[1])
+        for ln in fixture("mig.txt").splitlines()
+        if ln.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") and 'GPU_I_ID="7"' in ln
+    )
+    assert rows.columns["util_pct"][instance] == pytest.approx(100 * gr)
+    assert np.isnan(rows.columns["util_pct"][keys.index((1, None))])  # the parent GPU: none
     assert not np.isnan(rows.columns["fb_used_mib"][instance])
     assert np.isnan(rows.columns["temp_c"][instance])  # device fields stay on the GPU row
 

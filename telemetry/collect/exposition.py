@@ -261,7 +261,7 @@ def _sample(line: str) -> tuple[str, str, str, str | None] | str:
         return _why_not(line) if text[:1] in ("", "#") else f"invalid metric name {text[:60]!r}"
     if not brace:
         return "label set not closed with '}'"
-    labels = _block(block)
+    labels = _labels(block)
     if isinstance(labels, str):
         return labels
     m = _TAIL_RE.fullmatch(tail)
@@ -294,7 +294,7 @@ def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]]
     index: dict[str, int] = dict.fromkeys(blocks)  # type: ignore[arg-type]
     sets = []
     for i, block in enumerate(index):
-        labels = _block(block)
+        labels = _labels(block)
         if isinstance(labels, str):
             return None
         index[block] = i
@@ -307,6 +307,17 @@ def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]]
 # ~1.9 KB per block together, so ~120 MB at most; smaller, a 2,048-node round evicts every
 # block before it is seen again and parsing runs cold (~2x slower) on every round.
 _BLOCK_CACHE = 1 << 16
+
+
+MAX_LABEL_BLOCK = 4096  # a dcgm-exporter GPU's labels take ~250 characters
+
+
+def _labels(block: str) -> LabelSet | str:
+    """A label block's labels or why it is refused. A block longer than ``MAX_LABEL_BLOCK``
+    (a 100 KB pod name) rejects its line, before it can reach the cache or the store."""
+    if len(block) > MAX_LABEL_BLOCK:
+        return f"labels longer than {MAX_LABEL_BLOCK:,} characters ({len(block):,})"
+    return _block(block)
 
 
 @lru_cache(maxsize=_BLOCK_CACHE)
@@ -461,6 +472,7 @@ class GpuRows:
     unkeyed: np.ndarray  # int64 indices of samples without a GPU key
     samples: int  # samples of the scrapes these rows came from
     duplicates: int  # repeated (row, column) samples; the last one is kept
+    rejected_values: np.ndarray  # int64 per scrape: samples blanked as physically impossible
 
     def __len__(self) -> int:
         return len(self.host)
@@ -521,6 +533,10 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
     col = _field_columns(fields)[field_id[known]]
     matrix, duplicates = _fill(col, row[known], values[known], len(keys))
     is_extra = (row >= 0) & ~known
+    _mig_utilization(
+        matrix, fields, field_id[is_extra], row[is_extra], extra_id[is_extra], values[is_extra]
+    )
+    rejected = _out_of_range(matrix, np.asarray(row_scrape, np.int64), len(scrapes))
     return GpuRows(
         host=tuple(k[0] for k in keys),
         gpu=np.array([k[1] for k in keys], np.int16),
@@ -536,7 +552,48 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
         unkeyed=np.flatnonzero(row < 0),
         samples=len(field_id),
         duplicates=duplicates,
+        rejected_values=rejected,
     )
+
+
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+_UTIL = next(j for j, c in enumerate(SAMPLE_COLUMNS) if c.name == "util_pct")
+
+
+def _mig_utilization(
+    matrix: np.ndarray,
+    fields: tuple[str, ...],
+    field_id: np.ndarray,
+    row: np.ndarray,
+    extra_id: np.ndarray,
+    values: np.ndarray,
+) -> None:
+    """MIG slices do not report ``GPU_UTIL``; their utilization is the graphics engine's active
+    ratio (``PROF_GR_ENGINE_ACTIVE``, 0-1) as a percentage, as NVIDIA recommends. Filled only
+    where ``GPU_UTIL`` is missing, so a full GPU's own value always wins."""
+    if GR_ENGINE_ACTIVE not in fields:
+        return
+    pick = (field_id == fields.index(GR_ENGINE_ACTIVE)) & (extra_id == 0)
+    util = matrix[_UTIL]
+    r, v = row[pick], values[pick] * 100.0
+    gap = np.isnan(util[r])
+    util[r[gap]] = v[gap]
+
+
+_LO = np.array([c.valid[0] for c in SAMPLE_COLUMNS])[:, None]
+_HI = np.array([c.valid[1] for c in SAMPLE_COLUMNS])[:, None]
+
+
+def _out_of_range(matrix: np.ndarray, row_scrape: np.ndarray, n_scrapes: int) -> np.ndarray:
+    """Blank values no GPU can report (``telemetry.catalog``: -5 % utilization, 10,000 °C, ±Inf)
+    and count them per scrape, so the target's health says how many were rejected."""
+    with np.errstate(invalid="ignore"):
+        bad = (matrix < _LO) | (matrix > _HI)  # NaN compares False: missing stays missing
+    if not bad.any():
+        return np.zeros(n_scrapes, np.int64)
+    matrix[bad] = np.nan
+    per_row = bad.sum(axis=0)
+    return np.bincount(row_scrape, weights=per_row, minlength=n_scrapes).astype(np.int64)
 
 
 def _field_ids(scrapes: Sequence[Scrape]) -> tuple[np.ndarray, tuple[str, ...]]:

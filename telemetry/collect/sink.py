@@ -162,7 +162,7 @@ class StoreSink:
             samples=len(rows),
             extras=extras.num_rows,
             xid_events=len(xid_events),
-            rejected_lines=sum(len(s.errors) for s in scrapes),
+            rejected_lines=sum(len(s.errors) for s in scrapes) + int(rows.rejected_values.sum()),
             stale=int(health["stale"].sum()),
         )
 
@@ -292,7 +292,8 @@ class StoreSink:
         for f in fetches:
             samples, rejected, err, stale = 0, 0, f.error, False
             if f.text is not None:
-                samples, rejected = int(stored[k]), len(scrapes[k].errors)
+                samples = int(stored[k])
+                rejected = len(scrapes[k].errors) + int(rows.rejected_values[k])
                 err = None if keyed[k] else "no GPU samples in the scrape"
                 if err and rejected:  # the count tells an exporter's garbage from an idle node
                     err += f" ({rejected} lines rejected)"
