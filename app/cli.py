@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="scrape the dcgm-exporter targets in FILE from this process (see README)",
     )
     _token_arg(w)
+    w.add_argument(
+        "--ingest-into-replay",
+        action="store_true",
+        help="load tests: let scrapes of a replay's own simulated exporters land in its store "
+        "(it stays marked simulated)",
+    )
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     d.add_argument("--store", default=DEFAULT_DEMO_STORE, help="store file, replaced on start")
@@ -464,6 +470,7 @@ def _serve(
     accept_ingest: bool = False,
     scrape=None,  # type: ignore[no-untyped-def]
     token: str | None = None,
+    into_replay: bool = False,
 ) -> int:
     from app import guard
     from app.main import create_app, run_server
@@ -475,7 +482,7 @@ def _serve(
     # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
     writes = replay_sc is not None or accept_ingest or scrape is not None
     store = open_store(store_path, read_only=not writes)
-    service = IngestService(store) if writes else None
+    service = IngestService(store, into_replay=into_replay) if writes else None
     stop = threading.Event()
     workers = []
     if replay_sc is not None:
@@ -581,6 +588,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         accept_ingest=args.accept_ingest,
         scrape=scrape,
         token=token,
+        into_replay=args.ingest_into_replay,
     )
 
 

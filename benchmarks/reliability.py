@@ -290,7 +290,263 @@ def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
     return rows
 
 
+# -- load ----------------------------------------------------------------------------------------
+def _user(
+    url: str,
+    pages: dict[str, list[dict]],
+    until: float,
+    seed: int,
+    out: list,
+    errs: list,
+    lock: threading.Lock,
+) -> None:
+    """One engineer: opens a page (all its callbacks), then lets it refresh every 10 s, and
+    moves to another page now and then."""
+    rng = random.Random(seed)
+    time.sleep(rng.uniform(0, 10))  # users arrive over the first ten seconds
+    page = rng.choice(list(pages))
+    while time.monotonic() < until:
+        if rng.random() < 0.3:
+            page = rng.choice(list(pages))
+        for req in pages[page]:
+            r = urllib.request.Request(
+                url + req["path"],
+                data=(req["body"] or "").encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            t0 = time.perf_counter()
+            try:
+                with urllib.request.urlopen(r, timeout=60) as resp:
+                    resp.read()
+                    ok = resp.status in (200, 204)
+            except urllib.error.HTTPError as exc:
+                ok = exc.code == 204
+                if not ok:
+                    with lock:
+                        errs.append(f"HTTP {exc.code} {json.loads(req['body']).get('output')}")
+            except OSError as exc:
+                ok = False
+                with lock:
+                    errs.append(f"{type(exc).__name__}: {exc}")
+            with lock:
+                out.append(time.perf_counter() - t0)
+        time.sleep(10.0)  # the live refresh interval
+
+
+def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: int) -> list[Row]:
+    from benchmarks.dashboard import PAGES, record
+
+    path = tmp / "load.duckdb"
+    print(f"copying {store_src} ({store_src.stat().st_size / 2**30:.1f} GiB) ...", flush=True)
+    shutil.copy(store_src, path)
+    if Path(str(store_src) + ".wal").exists():
+        shutil.copy(str(store_src) + ".wal", str(path) + ".wal")
+    targets_all, targets = tmp / "farm-targets.json", tmp / "targets.json"
+    procs = [
+        faults.spawn(
+            [
+                "replay",
+                "--scenario",
+                "llama3-405b",
+                "--serve-exporters",
+                "--exporter-base-port",
+                "0",
+                "--targets-file",
+                str(targets_all),
+            ],
+            tmp / "farm.log",
+        )
+    ]
+    port = faults.free_port()
+    url = f"http://127.0.0.1:{port}"
+    procs.append(
+        faults.spawn(
+            [
+                "serve",
+                "--store",
+                str(path),
+                "--accept-ingest",
+                "--ingest-into-replay",
+                "--port",
+                str(port),
+            ],
+            tmp / "serve.log",
+        )
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not targets_all.exists():
+            if time.monotonic() > deadline or procs[0].poll() is not None:
+                raise RuntimeError((tmp / "farm.log").read_text()[-2000:])
+            time.sleep(0.5)
+        groups = json.loads(targets_all.read_text())
+        flat = [t for g in groups for t in g["targets"]][:nodes]
+        targets.write_text(json.dumps([{"targets": flat}]))
+        faults.wait_http(url + "/api/v1/health", procs[1], timeout=300)
+        print("recording each page's callbacks in Chromium ...", flush=True)
+        _, requests = record(url)
+        pages: dict[str, list[dict]] = {}
+        for req in requests:
+            path_ = "/" + req["page"].split("/", 3)[-1].split("#")[0]
+            pages.setdefault(path_ if path_ in PAGES else "/", []).append(req)
+        daemon_log = tmp / "daemon.log"
+        procs.append(
+            faults.spawn(
+                [
+                    "ingest",
+                    "--server",
+                    url,
+                    "--targets-file",
+                    str(targets),
+                    "--interval",
+                    "15",
+                    "--timeout",
+                    "10",
+                    "--spool",
+                    str(tmp / "spool"),
+                ],
+                daemon_log,
+            )
+        )
+        print(
+            f"{users} users for {seconds:.0f} s while the daemon forwards {len(flat)} nodes "
+            "every 15 s ...",
+            flush=True,
+        )
+        lat: list[float] = []
+        errs: list[str] = []
+        lock = threading.Lock()
+        until = time.monotonic() + seconds
+        threads = [
+            threading.Thread(target=_user, args=(url, pages, until, i, lat, errs, lock))
+            for i in range(users)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(20)  # let the last round be delivered
+        procs[2].terminate()
+        procs[2].wait(timeout=30)
+        log = daemon_log.read_text()
+        spooled = log.count(" spooled:")
+        dropped = log.count(" DROPPED:")
+        late = log.count("skipping")
+        with urllib.request.urlopen(url + "/api/v1/health", timeout=30) as r:
+            stored = json.loads(r.read()).get("rounds", 0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=60)
+    lat.sort()
+    p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+    p50 = lat[len(lat) // 2] if lat else float("nan")
+    missed = max(0, spooled - stored) + dropped + late
+    return [
+        {
+            "suite": "load",
+            "check": f"{users} users x {seconds:.0f} s, llama3-405b store",
+            "tried": len(lat),
+            "held": not errs and p95 <= 1.0,
+            "lost": 0,
+            "detail": f"callback p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, "
+            f"{len(errs)} errors{': ' + errs[0] if errs else ''}",
+        },
+        {
+            "suite": "load",
+            "check": f"ingest rounds during the load ({len(flat)} nodes)",
+            "tried": spooled,
+            "held": missed == 0 and spooled > 0,
+            "lost": missed,
+            "detail": f"{spooled} scraped, {stored} stored, {dropped} dropped, {late} late",
+        },
+    ]
+
+
 # -- the table -----------------------------------------------------------------------------------
+# -- soak ----------------------------------------------------------------------------------------
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def suite_soak(tmp: Path, minutes: float) -> list[Row]:
+    """The demo live (replay at wall-clock speed into a fresh store) with five users polling
+    every page for ``minutes``; the server's RSS every 30 s."""
+    from benchmarks.dashboard import record
+
+    port = faults.free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = faults.spawn(
+        ["demo", "--store", str(tmp / "soak.duckdb"), "--port", str(port)], tmp / "soak.log"
+    )
+    samples: list[tuple[float, float]] = []
+    errs: list[str] = []
+    try:
+        faults.wait_http(url + "/", proc, timeout=300)
+        _, requests = record(url)
+        pages = {"all": requests}
+        t0 = time.monotonic()
+        until = t0 + minutes * 60
+        lat: list[float] = []
+        lock = threading.Lock()
+        users = [
+            threading.Thread(target=_user, args=(url, pages, until, i, lat, errs, lock))
+            for i in range(5)
+        ]
+        for u in users:
+            u.start()
+        while time.monotonic() < until:
+            samples.append(((time.monotonic() - t0) / 60, _rss_mb(proc.pid)))
+            time.sleep(30)
+        for u in users:
+            u.join()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    half = [r for m, r in samples if m >= minutes / 2]
+    first = [r for m, r in samples if m < minutes / 2]
+    growth = (half[-1] - half[0]) if len(half) > 1 else float("nan")
+    start = first[0] if first else float("nan")
+    held = not errs and len(half) > 1 and growth <= max(50.0, 0.1 * half[0])
+    return [
+        {
+            "suite": "soak",
+            "check": f"demo live {minutes:.0f} min, 5 users polling",
+            "tried": len(samples),
+            "held": held,
+            "lost": 0,
+            "detail": f"RSS {start:.0f} MB at start, {half[0]:.0f} MB at half time, "
+            f"{samples[-1][1]:.0f} MB at the end ({growth:+.0f} MB in the second "
+            f"half); {len(errs)} errors",
+        }
+    ]
+
+
+def _llama(tmp: Path) -> Path:
+    path = tmp / "llama.duckdb"
+    print("building the llama3-405b store (about 2 minutes) ...", flush=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "replay",
+            "--scenario",
+            "llama3-405b",
+            "--store",
+            str(path),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
+    return path
+
+
 def print_table(rows: list[Row]) -> None:
     head = f"{'suite':<7} {'check':<48} {'tried':>6} {'held':>5} {'lost':>5}  detail"
     print(head)
@@ -314,10 +570,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cycles", type=int, default=50, help="kill cycles per fault (default 50)")
     ap.add_argument("--inputs", type=int, default=400, help="bad inputs per kind (default 400)")
+    ap.add_argument("--store", help="llama3-405b store for the load suite (copied first)")
+    ap.add_argument("--users", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--nodes", type=int, default=2048, help="exporters the daemon scrapes")
+    ap.add_argument("--soak-minutes", type=float, default=30.0)
     ap.add_argument("--skip", default="", help="comma-separated suites to skip")
     ap.add_argument("--only", default="", help="comma-separated suites to run")
     args = ap.parse_args()
-    suites = ["faults", "input"]
+    suites = ["faults", "input", "load", "soak"]
     if args.only:
         suites = [s for s in suites if s in args.only.split(",")]
     suites = [s for s in suites if s not in args.skip.split(",")]
@@ -331,6 +592,11 @@ def main() -> int:
             rows += suite_input(tmp, dev, args.inputs)
         if "faults" in suites:
             rows += suite_faults(tmp, args.cycles)
+        if "load" in suites:
+            src = Path(args.store) if args.store else _llama(tmp)
+            rows += suite_load(tmp, src, args.users, args.seconds, args.nodes)
+        if "soak" in suites:
+            rows += suite_soak(tmp, args.soak_minutes)
     print_table(rows)
     return 0 if all(r["held"] for r in rows) else 1
 

@@ -121,8 +121,8 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
         ),
         card(
             "ETTR",
-            f"{(s['ettr'] or 0) * 100:.1f} %",
-            f"MFU {(s['mfu'] or 0) * 100:.1f} %",
+            "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %",
+            "MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %",
             "ov-ettr",
         ),
         card(

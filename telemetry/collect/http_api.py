@@ -60,8 +60,9 @@ class IngestService:
     """Everything that writes into the server's store goes through here, one writer at a time:
     forwarded rounds, the server's own scrape loop, and posted records."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, into_replay: bool = False) -> None:
         self.store = store
+        self.into_replay = into_replay
         self._lock = threading.Lock()
         self._sink = None
         self.counters = {"rounds": 0, "duplicates": 0, "records": 0, "rejected_records": 0}
@@ -76,7 +77,8 @@ class IngestService:
                 self.counters["duplicates"] += 1
                 return {"duplicate": True, "batch_id": batch_id}
             if self._sink is None:
-                self._sink = StoreSink(self.store, interval_s)  # ValueError: a replay store
+                # ValueError: a replay store (unless into_replay)
+                self._sink = StoreSink(self.store, interval_s, into_replay=self.into_replay)
             try:
                 rep = self._sink.write(ts, fetches, batch_id=batch_id)
             except DuplicateBatchError:

@@ -66,19 +66,30 @@ class _XidState:
 class StoreSink:
     """Owns the mapping from exporter identities to store ids for one store."""
 
-    def __init__(self, store: Store, interval_s: float, stale_after: int = STALE_AFTER) -> None:
+    def __init__(
+        self,
+        store: Store,
+        interval_s: float,
+        stale_after: int = STALE_AFTER,
+        into_replay: bool = False,
+    ) -> None:
+        """``into_replay`` lets scrapes land in a replay store (load tests: the replay's own
+        simulated exporters scraped into its store); the store stays marked simulated."""
         if stale_after < 2:
             raise ValueError("stale_after must be at least 2 scrapes")
         self.store = store
         self.stale_after = stale_after
         meta = store.meta()
-        if meta.get("source") not in (None, "ingest"):
+        if meta.get("source") == "replay" and into_replay:
+            pass  # keep the replay's source, simulated flag and sample interval
+        elif meta.get("source") not in (None, "ingest"):
             raise ValueError(
                 f"store {store.path} holds {meta.get('source')} data; ingest into its own store"
             )
-        store.set_meta(
-            {"source": "ingest", "simulated": "false", "sample_interval_s": str(interval_s)}
-        )
+        else:
+            store.set_meta(
+                {"source": "ingest", "simulated": "false", "sample_interval_s": str(interval_s)}
+            )
         self.gpu_ids: dict[GpuIdKey, int] = {}
         self.node_ids: dict[str, int] = {}
         self._load_ids()
