@@ -98,3 +98,53 @@ def test_replay_into_an_owned_store_says_who_owns_it(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert str(path) in r.stderr and "in use by another process" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_ingest_and_serve_errors_are_one_line(tmp_path: Path) -> None:
+    bad_yaml = tmp_path / "scrape.yaml"
+    bad_yaml.write_text("interval: 15\ntimeout: 30\ntargets: ['a:9400']\n")
+    short = tmp_path / "token"
+    short.write_text("abc\n")
+    store = str(tmp_path / "s.duckdb")
+    for args, code, expected in [
+        (
+            ["ingest", "--store", store, "--targets-file", str(tmp_path / "none.json")],
+            1,
+            "No such file",
+        ),
+        (
+            ["ingest", "--store", store, "--target", "a:9400", "--interval", "abc"],
+            2,
+            "is not a number",
+        ),
+        (["ingest", "--store", store, "--target", "http://x:notaport/metrics"], 1, "bad port"),
+        (
+            ["ingest", "--store", store, "--target", "a:9400", "--timeout", "20"],
+            1,
+            "--timeout must be shorter",
+        ),
+        (
+            ["serve", "--store", store, "--scrape-config", str(tmp_path / "none.yaml")],
+            1,
+            "--scrape-config",
+        ),
+        (
+            ["serve", "--store", store, "--scrape-config", str(bad_yaml)],
+            1,
+            "timeout must be shorter than interval",
+        ),
+        (
+            ["serve", "--store", store, "--accept-ingest", "--token-file", str(short)],
+            1,
+            "at least 16",
+        ),
+        (
+            ["serve", "--store", store, "--accept-ingest", "--token-file", str(tmp_path / "x")],
+            1,
+            "--token-file",
+        ),
+    ]:
+        r = cli(*args)
+        assert r.returncode == code, (args, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and expected in lines[0], (args, r.stderr)

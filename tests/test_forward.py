@@ -315,3 +315,23 @@ def test_ingest_argument_errors_are_one_line(args: list[str], words: str, tmp_pa
     r = cli("ingest", "--spool", str(tmp_path / "sp"), *args)
     assert r.returncode != 0 and words in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_full_spool_keeps_the_old_rounds_and_says_so(tmp_path: Path, exporter: str) -> None:
+    args = [
+        "ingest",
+        "--server",
+        "http://127.0.0.1:9",
+        "--spool",
+        str(tmp_path / "sp"),
+        "--target",
+        exporter,
+        "--spool-max-mb",
+        "0.004",
+        "--once",
+    ]  # room for one round
+    first, second = cli(*args), cli(*args)
+    assert first.returncode == second.returncode == 3
+    assert "spooled" in first.stderr
+    assert "is full" in second.stderr and "NOT kept" in second.stderr, second.stderr
+    assert len(list((tmp_path / "sp").glob("*.batch"))) == 1
