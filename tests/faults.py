@@ -161,22 +161,8 @@ def kill_server_cycles(tmp: Path, target: str, cycles: int, seed: int = 0) -> Ve
     serve = ["serve", "--store", str(store), "--accept-ingest", "--port", str(port)]
     spool = tmp / "ks-spool"
     daemon_log = tmp / "ks-daemon.log"
-    daemon = spawn(
-        [
-            "ingest",
-            "--server",
-            url,
-            "--spool",
-            str(spool),
-            "--target",
-            target,
-            "--interval",
-            "0.4",
-            "--timeout",
-            "0.3",
-        ],
-        daemon_log,
-    )
+    ingest = ["ingest", "--server", url, "--spool", str(spool), "--target", target]
+    daemon = spawn([*ingest, "--interval", "0.4", "--timeout", "0.3"], daemon_log)
     try:
         for c in range(cycles):
             srv = spawn(serve, tmp / f"ks-serve-{c}.log")
@@ -192,21 +178,7 @@ def kill_server_cycles(tmp: Path, target: str, cycles: int, seed: int = 0) -> Ve
         daemon.terminate()  # SIGTERM: what is still spooled stays for the next run
         daemon.wait(timeout=30)
     drain_log = tmp / "ks-drain.log"
-    drain = spawn(
-        [
-            "ingest",
-            "--server",
-            url,
-            "--spool",
-            str(spool),
-            "--target",
-            target,
-            "--once",
-            "--timeout",
-            "0.3",
-        ],
-        drain_log,
-    )
+    drain = spawn([*ingest, "--once", "--timeout", "0.3"], drain_log)
     drain.wait(timeout=120)
     srv.terminate()
     srv.wait(timeout=30)

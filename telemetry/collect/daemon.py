@@ -16,7 +16,6 @@ A scrape config (``serve --scrape-config FILE``) is YAML or JSON, either a Prome
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -24,7 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from telemetry.collect.scrape import Fetch, Target, TargetsFile, normalise, scrape_round
+from telemetry.collect.scrape import (
+    Fetch,
+    Target,
+    TargetsFile,
+    normalise,
+    read_json_or_yaml,
+    scrape_round,
+)
 
 
 class TargetSource:
@@ -59,17 +65,7 @@ class ScrapeConfig:
 
 def load_scrape_config(path: str) -> ScrapeConfig:
     """Read a scrape config (see the module docstring); ValueError names what is wrong."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: neither JSON nor YAML ({exc})") from None
+    doc = read_json_or_yaml(path)
     if isinstance(doc, list):  # a bare file_sd list
         return ScrapeConfig(files=[path])
     if not isinstance(doc, dict):

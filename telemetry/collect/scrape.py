@@ -87,21 +87,27 @@ def normalise(address: str) -> str:
     return a
 
 
+def read_json_or_yaml(path: str) -> Any:
+    """A config file's document: JSON, or YAML when it is not JSON (file_sd files and scrape
+    configs are often YAML). ValueError names the file when it is neither."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        import yaml  # a declared dependency
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: neither JSON nor YAML ({exc})") from None
+
+
 def load_targets(path: str) -> list[Target]:
     """Targets from a Prometheus ``file_sd`` file (JSON, or YAML when it is not JSON):
     ``[{"targets": ["host:9400", ...], "labels": {...}}]``. Raises ValueError naming the
     problem for a file that does not have that shape."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    try:
-        groups = json.loads(text)
-    except json.JSONDecodeError:
-        import yaml  # a declared dependency: file_sd files are often YAML
-
-        try:
-            groups = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: neither JSON nor YAML ({exc})") from None
+    groups = read_json_or_yaml(path)
     if not isinstance(groups, list):
         raise ValueError(f"{path}: expected a list of target groups")
     out: list[Target] = []
