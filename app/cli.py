@@ -574,8 +574,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"store {args.store} does not exist; create it with `factoryfloor replay` "
             "or pass --replay SCENARIO"
         )
-    scrape = _scrape_config(args.scrape_config) if args.scrape_config else None
     token = _token(args)
+    if args.accept_ingest and token is None and not _is_loopback(args.host):
+        raise FactoryFloorError(
+            f"refusing to accept ingest on {args.host} without a token: anyone who can reach "
+            "the port could write into the store. Pass --token-file (or set FACTORYFLOOR_TOKEN)."
+        )
+    scrape = _scrape_config(args.scrape_config) if args.scrape_config else None
     sc = get_scenario(args.replay) if args.replay else None
     return _serve(
         args.store,
@@ -676,7 +681,8 @@ def _ingest_forward(args, source, stop) -> int:  # type: ignore[no-untyped-def]
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FactoryFloorError(f"--server {args.server!r} is not an http(s) URL")
     spool = Spool(args.spool, int(args.spool_max_mb * 2**20))
-    fwd = Forwarder(args.server, spool, _token(args), timeout_s=max(5.0, args.interval), log=_log)
+    timeout = max(60.0, 4 * args.interval)  # a busy server is slow, not gone: no early resend
+    fwd = Forwarder(args.server, spool, _token(args), timeout_s=timeout, log=_log)
     backlog = len(spool.pending())
     if backlog:
         _log(f"{backlog} spooled rounds from an earlier run in {spool.dir}; delivering them first")
@@ -694,6 +700,9 @@ def _ingest_forward(args, source, stop) -> int:  # type: ignore[no-untyped-def]
         if args.once:
             run_rounds(source, handle, args.interval, args.timeout, stop, _log, once=True)
             if fwd.drain():
+                if fwd.rejected:
+                    _log(f"the server refused the round; it is kept in {spool.rejected_dir}")
+                    return 4
                 _log(f"delivered to {args.server}")
                 return 0
             _log(

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import html
 import json
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, redirect, request
 
@@ -44,8 +45,18 @@ def _session_value(token: str) -> str:
 
 
 def _safe_next(target: str | None) -> str:
-    """Only a path on this server (no scheme, no //host): no open redirect via ?next=."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Only a path on this server: no open redirect via ?next=. Browsers and Werkzeug drop
+    tabs and newlines and read a backslash as a slash, so ``/\t/evil.example`` would become
+    ``//evil.example``: any control character, whitespace or backslash sends you home."""
+    if (
+        not target
+        or len(target) > 2048
+        or not target.startswith("/")
+        or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F or c == "\\" for c in target)
+    ):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or target.startswith("//"):
         return "/"
     return target
 
@@ -65,7 +76,7 @@ def install(server: Flask, token: str | None) -> None:
     @server.before_request
     def _guard() -> Response | None:
         path = request.path
-        if not path.startswith("/api/v1/") and request.method in ("POST", "PUT", "PATCH"):
+        if request.blueprint != "ingest_api" and request.method in ("POST", "PUT", "PATCH"):
             length = request.content_length
             if length is None:
                 return _error(411, "the request must declare its Content-Length")
@@ -75,7 +86,7 @@ def install(server: Flask, token: str | None) -> None:
             return None
         if authorised():
             return None
-        if path.startswith("/api/v1/"):
+        if request.blueprint == "ingest_api":
             return None  # the ingest API answers 401 itself, in its own JSON
         if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
             return redirect(f"/login?next={request.full_path.rstrip('?')}", code=303)

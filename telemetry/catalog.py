@@ -23,6 +23,8 @@ class Column:
     valid: tuple[float, float]  # physically possible values; outside is a bad sample, not data
 
 
+MAX_XID = 32767  # xid_events.xid is a SMALLINT; NVIDIA's catalog ends in the low hundreds
+
 # Order is the column order of gpu_samples after (ts, gpu_id). The valid ranges are generous
 # bounds of what any NVIDIA datacenter GPU can report (a 10,000 °C or -5 % reading, or ±Inf, is
 # an exporter or driver fault: it is counted as rejected and stored as missing).
@@ -50,7 +52,7 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
         "Energy since boot",
         (0, 1e18),
     ),
-    Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID", (0, 65535)),
+    Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID", (0, MAX_XID)),
 )
 
 COLUMN_BY_FIELD: dict[str, Column] = {c.field: c for c in SAMPLE_COLUMNS}

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -409,8 +409,9 @@ class Store:
         Each level is built from the level below it (or raw samples), keeping the cost
         proportional to the new data, not to the store. ``since`` is the oldest time of the
         data just written: data older than a watermark (a spool delivered late, a second
-        daemon's backlog) pulls the recomputation back to its bucket. ``until`` never goes
-        below the newest stored tick, so newer buckets are never left deleted.
+        daemon's backlog) has its own bucket rebuilt too, and only that one, so a backlog of
+        many late rounds costs one bucket each, not a rebuild up to now each. ``until`` never
+        goes below the newest stored tick, so newer buckets are never left deleted.
         """
         with self._writing() as con:
             newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
@@ -421,15 +422,19 @@ class Store:
             prev: int | None = None
             for level in self.rollup_levels():
                 key = f"rollup_watermark_{level}"
-                since_l = marks.get(key, "1970-01-01 00:00:00")
+                mark = marks.get(key, "1970-01-01 00:00:00")
+                ranges: list[tuple[str, datetime]] = [(mark, until)]
                 if since is not None:
                     floor = con.execute(
                         "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, since]
                     ).fetchone()[0]
-                    since_l = min(str(floor), since_l)
+                    if str(floor) < mark:  # late data: only its own bucket is rebuilt
+                        end = floor + timedelta(seconds=level) - timedelta(microseconds=1)
+                        ranges.insert(0, (str(floor), end))
                 con.begin()
                 try:
-                    self._rollup_level(con, level, prev, since_l, until)
+                    for lo, hi in ranges:
+                        self._rollup_level(con, level, prev, lo, hi)
                     new_mark = con.execute(
                         "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
                     ).fetchone()[0]
@@ -445,8 +450,11 @@ class Store:
         con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
     ) -> None:
         bucket = "time_bucket(to_seconds(?), ts)"
-        con.execute("DELETE FROM node_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
-        con.execute("DELETE FROM fleet_rollup WHERE bucket_s = ? AND ts >= ?", [level, since])
+        for table in ("node_rollup", "fleet_rollup"):
+            con.execute(
+                f"DELETE FROM {table} WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
+                [level, since, until],
+            )
         if prev is None:
             # One node_tick row per (tick, node): a node's GPUs at one tick arrive in one batch
             # (one replay window, one scrape of that node's exporter).

@@ -126,6 +126,18 @@ def test_hostile_strings_are_stored_as_text(api: Server) -> None:
     assert status == 200
 
 
+def test_a_rejected_batch_does_not_use_up_its_id(api: Server) -> None:
+    """A batch with nothing valid is refused (422); the corrected retry under the same id is
+    stored, not answered 'duplicate'."""
+    hdr = {"X-Batch-Id": "retry-after-fix"}
+    status, _ = post(api, "/api/v1/metrics", [{"run": "job-c", "step": "one"}], headers=hdr)
+    assert status == 422
+    status, rep = post(
+        api, "/api/v1/metrics", [{"run": "job-c", "step": 1, "loss": 2}], headers=hdr
+    )
+    assert status == 200 and rep["stored"] == 1 and not rep["duplicate"]
+
+
 # -- fuzzing ----------------------------------------------------------------------------------
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
@@ -211,7 +223,7 @@ def test_mutated_scrape_rounds_are_refused_cleanly(api: Server, data: st.DataObj
         headers={"Content-Encoding": "gzip", "X-Batch-Id": f"fuzz-{data.draw(st.uuids())}"},
     )
     assert status in (200, 400), rep  # stored (a still-valid round) or refused with a reason
-    assert "error" in rep or "samples" in rep
+    assert "error" in rep or "samples" in rep or rep.get("duplicate") is True
 
 
 def test_after_the_fuzzing_the_store_is_intact_and_the_log_clean(api: Server) -> None:

@@ -77,3 +77,20 @@ def test_mig_slices_get_utilization_from_the_graphics_engine() -> None:
     assert mig
     util = rows.columns["util_pct"][mig]
     assert (util >= 0).all() and (util <= 100).all()  # filled, as a percentage
+
+
+def test_an_impossible_xid_is_refused_not_a_stuck_round(tmp_path: Path, exporter: str) -> None:
+    """XID 40000 does not fit the events table: it is rejected, and the round is stored."""
+    ExporterHandler.routes["/xid/metrics"] = (
+        _line("DEV_XID_ERRORS", 0, "40000")
+        + _line("DEV_GPU_UTIL", 0, "50")
+        + "DCGM_EXP_XID_ERRORS_COUNT{"
+        + LABELS.format(g=0)
+        + ',xid="40000",window_size_in_ms="300000"} 2\n'
+    )
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        report = StoreSink(store, 15.0).write(
+            datetime(2026, 3, 1), scrape_round([Target(f"{exporter}/xid/metrics")], 2.0)
+        )
+        assert report.up == 1 and report.xid_events == 0
+        assert store.scalar("SELECT util_pct FROM gpu_samples") == 50.0

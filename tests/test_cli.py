@@ -134,6 +134,11 @@ def test_ingest_and_serve_errors_are_one_line(tmp_path: Path) -> None:
             "timeout must be shorter than interval",
         ),
         (
+            ["serve", "--store", store, "--accept-ingest", "--host", "0.0.0.0", "--allow-remote"],
+            1,
+            "without a token",
+        ),
+        (
             ["serve", "--store", store, "--accept-ingest", "--token-file", str(short)],
             1,
             "at least 16",

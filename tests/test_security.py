@@ -72,8 +72,8 @@ def locked(tmp_path_factory: pytest.TempPathFactory, dev_store: Path) -> Server:
 def test_with_a_token_nothing_is_served_without_it(locked: Server) -> None:
     status, headers, _ = _get(locked.url + "/gpus", {"Accept": "text/html"})
     assert status == 303 and headers["Location"] == "/login?next=/gpus"
-    for path in ("/_dash-layout", "/_dash-dependencies", "/api/v1/health"):
-        assert _get(locked.url + path)[0] == 401, path
+    for path in ("/_dash-layout", "/_dash-dependencies", "/api/v1/health", "/api/v1/nothing"):
+        assert _get(locked.url + path, {"Accept": "application/json"})[0] == 401, path
     ok = {"Authorization": "Bearer correct-horse-battery-staple"}
     assert _get(locked.url + "/_dash-layout", ok)[0] == 200
     assert _get(locked.url + "/_dash-layout", {"Authorization": "Bearer wrong"})[0] == 401
@@ -97,8 +97,9 @@ def _login(url: str, token: str, nxt: str) -> tuple[int, dict[str, str]]:
 def test_signing_in_sets_a_cookie_that_is_not_the_token(locked: Server) -> None:
     status, headers = _login(locked.url, "wrong", "/")
     assert status == 401 and "Set-Cookie" not in headers
-    status, headers = _login(locked.url, "correct-horse-battery-staple", "//evil.example/x")
-    assert status == 303 and headers["Location"] == "/"  # no open redirect
+    for evil in ("//evil.example/x", "/\t/evil.example", "/\\evil.example", "https://e.x/"):
+        status, headers = _login(locked.url, "correct-horse-battery-staple", evil)
+        assert status == 303 and headers["Location"] == "/", evil  # no open redirect
     cookie = headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert "correct-horse" not in cookie

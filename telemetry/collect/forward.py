@@ -90,7 +90,7 @@ class Forwarder:
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 reply = json.loads(resp.read() or b"{}")
-            return "duplicate" if reply.get("duplicate") else "stored"
+            return "duplicate" if isinstance(reply, dict) and reply.get("duplicate") else "stored"
         except urllib.error.HTTPError as exc:
             reason = _reason(exc)
             if exc.code in PERMANENT:
@@ -141,7 +141,13 @@ class Forwarder:
     def _run(self) -> None:
         backoff = 1.0
         while not self._stop.is_set():
-            if self.drain():
+            try:
+                delivered = self.drain()
+            except Exception as exc:  # a spool file vanished, a disk error: never die silently
+                self._failed(f"delivery error: {type(exc).__name__}: {exc}")
+                self.log(f"WARNING: {self.last_error}; retrying in {backoff:.0f} s")
+                delivered = False
+            if delivered:
                 backoff = 1.0
                 self._wake.wait(5.0)
             else:

@@ -66,6 +66,7 @@ class IngestService:
         self._lock = threading.Lock()
         self._sink = None
         self.counters = {"rounds": 0, "duplicates": 0, "records": 0, "rejected_records": 0}
+        self.decoding = threading.BoundedSemaphore(2)  # rounds decoded at once (~130 MB each)
 
     def write_round(
         self, ts: datetime, fetches: list[Fetch], interval_s: float, batch_id: str | None = None
@@ -73,7 +74,7 @@ class IngestService:
         from telemetry.collect.sink import StoreSink
 
         with self._lock:
-            if batch_id is not None and self._seen(batch_id):
+            if batch_id is not None and self.seen(batch_id):
                 self.counters["duplicates"] += 1
                 return {"duplicate": True, "batch_id": batch_id}
             if self._sink is None:
@@ -112,7 +113,7 @@ class IngestService:
             "runs_created": rep.runs_created,
         }
 
-    def _seen(self, batch_id: str) -> bool:
+    def seen(self, batch_id: str) -> bool:
         return bool(
             self.store.scalar("SELECT count(*) FROM ingest_batches WHERE batch_id = ?", [batch_id])
         )
@@ -204,10 +205,17 @@ def make_blueprint(
             raise ApiError(415, f"Content-Type must be {CONTENT_TYPE}")
         if request.headers.get("Content-Encoding", "").lower() != "gzip":
             raise ApiError(415, "Content-Encoding must be gzip")
+        if svc.seen(bid):  # a redelivery: answered before its body is read
+            svc.counters["duplicates"] += 1
+            return _json(200, {"duplicate": True, "batch_id": bid})
+        if not svc.decoding.acquire(timeout=30):  # bounded memory: a few rounds at a time
+            raise ApiError(503, "busy storing other rounds; retry")
         try:
             ts, interval, fetches = decode_round(_body(MAX_ROUND_BODY))
         except WireError as exc:
             raise ApiError(400, str(exc)) from None
+        finally:
+            svc.decoding.release()
         try:
             return _json(200, svc.write_round(ts, fetches, interval, bid))
         except ValueError as exc:  # e.g. the store holds replayed data

@@ -437,8 +437,8 @@ def store_records(
         batches = {} if kind == "runs" else {kind: v.frame}
         if runs:
             batches["runs"] = frame("runs", runs)
-        if batch_id is None and v.frame.empty:
-            return RecordReport(0, v.rejected, False, v.ignored_fields)
+        if v.frame.empty:  # nothing to store: the batch id stays unused, so a corrected
+            return RecordReport(0, v.rejected, False, v.ignored_fields)  # retry is not lost
         try:
             store.append_many(batches, batch_id=batch_id, kind=kind)
         except DuplicateBatchError:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from telemetry.catalog import SAMPLE_COLUMNS
+from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
 from telemetry.collect.exposition import ATTRIBUTION, GpuRows, LabelSet, Scrape, parse, round_rows
 from telemetry.collect.scrape import Fetch
 from telemetry.store import Store
@@ -265,8 +265,8 @@ class StoreSink:
         for j in np.flatnonzero(hits):  # only rows with an XID in the window: few
             labels = dict(rows.extra_label_sets[rows.extra_label_id[j]])
             code = labels.get("xid", "")
-            if not (code.isascii() and code.isdigit()):
-                continue
+            if not (code.isascii() and code.isdigit() and int(code) <= MAX_XID):
+                continue  # not an XID code (the label is the exporter's, but not trusted)
             row, value = int(rows.extra_row[j]), float(rows.extra_value[j])
             key = (int(ids[row]), int(code))
             before, when = self._xid.counts.get(key, (0.0, ts))

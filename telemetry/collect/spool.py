@@ -130,6 +130,7 @@ class Spool:
         """The server refused the batch for good (HTTP 4xx): keep it aside for a human, out
         of the delivery queue, so one bad batch cannot block the ones behind it."""
         with self._mutex:
+            self.rejected_dir.mkdir(exist_ok=True)  # an operator may have cleared it
             dest = self.rejected_dir / item.path.name
             os.replace(item.path, dest)
             self._bytes = max(0, self._bytes - item.size)
