@@ -61,7 +61,9 @@ def _value(field: str, unit: str, rng: random.Random) -> str:
         return f"{rng.random() * scale:.6f}"
     if "ENERGY" in field or "BANDWIDTH" in field or "PCIE_" in field:
         return str(rng.randrange(10**9, 10**13))
-    return str(rng.randrange(0, 2000))
+    if "CLOCK" in field or "_FB_" in field:
+        return str(rng.randrange(0, 2000))
+    return str(rng.randrange(0, 100))  # utilizations, temperatures, XIDs: what GPUs report
 
 
 def render_host(host: str, rng: random.Random) -> str:

@@ -294,7 +294,9 @@ def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]]
     index: dict[str, int] = dict.fromkeys(blocks)  # type: ignore[arg-type]
     sets = []
     for i, block in enumerate(index):
-        labels = _labels(block)
+        if len(block) > MAX_LABEL_BLOCK:  # the slow path says why, line by line
+            return None
+        labels = _block(block)
         if isinstance(labels, str):
             return None
         index[block] = i
@@ -325,7 +327,7 @@ def _block(block: str) -> LabelSet | str:
     """The labels between ``{`` and ``}``, or why they are malformed."""
     if _PLAIN_BLOCK_RE.fullmatch(block):  # what exporters write: a="b",c="d" without escapes
         names, values = zip(*_PLAIN_PAIR_RE.findall(block), strict=True)
-        if any(n.startswith("__") for n in names) or len(set(names)) < len(names):
+        if len(set(names)) < len(names) or ("__" in block and any(n[:2] == "__" for n in names)):
             return _block_slowly(block)  # for the reason
         return tuple(zip(map(sys.intern, names), values, strict=True))
     return _block_slowly(block)
