@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import html
 import json
+import time
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, redirect, request
@@ -40,8 +41,21 @@ name="token" autocomplete="current-password" aria-label="Access token" autofocus
 <button class="btn btn-primary" type="submit">Sign in</button></form></main></body></html>"""
 
 
-def _session_value(token: str) -> str:
-    return hmac.new(token.encode(), b"factoryfloor-session", hashlib.sha256).hexdigest()
+SESSION_S = 12 * 3600
+
+
+def _session_value(token: str, issued: int) -> str:
+    """``<issued>.<HMAC(token, issued)>``: proves the token was given at ``issued`` (unix s)
+    without holding it; the server refuses it after ``SESSION_S``."""
+    mac = hmac.new(token.encode(), f"factoryfloor-session:{issued}".encode(), hashlib.sha256)
+    return f"{issued}.{mac.hexdigest()}"
+
+
+def _session_ok(token: str, cookie: str) -> bool:
+    issued, _, _ = cookie.partition(".")
+    if not issued.isdigit() or not 0 <= time.time() - int(issued) <= SESSION_S:
+        return False
+    return hmac.compare_digest(cookie.encode(), _session_value(token, int(issued)).encode())
 
 
 def _safe_next(target: str | None) -> str:
@@ -62,7 +76,6 @@ def _safe_next(target: str | None) -> str:
 
 
 def install(server: Flask, token: str | None) -> None:
-    session = _session_value(token) if token else None
 
     def authorised() -> bool:
         if token is None:
@@ -70,8 +83,7 @@ def install(server: Flask, token: str | None) -> None:
         bearer = request.headers.get("Authorization", "")
         if hmac.compare_digest(bearer.encode(), f"Bearer {token}".encode()):
             return True
-        cookie = request.cookies.get(COOKIE, "")
-        return session is not None and hmac.compare_digest(cookie.encode(), session.encode())
+        return _session_ok(token, request.cookies.get(COOKIE, "")[:200])
 
     @server.before_request
     def _guard() -> Response | None:
@@ -102,13 +114,14 @@ def install(server: Flask, token: str | None) -> None:
             given = request.form.get("token", "")
             if hmac.compare_digest(given.encode(), token.encode()):
                 resp = redirect(nxt, code=303)
+                behind_tls = request.headers.get("X-Forwarded-Proto", "").lower() == "https"
                 resp.set_cookie(
                     COOKIE,
-                    session or "",
+                    _session_value(token, int(time.time())),
                     httponly=True,
                     samesite="Strict",
-                    secure=request.is_secure,
-                    max_age=12 * 3600,
+                    secure=request.is_secure or behind_tls,
+                    max_age=SESSION_S,
                 )
                 return resp
             error = '<div class="alert alert-danger" role="alert">Wrong token.</div>'

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -184,6 +185,9 @@ class ResultCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
+        # key -> (version, when, error): a failure is shared with the callers that waited for
+        # it, for a few seconds only, so a transient error is retried soon after
+        self._failed: dict[Any, tuple[int, float, BaseException]] = {}
         self.hits = self.misses = 0
 
     def get(self, key: Any, version: int, compute: Callable[[], Any]) -> Any:
@@ -194,6 +198,9 @@ class ResultCache:
                     self._items.move_to_end(key)
                     self.hits += 1
                     return item[1]
+                failed = self._failed.get(key)
+                if failed and failed[0] == version and time.monotonic() - failed[1] < 5:
+                    raise failed[2]  # it just failed for the caller we waited on: no rerun
                 waiting = self._inflight.get(key)
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
@@ -204,6 +211,12 @@ class ResultCache:
             value = compute()
             self._put(key, version, value)
             return value
+        except Exception as exc:
+            with self._lock:
+                self._failed[key] = (version, time.monotonic(), exc)
+                if len(self._failed) > 64:
+                    self._failed.pop(next(iter(self._failed)))
+            raise
         finally:
             with self._lock:
                 self._inflight.pop(key, None)

@@ -188,3 +188,19 @@ def test_query_results_are_cached_until_the_next_write(tmp_path: Path) -> None:
         store.append("gpus", more[more["node_id"] == 2])  # a write: the next read is fresh
         assert store.scalar("SELECT count(*) FROM gpus") == 6
         assert store.rows("SELECT count(*) FROM gpus WHERE node_id = ?", [2]) == [(2,)]
+
+
+def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
+    from telemetry.store import ResultCache
+
+    cache, calls = ResultCache(), []
+
+    def boom() -> None:
+        calls.append(1)
+        raise RuntimeError("disk hiccup")
+
+    for _ in range(3):  # callers right after the failure get it without rerunning the query
+        with pytest.raises(RuntimeError, match="hiccup"):
+            cache.get("q", 0, boom)
+    assert len(calls) == 1
+    assert cache.get("q", 1, lambda: 42) == 42  # a write (new version) retries at once
