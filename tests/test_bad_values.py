@@ -1,5 +1,6 @@
 """Values no GPU can report, over real HTTP into a real store: NaN, ±Inf, negative
-utilization, 10,000 °C, a 100 KB label, non-UTF-8 bytes, duplicate samples and timestamps.
+utilization, 10,000 °C, a 100 KB label, duplicate samples and timestamps (non-UTF-8 bodies:
+tests/test_exporter_faults.py).
 Policy: a physically impossible value is stored as missing and counted as rejected in the
 target's health; a malformed line (a 100 KB label block) is rejected whole and counted; every
 valid sample of the same scrape is stored; the sample time is the round's, so an exposition
@@ -39,14 +40,13 @@ BAD = (
 def test_impossible_values_are_missing_and_counted_valid_ones_stored(
     tmp_path: Path, exporter: str
 ) -> None:
-    ExporterHandler.routes["/bad/metrics"] = BAD
-    ExporterHandler.routes["/binary/metrics"] = lambda: (
-        (DCGM_FIXTURES / "default_h100.txt").read_text()[:2000] + "\udcff\udcfe garbage\n"
-    )
+    ExporterHandler.routes["/impossible-values/metrics"] = BAD
     with Store(str(tmp_path / "s.duckdb")) as store:
         sink = StoreSink(store, 15.0)
         at = datetime(2026, 3, 1, 12, 0)
-        report = sink.write(at, scrape_round([Target(f"{exporter}/bad/metrics")], 2.0))
+        report = sink.write(
+            at, scrape_round([Target(f"{exporter}/impossible-values/metrics")], 2.0)
+        )
         assert report.up == 1  # the target is up: it sent valid samples too
         got = dict(
             store.rows(
@@ -81,7 +81,7 @@ def test_mig_slices_get_utilization_from_the_graphics_engine() -> None:
 
 def test_an_impossible_xid_is_refused_not_a_stuck_round(tmp_path: Path, exporter: str) -> None:
     """XID 40000 does not fit the events table: it is rejected, and the round is stored."""
-    ExporterHandler.routes["/xid/metrics"] = (
+    ExporterHandler.routes["/impossible-xid/metrics"] = (
         _line("DEV_XID_ERRORS", 0, "40000")
         + _line("DEV_GPU_UTIL", 0, "50")
         + "DCGM_EXP_XID_ERRORS_COUNT{"
@@ -90,7 +90,7 @@ def test_an_impossible_xid_is_refused_not_a_stuck_round(tmp_path: Path, exporter
     )
     with Store(str(tmp_path / "s.duckdb")) as store:
         report = StoreSink(store, 15.0).write(
-            datetime(2026, 3, 1), scrape_round([Target(f"{exporter}/xid/metrics")], 2.0)
+            datetime(2026, 3, 1), scrape_round([Target(f"{exporter}/impossible-xid/metrics")], 2.0)
         )
         assert report.up == 1 and report.xid_events == 0
         assert store.scalar("SELECT util_pct FROM gpu_samples") == 50.0
