@@ -9,6 +9,7 @@ import math
 import re
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 
@@ -100,7 +101,24 @@ def clean_view(view: Any) -> dict[str, Any]:
         v = view.get(key)
         if isinstance(v, str) and len(v) <= 40:
             out[key] = v
+    node = view.get("node")
+    if isinstance(node, str) and 0 < len(node) <= MAX_ID:
+        out["node"] = node
     return out
+
+
+def fragment(view: Any) -> str:
+    """The URL fragment of a view (``#run=…&range=24h`` or ``#run=…&from=…&to=…``, plus
+    ``&node=…`` when the GPUs page drills into a node), so a link reproduces it."""
+    v = clean_view(view)
+    params = {"run": v.get("run") or ""}
+    if v.get("range") == "custom":
+        params |= {"from": v.get("start") or "", "to": v.get("end") or ""}
+    else:
+        params["range"] = v.get("range") or "all"
+    if v.get("node"):
+        params["node"] = v["node"]
+    return "#" + urlencode(params)
 
 
 def run_of(view: Any) -> str | None:

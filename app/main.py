@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
 
 import dash
 import dash_bootstrap_components as dbc
@@ -136,20 +136,18 @@ def _layout() -> html.Div:
 def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
     q = {k: v[0] for k, v in parse_qs((fragment or "").lstrip("#?")).items() if v}
     run = q.get("run") if q.get("run") in runs else (runs[-1] if runs else None)
+    node = q.get("node") if 0 < len(q.get("node") or "") <= data.MAX_ID else None
     start, end = data.parse_time(q.get("from")), data.parse_time(q.get("to"))
     if start is not None and end is not None and start < end:
-        return {"run": run, "range": "custom", "start": start.isoformat(), "end": end.isoformat()}
+        return {
+            "run": run,
+            "range": "custom",
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "node": node,
+        }
     preset = q.get("range") if q.get("range") in data.PRESETS else "all"
-    return {"run": run, "range": preset, "start": None, "end": None}
-
-
-def _url_from_view(view: dict[str, Any]) -> str:
-    params = {"run": view.get("run") or ""}
-    if view.get("range") == "custom":
-        params |= {"from": view.get("start") or "", "to": view.get("end") or ""}
-    else:
-        params["range"] = view.get("range") or "all"
-    return "#" + urlencode(params)
+    return {"run": run, "range": preset, "start": None, "end": None, "node": node}
 
 
 def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
@@ -219,7 +217,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             new["run"] = runs[-1] if runs else None
         if new == view:
             raise dash.exceptions.PreventUpdate
-        return new, _url_from_view(new), new["run"], opts_out, new["range"]
+        return new, data.fragment(new), new["run"], opts_out, new["range"]
 
     @app.callback(
         Output("run-select", "options", allow_duplicate=True),
@@ -247,7 +245,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     )
     def _nav(view: dict[str, Any] | None) -> list[str]:
         view = data.clean_view(view)
-        query = _url_from_view(view) if view.get("run") else ""
+        query = data.fragment(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))

@@ -1,6 +1,7 @@
 """GPUs: the fleet heatmap, the metric's distribution, outlier GPUs with a reason, and a
-drill-down into one node's eight GPUs. The selected node is kept in the browser session
-(``gpu-node-store``), so it survives a reload; the URL fragment belongs to the shared view."""
+drill-down into one node's eight GPUs. The selected node is part of the shared view and its
+URL fragment (``&node=…``), so a link opens the same drill-down and back/forward step through
+the nodes looked at."""
 
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ def layout(**_query: str) -> html.Div:
     charts = [dbc.Col(time_graph(i), lg=6) for i in NODE_CHART_IDS.values()]
     return html.Div(
         [
-            dcc.Store(id="gpu-node-store", storage_type="session"),
             dbc.Row(
                 [
                     dbc.Col(
@@ -150,12 +150,17 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
     return summary, tbl
 
 
+def _with_node(view: Any, host: str) -> str:
+    return data.fragment(data.clean_view(view) | {"node": host})
+
+
 @callback(
-    Output("gpu-node-store", "data", allow_duplicate=True),
+    Output("url", "hash", allow_duplicate=True),
     Input(HEATMAP, "clickData"),
+    State("view", "data"),
     prevent_initial_call=True,
 )
-def _select_from_heatmap(click: dict[str, Any] | None) -> str:
+def _select_from_heatmap(click: dict[str, Any] | None, view: Any) -> str:
     points = (data.mapping(click) or {}).get("points")
     point = data.mapping(points[0]) if isinstance(points, list) and points else None
     host = point.get("y") if point else None
@@ -166,36 +171,38 @@ def _select_from_heatmap(click: dict[str, Any] | None) -> str:
         or q.node_info(data.store(), host) is None
     ):
         raise PreventUpdate  # the averaged "other nodes" row, or nothing
-    return host
+    return _with_node(view, host)
 
 
 @callback(
-    Output("gpu-node-store", "data", allow_duplicate=True),
+    Output("url", "hash", allow_duplicate=True),
     Input("gpu-outlier-table", "active_cell"),
     State("gpu-outlier-table", "derived_viewport_data"),
+    State("view", "data"),
     prevent_initial_call=True,
 )
-def _select_from_table(cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None) -> str:
+def _select_from_table(
+    cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None, view: Any
+) -> str:
     row = data.table_row(cell, rows)
     host = row.get("host") if row else None
     if not isinstance(host, str) or not host or len(host) > data.MAX_ID:
         raise PreventUpdate
-    return host
+    return _with_node(view, host)
 
 
 @callback(
     Output("gpu-node-host", "children"),
     Output("gpu-node-info", "children"),
     *[Output({"type": TIMECHART, "id": i}, "figure") for i in NODE_CHART_IDS.values()],
-    Input("gpu-node-store", "data"),
     Input("view", "data"),
     Input("refresh", "n_intervals"),
     Input("theme-store", "data"),
 )
 @guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS))
-def _node(selected: str | None, view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     tpl = data.template(theme)
-    host = str(selected)[:200] if selected else None
+    host = data.clean_view(view).get("node")
     tr = data.view_range(view)
     if host is None or tr is None:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."

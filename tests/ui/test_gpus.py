@@ -3,6 +3,7 @@ metric selector, the outlier table and the drill-down into one node's eight GPUs
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from statistics import mean
 
@@ -127,3 +128,17 @@ def test_clicking_an_outlier_row_drills_down(page: Page, dev_server: Server) -> 
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0007")
     temps = {name: max(ys) for name, ys in page.evaluate(_series("temp")).items()}
     assert max(temps, key=temps.get) == "GPU 5" and temps["GPU 5"] >= 85
+
+
+def test_a_link_opens_the_drilldown_and_back_returns_to_the_previous_node(
+    page: Page, dev_server: Server
+) -> None:
+    page.goto(dev_server.url + "/gpus#range=all&node=h100-0003")  # a link a colleague sent
+    _clock_series(page)
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
+    hot = page.locator("#gpu-outlier-table tr", has_text="≥ 85 °C for")
+    hot.locator("td").first.click()
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0007")
+    expect(page).to_have_url(re.compile(r"node=h100-0007"))
+    page.go_back()
+    expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
