@@ -341,48 +341,18 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
     shutil.copy(store_src, path)
     if Path(str(store_src) + ".wal").exists():
         shutil.copy(str(store_src) + ".wal", str(path) + ".wal")
-    targets_all, targets = tmp / "farm-targets.json", tmp / "targets.json"
-    procs = [
-        faults.spawn(
-            [
-                "replay",
-                "--scenario",
-                "llama3-405b",
-                "--serve-exporters",
-                "--exporter-base-port",
-                "0",
-                "--targets-file",
-                str(targets_all),
-            ],
-            tmp / "farm.log",
-        )
-    ]
     port = faults.free_port()
     url = f"http://127.0.0.1:{port}"
-    procs.append(
-        faults.spawn(
-            [
-                "serve",
-                "--store",
-                str(path),
-                "--accept-ingest",
-                "--ingest-into-replay",
-                "--port",
-                str(port),
-            ],
-            tmp / "serve.log",
-        )
-    )
+    serve = ["serve", "--store", str(path), "--accept-ingest", "--ingest-into-replay"]
+    procs = [faults.spawn([*serve, "--port", str(port)], tmp / "serve.log")]
+    targets = tmp / "targets.json"
     try:
-        deadline = time.monotonic() + 300
-        while not targets_all.exists():
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError((tmp / "farm.log").read_text()[-2000:])
-            time.sleep(0.5)
+        farm, targets_all = faults.exporter_farm(tmp, "llama3-405b")
+        procs.append(farm)
         groups = json.loads(targets_all.read_text())
         flat = [t for g in groups for t in g["targets"]][:nodes]
         targets.write_text(json.dumps([{"targets": flat}]))
-        faults.wait_http(url + "/api/v1/health", procs[1], timeout=300)
+        faults.wait_http(url + "/api/v1/health", procs[0], timeout=300)
         print("recording each page's callbacks in Chromium ...", flush=True)
         _, requests = record(url)
         pages: dict[str, list[dict]] = {}

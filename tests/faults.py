@@ -73,6 +73,27 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> N
     raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 
+def exporter_farm(
+    tmp: Path, scenario: str = "dev-64", *extra: str, timeout: float = 300
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """``replay --serve-exporters``: the scenario's nodes as dcgm-exporters on 127.0.0.1, and
+    the file_sd targets file it wrote (waited for). The caller terminates the process."""
+    targets = tmp / f"{scenario}-targets.json"
+    log = tmp / f"{scenario}-farm.log"
+    proc = spawn(
+        ["replay", "--scenario", scenario, "--serve-exporters", "--exporter-base-port", "0",
+         "--targets-file", str(targets), *extra],
+        log,
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not (targets.exists() and targets.stat().st_size):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"the exporter farm did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.2)
+    return proc, targets
+
+
 def acknowledged(*logs: Path) -> set[str]:
     return {m for log in logs if log.exists() for m in _ACK.findall(log.read_text())}
 

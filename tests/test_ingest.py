@@ -15,7 +15,8 @@ from telemetry.collect.scrape import Target, load_targets, normalise, scrape_rou
 from telemetry.collect.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES as FIXTURES
-from tests.conftest import ROOT, cli
+from tests.conftest import cli
+from tests.faults import exporter_farm
 
 
 def _round(
@@ -136,35 +137,8 @@ def test_ingest_cli_once(tmp_path: Path, exporter: str) -> None:
 
 def test_replay_exporters_to_store_end_to_end(tmp_path: Path) -> None:
     """The whole path without a GPU: simulated exporters -> ingest -> store."""
-    import subprocess
-    import sys
-
-    targets = tmp_path / "targets.json"
-    farm = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "replay",
-            "--scenario",
-            "dev-64",
-            "--serve-exporters",
-            "--exporter-base-port",
-            "0",
-            "--targets-file",
-            str(targets),
-            "--speed",
-            "10",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    farm, targets = exporter_farm(tmp_path, "dev-64", "--speed", "10")
     try:
-        for _ in range(200):
-            if targets.exists() and targets.stat().st_size:
-                break
-            time.sleep(0.1)
         store = tmp_path / "e2e.duckdb"
         r = cli("ingest", "--targets-file", str(targets), "--store", str(store), "--once")
         assert r.returncode == 0, r.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,71 +13,27 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import ROOT, Server, collect_errors, start_server
+from tests.conftest import Server, collect_errors, start_server
+from tests.faults import exporter_farm, spawn
 from tests.ui.test_overview import FLEET_READY, FLEET_X
-
-
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        stdout=open(log, "w"),  # noqa: SIM115 (closed with the process)
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
     tmp = tmp_path_factory.mktemp("pipeline")
-    targets = tmp / "targets.json"
-    exporters = _spawn(
-        [
-            "replay",
-            "--scenario",
-            "dev-64",
-            "--serve-exporters",
-            "--exporter-base-port",
-            "0",
-            "--targets-file",
-            str(targets),
-            "--speed",
-            "60",
-            "--interval",
-            "30",
-        ],
-        tmp / "exporters.log",
-    )
+    exporters, targets = exporter_farm(tmp, "dev-64", "--speed", "60", "--interval", "30")
     procs = [exporters]
     server = None
     try:
-        deadline = time.monotonic() + 60
-        while not targets.exists() and time.monotonic() < deadline:
-            assert exporters.poll() is None, (tmp / "exporters.log").read_text()
-            time.sleep(0.2)
-        assert targets.exists(), "the exporters did not start"
         server = start_server(
             ["serve", "--store", str(tmp / "server.duckdb"), "--accept-ingest"], tmp / "serve.log"
         )
         daemon_log = tmp / "daemon.log"
+        daemon = ["ingest", "--server", server.url, "--targets-file", str(targets)]
         procs.append(
-            _spawn(
-                [
-                    "ingest",
-                    "--server",
-                    server.url,
-                    "--targets-file",
-                    str(targets),
-                    "--interval",
-                    "1",
-                    "--timeout",
-                    "0.8",
-                    "--spool",
-                    str(tmp / "spool"),
-                ],
-                daemon_log,
-            )
-        )
+            spawn([*daemon, "--interval", "1", "--timeout", "0.8", "--spool", str(tmp / "spool")],
+                  daemon_log)
+        )  # fmt: skip
         yield server, daemon_log
     finally:
         for p in procs:
