@@ -174,15 +174,18 @@ class ResultCache:
     """Query results kept until the store's next write (the version changes), so twenty
     engineers looking at the same view cost one query per data update, not twenty.
 
-    Bounded by bytes (least recently used out first); results larger than a tenth of the
-    bound are not kept. Concurrent requests for the same uncached result wait for the one
+    Bounded by bytes (least recently used out first), and results of an older version are
+    dropped as soon as one of a newer version is stored (a live store writes every few seconds,
+    and a moving time range makes new keys each time); results larger than a tenth of the bound
+    are not kept. Concurrent requests for the same uncached result wait for the one
     that computes it ("single flight") instead of all hitting DuckDB.
     """
 
-    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
+    def __init__(self, max_bytes: int = 128 * 2**20) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[Any, tuple[int, Any, int]] = OrderedDict()
         self._bytes = 0
+        self._newest = 0  # the newest store version seen
         self._lock = threading.Lock()
         self._inflight: dict[Any, threading.Event] = {}
         # key -> (version, when, error): a failure is shared with the callers that waited for
@@ -227,6 +230,12 @@ class ResultCache:
         if size > self.max_bytes // 10:
             return
         with self._lock:
+            if version > self._newest:  # a write happened: older results can never be hit
+                self._newest = version
+                for k in [k for k, item in self._items.items() if item[0] < version]:
+                    self._bytes -= self._items.pop(k)[2]
+            elif version < self._newest:
+                return  # computed before a write that has since happened
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[2]

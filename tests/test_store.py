@@ -204,3 +204,12 @@ def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
             cache.get("q", 0, boom)
     assert len(calls) == 1
     assert cache.get("q", 1, lambda: 42) == 42  # a write (new version) retries at once
+
+
+def test_the_cache_drops_results_of_older_versions() -> None:
+    from telemetry.store import ResultCache
+
+    cache = ResultCache()
+    for v in range(50):  # a live store: each write moves the range, so every key is new
+        cache.get(("fleet", v), v, lambda: list(range(1000)))
+    assert len(cache._items) == 1  # only the newest version's result is kept
