@@ -403,7 +403,9 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
         dropped = log.count(" DROPPED:")
         late = log.count("skipping")
         with urllib.request.urlopen(url + "/api/v1/health", timeout=30) as r:
-            stored = json.loads(r.read()).get("rounds", 0)
+            health = json.loads(r.read())
+            stored = health.get("rounds", 0)
+            print(f"server: {health}", flush=True)
     finally:
         for p in procs:
             if p.poll() is None:

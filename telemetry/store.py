@@ -230,12 +230,12 @@ class ResultCache:
         if size > self.max_bytes // 10:
             return
         with self._lock:
-            if version > self._newest:  # a write happened: older results can never be hit
+            if version > self._newest:  # a write happened: older results are of no use now
                 self._newest = version
                 for k in [k for k, item in self._items.items() if item[0] < version]:
                     self._bytes -= self._items.pop(k)[2]
-            elif version < self._newest:
-                return  # computed before a write that has since happened
+            # A result of an older version is still stored: callers that asked at that version
+            # are waiting on this computation and must find it, not recompute one by one.
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[2]
@@ -322,6 +322,10 @@ class Store:
                 cur.close()
 
         return self._cache.get(("scalar", sql, _key(params)), self._version, run)
+
+    def cache_stats(self) -> dict[str, int]:
+        c = self._cache
+        return {"cache_hits": c.hits, "cache_misses": c.misses, "cache_bytes": c._bytes}
 
     @property
     def version(self) -> int:

@@ -194,6 +194,7 @@ def make_blueprint(
                 "ok": True,
                 "accepts_ingest": service is not None and accept,
                 **(service.counters if service is not None else {}),
+                **(service.store.cache_stats() if service is not None else {}),
             },
         )
 
