@@ -175,6 +175,18 @@ def _random_record(rng: random.Random) -> Any:
     }
 
 
+def _no_5xx(check: str, tried: int, statuses: dict[int, int]) -> Row:
+    """A bad-input row: it held when nothing was answered with a server error."""
+    return {
+        "suite": "input",
+        "check": check,
+        "tried": tried,
+        "held": all(c < 500 for c in statuses),
+        "lost": 0,
+        "detail": f"statuses {dict(sorted(statuses.items()))}",
+    }
+
+
 def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
     from telemetry.collect.scrape import Fetch, Target
     from telemetry.collect.wire import CONTENT_TYPE, encode_round
@@ -217,16 +229,7 @@ def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
             body = json.dumps(recs).encode() if i % 10 else bytes(rng.randbytes(64))
             code = _post(f"{url}/api/v1/{ep}", body, {"Content-Type": "application/json"})
             statuses[code] = statuses.get(code, 0) + 1
-        rows.append(
-            {
-                "suite": "input",
-                "check": "random records to the ingest API",
-                "tried": n,
-                "held": all(c < 500 for c in statuses),
-                "lost": 0,
-                "detail": f"statuses {dict(sorted(statuses.items()))}",
-            }
-        )
+        rows.append(_no_5xx("random records to the ingest API", n, statuses))
         good = encode_round(
             datetime.utcnow(), [Fetch(Target("http://n9:9400/metrics"), PAGE, None, 0.1, 200)], 15.0
         )
@@ -246,16 +249,7 @@ def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
                 },
             )
             statuses[code] = statuses.get(code, 0) + 1
-        rows.append(
-            {
-                "suite": "input",
-                "check": "mutated scrape rounds",
-                "tried": n,
-                "held": all(c < 500 for c in statuses),
-                "lost": 0,
-                "detail": f"statuses {dict(sorted(statuses.items()))}",
-            }
-        )
+        rows.append(_no_5xx("mutated scrape rounds", n, statuses))
     finally:
         srv.terminate()
         srv.wait(timeout=30)
