@@ -11,6 +11,7 @@ Within the owning process every writer goes through ``Store`` (one write lock); 
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
@@ -158,6 +159,46 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(path, str(exc).splitlines()[0]) from None
 
 
+def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What a store written by an older Factory Floor lacks: tables (and the one added
+    column) that this version's queries read."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
+    missing = [t for t in want if t not in have]
+    if "targets" in have:
+        cols = con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'targets'"
+        ).fetchall()
+        if ("stale",) not in cols:
+            missing.append("targets.stale")
+    return missing
+
+
+def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
+    """A read-only open of a store from an older version: add what it lacks (tables are only
+    ever added, never changed, so no data is touched), then reopen it read-only. If it cannot
+    be written, say so instead of failing on every page later."""
+    try:
+        Store(path).close()
+    except (StoreError, StoreLockedError) as exc:
+        reason = exc.reason if isinstance(exc, StoreError) else str(exc)
+        raise StoreError(
+            path,
+            "it was written by an older Factory Floor and lacks tables this version reads; "
+            f"upgrading it failed ({reason}). Open it once with write access "
+            "(e.g. `factoryfloor serve --accept-ingest --store ...`).",
+        ) from None
+    return _open(path, True)
+
+
+def _copy_error(exc: BaseException) -> BaseException:
+    try:
+        dup = copy.copy(exc)
+    except Exception:  # an exception type that cannot be copied: a plain one with its text
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return dup.with_traceback(None)
+
+
 def _key(params: list[Any] | tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(tuple(p) if isinstance(p, list) else p for p in params)
 
@@ -181,8 +222,11 @@ class ResultCache:
     that computes it ("single flight") instead of all hitting DuckDB.
     """
 
-    def __init__(self, max_bytes: int = 128 * 2**20) -> None:
+    def __init__(
+        self, max_bytes: int = 128 * 2**20, sizeof: Callable[[Any], int] | None = None
+    ) -> None:
         self.max_bytes = max_bytes
+        self._sizeof = sizeof or _size
         self._items: OrderedDict[Any, tuple[int, Any, int]] = OrderedDict()
         self._bytes = 0
         self._newest = 0  # the newest store version seen
@@ -203,7 +247,9 @@ class ResultCache:
                     return item[1]
                 failed = self._failed.get(key)
                 if failed and failed[0] == version and time.monotonic() - failed[1] < 5:
-                    raise failed[2]  # it just failed for the caller we waited on: no rerun
+                    # It just failed for the caller we waited on: no rerun. Each caller gets
+                    # a copy; re-raising the one object would grow its traceback per caller.
+                    raise _copy_error(failed[2]) from None
                 waiting = self._inflight.get(key)
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
@@ -226,7 +272,7 @@ class ResultCache:
             done.set()
 
     def _put(self, key: Any, version: int, value: Any) -> None:
-        size = _size(value)
+        size = self._sizeof(value)
         if size > self.max_bytes // 10:
             return
         with self._lock:
@@ -258,6 +304,9 @@ class Store:
         self._cache = ResultCache()
         if not read_only:
             self._init_schema()
+        elif path != ":memory:" and _outdated(self._con):
+            self._con.close()
+            self._con = _upgrade(path)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _init_schema(self) -> None:

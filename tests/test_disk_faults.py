@@ -138,3 +138,37 @@ def test_a_read_only_store_path_is_one_clear_line(read_only_dir: Path, exporter:
     assert r.stderr.count("\n") == 1 and str(path) in r.stderr, r.stderr
     assert "Read-only file system" in r.stderr or "Permission denied" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_an_older_store_on_a_read_only_path_is_one_clear_line(tmp_path: Path) -> None:
+    """`serve` of a store from an earlier version that cannot be upgraded in place (its file
+    system is read-only): one line that says why and what to do, and the file is unchanged."""
+    import duckdb
+
+    d = tmp_path / "old"
+    d.mkdir()
+    root = os.geteuid() == 0
+    if root:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)], check=True)
+    path = d / "fleet.duckdb"
+    try:
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        con.close()
+        before = path.read_bytes()
+        if root:
+            subprocess.run(["mount", "-o", "remount,ro", str(d)], check=True)
+        else:
+            path.chmod(0o444)
+            d.chmod(0o555)
+        r = cli("serve", "--store", str(path), "--port", str(free_port()))
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("\n") == 1 and str(path) in r.stderr, r.stderr
+        assert "older Factory Floor" in r.stderr and "write access" in r.stderr, r.stderr
+        assert path.read_bytes() == before
+    finally:
+        if root:
+            subprocess.run(["umount", str(d)], check=False)
+        else:
+            d.chmod(0o755)

@@ -213,3 +213,47 @@ def test_the_cache_drops_results_of_older_versions() -> None:
     for v in range(50):  # a live store: each write moves the range, so every key is new
         cache.get(("fleet", v), v, lambda: list(range(1000)))
     assert len(cache._items) == 1  # only the newest version's result is kept
+
+
+def _age(path: Path) -> None:
+    """Make ``path`` look like a store written before the targets/ingest_batches tables."""
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE targets")
+    con.execute("DROP TABLE ingest_batches")
+    con.close()
+
+
+def test_an_older_store_opened_read_only_is_upgraded_and_keeps_its_data(tmp_path: Path) -> None:
+    """`serve` without a writer opens read-only; a store from an earlier version then lacked
+    the targets table and the Overview failed on every refresh."""
+    path = tmp_path / "old.duckdb"
+    with Store(str(path)) as store:
+        store.append("gpus", _gpus())
+    _age(path)
+    with Store(str(path), read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM targets") == 0
+        assert store.scalar("SELECT count(*) FROM gpus") == 4
+        assert store.read_only
+        with pytest.raises(StoreError, match="read-only"):
+            store.append("gpus", _gpus(3).iloc[4:])
+
+
+def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
+    """The shared exception is re-raised per caller: each gets its own copy, so its traceback
+    does not grow with every caller (it did, to hundreds of frames in a server log)."""
+    import traceback
+
+    from telemetry.store import ResultCache
+
+    cache = ResultCache()
+
+    def boom() -> None:
+        raise RuntimeError("disk hiccup")
+
+    lengths = []
+    for _ in range(20):
+        try:
+            cache.get("q", 0, boom)
+        except RuntimeError as exc:
+            lengths.append(len(traceback.format_exception(exc)))
+    assert max(lengths) <= lengths[0] + 2, lengths
