@@ -164,6 +164,11 @@ def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
     return None
 
 
+def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Two views that show the same thing (one may spell an unset field as None)."""
+    return a is not None and b is not None and data.clean_view(a) == data.clean_view(b)
+
+
 def _register_shell_callbacks(app: dash.Dash) -> None:
     pages = list(dash.page_registry.values())
 
@@ -176,14 +181,14 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         Input("url", "hash"),
         Input("run-select", "value"),
         Input("range-select", "value"),
-        Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
         State("view", "data"),
         State("run-select", "options"),
     )
-    def _sync(fragment, run, preset, _relayouts, view, options):  # type: ignore[no-untyped-def]
-        # The live tick is not an input here: Dash drops the reply of a callback that is
-        # triggered again while in flight, so a tick landing during a range change would
-        # silently undo the user's choice. ``_runs_live`` feeds new runs in through the selector.
+    def _sync(fragment, run, preset, view, options):  # type: ignore[no-untyped-def]
+        # Neither the live tick nor chart relayouts are inputs here: Dash drops the reply of a
+        # callback that is triggered again while in flight, so a tick, or a relayout event a
+        # chart emits on its own (autosize), landing during a change would silently undo it.
+        # Zooms reach the view through the URL (``_zoom_to_url``), as every other change does.
         frame = data.runs()
         runs = list(frame["run_id"])
         opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
@@ -192,6 +197,10 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         view = data.clean_view(view) if view is not None else None  # as a crafted POST may send
         if trig == "url" or view is None:
             new = _view_from_url(fragment, runs)
+            if _same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
+                if opts_out is no_update:
+                    raise dash.exceptions.PreventUpdate
+                return no_update, no_update, no_update, opts_out, no_update
             return new, no_update, new["run"], opts, new["range"]
         new = dict(view)
         if trig == "run-select":
@@ -202,22 +211,36 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             if preset == "custom":
                 return no_update, no_update, no_update, opts_out, view.get("range")
             new |= {"range": preset, "start": None, "end": None}
-        elif isinstance(trig, dict):
-            zoom = _zoom(ctx.triggered[0]["value"])
-            if zoom is None:
-                raise dash.exceptions.PreventUpdate
-            if zoom is True:
-                new |= {"range": "all", "start": None, "end": None}
-            else:
-                start, end = data.parse_time(zoom[0]), data.parse_time(zoom[1])
-                if start is None or end is None or start >= end:
-                    raise dash.exceptions.PreventUpdate
-                new |= {"range": "custom", "start": start.isoformat(), "end": end.isoformat()}
         if new.get("run") not in runs:
             new["run"] = runs[-1] if runs else None
-        if new == view:
+        if _same(new, view):
             raise dash.exceptions.PreventUpdate
         return new, data.fragment(new), new["run"], opts_out, new["range"]
+
+    @app.callback(
+        Output("url", "hash", allow_duplicate=True),
+        Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
+        State("view", "data"),
+        prevent_initial_call=True,
+    )
+    def _zoom_to_url(_relayouts, view):  # type: ignore[no-untyped-def]
+        """A zoom (or a double-click reset) on any time chart: the zoomed window, in the URL."""
+        if not isinstance(ctx.triggered_id, dict) or not ctx.triggered or view is None:
+            raise dash.exceptions.PreventUpdate
+        zoom = _zoom(ctx.triggered[0]["value"])
+        view = data.clean_view(view)
+        if zoom is None:
+            raise dash.exceptions.PreventUpdate
+        if zoom is True:
+            new = view | {"range": "all", "start": None, "end": None}
+        else:
+            start, end = data.parse_time(zoom[0]), data.parse_time(zoom[1])
+            if start is None or end is None or start >= end:
+                raise dash.exceptions.PreventUpdate
+            new = view | {"range": "custom", "start": start.isoformat(), "end": end.isoformat()}
+        if _same(new, view):
+            raise dash.exceptions.PreventUpdate
+        return data.fragment(new)
 
     @app.callback(
         Output("run-select", "options", allow_duplicate=True),

@@ -134,3 +134,31 @@ def test_a_live_tick_during_a_range_change_keeps_the_range(page: Page, dev_serve
         page.clock.run_for(10_001)
         page.wait_for_function(f"() => ({TIMELINE_POINTS})() === 10")
         expect(page).to_have_url(re.compile(r"range=all"))
+
+
+def test_a_chart_relayout_during_a_link_change_keeps_the_new_view(
+    page: Page, dev_server: Server
+) -> None:
+    """Charts emit relayout events of their own (autosize, a y-axis reset). One that fires
+    while a URL change is on its way to the server must not undo the change: a click on a loss
+    spike was lost this way when replies came back fast."""
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
+    page.wait_for_function(FLEET_READY)
+    page.wait_for_load_state("networkidle")
+    for hours in (2, 4, 6):  # each time a new link, and a chart relayout right behind it
+        page.evaluate(
+            """(to) => {
+                location.hash = 'run=dev-64-s1&from=2026-01-05T10:00:00&to=' + to;
+                const chart = document.querySelector('#ov-fleet .js-plotly-plot');
+                Plotly.relayout(chart, {'yaxis.autorange': true});
+            }""",
+            f"2026-01-05T{10 + hours:02d}:00:00",
+        )
+        expect(page.locator("#range-select")).to_contain_text("Zoomed window")
+        page.wait_for_function(
+            f"() => {{ const x = ({FLEET_X})(); return x.length > 0 && "
+            f"x[x.length - 1] <= '2026-01-05T{10 + hours:02d}:00:00.000001' && "
+            f"x[x.length - 1] >= '2026-01-05T{9 + hours:02d}:30'; }}"
+        )
+        span = _span_s(page.evaluate(FLEET_X))
+        assert (hours - 0.5) * 3600 < span <= hours * 3600, (hours, span)
