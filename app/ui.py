@@ -4,17 +4,23 @@ cards, exportable tables, and a guard that turns a failing callback into a visib
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 import dash_bootstrap_components as dbc
+import numpy as np
+import orjson
 import pandas as pd
+import plotly.graph_objects as go
 from dash import dash_table, dcc, html
+from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
-from app import figures
+from app import data, figures
+from telemetry.store import ResultCache
 
 log = logging.getLogger("factoryfloor.app")
 
@@ -91,15 +97,73 @@ def table(
     )
 
 
+# Replies of page callbacks, per store version. A page callback is a pure function of its
+# inputs and the stored data, so fifty engineers looking at the same view between two writes
+# cost one figure build, not fifty (building and serialising plotly figures, not the queries,
+# is what saturates the server's one Python process under load). Parameters whose names start
+# with "_" (the live tick) do not change the reply and are left out of the key. Replies are
+# kept in their serialisable form (a figure as its dict), shared read-only between requests.
+_REPLIES = ResultCache(max_bytes=64 * 2**20, sizeof=lambda value: _reply_bytes(value))
+_MAX_KEY = 4096  # a crafted request with a huge input is answered, not remembered
+
+
+def _reply_bytes(value: Any) -> int:
+    """About what a reply holds in memory (arrays by their bytes, everything else roughly)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes) + 100
+    if isinstance(value, str | bytes):
+        return len(value) + 50
+    if isinstance(value, dict):
+        return sum(_reply_bytes(v) + 50 for v in value.values()) + 100
+    if isinstance(value, list | tuple):
+        return sum(_reply_bytes(v) for v in value) + 8 * len(value) + 50
+    if isinstance(value, Component):
+        return _reply_bytes(value.to_plotly_json()["props"]) + 100
+    return 32
+
+
+def _frozen(value: Any) -> Any:
+    """The reply as sent: figures become their dicts (plotly builds them once, here)."""
+    if isinstance(value, go.Figure):
+        return value.to_plotly_json()
+    if isinstance(value, tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _memo_key(fn: Callable[..., Any], names: list[str], args: tuple[Any, ...]) -> Any:
+    if len(args) != len(names):
+        return None
+    read = {n: a for n, a in zip(names, args, strict=True) if not n.startswith("_")}
+    try:
+        text = orjson.dumps(read, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    if len(text) > _MAX_KEY:
+        return None
+    return (fn.__module__, fn.__qualname__, text)
+
+
+def reply_cache_stats() -> dict[str, int]:
+    return {"hits": _REPLIES.hits, "misses": _REPLIES.misses, "bytes": _REPLIES._bytes}
+
+
 def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Wrap a page callback: on an unexpected error, log the traceback and return, for each
-    output, a visible error (a "figure" gets an error figure, anything else an alert)."""
+    """Wrap a page callback: replies are remembered per store version (see ``_REPLIES``); on
+    an unexpected error, log the traceback and return, for each output, a visible error (a
+    "figure" gets an error figure, anything else an alert). Errors are not remembered."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        names = list(inspect.signature(fn).parameters)
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                return fn(*args, **kwargs)
+                key = None if kwargs else _memo_key(fn, names, args)
+                if key is None:
+                    return _frozen(fn(*args, **kwargs))
+                version = data.store().version
+                return _REPLIES.get(key, version, lambda: _frozen(fn(*args)))
             except PreventUpdate:
                 raise
             except Exception as exc:  # shown to the user instead of a blank page
