@@ -77,8 +77,9 @@ def serve(store: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("server did not start")
 
 
-def record(url: str) -> tuple[dict[str, float], list[dict]]:
-    """Load every page in Chromium; return render seconds per page and the callback requests."""
+def record(url: str, ranges: tuple[str, ...] = ("all",)) -> tuple[dict[str, float], list[dict]]:
+    """Load every page in Chromium (once per time range preset); return render seconds per
+    page (of the first range) and the callback requests, each with the page URL it came from."""
     from playwright.sync_api import sync_playwright
 
     renders: dict[str, float] = {}
@@ -86,24 +87,27 @@ def record(url: str) -> tuple[dict[str, float], list[dict]]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
+        recording = []  # empty while warming up
         page.on(
             "request",
             lambda r: (
                 requests.append(
                     {"path": r.url.split(url)[1], "body": r.post_data, "page": page.url}
                 )
-                if "_dash-update-component" in r.url
+                if "_dash-update-component" in r.url and recording
                 else None
             ),
         )
         page.goto(url + "/")  # warm the browser cache with the app's scripts once
         page.wait_for_function(READY_JS, timeout=60000)
-        for path in PAGES:
-            page.goto("about:blank")  # every timed navigation is a fresh document load
-            t0 = time.perf_counter()
-            page.goto(url + path + "#range=all")
-            page.wait_for_function(READY_JS, timeout=60000, polling=50)
-            renders[path] = time.perf_counter() - t0 - 0.3  # minus the stability wait
+        recording.append(True)
+        for rng in ranges:
+            for path in PAGES:
+                page.goto("about:blank")  # every timed navigation is a fresh document load
+                t0 = time.perf_counter()
+                page.goto(url + path + "#range=" + rng)
+                page.wait_for_function(READY_JS, timeout=60000, polling=50)
+                renders.setdefault(path, time.perf_counter() - t0 - 0.3)  # minus the wait
         browser.close()
     return renders, requests
 

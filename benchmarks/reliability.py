@@ -294,8 +294,8 @@ def _user(
     errs: list,
     lock: threading.Lock,
 ) -> None:
-    """One engineer: opens a page (all its callbacks), then lets it refresh every 10 s, and
-    moves to another page now and then."""
+    """One engineer: opens a view (a page and a time range: all its callbacks), then lets it
+    refresh every 10 s, and moves to another view now and then."""
     rng = random.Random(seed)
     time.sleep(rng.uniform(0, 10))  # users arrive over the first ten seconds
     page = rng.choice(list(pages))
@@ -327,6 +327,9 @@ def _user(
         time.sleep(10.0)  # the live refresh interval
 
 
+LOAD_RANGES = ("all", "7d", "24h", "6h")  # users look at different windows of the same run
+
+
 def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: int) -> list[Row]:
     from benchmarks.dashboard import PAGES, record
 
@@ -347,12 +350,15 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
         flat = [t for g in groups for t in g["targets"]][:nodes]
         targets.write_text(json.dumps([{"targets": flat}]))
         faults.wait_http(url + "/api/v1/health", procs[0], timeout=300)
-        print("recording each page's callbacks in Chromium ...", flush=True)
-        _, requests = record(url)
+        print("recording each page's callbacks in Chromium, for four time ranges ...", flush=True)
+        _, requests = record(url, LOAD_RANGES)
+        # A user's view: a page and a time range.
         pages: dict[str, list[dict]] = {}
         for req in requests:
-            path_ = "/" + req["page"].split("/", 3)[-1].split("#")[0]
-            pages.setdefault(path_ if path_ in PAGES else "/", []).append(req)
+            path_, _, frag = req["page"].split("/", 3)[-1].partition("#")
+            path_ = "/" + path_
+            rng = frag.partition("range=")[2].split("&")[0] or "all"
+            pages.setdefault(f"{path_ if path_ in PAGES else '/'}#range={rng}", []).append(req)
         daemon_log = tmp / "daemon.log"
         procs.append(
             faults.spawn(
@@ -412,7 +418,7 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
     return [
         {
             "suite": "load",
-            "check": f"{users} users x {seconds:.0f} s, llama3-405b store",
+            "check": f"{users} users x {seconds:.0f} s, {len(pages)} views, llama3-405b store",
             "tried": len(lat),
             "held": not errs and p95 <= 1.0,
             "lost": 0,
