@@ -66,7 +66,9 @@ def table(
     **kw: Any,
 ) -> dash_table.DataTable:
     """An exportable (CSV), sortable table. ``columns`` maps frame column -> header with unit.
-    Cell values are rendered as text by DataTable, so hostile strings stay inert."""
+    Cell values are rendered as text by DataTable, so hostile strings stay inert. The user's
+    sort and filter persist (per browser session) when a refresh redraws the table, as every
+    live tick does. (The page does not: a page past the end of new data would show nothing.)"""
     columns = columns or {c: c for c in df.columns}
     return dash_table.DataTable(
         id=id_,
@@ -74,6 +76,9 @@ def table(
         columns=[{"name": h, "id": c} for c, h in columns.items()],
         page_size=page_size,
         sort_action="native",
+        persistence=True,
+        persistence_type="session",
+        persisted_props=["sort_by", "filter_query"],
         export_format="csv",
         export_headers="display",
         style_as_list_view=True,

@@ -142,3 +142,25 @@ def test_a_link_opens_the_drilldown_and_back_returns_to_the_previous_node(
     expect(page).to_have_url(re.compile(r"node=h100-0007"))
     page.go_back()
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
+
+
+def test_a_filter_on_the_outlier_table_survives_the_live_refresh(
+    page: Page, dev_server: Server
+) -> None:
+    """The 10 s refresh redraws the table; it used to wipe what the user typed into a filter."""
+    page.clock.install()
+    _open(page, dev_server.url)
+    rows = page.locator("#gpu-outlier-table tbody tr:has(td)")
+    expect(rows).to_have_count(10)
+    page.locator("#gpu-outlier-table th.dash-filter[data-dash-column='host']").click()
+    page.keyboard.type("h100-0007")
+    page.keyboard.press("Enter")
+    expect(rows.first).to_contain_text("h100-0007")
+    filtered = rows.count()
+    assert filtered < 10
+    for _ in range(2):
+        with page.expect_response(lambda r: "gpu-outliers" in (r.request.post_data or "")):
+            page.clock.run_for(10_001)
+        page.wait_for_load_state("networkidle")
+        expect(rows).to_have_count(filtered)
+        expect(rows.first).to_contain_text("h100-0007")
