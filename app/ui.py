@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -109,6 +110,8 @@ def table(
 # with "_" (the live tick) do not change the reply and are left out of the key. Replies are
 # kept in their serialisable form (a figure as its dict), shared read-only between requests.
 _REPLIES = ResultCache(max_bytes=64 * 2**20, sizeof=lambda value: _reply_bytes(value))
+# FACTORYFLOOR_REPLY_CACHE=0 builds every reply (benchmarks/dashboard.py measures the build).
+_MEMO = os.environ.get("FACTORYFLOOR_REPLY_CACHE", "1") != "0"
 _MAX_KEY = 4096  # a crafted request with a huge input is answered, not remembered
 
 
@@ -149,10 +152,6 @@ def _memo_key(fn: Callable[..., Any], names: list[str], args: tuple[Any, ...]) -
     return (fn.__module__, fn.__qualname__, text)
 
 
-def reply_cache_stats() -> dict[str, int]:
-    return {"hits": _REPLIES.hits, "misses": _REPLIES.misses, "bytes": _REPLIES._bytes}
-
-
 def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a page callback: replies are remembered per store version (see ``_REPLIES``); on
     an unexpected error, log the traceback and return, for each output, a visible error (a
@@ -164,7 +163,7 @@ def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[...
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                key = None if kwargs else _memo_key(fn, names, args)
+                key = None if kwargs or not _MEMO else _memo_key(fn, names, args)
                 if key is None:
                     return _frozen(fn(*args, **kwargs))
                 version = data.store().version
