@@ -42,3 +42,16 @@ def test_time_range_narrows_the_fleet_chart(page: Page, dev_server: Server) -> N
     assert 3000 <= _span_s(hour) <= 3600  # one hour of data on screen...
     assert _span_s(whole) > 20 * 3600  # ...where the whole run showed a day
     assert max(hour) >= max(whole)  # ending at the newest data
+
+
+def test_the_hottest_gpus_table_fits_a_laptop_screen(page: Page, dev_server: Server) -> None:
+    """At 1366 px every column of the table beside the charts is visible without scrolling."""
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(dev_server.url + "/#range=all")
+    expect(page.locator("#ov-hot-table td").first).to_be_visible()
+    fits = page.evaluate(
+        """() => { const t = document.querySelector('#ov-hot-table .dash-spreadsheet-container');
+                   return [t.scrollWidth, t.clientWidth]; }"""
+    )
+    assert fits[0] <= fits[1], fits
+    expect(page.locator("#ov-hot-table")).to_contain_text("SM MHz")
