@@ -71,15 +71,17 @@ def table(
     sort and filter persist (per browser session) when a refresh redraws the table, as every
     live tick does. (The page does not: a page past the end of new data would show nothing.)"""
     columns = columns or {c: c for c in df.columns}
+    kw = {
+        "persistence": True,
+        "persistence_type": "session",
+        "persisted_props": ["sort_by", "filter_query"],
+    } | kw
     return dash_table.DataTable(
         id=id_,
         data=df[list(columns)].to_dict("records") if not df.empty else [],
         columns=[{"name": h, "id": c} for c, h in columns.items()],
         page_size=page_size,
         sort_action="native",
-        persistence=True,
-        persistence_type="session",
-        persisted_props=["sort_by", "filter_query"],
         export_format="csv",
         export_headers="display",
         style_as_list_view=True,

@@ -155,7 +155,7 @@ def _xid_table(df: pd.DataFrame) -> Any:
         action=df["action"] + " (" + df["action_text"] + ")",
         last_ts=_ts_text(df["last_ts"]),
     )
-    return table("fail-xid-table", df, XID_COLUMNS, page_size=8, persistence=True)
+    return table("fail-xid-table", df, XID_COLUMNS, page_size=8)
 
 
 def _lemon_table(df: pd.DataFrame) -> Any:
@@ -168,7 +168,7 @@ def _lemon_table(df: pd.DataFrame) -> Any:
         downtime_min=(df["downtime_s"] / 60.0).round(1),
         last_failure=_ts_text(df["last_failure"]),
     )
-    return table("fail-lemon-table", df, LEMON_COLUMNS, page_size=8, persistence=True)
+    return table("fail-lemon-table", df, LEMON_COLUMNS, page_size=8)
 
 
 def _tax_table(df: pd.DataFrame, by: str) -> Any:
@@ -181,7 +181,7 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
         ref_pct=df["ref_pct"].round(1),
         lost_gpu_hours=df["lost_gpu_hours"].round(1),
     )
-    return table("fail-tax-table", df, columns, page_size=20, persistence=True)
+    return table("fail-tax-table", df, columns, page_size=20)
 
 
 @callback(
