@@ -11,7 +11,6 @@ Within the owning process every writer goes through ``Store`` (one write lock); 
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import threading
@@ -174,6 +173,13 @@ def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
     return missing
 
 
+def _foreign(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables of a DuckDB file that is not a Factory Floor store (it has tables, but not
+    our ``meta``): empty for a new file or one of ours."""
+    have = sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+    return [] if not have or "meta" in have else have
+
+
 def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
     """A read-only open of a store from an older version: add what it lacks (tables are only
     ever added, never changed, so no data is touched), then reopen it read-only. If it cannot
@@ -192,9 +198,18 @@ def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
 
 
 def _copy_error(exc: BaseException) -> BaseException:
+    """A copy of a shared failure, of the same type and text, without its traceback.
+
+    ``copy.copy`` re-runs ``__init__`` with ``args``, which fails for errors whose constructor
+    takes other arguments (``StoreError(path, reason)``), so the copy is built field by field.
+    """
     try:
-        dup = copy.copy(exc)
-    except Exception:  # an exception type that cannot be copied: a plain one with its text
+        dup = type(exc).__new__(type(exc))
+        dup.__dict__.update(exc.__dict__)
+        dup.args = exc.args
+        dup.__cause__, dup.__context__ = exc.__cause__, exc.__context__
+        dup.__suppress_context__ = exc.__suppress_context__
+    except Exception:  # an exotic type that cannot be built so: a plain one with its text
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return dup.with_traceback(None)
 
@@ -271,6 +286,14 @@ class ResultCache:
                 self._inflight.pop(key, None)
             done.set()
 
+    def clear(self) -> None:
+        """Forget everything (another store was bound: its versions mean nothing here)."""
+        with self._lock:
+            self._items.clear()
+            self._failed.clear()
+            self._bytes = 0
+            self._newest = 0
+
     def _put(self, key: Any, version: int, value: Any) -> None:
         size = self._sizeof(value)
         if size > self.max_bytes // 10:
@@ -302,6 +325,14 @@ class Store:
         self._write_lock = threading.Lock()
         self._version = 0
         self._cache = ResultCache()
+        if path != ":memory:" and (foreign := _foreign(self._con)):
+            self._con.close()
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise StoreError(
+                path,
+                f"not a Factory Floor store (it holds other tables: {shown}); "
+                "it is left untouched. Give a new path or a store made by `factoryfloor`.",
+            )
         if not read_only:
             self._init_schema()
         elif path != ":memory:" and _outdated(self._con):

@@ -257,3 +257,40 @@ def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
         except RuntimeError as exc:
             lengths.append(len(traceback.format_exception(exc)))
     assert max(lengths) <= lengths[0] + 2, lengths
+
+
+def test_a_shared_store_error_reaches_every_caller_as_a_store_error() -> None:
+    """Callers that share a failed query get the same kind of error, with its path and reason
+    (it became a RuntimeError before, so callers catching StoreError missed it)."""
+    from telemetry.store import ResultCache
+
+    cache = ResultCache()
+
+    def full() -> None:
+        raise StoreError("/data/ff.duckdb", "No space left on device")
+
+    caught = []
+    for _ in range(3):
+        with pytest.raises(StoreError) as info:
+            cache.get("q", 0, full)
+        caught.append(info.value)
+    assert all(e.path == "/data/ff.duckdb" for e in caught)
+    assert all(str(e) == "store /data/ff.duckdb: No space left on device" for e in caught)
+    assert caught[1] is not caught[0]  # copies: their tracebacks do not pile up
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_duckdb_file_that_is_not_a_store_is_refused_and_left_untouched(
+    tmp_path: Path, read_only: bool
+) -> None:
+    """Pointing `--store` at someone else's DuckDB file must not add our tables to it."""
+    path = tmp_path / "finance.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE ledger AS SELECT 42 AS amount")
+    con.close()
+    with pytest.raises(StoreError, match="not a Factory Floor store.*ledger"):
+        Store(str(path), read_only=read_only)
+    con = duckdb.connect(str(path), read_only=True)
+    tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+    assert tables == ["ledger"] and con.execute("SELECT amount FROM ledger").fetchone() == (42,)
+    con.close()
