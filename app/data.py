@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -29,8 +30,19 @@ PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = e
 }
 
 
+_on_bind: list[Callable[[], None]] = []
+
+
+def on_bind(hook: Callable[[], None]) -> None:
+    """Run ``hook`` whenever another store is bound (caches of the old store's data)."""
+    _on_bind.append(hook)
+
+
 def bind(store: Store) -> None:
     global _store
+    if store is not _store:
+        for hook in _on_bind:
+            hook()
     _store = store
 
 

@@ -115,6 +115,7 @@ _REPLIES = ResultCache(max_bytes=64 * 2**20, sizeof=lambda value: _reply_bytes(v
 # FACTORYFLOOR_REPLY_CACHE=0 builds every reply (benchmarks/dashboard.py measures the build).
 _MEMO = os.environ.get("FACTORYFLOOR_REPLY_CACHE", "1") != "0"
 _MAX_KEY = 4096  # a crafted request with a huge input is answered, not remembered
+data.on_bind(_REPLIES.clear)  # replies of another store are not this store's
 
 
 def _reply_bytes(value: Any) -> int:

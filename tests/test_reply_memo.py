@@ -84,3 +84,27 @@ def test_a_huge_crafted_input_is_answered_but_not_remembered(store: Store) -> No
     big = {"run": "x" * 100_000}
     assert page(big) == "ok" and page(big) == "ok"
     assert len(calls) == 2
+
+
+def test_a_newly_bound_store_is_never_answered_from_the_old_ones_replies(
+    store: Store, tmp_path: Path
+) -> None:
+    """Two stores at the same version: binding the second must not serve the first's reply."""
+
+    @guarded("alert")
+    def page(view):  # type: ignore[no-untyped-def]
+        return f"{data.store().scalar('SELECT count(*) FROM train_metrics')} steps"
+
+    view = {"run": "r", "range": "all"}
+    assert page(view) == "0 steps"
+    with Store(str(tmp_path / "other.duckdb")) as other:
+        frame = store.df("SELECT * FROM train_metrics LIMIT 0")
+        two = pd.DataFrame(
+            {"run_id": ["r", "r"], "ts": [pd.Timestamp("2026-01-01")] * 2, "step": [1, 2]}
+        )
+        other.append("train_metrics", two.reindex(columns=frame.columns))  # one write, 2 rows
+        _write(store, 1)  # the first store reaches the same version the second one has
+        assert store.version == other.version
+        assert page(view) == "1 steps"
+        data.bind(other)
+        assert page(view) == "2 steps"
