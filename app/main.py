@@ -156,9 +156,9 @@ def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
         return None
     if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
         return str(relayout["xaxis.range[0]"]), str(relayout["xaxis.range[1]"])
-    if "xaxis.range" in relayout:
-        lo, hi = relayout["xaxis.range"]
-        return str(lo), str(hi)
+    span = relayout.get("xaxis.range")
+    if isinstance(span, list | tuple) and len(span) == 2:
+        return str(span[0]), str(span[1])
     if relayout.get("xaxis.autorange"):
         return True
     return None
@@ -225,12 +225,15 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     )
     def _zoom_to_url(_relayouts, view):  # type: ignore[no-untyped-def]
         """A zoom (or a double-click reset) on any time chart: the zoomed window, in the URL."""
-        if not isinstance(ctx.triggered_id, dict) or not ctx.triggered or view is None:
+        if not isinstance(ctx.triggered_id, dict) or view is None:
             raise dash.exceptions.PreventUpdate
-        zoom = _zoom(ctx.triggered[0]["value"])
+        # Several charts can fire in one batch (an autosize beside the user's zoom): the
+        # first that is a zoom or a reset counts, wherever it is in the list.
+        zooms = [z for t in ctx.triggered if (z := _zoom(t.get("value"))) is not None]
+        if not zooms:
+            raise dash.exceptions.PreventUpdate
+        zoom = zooms[0]
         view = data.clean_view(view)
-        if zoom is None:
-            raise dash.exceptions.PreventUpdate
         if zoom is True:
             new = view | {"range": "all", "start": None, "end": None}
         else:

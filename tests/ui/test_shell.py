@@ -162,3 +162,46 @@ def test_a_chart_relayout_during_a_link_change_keeps_the_new_view(
         )
         span = _span_s(page.evaluate(FLEET_X))
         assert (hours - 0.5) * 3600 < span <= hours * 3600, (hours, span)
+
+
+def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Server) -> None:
+    """Two charts can report in one request (an autosize, then the user's zoom). The zoom is
+    what counts, wherever it is in the batch; before, only the first entry was read and the
+    zoom was dropped."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(dev_server.url + "/_dash-dependencies", timeout=30) as r:
+        deps = json.loads(r.read())
+    dep = next(d for d in deps if any(i["property"] == "relayoutData" for i in d["inputs"]))
+    charts = [{"type": "timechart", "id": name} for name in ("fleet", "loss")]
+    values = [
+        {"autosize": True},
+        {"xaxis.range[0]": "2026-01-05 10:00", "xaxis.range[1]": "2026-01-05 12:00"},
+    ]
+    body = {
+        "output": dep["output"],
+        "outputs": {"id": "url", "property": dep["output"].split(".")[1]},
+        "inputs": [
+            [
+                {"id": c, "property": "relayoutData", "value": v}
+                for c, v in zip(charts, values, strict=True)
+            ]
+        ],
+        "state": [
+            {"id": "view", "property": "data", "value": {"run": "dev-64-s1", "range": "all"}}
+        ],
+        "changedPropIds": [
+            json.dumps(c, separators=(",", ":"), sort_keys=True) + ".relayoutData" for c in charts
+        ],
+    }
+    req = urllib.request.Request(
+        dev_server.url + "/_dash-update-component",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        reply = json.loads(r.read())
+    link = reply["response"]["url"]["hash"]
+    assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
