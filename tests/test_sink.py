@@ -98,6 +98,33 @@ def test_an_xid_that_left_the_window_and_recurs_is_a_new_event(tmp_path: Path) -
         assert sink.write(at(2), [fetch(XID_TEXT)]).xid_events == 3
 
 
+@pytest.mark.parametrize("silent_h", [2, 30, 24 * 9])
+def test_a_node_silent_for_long_returns_after_a_restart_without_repeating_its_xid(
+    tmp_path: Path, silent_h: int
+) -> None:
+    """The daemon restarts while a node has been silent (down for 2 h, a day, over a week):
+    its sticky XID gauge, unchanged when it comes back, is not a new event; a gauge that was
+    reset (a reboot) and shows the XID again is one. The sink reads the last gauges in windows
+    growing back from the newest sample, so each of these cases takes a different window."""
+    gauge_only = XID_COUNT_LABELLED.sub("", XID_TEXT)
+    reset = re.sub(r"^(DCGM_FI_DEV_XID_ERRORS\{[^\n]*\}) \d+$", r"\1 0", gauge_only, flags=re.M)
+    other = "http://node-b:9400/metrics"
+    back = T0 + timedelta(hours=silent_h)
+    path = str(tmp_path / "s.duckdb")
+    with Store(path) as store:
+        sink = StoreSink(store, 15.0)
+        assert sink.write(at(0), [fetch(gauge_only)]).xid_events == 2  # XID 48 and 79
+        sink.write(at(1), [fetch(default_text("node-b"), other)])
+        sink.write(back - timedelta(minutes=1), [fetch(default_text("node-b"), other)])
+    with Store(path) as store:  # restarted; node-a is back, XIDs unchanged
+        assert StoreSink(store, 15.0).write(back, [fetch(gauge_only)]).xid_events == 0
+        StoreSink(store, 15.0).write(back + timedelta(seconds=15), [fetch(reset)])
+    with Store(path) as store:  # restarted again; after the reset the XIDs are new
+        again = StoreSink(store, 15.0).write(back + timedelta(seconds=30), [fetch(gauge_only)])
+        assert again.xid_events == 2
+        assert store.scalar("SELECT count(*) FROM xid_events") == 4
+
+
 def test_a_count_older_than_its_window_is_not_compared(tmp_path: Path) -> None:
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:

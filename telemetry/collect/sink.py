@@ -35,6 +35,7 @@ from telemetry.store import Store
 
 XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
 XID_WINDOW_S = 300.0  # dcgm-exporter's default window when a sample has no window_size_in_ms
+XID_LOOKBACK_H = (1, 24, 7 * 24, 0)  # windows for the last XID gauge at startup (0: all)
 XID_STATE_HORIZON_S = 3600.0  # XID counts older than this are never compared against
 STALE_AFTER = 4  # identical scrapes in a row that make a target stale (exporters collect
 # every 30 s by default, so at a 15 s scrape interval two identical scrapes in a row are normal)
@@ -104,13 +105,34 @@ class StoreSink:
         self.node_ids = dict(self.store.rows("SELECT host, node_id FROM nodes"))
 
     def _load_last_xid(self) -> np.ndarray:
+        """Each GPU's last stored XID gauge (NaN: none). Looked up in growing windows before
+        the newest sample, each only for the GPUs without a sample in the windows before: a
+        fleet that reports reads the last hour (tens of ms), not the whole history (seconds on
+        a 54-day store); only GPUs silent for longer than a week cost a scan of everything."""
         last = np.full(max(self.gpu_ids.values(), default=-1) + 1, np.nan)
-        for g, x in self.store.rows(
-            """SELECT gpu_id, arg_max(xid_last, ts) FROM gpu_samples
-               WHERE xid_last IS NOT NULL GROUP BY gpu_id"""
-        ):
-            if 0 <= g < len(last):
-                last[g] = x
+        newest = self.store.scalar("SELECT max(ts) FROM gpu_samples")
+        if newest is None:
+            return last
+        found = np.zeros(len(last), dtype=bool)
+        for hours in XID_LOOKBACK_H:
+            pending = np.flatnonzero(~found).tolist()
+            rows = self.store.rows(
+                """SELECT gpu_id, arg_max(xid_last, ts) FILTER (WHERE xid_last IS NOT NULL)
+                   FROM gpu_samples
+                   WHERE ts >= ? AND (? OR list_contains(?::INTEGER[], gpu_id))
+                   GROUP BY gpu_id""",
+                [
+                    newest - timedelta(hours=hours) if hours else datetime.min,
+                    hours == XID_LOOKBACK_H[0],  # the first window: every GPU
+                    pending,
+                ],
+            )
+            for g, x in rows:
+                if 0 <= g < len(last):
+                    found[g] = True
+                    last[g] = np.nan if x is None else x
+            if found.all():
+                break
         return last
 
     def _load_xid_counts(self, now: datetime) -> dict[tuple[int, int], tuple[float, datetime]]:
