@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   bytes BIGINT, write_s DOUBLE, blocking_s DOUBLE, status VARCHAR);
 CREATE TABLE IF NOT EXISTS targets (
   ts TIMESTAMP, target VARCHAR, up BOOLEAN, duration_s DOUBLE, samples INTEGER,
-  rejected_lines INTEGER, error VARCHAR, stale BOOLEAN);
+  rejected_lines INTEGER, error VARCHAR, stale BOOLEAN, digest BIGINT, unchanged INTEGER);
 CREATE TABLE IF NOT EXISTS xid_events (
   ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
 CREATE TABLE IF NOT EXISTS ingest_batches (
@@ -158,9 +158,13 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(path, str(exc).splitlines()[0]) from None
 
 
+# Columns added to ``targets`` after the first release, in table order (see ``_init_schema``).
+_ADDED_TARGET_COLUMNS = {"stale": "BOOLEAN", "digest": "BIGINT", "unchanged": "INTEGER"}
+
+
 def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What a store written by an older Factory Floor lacks: tables (and the one added
-    column) that this version's queries read."""
+    """What a store written by an older Factory Floor lacks: tables (and the columns added
+    to ``targets``) that this version reads."""
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
     missing = [t for t in want if t not in have]
@@ -168,8 +172,7 @@ def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
         cols = con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'targets'"
         ).fetchall()
-        if ("stale",) not in cols:
-            missing.append("targets.stale")
+        missing += [f"targets.{c}" for c in _ADDED_TARGET_COLUMNS if (c,) not in cols]
     return missing
 
 
@@ -343,9 +346,10 @@ class Store:
     def _init_schema(self) -> None:
         with self._write_lock:
             self._con.execute(SCHEMA)
-            # Stores created before target staleness was recorded get the column (appends are
-            # positional, so it must exist before the first round).
-            self._con.execute("ALTER TABLE targets ADD COLUMN IF NOT EXISTS stale BOOLEAN")
+            # Stores created before target staleness was recorded get its columns (appends are
+            # positional, so they must exist, in this order, before the first round).
+            for column, kind in _ADDED_TARGET_COLUMNS.items():
+                self._con.execute(f"ALTER TABLE targets ADD COLUMN IF NOT EXISTS {column} {kind}")
             if self._con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
                 self._con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
             self._con.execute(

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.sink import STALE_HORIZON_S, StoreSink
 from telemetry.errors import DuplicateBatchError
 from telemetry.store import Store
 from tests.conftest import ROOT
@@ -150,6 +150,26 @@ def test_a_target_whose_values_do_not_change_is_stale(tmp_path: Path) -> None:
         StoreSink(Store(str(tmp_path / "t.duckdb")), 15.0, stale_after=1)
 
 
+def test_staleness_carries_over_restarts_and_once_runs_from_cron(tmp_path: Path) -> None:
+    """`ingest --once` from cron: every round is a new process with a new sink. A hung DCGM
+    (the same values every minute) is still flagged after four rounds; an hour's gap starts the
+    count over."""
+    path = str(tmp_path / "s.duckdb")
+    same = default_text("node-a")
+
+    def once(when: datetime, text: str) -> int:
+        with Store(path) as store:
+            return StoreSink(store, 60.0, stale_after=4).write(when, [fetch(text)]).stale
+
+    minute = timedelta(minutes=1)
+    assert [once(T0 + i * minute, same) for i in range(5)] == [0, 0, 0, 1, 1]
+    later = T0 + 5 * minute + timedelta(seconds=STALE_HORIZON_S + 1)
+    assert [once(later + i * minute, same) for i in range(4)] == [0, 0, 0, 1]
+    changed = same.replace("} 60\n", "} 61\n", 1)
+    assert changed != same
+    assert once(later + 4 * minute, changed) == 0
+
+
 def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:
     with Store(str(tmp_path / "s.duckdb")) as store:
         report = StoreSink(store, 15.0).write(
@@ -182,3 +202,19 @@ def test_a_duplicate_batch_id_writes_nothing_and_changes_no_state(tmp_path: Path
         report = sink.write(at(1), [fetch(XID_TEXT), fetch(default_text("node-b"))])
         assert report.xid_events == 0 and report.samples == 16
         assert store.df("SELECT gpu_id FROM gpus ORDER BY 1")["gpu_id"].tolist() == list(range(16))
+
+
+def test_a_store_from_before_the_staleness_columns_takes_rounds(tmp_path: Path) -> None:
+    """A store written by an earlier version (targets without digest/unchanged): opened for
+    ingest, it gains the columns and the next round stores its health, old rows kept."""
+    path = str(tmp_path / "s.duckdb")
+    with Store(path) as store:
+        StoreSink(store, 15.0).write(at(0), [fetch(default_text("node-a"))])
+    con = duckdb.connect(path)
+    con.execute("ALTER TABLE targets DROP COLUMN unchanged")
+    con.execute("ALTER TABLE targets DROP COLUMN digest")
+    con.close()
+    with Store(path) as store:
+        StoreSink(store, 15.0).write(at(1), [fetch(default_text("node-a"))])
+        rows = store.rows("SELECT up, digest IS NOT NULL, unchanged FROM targets ORDER BY ts")
+        assert rows == [(True, False, None), (True, True, 0)]

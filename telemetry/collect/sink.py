@@ -11,8 +11,10 @@ its series name, ``FIELD{label="value",...}`` (labels in exposition order, Prome
 so those labels survive (``xid``, ``err_code``, ``window_size_in_ms``, NVLink ``link``...).
 
 A target is stale when it answers but its last ``stale_after`` scrapes carried identical sample
-values (a hung DCGM behind a live exporter); ``targets.stale`` records it. Staleness is counted
-in memory: after a restart a target needs ``stale_after`` scrapes to be flagged again.
+values (a hung DCGM behind a live exporter); ``targets.stale`` records it, and each round also
+stores the digest of the values and the count of unchanged rounds, so the count carries over a
+restart and across ``ingest --once`` runs from cron (rounds older than ``STALE_HORIZON_S`` are
+not continued).
 
 State is committed only with the round: if the store append fails, the id maps are reloaded from
 the store and the XID and staleness state stay as they were before the round.
@@ -20,6 +22,7 @@ the store and the XID and staleness state stay as they were before the round.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,6 +40,7 @@ XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
 XID_WINDOW_S = 300.0  # dcgm-exporter's default window when a sample has no window_size_in_ms
 XID_LOOKBACK_H = (1, 24, 7 * 24, 0)  # windows for the last XID gauge at startup (0: all)
 XID_STATE_HORIZON_S = 3600.0  # XID counts older than this are never compared against
+STALE_HORIZON_S = 3600.0  # a stored unchanged count older than this starts over
 STALE_AFTER = 4  # identical scrapes in a row that make a target stale (exporters collect
 # every 30 s by default, so at a 15 s scrape interval two identical scrapes in a row are normal)
 
@@ -96,7 +100,8 @@ class StoreSink:
         self._load_ids()
         self._xid = _XidState(last=self._load_last_xid())
         self._xid_counts_loaded = False
-        self._seen: dict[str, tuple[int, int]] = {}  # target -> (values digest, unchanged rounds)
+        # target -> (values digest, unchanged rounds), loaded with the first round's time
+        self._seen: dict[str, tuple[int, int]] = {}
 
     # -- state from the store --------------------------------------------------------------
     def _load_ids(self) -> None:
@@ -149,6 +154,16 @@ class StoreSink:
         )
         return {(int(g), int(x)): (float(v), t) for g, x, v, t in rows if x}
 
+    def _load_seen(self, now: datetime) -> dict[str, tuple[int, int]]:
+        """Each target's last stored values digest and unchanged count, if it answered within
+        ``STALE_HORIZON_S`` before ``now``."""
+        rows = self.store.rows(
+            """SELECT target, arg_max(digest, ts), arg_max(unchanged, ts) FROM targets
+               WHERE ts >= ? AND ts < ? AND up AND digest IS NOT NULL GROUP BY target""",
+            [now - timedelta(seconds=STALE_HORIZON_S), now],
+        )
+        return {t: (int(d), int(u or 0)) for t, d, u in rows}
+
     # -- a round ---------------------------------------------------------------------------
     def write(self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None) -> RoundReport:
         """Parse every successful fetch and append the round in one transaction.
@@ -158,6 +173,7 @@ class StoreSink:
         stored and the sink's state is as before it, so the next round can be written."""
         if not self._xid_counts_loaded:
             self._xid.counts = self._load_xid_counts(ts)
+            self._seen = self._load_seen(ts)
             self._xid_counts_loaded = True
         up = [f for f in fetches if f.text is not None]
         scrapes = [parse(f.text or "") for f in up]
@@ -304,7 +320,10 @@ class StoreSink:
         row it has not changed (targets that did not answer start over)."""
         seen: dict[str, tuple[int, int]] = {}
         for f, s in zip(up, scrapes, strict=True):
-            digest = hash(s.values.tobytes())
+            # stable across processes (``hash`` of bytes is salted per process)
+            digest = int.from_bytes(
+                hashlib.blake2b(s.values.tobytes(), digest_size=8).digest(), "little", signed=True
+            )
             before = self._seen.get(f.target.url)
             unchanged = before[1] + 1 if before and before[0] == digest and len(s) else 0
             seen[f.target.url] = (digest, unchanged)
@@ -324,21 +343,38 @@ class StoreSink:
         k = 0
         for f in fetches:
             samples, rejected, err, stale = 0, 0, f.error, False
+            digest, unchanged = None, None
             if f.text is not None:
                 samples = int(stored[k])
                 rejected = len(scrapes[k].errors) + int(rows.rejected_values[k])
                 err = None if keyed[k] else "no GPU samples in the scrape"
                 if err and rejected:  # the count tells an exporter's garbage from an idle node
                     err += f" ({rejected} lines rejected)"
-                stale = err is None and seen[f.target.url][1] + 1 >= self.stale_after
+                digest, unchanged = seen[f.target.url]
+                stale = err is None and unchanged + 1 >= self.stale_after
                 k += 1
-            records.append((f.target.url, err is None, f.duration_s, samples, rejected, err, stale))
+            records.append(
+                (f.target.url, err is None, f.duration_s, samples, rejected, err, stale)
+                + (digest, unchanged)
+            )
         df = pd.DataFrame(
             records,
-            columns=["target", "up", "duration_s", "samples", "rejected_lines", "error", "stale"],
+            columns=[
+                *("target", "up", "duration_s", "samples", "rejected_lines", "error", "stale"),
+                *("digest", "unchanged"),
+            ],
         )
         df.insert(0, "ts", pd.Series([pd.Timestamp(ts)] * len(df), dtype="datetime64[us]"))
-        return df.astype({"up": bool, "stale": bool, "samples": "int32", "rejected_lines": "int32"})
+        return df.astype(
+            {
+                "up": bool,
+                "stale": bool,
+                "samples": "int32",
+                "rejected_lines": "int32",
+                "digest": "Int64",
+                "unchanged": "Int32",
+            }
+        )
 
 
 def _blank(values: Sequence[str | None]) -> list[str]:
