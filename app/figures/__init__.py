@@ -63,6 +63,27 @@ def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
     return fig
 
 
+def legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
+    """Put the legend at the bottom of the figure, under the x-axis title, and make room for
+    ``rows`` rows of it. For charts whose legend is too long to sit beside the title: plotly
+    anchors a legend at a negative paper ``y`` by its bottom edge, so it grows up into the axis
+    title as it wraps; anchored to the container it cannot."""
+    room = 22 * rows
+    fig.update_layout(
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0.0,
+            "yanchor": "bottom",
+            "x": 0.0,
+            "xanchor": "left",
+        },
+        margin={"b": fig.layout.margin.b + room},
+        height=fig.layout.height + room,
+    )
+    return fig
+
+
 def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
     fig = _base(title, height, template)
     fig.add_annotation(
@@ -129,10 +150,11 @@ def fleet_timeline(
             "side": "right",
             "showgrid": False,
             "range": [20, 100],
+            "tickmode": "auto",  # its own round ticks, not the left axis' grid (96.2, 81...)
         },
         xaxis={"title": "Time (UTC)"},
     )
-    return fig
+    return legend_below(fig, rows=2)
 
 
 def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:

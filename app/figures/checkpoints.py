@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import TEMPLATE, TIER_COLOURS, _base, empty
+from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below
 from telemetry import reliability
 
 TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
@@ -216,9 +216,8 @@ def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE)
             "range": _log_range(ck),
         },
         yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
-        legend={"orientation": "h", "y": -0.25},
     )
-    return fig
+    return legend_below(fig)
 
 
 def ettr_curve(
@@ -278,9 +277,8 @@ def ettr_curve(
             "tickvals": LOG_TICKS,
         },
         yaxis={"title": "Expected ETTR (%)", "range": [lo - pad, hi + pad]},
-        legend={"orientation": "h", "y": -0.3},
     )
-    return fig
+    return legend_below(fig)
 
 
 def ettr_delta(delta: float, gpus: int) -> str:

@@ -20,11 +20,14 @@ REF_SOURCE = "The Llama 3 Herd of Models, 2024, Table 5 (54 days, 16,384 H100 GP
 def basis_note(n_unexpected: int, n_planned: int) -> str:
     """The percentage basis, stated on the chart (the paper's own percentages disagree with
     its counts for one row, so the basis must be explicit)."""
-    return (
-        f"Basis: share of unexpected interruptions. This run = count / {n_unexpected:,} in range"
-        f" ({n_planned:,} planned not counted).<br>Reference = count / 419 (the paper prints "
-        "30.1 % for Faulty GPU, which is 148/419 = 35.3 %).<br>"
-        f"Source: {REF_SOURCE}."
+    return "<br>".join(  # short lines: the note must fit a half-width chart at 1366 px
+        [
+            "Basis: share of unexpected interruptions.",
+            f"This run = count / {n_unexpected:,} in range ({n_planned:,} planned not counted).",
+            "Reference = count / 419 (the paper prints 30.1 % for Faulty GPU,",
+            "which is 148/419 = 35.3 %).",
+            f"Source: {REF_SOURCE.replace(' (', '<br>(')}.",
+        ]
     )
 
 
@@ -39,7 +42,7 @@ def taxonomy_chart(
         return empty(title, "No interruption taxonomy available", template=template)
     n = int(df["count"].sum())
     rows = len(df)
-    fig = _base(title, max(300, 150 + rows * 26), template)
+    fig = _base(title, max(350, 200 + rows * 26), template)
     fig.add_trace(
         go.Bar(
             y=df["key"],
@@ -78,7 +81,7 @@ def taxonomy_chart(
         barmode="group",
         bargap=0.25,
         hovermode="closest",
-        margin={"l": 10, "r": 20, "t": 60, "b": 120},
+        margin={"l": 10, "r": 20, "t": 60, "b": 170},
         legend={"orientation": "h", "y": 1.0, "x": 0.0, "yanchor": "bottom"},
         xaxis={"title": "Share of unexpected interruptions (%)", "range": [0, xmax]},
         yaxis={"autorange": "reversed", "automargin": True, "title": None},
@@ -89,10 +92,10 @@ def taxonomy_chart(
         showarrow=False,
         xref="paper",
         yref="paper",
-        x=0.0,
+        x=1.0,  # anchored right: wide component labels leave the plot area narrow
         y=0.0,
         yshift=-58,
-        xanchor="left",
+        xanchor="right",
         yanchor="top",
         align="left",
         font={"size": 10},

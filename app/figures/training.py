@@ -210,6 +210,8 @@ def throughput_figure(df: pd.DataFrame, axis: str, template: str) -> go.Figure:
             "side": "right",
             "showgrid": False,
             "range": [(lo - pad) * per_mtps, (hi + pad) * per_mtps],
+            "tickmode": "auto",
+            "tickformat": ".1f",
         },
         showlegend=False,
     )

@@ -1,0 +1,61 @@
+"""Every chart on every page is readable on a laptop screen: legends do not cover titles or
+axis titles, and notes are not cut off at the chart's edge."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.conftest import Server, collect_errors
+
+# Every chart drawn (data or a message), and no callback still loading, for half a second.
+SETTLED = """() => {
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const loading = document.querySelectorAll('[data-dash-is-loading="true"]').length;
+  const drawn = p => p._fullLayout && ((p.data || []).length > 0
+                     || (p.layout?.annotations || []).length > 0);
+  if (!(plots.length > 0 && loading === 0 && plots.every(drawn))) {
+    window.__settled = 0;
+    return false;
+  }
+  window.__settled = window.__settled || performance.now();
+  return performance.now() - window.__settled > 500;
+}"""
+
+# Per chart: the legend overlapping a title, and any text sticking out of the chart.
+CLASHES = """() => {
+  const out = [];
+  const box = el => el.getBoundingClientRect();
+  const meets = (a, b) => a.left < b.right - 1 && b.left < a.right - 1
+                       && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const name = plot.closest('[id]:not(.js-plotly-plot)')?.id || '?';
+    const svg = box(plot.querySelector('.main-svg'));
+    const legend = plot.querySelector('.legend .bg');
+    const titles = [...plot.querySelectorAll(
+      '.g-gtitle text, .g-xtitle text, .g-ytitle text, .g-y2title text')]
+      .filter(t => t.textContent.trim());
+    if (legend) {
+      for (const t of titles) {
+        if (meets(box(legend), box(t))) out.push(`${name}: legend covers "${t.textContent}"`);
+      }
+    }
+    for (const a of plot.querySelectorAll('.annotation-text, .g-gtitle text')) {
+      const r = box(a);
+      if (r.width && (r.right > svg.right + 1 || r.left < svg.left - 1)) {
+        out.push(`${name}: "${a.textContent.slice(0, 40)}" cut off at the chart's edge`);
+      }
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("path", ["/", "/training", "/gpus", "/failures", "/checkpoints"])
+def test_charts_are_readable_at_1366_px(page: Page, dev_server: Server, path: str) -> None:
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(dev_server.url + path + "#range=all")
+    page.wait_for_function(SETTLED, timeout=30000)
+    assert page.evaluate(CLASHES) == []
+    assert errors == [], errors
