@@ -31,7 +31,7 @@ def batch(i):
     n = 50_000
     return pd.DataFrame({"ts": pd.Timestamp("2026-01-01") + pd.to_timedelta(np.arange(n), "s"),
         "target": f"t{i}", "up": True, "duration_s": np.random.rand(n), "samples": 1,
-        "rejected_lines": 0, "error": None, "stale": False})
+        "rejected_lines": 0, "error": None, "stale": False, "digest": 0, "unchanged": 0})
 ok = 0
 resource.setrlimit(resource.RLIMIT_FSIZE, (4_000_000, resource.RLIM_INFINITY))  # "disk full"
 for i in range(12):
