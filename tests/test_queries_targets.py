@@ -9,7 +9,7 @@ import pandas as pd
 
 from telemetry.collect.scrape import Fetch, Target
 from telemetry.collect.sink import StoreSink
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, data_extent, fleet_latest
 from telemetry.queries import targets as tq
 from telemetry.queries.overview import active_alerts
 from telemetry.store import Store
@@ -87,3 +87,28 @@ def test_a_store_without_targets(tmp_path: Path) -> None:
     with Store(str(tmp_path / "empty.duckdb")) as store:
         assert not tq.has_targets(store)
         assert tq.target_alerts(store, T0) == []
+
+
+def test_when_every_exporter_is_down_nobody_is_reporting(tmp_path: Path) -> None:
+    """Rounds that reach no exporter still move the data range on, and the fleet's latest
+    state is "nobody reporting", not the values of the last round that answered."""
+    down = [Fetch(Target(u), None, "connection refused", 0.01) for u in (STEADY, MOVING, FLAKY)]
+    with _store(tmp_path / "s.duckdb") as store:
+        sink = StoreSink(store, 15.0)
+        last_sample = T0 + timedelta(seconds=60)
+        for k in range(5, 9):
+            sink.write(T0 + timedelta(seconds=15 * k), down)
+        end = T0 + timedelta(seconds=120)
+        assert data_extent(store) == TimeRange(T0, end)
+        fleet = fleet_latest(store)
+        assert fleet["reporting"] == 0 and fleet["failed"] == fleet["expected"] == 24
+        assert fleet["ts"] == end and fleet["last_sample"] == last_sample
+        assert fleet.get("util_avg") is None  # unknown, not 0 %
+        alerts = active_alerts(store, None, TimeRange(T0, end))
+        by = dict(zip(alerts["alert"], alerts["severity"], strict=True))
+        assert by["All 24 GPU(s) not reporting"] == "critical"
+        assert "3 scrape targets down" in by
+        assert not any("°C" in a for a in by)  # no alerts from the stale samples
+        # before the outage, the state then
+        then = active_alerts(store, None, TimeRange(T0, last_sample))
+        assert "All 24 GPU(s) not reporting" not in set(then["alert"])

@@ -102,12 +102,23 @@ def _fleet_cards(fleet: dict[str, Any]) -> list[Any]:
         ),
         card(
             "Fleet utilization",
-            f"{(fleet.get('util_avg') or 0):.1f} %",
-            f"hottest GPU {(fleet.get('temp_max') or 0):.0f} °C",
+            _or_dash(fleet.get("util_avg"), "{:.1f} %"),
+            "hottest GPU " + _or_dash(fleet.get("temp_max"), "{:.0f} °C"),
             "ov-util",
         ),
-        card("GPU power", f"{(fleet.get('power_w') or 0) / 1000:,.1f} kW", "all GPUs, latest"),
+        card(
+            "GPU power",
+            _or_dash(
+                None if fleet.get("power_w") is None else fleet["power_w"] / 1000, "{:,.1f} kW"
+            ),
+            "all GPUs, latest",
+        ),
     ]
+
+
+def _or_dash(value: Any, fmt: str) -> str:
+    """A measured value, or "–" when no GPU reported one (not a made-up 0)."""
+    return "–" if value is None or value != value else fmt.format(value)  # None or NaN
 
 
 def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:

@@ -44,11 +44,14 @@ def runs(store: Store) -> pd.DataFrame:
 
 
 def data_extent(store: Store) -> TimeRange | None:
-    """First and last time anything was stored (GPU samples or training metrics)."""
+    """First and last time anything was stored: GPU samples, training metrics, or a scrape
+    round (rounds keep being stored when every exporter is down, so the range, and with it
+    "last hour", moves on through an outage instead of stopping at the last sample)."""
     (row,) = store.rows(
         """SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
-             UNION ALL SELECT min(ts), max(ts) FROM train_metrics)"""
+             UNION ALL SELECT min(ts), max(ts) FROM train_metrics
+             UNION ALL SELECT min(ts), max(ts) FROM targets)"""
     )
     if row is None or row[0] is None:
         return None
@@ -89,13 +92,35 @@ def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.Data
     )
 
 
+def latest_sample_and_round(
+    store: Store, at: datetime | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """(newest GPU sample, newest scrape round or sample) at or before ``at``. They differ when
+    the latest rounds found every exporter down: then no GPU is reporting now."""
+    at = at or datetime.max
+    sample = store.scalar("SELECT max(ts) FROM gpu_samples WHERE ts <= ?", [at])
+    scraped = store.scalar("SELECT max(ts) FROM targets WHERE ts <= ?", [at])
+    rounds = [t for t in (sample, scraped) if t is not None]
+    return sample, (max(rounds) if rounds else None)
+
+
 def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
-    """The newest sample tick: GPUs reporting vs expected, health classes, power, hottest."""
-    last = store.scalar("SELECT max(ts) FROM gpu_samples")
+    """The newest round: GPUs reporting vs expected, health classes, power, hottest. If the
+    newest scrape rounds found every exporter down, nobody is reporting: all GPUs are silent
+    (and ``last_sample`` says since when), not the values of the last round that answered."""
+    last, now = latest_sample_and_round(store)
     expected = store.scalar("SELECT count(*) FROM gpus")
-    if last is None:  # no GPU samples (a store filled by training jobs alone): all silent
+    if last is None or now != last:  # no GPU samples now (or a store of training jobs alone)
         n = int(expected)
-        return {"ts": None, "expected": n, "reporting": 0, "degraded": 0, "idle": 0, "failed": n}
+        return {
+            "ts": now,
+            "last_sample": last,
+            "expected": n,
+            "reporting": 0,
+            "degraded": 0,
+            "idle": 0,
+            "failed": n,
+        }
     (row,) = store.rows(
         """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
                   count(*) FILTER (WHERE temp_c >= 85 OR sm_clock_mhz < 0.85 * (
@@ -108,6 +133,7 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     reporting = int(row[0])
     return {
         "ts": last,
+        "last_sample": last,
         "expected": int(expected),
         "reporting": reporting,
         "util_avg": row[1],

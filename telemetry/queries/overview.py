@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, latest_sample_and_round
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
@@ -37,12 +37,22 @@ def active_alerts(
     for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training."""
     now = tr.end
     rows: list[tuple[str, str, str]] = []
-    last = store.scalar("SELECT max(ts) FROM gpu_samples WHERE ts <= ?", [now])
+    last, scraped = latest_sample_and_round(store, now)
     training = run_id is not None and store.scalar(
         "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, now - timedelta(minutes=10), now],
     )
-    if last is not None:
+    if last is not None and scraped != last:  # the newest rounds found every exporter down
+        expected = store.scalar("SELECT count(*) FROM gpus")
+        rows.append(
+            (
+                "critical",
+                f"All {expected:,} GPU(s) not reporting",
+                f"no GPU sample since {last:%Y-%m-%d %H:%M:%S}; the last scrape round "
+                f"({scraped:%H:%M:%S}) reached no exporter",
+            )
+        )
+    elif last is not None:
         rows += _gpu_alerts(store, last, bool(training))
     rows += _xid_alerts(store, now)
     rows += target_alerts(store, targets_at or now)
