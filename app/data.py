@@ -40,10 +40,10 @@ def on_bind(hook: Callable[[], None]) -> None:
 
 def bind(store: Store) -> None:
     global _store
-    if store is not _store:
+    old, _store = _store, store
+    if store is not old:  # after the swap: whatever is computed from here on is of the new store
         for hook in _on_bind:
             hook()
-    _store = store
 
 
 def store() -> Store:

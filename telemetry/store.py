@@ -11,6 +11,7 @@ Within the owning process every writer goes through ``Store`` (one write lock); 
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
@@ -160,11 +161,15 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 # Columns added to ``targets`` after the first release, in table order (see ``_init_schema``).
 _ADDED_TARGET_COLUMNS = {"stale": "BOOLEAN", "digest": "BIGINT", "unchanged": "INTEGER"}
+# Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
+# ingest sink, which opens the store for writing and adds them itself, so a store that lacks
+# only them is still served read-only without an upgrade (which would need write access).
+_READ_TARGET_COLUMNS = ("stale",)
 
 
 def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What a store written by an older Factory Floor lacks: tables (and the columns added
-    to ``targets``) that this version reads."""
+    """What a store written by an older Factory Floor lacks that a read-only open needs:
+    tables, and the columns added to ``targets`` that the dashboard reads."""
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
     missing = [t for t in want if t not in have]
@@ -172,7 +177,7 @@ def _outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
         cols = con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'targets'"
         ).fetchall()
-        missing += [f"targets.{c}" for c in _ADDED_TARGET_COLUMNS if (c,) not in cols]
+        missing += [f"targets.{c}" for c in _READ_TARGET_COLUMNS if (c,) not in cols]
     return missing
 
 
@@ -203,17 +208,24 @@ def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
 def _copy_error(exc: BaseException) -> BaseException:
     """A copy of a shared failure, of the same type and text, without its traceback.
 
-    ``copy.copy`` re-runs ``__init__`` with ``args``, which fails for errors whose constructor
-    takes other arguments (``StoreError(path, reason)``), so the copy is built field by field.
+    ``copy.copy`` keeps what built-in errors hold outside ``__dict__`` (``OSError.errno`` and
+    ``filename``, ``UnicodeDecodeError``'s fields), but it re-runs ``__init__`` with ``args``,
+    which fails for errors whose constructor takes other arguments (``StoreError(path,
+    reason)``); those are built field by field.
     """
     try:
-        dup = type(exc).__new__(type(exc))
-        dup.__dict__.update(exc.__dict__)
-        dup.args = exc.args
-        dup.__cause__, dup.__context__ = exc.__cause__, exc.__context__
-        dup.__suppress_context__ = exc.__suppress_context__
-    except Exception:  # an exotic type that cannot be built so: a plain one with its text
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
+        dup = copy.copy(exc)
+        if type(dup) is not type(exc) or str(dup) != str(exc):
+            raise TypeError("not a faithful copy")
+    except Exception:
+        try:
+            dup = type(exc).__new__(type(exc))
+            dup.__dict__.update(exc.__dict__)
+            dup.args = exc.args
+        except Exception:  # an exotic type that cannot be built so: a plain one with its text
+            return RuntimeError(f"{type(exc).__name__}: {exc}")
+    dup.__cause__, dup.__context__ = exc.__cause__, exc.__context__
+    dup.__suppress_context__ = exc.__suppress_context__
     return dup.with_traceback(None)
 
 
@@ -254,6 +266,7 @@ class ResultCache:
         # it, for a few seconds only, so a transient error is retried soon after
         self._failed: dict[Any, tuple[int, float, BaseException]] = {}
         self.hits = self.misses = 0
+        self._generation = 0  # bumped by clear(): computations begun before it are not kept
 
     def get(self, key: Any, version: int, compute: Callable[[], Any]) -> Any:
         while True:
@@ -271,22 +284,26 @@ class ResultCache:
                 waiting = self._inflight.get(key)
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
+                    generation = self._generation
                     self.misses += 1
                     break
             waiting.wait(60)
         try:
             value = compute()
-            self._put(key, version, value)
+            self._put(key, version, value, generation)
             return value
         except Exception as exc:
             with self._lock:
+                if generation != self._generation:
+                    raise
                 self._failed[key] = (version, time.monotonic(), exc)
                 if len(self._failed) > 64:
                     self._failed.pop(next(iter(self._failed)))
             raise
         finally:
             with self._lock:
-                self._inflight.pop(key, None)
+                if self._inflight.get(key) is done:
+                    del self._inflight[key]
             done.set()
 
     def clear(self) -> None:
@@ -296,12 +313,18 @@ class ResultCache:
             self._failed.clear()
             self._bytes = 0
             self._newest = 0
+            self._generation += 1
+            # A computation under way is of the old store: its result is not stored, and new
+            # callers do not wait for it (the key is theirs to compute again).
+            self._inflight.clear()
 
-    def _put(self, key: Any, version: int, value: Any) -> None:
+    def _put(self, key: Any, version: int, value: Any, generation: int | None = None) -> None:
         size = self._sizeof(value)
         if size > self.max_bytes // 10:
             return
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return  # computed before clear(), from what was then bound
             if version > self._newest:  # a write happened: older results are of no use now
                 self._newest = version
                 for k in [k for k, item in self._items.items() if item[0] < version]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -238,6 +239,26 @@ def test_an_older_store_opened_read_only_is_upgraded_and_keeps_its_data(tmp_path
             store.append("gpus", _gpus(3).iloc[4:])
 
 
+def test_a_store_lacking_only_ingest_columns_is_served_read_only_untouched(tmp_path: Path) -> None:
+    """Columns only the ingest sink reads (targets.digest/unchanged) do not force an upgrade on
+    a read-only open: that would need write access, which `serve` on a shared or read-only
+    file does not have. The file is not written at all."""
+    import hashlib
+
+    path = tmp_path / "old.duckdb"
+    with Store(str(path)) as store:
+        store.append("gpus", _gpus())
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE targets DROP COLUMN unchanged")
+    con.execute("ALTER TABLE targets DROP COLUMN digest")
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Store(str(path), read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM targets WHERE stale") == 0
+        assert store.scalar("SELECT count(*) FROM gpus") == 4
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
 def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
     """The shared exception is re-raised per caller: each gets its own copy, so its traceback
     does not grow with every caller (it did, to hundreds of frames in a server log)."""
@@ -294,3 +315,53 @@ def test_a_duckdb_file_that_is_not_a_store_is_refused_and_left_untouched(
     tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
     assert tables == ["ledger"] and con.execute("SELECT amount FROM ledger").fetchone() == (42,)
     con.close()
+
+
+def test_a_shared_os_error_keeps_its_errno_and_file_name() -> None:
+    """Callers that catch ``OSError`` read ``errno``/``filename`` (ENOSPC names the full disk);
+    the per-caller copy keeps them, and a decode error keeps its position."""
+    import errno
+
+    from telemetry.store import ResultCache
+
+    cache = ResultCache()
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/ff.duckdb.wal")
+
+    for _ in range(2):
+        with pytest.raises(OSError) as info:
+            cache.get("q", 0, full)
+        assert info.value.errno == errno.ENOSPC
+        assert info.value.filename == "/data/ff.duckdb.wal"
+
+    def bad_bytes() -> None:
+        b"ok \xff".decode("utf-8")
+
+    with pytest.raises(UnicodeDecodeError) as info:
+        cache.get("u", 0, bad_bytes)
+    assert info.value.start == 3 and "0xff" in str(info.value)
+
+
+def test_a_result_computed_across_a_clear_is_not_kept() -> None:
+    """A query under way when another store is bound finishes for its caller, but its result
+    (of the old store) is not served afterwards to callers of the new one."""
+    from telemetry.store import ResultCache
+
+    cache = ResultCache()
+    started, release = threading.Event(), threading.Event()
+
+    def old_store() -> str:
+        started.set()
+        release.wait(5)
+        return "old"
+
+    got: list[str] = []
+    worker = threading.Thread(target=lambda: got.append(cache.get("q", 1, old_store)))
+    worker.start()
+    assert started.wait(5)
+    cache.clear()  # another store bound while the query runs
+    release.set()
+    worker.join(5)
+    assert got == ["old"]
+    assert cache.get("q", 1, lambda: "new") == "new"
