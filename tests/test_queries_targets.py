@@ -9,7 +9,7 @@ import pandas as pd
 
 from telemetry.collect.scrape import Fetch, Target
 from telemetry.collect.sink import StoreSink
-from telemetry.queries import TimeRange, data_extent, fleet_latest
+from telemetry.queries import TimeRange, data_extent, fleet_latest, hottest_gpus
 from telemetry.queries import targets as tq
 from telemetry.queries.overview import active_alerts
 from telemetry.store import Store
@@ -112,3 +112,23 @@ def test_when_every_exporter_is_down_nobody_is_reporting(tmp_path: Path) -> None
         # before the outage, the state then
         then = active_alerts(store, None, TimeRange(T0, last_sample))
         assert "All 24 GPU(s) not reporting" not in set(then["alert"])
+
+
+def test_one_daemons_dead_exporters_do_not_hide_another_daemons_gpus(tmp_path: Path) -> None:
+    """Two ingest daemons on one store: the newer round of one finds its exporters all down,
+    while the other's exporters answered a few seconds earlier. GPUs are still reporting (the
+    other daemon's), and the hottest-GPU table still has rows; when both are down, it is empty."""
+    other = "http://other:9400/metrics"
+    with _store(tmp_path / "s.duckdb", rounds=1) as store:
+        a, b = StoreSink(store, 15.0), StoreSink(store, 15.0)
+        a.write(T0 + timedelta(seconds=15), [Fetch(Target(STEADY), _text("steady"), None, 0.03)])
+        b.write(T0 + timedelta(seconds=20), [Fetch(Target(other), None, "timed out", 5.0)])
+        fleet = fleet_latest(store)
+        assert fleet["reporting"] == 8 and fleet["ts"] == T0 + timedelta(seconds=15)
+        end = T0 + timedelta(seconds=20)
+        alerts = set(active_alerts(store, None, TimeRange(T0, end))["alert"])
+        assert not any(a.startswith("All ") for a in alerts), alerts
+        assert len(hottest_gpus(store)) == 8
+        a.write(T0 + timedelta(seconds=30), [Fetch(Target(STEADY), None, "refused", 0.01)])
+        assert fleet_latest(store)["reporting"] == 0
+        assert hottest_gpus(store).empty

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -92,25 +93,46 @@ def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.Data
     )
 
 
-def latest_sample_and_round(
-    store: Store, at: datetime | None = None
-) -> tuple[datetime | None, datetime | None]:
-    """(newest GPU sample, newest scrape round or sample) at or before ``at``. They differ when
-    the latest rounds found every exporter down: then no GPU is reporting now."""
+class Latest(NamedTuple):
+    """The newest GPU sample and scrape round at some time, and whether every exporter was
+    down at the end: then no GPU is reporting, whatever the last samples said."""
+
+    sample: datetime | None  # newest GPU sample
+    round: datetime | None  # newest scrape round (or sample, for a store without rounds)
+    all_down: bool
+
+
+def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
+    """:class:`Latest` at or before ``at``, read in one statement (one snapshot: two queries
+    would see a round written between them as "all down").
+
+    "All down" means: every target scraped since the newest sample was down in its latest
+    scrape. Per target, so that with several ingest daemons one daemon's round of dead
+    exporters does not hide the GPUs another daemon still reaches."""
     at = at or datetime.max
-    sample = store.scalar("SELECT max(ts) FROM gpu_samples WHERE ts <= ?", [at])
-    scraped = store.scalar("SELECT max(ts) FROM targets WHERE ts <= ?", [at])
+    (row,) = store.rows(
+        """WITH s AS (SELECT max(ts) AS last FROM gpu_samples WHERE ts <= ?),
+                since AS (SELECT arg_max(up, t.ts) AS up FROM targets t, s
+                          WHERE t.ts >= s.last AND t.ts <= ? GROUP BY t.target)
+           SELECT (SELECT last FROM s),
+                  (SELECT max(ts) FROM targets WHERE ts <= ?),
+                  (SELECT count(*) FROM since), (SELECT bool_or(up) FROM since)""",
+        [at, at, at],
+    )
+    sample, scraped, targets, any_up = row
     rounds = [t for t in (sample, scraped) if t is not None]
-    return sample, (max(rounds) if rounds else None)
+    newest = max(rounds) if rounds else None
+    all_down = sample is not None and newest != sample and targets > 0 and not any_up
+    return Latest(sample, newest, bool(all_down))
 
 
 def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     """The newest round: GPUs reporting vs expected, health classes, power, hottest. If the
     newest scrape rounds found every exporter down, nobody is reporting: all GPUs are silent
     (and ``last_sample`` says since when), not the values of the last round that answered."""
-    last, now = latest_sample_and_round(store)
+    last, now, all_down = latest_sample_and_round(store)
     expected = store.scalar("SELECT count(*) FROM gpus")
-    if last is None or now != last:  # no GPU samples now (or a store of training jobs alone)
+    if last is None or all_down:  # no GPU samples now (or a store of training jobs alone)
         n = int(expected)
         return {
             "ts": now,
@@ -146,7 +168,11 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
 
 
 def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
-    last = store.scalar("SELECT max(ts) FROM gpu_samples")
+    """The hottest GPUs of the newest round; none while every exporter is down (the last
+    temperatures seen are not the current ones)."""
+    last, _, all_down = latest_sample_and_round(store)
+    if all_down:
+        last = None  # matches no row: the table shows its empty state
     return store.df(
         """SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
                   round(s.util_pct::DOUBLE, 1) AS util_pct,

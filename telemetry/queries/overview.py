@@ -37,12 +37,12 @@ def active_alerts(
     for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training."""
     now = tr.end
     rows: list[tuple[str, str, str]] = []
-    last, scraped = latest_sample_and_round(store, now)
+    last, scraped, all_down = latest_sample_and_round(store, now)
     training = run_id is not None and store.scalar(
         "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, now - timedelta(minutes=10), now],
     )
-    if last is not None and scraped != last:  # the newest rounds found every exporter down
+    if all_down:  # the newest rounds found every exporter down
         expected = store.scalar("SELECT count(*) FROM gpus")
         rows.append(
             (
