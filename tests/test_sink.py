@@ -125,6 +125,33 @@ def test_a_node_silent_for_long_returns_after_a_restart_without_repeating_its_xi
         assert store.scalar("SELECT count(*) FROM xid_events") == 4
 
 
+def test_an_xid_gauge_missing_from_recent_scrapes_is_still_remembered(tmp_path: Path) -> None:
+    """The exporter stopped exporting the XID gauge for a while (a changed counter list), then
+    exports it again, unchanged, after a daemon restart. A running daemon keeps the last gauge
+    across scrapes without it; a restarted one must too, not report XID 48 and 79 again."""
+    gauge_only = XID_COUNT_LABELLED.sub("", XID_TEXT)
+    no_gauge = re.sub(r"^(# \w+ )?DCGM_FI_DEV_XID_ERRORS.*\n", "", gauge_only, flags=re.M)
+    assert "XID_ERRORS" not in no_gauge.replace("DCGM_EXP_XID_ERRORS_COUNT", "")
+    later = T0 + timedelta(hours=2)
+    path = str(tmp_path / "s.duckdb")
+    with Store(path) as store:
+        sink = StoreSink(store, 15.0)
+        assert sink.write(at(0), [fetch(gauge_only)]).xid_events == 2
+        sink.write(later, [fetch(no_gauge)])
+    with Store(path) as store:  # restarted: the newest hour holds only scrapes without it
+        back = StoreSink(store, 15.0).write(later + timedelta(seconds=15), [fetch(gauge_only)])
+        assert back.xid_events == 0
+        assert store.scalar("SELECT count(*) FROM xid_events") == 2
+    with Store(str(tmp_path / "live.duckdb")) as store:  # the same scrapes in one process
+        sink = StoreSink(store, 15.0)
+        rounds = [
+            (at(0), gauge_only),
+            (later, no_gauge),
+            (later + timedelta(seconds=15), gauge_only),
+        ]
+        assert [sink.write(t, [fetch(text)]).xid_events for t, text in rounds] == [2, 0, 0]
+
+
 def test_a_count_older_than_its_window_is_not_compared(tmp_path: Path) -> None:
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
@@ -168,6 +195,27 @@ def test_staleness_carries_over_restarts_and_once_runs_from_cron(tmp_path: Path)
     changed = same.replace("} 60\n", "} 61\n", 1)
     assert changed != same
     assert once(later + 4 * minute, changed) == 0
+
+
+def test_a_target_down_before_a_restart_starts_its_count_over(tmp_path: Path) -> None:
+    """A running daemon forgets a target's count when it does not answer; a restarted one (or
+    the next `--once` from cron) must too, not carry on from the round before the outage."""
+    path = str(tmp_path / "s.duckdb")
+    same = default_text("node-a")
+    minute = timedelta(minutes=1)
+
+    def once(i: int, text: str | None) -> int:
+        with Store(path) as store:
+            return StoreSink(store, 60.0, stale_after=4).write(T0 + i * minute, [fetch(text)]).stale
+
+    assert [once(i, same) for i in range(3)] == [0, 0, 0]  # unchanged 0, 1, 2
+    assert once(3, None) == 0  # down
+    assert [once(4 + i, same) for i in range(4)] == [0, 0, 0, 1]  # counted afresh
+    with Store(str(tmp_path / "live.duckdb")) as store:  # the same rounds in one process
+        sink = StoreSink(store, 60.0, stale_after=4)
+        texts = [same] * 3 + [None] + [same] * 4
+        live = [sink.write(T0 + i * minute, [fetch(t)]).stale for i, t in enumerate(texts)]
+        assert live == [0, 0, 0, 0, 0, 0, 0, 1]
 
 
 def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:

@@ -111,9 +111,12 @@ class StoreSink:
 
     def _load_last_xid(self) -> np.ndarray:
         """Each GPU's last stored XID gauge (NaN: none). Looked up in growing windows before
-        the newest sample, each only for the GPUs without a sample in the windows before: a
+        the newest sample, each only for the GPUs whose gauge was not in the windows before: a
         fleet that reports reads the last hour (tens of ms), not the whole history (seconds on
-        a 54-day store); only GPUs silent for longer than a week cost a scan of everything."""
+        a 54-day store); only GPUs without a gauge for longer than a week (silent, or scraped
+        from exporters that do not export the field) cost a scan of everything. A sample
+        without the gauge does not end the search: the last value is the last one stored,
+        as for a running daemon, so a restart does not see an old XID as new."""
         last = np.full(max(self.gpu_ids.values(), default=-1) + 1, np.nan)
         newest = self.store.scalar("SELECT max(ts) FROM gpu_samples")
         if newest is None:
@@ -122,9 +125,9 @@ class StoreSink:
         for hours in XID_LOOKBACK_H:
             pending = np.flatnonzero(~found).tolist()
             rows = self.store.rows(
-                """SELECT gpu_id, arg_max(xid_last, ts) FILTER (WHERE xid_last IS NOT NULL)
-                   FROM gpu_samples
-                   WHERE ts >= ? AND (? OR list_contains(?::INTEGER[], gpu_id))
+                """SELECT gpu_id, arg_max(xid_last, ts) FROM gpu_samples
+                   WHERE ts >= ? AND xid_last IS NOT NULL
+                     AND (? OR list_contains(?::INTEGER[], gpu_id))
                    GROUP BY gpu_id""",
                 [
                     newest - timedelta(hours=hours) if hours else datetime.min,
@@ -135,7 +138,7 @@ class StoreSink:
             for g, x in rows:
                 if 0 <= g < len(last):
                     found[g] = True
-                    last[g] = np.nan if x is None else x
+                    last[g] = x
             if found.all():
                 break
         return last
@@ -158,11 +161,13 @@ class StoreSink:
         """Each target's last stored values digest and unchanged count, if it answered within
         ``STALE_HORIZON_S`` before ``now``."""
         rows = self.store.rows(
-            """SELECT target, arg_max(digest, ts), arg_max(unchanged, ts) FROM targets
-               WHERE ts >= ? AND ts < ? AND up AND digest IS NOT NULL GROUP BY target""",
+            """SELECT target, arg_max(up, ts), arg_max(digest, ts), arg_max(unchanged, ts)
+               FROM targets WHERE ts >= ? AND ts < ? GROUP BY target""",
             [now - timedelta(seconds=STALE_HORIZON_S), now],
         )
-        return {t: (int(d), int(u or 0)) for t, d, u in rows}
+        # Only a target whose latest scrape answered continues its count: one that was down
+        # last starts afresh when it answers, as it would in a running daemon.
+        return {t: (int(d), int(u or 0)) for t, ok, d, u in rows if ok and d is not None}
 
     # -- a round ---------------------------------------------------------------------------
     def write(self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None) -> RoundReport:
