@@ -13,6 +13,7 @@ import argparse
 import ipaddress
 import json
 import os
+import socket
 import sys
 import threading
 from datetime import datetime, timedelta
@@ -459,6 +460,21 @@ def _check_bind(host: str, allow_remote: bool) -> None:
         )
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before any store is opened (or, for ``demo``, reset) when the port is taken.
+    Werkzeug would otherwise print its own two lines and exit after the store was touched."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise FactoryFloorError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                + (" (another server is on that port; pass --port)" if exc.errno == 98 else "")
+            ) from None
+
+
 def _serve(
     store_path: str,
     host: str,
@@ -568,6 +584,7 @@ def _scrape_config(path: str):  # type: ignore[no-untyped-def]
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _check_bind(args.host, args.allow_remote)
+    _check_port_free(args.host, args.port)
     writes = args.replay or args.accept_ingest or args.scrape_config
     if not writes and not os.path.exists(args.store):
         raise FactoryFloorError(
@@ -598,7 +615,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from telemetry.store import open_store
+
     _check_bind(args.host, args.allow_remote)
+    _check_port_free(args.host, args.port)
+    # The demo starts from an empty store, but it only deletes a Factory Floor store nobody
+    # else has open: opening it first refuses a store another process owns (a running demo
+    # would go on writing into an unlinked file) and a file that is not ours.
+    if os.path.exists(args.store):
+        open_store(args.store).close()
     for suffix in ("", ".wal"):
         if os.path.exists(args.store + suffix):
             os.remove(args.store + suffix)

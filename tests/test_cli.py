@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_store, cli
+from tests.conftest import build_store, cli, free_port
 
 
 @pytest.mark.parametrize(
@@ -153,3 +153,60 @@ def test_ingest_and_serve_errors_are_one_line(tmp_path: Path) -> None:
         assert r.returncode == code, (args, r.stderr)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and expected in lines[0], (args, r.stderr)
+
+
+def _counts(path: Path) -> dict[str, int]:
+    from telemetry.store import Store
+
+    with Store(str(path), read_only=True) as s:
+        return {t: int(s.scalar(f"SELECT count(*) FROM {t}")) for t in ("gpu_samples", "runs")}
+
+
+def test_every_command_refuses_a_store_another_process_owns_and_leaves_it_whole(
+    tmp_path: Path,
+) -> None:
+    """A second `make demo`, a dashboard or a daemon pointed at a store a running process owns:
+    one line naming the file, exit 1, and the owner's data is untouched (the demo used to
+    delete the file before it found out)."""
+    from telemetry.store import Store
+
+    path = build_store(tmp_path / "owned.duckdb", days=0.05)
+    before = _counts(path)
+    port = str(free_port())
+    with Store(str(path)) as owner:
+        for args in [
+            ["demo", "--store", str(path), "--port", port],
+            ["serve", "--store", str(path), "--port", port],
+            ["serve", "--store", str(path), "--port", port, "--accept-ingest"],
+            ["ingest", "--store", str(path), "--target", "127.0.0.1:9", "--once"],
+            ["summary", "--store", str(path)],
+        ]:
+            r = cli(*args)
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            assert r.returncode == 1, (args, r.stderr)
+            assert len(lines) == 1 and "in use by another process" in lines[0], (args, r.stderr)
+            assert str(path) in lines[0] and "Traceback" not in r.stderr
+            assert path.exists(), f"{args[0]} removed the owned store"
+        assert int(owner.scalar("SELECT count(*) FROM gpu_samples")) == before["gpu_samples"]
+    assert _counts(path) == before
+
+
+def test_a_port_in_use_is_one_line_before_the_store_is_touched(tmp_path: Path) -> None:
+    import socket
+
+    path = build_store(tmp_path / "s.duckdb", days=0.05)
+    before = _counts(path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        for args in [
+            ["serve", "--store", str(path), "--port", port],
+            ["demo", "--store", str(path), "--port", port],  # demo resets its store: not now
+        ]:
+            r = cli(*args)
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            assert r.returncode == 1, (args, r.stderr)
+            assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], r.stderr
+            assert "Address already in use" in lines[0], r.stderr
+    assert _counts(path) == before
