@@ -172,3 +172,79 @@ def test_an_older_store_on_a_read_only_path_is_one_clear_line(tmp_path: Path) ->
             subprocess.run(["umount", str(d)], check=False)
         else:
             d.chmod(0o755)
+
+
+_REAL_FULL = """
+import subprocess, sys
+import numpy as np, pandas as pd
+from telemetry.store import Store
+from telemetry.errors import StoreError
+path, mnt = sys.argv[1], sys.argv[2]
+store = Store(path)
+def batch(i):
+    n = 50_000
+    return pd.DataFrame({"ts": pd.Timestamp("2026-01-01") + pd.to_timedelta(np.arange(n), "s"),
+        "target": f"t{i}", "up": True, "duration_s": np.random.rand(n), "samples": 1,
+        "rejected_lines": 0, "error": None, "stale": False, "digest": 0, "unchanged": 0})
+def remount(opts):
+    subprocess.run(["mount", "-o", "remount," + opts, mnt], check=True)
+ok, i = 0, 0
+def write():
+    global ok, i
+    try:
+        store.append("targets", batch(i)); ok += 1
+    except StoreError as exc:
+        print("ERROR", exc, flush=True)
+    i += 1
+for _ in range(30):  # until the 12 MB file system is full
+    write()
+remount("size=256m")  # space returns
+for _ in range(3):
+    write()
+remount("size=12m")  # the volume fills up again
+for _ in range(3):
+    write()
+remount("size=256m")
+for _ in range(3):
+    write()
+print("OK", ok, store.scalar("SELECT count(DISTINCT target) FROM targets"), flush=True)
+store.close()
+"""
+
+
+def test_a_really_full_volume_twice_mid_run(tmp_path: Path) -> None:
+    """A real ``No space left on device`` (a 12 MB tmpfs) under a running writer, twice: each
+    failed batch is a clear error naming the store, every batch that was acknowledged is
+    stored exactly once, and writes resume each time space returns. (Linux refuses to remount
+    a volume read-only while a file on it is open for writing, so the read-only case is the
+    start-up test above.)"""
+    if os.geteuid() != 0:  # mounting needs root; CI runs as root, so this never skips there
+        assert os.environ.get("CI") != "true", "CI must run as root to mount a tmpfs"
+        pytest.skip("needs root to mount a small tmpfs")
+    d = tmp_path / "vol"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(d)], check=True)
+    path = d / "fleet.duckdb"
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _REAL_FULL, str(path), str(d)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        errors = [ln for ln in r.stdout.splitlines() if ln.startswith("ERROR")]
+        assert errors and all("No space left on device" in e for e in errors), r.stdout[-3000:]
+        assert all(str(path) in e for e in errors), errors
+        ok, distinct = map(int, r.stdout.splitlines()[-1].split()[1:])
+        assert ok == distinct, r.stdout[-3000:]  # acknowledged batches, each stored once
+        assert ok >= 1 + 3 + 3, r.stdout[-3000:]  # before full, and after each time space returns
+        from telemetry.store import Store
+
+        with Store(str(path), read_only=True) as s:  # it opens cleanly afterwards
+            again = s.rows("SELECT target, count(*) FROM targets GROUP BY target")
+        assert len(again) == ok and {n for _, n in again} == {50_000}
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
