@@ -109,6 +109,21 @@ def test_a_repeated_batch_id_writes_nothing_twice(store: Store) -> None:
     assert count(store, "train_metrics") == 10 and count(store, "runs") == 1
 
 
+def test_the_same_step_posted_twice_without_a_batch_id_is_stored_twice(store: Store) -> None:
+    """Without a batch id nothing tells a retry from a step logged again (the loop restarted
+    from a checkpoint): train_metrics is append-only, so both rows are kept, neither replaced
+    nor dropped, and neither post is a duplicate. The README's remedy for retries is
+    ``X-Batch-Id`` (a batch with one is stored at most once)."""
+    first = store_records(store, "train_metrics", [metric(7, loss=2.0)], now=NOW)
+    again = store_records(store, "train_metrics", [metric(7, loss=1.5)], now=NOW)
+    assert (first.stored, first.duplicate, first.runs_created) == (1, False, 1)
+    assert (again.stored, again.duplicate, again.runs_created) == (1, False, 0)
+    rows = store.rows("SELECT run_id, step, loss FROM train_metrics ORDER BY loss")
+    assert rows == [("llm-1", 7, 1.5), ("llm-1", 7, 2.0)]
+    assert count(store, "runs") == 1
+    assert list(queries.train_series(store, "llm-1", whole(store))["step"]) == [7, 7]
+
+
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_strings_are_stored_as_plain_text(store: Store, text: str) -> None:
     event = {"run": text, "ts": T0.isoformat(), "host": text, "component": text}

@@ -266,3 +266,59 @@ def test_a_store_from_before_the_staleness_columns_takes_rounds(tmp_path: Path) 
         StoreSink(store, 15.0).write(at(1), [fetch(default_text("node-a"))])
         rows = store.rows("SELECT up, digest IS NOT NULL, unchanged FROM targets ORDER BY ts")
         assert rows == [(True, False, None), (True, True, 0)]
+
+
+def _tables(store: Store) -> dict[str, list[tuple]]:
+    """The stored data a round changes, in a fixed order (rollups included)."""
+    queries = {
+        "gpu_samples": "SELECT * FROM gpu_samples ORDER BY ts, gpu_id",
+        "gpu_samples_extra": "SELECT * FROM gpu_samples_extra ORDER BY ts, gpu_id, field",
+        "node_tick": "SELECT * FROM node_tick ORDER BY ts, node_id",
+        "node_rollup": "SELECT * FROM node_rollup ORDER BY bucket_s, ts, node_id",
+        "fleet_rollup": "SELECT * FROM fleet_rollup ORDER BY bucket_s, ts",
+        "xid_events": "SELECT * FROM xid_events ORDER BY ts, host, gpu, xid",
+    }
+    return {name: store.rows(sql) for name, sql in queries.items()}
+
+
+def test_a_late_round_is_stored_without_disturbing_newer_data_or_state(tmp_path: Path) -> None:
+    """A round older than one already written (a second daemon's backlog, a re-queued spool
+    file): it is stored and its rollup bucket rebuilt, while the newer rounds' data, rollups and
+    the XID state they left stay as they were. Written in order or not, the store ends the same,
+    and the next round's XIDs are judged against the newest round, not the late one."""
+    gauge_only = XID_COUNT_LABELLED.sub("", XID_TEXT)  # XID 48 on GPU 2, 79 on GPU 5
+    reset = re.sub(r"^(DCGM_FI_DEV_XID_ERRORS\{[^\n]*\}) \d+$", r"\1 0", gauge_only, flags=re.M)
+    busier = re.sub(r"^(DCGM_FI_DEV_GPU_UTIL\{[^\n]*\}) \d+$", r"\1 3", reset, flags=re.M)
+    assert busier != reset
+    late, newer, next_ = T0 + timedelta(minutes=2), T0 + timedelta(minutes=10), at(41)
+    rounds = {late: busier, newer: gauge_only, next_: gauge_only}
+
+    def store_in(name: str, order: list[datetime]) -> tuple[list[int], dict[str, list[tuple]]]:
+        with Store(str(tmp_path / name)) as store:
+            sink = StoreSink(store, 15.0)
+            events = [sink.write(t, [fetch(rounds[t])]).xid_events for t in order]
+            return events, _tables(store)
+
+    in_order, expected = store_in("in-order.duckdb", [late, newer, next_])
+    events, got = store_in("late.duckdb", [newer, late, next_])
+    assert in_order == [0, 2, 0]
+    assert events == [2, 0, 0]  # the late round's zero gauges did not make 48 and 79 new again
+    assert got == expected
+    assert {r[0] for r in got["gpu_samples"]} == {late, newer, next_}
+    assert any(r[1] == late for r in got["node_rollup"])  # the late round's bucket was built
+
+
+def test_a_late_round_does_not_reset_a_stale_targets_count(tmp_path: Path) -> None:
+    """A hung DCGM's identical scrapes keep the target stale even when a late round with other
+    values (from before it hung) is written in between."""
+    same, other = default_text("node-a"), default_text("node-a").replace("} 60\n", "} 61\n", 1)
+    assert same != other
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0, stale_after=4)
+        assert [sink.write(at(10 + i), [fetch(same)]).stale for i in range(4)] == [0, 0, 0, 1]
+        sink.write(at(1), [fetch(other)])  # late
+        assert sink.write(at(14), [fetch(same)]).stale == 1
+        rows = store.rows("SELECT ts, stale FROM targets ORDER BY ts")
+        assert rows[0] == (at(1), False) and rows[-1] == (at(14), True) and len(rows) == 6
+    with Store(str(tmp_path / "s.duckdb")) as store:  # a restarted sink agrees
+        assert StoreSink(store, 15.0, stale_after=4).write(at(15), [fetch(same)]).stale == 1

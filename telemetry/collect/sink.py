@@ -17,7 +17,9 @@ restart and across ``ingest --once`` runs from cron (rounds older than ``STALE_H
 not continued).
 
 State is committed only with the round: if the store append fails, the id maps are reloaded from
-the store and the XID and staleness state stay as they were before the round.
+the store and the XID and staleness state stay as they were before the round. A round older than
+the newest one written (a late backlog) is stored and judged against the newest state but does
+not replace it, as a restarted sink (which loads the newest stored state) would not either.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class StoreSink:
         self._xid_counts_loaded = False
         # target -> (values digest, unchanged rounds), loaded with the first round's time
         self._seen: dict[str, tuple[int, int]] = {}
+        self._newest: datetime | None = None  # the newest round this sink wrote
 
     # -- state from the store --------------------------------------------------------------
     def _load_ids(self) -> None:
@@ -207,7 +210,8 @@ class StoreSink:
         self.node_ids.update(
             zip(nodes["host"].to_pylist(), nodes["node_id"].to_pylist(), strict=True)
         )
-        self._xid, self._seen = xid_state, seen
+        if self._newest is None or ts >= self._newest:  # a late round leaves newer state be
+            self._xid, self._seen, self._newest = xid_state, seen, ts
         self.store.refresh_rollups(since=ts)  # a late round pulls its buckets back in
         return RoundReport(
             ts=ts,

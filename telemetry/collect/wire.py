@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import zlib
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ CONTENT_TYPE = "application/vnd.factoryfloor.round+json"
 MAX_DECODED_BYTES = 1024 * 1024 * 1024  # a 2,048-node round of default counters is ~130 MB
 MAX_FETCHES = 65_536
 MAX_TEXT_FIELD = 4096  # error strings and label values
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class WireError(ValueError):
@@ -71,6 +73,11 @@ def _text(v: Any, what: str, limit: int | None = MAX_TEXT_FIELD) -> str | None:
         raise WireError(f"{what} must be a string or null")
     if limit is not None and len(v) > limit:
         raise WireError(f"{what} is longer than {limit} characters")
+    # JSON's "\udcff" escapes decode to lone surrogates, which no store column can hold: the
+    # round would fail in the sink, again on every retry. The daemon never sends them (it
+    # decodes bodies with errors="replace"). isascii() is O(1), so ASCII text costs nothing.
+    if not v.isascii() and _SURROGATE.search(v):
+        raise WireError(f"{what} is not valid Unicode text (a lone surrogate)")
     return v
 
 
