@@ -5,9 +5,10 @@ request body limits, and browser security headers.
   API clients send ``Authorization: Bearer <token>``; a browser signs in once at ``/login`` and
   gets an HttpOnly, SameSite=Strict cookie holding an HMAC of the token (never the token).
   Without a token nothing changes, which is the loopback-only default.
-* **Body limits.** Dash's callback requests are small; anything over ``MAX_DASH_BODY`` (or a
-  POST that does not declare its length) is refused with 413/411 before it is read. The ingest
-  API under ``/api/v1/`` checks its own, larger limits.
+* **Body limits.** Dash's callback requests (and the sign-in form) are small; anything over
+  ``MAX_DASH_BODY`` (or a POST that does not declare its length) is refused with 413/411 before
+  it is read, and a JSON body nested too deeply to parse with 400. The ingest API under
+  ``/api/v1/`` checks its own limits.
 * **Headers.** No sniffing, no framing, no referrer, and a Content-Security-Policy that allows
   scripts, styles and connections from this origin only (Dash's renderer needs inline
   scripts; Plotly needs blob:/data: images for its PNG export).
@@ -85,15 +86,8 @@ def install(server: Flask, token: str | None) -> None:
             return True
         return _session_ok(token, request.cookies.get(COOKIE, "")[:200])
 
-    @server.before_request
-    def _guard() -> Response | None:
+    def unauthorised() -> Response | None:
         path = request.path
-        if request.blueprint != "ingest_api" and request.method in ("POST", "PUT", "PATCH"):
-            length = request.content_length
-            if length is None:
-                return _error(411, "the request must declare its Content-Length")
-            if length > MAX_DASH_BODY:
-                return _error(413, f"body of {length:,} bytes is over the {MAX_DASH_BODY:,} limit")
         if token is None or path == "/login" or path.startswith("/assets/00-bootstrap"):
             return None
         if authorised():
@@ -103,6 +97,16 @@ def install(server: Flask, token: str | None) -> None:
         if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
             return redirect(f"/login?next={request.full_path.rstrip('?')}", code=303)
         return _error(401, "sign in at /login or send Authorization: Bearer <token>")
+
+    @server.before_request
+    def _guard() -> Response | None:
+        # The ingest API checks its own bodies (larger limits, its own JSON errors).
+        posted = request.blueprint != "ingest_api" and request.method in ("POST", "PUT", "PATCH")
+        if posted and (refused := _body_refused()):
+            return refused
+        if refused := unauthorised():
+            return refused
+        return _json_refused() if posted else None
 
     @server.route("/login", methods=["GET", "POST"])
     def _login() -> Response:
@@ -135,6 +139,28 @@ def install(server: Flask, token: str | None) -> None:
         resp.headers.setdefault("Referrer-Policy", "no-referrer")
         resp.headers.setdefault("Content-Security-Policy", _CSP)
         return resp
+
+
+def _body_refused() -> Response | None:
+    """411/413 before a byte of the body is read."""
+    length = request.content_length
+    if length is None:
+        return _error(411, "the request must declare its Content-Length")
+    if length > MAX_DASH_BODY:
+        return _error(413, f"body of {length:,} bytes is over the {MAX_DASH_BODY:,} limit")
+    return None
+
+
+def _json_refused() -> Response | None:
+    """Parse a JSON body here, once (Flask caches it for Dash's own ``get_json``): JSON nested
+    thousands deep ends in a RecursionError, which Dash would answer with a bare 500."""
+    if not request.is_json:
+        return None
+    try:
+        request.get_json(silent=True)
+    except RecursionError:
+        return _error(400, "the JSON body is nested too deeply")
+    return None
 
 
 def _error(status: int, reason: str) -> Response:

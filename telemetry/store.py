@@ -114,6 +114,9 @@ APPENDABLE = (
 TIERS = ("nvme", "pfs", "object")
 TIER_LABELS = {"nvme": "Node-local NVMe", "pfs": "Parallel filesystem", "object": "Object store"}
 
+# Opt-in SQL audit for the security tests (see ``_Audited``): read once per ``Store``.
+SQL_AUDIT_ENV = "FACTORYFLOOR_SQL_AUDIT"
+
 _LOCK_RE = re.compile(r'lock on file "(?P<path>[^"]+)".*held in (?P<holder>.+?)(?:\. See|$)', re.S)
 
 
@@ -157,6 +160,43 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(path, str(exc).splitlines()[0]) from None
     except duckdb.Error as exc:
         raise StoreError(path, str(exc).splitlines()[0]) from None
+
+
+class _Audited:
+    """A DuckDB connection (or cursor) that appends every SQL text it is given to a file, one
+    ``repr`` per line, before running it. The injection tests send a marker string through
+    every input and then require that no audited SQL contains it: a value pasted into SQL
+    (even a harmless-looking read) shows up here, where a changed row count would not."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+        self._raw, self._path = con, path
+
+    def _log(self, sql: str) -> None:
+        # One O_APPEND write per statement: lines from concurrent threads do not interleave.
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (repr(sql) + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._log(sql)
+        return self._raw.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        self._log(sql)
+        return self._raw.executemany(sql, *args)
+
+    def cursor(self) -> Any:
+        return _Audited(self._raw.cursor(), self._path)
+
+    def __getattr__(self, name: str) -> Any:  # begin, commit, register, close, ...
+        return getattr(self._raw, name)
+
+
+def _audited(con: duckdb.DuckDBPyConnection, path: str | None) -> duckdb.DuckDBPyConnection:
+    """``con`` itself unless auditing is on: with it off the store pays nothing."""
+    return con if not path else _Audited(con, path)  # type: ignore[return-value]
 
 
 # Columns added to ``targets`` after the first release, in table order (see ``_init_schema``).
@@ -347,7 +387,8 @@ class Store:
     def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
-        self._con = _open(path, read_only)
+        self._audit = os.environ.get(SQL_AUDIT_ENV)
+        self._con = _audited(_open(path, read_only), self._audit)
         self._write_lock = threading.Lock()
         self._version = 0
         self._cache = ResultCache()
@@ -363,7 +404,7 @@ class Store:
             self._init_schema()
         elif path != ":memory:" and _outdated(self._con):
             self._con.close()
-            self._con = _upgrade(path)
+            self._con = _audited(_upgrade(path), self._audit)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _init_schema(self) -> None:

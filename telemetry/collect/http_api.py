@@ -17,7 +17,8 @@ or 5xx status):
     Whether the store accepts writes, and the ingest counters.
 
 With a token configured every request needs ``Authorization: Bearer <token>`` (401 otherwise).
-Bodies must declare their length and stay under the endpoint's limit (411, 413).
+Bodies must declare their length and stay under the endpoint's limit (411, 413); JSON must be
+UTF-8 and nested no deeper than any record needs (400).
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ from telemetry.collect.wire import CONTENT_TYPE, WireError, decode_round
 from telemetry.errors import DuplicateBatchError, StoreError
 from telemetry.store import Store
 
-MAX_ROUND_BODY = 512 * 1024 * 1024  # gzip'd; a 2,048-node round is ~15 MB
+# A 2,048-node round of default counters is ~15 MB gzip'd and ~130 MB decoded. The limits leave
+# room for that (4x, 2x) while bounding what one request can cost: each of the two decoding
+# slots holds at most a body and its decoded text (plus what JSON parsing builds from it).
+MAX_ROUND_BODY = 64 * 1024 * 1024
+MAX_ROUND_DECODED = 256 * 1024 * 1024
 MAX_JSON_BODY = 16 * 1024 * 1024
 _BATCH_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 RECORD_ENDPOINTS = {
@@ -66,7 +71,7 @@ class IngestService:
         self._lock = threading.Lock()
         self._sink = None
         self.counters = {"rounds": 0, "duplicates": 0, "records": 0, "rejected_records": 0}
-        self.decoding = threading.BoundedSemaphore(2)  # rounds decoded at once (~130 MB each)
+        self.decoding = threading.BoundedSemaphore(2)  # rounds in memory at once (see scrape)
 
     def write_round(
         self, ts: datetime, fetches: list[Fetch], interval_s: float, batch_id: str | None = None
@@ -133,6 +138,30 @@ def _body(limit: int) -> bytes:
     if len(data) != length:
         raise ApiError(400, f"body is {len(data):,} bytes, Content-Length said {length:,}")
     return data
+
+
+def _json_doc(data: bytes) -> Any:
+    """A record body parsed, or ``ApiError(400)`` saying why not. JSON is UTF-8 (RFC 8259), so
+    other encodings are refused rather than guessed; a body nested thousands deep would
+    otherwise end in Python's RecursionError, a 500."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"body is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"body is not JSON ({exc})") from None
+    except RecursionError:
+        raise ApiError(400, "body is not JSON this server accepts (nested too deeply)") from None
+
+
+def _round(data: bytes) -> tuple[datetime, float, list[Fetch]]:
+    """A forwarded round decoded, or ``ApiError(400)`` with ``decode_round``'s reason."""
+    try:
+        return decode_round(data, max_bytes=MAX_ROUND_DECODED)
+    except WireError as exc:
+        raise ApiError(400, str(exc)) from None
+    except RecursionError:
+        raise ApiError(400, "round JSON is nested too deeply") from None
 
 
 def _batch_id(required: bool) -> str | None:
@@ -211,28 +240,24 @@ def make_blueprint(
             return _json(200, {"duplicate": True, "batch_id": bid})
         if not svc.decoding.acquire(timeout=30):  # bounded memory: a few rounds at a time
             raise ApiError(503, "busy storing other rounds; retry")
+        # The slot is held until the round is written, not just decoded: a decoded round that
+        # waits for the write lock holds its memory too, and any number could pile up there.
         try:
-            ts, interval, fetches = decode_round(_body(MAX_ROUND_BODY))
-        except WireError as exc:
-            raise ApiError(400, str(exc)) from None
-        finally:
-            svc.decoding.release()
-        try:
+            ts, interval, fetches = _round(_body(MAX_ROUND_BODY))
             return _json(200, svc.write_round(ts, fetches, interval, bid))
         except ValueError as exc:  # e.g. the store holds replayed data
             raise ApiError(409, str(exc)) from None
         except StoreError as exc:
             raise ApiError(507, str(exc)) from None
+        finally:
+            svc.decoding.release()
 
     def records(endpoint: str) -> Response:
         svc = _writable()
         bid = _batch_id(required=False)
         if _media_type() != "application/json":
             raise ApiError(415, "Content-Type must be application/json")
-        try:
-            doc = json.loads(_body(MAX_JSON_BODY))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"body is not JSON ({exc})") from None
+        doc = _json_doc(_body(MAX_JSON_BODY))
         items = doc if isinstance(doc, list) else [doc]
         if not items:
             raise ApiError(422, "no records in the body")
@@ -248,4 +273,19 @@ def make_blueprint(
         bp.add_url_rule(
             f"/{name}", f"post_{name}", lambda name=name: records(name), methods=["POST"]
         )
+
+    methods = {"health": "GET", "scrape": "POST", **dict.fromkeys(RECORD_ENDPOINTS, "POST")}
+
+    @bp.route("/<path:rest>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    def elsewhere(rest: str) -> Response:
+        """Any other path or method under /api/v1/ gets a reason in JSON. Without this the
+        dashboard's catch-all page route answers it: a 200 HTML page to ``GET /api/v1/metrics``,
+        a bare HTML 405 to a POST to a misspelt endpoint."""
+        if rest in methods:
+            resp = _json(405, {"error": f"/api/v1/{rest} takes {methods[rest]} only"})
+            resp.headers["Allow"] = methods[rest]
+            return resp
+        known = ", ".join(f"{m} /api/v1/{e}" for e, m in methods.items())
+        raise ApiError(404, f"no endpoint /api/v1/{rest[:100]}; there are {known}")
+
     return bp
