@@ -1,13 +1,16 @@
 """Fault drivers shared by the tests and ``benchmarks/reliability.py``: SIGKILL the ingest
-daemon or the server at random moments while rounds flow, then account for every round.
+daemon or the server at random moments while rounds flow, then account for every round and
+every GPU sample in it.
 
 A round counts as acknowledged when the daemon logged it (``round <ts> spooled`` in forwarding
 mode: it is fsync'd in the spool; ``round <ts> stored`` with ``--store``: it is committed).
-Each cycle's verdict is (acknowledged, stored once, stored twice, lost).
+The verdict counts rounds (acknowledged, stored, stored twice, missing) and the GPU sample
+rows of the acknowledged rounds that are missing from the store (the issue's "samples lost").
 """
 
 from __future__ import annotations
 
+import http.server
 import os
 import random
 import re
@@ -15,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,21 +28,78 @@ from pathlib import Path
 from telemetry.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
-_ACK = re.compile(r"round (\S+) (?:spooled|stored)")
+PAGE = (ROOT / "sample_data" / "dcgm" / "default_h100.txt").read_text()
+# Forwarding: "round <ts> spooled: 3/4 targets up; ..."; direct: "round <ts> stored: 3/4
+# targets up, 24 GPU samples, ..." (app/cli.py writes both).
+_ACK = re.compile(
+    r"round (\S+) (?:spooled|stored): (\d+)/\d+ targets up(?:, ([\d,]+) GPU samples)?"
+)
+
+
+@dataclass(frozen=True)
+class Ack:
+    """What the daemon said of a round when it acknowledged it."""
+
+    up: int  # targets that answered
+    gpu_rows: int | None  # GPU sample rows it stored (direct mode says; forwarding does not)
 
 
 @dataclass
 class Verdict:
     kills: int
-    acknowledged: int
-    stored: int
-    duplicated: int
-    lost: int
+    acknowledged: int  # rounds the daemon acknowledged
+    stored: int  # rounds in the store
+    duplicated: int  # rounds or GPU samples stored more than once
+    lost_rounds: int  # acknowledged rounds missing from the store
+    lost: int | None  # GPU sample rows of acknowledged rounds missing (None: not measurable)
+    expected: int  # GPU sample rows the acknowledged rounds should have stored
     store_opens: bool
+    mid_write: int | None = None  # kills with a round's POST in flight (server kills only)
 
     @property
     def ok(self) -> bool:
-        return self.store_opens and self.duplicated == 0 and self.lost == 0
+        # Nothing acknowledged (a daemon that crashed on start) or no sample to look for is
+        # no evidence that nothing is lost.
+        measured = self.acknowledged > 0 and self.expected > 0
+        no_loss = self.lost_rounds == 0 and self.lost == 0
+        return self.store_opens and measured and no_loss and self.duplicated == 0
+
+
+def fleet_exporter(nodes: int) -> tuple[http.server.ThreadingHTTPServer, list[str]]:
+    """``default_h100.txt`` (8 GPUs) as ``nodes`` exporters on one 127.0.0.1 port: each
+    ``/node-<i>/metrics`` answers with its own Hostname, so every target adds 8 GPUs to a round
+    (GPUs are keyed by host: one shared Hostname would merge every target into one node). The
+    caller shuts the server down."""
+    pages = {f"/node-{i:03d}/metrics": _as_host(f"node-{i:03d}") for i in range(nodes)}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_a: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            page = pages.get(self.path)
+            if page is None:
+                self.send_error(404)
+                return
+            body = (page + f"# {time.time()}\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    return srv, [base + path for path in pages]
+
+
+def _as_host(host: str) -> str:
+    return PAGE.replace('Hostname="dgx-h100-017"', f'Hostname="{host}"')
+
+
+def _target_args(targets: list[str]) -> list[str]:
+    return [arg for t in targets for arg in ("--target", t)]
 
 
 def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -94,15 +155,26 @@ def exporter_farm(
     return proc, targets
 
 
-def acknowledged(*logs: Path) -> set[str]:
-    return {m for log in logs if log.exists() for m in _ACK.findall(log.read_text())}
+def acknowledged(*logs: Path) -> dict[str, Ack]:
+    """Every round the daemons acknowledged in ``logs``, by timestamp."""
+    acks = {}
+    for log in logs:
+        if log.exists():
+            for ts, up, rows in _ACK.findall(log.read_text()):
+                acks[ts] = Ack(int(up), int(rows.replace(",", "")) if rows else None)
+    return acks
 
 
-def verdict(store_path: Path, acked: set[str], kills: int) -> Verdict:
-    """Open the store (it must open cleanly after the kills) and account for every round."""
+def verdict(
+    store_path: Path, acked: dict[str, Ack], kills: int, mid_write: int | None = None
+) -> Verdict:
+    """Open the store (it must open cleanly after the kills) and account for every round and
+    every GPU sample row the acknowledged rounds brought."""
     try:
         with Store(str(store_path), read_only=True) as s:
-            rounds = s.rows("SELECT ts, count(*) FROM targets GROUP BY ts")
+            # A round has a targets row per target: more rows than targets is a second copy.
+            rounds = s.rows("SELECT ts, count(*) - count(DISTINCT target) FROM targets GROUP BY ts")
+            gpus = s.rows("SELECT ts, count(DISTINCT gpu_id) FROM gpu_samples GROUP BY ts")
             dup_samples = s.scalar(
                 "SELECT count(*) FROM (SELECT ts, gpu_id FROM gpu_samples GROUP BY ALL "
                 "HAVING count(*) > 1)"
@@ -110,14 +182,44 @@ def verdict(store_path: Path, acked: set[str], kills: int) -> Verdict:
             for table in ("gpu_samples", "node_tick", "gpus", "nodes", "ingest_batches"):
                 s.scalar(f"SELECT count(*) FROM {table}")  # every table reads back
     except Exception:  # noqa: BLE001 (any failure to open or read is the finding)
-        return Verdict(kills, len(acked), 0, 0, len(acked), False)
+        return Verdict(kills, len(acked), 0, 0, len(acked), None, 0, False, mid_write)
     stored = {ts.isoformat() for ts, _ in rounds}
-    twice = sum(1 for _, n in rounds if n > 1) + int(dup_samples or 0)
-    return Verdict(kills, len(acked), len(stored), twice, len(acked - stored), True)
+    twice = sum(1 for _, extra in rounds if extra > 0) + int(dup_samples or 0)
+    expected, lost = samples_lost(acked, {ts.isoformat(): int(n) for ts, n in gpus})
+    lost_rounds = len(acked.keys() - stored)
+    return Verdict(
+        kills, len(acked), len(stored), twice, lost_rounds, lost, expected, True, mid_write
+    )
+
+
+def samples_lost(acked: dict[str, Ack], gpus_at: dict[str, int]) -> tuple[int, int | None]:
+    """(GPU sample rows expected, rows missing) over the acknowledged rounds.
+
+    A direct daemon logs the rows it stored; a forwarding one only how many targets answered,
+    so its rounds expect (targets up) x (GPUs per target), the latter taken from the data: the
+    most GPUs per answering target in any stored round (the drivers' targets all serve the same
+    8-GPU page; a round that lost rows cannot raise the figure). ``None``: rounds are missing
+    and no stored round says how many rows they held."""
+    per_target = max(
+        (gpus_at[ts] / a.up for ts, a in acked.items() if a.up and ts in gpus_at), default=None
+    )
+    expected = lost = 0
+    for ts, a in acked.items():
+        if a.gpu_rows is not None:
+            want = a.gpu_rows
+        elif per_target is not None:
+            want = round(a.up * per_target)
+        elif a.up:
+            return expected, None
+        else:
+            want = 0
+        expected += want
+        lost += max(0, want - gpus_at.get(ts, 0))
+    return expected, lost
 
 
 def kill_daemon_cycles(
-    tmp: Path, target: str, cycles: int, seed: int = 0, direct: bool = False
+    tmp: Path, targets: list[str], cycles: int, seed: int = 0, direct: bool = False
 ) -> Verdict:
     """SIGKILL `factoryfloor ingest` ``cycles`` times at random moments (forwarding to a live
     server, or with ``direct`` writing the store itself), restarting it each time; finally
@@ -154,7 +256,7 @@ def kill_daemon_cycles(
             "--token-file",
             str(tok),
         ]
-    common = ["ingest", *dest, "--target", target, "--timeout", "0.3"]
+    common = ["ingest", *dest, *_target_args(targets), "--timeout", "0.3"]
     try:
         for c in range(cycles):
             logs.append(tmp / f"kd-daemon-{c}.log")
@@ -172,9 +274,11 @@ def kill_daemon_cycles(
     return verdict(store, acknowledged(*logs), cycles)
 
 
-def kill_server_cycles(tmp: Path, target: str, cycles: int, seed: int = 0) -> Verdict:
+def kill_server_cycles(tmp: Path, targets: list[str], cycles: int, seed: int = 0) -> Verdict:
     """SIGKILL `factoryfloor serve --accept-ingest` ``cycles`` times while a daemon forwards to
-    it, restarting it on the same port; the daemon's spool must bridge every gap."""
+    it, restarting it on the same port; the daemon's spool must bridge every gap. Even cycles
+    kill at a random moment, odd ones inside a write; the verdict counts the kills that landed
+    while a POST of the daemon's was unanswered (``mid_write``)."""
     rng = random.Random(seed)
     store = tmp / "ks.duckdb"
     port = free_port()
@@ -182,13 +286,22 @@ def kill_server_cycles(tmp: Path, target: str, cycles: int, seed: int = 0) -> Ve
     serve = ["serve", "--store", str(store), "--accept-ingest", "--port", str(port)]
     spool = tmp / "ks-spool"
     daemon_log = tmp / "ks-daemon.log"
-    ingest = ["ingest", "--server", url, "--spool", str(spool), "--target", target]
+    ingest = ["ingest", "--server", url, "--spool", str(spool), *_target_args(targets)]
     daemon = spawn([*ingest, "--interval", "0.4", "--timeout", "0.3"], daemon_log)
+    mid_write = 0
     try:
         for c in range(cycles):
             srv = spawn(serve, tmp / f"ks-serve-{c}.log")
             wait_http(url + "/api/v1/health", srv)
             time.sleep(rng.uniform(1.0, 2.5))
+            if c % 2:
+                # A POST is open about a fifth of the time, so random kills seldom hit one:
+                # every other kill waits for a new one and lands a random moment into it
+                # (they take 55-90 ms here, most of it the server's write and commit).
+                _await_post(daemon.pid, port, timeout=2.0)
+                time.sleep(rng.uniform(0.0, 0.045))
+            os.kill(srv.pid, signal.SIGSTOP)  # frozen: what we see is what the kill interrupts
+            mid_write += post_unanswered(daemon.pid, port)
             os.kill(srv.pid, signal.SIGKILL)
             srv.wait()
             time.sleep(rng.uniform(0.0, 1.0))
@@ -203,4 +316,46 @@ def kill_server_cycles(tmp: Path, target: str, cycles: int, seed: int = 0) -> Ve
     drain.wait(timeout=120)
     srv.terminate()
     srv.wait(timeout=30)
-    return verdict(store, acknowledged(daemon_log, drain_log), cycles)
+    return verdict(store, acknowledged(daemon_log, drain_log), cycles, mid_write)
+
+
+def _await_post(pid: int, port: int, timeout: float) -> bool:
+    """Wait for ``pid`` to open a new POST to ``port`` (one already open may be about to be
+    answered, so first wait for it to end); False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    for want in (False, True):
+        while post_unanswered(pid, port) != want:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+    return True
+
+
+def post_unanswered(pid: int, port: int) -> bool:
+    """Whether process ``pid`` has a connection to ``port`` open with nothing received on it.
+    The forwarder opens a connection per POST (urllib sends ``Connection: close``) and the
+    server answers only once the round is committed, so with the server stopped (SIGSTOP) such
+    a connection is a round being received, decoded or written: a kill inside a write, as far
+    as the outside can tell."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except FileNotFoundError:  # the daemon died: its (absent) rounds tell in the verdict
+        return False
+    sockets = set()
+    for fd in fds:
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            sockets.add(link[len("socket:[") : -1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            # sl local_address rem_address st tx_queue:rx_queue tr tm->when retrnsmt uid
+            # timeout inode
+            f = line.split()
+            remote_port = int(f[2].rsplit(":", 1)[1], 16)
+            answered = int(f[4].split(":")[1], 16) > 0  # bytes of the answer waiting
+            if f[3] == "01" and remote_port == port and f[9] in sockets and not answered:
+                return True  # 01: ESTABLISHED
+    return False

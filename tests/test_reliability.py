@@ -1,4 +1,5 @@
-"""The checkpoint-interval and ETTR models against published numbers."""
+"""The checkpoint-interval and ETTR models against published numbers; the verdicts of
+``benchmarks/reliability.py`` (soak RSS slope, pytest runs) on made-up inputs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 
 import pytest
 
+from benchmarks.reliability import parse_pytest, rss_slope_mb_h, soak_verdict
 from telemetry import reliability as rel
 
 LLAMA3_MTBF_S = 3.09 * 3600.0  # reference README: 419 unexpected interruptions in 54 days
@@ -114,3 +116,65 @@ def test_meaningless_inputs_raise(call) -> None:  # type: ignore[no-untyped-def]
 def test_log_grid_spans_the_range() -> None:
     g = rel.log_grid(1.0, 1000.0, 4)
     assert g == pytest.approx([1.0, 10.0, 100.0, 1000.0])
+
+
+# -- benchmarks/reliability.py's verdicts --------------------------------------------------------
+def _rss(minutes: float, start_mb: float, mb_per_min: float, jitter_mb: float = 0.0) -> list:
+    """RSS every 30 s: a steady slope plus a +-jitter sawtooth (the GC's and caches' wobble)."""
+    n = int(minutes * 2)
+    return [
+        (i / 2, start_mb + mb_per_min * i / 2 + (jitter_mb if i % 2 else -jitter_mb))
+        for i in range(n)
+    ]
+
+
+def test_rss_slope_is_least_squares_in_mb_per_hour() -> None:
+    assert rss_slope_mb_h(_rss(20, 300, 0.5)) == pytest.approx(30.0)
+    assert rss_slope_mb_h([(0.0, 300.0), (1.0, 301.0), (2.0, 300.0)]) == pytest.approx(0.0)
+    assert math.isnan(rss_slope_mb_h([(0.0, 300.0)]))
+
+
+def test_the_soak_catches_a_leak_that_total_growth_let_through() -> None:
+    # 3 MB/min (+45 MB in a 15-min half, under the old 50 MB bound) after a warm-up.
+    warm = [(m, 200 + 20 * m) for m, _ in _rss(15, 0, 0)]
+    leak = warm + [(m + 15, 500 + 3 * m) for m, _ in _rss(15, 0, 0)]
+    v = soak_verdict(leak, 30)
+    assert not v.held
+    assert v.second_mb_h == pytest.approx(180.0)
+
+
+def test_the_soak_holds_when_rss_is_flat_after_warming_up() -> None:
+    warm = [(m, 200 + 20 * m) for m, _ in _rss(15, 0, 0)]  # caches filling: 1,200 MB/h
+    flat = warm + [(m + 15, r) for m, r in _rss(15, 500, 0.1, jitter_mb=3)]  # 6 MB/h, +-3 MB
+    v = soak_verdict(flat, 30)
+    assert v.held, v
+    assert v.first_mb_h == pytest.approx(1200.0)
+    # A leak of tens of MB/h is not hidden by that fast warm-up.
+    slow_leak = warm + [(m + 15, r) for m, r in _rss(15, 500, 0.5)]  # 30 MB/h
+    assert not soak_verdict(slow_leak, 30).held
+
+
+def test_a_soak_too_short_or_empty_does_not_hold() -> None:
+    assert not soak_verdict(_rss(10, 300, 0), 10).held  # halves of 5 minutes
+    assert not soak_verdict([], 30).held
+
+
+@pytest.mark.parametrize(
+    ("rc", "summary", "held", "tried"),
+    [
+        (0, "12 passed in 3.10s", True, 12),
+        (0, "12 passed, 3 warnings in 3.10s", True, 12),
+        (1, "5 passed, 2 errors in 1.00s", False, 7),  # setup errors
+        (1, "4 passed, 1 failed, 1 error in 1.00s", False, 6),
+        (2, "1 error in 0.50s", False, 1),  # collection error
+        (0, "3 skipped in 0.10s", False, 3),  # nothing checked
+        (0, "5 passed, 1 skipped in 1.00s", False, 6),
+        (5, "no tests ran in 0.01s", False, 0),
+        (1, "", False, 0),  # pytest crashed before its summary
+    ],
+)
+def test_a_pytest_row_holds_only_on_exit_0_with_passes_and_no_skips(
+    rc: int, summary: str, held: bool, tried: int
+) -> None:
+    run = parse_pytest(rc, summary)
+    assert (run.held, run.tried) == (held, tried)
