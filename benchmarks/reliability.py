@@ -128,7 +128,22 @@ def _kill_row(name: str, v: faults.Verdict, seconds: float) -> Row:
     }
 
 
-def suite_faults(tmp: Path, cycles: int) -> list[Row]:
+def _outage_row(o: faults.Outage) -> Row:
+    v = o.verdict
+    samples = "?" if v.lost is None else f"{v.expected - v.lost:,}/{v.expected:,}"
+    caught = f"backlog delivered in {o.catch_up_s:.0f} s" if o.caught_up else "backlog NOT drained"
+    return {
+        "suite": "faults",
+        "check": f"server down {o.down_s / 60:.0f} min, live daemon spools",
+        "tried": v.acknowledged,
+        "held": o.ok,
+        "lost": v.lost,
+        "detail": f"{o.spooled_during} rounds spooled while down, {caught} by the live daemon; "
+        f"{v.lost_rounds} missing, {v.duplicated} duplicated; {samples} GPU samples stored",
+    }
+
+
+def suite_faults(tmp: Path, cycles: int, outage_minutes: float) -> list[Row]:
     srv, targets = faults.fleet_exporter(NODES)
     rows = []
     try:
@@ -151,6 +166,10 @@ def suite_faults(tmp: Path, cycles: int) -> list[Row]:
             t0 = time.monotonic()
             v = run(d)
             rows.append(_kill_row(name, v, time.monotonic() - t0))
+        if outage_minutes > 0:
+            d = tmp / "outage"
+            d.mkdir()
+            rows.append(_outage_row(faults.server_outage(d, targets, outage_minutes)))
     finally:
         srv.shutdown()
     for name, files in [
@@ -603,6 +622,9 @@ def print_table(rows: list[Row]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cycles", type=int, default=50, help="kill cycles per fault (default 50)")
+    ap.add_argument(
+        "--outage-minutes", type=float, default=3.0, help="server outage under a live daemon"
+    )
     ap.add_argument("--inputs", type=int, default=400, help="bad inputs per kind (default 400)")
     ap.add_argument("--store", help="llama3-405b store for the load suite (copied first)")
     ap.add_argument("--users", type=int, default=50)
@@ -625,7 +647,7 @@ def main() -> int:
             dev = build_store(tmp / "dev.duckdb", seed=1, days=1.0)
             rows += suite_input(tmp, dev, args.inputs)
         if "faults" in suites:
-            rows += suite_faults(tmp, args.cycles)
+            rows += suite_faults(tmp, args.cycles, args.outage_minutes)
         if "load" in suites:
             src = Path(args.store) if args.store else _llama(tmp)
             rows += suite_load(tmp, src, args.users, args.seconds, args.nodes)

@@ -319,6 +319,67 @@ def kill_server_cycles(tmp: Path, targets: list[str], cycles: int, seed: int = 0
     return verdict(store, acknowledged(daemon_log, drain_log), cycles, mid_write)
 
 
+@dataclass
+class Outage:
+    verdict: Verdict
+    down_s: float  # how long the server was unreachable
+    spooled_during: int  # rounds the daemon spooled while it was down
+    caught_up: bool  # the live daemon emptied its spool after the server came back
+    catch_up_s: float  # from the server's return to an empty spool
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok and self.caught_up and self.spooled_during > 0
+
+
+def server_outage(tmp: Path, targets: list[str], minutes: float, interval: float = 2.0) -> Outage:
+    """The server unreachable for ``minutes`` while a live daemon keeps scraping, then back on
+    the same port: the live daemon must deliver its whole backlog by itself, each round once.
+    The outage outlasts the sender's 30 s backoff cap many times over."""
+    store, port = tmp / "out.duckdb", free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = ["serve", "--store", str(store), "--accept-ingest", "--port", str(port)]
+    spool, daemon_log = tmp / "out-spool", tmp / "out-daemon.log"
+    ingest = ["ingest", "--server", url, "--spool", str(spool), *_target_args(targets)]
+    srv = spawn(serve, tmp / "out-serve-1.log")
+    wait_http(url + "/api/v1/health", srv)
+    daemon = spawn(
+        [*ingest, "--interval", str(interval), "--timeout", str(interval / 2)], daemon_log
+    )
+    try:
+        time.sleep(5 * interval)  # a few rounds delivered live
+        srv.terminate()
+        srv.wait(timeout=60)
+        down = time.monotonic()
+        time.sleep(minutes * 60)
+        spooled_during = len(_pending(spool))
+        srv = spawn(serve, tmp / "out-serve-2.log")
+        wait_http(url + "/api/v1/health", srv)
+        back = time.monotonic()
+        down_s = back - down
+        deadline = back + 120 + minutes * 30
+        while _pending(spool) or "taking rounds again" not in daemon_log.read_text():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        catch_up_s = time.monotonic() - back
+        caught_up = time.monotonic() <= deadline
+        time.sleep(2 * interval)  # and rounds flow live again
+    finally:
+        daemon.terminate()  # SIGTERM: a round spooled in its last moments stays spooled
+        daemon.wait(timeout=60)
+    drain_log = tmp / "out-drain.log"  # ... and goes with the next run, as it would in life
+    spawn([*ingest, "--once", "--timeout", str(interval / 2)], drain_log).wait(timeout=120)
+    srv.terminate()
+    srv.wait(timeout=60)
+    v = verdict(store, acknowledged(daemon_log, drain_log), kills=0)
+    return Outage(v, down_s, spooled_during, caught_up, catch_up_s)
+
+
+def _pending(spool: Path) -> list[Path]:
+    return [p for p in spool.glob("*.batch")] if spool.exists() else []
+
+
 def _await_post(pid: int, port: int, timeout: float) -> bool:
     """Wait for ``pid`` to open a new POST to ``port`` (one already open may be about to be
     answered, so first wait for it to end); False after ``timeout`` seconds."""
