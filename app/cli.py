@@ -490,6 +490,7 @@ def _serve(
 ) -> int:
     from app import guard
     from app.main import create_app, run_server
+    from app.memory import keep_rss_flat
     from telemetry.collect.http_api import IngestService, make_blueprint
     from telemetry.replay.runner import replay
     from telemetry.store import open_store
@@ -500,6 +501,7 @@ def _serve(
     store = open_store(store_path, read_only=not writes)
     service = IngestService(store, into_replay=into_replay) if writes else None
     stop = threading.Event()
+    keep_rss_flat(stop)  # before any worker or request thread allocates
     workers = []
     if replay_sc is not None:
         sc = replay_sc.with_overrides(
