@@ -10,6 +10,7 @@ a port in use) ends in one line on stderr and a non-zero exit, never a traceback
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import json
 import os
@@ -469,9 +470,10 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
+            hint = " (another server is on that port; pass --port)"
             raise FactoryFloorError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-                + (" (another server is on that port; pass --port)" if exc.errno == 98 else "")
+                + (hint if exc.errno == errno.EADDRINUSE else "")
             ) from None
 
 

@@ -111,12 +111,15 @@ def _pytest_row(suite: str, check: str, files: list[str], note: str = "") -> Row
 
 
 # -- faults --------------------------------------------------------------------------------------
+def _samples(v: faults.Verdict) -> str:
+    if v.lost is None:
+        return "GPU samples not countable"
+    return f"{v.expected - v.lost:,}/{v.expected:,} GPU samples stored"
+
+
 def _kill_row(name: str, v: faults.Verdict, seconds: float) -> Row:
     mid = "" if v.mid_write is None else f"{v.mid_write} of {v.kills} kills mid-write, "
-    if v.lost is None:
-        samples = "GPU samples not countable"
-    else:
-        samples = f"{v.expected - v.lost:,}/{v.expected:,} GPU samples stored"
+    samples = _samples(v)
     return {
         "suite": "faults",
         "check": name,
@@ -130,7 +133,6 @@ def _kill_row(name: str, v: faults.Verdict, seconds: float) -> Row:
 
 def _outage_row(o: faults.Outage) -> Row:
     v = o.verdict
-    samples = "?" if v.lost is None else f"{v.expected - v.lost:,}/{v.expected:,}"
     caught = f"backlog delivered in {o.catch_up_s:.0f} s" if o.caught_up else "backlog NOT drained"
     return {
         "suite": "faults",
@@ -139,7 +141,7 @@ def _outage_row(o: faults.Outage) -> Row:
         "held": o.ok,
         "lost": v.lost,
         "detail": f"{o.spooled_during} rounds spooled while down, {caught} by the live daemon; "
-        f"{v.lost_rounds} missing, {v.duplicated} duplicated; {samples} GPU samples stored",
+        f"{v.lost_rounds} missing, {v.duplicated} duplicated; {_samples(v)}",
     }
 
 

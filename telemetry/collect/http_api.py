@@ -35,7 +35,7 @@ from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
 from telemetry.collect.scrape import Fetch
-from telemetry.collect.wire import CONTENT_TYPE, WireError, decode_round
+from telemetry.collect.wire import CONTENT_TYPE, MAX_DECODED_BYTES, WireError, decode_round
 from telemetry.errors import DuplicateBatchError, StoreError
 from telemetry.store import Store
 
@@ -43,7 +43,7 @@ from telemetry.store import Store
 # room for that (4x, 2x) while bounding what one request can cost: each of the two decoding
 # slots holds at most a body and its decoded text (plus what JSON parsing builds from it).
 MAX_ROUND_BODY = 64 * 1024 * 1024
-MAX_ROUND_DECODED = 256 * 1024 * 1024
+MAX_ROUND_DECODED = MAX_DECODED_BYTES  # the wire format's own bound
 MAX_JSON_BODY = 16 * 1024 * 1024
 _BATCH_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 RECORD_ENDPOINTS = {
@@ -157,7 +157,7 @@ def _json_doc(data: bytes) -> Any:
 def _round(data: bytes) -> tuple[datetime, float, list[Fetch]]:
     """A forwarded round decoded, or ``ApiError(400)`` with ``decode_round``'s reason."""
     try:
-        return decode_round(data, max_bytes=MAX_ROUND_DECODED)
+        return decode_round(data)
     except WireError as exc:
         raise ApiError(400, str(exc)) from None
     except RecursionError:
