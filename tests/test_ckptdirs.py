@@ -13,7 +13,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -134,6 +134,12 @@ def test_dcp_complete_failed_and_in_progress(tmp_path: Path) -> None:
     # the grace period is the caller's: 2 h keeps step 200 in progress, 1 min fails step 300
     assert by_step(scan("pfs", root, now=NOW, grace_s=7200).in_progress).keys() == {200, 300, 400}
     assert by_step(scan("pfs", root, now=NOW, grace_s=60).checkpoints)[300].status == "failed"
+    # an aware time is converted, not compared as if it were UTC
+    aware = (NOW + timedelta(hours=1)).replace(tzinfo=timezone(timedelta(hours=1)))
+    assert by_step(scan("pfs", root, now=aware).in_progress).keys() == {300}
+    assert by_step(scan("pfs", root, now=aware.replace(tzinfo=UTC)).checkpoints).keys() == {
+        100, 200, 300, 400,
+    }  # fmt: skip
 
 
 def test_megatron_tracker_decides_completion(tmp_path: Path) -> None:

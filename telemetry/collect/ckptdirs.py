@@ -73,9 +73,13 @@ COLUMNS = (
     "path", "format",
 )  # fmt: skip
 
-_MEGATRON_DIR = re.compile(r"iter_(\d+)")
-_HF_DIR = re.compile(r"(tmp-)?checkpoint-(\d+)")
-_DCP_DIR = re.compile(r"(?:global_)?step[-_]?(\d+)")
+_MEGATRON_DIR = re.compile(r"iter_(?P<step>\d+)")
+_DIRS = (  # directory name -> format; a step directory is DCP only if it holds DCP files
+    ("megatron", _MEGATRON_DIR),
+    ("hf", re.compile(r"(?:tmp-)?checkpoint-(?P<step>\d+)")),
+    ("dcp", re.compile(r"(?:global_)?step[-_]?(?P<step>\d+)")),
+)
+_DCP_FILES = (".distcp", ".metadata", ".metadata.tmp")
 _FILE_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 _FILE_STEP = re.compile(r"(?<![a-z])(step|iteration|iter|ckpt|checkpoint)[-_=]?(\d+)(?!\d)", re.I)
 # Folder names that say "checkpoints" rather than name a run.
@@ -281,6 +285,9 @@ def _whole(path: str, size: int) -> bool | None:
         return False
 
 
+_Tracker = tuple[int | None, float | None]  # Megatron's tracked iteration and the tracker's mtime
+
+
 @dataclass
 class _Files:
     files: int = 0
@@ -313,7 +320,9 @@ class _Scan:
         self.visited: set[tuple[int, int]] = set()  # directories entered through a symlink
 
     def scan(self, now: datetime | None) -> ScanResult:
-        now = now or datetime.now(UTC).replace(tzinfo=None)
+        now = now or datetime.now(UTC)
+        if now.tzinfo is not None:  # convert at the edge: naive UTC from here on
+            now = now.astimezone(UTC).replace(tzinfo=None)
         self.now_s = (now - _EPOCH).total_seconds()
         shown = _show(self.root)
         try:
@@ -382,7 +391,7 @@ class _Scan:
             return
         self.counts["dirs"] += 1
         names = {e.name for e in entries}
-        iters = [(e, m) for e in entries if (m := _MEGATRON_DIR.fullmatch(e.name))]
+        iters = any(_MEGATRON_DIR.fullmatch(e.name) for e in entries)
         tracker = self._tracker(path) if iters and TRACKER in names else (None, None)
         if iters and TRACKER not in names:
             self._problem(path, f"Megatron iterations without {TRACKER}: each counts as complete "
@@ -391,11 +400,8 @@ class _Scan:
             kind, sub = self._kind(e, real)
             name = e.name
             if kind == "dir":
-                if m := _MEGATRON_DIR.fullmatch(name):
-                    self._megatron(e.path, int(m[1]), parts, tracker)
-                elif m := _HF_DIR.fullmatch(name):
-                    self._hf(e.path, int(m[2]), parts, tmp=bool(m[1]))
-                elif (m := _DCP_DIR.fullmatch(name)) and self._dcp(e.path, int(m[1]), parts):
+                fm = next(((f, m) for f, rx in _DIRS if (m := rx.fullmatch(name))), None)
+                if fm and self._directory(fm[0], int(fm[1]["step"]), e.path, parts, tracker):
                     pass
                 elif name.startswith(".") or (name == "release" and TRACKER in names):
                     self.counts["skipped_dirs"] += 1
@@ -410,7 +416,7 @@ class _Scan:
                 else:
                     self.counts["other_files"] += 1
 
-    def _tracker(self, dirpath: str) -> tuple[int | None, float | None]:
+    def _tracker(self, dirpath: str) -> _Tracker:
         path = os.path.join(dirpath, TRACKER)
         try:
             with open(path, "rb") as fh:
@@ -465,37 +471,24 @@ class _Scan:
             return True
         return False
 
-    def _megatron(
-        self, path: str, step: int, parts: tuple[str, ...], tracker: tuple[int | None, float | None]
-    ) -> None:
+    def _directory(
+        self, fmt: str, step: int, path: str, parts: tuple[str, ...], tracker: _Tracker
+    ) -> bool:
+        """A checkpoint directory; False for a step directory without DCP files (a folder)."""
         if self._settled(path) or (files := self._collect(path)) is None:
-            return
-        tracked, tracker_mtime = tracker
-        if tracked is None:
-            complete, marker = ".metadata" in files.names, None
-        else:
-            complete = step <= tracked
-            marker = tracker_mtime if step == tracked else None
-        self._emit("megatron", step, path, parts, files, complete, marker)
-
-    def _hf(self, path: str, step: int, parts: tuple[str, ...], tmp: bool) -> None:
-        if self._settled(path) or (files := self._collect(path)) is None:
-            return
-        self._emit("hf", step, path, parts, files, not tmp and "trainer_state.json" in files.names)
-
-    def _dcp(self, path: str, step: int, parts: tuple[str, ...]) -> bool:
-        """False when the step directory holds no DCP files (then it is walked as a folder)."""
-        if self._settled(path):
             return True
-        files = self._collect(path)
-        if files is None:
-            return True
-        names = files.names
-        if files.files and not (
-            names & {".metadata", ".metadata.tmp"} or any(n.endswith(".distcp") for n in names)
-        ):
+        names, marker = files.names, None
+        if fmt == "hf":
+            tmp = os.path.basename(path).startswith("tmp-")  # saved, not yet renamed into place
+            complete = "trainer_state.json" in names and not tmp
+        elif fmt == "megatron" and tracker[0] is not None:
+            complete = step <= tracker[0]
+            marker = tracker[1] if step == tracker[0] else None
+        elif fmt == "dcp" and files.files and not any(n.endswith(_DCP_FILES) for n in names):
             return False
-        self._emit("dcp", step, path, parts, files, ".metadata" in names)
+        else:  # DCP, or Megatron without a usable tracker (torch_dist writes .metadata last)
+            complete = ".metadata" in names
+        self._emit(fmt, step, path, parts, files, complete, marker)
         return True
 
     def _plain(self, entry: os.DirEntry[str], parts: tuple[str, ...]) -> None:
