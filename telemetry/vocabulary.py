@@ -11,9 +11,11 @@ interruption causes and XID meanings, are in ``telemetry.reference``.)
 
 from __future__ import annotations
 
-# Checkpoint storage tiers, fastest first, and how the UI names them.
+# Checkpoint storage tiers, fastest first, and how the UI names them: in full (the Checkpoints
+# page) and short (legends and tables).
 TIERS = ("nvme", "pfs", "object")
-TIER_LABELS = {"nvme": "Node-local NVMe", "pfs": "Parallel filesystem", "object": "Object store"}
+TIER_LABELS = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
+TIER_SHORT = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
 
 # Interruptions: planned work (not in the Llama 3 table of unexpected causes), and the category
 # of GPU-caused failures (those that name a GPU and may report an XID).
