@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from telemetry.collect import exposition  # noqa: E402
+from telemetry.collect import dcgm_rows, exposition  # noqa: E402
 from telemetry.collect.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
 from telemetry.collect.sink import StoreSink  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
@@ -107,7 +107,7 @@ def ours(text: str) -> int:
 
 def ours_to_arrow(texts: list[str]) -> int:
     """A round as the store gets it: every scrape parsed, then one batch and its two tables."""
-    rows = exposition.round_rows([exposition.parse(t) for t in texts])
+    rows = dcgm_rows.round_rows([exposition.parse(t) for t in texts])
     rows.table()
     rows.extras_table()
     return rows.samples
@@ -119,7 +119,7 @@ def end_to_end(texts: list[str], store_dir: str | None, rounds: int) -> tuple[fl
     refresh) with DuckDB on one thread. Returns CPU seconds of the first round (caches cold,
     every GPU new), the fastest later round (the scrape loop's steady state) and the samples
     per round, checked against what the store says it took."""
-    exposition.clear_caches()
+    clear_caches()
     fetches = [
         Fetch(Target(f"http://dgx-h100-{i:04d}:9400/metrics"), t, None, 0.0)
         for i, t in enumerate(texts)
@@ -172,13 +172,19 @@ def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[fl
             farm.wait(timeout=30)
 
 
+def clear_caches() -> None:
+    """Forget what parsing and reshaping remember across rounds, as for targets never seen."""
+    exposition.clear_caches()
+    dcgm_rows.clear_caches()
+
+
 def best(fn: Callable[[Any], int], items: list[Any], rounds: int, cold: bool = False) -> float:
     """Fewest CPU seconds over ``rounds`` runs (the machine's other load only ever adds time);
     ``cold`` forgets the parser's caches before each run, as for targets never seen before."""
     times = []
     for _ in range(rounds):
         if cold:
-            exposition.clear_caches()
+            clear_caches()
         times.append(timed(fn, items)[0])
     return min(times)
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.store import TIERS, Store
+from telemetry.store import Store
+from telemetry.vocabulary import TIERS
 
 
 def _run_ids(store: Store) -> list[str]:

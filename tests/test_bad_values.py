@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from telemetry.collect.exposition import gpu_rows, parse
+from telemetry.collect.dcgm_rows import gpu_rows
+from telemetry.collect.exposition import parse
 from telemetry.collect.scrape import Fetch, Target, scrape_round
 from telemetry.collect.sink import StoreSink
 from telemetry.collect.wire import WireError, decode_round, encode_round

@@ -26,18 +26,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.reference import GPU_MODELS, xids
-from telemetry.replay.exporters import (
-    UNCORRECTABLE_XIDS,
+from telemetry.replay.exporter_sim import UNCORRECTABLE_XIDS, ExporterSimulation
+from telemetry.replay.exporter_text import (
     XID_COUNT,
     XID_LAST,
-    ExporterFarm,
-    ExporterSimulation,
     GpuLabels,
     exporter_values,
     families,
     render_host,
     render_sample,
 )
+from telemetry.replay.exporters import ExporterFarm
 from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import Interruption, simulate

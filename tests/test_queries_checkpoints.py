@@ -8,8 +8,9 @@ import pytest
 
 from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
-from telemetry.store import TIERS, Store
+from telemetry.store import Store
 from telemetry.summary import run_summary
+from telemetry.vocabulary import TIERS
 
 RUN = "dev-64-s1"
 

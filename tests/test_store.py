@@ -192,7 +192,7 @@ def test_query_results_are_cached_until_the_next_write(tmp_path: Path) -> None:
 
 
 def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache, calls = ResultCache(), []
 
@@ -208,7 +208,7 @@ def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
 
 
 def test_the_cache_drops_results_of_older_versions() -> None:
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache = ResultCache()
     for v in range(50):  # a live store: each write moves the range, so every key is new
@@ -264,7 +264,7 @@ def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
     does not grow with every caller (it did, to hundreds of frames in a server log)."""
     import traceback
 
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache = ResultCache()
 
@@ -283,7 +283,7 @@ def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
 def test_a_shared_store_error_reaches_every_caller_as_a_store_error() -> None:
     """Callers that share a failed query get the same kind of error, with its path and reason
     (it became a RuntimeError before, so callers catching StoreError missed it)."""
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache = ResultCache()
 
@@ -322,7 +322,7 @@ def test_a_shared_os_error_keeps_its_errno_and_file_name() -> None:
     the per-caller copy keeps them, and a decode error keeps its position."""
     import errno
 
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache = ResultCache()
 
@@ -346,7 +346,7 @@ def test_a_shared_os_error_keeps_its_errno_and_file_name() -> None:
 def test_a_result_computed_across_a_clear_is_not_kept() -> None:
     """A query under way when another store is bound finishes for its caller, but its result
     (of the old store) is not served afterwards to callers of the new one."""
-    from telemetry.store import ResultCache
+    from telemetry.cache import ResultCache
 
     cache = ResultCache()
     started, release = threading.Event(), threading.Event()

@@ -3,9 +3,8 @@
 ``parse(text)`` returns a columnar ``Scrape``: per sample a metric name, a label-set id, a value
 and an optional timestamp; the families' types; and the lines it rejected. A bad line is reported
 as ``(line number, reason)`` and the rest of the scrape is kept (``strict=True`` raises
-``ValueError`` naming the first bad line instead). ``round_rows(scrapes)`` reshapes a round of
-dcgm-exporter scrapes into one row per GPU (or MIG instance) with the store's columns, plus every
-other field as long (field, value) extras, ready for ``pyarrow`` (``gpu_rows`` for one scrape).
+``ValueError`` naming the first bad line instead). Nothing here knows dcgm-exporter's labels:
+reshaping a round of scrapes into the store's rows is ``telemetry.collect.dcgm_rows``.
 
 ``prometheus_client``'s parser is the reference: on well-formed text both give the same samples
 (``tests/test_exposition.py`` checks every fixture and generated text). Differences on purpose:
@@ -35,8 +34,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-
-from telemetry.catalog import SAMPLE_COLUMNS
 
 BLANK_MIN = 9.2e18  # finite values at or above this are old exporters' blank sentinels
 
@@ -123,7 +120,7 @@ class Scrape:
     def to_arrow(self) -> pa.Table:
         """One row per sample: name, family, type, labels (map), value, timestamp_ms (null: none).
 
-        NaN values (blank sentinels included) stay NaN here; ``gpu_rows`` makes them null."""
+        NaN values (blank sentinels included) stay NaN here; ``dcgm_rows`` makes them null."""
         names = list(dict.fromkeys(self.names))
         ids = pa.array(_codes(self.names, names))
         fams = [self.family_of[n] for n in names]
@@ -137,7 +134,7 @@ class Scrape:
                 "name": pa.DictionaryArray.from_arrays(ids, names),
                 "family": pa.DictionaryArray.from_arrays(ids, fams),
                 "type": pa.DictionaryArray.from_arrays(ids, [self.families[f] for f in fams]),
-                "labels": _label_maps(self.label_sets).take(pa.array(self.label_ids)),
+                "labels": label_maps(self.label_sets).take(pa.array(self.label_ids)),
                 "value": pa.array(self.values),
                 "timestamp_ms": ts_col,
             }
@@ -185,7 +182,7 @@ def parse(text: str, *, strict: bool = False, blank_min: float = BLANK_MIN) -> S
 
 def clear_caches() -> None:
     """Forget the parsed label blocks, names and comment lines (for benchmarks and tests)."""
-    for cached in (_block, _is_clean_name, _comment, _read_comments, _gpu_key):
+    for cached in (_block, _is_clean_name, _comment, _read_comments):
         cached.cache_clear()
 
 
@@ -305,10 +302,10 @@ def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]]
 
 
 # A dcgm-exporter GPU shows ~3 label blocks (its base labels, the XID counter's window label,
-# job attribution while a pod runs): 16,384 GPUs need ~49K. This cache and ``_gpu_key`` hold
-# ~1.9 KB per block together, so ~120 MB at most; smaller, a 2,048-node round evicts every
-# block before it is seen again and parsing runs cold (~2x slower) on every round.
-_BLOCK_CACHE = 1 << 16
+# job attribution while a pod runs): 16,384 GPUs need ~49K. This cache and dcgm_rows' per-block
+# GPU keys hold ~1.9 KB per block together, so ~120 MB at most; smaller, a 2,048-node round
+# evicts every block before it is seen again and parsing runs cold (~2x slower) on every round.
+BLOCK_CACHE = 1 << 16
 
 
 MAX_LABEL_BLOCK = 4096  # a dcgm-exporter GPU's labels take ~250 characters
@@ -322,7 +319,7 @@ def _labels(block: str) -> LabelSet | str:
     return _block(block)
 
 
-@lru_cache(maxsize=_BLOCK_CACHE)
+@lru_cache(maxsize=BLOCK_CACHE)
 def _block(block: str) -> LabelSet | str:
     """The labels between ``{`` and ``}``, or why they are malformed."""
     if _PLAIN_BLOCK_RE.fullmatch(block):  # what exporters write: a="b",c="d" without escapes
@@ -424,264 +421,21 @@ def _codes(values: Sequence[str], uniq: list[str]) -> np.ndarray:
     return np.fromiter(map(code.__getitem__, values), np.int32, len(values))
 
 
-def _label_maps(sets: Sequence[LabelSet]) -> pa.Array:
+def label_maps(sets: Sequence[LabelSet]) -> pa.Array:
+    """Label sets as an Arrow ``map<string, string>`` array, one entry per set."""
     return pa.array([list(s) for s in sets], type=pa.map_(pa.string(), pa.string()))
 
 
-# ---- one row per GPU -------------------------------------------------------------------------
-
-# dcgm-exporter attribution label -> column of the store's ``gpus`` table.
-ATTRIBUTION: dict[str, str] = {
-    "UUID": "uuid",
-    "modelName": "model",
-    "pci_bus_id": "pci_bus_id",
-    "device": "device",
-    "DCGM_FI_DRIVER_VERSION": "driver_version",
-    "GPU_I_PROFILE": "mig_profile",
-    "GPU_I_ID": "mig_instance",
-    "namespace": "namespace",
-    "pod": "pod",
-    "container": "container",
-    "hpc_job": "hpc_job",
-}
-_KEY_LABELS = frozenset({"gpu", "Hostname", "hostname"})
-_COLUMN_INDEX = {c.field: i for i, c in enumerate(SAMPLE_COLUMNS)}
-
-GpuKey = tuple[str, int, str | None]  # (host, gpu index, MIG instance or None)
+# Moved to telemetry.collect.dcgm_rows; re-exported for callers not yet updated (collect/sink.py).
+# Resolved on first use: dcgm_rows imports this module, so it cannot be imported from here.
+_MOVED = frozenset(
+    {"ATTRIBUTION", "GR_ENGINE_ACTIVE", "GpuKey", "GpuRows", "gpu_rows", "round_rows"}
+)
 
 
-@dataclass(frozen=True)
-class GpuRows:
-    """dcgm-exporter samples as one row per (host, gpu, MIG instance).
+def __getattr__(name: str) -> object:
+    if name in _MOVED:
+        from telemetry.collect import dcgm_rows
 
-    ``columns`` holds the fields that have a store column (``telemetry.catalog``), NaN where a GPU
-    did not report one or reported a blank sentinel. Every other field of a keyed sample is an
-    extra: (row, field, value, its labels beyond key and attribution, such as ``xid``). Samples
-    without a ``gpu`` label or a host (NVSwitch/NVLink entities, exporter metrics) are listed
-    in ``unkeyed`` by index (into the scrapes' samples, in order)."""
-
-    host: tuple[str, ...]
-    gpu: np.ndarray  # int16 GPU index on its host
-    scrape: np.ndarray  # int32 index of the scrape (target) each row first came from
-    attribution: Mapping[str, tuple[str | None, ...]]  # gpus column -> value per row (None: absent)
-    columns: Mapping[str, np.ndarray]  # gpu_samples column -> float64 per row
-    extra_row: np.ndarray  # int32 row of each extra sample
-    extra_field_id: np.ndarray  # int32 index into extra_fields
-    extra_fields: tuple[str, ...]
-    extra_value: np.ndarray  # float64
-    extra_label_id: np.ndarray  # int32 index into extra_label_sets (0: no other labels)
-    extra_label_sets: tuple[LabelSet, ...]
-    unkeyed: np.ndarray  # int64 indices of samples without a GPU key
-    samples: int  # samples of the scrapes these rows came from
-    duplicates: int  # repeated (row, column) samples; the last one is kept
-    rejected_values: np.ndarray  # int64 per scrape: samples blanked as physically impossible
-
-    def __len__(self) -> int:
-        return len(self.host)
-
-    def table(self) -> pa.Table:
-        """host, gpu, the attribution columns, then the sample columns (null: not reported)."""
-        cols: dict[str, pa.Array] = {"host": pa.array(self.host, pa.string())}
-        cols["gpu"] = pa.array(self.gpu, pa.int16())
-        for name, values in self.attribution.items():
-            cols[name] = pa.array(values, pa.string())
-        for name, values in self.columns.items():
-            cols[name] = pa.array(values, pa.float64(), from_pandas=True)
-        return pa.table(cols)
-
-    def extras_table(self) -> pa.Table:
-        """row, host, gpu, mig_instance, field, value (null: blank or NaN), labels (map)."""
-        rows = pa.array(self.extra_row, pa.int32())
-        return pa.table(
-            {
-                "row": rows,
-                "host": pa.array(self.host, pa.string()).take(rows),
-                "gpu": pa.array(self.gpu, pa.int16()).take(rows),
-                "mig_instance": pa.array(self.attribution["mig_instance"], pa.string()).take(rows),
-                "field": pa.DictionaryArray.from_arrays(
-                    pa.array(self.extra_field_id, pa.int32()), list(self.extra_fields)
-                ),
-                "value": pa.array(self.extra_value, pa.float64(), from_pandas=True),
-                "labels": _label_maps(self.extra_label_sets).take(
-                    pa.array(self.extra_label_id, pa.int32())
-                ),
-            }
-        )
-
-
-def gpu_rows(scrape: Scrape, host: str | None = None) -> GpuRows:
-    """One scrape as one row per (host, gpu, GPU_I_ID); see ``round_rows``."""
-    return round_rows([scrape], [host])
-
-
-def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = None) -> GpuRows:
-    """The scrapes of a round (one per target) as one batch: a row per (host, gpu, GPU_I_ID).
-
-    A row's host is its ``Hostname`` label (``hostname`` on newer exporters), else the scrape's
-    entry in ``hosts`` (the target's name). A field with a store column goes to ``columns`` unless
-    its sample carries labels beyond key and attribution (then it is an extra, so those labels
-    are kept). Vectorised over the whole round: NumPy's per-call cost is paid once, not per
-    target.
-    """
-    hosts = list(hosts) if hosts is not None else [None] * len(scrapes)
-    keys, row_scrape, set_row, set_extra, extra_sets, attrs = _set_rows(scrapes, hosts)
-    offsets = np.cumsum([0] + [len(s.label_sets) for s in scrapes])
-    label_ids = _cat([s.label_ids + offsets[i] for i, s in enumerate(scrapes)], np.int64)
-    field_id, fields = _field_ids(scrapes)
-    values = _cat([s.values for s in scrapes])
-    row, extra_id = set_row[label_ids], set_extra[label_ids]
-    known = (row >= 0) & (extra_id == 0)
-    known &= _field_columns(fields)[field_id] >= 0
-    col = _field_columns(fields)[field_id[known]]
-    matrix, duplicates = _fill(col, row[known], values[known], len(keys))
-    is_extra = (row >= 0) & ~known
-    _mig_utilization(
-        matrix, fields, field_id[is_extra], row[is_extra], extra_id[is_extra], values[is_extra]
-    )
-    rejected = _out_of_range(matrix, np.asarray(row_scrape, np.int64), len(scrapes))
-    return GpuRows(
-        host=tuple(k[0] for k in keys),
-        gpu=np.array([k[1] for k in keys], np.int16),
-        scrape=np.array(row_scrape, np.int32),
-        attribution=dict(zip(ATTRIBUTION.values(), attrs, strict=True)),
-        columns={c.name: matrix[j] for j, c in enumerate(SAMPLE_COLUMNS)},
-        extra_row=row[is_extra].astype(np.int32),
-        extra_field_id=field_id[is_extra],
-        extra_fields=fields,
-        extra_value=values[is_extra],
-        extra_label_id=extra_id[is_extra].astype(np.int32),
-        extra_label_sets=extra_sets,
-        unkeyed=np.flatnonzero(row < 0),
-        samples=len(field_id),
-        duplicates=duplicates,
-        rejected_values=rejected,
-    )
-
-
-GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-_UTIL = next(j for j, c in enumerate(SAMPLE_COLUMNS) if c.name == "util_pct")
-
-
-def _mig_utilization(
-    matrix: np.ndarray,
-    fields: tuple[str, ...],
-    field_id: np.ndarray,
-    row: np.ndarray,
-    extra_id: np.ndarray,
-    values: np.ndarray,
-) -> None:
-    """MIG slices do not report ``GPU_UTIL``; their utilization is the graphics engine's active
-    ratio (``PROF_GR_ENGINE_ACTIVE``, 0-1) as a percentage, as NVIDIA recommends. Filled only
-    where ``GPU_UTIL`` is missing, so a full GPU's own value always wins."""
-    if GR_ENGINE_ACTIVE not in fields:
-        return
-    pick = (field_id == fields.index(GR_ENGINE_ACTIVE)) & (extra_id == 0)
-    util = matrix[_UTIL]
-    r, v = row[pick], values[pick] * 100.0
-    gap = np.isnan(util[r])
-    util[r[gap]] = v[gap]
-
-
-_LO = np.array([c.valid[0] for c in SAMPLE_COLUMNS])[:, None]
-_HI = np.array([c.valid[1] for c in SAMPLE_COLUMNS])[:, None]
-
-
-def _out_of_range(matrix: np.ndarray, row_scrape: np.ndarray, n_scrapes: int) -> np.ndarray:
-    """Blank values no GPU can report (``telemetry.catalog``: -5 % utilization, 10,000 °C, ±Inf)
-    and count them per scrape, so the target's health says how many were rejected."""
-    with np.errstate(invalid="ignore"):
-        bad = (matrix < _LO) | (matrix > _HI)  # NaN compares False: missing stays missing
-    if not bad.any():
-        return np.zeros(n_scrapes, np.int64)
-    matrix[bad] = np.nan
-    per_row = bad.sum(axis=0)
-    return np.bincount(row_scrape, weights=per_row, minlength=n_scrapes).astype(np.int64)
-
-
-def _field_ids(scrapes: Sequence[Scrape]) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Per sample of the round, in order, its index into the round's field names (in order of
-    first appearance). Scrapes of one exporter version list the same names in the same order,
-    so each distinct sequence of names is coded once."""
-    index: dict[str, int] = {}
-    done: dict[tuple[str, ...], np.ndarray] = {}
-    parts = []
-    for s in scrapes:
-        codes = done.get(s.names)
-        if codes is None:
-            put = index.setdefault
-            codes = np.fromiter((put(n, len(index)) for n in s.names), np.int32, len(s.names))
-            done[s.names] = codes
-        parts.append(codes)
-    return _cat(parts, np.int32), tuple(index)
-
-
-def _set_rows(
-    scrapes: Sequence[Scrape], hosts: Sequence[str | None]
-) -> tuple[list[GpuKey], list[int], np.ndarray, np.ndarray, tuple[LabelSet, ...], list[tuple]]:
-    """The rows' keys and scrape; per label set of every scrape, in order, its row (-1 without
-    a GPU key) and its extra labels' index; the extra label sets; the attribution columns."""
-    rows: dict[GpuKey, int] = {}
-    row_scrape: list[int] = []
-    attrs: list[tuple[str | None, ...]] = []
-    extra_index: dict[LabelSet, int] = {(): 0}
-    set_row, set_extra = [], []
-    for i, (scrape, host) in enumerate(zip(scrapes, hosts, strict=True)):
-        for labels in scrape.label_sets:
-            key, attr, rest = _gpu_key(labels, host)
-            if key is None:
-                set_row.append(-1)
-                set_extra.append(0)
-                continue
-            if key not in rows:
-                rows[key] = len(rows)
-                row_scrape.append(i)
-                attrs.append(attr)
-            set_row.append(rows[key])
-            set_extra.append(extra_index.setdefault(rest, len(extra_index)))
-    columns = list(zip(*attrs, strict=True)) if attrs else [()] * len(ATTRIBUTION)
-    return (
-        list(rows),
-        row_scrape,
-        np.array(set_row, np.int64),
-        np.array(set_extra, np.int64),
-        tuple(extra_index),
-        columns,
-    )
-
-
-@lru_cache(maxsize=_BLOCK_CACHE)
-def _gpu_key(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
-    """(host, gpu, MIG instance) of a label set, its attribution values, its other labels."""
-    found = dict(labels)
-    gpu = found.get("gpu", "")
-    where = found.get("Hostname") or found.get("hostname") or host
-    if not (where and gpu.isascii() and gpu.isdigit() and int(gpu) < 1 << 15):
-        return None, (), ()
-    attr = tuple(map(found.get, ATTRIBUTION))
-    rest = tuple(p for p in labels if p[0] not in _KEY_LABELS and p[0] not in ATTRIBUTION)
-    return (where, int(gpu), found.get("GPU_I_ID")), attr, rest
-
-
-@lru_cache(maxsize=256)
-def _field_columns(fields: tuple[str, ...]) -> np.ndarray:
-    return np.array([_COLUMN_INDEX.get(f, -1) for f in fields], np.int64)
-
-
-def _fill(
-    col: np.ndarray, row: np.ndarray, values: np.ndarray, n_rows: int
-) -> tuple[np.ndarray, int]:
-    """(columns x rows) matrix of values, NaN where none; the last of repeated cells wins."""
-    size = len(SAMPLE_COLUMNS) * n_rows
-    flat = col * n_rows + row
-    duplicates = len(flat) - int(np.count_nonzero(np.bincount(flat, minlength=size)))
-    if duplicates:  # NumPy does not promise which of repeated indices an assignment keeps
-        _, first_from_end = np.unique(flat[::-1], return_index=True)
-        keep = len(flat) - 1 - first_from_end
-        flat, values = flat[keep], values[keep]
-    matrix = np.full(size, np.nan)
-    matrix[flat] = values
-    return matrix.reshape(len(SAMPLE_COLUMNS), n_rows), duplicates
-
-
-def _cat(arrays: list[np.ndarray], dtype: type = np.float64) -> np.ndarray:
-    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+        return getattr(dcgm_rows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

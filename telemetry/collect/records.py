@@ -42,8 +42,8 @@ import pyarrow as pa
 
 from telemetry.errors import DuplicateBatchError
 from telemetry.reference import llama3_interruptions
-from telemetry.replay.timeline import PLANNED_CATEGORY
-from telemetry.store import TIERS, Store
+from telemetry.store import Store
+from telemetry.vocabulary import PLANNED_CATEGORY, TIERS
 
 KINDS = ("runs", "train_metrics", "interruptions", "checkpoints")
 MAX_ID_CHARS = 256  # run ids, host names, components, names

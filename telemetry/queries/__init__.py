@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from telemetry.store import TIERS, Store
+from telemetry.store import Store
+from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT, TIERS
 
 # Rollup columns a chart may ask for; names are checked here, never interpolated from input.
 FLEET_METRICS = {
@@ -145,12 +146,12 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
         }
     (row,) = store.rows(
         """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
-                  count(*) FILTER (WHERE temp_c >= 85 OR sm_clock_mhz < 0.85 * (
+                  count(*) FILTER (WHERE temp_c >= ? OR sm_clock_mhz < 0.85 * (
                       SELECT max(sm_clock_mhz) FROM gpu_samples WHERE ts = ?)
-                      AND util_pct > 50),
-                  count(*) FILTER (WHERE util_pct < 5)
+                      AND util_pct > ?),
+                  count(*) FILTER (WHERE util_pct < ?)
            FROM gpu_samples WHERE ts = ?""",
-        [last, last],
+        [HOT_C, last, BUSY_PCT, IDLE_PCT, last],
     )
     reporting = int(row[0])
     return {

@@ -18,7 +18,8 @@ import pandas as pd
 
 from telemetry.queries import TimeRange
 from telemetry.reliability import failures_per_node_day
-from telemetry.store import TIERS, Store
+from telemetry.store import Store
+from telemetry.vocabulary import TIERS
 
 TIER_COLUMNS = [
     "tier",

@@ -22,12 +22,12 @@ import pandas as pd
 from telemetry.queries import TimeRange, pick_level
 from telemetry.reference import xids
 from telemetry.store import Store
+from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
-# Outlier thresholds (data semantics; colours and display thresholds live in app.figures).
-HOT_C = 85.0  # GPU temperature that counts as hot (NVIDIA's slowdown starts near 87 °C)
-IDLE_PCT = 5.0  # utilization below this while the job runs is idle
+# Outlier thresholds (data semantics; colours live in app.figures). HOT_C, IDLE_PCT (here:
+# while the job runs) and BUSY_PCT (a GPU, or the fleet: the job is running) are shared with
+# the figures that draw them, in telemetry.vocabulary; these are the outlier table's own.
 IDLE_MIN_SHARE = 0.10  # idle for at least this share of the job's running samples
-BUSY_PCT = 50.0  # a GPU (or the fleet) above this utilization is busy / the job is running
 STRAGGLER_RATIO = 0.92  # busy SM clock below this share of the fleet median
 THROTTLE_RATIO = 0.95  # a smaller clock drop counts when the GPU is also hot
 THROTTLE_TEMP_C = 80.0  # mean temperature while busy that makes a clock drop thermal

@@ -15,8 +15,8 @@ from telemetry.queries import TimeRange, latest_sample_and_round
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
+from telemetry.vocabulary import HOT_C
 
-HOT_C = 85.0  # GPU temperature alert threshold (dcgm-exporter's dashboard turns red at 87)
 LOW_UTIL_PCT = 80.0  # utilization below this while the job trains is wasted capacity
 STALE_FACTOR = 2.0  # a tier is overdue after this many configured intervals without a checkpoint
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from telemetry.reference import GPU_MODELS, llama3_interruptions
 from telemetry.replay.scenarios import Scenario, per_node_day_rates
+from telemetry.vocabulary import GPU_CATEGORY, PLANNED_CATEGORY, PLANNED_COMPONENT
 
 RUNNING, HUNG, DOWN = 0, 1, 2
 
@@ -43,9 +44,6 @@ _BEHAVIOUR: dict[str, tuple[float, bool, tuple[int, ...]]] = {
     "CPU": (1.0, False, ()),
     "System Memory": (1.0, False, ()),
 }
-PLANNED_COMPONENT = "Planned maintenance"
-PLANNED_CATEGORY = "Planned"
-GPU_CATEGORY = "GPU"
 
 # Event priorities: at equal times a failure is handled before a checkpoint starts.
 _P_RESUME, _P_FAIL, _P_PLANNED, _P_CKPT_DONE, _P_CKPT = 0, 1, 2, 3, 4

@@ -1,0 +1,120 @@
+"""Rollups: per-node and fleet aggregates by time bucket, kept current as samples arrive.
+
+Every batch of GPU samples is reduced, while it is in memory, to per-(tick, node) partial sums
+(``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h and 6 h
+are built from those, each level from the one below it. A chart then asks for a time range and
+a point budget and reads the finest level that fits, so a 10-minute range and a 54-day range
+cost the same. Apart from ``telemetry.store`` because how aggregates are kept is its own
+concern; the store only calls ``refresh`` under its write lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+
+from telemetry.connection import rollback
+
+# Rollup levels in seconds; a store keeps those at or above its sample interval.
+ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
+
+# A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
+# registered as ``_batch``.
+NODE_TICK_SQL = """INSERT INTO node_tick
+  SELECT b.ts, g.node_id, count(*), sum(util_pct), min(util_pct), sum(temp_c), max(temp_c),
+    max(mem_temp_c), sum(power_w), sum(fb_used_mib), sum(sm_clock_mhz), min(sm_clock_mhz),
+    sum(tensor_active)
+  FROM _batch b JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
+
+
+def levels_for(interval_s: float) -> list[int]:
+    """Bucket sizes kept in the rollup tables: those coarser than the sample interval (at
+    the sample interval itself, ``node_tick`` already is the per-node series)."""
+    return [lv for lv in ROLLUP_LEVELS_S if lv > interval_s] or [ROLLUP_LEVELS_S[-1]]
+
+
+def refresh(
+    con: duckdb.DuckDBPyConnection,
+    levels: list[int],
+    until: datetime | None = None,
+    since: datetime | None = None,
+) -> None:
+    """Recompute node and fleet rollups of ``levels`` from the last complete bucket of each
+    level on; see ``Store.refresh_rollups``. The caller holds the write lock."""
+    newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
+    if newest is None:
+        return
+    until = newest if until is None else max(until, newest)
+    marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    prev: int | None = None
+    for level in levels:
+        key = f"rollup_watermark_{level}"
+        mark = marks.get(key, "1970-01-01 00:00:00")
+        ranges: list[tuple[str, datetime]] = [(mark, until)]
+        if since is not None:
+            floor = con.execute(
+                "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, since]
+            ).fetchone()[0]
+            if str(floor) < mark:  # late data: only its own bucket is rebuilt
+                end = floor + timedelta(seconds=level) - timedelta(microseconds=1)
+                ranges.insert(0, (str(floor), end))
+        con.begin()
+        try:
+            for lo, hi in ranges:
+                _rollup_level(con, level, prev, lo, hi)
+            new_mark = con.execute(
+                "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
+            ).fetchone()[0]
+            con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, str(new_mark)])
+            con.commit()
+        except BaseException:
+            rollback(con)
+            raise
+        prev = level
+
+
+def _rollup_level(
+    con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
+) -> None:
+    bucket = "time_bucket(to_seconds(?), ts)"
+    for table in ("node_rollup", "fleet_rollup"):
+        con.execute(
+            f"DELETE FROM {table} WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
+            [level, since, until],
+        )
+    if prev is None:
+        # One node_tick row per (tick, node): a node's GPUs at one tick arrive in one batch
+        # (one replay window, one scrape of that node's exporter).
+        con.execute(
+            f"""INSERT INTO node_rollup
+            SELECT ?, {bucket} AS b, node_id, sum(n), max(n),
+              sum(util_s) / sum(n), min(util_min), sum(temp_s) / sum(n), max(temp_max),
+              max(mem_temp_max), sum(power_s) / count(*), sum(fb_s) / sum(n),
+              sum(clock_s) / sum(n), min(clock_min), sum(tensor_s) / sum(n)
+            FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY b, node_id""",
+            [level, level, since, until],
+        )
+    else:
+        con.execute(
+            f"""INSERT INTO node_rollup
+            SELECT ?, {bucket} AS b, node_id, sum(samples), max(gpus),
+              sum(util_avg * samples) / sum(samples), min(util_min),
+              sum(temp_avg * samples) / sum(samples), max(temp_max), max(mem_temp_max),
+              avg(power_w), sum(fb_used_avg * samples) / sum(samples),
+              sum(sm_clock_avg * samples) / sum(samples), min(sm_clock_min),
+              sum(tensor_avg * samples) / sum(samples)
+            FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
+            GROUP BY b, node_id""",
+            [level, level, prev, since, until],
+        )
+    con.execute(
+        """INSERT INTO fleet_rollup
+        SELECT ?, ts, count(*), sum(gpus), sum(util_avg * samples) / sum(samples),
+          min(util_min), sum(temp_avg * samples) / sum(samples), max(temp_max), sum(power_w),
+          sum(fb_used_avg * samples) / sum(samples), sum(sm_clock_avg * samples) / sum(samples),
+          sum(tensor_avg * samples) / sum(samples)
+        FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
+        GROUP BY ts""",
+        [level, level, since, until],
+    )

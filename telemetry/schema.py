@@ -1,0 +1,121 @@
+"""The store's schema: table definitions, the in-place upgrade of older stores, and the check
+that a DuckDB file is a Factory Floor store at all.
+
+Kept apart from ``telemetry.store`` (which opens and writes) because the schema changes for
+its own reasons: a new table or column is added here, with the upgrade that brings older
+stores up to it, without touching how batches are written. Tables are only ever added, never
+changed, so an upgrade touches no data.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+from telemetry.catalog import SAMPLE_COLUMNS, field_rows
+
+SCHEMA_VERSION = "1"
+
+_SAMPLE_COLS_SQL = ",\n  ".join(
+    f"{c.name} {'DOUBLE' if c.kind == 'counter' else 'FLOAT'}" for c in SAMPLE_COLUMNS
+)
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS fields (
+  field VARCHAR PRIMARY KEY, column_name VARCHAR, unit VARCHAR, kind VARCHAR, help VARCHAR);
+CREATE TABLE IF NOT EXISTS nodes (
+  node_id INTEGER PRIMARY KEY, host VARCHAR UNIQUE, rack VARCHAR, role VARCHAR);
+CREATE TABLE IF NOT EXISTS gpus (
+  gpu_id INTEGER PRIMARY KEY, node_id INTEGER, host VARCHAR, gpu SMALLINT, uuid VARCHAR,
+  model VARCHAR, pci_bus_id VARCHAR, device VARCHAR, driver_version VARCHAR,
+  mig_profile VARCHAR, mig_instance VARCHAR,
+  namespace VARCHAR, pod VARCHAR, container VARCHAR, hpc_job VARCHAR);
+CREATE TABLE IF NOT EXISTS gpu_samples (
+  ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL,
+  {_SAMPLE_COLS_SQL});
+CREATE OR REPLACE VIEW gpu_samples_v AS
+  SELECT s.*, g.host, g.gpu, g.uuid, g.model, g.mig_instance, g.namespace, g.pod, g.hpc_job
+  FROM gpu_samples s JOIN gpus g USING (gpu_id);
+CREATE TABLE IF NOT EXISTS gpu_samples_extra (
+  ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL, field VARCHAR NOT NULL, value DOUBLE);
+CREATE TABLE IF NOT EXISTS node_tick (
+  ts TIMESTAMP, node_id INTEGER, n INTEGER, util_s DOUBLE, util_min FLOAT, temp_s DOUBLE,
+  temp_max FLOAT, mem_temp_max FLOAT, power_s DOUBLE, fb_s DOUBLE, clock_s DOUBLE,
+  clock_min FLOAT, tensor_s DOUBLE);
+CREATE TABLE IF NOT EXISTS node_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, node_id INTEGER, samples INTEGER, gpus SMALLINT,
+  util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
+  power_w FLOAT, fb_used_avg FLOAT, sm_clock_avg FLOAT, sm_clock_min FLOAT,
+  tensor_avg FLOAT);
+CREATE TABLE IF NOT EXISTS fleet_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, nodes INTEGER, gpus INTEGER,
+  util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, power_w DOUBLE,
+  fb_used_avg FLOAT, sm_clock_avg FLOAT, tensor_avg FLOAT);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id VARCHAR PRIMARY KEY, name VARCHAR, model_params DOUBLE, gpu_model VARCHAR,
+  gpus INTEGER, nodes INTEGER, start_ts TIMESTAMP, end_ts TIMESTAMP,
+  tokens_per_step DOUBLE, peak_flops_per_gpu DOUBLE, ckpt_policy VARCHAR,
+  source VARCHAR, scenario VARCHAR, seed BIGINT, simulated BOOLEAN);
+CREATE TABLE IF NOT EXISTS train_metrics (
+  run_id VARCHAR, ts TIMESTAMP, step BIGINT, tokens DOUBLE, loss FLOAT, lr FLOAT,
+  grad_norm FLOAT, tokens_per_s FLOAT, mfu FLOAT, attempt INTEGER);
+CREATE TABLE IF NOT EXISTS interruptions (
+  run_id VARCHAR, ts TIMESTAMP, host VARCHAR, gpu SMALLINT, component VARCHAR,
+  category VARCHAR, xid SMALLINT, planned BOOLEAN, node_lost BOOLEAN,
+  detect_s DOUBLE, restart_s DOUBLE, recovery VARCHAR, restored_tier VARCHAR,
+  restored_step BIGINT, lost_steps BIGINT, rework_s DOUBLE, lost_gpu_hours DOUBLE,
+  description VARCHAR);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  run_id VARCHAR, step BIGINT, tier VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP,
+  bytes BIGINT, write_s DOUBLE, blocking_s DOUBLE, status VARCHAR);
+CREATE TABLE IF NOT EXISTS targets (
+  ts TIMESTAMP, target VARCHAR, up BOOLEAN, duration_s DOUBLE, samples INTEGER,
+  rejected_lines INTEGER, error VARCHAR, stale BOOLEAN, digest BIGINT, unchanged INTEGER);
+CREATE TABLE IF NOT EXISTS xid_events (
+  ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
+CREATE TABLE IF NOT EXISTS ingest_batches (
+  batch_id VARCHAR PRIMARY KEY, ts TIMESTAMP, kind VARCHAR, rows BIGINT);
+"""
+
+# Columns added to ``targets`` after the first release, in table order (see ``create``).
+ADDED_TARGET_COLUMNS = {"stale": "BOOLEAN", "digest": "BIGINT", "unchanged": "INTEGER"}
+# Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
+# ingest sink, which opens the store for writing and adds them itself, so a store that lacks
+# only them is still served read-only without an upgrade (which would need write access).
+READ_TARGET_COLUMNS = ("stale",)
+
+
+def create(con: duckdb.DuckDBPyConnection) -> None:
+    """Create what a store lacks (every statement is ``IF NOT EXISTS``), fill the field
+    catalog of a new store and record the schema version. The caller holds the write lock."""
+    con.execute(SCHEMA)
+    # Stores created before target staleness was recorded get its columns (appends are
+    # positional, so they must exist, in this order, before the first round).
+    for column, kind in ADDED_TARGET_COLUMNS.items():
+        con.execute(f"ALTER TABLE targets ADD COLUMN IF NOT EXISTS {column} {kind}")
+    if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
+        con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
+    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+
+
+def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What a store written by an older Factory Floor lacks that a read-only open needs:
+    tables, and the columns added to ``targets`` that the dashboard reads."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
+    missing = [t for t in want if t not in have]
+    if "targets" in have:
+        cols = con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'targets'"
+        ).fetchall()
+        missing += [f"targets.{c}" for c in READ_TARGET_COLUMNS if (c,) not in cols]
+    return missing
+
+
+def foreign(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables of a DuckDB file that is not a Factory Floor store (it has tables, but not
+    our ``meta``): empty for a new file or one of ours."""
+    have = sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+    return [] if not have or "meta" in have else have
