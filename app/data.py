@@ -1,6 +1,11 @@
-"""The app's data adapter: the only bridge from callbacks to ``telemetry`` queries.
+"""The app's data adapter: the one door from pages to ``telemetry``.
 
-``create_app`` binds the store once; pages call these functions and never see SQL or DuckDB.
+Pages import nothing from ``telemetry`` (tests/test_architecture.py and ruff's banned-api rule
+hold them to it) and never see the ``Store``: ``create_app`` binds it here once, and every
+function below takes what a view says (a run, a ``TimeRange`` from ``view_range``, a metric or
+grouping) and returns frames, dicts or small frozen results. Whatever a page needs computed
+(interval advice, overlays, counts) is computed in ``telemetry``; this module only adapts:
+it binds the store, cleans what a browser sends, and re-exports the vocabulary pages show.
 """
 
 from __future__ import annotations
@@ -16,8 +21,19 @@ import pandas as pd
 
 from telemetry import queries
 from telemetry.queries import TimeRange
+from telemetry.queries import checkpoints as ckq
+from telemetry.queries import failures as failq
+from telemetry.queries import gpus as gpuq
+from telemetry.queries import overview as overq
+from telemetry.queries import targets as targetq
+from telemetry.queries import training as trainq
+from telemetry.queries.checkpoints import WhatIf
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpus import GpuMetric, Heatmap
+from telemetry.reliability import IntervalAdvice
 from telemetry.store import Store
 from telemetry.summary import run_summary
+from telemetry.vocabulary import HOT_C, IDLE_PCT
 
 _store: Store | None = None
 
@@ -52,6 +68,11 @@ def store() -> Store:
     return _store
 
 
+def version() -> int:
+    """The bound store's data version: it changes with every write (keys of cached replies)."""
+    return store().version
+
+
 def is_simulated() -> bool:
     return store().meta().get("simulated") == "true"
 
@@ -62,6 +83,11 @@ def scenario_description() -> str:
 
 def runs() -> pd.DataFrame:
     return queries.runs(store())
+
+
+def run_options() -> list[dict[str, str]]:
+    """The runs as dropdown options (label: the run's name), oldest first."""
+    return [{"label": r.name, "value": r.run_id} for r in runs().itertuples()]
 
 
 def run_label(run_id: str) -> str:
@@ -193,6 +219,7 @@ def time_range(preset: str | None) -> TimeRange | None:
     return TimeRange(start, ext.end)
 
 
+# -- Overview ---------------------------------------------------------------------------------
 def fleet_series(tr: TimeRange) -> pd.DataFrame:
     return queries.fleet_series(store(), tr)
 
@@ -205,12 +232,13 @@ def hottest_gpus(limit: int = 8) -> pd.DataFrame:
     return queries.hottest_gpus(store(), limit)
 
 
-def train_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
-    return queries.train_series(store(), run_id, tr)
-
-
 def interruptions(run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
     return queries.interruptions(store(), run_id, tr)
+
+
+def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
+    """How many of the ``interruptions`` frame ``ints`` came in the ``hours`` before ``end``."""
+    return overq.recent_interruptions(ints, end, hours)
 
 
 def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
@@ -219,3 +247,178 @@ def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
 
 def summary(run_id: str) -> dict[str, Any]:
     return run_summary(store(), run_id)
+
+
+def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:
+    """Alerts at the end of the range (severity, alert, detail), scrape targets at
+    ``targets_at`` (see ``target_time``)."""
+    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at)
+
+
+# -- scrape targets ----------------------------------------------------------------------------
+def target_time(tr: TimeRange, live: bool) -> datetime:
+    """When to report target health for a view: its end, or in a live view the newest round."""
+    return targetq.report_time(store(), tr.end, live)
+
+
+def target_health(at: datetime) -> pd.DataFrame | None:
+    """Each scrape target's health at ``at``; None for a store that scrapes no target."""
+    return targetq.target_health(store(), at) if targetq.has_targets(store()) else None
+
+
+def target_counts(health: pd.DataFrame) -> dict[str, int]:
+    """Targets per status (``up``, ``down``, ``stale``; 0 when none)."""
+    return targetq.status_counts(health)
+
+
+# -- Training ---------------------------------------------------------------------------------
+def train_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return queries.train_series(store(), run_id, tr)
+
+
+def overlay_series(run_id: str, tr: TimeRange, overlay: Any, axis: str) -> dict[str, pd.DataFrame]:
+    """The run's series and those of the ``overlay`` runs to compare (same time or steps)."""
+    return trainq.overlay_series(store(), run_id, tr, overlay, axis)
+
+
+def run_events(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return trainq.run_events(store(), run_id, tr)
+
+
+def checkpoint_marks(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return trainq.checkpoint_marks(store(), run_id, tr)
+
+
+def tokens_per_step(run_id: str) -> float:
+    return trainq.tokens_per_step(store(), run_id)
+
+
+def loss_spikes(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return trainq.loss_spikes(store(), run_id, tr)
+
+
+# -- GPUs -------------------------------------------------------------------------------------
+def gpu_metric(key: str) -> GpuMetric:
+    """The GPU metric called ``key``; ``ValueError`` for any other name."""
+    return gpuq.metric(key)
+
+
+def gpu_threshold(key: str) -> float | None:
+    """The operating threshold of a GPU metric (hot, idle) to mark on its charts, if any."""
+    return {"temp": HOT_C, "util": IDLE_PCT}.get(key)
+
+
+def gpu_heatmap(tr: TimeRange, key: str) -> Heatmap:
+    return gpuq.heatmap(store(), tr, key)
+
+
+def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
+    return gpuq.distribution(store(), tr, key)
+
+
+def gpu_outliers(tr: TimeRange) -> pd.DataFrame:
+    return gpuq.outliers(store(), tr)
+
+
+def outlier_reasons(outliers: pd.DataFrame) -> list[tuple[str, int]]:
+    """(reason, GPUs) of an outlier table, in the table's reason order."""
+    return gpuq.reason_counts(outliers)
+
+
+def node_info(host: str) -> dict[str, Any] | None:
+    """The node's inventory (host, rack, role, GPU count and model); None if no such node."""
+    return gpuq.node_info(store(), host)
+
+
+def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
+    return gpuq.node_gpu_series(store(), host, tr)
+
+
+# -- Failures ---------------------------------------------------------------------------------
+def taxonomy_key(by: Any) -> str:
+    """A grouping of the interruption taxonomy from an input: ``component`` unless it names
+    another known one."""
+    return by if isinstance(by, str) and by in failq.TAXONOMY_KEYS else "component"
+
+
+def failure_summary(run_id: str | None, tr: TimeRange) -> dict[str, Any]:
+    """MTBF, interruptions, downtime, lost GPU-hours and recovery of the run (None: all)."""
+    return failq.reliability(store(), run_id, tr)
+
+
+def taxonomy(run_id: str | None, tr: TimeRange, by: str) -> pd.DataFrame:
+    return failq.taxonomy(store(), run_id, tr, by)
+
+
+def failure_timeline(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.timeline(store(), run_id, tr)
+
+
+def xid_table(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.xid_table(store(), run_id, tr)
+
+
+def lemons(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.lemons(store(), run_id, tr)
+
+
+# -- Checkpoints ------------------------------------------------------------------------------
+def tier_stats(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.tier_stats(store(), run_id, tr)
+
+
+def restores(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.restores(store(), run_id, tr)
+
+
+def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.timeline(store(), run_id, tr)
+
+
+def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[str, Any] | None:
+    """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
+    it in the browser); ``tiers`` is the range's ``tier_stats``. None outside the run."""
+    m = ckq.model_inputs(store(), run_id, tr, tiers)
+    return m.as_dict() if m else None
+
+
+def model_interval_s(model: Any) -> float | None:
+    """The interval the advice compares against: the policy's, else the measured spacing."""
+    return ckq.model_interval_s(mapping(model))
+
+
+def interval_advice(model: Any) -> IntervalAdvice | None:
+    """Young, Daly and ETTR-optimal intervals next to the configured one; None without a
+    model, an interval or a measured write time."""
+    return ckq.interval_advice(mapping(model))
+
+
+def what_if_defaults(model: Any) -> tuple[float | None, float | None]:
+    """What the empty what-if inputs show: the interval (min) and the blocking write (s), each
+    rounded to two decimals; None where the model has no (or a zero) value."""
+    m = mapping(model)
+    configured, measured = number(model_interval_s(m)), number((m or {}).get("write_s"))
+    return (
+        round(configured / 60.0, 2) if configured else None,
+        round(measured, 2) if measured else None,
+    )
+
+
+def _typed(value: Any, default: float, positive: bool) -> float:
+    """An input's value, or ``default`` when empty, invalid, or the prefilled rounding of it."""
+    value = number(value)
+    if value is None or value < 0 or (positive and value == 0):
+        return default
+    return default if round(default, 2) == value else float(value)
+
+
+def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
+    """The projected ETTR for the typed interval (min) and write time (s) next to the
+    configured ones; empty or invalid inputs mean the configured value. None when the model
+    has nothing to project (no checkpoints in the range)."""
+    m = mapping(model)
+    base = ckq.interval_advice(m)
+    if m is None or base is None:
+        return None
+    interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
+    return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))

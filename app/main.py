@@ -189,9 +189,8 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
         # Zooms reach the view through the URL (``_zoom_to_url``), as every other change does.
-        frame = data.runs()
-        runs = list(frame["run_id"])
-        opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
+        opts = data.run_options()
+        runs = [o["value"] for o in opts]
         opts_out = opts if opts != options else no_update
         trig = ctx.triggered_id
         view = data.clean_view(view) if view is not None else None  # as a crafted POST may send
@@ -256,9 +255,8 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     def _runs_live(_n, run, options):  # type: ignore[no-untyped-def]
         """Live: list runs that appeared since the page loaded; when the shown run is gone (or
         there was none yet), pick the newest, which ``_sync`` then takes into the view."""
-        frame = data.runs()
-        runs = list(frame["run_id"])
-        opts = [{"label": r.name, "value": r.run_id} for r in frame.itertuples()]
+        opts = data.run_options()
+        runs = [o["value"] for o in opts]
         opts_out = opts if opts != options else no_update
         if runs and run not in runs:
             return opts_out, runs[-1]

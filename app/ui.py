@@ -1,5 +1,6 @@
-"""Small building blocks every page uses: time charts wired to the shared time range, KPI
-cards, exportable tables, and a guard that turns a failing callback into a visible message."""
+"""Small building blocks every page uses: the inputs every page callback shares, time charts
+wired to the shared time range, KPI cards, exportable tables, and a guard that turns a failing
+callback into a visible message."""
 
 from __future__ import annotations
 
@@ -16,16 +17,25 @@ import numpy as np
 import orjson
 import pandas as pd
 import plotly.graph_objects as go
-from dash import dash_table, dcc, html
+from dash import Input, dash_table, dcc, html
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
 from app import data, figures
-from telemetry.store import ResultCache
+from telemetry.cache import ResultCache
 
 log = logging.getLogger("factoryfloor.app")
 
 TIMECHART = "timechart"  # pattern-matching type of charts whose zoom narrows the shared range
+
+
+def view_inputs(themed: bool = True) -> list[Input]:
+    """The inputs of a page callback that redraws with the shared view: the view (run, range,
+    node), the live tick and, for callbacks that draw figures (``themed``), the theme. The
+    callback takes them first, in this order: ``(view, _n, theme, ...)``; the tick's parameter
+    starts with "_" so that it is not part of the remembered reply's key (see ``guarded``)."""
+    inputs = [Input("view", "data"), Input("refresh", "n_intervals")]
+    return [*inputs, Input("theme-store", "data")] if themed else inputs
 
 
 def graph_config(name: str) -> dict[str, Any]:
@@ -169,7 +179,7 @@ def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[...
                 key = None if kwargs or not _MEMO else _memo_key(fn, names, args)
                 if key is None:
                     return _frozen(fn(*args, **kwargs))
-                version = data.store().version
+                version = data.version()
                 return _REPLIES.get(key, version, lambda: _frozen(fn(*args)))
             except PreventUpdate:
                 raise

@@ -3,22 +3,39 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DOOR = ("app/pages", "app/figures")  # reach telemetry only through app/data.py, the one door
 
 
-def _imports(folder: str) -> dict[str, set[str]]:
+def _imports(folder: str, root: Path = ROOT) -> dict[str, set[str]]:
     out = {}
-    for path in (ROOT / folder).rglob("*.py"):
+    for path in (root / folder).rglob("*.py"):
         mods: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 mods |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
                 mods.add(node.module.split(".")[0])
-        out[str(path.relative_to(ROOT))] = mods
+        out[str(path.relative_to(root))] = mods
     return out
+
+
+def _through_the_door_only(root: Path = ROOT) -> list[str]:
+    """Modules of pages and figures that import ``telemetry`` (or hold the store) themselves."""
+    bad = []
+    for folder in DOOR:
+        for path, mods in _imports(folder, root).items():
+            tree = ast.parse((root / path).read_text())
+            holds_store = any(
+                isinstance(n, ast.Attribute) and n.attr == "store" for n in ast.walk(tree)
+            )
+            if "telemetry" in mods or holds_store:
+                bad.append(path)
+    return sorted(bad)
 
 
 def test_telemetry_never_imports_presentation() -> None:
@@ -29,6 +46,49 @@ def test_telemetry_never_imports_presentation() -> None:
 def test_app_never_touches_the_database() -> None:
     for path, mods in _imports("app").items():
         assert "duckdb" not in mods, path
+
+
+def test_pages_and_figures_reach_telemetry_only_through_the_data_adapter() -> None:
+    assert _through_the_door_only() == []
+
+
+def test_the_door_check_finds_a_page_that_goes_around_it(tmp_path: Path) -> None:
+    # Pages as they were before the door (main at 688afdb): queries called with the store.
+    around = {
+        "app/pages/a.py": "from telemetry.queries import gpus as q\n",
+        "app/pages/b.py": "import telemetry.reliability\n",
+        "app/figures/c.py": "from telemetry import reliability\n",
+        "app/pages/d.py": "from app import data\n\nq.outliers(data.store(), tr)\n",
+        "app/pages/ok.py": "from app import data\n\ndata.gpu_outliers(tr)\n",
+        "app/ok.py": "from telemetry import queries\n",  # the adapter's side of the door
+    }
+    for path, text in around.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    bad = ["app/figures/c.py", "app/pages/a.py", "app/pages/b.py", "app/pages/d.py"]
+    assert _through_the_door_only(tmp_path) == bad
+
+
+def test_ruff_bans_telemetry_in_pages_and_figures() -> None:
+    """The same rule as a lint error (TID251), where an editor shows it while typing."""
+    for path, banned in {
+        "app/pages/probe.py": True,
+        "app/figures/probe.py": True,
+        "app/data.py": False,
+        "app/ui.py": False,
+        "telemetry/queries/probe.py": False,
+    }.items():
+        out = subprocess.run(
+            [sys.executable, "-m", "ruff", "check", "--select", "TID251"]
+            + ["--stdin-filename", path, "-"],
+            input="from telemetry.queries import gpus\n\ngpus.metric('util')\n",
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert ("TID251" in out.stdout) == banned, (path, out.stdout, out.stderr)
+        assert out.returncode == int(banned), (path, out.stdout, out.stderr)
 
 
 def test_no_sql_in_app() -> None:

@@ -145,3 +145,48 @@ def test_verdict_without_failures_says_what_is_missing(store: Store, whole: Time
     advice = reliability.advise(m.nodes, m.gpus, 0.0, m.restart_s, m.write_s, 300.0)
     basis, verdict, note = ckfig.interval_verdict(advice, m.as_dict())
     assert (basis, verdict) == ("", "") and "No unexpected interruption in these 4.0 h" in note
+
+
+def test_advice_compares_the_measured_job_with_its_configured_interval(
+    store: Store, whole: TimeRange
+) -> None:
+    from telemetry import reliability
+
+    model = ckq.model_inputs(store, RUN, whole).as_dict()  # as the page keeps it
+    assert ckq.model_interval_s(model) == model["configured_interval_s"] == 300.0
+    advice = ckq.interval_advice(model)
+    assert advice is not None and advice.configured_s == 300.0
+    assert advice.write_s == model["write_s"] and advice.mtbf_s is not None
+    job = (model["nodes"], model["failures_per_node_day"], model["restart_s"])
+    assert advice.ettr_configured == pytest.approx(
+        reliability.expected_ettr(*job, 300.0, model["write_s"])
+    )
+    # Without a policy the measured spacing stands in; without a write time there is no advice.
+    measured = model | {"configured_interval_s": None}
+    assert ckq.interval_advice(measured).configured_s == model["measured_interval_s"]
+    assert ckq.interval_advice(model | {"write_s": None}) is None
+    assert ckq.interval_advice(None) is None
+
+
+def test_what_if_projects_another_interval_and_write_time(store: Store, whole: TimeRange) -> None:
+    model = ckq.model_inputs(store, RUN, whole).as_dict()
+    same = ckq.what_if(model, 300.0, model["write_s"])
+    assert same.what == same.base
+    assert set(same.marks) == {"Configured", "Optimum"}  # nothing to compare: no what-if point
+    assert list(same.curves["curve"].unique()) == [f"write {model['write_s']:.2f} s (measured)"]
+
+    hourly = ckq.what_if(model, 3600.0, model["write_s"])
+    assert hourly.base == same.base and hourly.what.configured_s == 3600.0
+    assert hourly.what.ettr_configured < hourly.base.ettr_configured  # more recomputation
+    assert hourly.marks["What-if"] == (3600.0, hourly.what.ettr_configured)
+    grid = hourly.curves["interval_s"]
+    assert grid.min() <= 300.0 / 4 * 1.01 and grid.max() >= 3600.0 * 4 * 0.99  # both in view
+
+    slow = ckq.what_if(model, 300.0, 30.0)  # a 30 s stall per checkpoint
+    assert set(slow.marks) == {"Configured", "What-if", "Optimum", "What-if optimum"}
+    assert slow.what.ettr_optimum_s > slow.base.ettr_optimum_s  # dearer writes: write less often
+    assert list(slow.curves["curve"].unique()) == [
+        f"write {model['write_s']:.2f} s (measured)",
+        "write 30.00 s (what-if)",
+    ]
+    assert ckq.what_if(model | {"write_s": None}, 300.0, 30.0) is None

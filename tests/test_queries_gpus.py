@@ -184,3 +184,11 @@ def test_node_info(store: Store) -> None:
         "model": "NVIDIA H100 80GB HBM3",
     }
     assert q.node_info(store, "h100-0009' OR 1=1 --") is None
+
+
+def test_outlier_reasons_are_counted_in_table_order(store: Store, day: TimeRange) -> None:
+    df = q.outliers(store, day)
+    counts = q.reason_counts(df)
+    assert counts == [(r, int((df["reason"] == r).sum())) for r in q.REASON_ORDER]
+    assert counts[0] == ("hot", 1) and counts[-1][0] == "idle"
+    assert q.reason_counts(df.iloc[:0]) == []

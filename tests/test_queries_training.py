@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 
 from app.figures.training import ema
-from telemetry.queries import data_extent
+from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import training as q
+from telemetry.replay.runner import replay
+from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
 
 RUN = "dev-64-s1"
@@ -75,3 +78,25 @@ def test_overview_alerts_name_what_needs_attention(dev_store: Path) -> None:
         # Severity order: critical first.
         sev = list(alerts["severity"])
         assert sev == sorted(sev, key=lambda v: {"critical": 0, "warning": 1, "info": 2}[v])
+
+
+def test_overlays_compare_over_the_same_steps_or_time(tmp_path: Path) -> None:
+    sc = get_scenario("dev-64").with_overrides(days=0.1)
+    with Store(str(tmp_path / "two.duckdb")) as s:
+        replay(s, sc, 1)
+        replay(s, sc, 2)  # a second run over the same hours, interrupted elsewhere
+        other = "dev-64-s2"
+        tr = data_extent(s)
+        hour = TimeRange(tr.end - timedelta(hours=1), tr.end)
+        junk = [RUN, 5, None, {"a": 1}, other, other, "no-such-run"]
+        by_steps = q.overlay_series(s, RUN, hour, junk, "step")
+        assert list(by_steps) == [RUN, other, "no-such-run"]  # junk and repeats skipped
+        lo, hi = q.step_span(s, RUN, hour)
+        assert by_steps[RUN]["step"].agg(["min", "max"]).tolist() == [lo, hi]
+        steps = by_steps[other]["step"]
+        assert not steps.empty and steps.min() >= lo and steps.max() <= hi  # the run's steps
+        assert by_steps["no-such-run"].empty
+        by_time = q.overlay_series(s, RUN, hour, [other], "time")[other]
+        assert not by_time.empty
+        assert by_time["ts"].min() >= hour.start and by_time["ts"].max() <= hour.end
+        assert q.overlay_series(s, RUN, hour, "not a list", "time").keys() == {RUN}

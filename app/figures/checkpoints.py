@@ -9,7 +9,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below
-from telemetry import reliability
 
 TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
 RESTORE_COLOURS = TIER_COLOURS | {"none": "#ef553b"}
@@ -292,12 +291,12 @@ def ettr_delta(delta: float, gpus: int) -> str:
     )
 
 
-def interval_verdict(
-    advice: reliability.IntervalAdvice | None, model: dict[str, Any] | None
-) -> tuple[str, str, str]:
+def interval_verdict(advice: Any, model: dict[str, Any] | None) -> tuple[str, str, str]:
     """The optimal intervals next to the configured one as three sentences: the basis, the
-    verdict (which is longer and what that costs) and the modelled ETTR cost. Without a
-    verdict to give, the first two are empty and the third says what is missing."""
+    verdict (which is longer and what that costs) and the modelled ETTR cost. ``advice`` is an
+    ``IntervalAdvice`` (``data.interval_advice``: optima, MTBF, costs, modelled ETTR) or None;
+    ``model`` the measured inputs it came from. Without a verdict to give, the first two are
+    empty and the third says what is missing."""
     if model is None:
         return "", "", "The run does not overlap this time range."
     if advice is None:

@@ -1,6 +1,7 @@
 """Figures of the GPUs page: the fleet heatmap (node x time), the metric's distribution and one
 node's GPUs over time. Pure builders: frames from ``telemetry.queries.gpus`` in, figures out.
-Colour scales and display thresholds are presentation choices and live here."""
+Colour scales are presentation choices and live here; the operating thresholds marked on a
+chart (hot, idle) are the queries' own, passed in by the page."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ COLOUR_SCALES: dict[str, dict[str, Any]] = {
     "fb": {"colorscale": "Cividis"},
     "clock": {"colorscale": _GOOD_HIGH},
 }
-THRESHOLDS = {"temp": (85.0, "85 °C hot"), "util": (5.0, "5 % idle")}
+THRESHOLD_WORDS = {"temp": "hot", "util": "idle"}  # what a value past the threshold means
 GPU_COLOURS = [
     "#636efa",
     "#ef553b",
@@ -133,9 +134,11 @@ def distribution(
     label: str,
     unit: str,
     bucket_s: float,
+    threshold: float | None = None,
     template: str = TEMPLATE,
 ) -> go.Figure:
-    """Node-hours spent in each value bin (bins from SQL), log scale so the tails show."""
+    """Node-hours spent in each value bin (bins from SQL), log scale so the tails show; a
+    dashed line at the metric's operating ``threshold`` (hot, idle) when it has one."""
     title = f"Distribution: {label} ({unit})"
     if df.empty:
         return empty(title, "No GPU samples in this range", height=360, template=template)
@@ -153,13 +156,12 @@ def distribution(
             + "<br>%{y:,.1f} node-hours (%{customdata[2]:,} cells)<extra></extra>",
         )
     )
-    if key in THRESHOLDS:
-        x, text = THRESHOLDS[key]
+    if threshold is not None:
         fig.add_vline(
-            x=x,
+            x=threshold,
             line={"color": "#ef553b", "dash": "dash", "width": 1},
-            annotation_text=text,
-            annotation_position="top right" if x < 50 else "top left",
+            annotation_text=f"{threshold:g} {unit} {THRESHOLD_WORDS.get(key, '')}".rstrip(),
+            annotation_position="top right" if threshold < 50 else "top left",
         )
     fig.update_layout(
         title={

@@ -12,9 +12,7 @@ from dash import Input, Output, callback, dcc, html, no_update
 
 from app import data, figures
 from app.figures import checkpoints as ckfig
-from app.ui import TIMECHART, card, graph, guarded, table, time_graph
-from telemetry import reliability
-from telemetry.queries import checkpoints as ckq
+from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/checkpoints", name="Checkpoints", order=4)
 
@@ -101,8 +99,7 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: ckq.ModelInputs | None) -> list[dbc.Col]:
-    mtbf = m.mtbf_s if m else None
+def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None) -> list[dbc.Col]:
     lost = float(rs["lost_gpu_hours"].sum()) if not rs.empty else 0.0
     return [
         card(
@@ -115,64 +112,30 @@ def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: ckq.ModelInputs | None) -> 
         card("Restores", f"{len(rs):,}", f"{lost:,.1f} GPU-hours lost", "ck-restore-count"),
         card(
             "Measured MTBF",
-            ckfig.fmt_duration(mtbf),
-            f"{m.unexpected} unexpected interruptions" if m else "",
+            ckfig.fmt_duration(m["mtbf_s"] if m else None),
+            f"{m['unexpected']} unexpected interruptions" if m else "",
             "ck-mtbf",
         ),
         card(
             "Mean blocking write",
-            f"{m.write_s:.2f} s" if m and m.write_s is not None else "–",
-            f"per {ckfig.tier_name(m.interval_tier)} checkpoint" if m and m.interval_tier else "",
+            f"{m['write_s']:.2f} s" if m and m["write_s"] is not None else "–",
+            f"per {ckfig.tier_name(m['interval_tier'])} checkpoint"
+            if m and m["interval_tier"]
+            else "",
         ),
         card(
             "Configured interval",
-            ckfig.fmt_duration(_configured(m)),
-            f"measured spacing {ckfig.fmt_duration(m.measured_interval_s)}" if m else "",
+            ckfig.fmt_duration(data.model_interval_s(m)),
+            f"measured spacing {ckfig.fmt_duration(m['measured_interval_s'])}" if m else "",
             "ck-configured",
         ),
     ]
 
 
-def _configured(m: ckq.ModelInputs | dict[str, Any] | None) -> float | None:
-    if m is None:
-        return None
-    d = m.as_dict() if isinstance(m, ckq.ModelInputs) else m
-    return d.get("configured_interval_s") or d.get("measured_interval_s")
-
-
-def _advice(m: dict[str, Any], write_s: float | None = None) -> reliability.IntervalAdvice | None:
-    configured, w = _configured(m), m.get("write_s") if write_s is None else write_s
-    if configured is None or w is None:
-        return None
-    return reliability.advise(
-        m["nodes"], m["gpus"], m["failures_per_node_day"], m["restart_s"], w, configured
-    )
-
-
 def _verdict(model: dict[str, Any] | None) -> html.Div:
-    basis, verdict, cost = ckfig.interval_verdict(_advice(model) if model else None, model)
+    basis, verdict, cost = ckfig.interval_verdict(data.interval_advice(model), model)
     parts = [html.Span(basis), html.Strong(verdict), html.Span(" " + cost if verdict else cost)]
     return html.Div(parts, id="ck-verdict", className="small")
-
-
-def _curves(
-    m: dict[str, Any], base: reliability.IntervalAdvice, what: reliability.IntervalAdvice
-) -> pd.DataFrame:
-    """ETTR against interval for the measured write time and, if it differs, the what-if one."""
-    pts = [p for p in (base.configured_s, what.configured_s, what.ettr_optimum_s) if p]
-    grid = reliability.log_grid(max(min(pts) / 4.0, 1.0), max(pts) * 4.0)
-    frames = []
-    for label, w in {
-        f"write {base.write_s:.2f} s (measured)": base.write_s,
-        f"write {what.write_s:.2f} s (what-if)": what.write_s,
-    }.items():
-        if frames and w == base.write_s:
-            break
-        ettr = reliability.ettr_curve(
-            m["nodes"], m["failures_per_node_day"], m["restart_s"], w, grid
-        )
-        frames.append(pd.DataFrame({"interval_s": grid, "ettr": ettr, "curve": label}))
-    return pd.concat(frames, ignore_index=True)
 
 
 @callback(
@@ -182,9 +145,7 @@ def _curves(
     Output("ck-optimal", "children"),
     Output("ck-restores", "children"),
     Output("ck-model", "data"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
 )
 @guarded("alert", "alert", "figure", "alert", "alert", "alert")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
@@ -195,19 +156,17 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
-    store = data.store()
-    tiers = ckq.tier_stats(store, run_id, tr)
-    rs = ckq.restores(store, run_id, tr)
-    m = ckq.model_inputs(store, run_id, tr, tiers)
-    fig = ckfig.timeline(ckq.timeline(store, run_id, tr), rs, tpl)
-    model = m.as_dict() if m else None
+    tiers = data.tier_stats(run_id, tr)
+    rs = data.restores(run_id, tr)
+    model = data.checkpoint_model(run_id, tr, tiers)
+    fig = ckfig.timeline(data.checkpoint_timeline(run_id, tr), rs, tpl)
     restores = (
         table("ck-restores-table", ckfig.restore_table(rs), ckfig.RESTORE_TABLE_COLUMNS)
         if not rs.empty
         else dbc.Alert("No restores in this range.", color="secondary")
     )
     return (
-        _cards(tiers, rs, m),
+        _cards(tiers, rs, model),
         table("ck-tiers-table", ckfig.tier_table(tiers), ckfig.TIER_TABLE_COLUMNS),
         fig.update_layout(uirevision=data.revision(view)),
         _verdict(model),
@@ -225,21 +184,13 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
 )
 def _prefill(m: dict[str, Any] | None, interval_min: float | None, write_s: float | None):  # type: ignore[no-untyped-def]
     """Empty inputs take the configured interval and the measured write time."""
-    m = data.mapping(m)
-    interval_min, write_s = data.number(interval_min), data.number(write_s)
-    configured, measured = data.number(_configured(m)), data.number((m or {}).get("write_s"))
+    interval_default, write_default = data.what_if_defaults(m)
     return (
-        round(configured / 60.0, 2) if interval_min is None and configured else no_update,
-        round(measured, 2) if write_s is None and measured else no_update,
+        interval_default
+        if data.number(interval_min) is None and interval_default is not None
+        else no_update,
+        write_default if data.number(write_s) is None and write_default is not None else no_update,
     )
-
-
-def _typed(value: float | None, default: float, positive: bool) -> float:
-    """An input's value, or ``default`` when empty, invalid, or the prefilled rounding of it."""
-    value = data.number(value)
-    if value is None or value < 0 or (positive and value == 0):
-        return default
-    return default if round(default, 2) == value else float(value)
 
 
 @callback(
@@ -258,27 +209,15 @@ def _whatif(  # type: ignore[no-untyped-def]
     m: dict[str, Any] | None, interval_min: float | None, write_s: float | None, theme: str | None
 ):
     tpl = data.template(theme)
-    m = data.mapping(m)
-    base = _advice(m) if m else None
-    if m is None or base is None:
+    projection = data.what_if(m, interval_min, write_s)
+    if projection is None:
         msg = "No checkpoints in this range to model."
         return "–", "", "–", msg, figures.empty("Expected ETTR", msg, template=tpl)
-    iv = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
-    w = _typed(write_s, base.write_s, positive=False)
-    what = _advice(m | {"configured_interval_s": iv}, w)
-    assert what is not None
-    curve = _curves(m, base, what)
-    marks = {"Configured": (base.configured_s, base.ettr_configured)}
-    if (what.configured_s, what.write_s) != (base.configured_s, base.write_s):
-        marks["What-if"] = (what.configured_s, what.ettr_configured)
-    if base.ettr_optimum_s and base.ettr_optimum is not None:
-        marks["Optimum"] = (base.ettr_optimum_s, base.ettr_optimum)
-    if what.write_s != base.write_s and what.ettr_optimum_s and what.ettr_optimum is not None:
-        marks["What-if optimum"] = (what.ettr_optimum_s, what.ettr_optimum)
+    base, what = projection.base, projection.what
     return (
         f"{what.ettr_configured * 100:.2f} %",
         ckfig.ettr_delta(what.ettr_configured - base.ettr_configured, m["gpus"]),
         f"{base.ettr_configured * 100:.2f} %",
         f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s",
-        ckfig.ettr_curve(curve, marks, tpl),
+        ckfig.ettr_curve(projection.curves, projection.marks, tpl),
     )

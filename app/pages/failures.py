@@ -11,12 +11,10 @@ from dash import Input, Output, callback, dcc, html
 
 from app import data, figures
 from app.figures import failures as ffig
-from app.ui import TIMECHART, card, graph, guarded, table, time_graph
-from telemetry.queries import failures as q
+from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/failures", name="Failures", order=3)
 
-LLAMA3_MTBF_H = 54 * 24 / 419  # wall hours / unexpected interruptions in the reference run
 NO_DATA = "No data stored yet: start a replay or the ingest daemon."
 
 TAX_COLUMNS = {
@@ -119,7 +117,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
             "MTBF",
             f"{mtbf:.1f} h" if mtbf is not None else "–",
             f"{r['wall_hours']:.1f} wall h / {r['unexpected']} unexpected · "
-            f"Llama 3: {LLAMA3_MTBF_H:.1f} h",
+            f"Llama 3: {data.LLAMA3_MTBF_H:.1f} h",
             "fail-mtbf",
         ),
         card(
@@ -188,8 +186,7 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
     Output("fail-cards", "children"),
     Output("fail-xid", "children"),
     Output("fail-lemon", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
+    *view_inputs(themed=False),
 )
 @guarded("alert", "alert", "alert")
 def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
@@ -197,18 +194,15 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
     run_id = data.run_of(view)
-    store = data.store()
-    xid = q.xid_table(store, run_id, tr)
-    cards = _cards(q.reliability(store, run_id, tr), xid)
-    return cards, _xid_table(xid), _lemon_table(q.lemons(store, run_id, tr))
+    xid = data.xid_table(run_id, tr)
+    cards = _cards(data.failure_summary(run_id, tr), xid)
+    return cards, _xid_table(xid), _lemon_table(data.lemons(run_id, tr))
 
 
 @callback(
     Output({"type": "chart", "id": "fail-taxonomy"}, "figure"),
     Output("fail-tax", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
     Input("fail-by", "value"),
 )
 @guarded("figure", "alert")
@@ -217,19 +211,16 @@ def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tr = data.view_range(view)
     if tr is None:
         return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
-    by = by if isinstance(by, str) and by in q.TAXONOMY_KEYS else "component"
-    store, run_id = data.store(), data.run_of(view)
-    df = q.taxonomy(store, run_id, tr, by)
-    planned = q.reliability(store, run_id, tr)["planned"]
+    by, run_id = data.taxonomy_key(by), data.run_of(view)
+    df = data.taxonomy(run_id, tr, by)
+    planned = data.failure_summary(run_id, tr)["planned"]
     fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=data.revision(view))
     return fig, _tax_table(df, by)
 
 
 @callback(
     Output({"type": TIMECHART, "id": "fail-timeline"}, "figure"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
     Input("fail-by", "value"),
 )
 @guarded("figure")
@@ -238,6 +229,6 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tr = data.view_range(view)
     if tr is None:
         return figures.empty("Interruptions over time", NO_DATA, template=tpl)
-    df = q.timeline(data.store(), data.run_of(view), tr)
+    df = data.failure_timeline(data.run_of(view), tr)
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
     return fig.update_layout(uirevision=data.revision(view))

@@ -14,8 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from app import data, figures
 from app.figures import gpus as gfig
-from app.ui import TIMECHART, graph, guarded, table, time_graph
-from telemetry.queries import gpus as q
+from app.ui import TIMECHART, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/gpus", name="GPUs", order=2)
 
@@ -100,9 +99,7 @@ def layout(**_query: str) -> html.Div:
 @callback(
     Output(HEATMAP, "figure"),
     Output({"type": "chart", "id": "gpu-dist"}, "figure"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
     Input("gpu-metric", "value"),
 )
 @guarded("figure", "figure")
@@ -112,10 +109,9 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
     if tr is None:
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
-    m = q.metric(key or "util")
-    store = data.store()
-    hm = q.heatmap(store, tr, m.key)
-    dist = q.distribution(store, tr, m.key)
+    m = data.gpu_metric(key or "util")
+    hm = data.gpu_heatmap(tr, m.key)
+    dist = data.gpu_distribution(tr, m.key)
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
     rev = f"{data.revision(view)}|{m.key}"
     return (
@@ -126,26 +122,26 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
             template=tpl,
             **opts,
         ).update_layout(uirevision=rev),
-        gfig.distribution(dist, template=tpl, **opts).update_layout(uirevision=rev),
+        gfig.distribution(
+            dist, threshold=data.gpu_threshold(m.key), template=tpl, **opts
+        ).update_layout(uirevision=rev),
     )
 
 
 @callback(
     Output("gpu-outlier-summary", "children"),
     Output("gpu-outliers", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
+    *view_inputs(themed=False),
 )
 @guarded("alert", "alert")
 def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
     tr = data.view_range(view)
     if tr is None:
         return "", dbc.Alert(NO_DATA, color="info")
-    df = q.outliers(data.store(), tr)
+    df = data.gpu_outliers(tr)
     if df.empty:
         return "", dbc.Alert("No outlier GPUs in this range.", color="secondary")
-    counts = df["reason"].value_counts()
-    summary = " · ".join(f"{counts[r]:,} {r}" for r in q.REASON_ORDER if r in counts)
+    summary = " · ".join(f"{n:,} {reason}" for reason, n in data.outlier_reasons(df))
     tbl = table("gpu-outlier-table", df, OUTLIER_COLUMNS, page_size=10, filter_action="native")
     return summary, tbl
 
@@ -168,7 +164,7 @@ def _select_from_heatmap(click: dict[str, Any] | None, view: Any) -> str:
         not isinstance(host, str)
         or not host
         or len(host) > data.MAX_ID
-        or q.node_info(data.store(), host) is None
+        or data.node_info(host) is None
     ):
         raise PreventUpdate  # the averaged "other nodes" row, or nothing
     return _with_node(view, host)
@@ -195,9 +191,7 @@ def _select_from_table(
     Output("gpu-node-host", "children"),
     Output("gpu-node-info", "children"),
     *[Output({"type": TIMECHART, "id": i}, "figure") for i in NODE_CHART_IDS.values()],
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
 )
 @guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS))
 def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
@@ -211,8 +205,8 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
             for c in NODE_CHART_IDS
         ]
         return no_update, "", *figs
-    info = q.node_info(data.store(), host)
-    series = q.node_gpu_series(data.store(), host, tr) if info else None
+    info = data.node_info(host)
+    series = data.node_gpu_series(host, tr) if info else None
     rev = f"{data.revision(view)}|{host}"
     figs = [
         gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)

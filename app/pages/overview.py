@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, html
+from dash import Output, callback, html
 
 from app import data, figures
 from app.figures import targets as ft
-from app.ui import TIMECHART, card, guarded, table, time_graph
-from telemetry.queries import overview as q
-from telemetry.queries import targets as tq
+from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
@@ -91,12 +88,11 @@ def _alerts(df: Any) -> html.Div:
 
 
 def _fleet_cards(fleet: dict[str, Any]) -> list[Any]:
-    healthy = fleet["reporting"] - fleet.get("degraded", 0) - fleet.get("idle", 0)
     return [
         card(
             "GPUs reporting",
             f"{fleet['reporting']:,} / {fleet['expected']:,}",
-            f"{max(healthy, 0):,} healthy · {fleet.get('degraded', 0)} degraded · "
+            f"{fleet['healthy']:,} healthy · {fleet.get('degraded', 0)} degraded · "
             f"{fleet.get('idle', 0)} idle · {fleet['failed']:,} silent",
             "ov-gpus",
         ),
@@ -147,7 +143,7 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
 
 def _targets(health: Any) -> list[Any]:
     """The scrape-target card, and the targets down or stale with their reasons."""
-    n = tq.status_counts(health)
+    n = data.target_counts(health)
     colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
     out = [
         card(
@@ -224,9 +220,7 @@ def _hot_table() -> Any:
     Output("ov-alerts", "children"),
     Output("ov-hot", "children"),
     Output("ov-targets", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
 )
 @guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert", "alert")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
@@ -245,21 +239,19 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""
     else:
-        last24 = int((ints["ts"] > tr.end - timedelta(hours=24)).sum()) if not ints.empty else 0
-        cards += _run_cards(data.summary(run_id), last24)
+        cards += _run_cards(data.summary(run_id), data.recent_interruptions(ints, tr.end))
         loss = figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev)
         ckpt = _checkpoint_card(data.checkpoint_ages(run_id, tr.end))
-    store = data.store()
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
-    at = tq.report_time(store, tr.end, live)
-    health = tq.target_health(store, at) if tq.has_targets(store) else None
+    at = data.target_time(tr, live)
+    health = data.target_health(at)
     return (
         cards,
         figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
         figures.power_series(series, tpl).update_layout(uirevision=rev),
         loss,
         ckpt,
-        _alerts(q.active_alerts(store, run_id, tr, targets_at=at)),
+        _alerts(data.active_alerts(run_id, tr, at)),
         _hot_table(),
         _targets(health) if health is not None else [],
     )

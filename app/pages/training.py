@@ -15,8 +15,7 @@ from dash.exceptions import PreventUpdate
 from app import data
 from app.figures import empty
 from app.figures import training as fig
-from app.ui import TIMECHART, guarded, table, time_graph
-from telemetry.queries import training as q
+from app.ui import TIMECHART, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/training", name="Training", order=1)
 
@@ -106,34 +105,14 @@ def layout(**_query: str) -> html.Div:
 
 @callback(Output("tr-runs", "options"), Input("view", "data"))
 def _run_options(_view: dict[str, Any] | None) -> list[dict[str, str]]:
-    return [{"label": r.name, "value": r.run_id} for r in data.runs().itertuples()]
-
-
-def _series(view: dict[str, Any], overlay: list[str] | None, axis: str) -> dict[str, Any]:
-    tr = data.view_range(view)
-    primary = data.run_of(view)
-    if tr is None or primary is None:
-        return {}
-    store = data.store()
-    out = {primary: data.train_series(primary, tr)}
-    span = q.step_span(store, primary, tr)
-    for run in overlay if isinstance(overlay, list) else []:
-        if not isinstance(run, str) or run == primary or run in out:
-            continue
-        if axis == "time":
-            out[run] = data.train_series(run, tr)
-        elif span is not None:  # compare runs over the same steps
-            out[run] = q.series_by_steps(store, run, span[0], span[1])
-    return out
+    return data.run_options()
 
 
 @callback(
     Output({"type": TIMECHART, "id": "tr-loss"}, "figure"),
     Output({"type": TIMECHART, "id": "tr-throughput"}, "figure"),
     Output("tr-spikes", "children"),
-    Input("view", "data"),
-    Input("refresh", "n_intervals"),
-    Input("theme-store", "data"),
+    *view_inputs(),
     Input("tr-x", "value"),
     Input("tr-smooth", "value"),
     Input("tr-log", "value"),
@@ -147,22 +126,20 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         e = empty("Training", "No training metrics stored yet", template=tpl)
         return e, e, ""
     run = view["run"]
-    store = data.store()
-    series = _series(view, overlay, axis)
-    tps = q.tokens_per_step(store, run)
+    series = data.overlay_series(run, tr, overlay, axis)
     loss = fig.loss_figure(
         {data.run_label(r): df for r, df in series.items()},
         axis,
         float(smoothing or 0),
         bool(log_y),
-        q.run_events(store, run, tr),
-        q.checkpoint_marks(store, run, tr),
-        tps,
+        data.run_events(run, tr),
+        data.checkpoint_marks(run, tr),
+        data.tokens_per_step(run),
         tpl,
     )
     thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl)
     rev = f"{data.revision(view)}|{axis}"
-    spikes = q.loss_spikes(store, run, tr)
+    spikes = data.loss_spikes(run, tr)
     spikes_view = (
         table(
             "tr-spike-table",

@@ -62,7 +62,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.errors import FactoryFloorError
-from telemetry.store import TIERS
+from telemetry.vocabulary import TIERS
 
 DEFAULT_GRACE_S = 600.0
 MAX_DEPTH = 8  # directories below the root; deeper ones are counted, not scanned

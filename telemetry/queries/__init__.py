@@ -128,9 +128,10 @@ def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
 
 
 def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
-    """The newest round: GPUs reporting vs expected, health classes, power, hottest. If the
-    newest scrape rounds found every exporter down, nobody is reporting: all GPUs are silent
-    (and ``last_sample`` says since when), not the values of the last round that answered."""
+    """The newest round: GPUs reporting vs expected, health classes (``healthy``: neither
+    ``degraded`` nor ``idle``), power, hottest. If the newest scrape rounds found every exporter
+    down, nobody is reporting: all GPUs are silent (and ``last_sample`` says since when), not
+    the values of the last round that answered."""
     last, now, all_down = latest_sample_and_round(store)
     expected = store.scalar("SELECT count(*) FROM gpus")
     if last is None or all_down:  # no GPU samples now (or a store of training jobs alone)
@@ -140,6 +141,7 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
             "last_sample": last,
             "expected": n,
             "reporting": 0,
+            "healthy": 0,
             "degraded": 0,
             "idle": 0,
             "failed": n,
@@ -153,17 +155,18 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
            FROM gpu_samples WHERE ts = ?""",
         [HOT_C, last, BUSY_PCT, IDLE_PCT, last],
     )
-    reporting = int(row[0])
+    reporting, degraded, idle = int(row[0]), int(row[4]), int(row[5])
     return {
         "ts": last,
         "last_sample": last,
         "expected": int(expected),
         "reporting": reporting,
+        "healthy": max(reporting - degraded - idle, 0),
         "util_avg": row[1],
         "power_w": row[2],
         "temp_max": row[3],
-        "degraded": int(row[4]),
-        "idle": int(row[5]),
+        "degraded": degraded,
+        "idle": idle,
         "failed": int(expected) - reporting,
     }
 

@@ -1,5 +1,6 @@
 """Queries behind the Checkpoints page: per-tier statistics, a decimated checkpoint timeline,
-every restore, and the measured inputs of the checkpoint-interval models.
+every restore, the measured inputs of the checkpoint-interval models, and the advice and
+what-if projection those inputs give (``reliability`` does the arithmetic).
 
 A checkpoint belongs to a range when its write *started* in it; a restore when its
 interruption happened in it. "Wall time" is the part of the range the run covers (the range
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
+from telemetry import reliability
 from telemetry.queries import TimeRange
-from telemetry.reliability import failures_per_node_day
+from telemetry.reliability import IntervalAdvice, failures_per_node_day
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
@@ -241,3 +244,86 @@ def model_inputs(
         configured_interval_s=configured_interval_s(policy(store, run_id), tier or "nvme"),
         measured_interval_s=None if measured is None or pd.isna(measured) else float(measured),
     )
+
+
+# -- advice over the measured inputs ---------------------------------------------------------
+# ``model`` below is ``ModelInputs.as_dict()``: the page keeps it in the browser between the
+# view's callback and the what-if inputs', so these take the mapping, not the dataclass.
+
+
+def model_interval_s(model: Mapping[str, Any] | None) -> float | None:
+    """The interval the advice compares against: the policy's, else the measured spacing."""
+    if model is None:
+        return None
+    return model.get("configured_interval_s") or model.get("measured_interval_s")
+
+
+def interval_advice(
+    model: Mapping[str, Any] | None, interval_s: float | None = None, write_s: float | None = None
+) -> IntervalAdvice | None:
+    """Young, Daly and ETTR-optimal intervals for the measured job next to ``interval_s`` and
+    ``write_s`` (default: the model's interval and measured blocking write); None without an
+    interval or a measured write time to compare."""
+    if model is None:
+        return None
+    interval = model_interval_s(model) if interval_s is None else interval_s
+    write = model.get("write_s") if write_s is None else write_s
+    if interval is None or write is None:
+        return None
+    return reliability.advise(
+        model["nodes"],
+        model["gpus"],
+        model["failures_per_node_day"],
+        model["restart_s"],
+        write,
+        interval,
+    )
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The job at its configured interval and write time (``base``) and at another pair
+    (``what``): the ETTR curves against the interval (columns ``interval_s``, ``ettr`` 0..1,
+    ``curve`` label) and the points to mark on them (label -> (interval s, ETTR 0..1))."""
+
+    base: IntervalAdvice
+    what: IntervalAdvice
+    curves: pd.DataFrame
+    marks: dict[str, tuple[float, float]]
+
+
+def what_if(model: Mapping[str, Any], interval_s: float, write_s: float) -> WhatIf | None:
+    """Expected ETTR if checkpoints came every ``interval_s`` and blocked ``write_s`` each,
+    against the measured job; None when the model has nothing to compare (see
+    ``interval_advice``)."""
+    base = interval_advice(model)
+    if base is None:
+        return None
+    what = interval_advice(model, interval_s, write_s)
+    assert what is not None
+    marks = {"Configured": (base.configured_s, base.ettr_configured)}
+    if (what.configured_s, what.write_s) != (base.configured_s, base.write_s):
+        marks["What-if"] = (what.configured_s, what.ettr_configured)
+    if base.ettr_optimum_s and base.ettr_optimum is not None:
+        marks["Optimum"] = (base.ettr_optimum_s, base.ettr_optimum)
+    if what.write_s != base.write_s and what.ettr_optimum_s and what.ettr_optimum is not None:
+        marks["What-if optimum"] = (what.ettr_optimum_s, what.ettr_optimum)
+    return WhatIf(base, what, _curves(model, base, what), marks)
+
+
+def _curves(model: Mapping[str, Any], base: IntervalAdvice, what: IntervalAdvice) -> pd.DataFrame:
+    """ETTR against interval for the measured write time and, if it differs, the what-if one."""
+    pts = [p for p in (base.configured_s, what.configured_s, what.ettr_optimum_s) if p]
+    grid = reliability.log_grid(max(min(pts) / 4.0, 1.0), max(pts) * 4.0)
+    frames = []
+    for label, w in {
+        f"write {base.write_s:.2f} s (measured)": base.write_s,
+        f"write {what.write_s:.2f} s (what-if)": what.write_s,
+    }.items():
+        if frames and w == base.write_s:
+            break
+        ettr = reliability.ettr_curve(
+            model["nodes"], model["failures_per_node_day"], model["restart_s"], w, grid
+        )
+        frames.append(pd.DataFrame({"interval_s": grid, "ettr": ettr, "curve": label}))
+    return pd.concat(frames, ignore_index=True)

@@ -15,10 +15,11 @@ from typing import Any
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.reference import LLAMA3_PLANNED, llama3_interruptions, xids
+from telemetry.reference import LLAMA3_DAYS, LLAMA3_PLANNED, llama3_interruptions, xids
 from telemetry.store import Store
 
 LLAMA3_UNEXPECTED = 419  # the basis of every reference percentage (Table 5)
+LLAMA3_MTBF_H = LLAMA3_DAYS * 24 / LLAMA3_UNEXPECTED  # wall hours / unexpected interruptions
 
 # Groupings the taxonomy may be asked for; the column name comes from here, never from input.
 TAXONOMY_KEYS = {"component": "component", "category": "category"}

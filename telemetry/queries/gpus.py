@@ -438,3 +438,9 @@ def outliers(store: Store, tr: TimeRange, max_nodes: int = 40) -> pd.DataFrame:
     df["_g"] = df["gpu"].astype(str)
     df = df.sort_values(["_o", "_v", "host", "_g"], kind="stable")
     return df.drop(columns=["_o", "_v", "_g"]).reset_index(drop=True)
+
+
+def reason_counts(outliers_df: pd.DataFrame) -> list[tuple[str, int]]:
+    """(reason, GPUs) of an ``outliers`` frame, in ``REASON_ORDER``, reasons present only."""
+    counts = outliers_df["reason"].value_counts() if not outliers_df.empty else {}
+    return [(r, int(counts[r])) for r in REASON_ORDER if r in counts]

@@ -61,6 +61,12 @@ def active_alerts(
     return _ordered(rows)
 
 
+def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
+    """How many interruptions of ``ints`` (an ``interruptions`` frame) came in the ``hours``
+    before ``end``."""
+    return int((ints["ts"] > end - timedelta(hours=hours)).sum()) if not ints.empty else 0
+
+
 def _run_alerts(
     store: Store, run_id: str, tr: TimeRange, training: bool
 ) -> list[tuple[str, str, str]]:

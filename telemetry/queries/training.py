@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from telemetry.queries import TimeRange, thinned_metrics
+from telemetry.queries import TimeRange, thinned_metrics, train_series
 from telemetry.store import Store
 
 
@@ -23,6 +23,24 @@ def series_by_steps(
 ) -> pd.DataFrame:
     """A run's metrics for steps ``lo``..``hi`` (every attempt), thinned like ``train_series``."""
     return thinned_metrics(store, run_id, "step", lo, hi, max_points)
+
+
+def overlay_series(
+    store: Store, run_id: str, tr: TimeRange, overlay: object, axis: str
+) -> dict[str, pd.DataFrame]:
+    """The run's series in the range, then each other run of ``overlay`` (a list of run ids;
+    anything else in it is skipped) to compare with it: over the same time on a wall-clock
+    ``axis`` (``time``), else over the same steps the run logged in the range."""
+    out = {run_id: train_series(store, run_id, tr)}
+    span = step_span(store, run_id, tr)
+    for run in overlay if isinstance(overlay, list) else []:
+        if not isinstance(run, str) or run == run_id or run in out:
+            continue
+        if axis == "time":
+            out[run] = train_series(store, run, tr)
+        elif span is not None:  # compare runs over the same steps
+            out[run] = series_by_steps(store, run, span[0], span[1])
+    return out
 
 
 def loss_spikes(

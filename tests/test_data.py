@@ -1,0 +1,76 @@
+"""The data adapter pages go through: what the what-if inputs mean, and the view's parameters
+in, frames and dicts out (no page holds the store)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+
+from app import data
+from telemetry.queries import TimeRange
+from telemetry.store import Store
+
+RUN = "dev-64-s1"
+
+
+@pytest.fixture
+def bound(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(data, "_store", None)  # whatever was bound before is bound again after
+    data.bind(store)
+    yield store
+
+
+@pytest.fixture
+def model(bound: Store, whole: TimeRange) -> dict:
+    m = data.checkpoint_model(RUN, whole, data.tier_stats(RUN, whole))
+    assert m is not None and m["configured_interval_s"] == 300.0 and m["write_s"] is not None
+    return m
+
+
+def test_the_what_if_inputs_start_at_the_configured_values(model: dict) -> None:
+    write = model["write_s"]
+    assert data.what_if_defaults(model) == (5.0, round(write, 2))  # 5 min, the measured write
+    assert data.what_if_defaults(None) == data.what_if_defaults("junk") == (None, None)
+    base = data.interval_advice(model)
+    # Empty, invalid or the prefilled (rounded) values: the configured job, exactly.
+    for interval, w in [(None, None), (5.0, round(write, 2)), (-1, "x"), (0, True)]:
+        projection = data.what_if(model, interval, w)
+        assert projection.what == projection.base == base, (interval, w)
+    longer = data.what_if(model, 60, None)  # an hour between checkpoints
+    assert longer.what.configured_s == 3600.0 and longer.what.write_s == write
+    assert longer.what.ettr_configured < base.ettr_configured
+    free = data.what_if(model, None, 0)  # a write that blocks nothing is a value, not "empty"
+    assert free.what.write_s == 0.0 and free.what.configured_s == 300.0
+    assert data.what_if("junk", 5, 2) is None and data.what_if({}, 5, 2) is None
+
+
+def test_a_view_gets_frames_and_dicts(bound: Store, whole: TimeRange) -> None:
+    frames = [
+        data.tier_stats(RUN, whole),
+        data.restores(RUN, whole),
+        data.checkpoint_timeline(RUN, whole),
+        data.run_events(RUN, whole),
+        data.checkpoint_marks(RUN, whole),
+        data.loss_spikes(RUN, whole),
+        data.taxonomy(RUN, whole, data.taxonomy_key("category")),
+        data.failure_timeline(None, whole),
+        data.xid_table(RUN, whole),
+        data.lemons(RUN, whole),
+        data.gpu_distribution(whole, "temp"),
+        data.gpu_outliers(whole),
+        data.node_gpu_series("h100-0003", whole),
+        data.active_alerts(RUN, whole, data.target_time(whole, live=True)),
+    ]
+    assert all(isinstance(f, pd.DataFrame) and not f.empty for f in frames[:-1])
+    assert isinstance(frames[-1], pd.DataFrame)
+    assert data.failure_summary(RUN, whole)["unexpected"] == 7
+    assert data.gpu_heatmap(whole, "util").nodes_total == 10
+    assert data.node_info("h100-0003")["gpus"] == 8 and data.node_info("nope") is None
+    assert data.target_health(whole.end) is None  # a replay scrapes no target
+    assert data.run_options() == [{"label": data.run_label(RUN), "value": RUN}]
+    assert data.tokens_per_step(RUN) > 0
+    assert data.taxonomy_key("component; DROP TABLE runs") == data.taxonomy_key(7) == "component"
+    assert (data.gpu_threshold("temp"), data.gpu_threshold("util")) == (85.0, 5.0)
+    assert data.gpu_threshold("power") is None
