@@ -1,6 +1,8 @@
 """Checkpoint directories on a storage tier as checkpoint rows: which step was written, where,
 how many bytes, when, and whether the write completed.
 
+Long module: four writer formats share one walk, one completion rule and one watcher.
+
 Why from directories: every trainer already leaves its checkpoints on disk, and the files alone
 tell the Checkpoints page what it needs, with nothing posted by the job. Each writer creates one
 file (or rename) last, after every shard is down; that completion marker is what separates a
