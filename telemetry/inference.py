@@ -11,7 +11,8 @@ Stops (found vectorised over the whole step stream; only the rare stops get per-
   log line every 100 steps works); a gap covered by checkpoint saves with no failure evidence
   and no restart is a blocking save, not an interruption;
 - a **step going backwards** (a restore from an older checkpoint);
-- a **new attempt** (the ``attempt`` column changes).
+- a **new attempt**: the ``attempt`` column changes, or a checkpoint ``load`` line falls between
+  two progress points (a quick restart that neither stalls long nor goes back a logged step).
 A stall with no progress after it yet is not an interruption: see ``current_stall``.
 
 Per stop: ``ts`` = last progress before it, ``end_ts`` = next progress. Restored step: a ``load``
@@ -23,9 +24,11 @@ object), never NVMe when a node was lost (a Slurm node failure or an XID 79 in t
 NVMe copies written before an earlier node loss. The first step after the restart has the last
 word (a checkpoint at S resumes at S+1..S+log interval): if only an NVMe copy fits it, the
 NVMe survived; if a newer NVMe copy than the restored step was passed over, it was lost, and
-so was a node. Recovery is ``automated`` when the job restarted (new attempt, load line or step
-regression) within ``automated_max_s`` and nobody cancelled it (``slurm_cancelled``); else
-unknown (None): logs cannot tell a person's hand from a slow script.
+so was a node. ``detect_s`` = first failure signal - ``ts`` (0 when it came before the last
+progress), ``restart_s`` the rest of the downtime. Recovery is ``automated`` when the job
+restarted (new attempt, load line or step regression) within ``automated_max_s`` and nobody
+cancelled it (``slurm_cancelled``); else unknown (None): logs cannot tell a person's hand from
+a slow script.
 
 Root cause (``telemetry.evidence`` holds the ranking table): the strongest evidence on the
 run's hosts in the window from ``pre_s`` before the last progress (never before the previous
@@ -327,6 +330,9 @@ def infer_interruptions(
     d_ts, d_step, a = np.diff(s.ts), np.diff(s.step), s.attempt
     back = d_step < 0
     new_att = ~np.isnan(a[:-1]) & ~np.isnan(a[1:]) & (a[:-1] != a[1:])
+    loads = _events(ckpt_events, "load")
+    j = np.searchsorted(s.ts, loads["ts"].to_numpy(np.int64), "left") - 1
+    new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
     stop = (d_ts > s.thr_ns) | back | new_att
     idx = np.flatnonzero(stop)
     if not idx.size:
@@ -338,7 +344,7 @@ def infer_interruptions(
     w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
     evidence = gather(signals, xid_events, run_hosts, w0, ends)
     ck = _checkpoints(checkpoints)
-    loads, spans = _events(ckpt_events, "load"), _save_spans(ck, ckpt_events)
+    spans = _save_spans(ck, ckpt_events)
     pt = np.array([], np.int64)
     if not is_empty(posted):
         p = posted[posted["ts"].notna() & (column(posted, "source").fillna("") != SOURCE)]  # type: ignore[index]
