@@ -1,0 +1,315 @@
+"""Why a run stopped: the ranking of failure evidence and its gathering near each stop.
+
+Every cluster already says why a job died, in several voices at once: the kernel log of one
+node (``NVRM: Xid 79``), dcgm-exporter's XID gauge, Slurm (``DUE TO NODE FAILURE``), NCCL on
+every rank (watchdog timeouts, IB errors) and the Python traceback at the end. Most of these
+are symptoms of one cause. ``CAUSES`` and ``XID_COMPONENTS`` are the one table that says which
+voice explains a stop and how it maps onto the Llama 3 taxonomy the store uses: hardware (an
+XID or uncorrectable ECC) outranks a Slurm node failure, which outranks network errors, which
+outrank CUDA software errors, which outrank a NaN loss, a bare NCCL watchdog timeout and a
+bare traceback. A Slurm preemption or time limit says outright that the stop was planned, so
+it ranks first. The strongest item in a stop's window is the cause; every other failure
+signal there is its symptom (a watchdog ten minutes after an XID 79 is the XID's symptom).
+
+Confidence is the rule's own (about 0.9 for hardware on the run's hosts, 0.5-0.6 for a bare
+watchdog), less ``UNKNOWN_HOSTS_PENALTY`` for host-specific evidence when the run's hosts are
+unknown (an XID anywhere in the fleet could be a neighbour's); nothing at all is ``Unknown``
+at ``NO_CAUSE_CONFIDENCE``. Pure: frames in, plain objects out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from telemetry.reference import llama3_interruptions, xids
+from telemetry.replay.timeline import PLANNED_CATEGORY, PLANNED_COMPONENT
+
+# Signal kinds (CONTRACTS13.md). telemetry/signals.py (the logs helper's) will own these names;
+# until it lands they are defined here with the same strings.
+XID = "xid"
+NCCL_TIMEOUT = "nccl_timeout"
+NCCL_ERROR = "nccl_error"
+IB_ERROR = "ib_error"
+CUDA_ECC = "cuda_ecc"
+CUDA_ILLEGAL_ADDRESS = "cuda_illegal_address"
+CUDA_LAUNCH_FAILURE = "cuda_launch_failure"
+CUDA_OOM = "cuda_oom"
+NAN_LOSS = "nan_loss"
+TRACEBACK = "traceback"
+SLURM_TASK_KILLED = "slurm_task_killed"
+SLURM_NODE_FAILURE = "slurm_node_failure"
+SLURM_TIME_LIMIT = "slurm_time_limit"
+SLURM_PREEMPTED = "slurm_preempted"
+SLURM_CANCELLED = "slurm_cancelled"
+
+UNKNOWN = "Unknown"
+NO_CAUSE_CONFIDENCE = 0.2
+UNKNOWN_HOSTS_PENALTY = 0.15
+XID_DUPLICATE_S = 120.0  # a dcgm XID this close to the same kernel-log XID is that XID
+
+
+@dataclass(frozen=True)
+class Rule:
+    rank: int  # 0 is the strongest explanation of a stop
+    component: str
+    category: str
+    confidence: float
+    label: str  # words for the description
+    host_specific: bool = True  # about one machine (penalised when the run's hosts are unknown)
+
+
+def _rule(rank: int, component: str, confidence: float, label: str, host: bool = True) -> Rule:
+    category = {c.component: c.category for c in llama3_interruptions()}[component]
+    return Rule(rank, component, category, confidence, label, host)
+
+
+def _planned(label: str) -> Rule:
+    return Rule(0, PLANNED_COMPONENT, PLANNED_CATEGORY, 0.95, label, False)
+
+
+# The whole ranking and mapping (module doc). XIDs are resolved per code by XID_COMPONENTS.
+CAUSES: dict[str, Rule] = {
+    SLURM_PREEMPTED: _planned("Slurm preemption"),
+    SLURM_TIME_LIMIT: _planned("Slurm time limit"),
+    CUDA_ECC: _rule(1, "GPU HBM3 Memory", 0.9, "uncorrectable ECC error"),
+    SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
+    IB_ERROR: _rule(3, "Network Switch/Cable", 0.7, "InfiniBand error"),
+    NCCL_ERROR: _rule(3, "Network Switch/Cable", 0.65, "NCCL error"),
+    CUDA_ILLEGAL_ADDRESS: _rule(4, "Software Bug", 0.7, "CUDA illegal memory access", False),
+    CUDA_LAUNCH_FAILURE: _rule(4, "Software Bug", 0.65, "CUDA launch failure", False),
+    CUDA_OOM: _rule(4, "Software Bug", 0.75, "CUDA out of memory", False),
+    # Numerics or a bug most often; silent data corruption cannot be told apart from logs.
+    NAN_LOSS: _rule(5, "Software Bug", 0.4, "NaN/Inf loss", False),
+    NCCL_TIMEOUT: _rule(6, "NCCL Watchdog Timeouts", 0.55, "NCCL watchdog timeout", False),
+    TRACEBACK: _rule(7, "Software Bug", 0.4, "Python traceback", False),
+}
+SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED})  # failure signs that never explain a stop alone
+# Any other kind (slurm_cancelled, unknown kinds) is context: shown, never a cause.
+
+# XID code -> component (xid_reference.csv; agrees with the simulator's _BEHAVIOUR). Hardware
+# codes rank with hardware; application and driver codes rank with CUDA software errors.
+XID_COMPONENTS: dict[str, tuple[int, ...]] = {
+    "Faulty GPU": (46, 54, 61, 62, 74, 79, 136, 143, *range(144, 151), 155, 158, 160),
+    "GPU HBM3 Memory": (48, 63, 64, 94, 95, 156),
+    "GPU SRAM Memory": (140,),
+    "GPU System Processor": (110, 119, 120),
+    "Software Bug": (13, 31, 43, 68, 69, 109),  # application faults (user code)
+    "Dependency": (8, 32, 44),  # driver faults
+}
+XID_CONTEXT = frozenset({45, 92, 121, 137, 154})  # secondary, warnings, meta: never a cause
+NODE_LOSS_XIDS = frozenset({79})  # the node is rebooted and drained: its NVMe copy is gone
+
+
+def _xid(component: str) -> Rule:
+    hardware = _rule(1, component, 0.9, "XID")
+    return hardware if hardware.category == "GPU" else _rule(4, component, 0.6, "XID", False)
+
+
+_XID_RULES = {code: _xid(comp) for comp, codes in XID_COMPONENTS.items() for code in codes}
+_UNLISTED_XID = _rule(1, "Faulty GPU", 0.7, "XID")  # an XID the reference does not know
+
+
+def xid_rule(code: int) -> Rule | None:
+    """The cause rule of an XID code; None for codes that never explain a stop."""
+    return None if code in XID_CONTEXT else _XID_RULES.get(code, _UNLISTED_XID)
+
+
+# -- frame helpers shared with telemetry.inference -------------------------------------------
+
+
+def to_ns(col: pd.Series) -> np.ndarray:
+    """Naive-UTC nanoseconds of a time column (aware times are converted to UTC first)."""
+    s = pd.to_datetime(col)
+    if getattr(s.dt, "tz", None) is not None:
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    return s.to_numpy("datetime64[ns]").view(np.int64)
+
+
+def column(df: pd.DataFrame, name: str) -> pd.Series:
+    """``df[name]``, or all None when the frame lacks the (optional) column."""
+    return df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
+
+
+def opt_int(v: Any) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def opt_str(v: Any) -> str | None:
+    return None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def is_empty(df: pd.DataFrame | None) -> bool:
+    return df is None or len(df) == 0
+
+
+def item(ts: int, kind: str, role: str = "context", **kw: Any) -> dict[str, Any]:
+    """One evidence object as stored (JSON): ts, kind, host, gpu, xid, origin, line, role."""
+    return {
+        "ts": pd.Timestamp(int(ts)).isoformat(),
+        "kind": kind,
+        "host": kw.get("host"),
+        "gpu": opt_int(kw.get("gpu")),
+        "xid": opt_int(kw.get("xid")),
+        "origin": kw.get("origin"),
+        "line": kw.get("line"),
+        "role": role,
+    }
+
+
+@dataclass
+class Evidence:
+    """A signal or an XID event inside a stop's window."""
+
+    ts: int  # ns
+    kind: str
+    host: str | None
+    gpu: int | None
+    xid: int | None
+    origin: str | None
+    line: str | None
+    detail: str | None
+    rule: Rule | None
+
+    @property
+    def failing(self) -> bool:
+        return self.rule is not None or self.kind in SYMPTOM_KINDS
+
+    def key(self) -> tuple[Any, ...]:
+        g, x = (-1 if v is None else v for v in (self.gpu, self.xid))
+        rank = self.rule.rank if self.rule else 99
+        return (self.ts, rank, self.host or "", g, x, self.kind, self.origin or "", self.line or "")
+
+    def item(self, role: str) -> dict[str, Any]:
+        kw = {"host": self.host, "gpu": self.gpu, "xid": self.xid, "origin": self.origin}
+        return item(self.ts, self.kind, role, line=self.line, **kw)
+
+    def text(self) -> str:
+        """The cause in words, e.g. ``XID 79 on node-7 GPU 3 (GPU has fallen off the bus)``."""
+        where = f" on {self.host}" if self.host else ""
+        where += f" GPU {self.gpu}" if self.gpu is not None else ""
+        if self.kind == XID:
+            ref = xids().get(self.xid if self.xid is not None else -1)
+            return f"XID {self.xid}{where}" + (f" ({ref.message})" if ref else "")
+        detail = f" ({self.detail})" if self.kind == TRACEBACK and self.detail else ""
+        return f"{self.rule.label if self.rule else self.kind}{where}{detail}"
+
+
+def _windowed(df: pd.DataFrame, w0: np.ndarray, w1: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """Rows of ``df`` inside one of the (disjoint, sorted) windows, and each row's window:
+    the vectorised prefilter that keeps per-row work to the few rows near a stop."""
+    df = df[df["ts"].notna()]
+    ts = to_ns(df["ts"])
+    j = np.searchsorted(w0, ts, "right") - 1
+    inside = (j >= 0) & (ts <= w1[np.maximum(j, 0)])
+    return df[inside].assign(_ts=ts[inside]), j[inside]
+
+
+def gather(
+    signals: pd.DataFrame | None,
+    xid_events: pd.DataFrame | None,
+    run_hosts: set[str] | None,
+    w0: np.ndarray,
+    w1: np.ndarray,
+) -> list[list[Evidence]]:
+    """Per window [w0, w1] (ns), its signals and XID events on the run's hosts (a host-less
+    line is the job's own), in a deterministic order. An XID event repeating a kernel-log XID
+    (same host and code within ``XID_DUPLICATE_S``) is dropped; its GPU fills the line's."""
+    per: list[list[Evidence]] = [[] for _ in w0]
+    kernel: dict[tuple[int, str | None, int], list[Evidence]] = {}
+
+    def ours(host: str | None) -> bool:
+        return run_hosts is None or host is None or host in run_hosts
+
+    if not is_empty(signals):
+        s, js = _windowed(signals, w0, w1)  # type: ignore[arg-type]
+        cols = [column(s, c) for c in ("kind", "host", "gpu", "xid", "origin", "line", "detail")]
+        for j, t, kind, host, gpu, xid, origin, line, detail in zip(
+            js, s["_ts"], *cols, strict=True
+        ):
+            host, xid, kind = opt_str(host), opt_int(xid), str(kind)
+            if not ours(host):
+                continue
+            rule = (xid_rule(xid) if xid is not None else None) if kind == XID else CAUSES.get(kind)
+            e = Evidence(
+                int(t),
+                kind,
+                host,
+                opt_int(gpu),
+                xid,
+                opt_str(origin),
+                opt_str(line),
+                opt_str(detail),
+                rule,
+            )
+            per[j].append(e)
+            if kind == XID and xid is not None:
+                kernel.setdefault((int(j), host, xid), []).append(e)
+    if not is_empty(xid_events):
+        x, js = _windowed(xid_events[xid_events["xid"].notna()], w0, w1)  # type: ignore[index]
+        cols = [column(x, c) for c in ("host", "gpu", "xid", "source")]
+        for j, t, host, gpu, xid, source in zip(js, x["_ts"], *cols, strict=True):
+            host, gpu, xid = opt_str(host), opt_int(gpu), int(xid)
+            if not ours(host):
+                continue
+            near = XID_DUPLICATE_S * 1e9
+            dup = [e for e in kernel.get((int(j), host, xid), []) if abs(e.ts - t) <= near]
+            if dup:
+                dup[0].gpu = dup[0].gpu if dup[0].gpu is not None else gpu
+                continue
+            ref = xids().get(xid)
+            msg = ref.message if ref else "XID not in the reference"
+            where = (f" on {host}" if host else "") + (f" GPU {gpu}" if gpu is not None else "")
+            per[j].append(
+                Evidence(
+                    int(t),
+                    XID,
+                    host,
+                    gpu,
+                    xid,
+                    opt_str(source) or "dcgm",
+                    f"XID {xid}{where}: {msg}",
+                    msg,
+                    xid_rule(xid),
+                )
+            )
+    for evs in per:
+        evs.sort(key=Evidence.key)
+    return per
+
+
+@dataclass(frozen=True)
+class Explanation:
+    cause: Evidence | None
+    ordered: list[tuple[Evidence, str]]  # (evidence, role): cause, symptoms, then context
+    confidence: float
+    node_lost: bool  # a node failure or an XID that drains the node
+    cancelled: bool  # a person or script cancelled the job
+
+    @property
+    def symptoms(self) -> int:
+        return sum(role == "symptom" for _, role in self.ordered)
+
+    @property
+    def first_failure_ns(self) -> int | None:
+        return min((e.ts for e, role in self.ordered if role != "context"), default=None)
+
+
+def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
+    """The strongest evidence of a window is its cause (the earliest of equal rank)."""
+    cause = min((e for e in evs if e.rule), key=lambda e: e.rule.rank, default=None)  # type: ignore[union-attr]
+    ordered = [(cause, "cause")] if cause else []
+    ordered += [(e, "symptom") for e in evs if e.failing and e is not cause]
+    ordered += [(e, "context") for e in evs if not e.failing]
+    conf = NO_CAUSE_CONFIDENCE
+    if cause is not None and cause.rule is not None:
+        vague = not hosts_known and cause.rule.host_specific and cause.host is not None
+        conf = cause.rule.confidence - (UNKNOWN_HOSTS_PENALTY if vague else 0.0)
+    lost = any(
+        e.kind == SLURM_NODE_FAILURE or (e.kind == XID and e.xid in NODE_LOSS_XIDS) for e in evs
+    )
+    cancelled = any(e.kind == SLURM_CANCELLED for e in evs)
+    return Explanation(cause, ordered, round(conf, 3), lost, cancelled)

@@ -1,0 +1,453 @@
+"""Interruption inference: failures, restores and their causes from signals a cluster already has.
+
+A real cluster rarely posts interruption records, but its step stream shows every stop and its
+logs say why. This module is the pure engine (frames in, one frame out, no store, no I/O); the
+lead re-derives a run's rows after each import or ingest round and replaces them whole, so the
+output is deterministic: same inputs, same rows, same order, same evidence text.
+
+Stops (found vectorised over the whole step stream; only the rare stops get per-stop work):
+- a **stall**: the gap between consecutive progress points exceeds ``k`` x the median gap
+  between metric rows, with a floor of ``min_stall_s`` (the median gap, not the step time, so a
+  log line every 100 steps works); a gap covered by checkpoint saves with no failure evidence
+  and no restart is a blocking save, not an interruption;
+- a **step going backwards** (a restore from an older checkpoint);
+- a **new attempt**: the ``attempt`` column changes, or a checkpoint ``load`` line falls between
+  two progress points (a quick restart that neither stalls long nor goes back a logged step).
+A stall with no progress after it yet is not an interruption: see ``current_stall``.
+
+Per stop: ``ts`` = last progress before it, ``end_ts`` = next progress. Restored step: a ``load``
+checkpoint event in between, else the newest ``ok`` checkpoint on a surviving tier that ended
+before the restart with a step at most the first step after it, else that first step minus the
+log interval (an estimate, said so in the evidence). Tier: the load path under a tier root,
+else the checkpoint's; a step on several tiers takes the fastest surviving one (nvme < pfs <
+object), never NVMe when a node was lost (a Slurm node failure or an XID 79 in the window) nor
+NVMe copies written before an earlier node loss. The first step after the restart has the last
+word (a checkpoint at S resumes at S+1..S+log interval): if only an NVMe copy fits it, the
+NVMe survived; if a newer NVMe copy than the restored step was passed over, it was lost, and
+so was a node. ``detect_s`` = first failure signal - ``ts`` (0 when it came before the last
+progress), ``restart_s`` the rest of the downtime. Recovery is ``automated`` when the job
+restarted (new attempt, load line or step regression) within ``automated_max_s`` and nobody
+cancelled it (``slurm_cancelled``); else unknown (None): logs cannot tell a person's hand from
+a slow script.
+
+Root cause (``telemetry.evidence`` holds the ranking table): the strongest evidence on the
+run's hosts in the window from ``pre_s`` before the last progress (never before the previous
+stop's end) to the restart; every other failure signal there is its symptom.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from telemetry.evidence import (
+    UNKNOWN,
+    XID,
+    Explanation,
+    column,
+    explain,
+    gather,
+    is_empty,
+    item,
+    opt_int,
+    opt_str,
+    to_ns,
+)
+from telemetry.replay.timeline import PLANNED_CATEGORY
+
+COLUMNS = (
+    "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
+    "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
+    "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
+)  # fmt: skip
+SOURCE = "inferred"
+K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
+MIN_STALL_S = 60.0  # ... and never shorter than this (GC pauses, slow log flushes)
+PRE_S = 300.0  # the evidence window opens this long before the last progress
+AUTOMATED_MAX_S = 1800.0  # a restart within this long, nobody cancelling, is automated
+POSTED_SLACK_S = 300.0  # a posted record this close to a stop's window is that stop
+EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
+TIERS = ("nvme", "pfs", "object")  # fastest first: the restore preference
+_NEVER = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class _Stream:
+    run_id: str | None
+    ts: np.ndarray  # int64 ns, ascending
+    step: np.ndarray
+    attempt: np.ndarray  # float, NaN unknown
+    thr_ns: float
+
+
+def _stream(metrics: pd.DataFrame, k: float, min_stall_s: float) -> _Stream:
+    missing = {"ts", "step"} - set(metrics.columns)
+    if missing:
+        raise ValueError(f"metrics lack column(s) {sorted(missing)}: need run_id, ts, step")
+    m = metrics[metrics["ts"].notna() & metrics["step"].notna()]
+    runs = column(m, "run_id").dropna().unique()
+    if len(runs) > 1:
+        raise ValueError(f"metrics hold {len(runs)} runs; infer one run at a time")
+    ts, step = to_ns(m["ts"]), m["step"].to_numpy(np.int64)
+    att = pd.to_numeric(column(m, "attempt"), errors="coerce").to_numpy(float, na_value=np.nan)
+    order = np.lexsort((step, ts))
+    ts, step, att = ts[order], step[order], att[order]
+    keep = np.r_[True, (np.diff(ts) != 0) | (np.diff(step) != 0)]  # the same row twice
+    ts, step, att = ts[keep], step[keep], att[keep]
+    gaps = np.diff(ts)
+    med = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0.0
+    thr = max(k * med, min_stall_s * 1e9)
+    return _Stream(str(runs[0]) if len(runs) else None, ts, step, att, thr)
+
+
+def stall_threshold_s(
+    metrics: pd.DataFrame, k: float = K, min_stall_s: float = MIN_STALL_S
+) -> float:
+    """Seconds without progress after which a run counts as stalled."""
+    return _stream(metrics, k, min_stall_s).thr_ns / 1e9
+
+
+def current_stall(
+    metrics: pd.DataFrame, now: datetime, *, k: float = K, min_stall_s: float = MIN_STALL_S
+) -> dict[str, Any] | None:
+    """The run's open stall at ``now`` (naive UTC), or None: ``run_id``, ``since`` (the last
+    progress), ``step``, ``stalled_s``, ``threshold_s``. Such a stop is no interruption until
+    progress resumes; the lead raises a live alert instead."""
+    s = None if is_empty(metrics) else _stream(metrics, k, min_stall_s)
+    if s is None or not len(s.ts):
+        return None
+    stalled = pd.Timestamp(now).as_unit("ns").value - int(s.ts[-1])
+    if stalled <= s.thr_ns:
+        return None
+    since = pd.Timestamp(int(s.ts[-1])).to_pydatetime()
+    return {
+        "run_id": s.run_id,
+        "since": since,
+        "step": int(s.step[-1]),
+        "stalled_s": stalled / 1e9,
+        "threshold_s": s.thr_ns / 1e9,
+    }
+
+
+def _checkpoints(checkpoints: pd.DataFrame | None) -> pd.DataFrame:
+    """Checkpoint rows as step, tier, start/end (ns), ok, normalised path; sorted."""
+    if is_empty(checkpoints):
+        return pd.DataFrame({c: [] for c in ("step", "tier", "start", "end", "ok", "path")})
+    c = checkpoints[checkpoints["end_ts"].notna() & checkpoints["step"].notna()]  # type: ignore[index]
+    end = to_ns(c["end_ts"])
+    paths = (opt_str(p) for p in column(c, "path"))
+    out = pd.DataFrame(
+        {
+            "step": c["step"].to_numpy(np.int64),
+            "tier": c["tier"].astype(str).to_numpy(object),
+            "start": to_ns(c["start_ts"].fillna(c["end_ts"])) if "start_ts" in c else end,
+            "end": end,
+            "ok": (column(c, "status").fillna("ok").astype(str) == "ok").to_numpy(bool),
+            "path": [None if p is None else os.path.normpath(p) for p in paths],
+        }
+    )
+    return out.sort_values(["end", "step", "tier"], kind="mergesort").reset_index(drop=True)
+
+
+def _events(ckpt_events: pd.DataFrame | None, kind: str) -> pd.DataFrame:
+    """Checkpoint log events of one kind as ts (ns), step, path, origin, line; by time."""
+    cols = ("step", "path", "origin", "line")
+    if is_empty(ckpt_events):
+        return pd.DataFrame({"ts": np.array([], np.int64)} | {c: [] for c in cols})
+    e = ckpt_events[(ckpt_events["kind"] == kind) & ckpt_events["ts"].notna()]  # type: ignore[index]
+    conv = {"step": opt_int, "path": opt_str, "origin": opt_str, "line": opt_str}
+    data = {c: pd.Series([conv[c](v) for v in column(e, c)], dtype=object) for c in cols}
+    out = pd.DataFrame({"ts": to_ns(e["ts"])} | data)
+    return out.assign(_p=out["path"].fillna("")).sort_values(["ts", "_p"], kind="mergesort")
+
+
+def _save_spans(ck: pd.DataFrame, ckpt_events: pd.DataFrame | None) -> np.ndarray:
+    """(start, end) ns of every checkpoint write: directory rows, and save_start..save_end."""
+    spans = [np.column_stack([ck["start"].to_numpy(np.int64), ck["end"].to_numpy(np.int64)])]
+    s0 = _events(ckpt_events, "save_start")["ts"].to_numpy(np.int64)
+    for t in _events(ckpt_events, "save_end")["ts"].to_numpy(np.int64):
+        j = np.searchsorted(s0, t, "right") - 1
+        spans.append(np.array([[s0[j] if j >= 0 else t, t]], np.int64))
+    return np.concatenate(spans)
+
+
+def _covered_ns(spans: np.ndarray, a: int, b: int) -> int:
+    """Nanoseconds of [a, b] inside the union of ``spans``."""
+    total, cur = 0, a
+    for s, e in sorted(map(tuple, np.clip(spans[(spans[:, 0] < b) & (spans[:, 1] > a)], a, b))):
+        if e > cur:
+            total, cur = total + e - max(s, cur), e
+    return int(total)
+
+
+_STEP_IN_PATH = re.compile(r"(?:iter_|checkpoint-|global_step|step[_-]?)0*(\d+)")
+
+
+def _tier_of(path: str | None, roots: Mapping[str, Sequence[str]], ck: pd.DataFrame) -> str | None:
+    """The tier a checkpoint path lives on: its longest tier root, else a scanned checkpoint's."""
+    if not path:
+        return None
+    p = os.path.normpath(path)
+    under = [
+        (len(r), tier)
+        for tier in sorted(roots)
+        for r in map(os.path.normpath, roots[tier])
+        if p == r or p.startswith(r.rstrip(os.sep) + os.sep)
+    ]
+    if under:
+        return max(under)[1]
+    hit = ck.loc[ck["path"] == p, "tier"]
+    return str(hit.iat[0]) if len(hit) else None
+
+
+def _fastest(tiers: Sequence[str]) -> str | None:
+    return min(
+        set(tiers),
+        key=lambda t: (t not in TIERS, TIERS.index(t) if t in TIERS else 0, t),
+        default=None,
+    )
+
+
+def _tiers_at(pool: pd.DataFrame, before: pd.DataFrame, step: int) -> tuple[list[str], bool]:
+    """Tiers holding ``step``, and whether a newer NVMe copy was passed over (then NVMe was
+    lost and is left out)."""
+    tiers = pool.loc[pool["step"] == step, "tier"].tolist()
+    newer = bool(((before["tier"] == "nvme") & (before["step"] > step)).any())
+    if newer and "nvme" in tiers and set(tiers) != {"nvme"}:
+        return [t for t in tiers if t != "nvme"], True
+    return tiers, newer and "nvme" not in tiers
+
+
+@dataclass(frozen=True)
+class _Restore:
+    step: int
+    tier: str | None
+    how: str  # load | checkpoint | estimate
+    item: dict[str, Any]  # the evidence item that says so
+    nvme_lost: bool = False  # a newer NVMe copy than the restored step was passed over
+
+
+def _restore(
+    start: int,
+    end: int,
+    next_step: int,
+    log_every: int,
+    node_lost: bool,
+    nvme_from: int,
+    ck: pd.DataFrame,
+    loads: pd.DataFrame,
+    roots: Mapping[str, Sequence[str]],
+) -> _Restore:
+    """Restored step and tier (module doc). NVMe copies started before ``nvme_from`` are
+    partial: a node was lost since."""
+    before = ck[ck["ok"].astype(bool) & (ck["end"] <= end)]
+    before = before[(before["tier"] != "nvme") | (before["start"] >= nvme_from)]
+
+    def fits(c: pd.DataFrame) -> bool:
+        return bool(len(c)) and int(c["step"].max()) >= next_step - log_every
+
+    cand = before[before["step"] <= next_step]
+    if node_lost and not (fits(cand) and not fits(cand[cand["tier"] != "nvme"])):
+        cand = cand[cand["tier"] != "nvme"]  # unless only an NVMe copy explains the resume
+    lt = loads["ts"].to_numpy(np.int64)
+    j = int(np.searchsorted(lt, end, "right")) - 1
+    path_tier = None
+    if j >= 0 and lt[j] >= start:  # the last load before progress resumed is the one that took
+        load = loads.iloc[j]
+        path, step = load["path"], load["step"]
+        path_tier = _tier_of(path, roots, ck)
+        if step is None and path:
+            hit = ck.loc[ck["path"] == os.path.normpath(path), "step"]
+            m = _STEP_IN_PATH.findall(path)
+            step = int(hit.iat[0]) if len(hit) else int(m[-1]) if m else None
+        if step is not None:
+            line = load["line"] or f"load {path or 'checkpoint'} at step {step:,}"
+            it = item(int(load["ts"]), "ckpt_load", origin=load["origin"], line=line)
+            at_step, lost = _tiers_at(
+                cand if (cand["step"] == step).any() else before, before, step
+            )
+            return _Restore(int(step), path_tier or _fastest(at_step), "load", it, lost)
+    if len(cand):
+        best = int(cand["step"].max())
+        same = cand[cand["step"] == best]
+        at_step, lost = _tiers_at(same, before, best)
+        tier = path_tier or _fastest(at_step)
+        row = same[same["tier"] == tier].iloc[0] if (same["tier"] == tier).any() else same.iloc[0]
+        where = f" ({row['path']})" if row["path"] else ""
+        line = f"checkpoint at step {best:,} on {row['tier']}{where}, the newest usable one"
+        return _Restore(
+            best, tier, "checkpoint", item(int(row["end"]), "checkpoint", line=line), lost
+        )
+    est = max(next_step - log_every, 0)
+    line = (
+        f"no load line or checkpoint: restored step estimated as the first step after the "
+        f"restart ({next_step:,}) minus the log interval ({log_every:,})"
+    )
+    return _Restore(est, path_tier, "estimate", item(end, "restore_estimate", line=line))
+
+
+def infer_interruptions(
+    metrics: pd.DataFrame,
+    signals: pd.DataFrame | None = None,
+    *,
+    checkpoints: pd.DataFrame | None = None,
+    ckpt_events: pd.DataFrame | None = None,
+    xid_events: pd.DataFrame | None = None,
+    posted: pd.DataFrame | None = None,
+    run_hosts: set[str] | None = None,
+    gpus: int | None = None,
+    tier_roots: Mapping[str, Sequence[str]] | None = None,
+    run_id: str | None = None,
+    k: float = K,
+    min_stall_s: float = MIN_STALL_S,
+    pre_s: float = PRE_S,
+    automated_max_s: float = AUTOMATED_MAX_S,
+    posted_slack_s: float = POSTED_SLACK_S,
+) -> pd.DataFrame:
+    """The interruptions of ONE run, derived from its step stream and evidence (module doc).
+
+    ``metrics``: run_id, ts, step[, attempt]. ``signals``: ts, host, gpu, kind, xid, detail,
+    origin, line[, source]. ``checkpoints``: step, tier, end_ts, status[, start_ts, path].
+    ``ckpt_events``: ts, kind (save_start|save_end|load), step, path[, origin, line].
+    ``xid_events``: ts, host, gpu, xid[, source]. ``posted``: stored interruptions from other
+    sources (ts[, source]; 'inferred' rows are ignored): a stop whose window holds one within
+    ``posted_slack_s`` is left to it. ``run_hosts``: the run's hosts (None = all). ``gpus``:
+    the run's GPU count (None: lost GPU-hours unknown). ``tier_roots``: {tier: [roots]}.
+    Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
+    Raises ``ValueError`` when metrics lack ts/step or hold several runs.
+    """
+    if is_empty(metrics):
+        return _frame([])
+    s = _stream(metrics, k, min_stall_s)
+    d_ts, d_step, a = np.diff(s.ts), np.diff(s.step), s.attempt
+    back = d_step < 0
+    new_att = ~np.isnan(a[:-1]) & ~np.isnan(a[1:]) & (a[:-1] != a[1:])
+    loads = _events(ckpt_events, "load")
+    j = np.searchsorted(s.ts, loads["ts"].to_numpy(np.int64), "left") - 1
+    new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
+    stop = (d_ts > s.thr_ns) | back | new_att
+    idx = np.flatnonzero(stop)
+    if not idx.size:
+        return _frame([])
+    normal = ~stop & (d_step > 0)
+    step_s = float(np.median(d_ts[normal] / d_step[normal])) / 1e9 if normal.any() else None
+    log_every = max(round(float(np.median(d_step[normal]))), 1) if normal.any() else 1
+    starts, ends = s.ts[idx], s.ts[idx + 1]
+    w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
+    evidence = gather(signals, xid_events, run_hosts, w0, ends)
+    ck = _checkpoints(checkpoints)
+    spans = _save_spans(ck, ckpt_events)
+    pt = np.array([], np.int64)
+    if not is_empty(posted):
+        p = posted[posted["ts"].notna() & (column(posted, "source").fillna("") != SOURCE)]  # type: ignore[index]
+        pt = np.sort(to_ns(p["ts"]))
+    slack = int(posted_slack_s * 1e9)
+    rows, nvme_from = [], _NEVER
+    for n, i in enumerate(idx):
+        start, end = int(starts[n]), int(ends[n])
+        ex = explain(evidence[n], hosts_known=run_hosts is not None)
+        nxt, roots = int(s.step[i + 1]), tier_roots or {}
+        rs = _restore(start, end, nxt, log_every, ex.node_lost, nvme_from, ck, loads, roots)
+        node_lost = (ex.node_lost or rs.nvme_lost) and rs.tier != "nvme"  # NVMe used: it lived
+        nvme_from = start if node_lost else nvme_from
+        restarted = bool(back[i] or new_att[i] or rs.how == "load")
+        if not restarted and ex.cause is None:
+            if end - start - _covered_ns(spans, start, end) <= s.thr_ns:
+                continue  # a blocking checkpoint save, not an interruption
+        if np.searchsorted(pt, end + slack, "right") > np.searchsorted(pt, start - slack):
+            continue  # the job posted this stop itself: its record wins
+        automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
+        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus)
+        rows.append(
+            row
+            | {
+                "run_id": run_id or s.run_id,
+                "node_lost": node_lost,
+                "recovery": "automated" if automated else None,
+            }
+        )
+    return _frame(rows)
+
+
+def _row(
+    start: int,
+    end: int,
+    last: int,
+    rs: _Restore,
+    ex: Explanation,
+    step_s: float | None,
+    gpus: int | None,
+) -> dict[str, Any]:
+    ordered = ex.ordered
+    items = [e.item(role) for e, role in ordered[: EVIDENCE_CAP - 1]] + [rs.item]
+    if len(ordered) > EVIDENCE_CAP - 1:
+        rest = len(ordered) - (EVIDENCE_CAP - 1)
+        items.append(item(end, "more", line=f"{rest:,} more items not shown") | {"count": rest})
+    downtime = (end - start) / 1e9
+    first = ex.first_failure_ns
+    detect = max((first - start) / 1e9, 0.0) if first is not None else None
+    lost = max(last - rs.step, 0)
+    rework = lost * step_s if step_s is not None else None
+    cause, n = ex.cause, ex.symptoms
+    rule = cause.rule if cause is not None else None
+    tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
+    desc = (
+        f"Step stalled at {last:,} for {_dur(downtime)}; "
+        + (cause.text() if cause is not None else "no failure signal on the run's hosts")
+        + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None else "")
+        + f"; resumed from step {'~' if rs.how == 'estimate' else ''}{rs.step:,} ({tier})"
+        + (f", {lost:,} steps lost" if lost else "")
+    )
+    return {
+        "ts": pd.Timestamp(start),
+        "host": cause.host if cause else None,
+        "gpu": cause.gpu if cause else None,
+        "component": rule.component if rule else UNKNOWN,
+        "category": rule.category if rule else UNKNOWN,
+        "xid": cause.xid if cause and cause.kind == XID else None,
+        "planned": bool(rule and rule.category == PLANNED_CATEGORY),
+        "detect_s": detect,
+        "restart_s": downtime - (detect or 0.0),
+        "restored_tier": rs.tier,
+        "restored_step": rs.step,
+        "lost_steps": lost,
+        "rework_s": rework,
+        "lost_gpu_hours": gpus * (downtime + (rework or 0.0)) / 3600.0 if gpus else None,
+        "description": desc,
+        "source": SOURCE,
+        "confidence": ex.confidence,
+        "evidence": json.dumps(items, ensure_ascii=False),
+        "end_ts": pd.Timestamp(end),
+    }
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+_DTYPES: dict[str, Any] = {
+    "ts": "datetime64[us]",
+    "end_ts": "datetime64[us]",
+    "gpu": "Int16",
+    "xid": "Int16",
+    "planned": bool,
+    "node_lost": bool,
+    "restored_step": "Int64",
+    "lost_steps": "Int64",
+}
+_FLOATS = ("detect_s", "restart_s", "rework_s", "lost_gpu_hours", "confidence")
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows in ``COLUMNS`` order; unknowns are nulls (NA), never 0."""
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    strings = [c for c in COLUMNS if c not in _DTYPES and c not in _FLOATS]
+    return df.astype(_DTYPES | dict.fromkeys(_FLOATS, "Float64") | dict.fromkeys(strings, object))
