@@ -77,24 +77,56 @@ CREATE TABLE IF NOT EXISTS xid_events (
   ts TIMESTAMP, host VARCHAR, gpu SMALLINT, xid SMALLINT, run_id VARCHAR, source VARCHAR);
 CREATE TABLE IF NOT EXISTS ingest_batches (
   batch_id VARCHAR PRIMARY KEY, ts TIMESTAMP, kind VARCHAR, rows BIGINT);
+CREATE TABLE IF NOT EXISTS signals (
+  ts TIMESTAMP, run_id VARCHAR, host VARCHAR, gpu SMALLINT, kind VARCHAR, xid SMALLINT,
+  detail VARCHAR, origin VARCHAR, line VARCHAR, source VARCHAR);
+CREATE TABLE IF NOT EXISTS checkpoint_events (
+  ts TIMESTAMP, run_id VARCHAR, kind VARCHAR, step BIGINT, path VARCHAR, origin VARCHAR,
+  line VARCHAR);
+CREATE TABLE IF NOT EXISTS interruption_labels (
+  run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
+  labelled_at TIMESTAMP);
 """
 
-# Columns added to ``targets`` after the first release, in table order (see ``create``).
-ADDED_TARGET_COLUMNS = {"stale": "BOOLEAN", "digest": "BIGINT", "unchanged": "INTEGER"}
+# Columns added to tables after the first release, in table order (see ``create``).
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "targets": {"stale": "BOOLEAN", "digest": "BIGINT", "unchanged": "INTEGER"},
+    # Interruptions derived from the signals a cluster produces (``telemetry.derive``): where
+    # a row came from, how sure the inference is, its evidence (JSON), when progress resumed,
+    # and an operator's correction of its cause (the inferred cause kept beside it).
+    "interruptions": {
+        "source": "VARCHAR",
+        "confidence": "DOUBLE",
+        "evidence": "VARCHAR",
+        "end_ts": "TIMESTAMP",
+        "labelled_by": "VARCHAR",
+        "labelled_at": "TIMESTAMP",
+        "orig_component": "VARCHAR",
+        "orig_category": "VARCHAR",
+    },
+    # Checkpoints found in directories name the path and the writer's format.
+    "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
+}
 # Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
 # ingest sink, which opens the store for writing and adds them itself, so a store that lacks
 # only them is still served read-only without an upgrade (which would need write access).
-READ_TARGET_COLUMNS = ("stale",)
+READ_COLUMNS: dict[str, tuple[str, ...]] = {
+    "targets": ("stale",),
+    "interruptions": tuple(ADDED_COLUMNS["interruptions"]),
+    "checkpoints": tuple(ADDED_COLUMNS["checkpoints"]),
+}
 
 
 def create(con: duckdb.DuckDBPyConnection) -> None:
     """Create what a store lacks (every statement is ``IF NOT EXISTS``), fill the field
     catalog of a new store and record the schema version. The caller holds the write lock."""
     con.execute(SCHEMA)
-    # Stores created before target staleness was recorded get its columns (appends are
-    # positional, so they must exist, in this order, before the first round).
-    for column, kind in ADDED_TARGET_COLUMNS.items():
-        con.execute(f"ALTER TABLE targets ADD COLUMN IF NOT EXISTS {column} {kind}")
+    # Stores created before a column was added get it (appends to ``targets`` are positional,
+    # so its columns must exist, in this order, before the first round). Names come from
+    # ``ADDED_COLUMNS`` above, never from input.
+    for table, columns in ADDED_COLUMNS.items():
+        for column, kind in columns.items():
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
         con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
@@ -102,15 +134,16 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
     """What a store written by an older Factory Floor lacks that a read-only open needs:
-    tables, and the columns added to ``targets`` that the dashboard reads."""
+    tables, and the added columns that the dashboard reads."""
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
     missing = [t for t in want if t not in have]
-    if "targets" in have:
-        cols = con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'targets'"
-        ).fetchall()
-        missing += [f"targets.{c}" for c in READ_TARGET_COLUMNS if (c,) not in cols]
+    for table, read in READ_COLUMNS.items():
+        if table in have:
+            cols = con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]
+            ).fetchall()
+            missing += [f"{table}.{c}" for c in read if (c,) not in cols]
     return missing
 
 

@@ -46,7 +46,11 @@ APPENDABLE = (
     "runs",
     "nodes",
     "gpus",
+    "signals",
+    "checkpoint_events",
 )
+# Tables appended by column name: producers may omit columns added later (NULL).
+_BY_NAME = frozenset({"interruptions", "checkpoints", "signals", "checkpoint_events"})
 
 
 def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
@@ -174,6 +178,19 @@ class Store:
             finally:
                 self._version += 1  # after the commit: readers from now on see the new data
 
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One atomic write for the modules that replace derived rows (``telemetry.derive``):
+        everything inside is committed together or rolled back whole."""
+        with self._writing() as con:
+            con.begin()
+            try:
+                yield con
+                con.commit()
+            except BaseException:
+                rollback(con)
+                raise
+
     def set_meta(self, values: dict[str, str]) -> None:
         with self._writing() as con:
             con.executemany(
@@ -225,7 +242,8 @@ class Store:
                     if n:
                         con.register("_batch", data)
                         verb = "INSERT OR REPLACE" if table == "runs" else "INSERT"
-                        con.execute(f"{verb} INTO {table} SELECT * FROM _batch")
+                        by = " BY NAME" if table in _BY_NAME else ""
+                        con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
                             con.execute(rollups.NODE_TICK_SQL)
                         con.unregister("_batch")

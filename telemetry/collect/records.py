@@ -140,6 +140,15 @@ SCHEMAS: dict[str, tuple[Field, ...]] = {
         _f("rework_s", _F64, lo=0, hi=_MAX_DURATION_S),
         _f("lost_gpu_hours", _F64, lo=0),
         _f("description", _STR, "text"),
+        # Filled by the store path: a posted record's source, or the inference's columns.
+        Field("source", _STR),
+        Field("confidence", _F64),
+        Field("evidence", _STR),
+        Field("end_ts", _TS),
+        Field("labelled_by", _STR),
+        Field("labelled_at", _TS),
+        Field("orig_component", _STR),
+        Field("orig_category", _STR),
     ),
     "checkpoints": (
         _RUN,
@@ -151,6 +160,8 @@ SCHEMAS: dict[str, tuple[Field, ...]] = {
         _f("write_s", _F64, lo=0, hi=_MAX_DURATION_S),
         _f("blocking_s", _F64, lo=0, hi=_MAX_DURATION_S),
         _f("status", _STR, "str", choices=STATUSES),
+        _f("path", _STR, "text"),
+        Field("format", _STR),
     ),
 }
 
@@ -432,6 +443,8 @@ def store_records(
     in one ``append_many`` call. With ``batch_id`` a repeated batch writes nothing and the
     report says ``duplicate``. Store errors (``StoreError``) propagate; bad records do not."""
     v = validate(kind, records, now)
+    if kind == "interruptions" and not v.frame.empty:
+        v.frame["source"] = pd.array([source] * len(v.frame), dtype=v.frame["source"].dtype)
     with _RUNS_LOCK:
         runs, created = _runs_update(store, v, source)
         batches = {} if kind == "runs" else {kind: v.frame}

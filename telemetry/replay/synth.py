@@ -412,6 +412,7 @@ class Synthesizer:
                             if i.node_lost
                             else ""
                         ),
+                        "source": "replay",
                     }
                     for i in its
                 ]
