@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.reference import llama3_interruptions, xids
-from telemetry.replay.timeline import PLANNED_CATEGORY, PLANNED_COMPONENT
+from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 
 # Signal kinds (CONTRACTS13.md). telemetry/signals.py (the logs helper's) will own these names;
 # until it lands they are defined here with the same strings.

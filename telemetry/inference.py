@@ -61,7 +61,7 @@ from telemetry.evidence import (
     opt_str,
     to_ns,
 )
-from telemetry.replay.timeline import PLANNED_CATEGORY
+from telemetry.vocabulary import PLANNED_CATEGORY
 
 COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
