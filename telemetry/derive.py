@@ -194,9 +194,7 @@ def derive_run(store: Store, run_id: str) -> Derived:
     if store.meta().get(key) == digest:
         return Derived(run_id, len(df), False, by_component)
     with store.transaction() as con:
-        con.execute(
-            "DELETE FROM interruptions WHERE run_id = ? AND source = ?", [run_id, SOURCE]
-        )
+        con.execute("DELETE FROM interruptions WHERE run_id = ? AND source = ?", [run_id, SOURCE])
         if len(df):
             con.register("_derived", df)
             con.execute("INSERT INTO interruptions BY NAME SELECT * FROM _derived")

@@ -51,8 +51,13 @@ def _two_failures(store: Store) -> None:
     assert rep.stored == 301 + 300 + 200
     sig = pd.DataFrame(
         [
-            _signal(first_stop + timedelta(seconds=30), "xid", "node-7", xid=79,
-                    detail="GPU has fallen off the bus"),  # fmt: skip
+            _signal(
+                first_stop + timedelta(seconds=30),
+                "xid",
+                "node-7",
+                xid=79,
+                detail="GPU has fallen off the bus",
+            ),  # fmt: skip
             _signal(first_stop + timedelta(minutes=10), "nccl_timeout", "node-3"),
             _signal(second_stop + timedelta(seconds=20), "ib_error", "node-5"),
         ]
@@ -154,9 +159,7 @@ def test_a_bad_correction_is_refused_and_changes_nothing(
 
 def test_a_simulated_run_is_never_derived(store: Store) -> None:
     _two_failures(store)
-    store.append_many(
-        {"runs": store.df("SELECT * FROM runs").assign(simulated=True)}
-    )
+    store.append_many({"runs": store.df("SELECT * FROM runs").assign(simulated=True)})
     assert derive.derive(store) == []
     assert _inferred(store).empty
 
