@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from telemetry import queries
+from telemetry import derive, label_api, queries
 from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
@@ -360,6 +360,68 @@ def xid_table(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
 
 def lemons(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
     return failq.lemons(store(), run_id, tr)
+
+
+# Interruptions one by one, their evidence, and operators' corrections of their causes.
+_operator_token: str | None = None
+
+
+def set_operator_token(token: str | None) -> None:
+    """The token that allows corrections (``serve --operator-token-file``); None: read-only."""
+    global _operator_token
+    _operator_token = token or None
+
+
+def corrections_allowed() -> bool:
+    return _operator_token is not None and not store().read_only
+
+
+def label_choices() -> tuple[dict[str, str], list[str]]:
+    """Components (-> their category) and categories an operator may choose."""
+    return derive.components(), derive.categories()
+
+
+def interruption_list(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    """Interruptions in the range, newest first, each with a ``key`` naming it in the browser."""
+    df = failq.interruption_list(store(), run_id, tr)
+    keys = [
+        f"{r}|{pd.Timestamp(t).isoformat()}" for r, t in zip(df["run_id"], df["ts"], strict=True)
+    ]
+    return df.assign(key=keys)
+
+
+def _parse_key(key: Any) -> tuple[str, datetime] | None:
+    if not isinstance(key, str) or "|" not in key or len(key) > 600:
+        return None
+    run, _, ts = key.rpartition("|")
+    try:
+        return run, datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+
+
+def interruption_detail(key: Any) -> dict[str, Any] | None:
+    """The interruption a ``key`` names, with its evidence; None for a key naming none."""
+    parsed = _parse_key(key)
+    return None if parsed is None else failq.interruption_detail(store(), *parsed)
+
+
+def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Store a correction from the page: (HTTP-like status, message for the person)."""
+    if _operator_token is None:
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
+    if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    parsed = _parse_key(key)
+    if parsed is None:
+        return 400, "Select an interruption first."
+    body = {"run": parsed[0], "ts": parsed[1].isoformat(), "component": component}
+    body |= {"category": category or None, "by": by if isinstance(by, str) and by else None}
+    status, reply = label_api.apply_label(store(), body)
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    lab = reply["label"]
+    return 200, f"Saved: {lab['component']} ({lab['category']}), by {lab['by']}."
 
 
 # -- Checkpoints ------------------------------------------------------------------------------

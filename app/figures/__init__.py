@@ -7,6 +7,7 @@ Colours and thresholds are presentation decisions and live here.
 from __future__ import annotations
 
 import functools
+import threading
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,11 +31,18 @@ TEMPLATE = "plotly_dark"
 _TRACE_TYPES = ("scatter", "scattergl", "bar", "heatmap", "histogram")
 
 
+_TEMPLATE_LOCK = threading.Lock()
+
+
 @functools.cache
 def _template(name: str) -> go.layout.Template:
-    """plotly's template ``name``, trimmed to the layout and the trace types drawn here."""
-    full = pio.templates[name]
-    return go.layout.Template(layout=full.layout, data={t: full.data[t] for t in _TRACE_TYPES})
+    """plotly's template ``name``, trimmed to the layout and the trace types drawn here. Built
+    under a lock: two callbacks building it at once from the same plotly objects (the first
+    page load after start, callbacks run in threads) fail with plotly's "Invalid value"."""
+    with _TEMPLATE_LOCK:
+        full = pio.templates[name]
+        data = {t: full.data[t] for t in _TRACE_TYPES}
+        return go.layout.Template(layout=full.layout, data=data)
 
 
 def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:

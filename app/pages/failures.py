@@ -11,6 +11,7 @@ from dash import Input, Output, callback, dcc, html
 
 from app import data, figures
 from app.figures import failures as ffig
+from app.pages import _interruptions
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/failures", name="Failures", order=3)
@@ -78,6 +79,7 @@ def layout(**_query: str) -> html.Div:
                 className="d-flex align-items-center",
             ),
             time_graph("fail-timeline"),
+            _interruptions.section(),
             dbc.Row(
                 [
                     dbc.Col(graph("fail-taxonomy"), lg=6),

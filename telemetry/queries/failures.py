@@ -9,6 +9,7 @@ each result is grouped or capped in SQL before it reaches Python.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -275,3 +276,51 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
             LIMIT ?""",
         [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
     )
+
+
+def interruption_list(
+    store: Store, run_id: str | None, tr: TimeRange, limit: int = 500
+) -> pd.DataFrame:
+    """Every interruption in the range, newest first (``limit`` of them), with where it came
+    from: ts, end_ts, run_id, component, category, planned, source ('inferred', 'replay', or
+    the posting path), confidence (inferred only), host, gpu, xid, restored_tier,
+    restored_step, lost_steps, downtime_s, lost_gpu_hours, evidence_n (items of evidence),
+    labelled_by, labelled_at, orig_component (the inferred cause an operator corrected),
+    description."""
+    return store.df(
+        f"""SELECT ts, end_ts, run_id, component, category, planned,
+                   coalesce(source, 'posted') AS source, confidence, host, gpu, xid,
+                   restored_tier, restored_step, lost_steps, detect_s + restart_s AS downtime_s,
+                   lost_gpu_hours,
+                   CASE WHEN evidence IS NULL THEN 0
+                        ELSE json_array_length(evidence::JSON) END AS evidence_n,
+                   labelled_by, labelled_at, orig_component, description
+            FROM interruptions WHERE {_RUN_AND_RANGE}
+            ORDER BY ts DESC, run_id LIMIT ?""",
+        [*_params(run_id, tr), int(limit)],
+    )
+
+
+def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, Any] | None:
+    """One interruption with its evidence list parsed (``evidence``: list of dicts with ts,
+    kind, host, gpu, xid, origin, line, role); None if there is none at that time."""
+    df = store.df(
+        """SELECT *, coalesce(source, 'posted') AS source_shown FROM interruptions
+           WHERE run_id = ? AND ts = ? ORDER BY source LIMIT 1""",
+        [run_id, ts],
+    )
+    if df.empty:
+        return None
+    row = {k: (None if _missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    try:
+        row["evidence"] = json.loads(row["evidence"]) if row.get("evidence") else []
+    except ValueError:
+        row["evidence"] = []
+    return row
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,280 @@
+"""The Failures page's interruptions one by one: where each came from (inferred from the
+cluster's signals, posted by the job, or simulated), how sure the inference is, the evidence
+lines behind it (click a row), and an operator's correction of its cause.
+
+Corrections need the operator token given to ``serve`` (``--operator-token-file``); without
+it the form is not offered and the page stays read-only. A correction with a missing or wrong
+token is refused (403) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import data
+from app.ui import guarded, log, table, view_inputs
+
+COLUMNS = {
+    "time": "Start (UTC)",
+    "component": "Component",
+    "category": "Category",
+    "source": "Source",
+    "confidence_text": "Confidence",
+    "restored": "Restored from",
+    "lost_steps_text": "Lost steps",
+    "downtime_min": "Down (min)",
+    "host": "Host",
+    "corrected": "Corrected",
+    "evidence_n": "Evidence",
+    "run_id": "Run",
+}
+ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "context": "secondary"}
+
+
+def section() -> dbc.Row:
+    comps, cats = data.label_choices()
+    form = html.Div(
+        [
+            html.H6("Correct the cause", className="mt-3 mb-2"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        dcc.Dropdown(
+                            id="fail-label-component",
+                            options=sorted(comps),
+                            placeholder="Component",
+                            clearable=False,
+                        ),
+                        md=6,
+                    ),
+                    dbc.Col(
+                        dcc.Dropdown(
+                            id="fail-label-category",
+                            options=cats,
+                            placeholder="Category (the component's own)",
+                        ),
+                        md=6,
+                    ),
+                ],
+                class_name="g-2 mb-2",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(dbc.Input(id="fail-label-by", placeholder="Your name", size="sm")),
+                    dbc.Col(
+                        dbc.Input(
+                            id="fail-label-token",
+                            type="password",
+                            placeholder="Operator token",
+                            size="sm",
+                            autocomplete="off",
+                        )
+                    ),
+                    dbc.Col(
+                        dbc.Button("Save correction", id="fail-label-save", size="sm"),
+                        width="auto",
+                    ),
+                ],
+                class_name="g-2",
+            ),
+            html.Div(id="fail-label-msg", className="small mt-2", role="status"),
+        ],
+        id="fail-label-form",
+        style=None if data.corrections_allowed() else {"display": "none"},
+    )
+    readonly = html.Div(
+        "Read-only: corrections need `serve --operator-token-file FILE`.",
+        className="small text-body-secondary mt-3",
+        id="fail-label-readonly",
+        style={"display": "none"} if data.corrections_allowed() else None,
+    )
+    return dbc.Row(
+        [
+            dbc.Col(
+                dbc.Card(
+                    dbc.CardBody(
+                        [
+                            html.H6("Interruptions (click one for its evidence)", className="mb-2"),
+                            html.Div(id="fail-int"),
+                        ]
+                    ),
+                    class_name="h-100",
+                ),
+                lg=7,
+            ),
+            dbc.Col(
+                dbc.Card(
+                    dbc.CardBody(
+                        [
+                            html.H6("Evidence", className="mb-2"),
+                            html.Div(
+                                "Click an interruption to see the lines it was derived from.",
+                                id="fail-evidence",
+                                className="small text-body-secondary",
+                            ),
+                            form,
+                            readonly,
+                        ]
+                    ),
+                    class_name="h-100",
+                ),
+                lg=5,
+            ),
+            dcc.Store(id="fail-selected"),
+            dcc.Store(id="fail-labelled", data=0),
+        ],
+        class_name="g-2 mb-2",
+    )
+
+
+def _restored(tier: Any, step: Any) -> str:
+    if pd.isna(step):
+        return "–"
+    return f"step {int(step):,}" + ("" if pd.isna(tier) else f" ({tier})")
+
+
+def _rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(
+        id=df["key"],
+        time=pd.to_datetime(df["ts"]).dt.strftime("%Y-%m-%d %H:%M:%S"),
+        confidence_text=[
+            "–" if pd.isna(c) else f"{float(c) * 100:.0f} %" for c in df["confidence"]
+        ],
+        restored=[
+            _restored(t, s) for t, s in zip(df["restored_tier"], df["restored_step"], strict=True)
+        ],
+        lost_steps_text=["–" if pd.isna(n) else f"{int(n):,}" for n in df["lost_steps"]],
+        downtime_min=["–" if pd.isna(d) else f"{float(d) / 60.0:.1f}" for d in df["downtime_s"]],
+        host=df["host"].fillna("–"),
+        corrected=[
+            "" if pd.isna(by) else f"by {by} (was {orig})"
+            for by, orig in zip(df["labelled_by"], df["orig_component"], strict=True)
+        ],
+    )
+
+
+@callback(
+    Output("fail-int", "children"),
+    *view_inputs(themed=False),
+    Input("fail-labelled", "data"),
+)
+@guarded("alert")
+def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  # type: ignore[no-untyped-def]
+    tr = data.view_range(view)
+    if tr is None:
+        return ""
+    df = data.interruption_list(data.run_of(view), tr)
+    if df.empty:
+        return dbc.Alert("No interruptions in this range.", color="secondary", class_name="mb-0")
+    t = table("fail-int-table", _rows(df), COLUMNS, page_size=8)
+    t.data = [r | {"id": k} for r, k in zip(t.data, df["key"], strict=True)]  # row_id: a click
+    return t
+
+
+@callback(
+    Output("fail-selected", "data"),
+    Input("fail-int-table", "active_cell"),
+    prevent_initial_call=True,
+)
+def _select(cell: dict[str, Any] | None) -> Any:
+    key = (cell or {}).get("row_id")
+    return key if isinstance(key, str) else no_update
+
+
+def _item(e: dict[str, Any]) -> html.Li:
+    where = " ".join(
+        str(x)
+        for x in (
+            e.get("host") or "",
+            "" if e.get("gpu") is None else f"GPU {e['gpu']}",
+            "" if e.get("xid") is None else f"XID {e['xid']}",
+        )
+        if x
+    )
+    return html.Li(
+        [
+            dbc.Badge(e.get("role", "context"), color=ROLE_COLOURS.get(e.get("role"), "info")),
+            html.Span(f" {e.get('ts') or ''} · {e.get('kind', '')} {where}", className="ms-1"),
+            html.Div(e.get("origin") or "", className="text-body-secondary"),
+            html.Pre(
+                e.get("line") or "", className="mb-1 small text-wrap", style={"maxHeight": "6rem"}
+            ),
+        ],
+        className="mb-2 fail-evidence-item",
+    )
+
+
+@callback(
+    Output("fail-label-category", "value"),
+    Input("fail-label-component", "value"),
+    prevent_initial_call=True,
+)
+def _category(component: Any) -> Any:
+    return data.label_choices()[0].get(component, no_update) if component else no_update
+
+
+@callback(
+    Output("fail-evidence", "children"),
+    Output("fail-label-component", "value"),
+    Input("fail-selected", "data"),
+    Input("fail-labelled", "data"),
+)
+@guarded("alert", "alert")
+def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untyped-def]
+    row = data.interruption_detail(key) if key else None
+    if row is None:
+        return "Click an interruption to see the lines it was derived from.", None
+    head = [
+        html.Div(
+            [html.Strong(f"{row['component']} ({row['category']})"), f" · {row['source_shown']}"]
+            + (
+                []
+                if row.get("confidence") is None
+                else [f" · confidence {float(row['confidence']) * 100:.0f} %"]
+            ),
+        ),
+        html.Div(row.get("description") or "", className="mb-2"),
+    ]
+    if row.get("labelled_by"):
+        head.append(
+            dbc.Alert(
+                f"Corrected by {row['labelled_by']} at {row['labelled_at']:%Y-%m-%d %H:%M} UTC; "
+                f"inferred: {row['orig_component']} ({row['orig_category']}).",
+                color="info",
+                class_name="py-1 small",
+            )
+        )
+    ev = row["evidence"]
+    body = (
+        html.Ul([_item(e) for e in ev], className="list-unstyled mb-0")
+        if ev
+        else html.Div("No evidence lines: this interruption was posted or simulated.")
+    )
+    return html.Div([*head, body]), row["component"]
+
+
+@callback(
+    Output("fail-label-msg", "children"),
+    Output("fail-labelled", "data"),
+    Input("fail-label-save", "n_clicks"),
+    State("fail-selected", "data"),
+    State("fail-label-component", "value"),
+    State("fail-label-category", "value"),
+    State("fail-label-by", "value"),
+    State("fail-label-token", "value"),
+    State("fail-labelled", "data"),
+    prevent_initial_call=True,
+)
+def _save(_clicks, key, component, category, by, token, labelled):  # type: ignore[no-untyped-def]
+    try:
+        status, msg = data.relabel(key, component, category, by, token)
+    except Exception as exc:  # shown, never a traceback in the browser
+        log.error("correction failed: %s", exc)
+        return dbc.Alert(f"Not saved: {type(exc).__name__}", color="danger"), no_update
+    colour = "success" if status == 200 else "danger"
+    out = dbc.Alert(msg, color=colour, class_name="py-1 mb-0")
+    return out, ((labelled or 0) + 1) if status == 200 else no_update

@@ -1,0 +1,95 @@
+"""Operators' corrections of an interruption's cause, over HTTP and from the Failures page.
+
+``serve --operator-token-file FILE`` (or ``FACTORYFLOOR_OPERATOR_TOKEN``) allows corrections;
+without it the dashboard stays read-only. The token is separate from the dashboard's access
+token: people who may look are not all people who may relabel.
+
+``POST /api/v1/interruptions/label`` with ``Authorization: Bearer <operator token>`` and a
+JSON body ``{"run": ..., "ts": ISO time of the interruption, "component": ..., "category":
+optional, "by": who}``. Replies: 200 with the stored label; 403 without corrections enabled
+or with a missing or wrong token (nothing is changed); 400/404 for a body that is not such an
+object, an unknown component or category, or no interruption at that time; 409 on a store
+opened read-only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from telemetry import derive
+from telemetry.errors import StoreError
+from telemetry.store import Store
+
+MAX_LABEL_BODY = 16 * 1024
+FORBIDDEN_OFF = (
+    "corrections are disabled: this server was started without an operator token "
+    "(serve --operator-token-file FILE)"
+)
+FORBIDDEN_TOKEN = "operator token missing or wrong; nothing was changed"
+
+
+def operator_ok(given: str | None, expected: str | None) -> bool:
+    """Whether ``given`` is the operator token (constant-time); never with none configured."""
+    if not expected or not isinstance(given, str) or not given:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _reply(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, default=str), status, mimetype="application/json")
+
+
+def apply_label(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """Validate and store one correction; (HTTP status, JSON reply)."""
+    if not isinstance(body, dict):
+        return 400, {"error": "body must be a JSON object with run, ts and component"}
+    run, ts, comp = body.get("run"), body.get("ts"), body.get("component")
+    cat, by = body.get("category"), body.get("by") or "operator"
+    if not all(isinstance(v, str) and v for v in (run, ts, comp)):
+        return 400, {"error": "run, ts and component must be non-empty strings"}
+    if (cat is not None and not isinstance(cat, str)) or not isinstance(by, str):
+        return 400, {"error": "category and by must be strings"}
+    try:
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return 400, {"error": f"ts is not an ISO-8601 time: {ts[:40]!r}"}
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    try:
+        label = derive.relabel(store, run, when, comp, cat, by)
+    except derive.LabelError as exc:
+        return (404 if "no interruption" in str(exc) else 400), {"error": str(exc)}
+    except StoreError as exc:
+        return 409, {"error": str(exc)}
+    return 200, {"label": label}
+
+
+def make_label_blueprint(store: Store, operator_token: str | None) -> Blueprint:
+    bp = Blueprint("factoryfloor_labels", __name__)
+
+    @bp.post("/api/v1/interruptions/label")
+    def label() -> Response:
+        if not operator_token:
+            return _reply(403, {"error": FORBIDDEN_OFF})
+        auth = request.headers.get("Authorization", "")
+        given = auth[7:] if auth.startswith("Bearer ") else None
+        if not operator_ok(given, operator_token):
+            return _reply(403, {"error": FORBIDDEN_TOKEN})
+        length = request.content_length
+        if length is None:
+            return _reply(411, {"error": "Content-Length required"})
+        if length > MAX_LABEL_BODY:
+            return _reply(413, {"error": f"body over {MAX_LABEL_BODY} bytes"})
+        try:
+            body = json.loads(request.get_data(cache=False).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return _reply(400, {"error": "body is not UTF-8 JSON"})
+        status, reply = apply_label(store, body)
+        return _reply(status, reply)
+
+    return bp
