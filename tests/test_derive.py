@@ -172,3 +172,18 @@ def test_a_run_stalled_now_is_reported_until_progress_resumes(store: Store) -> N
     assert stall is not None and stall["step"] == 100 and stall["since"] == last
     (res,) = derive.derive(store)
     assert res.interruptions == 0  # a stall is no interruption until progress resumes
+
+
+def test_a_stalled_run_raises_an_overview_alert_within_a_minute(store: Store) -> None:
+    from telemetry.queries import TimeRange
+    from telemetry.queries.overview import active_alerts
+
+    store_records(store, "train_metrics", _metrics("atlas", [(T0, 0, 100)]), source="import")
+    last = T0 + timedelta(seconds=1000)
+
+    def titles(now: datetime) -> list[str]:
+        return list(active_alerts(store, "atlas", TimeRange(T0, now))["alert"])
+
+    assert "Run stalled" not in titles(last + timedelta(seconds=20))
+    alert = titles(last + timedelta(seconds=60))
+    assert "Run stalled" in alert and "Job not training" not in alert

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from telemetry.derive import open_stall
 from telemetry.queries import TimeRange, latest_sample_and_round
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
@@ -72,6 +73,17 @@ def _run_alerts(
 ) -> list[tuple[str, str, str]]:
     now = tr.end
     rows = []
+    stall = open_stall(store, run_id, now)
+    if stall is not None:  # sooner than "not training": k x its own step interval
+        rows.append(
+            (
+                "critical",
+                "Run stalled",
+                f"no progress since {stall['since']:%H:%M:%S} UTC (step {stall['step']:,}), "
+                f"{stall['stalled_s'] / 60:.1f} min (stalled after {stall['threshold_s']:.0f} s: "
+                "several times its usual interval between steps)",
+            )
+        )
     if not training:
         rows.append(
             (
