@@ -13,6 +13,7 @@ the same way. Definitions (Kokolis et al., HPCA 2025):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -62,11 +63,17 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
     ).iloc[0]
     tokens, tps = _num(tm["tokens"]) or 0.0, _num(tm["tps"])
     productive_s = tokens / tps if tps and tps > 0 else 0.0
+    basis = "tokens" if tokens and tps else None
+    if basis is None:  # a log without tokens: surviving steps x the median step time
+        steps_s = _step_seconds(store, run_id)
+        if steps_s is not None:
+            productive_s, basis = steps_s, "steps"
     loss, mfu = _num(tm["loss"]), _num(tm["mfu"])
     ints = store.df(
-        """SELECT planned, component, category, count(*) AS n, sum(lost_gpu_hours) AS gh,
+        """SELECT planned, component, category, coalesce(source, 'posted') AS source,
+                  count(*) AS n, sum(lost_gpu_hours) AS gh,
                   sum(detect_s + restart_s) AS down_s, sum(rework_s) AS rework_s,
-                  sum(lost_steps) AS lost_steps
+                  sum(lost_steps) AS lost_steps, count(labelled_by) AS corrected
            FROM interruptions WHERE run_id = ? GROUP BY ALL""",
         [run_id],
     )
@@ -99,7 +106,8 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "steps": _int(tm["step"]) or 0,
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
-        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 and tps else None,
+        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 and basis else None,
+        "ettr_basis": basis,
         "mtbf_hours": round(wall_h / n_unexp, 3) if n_unexp else None,
         "mfu": None if mfu is None else round(mfu, 4),
         "interruptions": {
@@ -122,6 +130,9 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             "downtime_hours": round(float(ints["down_s"].sum()) / 3600.0, 3),
             "rework_hours": round(float(ints["rework_s"].sum()) / 3600.0, 3),
             "lost_steps": int(ints["lost_steps"].sum()),
+            "inferred": int(ints.loc[ints["source"] == "inferred", "n"].sum()),
+            "corrected": int(ints["corrected"].sum()),
+            "list": _interruption_list(store, run_id),
         },
         "checkpoints": {
             t: {
@@ -138,6 +149,55 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "restores": {str(k): int(v) for k, v in restores.items()},
         "lost_gpu_hours": round(float(ints["gh"].sum()), 1),
     }
+
+
+def _step_seconds(store: Store, run_id: str) -> float | None:
+    """Productive seconds of a run without tokens: the steps it trained (first to last
+    stored) x its median seconds per step between consecutive progress lines."""
+    (row,) = store.rows(
+        """WITH m AS (
+             SELECT ts, step, lag(ts) OVER w AS pts, lag(step) OVER w AS pstep
+             FROM train_metrics WHERE run_id = ? WINDOW w AS (ORDER BY ts, step))
+           SELECT median(epoch(ts - pts) / (step - pstep)) FILTER (WHERE step > pstep),
+                  max(step) - min(step)
+           FROM m""",
+        [run_id],
+    )
+    per_step, steps = row
+    if per_step is None or not steps:
+        return None
+    return float(per_step) * float(steps)
+
+
+def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Each interruption of the run, oldest first, with its source, confidence, correction
+    and evidence (parsed), as ``summary --json`` shows them."""
+    df = store.df(
+        """SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
+                  confidence, host, gpu, xid, restored_tier, restored_step, lost_steps,
+                  detect_s + restart_s AS downtime_s, lost_gpu_hours, labelled_by,
+                  orig_component, description, evidence
+           FROM interruptions WHERE run_id = ? ORDER BY ts""",
+        [run_id],
+    )
+    out = []
+    for rec in df.to_dict("records"):
+        row = {k: (None if _missing(v) else v) for k, v in rec.items()}
+        for k in ("ts", "end_ts"):
+            row[k] = None if row[k] is None else row[k].isoformat()
+        for k in ("gpu", "xid", "restored_step", "lost_steps"):
+            row[k] = _int(row[k])
+        row["planned"] = bool(row["planned"])
+        row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
+        out.append(row)
+    return out
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def store_summary(store: Store) -> dict[str, Any]:

@@ -187,3 +187,23 @@ def test_a_stalled_run_raises_an_overview_alert_within_a_minute(store: Store) ->
     assert "Run stalled" not in titles(last + timedelta(seconds=20))
     alert = titles(last + timedelta(seconds=65))
     assert "Run stalled" in alert and "Job not training" not in alert
+
+
+def test_summary_reports_inferred_interruptions_and_a_step_based_ettr(store: Store) -> None:
+    from telemetry.summary import run_summary
+
+    _two_failures(store)
+    derive.derive(store)
+    s = run_summary(store, "atlas")
+    i = s["interruptions"]
+    assert i["by_component"] == {"Faulty GPU": 1, "Network Switch/Cable": 1}
+    assert i["inferred"] == 2 and i["lost_steps"] == 200
+    assert i["downtime_hours"] > 0.5  # 20 + 15 minutes stalled
+    assert s["restores"] == {"pfs": 2}
+    assert s["checkpoints"]["pfs"]["count"] == 2 and s["checkpoints"]["pfs"]["failed"] == 0
+    # No tokens in the log: ETTR from steps. 600 steps x 10 s of 1.9 h wall.
+    assert s["ettr_basis"] == "steps"
+    assert s["ettr"] == pytest.approx(6000 / (s["wall_hours"] * 3600), rel=0.02)
+    first = i["list"][0]
+    assert (first["source"], first["component"]) == ("inferred", "Faulty GPU")
+    assert first["evidence"][0]["role"] == "cause" and first["confidence"] > 0.8
