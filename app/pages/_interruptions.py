@@ -31,6 +31,7 @@ COLUMNS = {
     "corrected": "Corrected",
     "evidence_n": "Evidence",
     "run_id": "Run",
+    "evidence_text": "Evidence lines",  # hidden on the page, in the CSV export
 }
 ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "context": "secondary"}
 
@@ -170,7 +171,15 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
     df = data.interruption_list(data.run_of(view), tr)
     if df.empty:
         return dbc.Alert("No interruptions in this range.", color="secondary", class_name="mb-0")
-    t = table("fail-int-table", _rows(df), COLUMNS, page_size=8)
+    t = table(
+        "fail-int-table",
+        _rows(df),
+        COLUMNS,
+        page_size=8,
+        hidden_columns=["evidence_text"],
+        export_columns="all",
+        css=[{"selector": ".show-hide", "rule": "display: none"}],
+    )
     t.data = [r | {"id": k} for r, k in zip(t.data, df["key"], strict=True)]  # row_id: a click
     return t
 

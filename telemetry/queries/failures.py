@@ -286,19 +286,37 @@ def interruption_list(
     the posting path), confidence (inferred only), host, gpu, xid, restored_tier,
     restored_step, lost_steps, downtime_s, lost_gpu_hours, evidence_n (items of evidence),
     labelled_by, labelled_at, orig_component (the inferred cause an operator corrected),
-    description."""
-    return store.df(
+    description, evidence_text (the evidence in one line each item: role, kind, host, origin,
+    line; for CSV export)."""
+    df = store.df(
         f"""SELECT ts, end_ts, run_id, component, category, planned,
                    coalesce(source, 'posted') AS source, confidence, host, gpu, xid,
                    restored_tier, restored_step, lost_steps, detect_s + restart_s AS downtime_s,
                    lost_gpu_hours,
                    CASE WHEN evidence IS NULL THEN 0
                         ELSE json_array_length(evidence::JSON) END AS evidence_n,
-                   labelled_by, labelled_at, orig_component, description
+                   labelled_by, labelled_at, orig_component, description, evidence
             FROM interruptions WHERE {_RUN_AND_RANGE}
             ORDER BY ts DESC, run_id LIMIT ?""",
         [*_params(run_id, tr), int(limit)],
     )
+    text = [_evidence_text(e) for e in df.pop("evidence")]
+    return df.assign(evidence_text=text)
+
+
+def _evidence_text(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return ""
+    parts = []
+    for e in items if isinstance(items, list) else []:
+        if isinstance(e, dict):
+            where = " ".join(str(e[k]) for k in ("host", "origin") if e.get(k))
+            parts.append(f"{e.get('role', '')}: {e.get('kind', '')} {where}: {e.get('line', '')}")
+    return " | ".join(parts)[:4000]
 
 
 def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, Any] | None:
