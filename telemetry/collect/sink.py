@@ -59,6 +59,8 @@ class RoundReport:
     xid_events: int
     rejected_lines: int
     stale: int = 0  # targets up whose last ``stale_after`` scrapes were identical
+    # the round's ``targets`` rows: each target's verdict (up, error, samples...)
+    health: pd.DataFrame | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -222,6 +224,7 @@ class StoreSink:
             xid_events=len(xid_events),
             rejected_lines=sum(len(s.errors) for s in scrapes) + int(rows.rejected_values.sum()),
             stale=int(health["stale"].sum()),
+            health=health,
         )
 
     # -- pieces ----------------------------------------------------------------------------
