@@ -17,7 +17,7 @@ or the fetches' when the round was forwarded rather than stored here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -123,6 +123,7 @@ class ScrapeSource:
         if not isinstance(batch, Round):
             return
         frame = getattr(written.report, "health", None)
+        verdicts: Iterable[tuple[Any, ...]]
         if frame is not None:  # stored here: the sink's verdict per target
             cols = ("target", "up", "error", "samples", "rejected_lines", "duration_s")
             verdicts = zip(*(frame[c] for c in cols), strict=True)

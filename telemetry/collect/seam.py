@@ -18,7 +18,7 @@ Batches are plain data, typed by what they carry (``Round``, ``Records``, ``Tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,7 +51,7 @@ class Records:
     ``records.store_records``: valid ones stored, bad ones reported, never raised."""
 
     kind: str
-    records: list[object]
+    records: Sequence[Any]
     target: str  # the health row they count toward, e.g. "import:/logs/m.jsonl"
     origin: str = "ingest"  # ``runs.source`` of a run these records create
     batch_id: str | None = None
