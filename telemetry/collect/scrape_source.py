@@ -127,9 +127,10 @@ class ScrapeSource:
         if frame is not None:  # stored here: the sink's verdict per target
             cols = ("target", "up", "error", "samples", "rejected_lines", "duration_s")
             verdicts = zip(*(frame[c] for c in cols), strict=True)
-        else:  # forwarded (the server judges the samples) or not taken at all
+        else:  # forwarded (the server judges the samples), or not taken: then that is why
+            failed = None if written.ok else written.error or "not stored"
             verdicts = (
-                (f.target.url, written.ok and f.error is None, f.error or written.error, 0, 0)
+                (f.target.url, not failed and f.error is None, failed or f.error, 0, 0)
                 + (f.duration_s,)
                 for f in batch.fetches
             )

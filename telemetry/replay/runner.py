@@ -122,27 +122,39 @@ def replay(
     ``speed`` simulated seconds per wall second until the run ends or ``stop`` is set. The
     windows go through ``sink`` (default: a ``StoreWriter`` on ``store``); the run's
     registration and the rollups are the store's own."""
-    interval = float(interval_s or sc.sample_interval_s)
-    if interval <= 0:
-        raise ValueError("sample interval must be positive")
-    run_id = run_id_for(sc, seed)
-    tl = simulate(sc, seed)
-    syn = Synthesizer(tl, seed, interval, run_id)
     sink = sink or StoreWriter(store)
-    _register(store, sc, seed, syn, interval)
+    source = prepare(store, sc, seed, interval_s, until_s, batch_ticks)
     end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
-    ticks = np.arange(interval, end + 1e-9, interval)
     started = time.perf_counter()
-    if batch_ticks is None:
-        batch_ticks = max(1, int(1_000_000 // syn.n_gpus))
-    source = ReplaySource(syn, ticks, batch_ticks)
     check_fits(source, sink)
     fill_end = end if speed is None else min(prefill_s, end)
     rows = _backfill(store, source, sink, fill_end, end, progress, stop)
     if speed is not None and source.left:
         rows += _live(store, source, sink, speed, end, progress, stop)
     store.refresh_rollups()
-    return ReplayResult(run_id, rows, end, time.perf_counter() - started)
+    return ReplayResult(source.syn.run_id, rows, end, time.perf_counter() - started)
+
+
+def prepare(
+    store: Store,
+    sc: Scenario,
+    seed: int = 0,
+    interval_s: float | None = None,
+    until_s: float | None = None,
+    batch_ticks: int | None = None,
+) -> ReplaySource:
+    """Register the run of ``sc`` in ``store`` (ValueError if it is there already, or the
+    store holds another cluster) and return the source that yields its windows."""
+    interval = float(interval_s or sc.sample_interval_s)
+    if interval <= 0:
+        raise ValueError("sample interval must be positive")
+    syn = Synthesizer(simulate(sc, seed), seed, interval, run_id_for(sc, seed))
+    _register(store, sc, seed, syn, interval)
+    end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
+    ticks = np.arange(interval, end + 1e-9, interval)
+    if batch_ticks is None:
+        batch_ticks = max(1, int(1_000_000 // syn.n_gpus))
+    return ReplaySource(syn, ticks, batch_ticks)
 
 
 def _backfill(
