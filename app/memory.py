@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import threading
+
+from telemetry import env
 
 M_ARENA_MAX = -8  # mallopt parameter (glibc malloc.h)
 ARENAS = 2
@@ -36,7 +37,7 @@ def _libc() -> ctypes.CDLL | None:
 def keep_rss_flat(stop: threading.Event) -> threading.Thread | None:
     """Cap malloc arenas now and trim free pages every minute until ``stop``; the thread, or
     None where this is not glibc or it is turned off."""
-    if os.environ.get("FACTORYFLOOR_MALLOC_TRIM", "1") == "0":
+    if not env.malloc_trim():
         return None
     libc = _libc()
     if libc is None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
 from app import data, figures
+from telemetry import env
 from telemetry.cache import ResultCache
 
 log = logging.getLogger("factoryfloor.app")
@@ -123,7 +123,7 @@ def table(
 # kept in their serialisable form (a figure as its dict), shared read-only between requests.
 _REPLIES = ResultCache(max_bytes=64 * 2**20, sizeof=lambda value: _reply_bytes(value))
 # FACTORYFLOOR_REPLY_CACHE=0 builds every reply (benchmarks/dashboard.py measures the build).
-_MEMO = os.environ.get("FACTORYFLOOR_REPLY_CACHE", "1") != "0"
+_MEMO = env.reply_cache()
 _MAX_KEY = 4096  # a crafted request with a huge input is answered, not remembered
 data.on_bind(_REPLIES.clear)  # replies of another store are not this store's
 

@@ -15,7 +15,6 @@ result cache in ``telemetry.cache`` and the rollups in ``telemetry.rollups``.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,11 +25,9 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from telemetry import rollups, schema
-
-# ResultCache moved to telemetry.cache; re-exported for callers not yet updated (app.ui).
+from telemetry import env, rollups, schema
 from telemetry.cache import ResultCache, params_key
-from telemetry.connection import SQL_AUDIT_ENV, audited, io_reason, open_connection, rollback
+from telemetry.connection import audited, io_reason, open_connection, rollback
 from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
@@ -76,7 +73,7 @@ class Store:
     def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
-        self._audit = os.environ.get(SQL_AUDIT_ENV)
+        self._audit = env.sql_audit_path()
         self._con = audited(open_connection(path, read_only), self._audit)
         self._write_lock = threading.Lock()
         self._version = 0

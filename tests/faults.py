@@ -30,7 +30,7 @@ from telemetry.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "sample_data" / "dcgm" / "default_h100.txt").read_text()
 # Forwarding: "round <ts> spooled: 3/4 targets up; ..."; direct: "round <ts> stored: 3/4
-# targets up, 24 GPU samples, ..." (app/cli.py writes both).
+# targets up, 24 GPU samples, ..." (the forwarder and the store writer write them).
 _ACK = re.compile(
     r"round (\S+) (?:spooled|stored): (\d+)/\d+ targets up(?:, ([\d,]+) GPU samples)?"
 )

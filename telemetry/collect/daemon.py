@@ -1,120 +1,84 @@
-"""The scrape loop shared by ``factoryfloor ingest`` and ``factoryfloor serve --scrape-config``.
+"""The collection loop: any ``Source`` into any ``BatchSink`` on a fixed schedule.
 
-Every ``interval`` seconds (on a fixed schedule, not interval-after-the-last-round) it fetches
-every target and hands the round to a handler: the store sink (direct or in the server) or the
-forwarder (daemon with ``--server``). A round that overruns the interval is reported and the
-schedule skips ahead rather than piling rounds up.
+``factoryfloor ingest`` runs it with the scrape source into the store writer (``--store``) or
+the forwarder (``--server``); ``factoryfloor serve --scrape-config`` runs it into the server's
+ingest service. Every ``interval`` seconds (on a fixed schedule, not interval-after-the-last-
+round) it asks the source for the batches due at the clock's time, hands each to the sink, tells
+the source what became of it, and logs the sink's line. A batch the sink fails to take is
+logged and the loop goes on. A round that overruns the interval is reported and the schedule
+skips ahead rather than piling rounds up.
 
-A scrape config (``serve --scrape-config FILE``) is YAML or JSON, either a Prometheus
-``file_sd`` list or a mapping::
-
-    interval: 15          # seconds between rounds (default 15)
-    timeout: 5            # per-target timeout, seconds (default 5)
-    targets: [node001:9400, http://node002:9400/metrics]
-    file_sd: [targets.json]   # file_sd files, relative to this file, re-read when they change
+The clock is injected (``clock``): wall time for collectors, anything else for tests.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from telemetry.collect.scrape import (
-    Fetch,
-    Target,
-    TargetsFile,
-    normalise,
-    read_json_or_yaml,
-    scrape_round,
-)
+from telemetry.collect.seam import BatchSink, HealthBatch, Source, Written, check_fits
+
+Clock = Callable[[], datetime]
+Log = Callable[[str], None]
 
 
-class TargetSource:
-    """Targets from the command line plus ``file_sd`` files re-read when they change. A file
-    that turns bad keeps its last good list (with a warning), so a typo does not stop the loop."""
-
-    def __init__(self, urls: list[str], files: list[str], log: Callable[[str], None]) -> None:
-        self.fixed = [Target(normalise(u)) for u in urls]
-        self.files = [TargetsFile(f) for f in files]
-        self.log = log
-        for f in self.files:
-            f.targets()  # a missing or malformed file is an error at start, not later
-
-    def targets(self) -> list[Target]:
-        out = list(self.fixed)
-        for f in self.files:
-            try:
-                out += f.targets()
-            except (OSError, ValueError) as exc:
-                self.log(f"targets file {f.path}: {exc}; keeping its last good list")
-                out += f.last_good
-        return list(dict.fromkeys(out))  # a target listed twice is scraped once
+def utcnow() -> datetime:
+    """Wall time as the store keeps it: naive UTC."""
+    return datetime.utcnow()
 
 
-@dataclass
-class ScrapeConfig:
-    interval_s: float = 15.0
-    timeout_s: float = 5.0
-    targets: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-
-def load_scrape_config(path: str) -> ScrapeConfig:
-    """Read a scrape config (see the module docstring); ValueError names what is wrong."""
-    doc = read_json_or_yaml(path)
-    if isinstance(doc, list):  # a bare file_sd list
-        return ScrapeConfig(files=[path])
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping (interval, timeout, targets, file_sd)")
-    unknown = set(doc) - {"interval", "timeout", "targets", "file_sd"}
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-    cfg = ScrapeConfig()
-    for key, attr in (("interval", "interval_s"), ("timeout", "timeout_s")):
-        if key in doc:
-            v = doc[key]
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 86400:
-                raise ValueError(f"{path}: {key} must be a positive number of seconds")
-            setattr(cfg, attr, float(v))
-    if cfg.timeout_s >= cfg.interval_s:
-        raise ValueError(f"{path}: timeout must be shorter than interval")
-    for key in ("targets", "file_sd"):
-        v = doc.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise ValueError(f"{path}: {key} must be a list of strings")
-    cfg.targets = list(doc.get("targets", []))
-    base = os.path.dirname(os.path.abspath(path))
-    cfg.files = [os.path.join(base, f) for f in doc.get("file_sd", [])]
-    if not cfg.targets and not cfg.files:
-        raise ValueError(f"{path}: no targets and no file_sd files")
-    return cfg
+def collect(
+    source: Source, sink: BatchSink, now: datetime, log: Log | None = None
+) -> list[Written]:
+    """One round: every batch ``source`` has at ``now`` into ``sink``, each settled with the
+    source, then the source's health rows if it keeps them itself. Without ``log`` a failing
+    write raises (a one-shot import stops there); with it the failure is logged as that batch's
+    line and the round goes on."""
+    out = []
+    for batch in source.poll(now):
+        try:
+            written = sink.write(batch)
+        except Exception as exc:  # the loop outlives a bad round; the line says why
+            if log is None:
+                raise
+            written = Written.failed(f"round at {now:%H:%M:%S} not stored: {exc}", exc)
+        source.settle(now, batch, written)
+        if log is not None:
+            log(written.line)
+        out.append(written)
+    if source.health_rows and (health := source.health()):
+        try:
+            sink.write(HealthBatch(now, health))
+        except Exception as exc:
+            if log is None:
+                raise
+            log(f"health of {source.name} at {now:%H:%M:%S} not stored: {exc}")
+    return out
 
 
 def run_rounds(
-    source: TargetSource,
-    handle: Callable[[datetime, list[Fetch]], str],
+    sources: Source | Sequence[Source],
+    sink: BatchSink,
     interval_s: float,
-    timeout_s: float,
     stop: threading.Event,
-    log: Callable[[str], None],
+    log: Log,
     once: bool = False,
+    clock: Clock = utcnow,
 ) -> int:
-    """Scrape on a fixed schedule until ``stop`` is set (or one round with ``once``); each
-    round's handler returns a line for the log. Returns the number of rounds run."""
+    """Collect from ``sources`` (each in turn, every round) on a fixed schedule until ``stop``
+    is set (or one round with ``once``). Returns the number of rounds run. Before the first
+    round, ``FactoryFloorError`` if ``sink`` does not take what a source yields."""
+    group = [sources] if not isinstance(sources, Sequence) else list(sources)
+    for source in group:
+        check_fits(source, sink)
     rounds = 0
     next_at = time.monotonic()
     while not stop.is_set():
-        ts = datetime.utcnow()
-        fetches = scrape_round(source.targets(), timeout_s)
-        try:
-            line = handle(ts, fetches)
-        except Exception as exc:  # the loop outlives a bad round; the handler said why
-            line = f"round at {ts:%H:%M:%S} not stored: {exc}"
-        log(line)
+        now = clock()
+        for source in group:
+            collect(source, sink, now, log)
         rounds += 1
         if once:
             break

@@ -425,17 +425,3 @@ def label_maps(sets: Sequence[LabelSet]) -> pa.Array:
     """Label sets as an Arrow ``map<string, string>`` array, one entry per set."""
     return pa.array([list(s) for s in sets], type=pa.map_(pa.string(), pa.string()))
 
-
-# Moved to telemetry.collect.dcgm_rows; re-exported for callers not yet updated (collect/sink.py).
-# Resolved on first use: dcgm_rows imports this module, so it cannot be imported from here.
-_MOVED = frozenset(
-    {"ATTRIBUTION", "GR_ENGINE_ACTIVE", "GpuKey", "GpuRows", "gpu_rows", "round_rows"}
-)
-
-
-def __getattr__(name: str) -> object:
-    if name in _MOVED:
-        from telemetry.collect import dcgm_rows
-
-        return getattr(dcgm_rows, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

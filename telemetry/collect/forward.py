@@ -1,5 +1,6 @@
 """Forwarding scrape rounds from an ingest daemon to the server that owns the store.
 
+The forwarder is a ``BatchSink`` for scrape rounds (``write``: what the daemon's loop calls).
 ``Forwarder.submit`` spools a round (durably, before anything is sent); a sender thread
 delivers the spool oldest first to ``POST /api/v1/scrape`` with the batch id in ``X-Batch-Id``
 and removes a batch only once the server has answered that it is stored (or was already
@@ -24,6 +25,7 @@ from datetime import datetime
 from http.client import HTTPException
 
 from telemetry.collect.scrape import USER_AGENT, Fetch
+from telemetry.collect.seam import Batch, Round, Written
 from telemetry.collect.spool import Spool, Spooled
 from telemetry.collect.wire import CONTENT_TYPE, encode_round
 
@@ -32,6 +34,8 @@ SCRAPE_PATH = "/api/v1/scrape"
 
 
 class Forwarder:
+    accepts = (Round,)
+
     def __init__(
         self,
         server: str,
@@ -56,6 +60,19 @@ class Forwarder:
         self._thread: threading.Thread | None = None
 
     # -- the scrape loop's side --------------------------------------------------------------
+    def write(self, batch: Batch) -> Written:
+        """Spool a round for delivery (the sink side of the seam); not ok when the spool is
+        full and the round was dropped."""
+        if not isinstance(batch, Round):
+            raise TypeError(f"the forwarder carries scrape rounds, not {type(batch).__name__}")
+        kept = self.submit(batch.ts, batch.fetches, batch.interval_s)
+        up = sum(f.error is None for f in batch.fetches)
+        line = f"round {batch.ts.isoformat()} {'spooled' if kept else 'DROPPED'}: "
+        line += f"{up}/{len(batch.fetches)} targets up; {self.delivered} rounds delivered"
+        if self.failing_since is not None:
+            line += f", {len(self.spool.pending())} waiting (server: {self.last_error})"
+        return Written(ok=kept, line=line, error=None if kept else "spool full: round dropped")
+
     def submit(self, ts: datetime, fetches: list[Fetch], interval_s: float) -> bool:
         """Spool one round for delivery; False (and a warning) when the spool is full."""
         item = self.spool.put(encode_round(ts, fetches, interval_s))

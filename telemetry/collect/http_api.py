@@ -28,15 +28,22 @@ import json
 import logging
 import re
 import threading
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
+from telemetry.collect.daemon import Clock, utcnow
+from telemetry.collect.posted import PostedRecords
+from telemetry.collect.records import RecordReport
 from telemetry.collect.scrape import Fetch
+from telemetry.collect.seam import Batch, HealthBatch, Records, Round, Written
+from telemetry.collect.sink import RoundReport
 from telemetry.collect.wire import CONTENT_TYPE, MAX_DECODED_BYTES, WireError, decode_round
-from telemetry.errors import DuplicateBatchError, StoreError
+from telemetry.collect.writer import StoreWriter
+from telemetry.errors import StoreError
 from telemetry.store import Store
 
 # A 2,048-node round of default counters is ~15 MB gzip'd and ~130 MB decoded. The limits leave
@@ -63,53 +70,68 @@ class ApiError(Exception):
 
 class IngestService:
     """Everything that writes into the server's store goes through here, one writer at a time:
-    forwarded rounds, the server's own scrape loop, and posted records."""
+    forwarded rounds, the server's own collection loop, and posted records. A ``BatchSink``
+    (``write``) around the store writer, plus the HTTP endpoints' replies."""
 
-    def __init__(self, store: Store, into_replay: bool = False) -> None:
+    accepts = StoreWriter.accepts
+
+    def __init__(self, store: Store, into_replay: bool = False, clock: Clock = utcnow) -> None:
         self.store = store
-        self.into_replay = into_replay
+        self.writer = StoreWriter(store, into_replay=into_replay)
+        self.posted = PostedRecords()  # the source posted records are, with their health
+        self.clock = clock
         self._lock = threading.Lock()
-        self._sink = None
         self.counters = {"rounds": 0, "duplicates": 0, "records": 0, "rejected_records": 0}
         self.decoding = threading.BoundedSemaphore(2)  # rounds in memory at once (see scrape)
+
+    def write(self, batch: Batch) -> Written:
+        """One batch into the store (the sink side of the seam), counted; a stored round's
+        line is the server's short one."""
+        with self._lock:
+            written = self.writer.write(batch)
+        if isinstance(batch, Round):
+            self.counters["duplicates" if written.duplicate else "rounds"] += 1
+            if isinstance(rep := written.report, RoundReport):
+                line = f"scrape: {rep.up}/{rep.targets} targets up, {rep.samples:,} GPU samples"
+                return replace(written, line=line)
+        elif isinstance(batch, Records) and isinstance(rep := written.report, RecordReport):
+            self.counters["records"] += rep.stored
+            self.counters["rejected_records"] += len(rep.rejected)
+        return written
 
     def write_round(
         self, ts: datetime, fetches: list[Fetch], interval_s: float, batch_id: str | None = None
     ) -> dict[str, Any]:
-        from telemetry.collect.sink import StoreSink
-
-        with self._lock:
-            if batch_id is not None and self.seen(batch_id):
-                self.counters["duplicates"] += 1
-                return {"duplicate": True, "batch_id": batch_id}
-            if self._sink is None:
-                # ValueError: a replay store (unless into_replay)
-                self._sink = StoreSink(self.store, interval_s, into_replay=self.into_replay)
-            try:
-                rep = self._sink.write(ts, fetches, batch_id=batch_id)
-            except DuplicateBatchError:
-                self.counters["duplicates"] += 1
-                return {"duplicate": True, "batch_id": batch_id}
-            self.counters["rounds"] += 1
-            return {
-                "duplicate": False,
-                "batch_id": batch_id,
-                "targets": rep.targets,
-                "up": rep.up,
-                "samples": rep.samples,
-                "xid_events": rep.xid_events,
-                "rejected_lines": rep.rejected_lines,
-            }
+        if batch_id is not None and self.seen(batch_id):
+            self.counters["duplicates"] += 1
+            return {"duplicate": True, "batch_id": batch_id}
+        written = self.write(Round(ts, fetches, interval_s, batch_id))
+        rep = written.report
+        if written.duplicate or not isinstance(rep, RoundReport):
+            return {"duplicate": True, "batch_id": batch_id}
+        return {
+            "duplicate": False,
+            "batch_id": batch_id,
+            "targets": rep.targets,
+            "up": rep.up,
+            "samples": rep.samples,
+            "xid_events": rep.xid_events,
+            "rejected_lines": rep.rejected_lines,
+        }
 
     def write_records(
         self, kind: str, records: list[Any], batch_id: str | None = None
     ) -> dict[str, Any]:
-        from telemetry.collect.records import store_records
-
-        with self._lock:
-            rep = store_records(self.store, kind, records, batch_id=batch_id, source="http")
-        self.counters["records"] += rep.stored
-        self.counters["rejected_records"] += len(rep.rejected)
+        batch = self.posted.batch(kind, records, batch_id)
+        written = self.write(batch)
+        now = self.clock()
+        self.posted.settle(now, batch, written)
+        try:  # the records are stored: their health row is not worth failing the reply for
+            self.write(HealthBatch(now, self.posted.health_of(batch.target)))
+        except StoreError as exc:
+            logging.getLogger("factoryfloor.ingest").warning("health row not stored: %s", exc)
+        rep = written.report
+        assert isinstance(rep, RecordReport)  # records are stored or raise
         return {
             "stored": rep.stored,
             "duplicate": rep.duplicate,

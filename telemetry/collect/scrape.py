@@ -29,6 +29,8 @@ from urllib.parse import urljoin, urlsplit
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^[0-9A-Fa-f:.]+$")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # one node's page is ~60 KB; larger bodies are refused
 USER_AGENT = "factoryfloor-ingest/0.1"
+SCRAPE_INTERVAL_S = 15.0  # seconds between rounds, unless configured (the one definition)
+SCRAPE_TIMEOUT_S = 5.0  # what one round may take per target, unless configured
 MAX_REDIRECTS = 5
 ROUND_GRACE_S = 0.5  # how long past its timeout a round waits for fetches that overran it
 _READ_BYTES = 65536
@@ -389,7 +391,7 @@ def _text(body: bytes, status: int) -> str:
 
 def scrape_round(
     targets: list[Target],
-    timeout_s: float = 5.0,
+    timeout_s: float = SCRAPE_TIMEOUT_S,
     workers: int = 64,
     max_bytes: int = MAX_BODY_BYTES,
 ) -> list[Fetch]:

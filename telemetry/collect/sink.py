@@ -34,7 +34,8 @@ import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
-from telemetry.collect.exposition import ATTRIBUTION, GpuRows, LabelSet, Scrape, parse, round_rows
+from telemetry.collect.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
+from telemetry.collect.exposition import LabelSet, Scrape, parse
 from telemetry.collect.scrape import Fetch
 from telemetry.store import Store
 
@@ -59,6 +60,8 @@ class RoundReport:
     xid_events: int
     rejected_lines: int
     stale: int = 0  # targets up whose last ``stale_after`` scrapes were identical
+    # the round's ``targets`` rows: each target's verdict (up, error, samples...)
+    health: pd.DataFrame | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -222,6 +225,7 @@ class StoreSink:
             xid_events=len(xid_events),
             rejected_lines=sum(len(s.errors) for s in scrapes) + int(rows.rejected_values.sum()),
             stale=int(health["stale"].sum()),
+            health=health,
         )
 
     # -- pieces ----------------------------------------------------------------------------

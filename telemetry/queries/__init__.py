@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from telemetry.queries.targets import SCRAPED
 from telemetry.store import Store
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT, TIERS
 
@@ -48,12 +49,13 @@ def runs(store: Store) -> pd.DataFrame:
 def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored: GPU samples, training metrics, or a scrape
     round (rounds keep being stored when every exporter is down, so the range, and with it
-    "last hour", moves on through an outage instead of stopping at the last sample)."""
+    "last hour", moves on through an outage instead of stopping at the last sample). Other
+    sources' health rows are not data: an import of last month's logs keeps last month's range."""
     (row,) = store.rows(
-        """SELECT min(lo), max(hi) FROM (
+        f"""SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics
-             UNION ALL SELECT min(ts), max(ts) FROM targets)"""
+             UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})"""
     )
     if row is None or row[0] is None:
         return None
@@ -109,14 +111,15 @@ def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
 
     "All down" means: every target scraped since the newest sample was down in its latest
     scrape. Per target, so that with several ingest daemons one daemon's round of dead
-    exporters does not hide the GPUs another daemon still reaches."""
+    exporters does not hide the GPUs another daemon still reaches. Only scrape targets count:
+    a training job that keeps posting metrics says nothing about the exporters."""
     at = at or datetime.max
     (row,) = store.rows(
-        """WITH s AS (SELECT max(ts) AS last FROM gpu_samples WHERE ts <= ?),
+        f"""WITH s AS (SELECT max(ts) AS last FROM gpu_samples WHERE ts <= ?),
                 since AS (SELECT arg_max(up, t.ts) AS up FROM targets t, s
-                          WHERE t.ts >= s.last AND t.ts <= ? GROUP BY t.target)
+                          WHERE t.ts >= s.last AND t.ts <= ? AND {SCRAPED} GROUP BY t.target)
            SELECT (SELECT last FROM s),
-                  (SELECT max(ts) FROM targets WHERE ts <= ?),
+                  (SELECT max(ts) FROM targets WHERE ts <= ? AND {SCRAPED}),
                   (SELECT count(*) FROM since), (SELECT bool_or(up) FROM since)""",
         [at, at, at],
     )

@@ -6,6 +6,13 @@ time asked about. The sink appends rounds in time order, so DuckDB's per-row-gro
 ``ts`` (its zonemaps) skip everything outside the window without an index, and an ART index on
 ``ts`` would cost every append for nothing. A target scraped within the window is listed; one
 not scraped for longer has left the target list.
+
+Sources that are not scraped keep their health here too, one row per thing they watch named
+``<source>:<what>`` (``import:/logs/m.jsonl``, ``api:train_metrics``, ``replay:<run>``; see
+``telemetry.sources``), so the target view lists them beside the exporters. Scrape targets are
+the ``http(s)://`` rows (``SCRAPED``): what says whether the GPUs' exporters answer reads only
+those. The replay engine's own row does not make a store one with targets (``has_targets``):
+a simulation has nothing to operate.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ import pandas as pd
 from telemetry.store import Store
 
 WINDOW_S = 3600.0  # how far back a target's latest scrape is looked for
+# SQL conditions on a ``targets`` row (fixed text, no input): a scraped exporter; a simulation.
+SCRAPED = "(starts_with(target, 'http://') OR starts_with(target, 'https://'))"
+SIMULATED = "starts_with(target, 'replay:')"
 STATUS_ORDER = ("down", "stale", "up")  # most urgent first
 
 _HEALTH_SQL = """
@@ -46,8 +56,10 @@ FROM latest l
 
 
 def has_targets(store: Store) -> bool:
-    """Whether the store holds any scrape-target health (an ingest store; a replay has none)."""
-    return store.scalar("SELECT count(*) FROM (SELECT 1 FROM targets LIMIT 1)") > 0
+    """Whether the store holds the health of any scrape target or other real source (an ingest
+    store, imported or posted training data; a replay alone has none)."""
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM targets WHERE NOT {SIMULATED} LIMIT 1)"
+    return store.scalar(sql) > 0
 
 
 def target_health(store: Store, end: datetime, window_s: float = WINDOW_S) -> pd.DataFrame:
@@ -82,8 +94,8 @@ def report_time(store: Store, end: datetime, live: bool, window_s: float = WINDO
 
 
 def target_alerts(store: Store, at: datetime, shown: int = 3) -> list[tuple[str, str, str]]:
-    """(severity, alert, detail) for targets down and targets stale at ``at``; none for a store
-    without scrape targets."""
+    """(severity, alert, detail) for targets down and targets stale at ``at`` ("scrape targets",
+    or "sources" when other sources are among them); none for a store without targets."""
     if not has_targets(store):
         return []
     health = target_health(store, at)
@@ -97,11 +109,12 @@ def target_alerts(store: Store, at: datetime, shown: int = 3) -> list[tuple[str,
             for r in bad.head(shown).itertuples()
         ]
         more = f" and {len(bad) - shown} more" if len(bad) > shown else ""
-        noun = "target" if len(bad) == 1 else "targets"
+        scraped = bad["target"].str.startswith(("http://", "https://")).all()
+        noun = ("scrape target" if scraped else "source") + ("" if len(bad) == 1 else "s")
         detail = ", ".join(names) + more
         if status == "stale":
             detail += ": the same sample values scrape after scrape"
-        out.append(("warning", f"{len(bad)} scrape {noun} {status}", detail))
+        out.append(("warning", f"{len(bad)} {noun} {status}", detail))
     return out
 
 

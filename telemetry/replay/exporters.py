@@ -18,10 +18,7 @@ import socket
 from collections.abc import Callable
 
 from telemetry.errors import FactoryFloorError
-
-# exporter_interval: moved to telemetry.replay.exporter_sim; re-exported for callers not yet
-# updated (app/cli.py, which also imports ExporterSimulation from here).
-from telemetry.replay.exporter_sim import ExporterSimulation, exporter_interval  # noqa: F401
+from telemetry.replay.exporter_sim import ExporterSimulation
 
 
 class ExporterError(FactoryFloorError):

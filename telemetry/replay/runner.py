@@ -2,7 +2,9 @@
 
 Backfill and live differ only in how the loop steps (SimPy's lesson): backfill takes big windows
 back to back and overlaps synthesis with the store's inserts on a writer thread; live takes one
-sample interval per window and sleeps until the wall clock catches up with ``speed``.
+sample interval per window and sleeps until the wall clock catches up with ``speed``. Both poll
+the replay as a source (``replay.source.ReplaySource``, clocked by simulated time) and write
+its windows through a ``BatchSink`` (the store writer unless another is given).
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from datetime import datetime
 
 import numpy as np
 
+from telemetry.collect.daemon import collect
+from telemetry.collect.seam import BatchSink, Tables, check_fits
+from telemetry.collect.writer import StoreWriter
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
-from telemetry.replay.synth import Synthesizer, Window
+from telemetry.replay.source import ReplaySource
+from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import checkpoint_bytes, simulate
 from telemetry.store import Store
 
@@ -109,74 +115,90 @@ def replay(
     batch_ticks: int | None = None,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    sink: BatchSink | None = None,
 ) -> ReplayResult:
     """Replay ``sc`` into ``store``. ``speed=None`` backfills everything as fast as possible;
     otherwise the first ``prefill_s`` simulated seconds are backfilled and the rest streams at
-    ``speed`` simulated seconds per wall second until the run ends or ``stop`` is set."""
+    ``speed`` simulated seconds per wall second until the run ends or ``stop`` is set. The
+    windows go through ``sink`` (default: a ``StoreWriter`` on ``store``); the run's
+    registration and the rollups are the store's own."""
+    sink = sink or StoreWriter(store)
+    source = prepare(store, sc, seed, interval_s, until_s, batch_ticks)
+    end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
+    started = time.perf_counter()
+    check_fits(source, sink)
+    fill_end = end if speed is None else min(prefill_s, end)
+    rows = _backfill(store, source, sink, fill_end, end, progress, stop)
+    if speed is not None and source.left:
+        rows += _live(store, source, sink, speed, end, progress, stop)
+    store.refresh_rollups()
+    return ReplayResult(source.syn.run_id, rows, end, time.perf_counter() - started)
+
+
+def prepare(
+    store: Store,
+    sc: Scenario,
+    seed: int = 0,
+    interval_s: float | None = None,
+    until_s: float | None = None,
+    batch_ticks: int | None = None,
+) -> ReplaySource:
+    """Register the run of ``sc`` in ``store`` (ValueError if it is there already, or the
+    store holds another cluster) and return the source that yields its windows."""
     interval = float(interval_s or sc.sample_interval_s)
     if interval <= 0:
         raise ValueError("sample interval must be positive")
-    run_id = run_id_for(sc, seed)
-    tl = simulate(sc, seed)
-    syn = Synthesizer(tl, seed, interval, run_id)
+    syn = Synthesizer(simulate(sc, seed), seed, interval, run_id_for(sc, seed))
     _register(store, sc, seed, syn, interval)
     end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
     ticks = np.arange(interval, end + 1e-9, interval)
-    started = time.perf_counter()
     if batch_ticks is None:
         batch_ticks = max(1, int(1_000_000 // syn.n_gpus))
-    fill_end = end if speed is None else min(prefill_s, end)
-    n_fill = int(np.searchsorted(ticks, fill_end, side="right"))
-    rows = _backfill(store, syn, ticks[:n_fill], batch_ticks, end, progress, stop)
-    t_done = float(ticks[n_fill - 1]) if n_fill else 0.0
-    if speed is not None and n_fill < len(ticks):
-        rows += _live(store, syn, ticks[n_fill:], t_done, speed, end, progress, stop)
-    store.refresh_rollups()
-    return ReplayResult(run_id, rows, end, time.perf_counter() - started)
+    return ReplaySource(syn, ticks, batch_ticks)
 
 
 def _backfill(
     store: Store,
-    syn: Synthesizer,
-    ticks: np.ndarray,
-    batch: int,
+    source: ReplaySource,
+    sink: BatchSink,
+    until: float,
     end: float,
     progress: Progress | None,
     stop: threading.Event | None,
 ) -> int:
     """Synthesise on this thread, insert on a writer thread: NumPy and DuckDB both release the
     GIL, so on two cores the two halves overlap."""
-    q: queue.Queue[Window | None] = queue.Queue(maxsize=2)
+    q: queue.Queue[Tables | None] = queue.Queue(maxsize=2)
     errors: list[BaseException] = []
     written = [0]
     last_rollup = [time.monotonic()]
+    start = source.syn.sc.start
 
     def writer() -> None:
-        while (w := q.get()) is not None:
+        while (batch := q.get()) is not None:
             if errors:
                 continue
             try:
-                store.append_many(w.tables)
+                w = sink.write(batch)
+                source.settle(batch.ts, batch, w)
                 if time.monotonic() - last_rollup[0] > ROLLUP_EVERY_S:
-                    store.refresh_rollups(until=syn.abs_time(w.t1))
+                    store.refresh_rollups(until=batch.ts)
                     last_rollup[0] = time.monotonic()
-                written[0] += w.sample_rows
+                written[0] += batch.rows
                 if progress:
-                    progress(w.t1, end, written[0])
+                    progress((batch.ts - start).total_seconds(), end, written[0])
             except BaseException as exc:  # surfaced on the caller's thread below
                 errors.append(exc)
 
     th = threading.Thread(target=writer, name="replay-writer", daemon=True)
     th.start()
-    t_prev = 0.0
+    windows = source.until(until)
     try:
-        for i in range(0, len(ticks), batch):
-            if errors or (stop is not None and stop.is_set()):
+        while not (errors or (stop is not None and stop.is_set())):
+            batch = next(windows, None)
+            if batch is None:
                 break
-            chunk = ticks[i : i + batch]
-            t1 = float(chunk[-1])
-            q.put(syn.window(chunk, t_prev, t1))
-            t_prev = t1
+            q.put(batch)
     finally:
         q.put(None)
         th.join()
@@ -187,9 +209,8 @@ def _backfill(
 
 def _live(
     store: Store,
-    syn: Synthesizer,
-    ticks: np.ndarray,
-    t_prev: float,
+    source: ReplaySource,
+    sink: BatchSink,
     speed: float,
     end: float,
     progress: Progress | None,
@@ -198,8 +219,8 @@ def _live(
     if speed <= 0:
         raise ValueError("speed must be positive (simulated seconds per wall second)")
     rows = 0
-    wall0, sim0 = time.monotonic(), t_prev
-    for t in ticks:
+    wall0, sim0 = time.monotonic(), source.t_prev
+    for t in source.ticks[source.done :]:
         due = wall0 + (float(t) - sim0) / speed
         delay = due - time.monotonic()
         if stop is not None:
@@ -207,13 +228,11 @@ def _live(
                 break
         elif delay > 0:
             time.sleep(delay)
-        w = syn.window(np.array([t]), t_prev, float(t))
-        store.append_many(w.tables)
+        for w in collect(source, sink, source.syn.abs_time(float(t))):  # one window: tick t
+            rows += w.rows
         store.refresh_rollups()
-        rows += w.sample_rows
-        t_prev = float(t)
         if progress:
-            progress(t_prev, end, rows)
+            progress(source.t_prev, end, rows)
     return rows
 
 

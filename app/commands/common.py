@@ -1,0 +1,71 @@
+"""What several commands share: the log line, one-line errors, binding checks, a scenario."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+import sys
+
+from app.settings import Settings
+from telemetry.collect.daemon import utcnow
+from telemetry.errors import FactoryFloorError
+from telemetry.replay.scenarios import Scenario, get_scenario
+
+
+def log(line: str) -> None:
+    """A daemon's log line on stderr, stamped with the time of day (UTC)."""
+    print(f"{utcnow():%H:%M:%S} {line}", file=sys.stderr, flush=True)
+
+
+def err(msg: str, code: int = 1) -> int:
+    print(f"factoryfloor: error: {msg}", file=sys.stderr)
+    return code
+
+
+def scenario_from(s: Settings) -> Scenario:
+    """``s.scenario`` with the overrides the settings give."""
+    assert s.scenario is not None  # the parser requires one
+    sc = get_scenario(s.scenario)
+    for name, val in (("pfs_every", s.pfs_every), ("object_every", s.object_every)):
+        if val is not None and val < 1:
+            raise FactoryFloorError(f"--{name.replace('_', '-')} must be >= 1")
+    return sc.with_overrides(
+        days=s.days,
+        start=s.start,
+        nvme_interval_s=s.nvme_interval_s,
+        pfs_every=s.pfs_every,
+        object_every=s.object_every,
+    )
+
+
+def is_loopback(host: str) -> bool:
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    try:
+        loopback = is_loopback(host)
+    except ValueError:
+        raise FactoryFloorError(f"--host {host!r} is not an IP address") from None
+    if not loopback and not allow_remote:
+        raise FactoryFloorError(
+            f"refusing to listen on {host}: the dashboard binds to 127.0.0.1 unless you pass "
+            "--allow-remote"
+        )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail before any store is opened (or, for ``demo``, reset) when the port is taken.
+    Werkzeug would otherwise print its own two lines and exit after the store was touched."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug binds
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            hint = " (another server is on that port; pass --port)"
+            raise FactoryFloorError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                + (hint if exc.errno == errno.EADDRINUSE else "")
+            ) from None

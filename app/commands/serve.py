@@ -1,0 +1,134 @@
+"""``factoryfloor serve``: the dashboard over a store this process owns, plus what writes into
+it from here: a live replay (``--replay``), the ingest API (``--accept-ingest``) and the
+registered sources asked for (``--scrape-config``...), each source on a thread of its own
+running the collection loop into the server's ingest service."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from app.commands.common import check_bind, check_port_free, is_loopback, log
+from app.settings import LIVE_SPEED, Settings
+from telemetry import sources
+from telemetry.collect.daemon import run_rounds, utcnow
+from telemetry.collect.seam import BatchSink, Source, SourceContext
+from telemetry.errors import FactoryFloorError
+from telemetry.replay.scenarios import Scenario, get_scenario
+
+if TYPE_CHECKING:
+    from telemetry.store import Store
+
+
+def run(s: Settings) -> int:
+    check_bind(s.host, s.allow_remote)
+    check_port_free(s.host, s.port)
+    assert s.store is not None  # the parser requires it
+    collecting = bool(sources.asked("serve", s.sources))
+    if not (s.scenario or s.accept_ingest or collecting) and not os.path.exists(s.store):
+        raise FactoryFloorError(
+            f"store {s.store} does not exist; create it with `factoryfloor replay` "
+            "or pass --replay SCENARIO"
+        )
+    token = s.token()
+    if s.accept_ingest and token is None and not is_loopback(s.host):
+        raise FactoryFloorError(
+            f"refusing to accept ingest on {s.host} without a token: anyone who can reach "
+            "the port could write into the store. Pass --token-file (or set FACTORYFLOOR_TOKEN)."
+        )
+    ctx = SourceContext("serve", s.interval_s, s.timeout_s, log)
+    collected = sources.build("serve", s.sources, ctx)
+    sc = get_scenario(s.scenario) if s.scenario else None
+    return serve_dashboard(s, sc, collected, token)
+
+
+def serve_dashboard(
+    s: Settings,
+    replay_sc: Scenario | None = None,
+    collected: list[Source] | None = None,
+    token: str | None = None,
+) -> int:
+    """Serve ``s.store`` on ``s.host:s.port`` until interrupted; with ``replay_sc`` replayed
+    live into it, the ``collected`` sources run into it, and the ingest API if asked."""
+    from app import guard
+    from app.main import create_app, run_server
+    from app.memory import keep_rss_flat
+    from telemetry.collect.http_api import IngestService, make_blueprint
+    from telemetry.store import open_store
+
+    assert s.store is not None
+    collected = collected or []
+    # Without a writer in this process the store is opened read-only, so other read-only
+    # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
+    writes = replay_sc is not None or s.accept_ingest or bool(collected)
+    store = open_store(s.store, read_only=not writes)
+    service = IngestService(store, into_replay=s.ingest_into_replay) if writes else None
+    stop = threading.Event()
+    keep_rss_flat(stop)  # before any worker or request thread allocates
+    workers = []
+    if replay_sc is not None:
+        workers.append(_replay_thread(store, replay_sc, s, stop))
+    for source in collected:
+        assert service is not None
+        workers.append(_collect_thread(source, service, stop))
+    app = create_app(store)
+    guard.install(app.server, token)
+    app.server.register_blueprint(make_blueprint(service, token, accept=s.accept_ingest))
+    if token is None and not is_loopback(s.host):
+        log(
+            f"WARNING: listening on {s.host} without a token: anyone who can reach port "
+            f"{s.port} sees the dashboard (and may post to the ingest API). Pass --token-file."
+        )
+    for w in workers:
+        w.start()
+    print(
+        f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
+    )
+    try:
+        run_server(app, s.host, s.port)
+    except OSError as exc:
+        raise FactoryFloorError(
+            f"cannot listen on {s.host}:{s.port}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=10)
+        store.close()
+    return 0
+
+
+def _replay_thread(
+    store: Store, replay_sc: Scenario, s: Settings, stop: threading.Event
+) -> threading.Thread:
+    from telemetry.replay.runner import replay
+
+    speed = s.speed or LIVE_SPEED
+    start = (utcnow() - timedelta(hours=s.prefill_hours)).replace(second=0, microsecond=0)
+    sc = replay_sc.with_overrides(start=start)
+    print(
+        f"replaying {sc.name} (seed {s.seed}): {s.prefill_hours:g} simulated hours backfilled, "
+        f"then live at {speed:g}x",
+        file=sys.stderr,
+    )
+
+    def run() -> None:
+        try:
+            replay(store, sc, s.seed, speed=speed, prefill_s=s.prefill_hours * 3600.0, stop=stop)
+        except Exception as exc:  # the server keeps serving what is stored
+            print(f"factoryfloor: replay stopped: {exc}", file=sys.stderr)
+
+    return threading.Thread(target=run, name="replay", daemon=True)
+
+
+def _collect_thread(source: Source, sink: BatchSink, stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        try:
+            run_rounds(source, sink, source.interval_s, stop, log)
+        except Exception as exc:  # the server keeps serving what is stored
+            log(f"factoryfloor: {source.name} loop stopped: {exc}")
+
+    return threading.Thread(target=run, name=source.name, daemon=True)

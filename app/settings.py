@@ -1,0 +1,159 @@
+"""Every setting of the ``factoryfloor`` command in one table: ``Settings``.
+
+Each field carries its default and its help text (``setting``), the one place either is
+defined: the parser (``app.cli``) takes both from here, fills one ``Settings`` at the entry
+point and hands it to the command, which passes it down instead of a dozen parameters. A
+command may show a field under another flag (``replay --interval`` is ``sample_interval_s``,
+``ingest --interval`` is ``interval_s``) or with its own default (``demo --store``). The values
+of the registered sources' options (``telemetry.sources``) ride along in ``sources``. The
+environment is read by ``telemetry.env`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import MISSING, Field, dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from telemetry import env, sources
+from telemetry.collect.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
+from telemetry.errors import FactoryFloorError
+
+DEMO_STORE = "factoryfloor-demo.duckdb"
+DEMO_SCENARIO = "dev-64"
+DEMO_PREFILL_H = 20.0
+LIVE_SPEED = 1.0  # what a serving process replays at unless told (simulated s per wall s)
+EXPORTER_BASE_PORT = 9400  # dcgm-exporter's own port: node i of a simulated farm is 9400+i
+SPOOL_MAX_MB = 2048.0
+MIN_TOKEN_CHARS = 16
+
+
+def setting(default: Any, help: str, *, factory: Any = None) -> Any:
+    """A field with its default and help text (``{default}`` in the text is the default)."""
+    meta = {"help": help}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Settings:
+    command: str = setting("", "the subcommand")
+    # -- the store and the dashboard ------------------------------------------------------
+    store: str | None = setting(None, "DuckDB store file")
+    host: str = setting("127.0.0.1", "bind address (default {default})")
+    port: int = setting(8050, "TCP port (default {default})")
+    allow_remote: bool = setting(False, "required to bind an address other than loopback")
+    token_file: str | None = setting(
+        None,
+        f"access token (file with one line; or set {env.TOKEN}): serve requires it of the "
+        "dashboard and the ingest API, ingest sends it; never on the command line, where `ps` "
+        "shows it",
+    )
+    json: bool = setting(False, "machine-readable output")
+    # -- the replay engine ----------------------------------------------------------------
+    scenario: str | None = setting(None, "see `scenarios`")
+    seed: int = setting(0, "random seed (default {default})")
+    sample_interval_s: float | None = setting(None, "per-GPU sample interval, seconds")
+    start: datetime | None = setting(None, "simulated start time (ISO, UTC)")
+    days: float | None = setting(None, "override the scenario's duration")
+    nvme_interval_s: float | None = setting(None, "NVMe checkpoint interval")
+    pfs_every: int | None = setting(None, "copy every Nth NVMe checkpoint to the PFS")
+    object_every: int | None = setting(None, "copy every Nth PFS checkpoint to objects")
+    backfill: bool = setting(False, "as fast as possible (default)")
+    speed: float | None = setting(None, "live: simulated seconds per wall second")
+    prefill_hours: float = setting(
+        0.0, "simulated hours backfilled before going live (default {default:g})"
+    )
+    no_progress: bool = setting(False, "no progress bar")
+    serve_exporters: bool = setting(
+        False,
+        "serve every simulated node as a dcgm-exporter on 127.0.0.1 (/metrics, /health); "
+        "streams live (--speed defaults to 1, --interval to min(scenario's, 30 s)), "
+        "--store optional",
+    )
+    exporter_base_port: int | None = setting(
+        None, f"node i listens on PORT+i (default {EXPORTER_BASE_PORT}; 0: any free ports)"
+    )
+    exporter_targets_file: str | None = setting(
+        None, "write the endpoints as Prometheus file_sd JSON"
+    )
+    # -- ingest ---------------------------------------------------------------------------
+    accept_ingest: bool = setting(
+        False, "accept forwarded scrape rounds, training metrics and run events on /api/v1/"
+    )
+    ingest_into_replay: bool = setting(
+        False,
+        "load tests: let scrapes of a replay's own simulated exporters land in its store "
+        "(it stays marked simulated)",
+    )
+    server: str | None = setting(
+        None, "forward rounds to `factoryfloor serve --accept-ingest` at URL, spooling on disk"
+    )
+    spool: str = setting(
+        None,
+        "--server: on-disk spool for undelivered rounds (default {default})",
+        factory=env.default_spool,
+    )
+    spool_max_mb: float = setting(
+        SPOOL_MAX_MB,
+        "--server: spool size bound; when full new rounds are dropped with a warning",
+    )
+    interval_s: float = setting(SCRAPE_INTERVAL_S, "seconds between rounds (default {default:g})")
+    timeout_s: float = setting(
+        SCRAPE_TIMEOUT_S, "per-target timeout, seconds (default {default:g})"
+    )
+    once: bool = setting(False, "one round, then exit")
+    # -- the registered sources' options (telemetry.sources), per source name -------------
+    sources: dict[str, dict[str, Any]] = setting(None, "source options", factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """The settings a parsed command line gives; fields it does not name keep defaults."""
+        given = vars(args)
+        own = {f.name: given[f.name] for f in fields(cls) if f.name in given}
+        return cls(**own, sources=sources.values(args.command, given))
+
+    def token(self) -> str | None:
+        """The access token, from ``token_file`` or the environment (None: no token);
+        FactoryFloorError for an unreadable file or a token too short to be one."""
+        if self.token_file:
+            try:
+                with open(self.token_file, encoding="utf-8") as fh:
+                    tok = fh.read().strip()
+            except OSError as exc:
+                raise FactoryFloorError(f"--token-file {self.token_file}: {exc.strerror}") from None
+        else:
+            tok = env.token()
+        if tok and (len(tok) < MIN_TOKEN_CHARS or not tok.isprintable()):
+            raise FactoryFloorError(
+                f"the token must be at least {MIN_TOKEN_CHARS} printable characters"
+            )
+        return tok or None
+
+
+def default(name: str) -> Any:
+    """The default of field ``name``."""
+    f = _field(name)
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def help_text(name: str, default_value: Any = MISSING) -> str:
+    """Field ``name``'s help, ``{default}`` filled with ``default_value`` (or its default)."""
+    value = default(name) if default_value is MISSING else default_value
+    return str(_field(name).metadata["help"]).format(default=value)
+
+
+def table() -> list[tuple[str, Any, str]]:
+    """(name, default, help) of every setting: the settings table."""
+    return [(f.name, default(f.name), help_text(f.name)) for f in fields(Settings)]
+
+
+def _field(name: str) -> Field[Any]:
+    for f in fields(Settings):
+        if f.name == name:
+            return f
+    raise KeyError(name)

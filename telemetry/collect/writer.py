@@ -1,0 +1,88 @@
+"""The store writer: the ``BatchSink`` every batch type ends in, one store per writer.
+
+Scrape rounds go through ``sink.StoreSink`` (exporter identities to store ids, XIDs, staleness;
+created with the first round, whose interval the store's metadata records), training records
+through ``records.store_records`` (validated, bad ones reported), a replay's windows and health
+rows straight to ``Store.append_many``. Each write is one transaction. The writer is not
+thread-safe by itself: the server's ``IngestService`` serialises it behind a lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from telemetry.collect.records import store_records
+from telemetry.collect.seam import (
+    Batch,
+    HealthBatch,
+    Records,
+    Round,
+    Tables,
+    Written,
+    health_table,
+)
+from telemetry.collect.sink import RoundReport, StoreSink
+from telemetry.errors import DuplicateBatchError
+from telemetry.store import Store
+
+
+def round_line(rep: RoundReport) -> str:
+    """A stored round in words, as the ingest daemon logs it."""
+    return (
+        f"{rep.up}/{rep.targets} targets up, {rep.samples:,} GPU samples, "
+        f"{rep.xid_events} XID events, {rep.rejected_lines} rejected lines"
+    )
+
+
+class StoreWriter:
+    accepts = (Round, Records, Tables, HealthBatch)
+
+    def __init__(
+        self, store: Store, interval_s: float | None = None, into_replay: bool = False
+    ) -> None:
+        """With ``interval_s`` the round sink is made now, so a store that cannot take scrape
+        rounds (it holds a replay, unless ``into_replay``) raises ValueError at once instead of
+        at the first round."""
+        self.store = store
+        self.into_replay = into_replay
+        self.rounds: StoreSink | None = None
+        if interval_s is not None:
+            self.rounds = StoreSink(store, interval_s, into_replay=into_replay)
+
+    def write(self, batch: Batch) -> Written:
+        if isinstance(batch, Round):
+            return self._round(batch)
+        if isinstance(batch, Records):
+            rep = store_records(
+                self.store, batch.kind, batch.records, batch.batch_id, source=batch.origin
+            )
+            return Written(
+                ok=True,
+                line=f"{batch.target}: {rep.stored:,} {batch.kind} records stored, "
+                f"{len(rep.rejected):,} rejected" + (" (duplicate)" if rep.duplicate else ""),
+                rows=rep.stored,
+                duplicate=rep.duplicate,
+                report=rep,
+            )
+        if isinstance(batch, Tables):
+            self.store.append_many(dict(batch.tables))
+            return Written(ok=True, line=_upto(batch.rows, batch.ts), rows=batch.rows)
+        if isinstance(batch, HealthBatch):
+            n = self.store.append_many({"targets": health_table(batch.ts, batch.health)})
+            return Written(ok=True, line=f"health of {n} sources stored", rows=n)
+        raise TypeError(f"StoreWriter cannot write {type(batch).__name__}")
+
+    def _round(self, batch: Round) -> Written:
+        if self.rounds is None:  # ValueError: a replay store (unless into_replay)
+            self.rounds = StoreSink(self.store, batch.interval_s, into_replay=self.into_replay)
+        try:
+            rep = self.rounds.write(batch.ts, batch.fetches, batch_id=batch.batch_id)
+        except DuplicateBatchError:
+            line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
+            return Written(ok=True, line=line, duplicate=True)
+        line = f"round {batch.ts.isoformat()} stored: {round_line(rep)}"
+        return Written(ok=True, line=line, rows=rep.samples, report=rep)
+
+
+def _upto(rows: int, ts: datetime) -> str:
+    return f"{rows:,} GPU samples up to {ts.isoformat()} stored"

@@ -1,0 +1,112 @@
+"""Every source of data Factory Floor stores, registered in one place: ``SOURCES``.
+
+A source (``collect.seam.Source``) is a named thing that, polled at a clock time it is given,
+yields typed batches (``Round``, ``Records``, ``Tables``) for a ``BatchSink`` (the store writer,
+the server's ingest service, the forwarder), learns what became of each, and reports its
+health, one row per thing it watches in the ``targets`` table, which the dashboard's target
+view reads. Its registration (``collect.seam.SourceSpec``) gives its name, a summary, its
+command-line options per command and how to build it from their values. The commands read this
+list: ``ingest`` and ``serve`` add every registered source's options, build the sources that
+were asked for and run each with ``collect.daemon.run_rounds`` into their sink.
+
+How to add a source (a tailed training log, ``--logs GLOB``, is the example)
+-----------------------------------------------------------------------------
+1. One module, ``telemetry/collect/logs.py`` (``telemetry/collect`` never imports the replay
+   engine; keep heavy imports inside functions, the command line's parser imports it):
+
+   - a class with ``name = "logs"``, ``produces = (Records,)`` and ``health_rows = True`` (the
+     loop stores ``health()`` after each round), and
+     ``poll(now)``: the ``Records`` batches of the lines written since the last poll, each with
+     ``target=f"logs:{path}"`` and a ``batch_id`` made of the file's identity and offset, so a
+     batch sent twice is stored once;
+     ``settle(now, batch, written)``: advance that file's offset only when ``written.ok``, so a
+     failed write is read again next round; keep health with a ``seam.HealthBook``;
+     ``health()``: ``self.book.all()``.
+   - ``build(values, ctx)``: the source from its options' values (``values["logs"]``), or None
+     when none was given; ``ctx`` has the command, interval, timeout and log function. Raise
+     ``FactoryFloorError`` with a one-line reason for bad input.
+   - ``SPEC = SourceSpec("logs", "training and kernel logs, tailed", options={"ingest":
+     (Option("--logs", {"action": "append", "default": [], "metavar": "GLOB", "help": ...}),),
+     "serve": (...same...)}, build=build, ask="--logs GLOB")``.
+2. One registration line in ``SOURCES`` below: ``logs.SPEC,``.
+3. Its tests, and an entry for it in ``tests/test_sources.py`` (that test fails for a registered
+   source it cannot build, or one that does not show up in the targets table after a round).
+
+A checkpoint-directory watcher (``--checkpoints TIER=PATH``) is the same shape: ``poll`` lists
+new checkpoint directories as ``Records("checkpoints", ...)``. A new ``import`` format is not a
+source: it is one ``LogFormat`` in ``collect.formats.FORMATS``. A push source (posted records)
+has no options and an empty ``poll``: the code that receives the data writes each batch and
+settles it (see ``collect.posted``).
+
+Nothing here imports a source's heavy parts: ``factoryfloor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from telemetry.collect import import_source, posted, scrape_source
+from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
+from telemetry.replay import source as replay_source
+
+SOURCES: tuple[SourceSpec, ...] = (
+    scrape_source.SPEC,
+    import_source.SPEC,
+    posted.SPEC,
+    replay_source.SPEC,
+)
+
+
+def names() -> list[str]:
+    return [s.name for s in SOURCES]
+
+
+def get(name: str) -> SourceSpec:
+    for spec in SOURCES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no source {name!r}; registered: {', '.join(names())}")
+
+
+def options(command: str) -> list[tuple[SourceSpec, Option]]:
+    """Every registered source's options on ``command``, in registration order."""
+    return [(spec, opt) for spec in SOURCES for opt in spec.options.get(command, ())]
+
+
+def dest(spec: SourceSpec, opt: Option) -> str:
+    """Where the command line's parser keeps the value of ``opt`` (never another's)."""
+    return f"{spec.name}.{opt.key}"
+
+
+def values(command: str, parsed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per source name, its options' values on ``command`` out of ``parsed`` (by ``dest``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec, opt in options(command):
+        out.setdefault(spec.name, {})[opt.key] = parsed.get(dest(spec, opt))
+    return out
+
+
+def asked(command: str, given: Mapping[str, Mapping[str, Any]]) -> list[SourceSpec]:
+    """The sources some option of which was given a value on ``command``."""
+    return [
+        spec
+        for spec in SOURCES
+        if spec.options.get(command) and any(given.get(spec.name, {}).values())
+    ]
+
+
+def asking(command: str) -> str:
+    """How a user asks for a source on ``command``: "--target or a --targets-file"."""
+    return ", or ".join(s.ask for s in SOURCES if s.options.get(command) and s.ask)
+
+
+def build(
+    command: str, given: Mapping[str, Mapping[str, Any]], ctx: SourceContext
+) -> list[Source]:
+    """The sources asked for on ``command``, built from their options' values."""
+    out = []
+    for spec in asked(command, given):
+        if spec.build is not None and (src := spec.build(given[spec.name], ctx)) is not None:
+            out.append(src)
+    return out
