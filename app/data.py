@@ -414,7 +414,7 @@ def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tup
         return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
     parsed = _parse_key(key)
     if parsed is None:
-        return 400, "Select an interruption first."
+        return 400, "Choose an interruption in the table first."
     body = {"run": parsed[0], "ts": parsed[1].isoformat(), "component": component}
     body |= {"category": category or None, "by": by if isinstance(by, str) and by else None}
     status, reply = label_api.apply_label(store(), body)

@@ -265,7 +265,9 @@ def test_a_store_filled_by_records_alone_renders(store: Store) -> None:
     fill_like_a_training_job(store)
     tr = whole(store)
     s = run_summary(store, "llm-1")
-    assert (s["gpus"], s["model_params"], s["mfu"], s["ettr"]) == (None, None, None, None)
+    assert (s["gpus"], s["model_params"], s["mfu"]) == (None, None, None)
+    # No tokens posted: ETTR from the steps and their median time (no gap: all productive).
+    assert (s["ettr"], s["ettr_basis"]) == (1.0, "steps")
     assert s["steps"] == 599 and s["interruptions"]["unexpected"] == 1
     assert store_summary(store)["runs"][0]["checkpoints"]["nvme"]["count"] == 9
     assert queries.fleet_latest(store)["failed"] == 0
