@@ -1,0 +1,583 @@
+"""Text logs (a job's ``slurm-N.out``, a node's ``kern.log``/journal/``dmesg -T``) as training
+progress, checkpoint saves and loads, and failure signals.
+
+Why it is built this way:
+
+- **Speed.** A 54-day job writes gigabytes of log, nearly all of it lines that say nothing we
+  need. A block of lines is read as bytes, split by one numpy pass, and one RE2 pass (pyarrow)
+  over the whole block picks the lines containing any keyword of ``logline.PREFILTER``; only
+  those reach Python. The time of an untimed line ("the most recent time seen") is found by
+  walking back from it, lazily, so noise lines are never parsed.
+- **Streaming.** ``LogParser`` keeps what spans lines (the most recent time, the year of a
+  year-less syslog line and its Dec->Jan roll-over, an open traceback per rank, the last
+  progress-bar step, an open checkpoint load) so a tailer can feed it block by block or line by
+  line, across rotation and truncation, and ``drain()`` what is new. ``parse_file`` is the same
+  parser fed a file in 8 MiB blocks.
+- **Honesty.** Every line is counted; lines that say nothing we know are ``unrecognised``, never
+  an error. Bytes that are not UTF-8 are replaced and their lines counted and listed as bad; a
+  line longer than 64 KiB (a runaway progress bar, a binary blob) is read by its last 64 KiB
+  and listed. Times without a zone are in ``tz`` (default UTC) and returned as naive UTC; a
+  line without its own time takes the most recent time seen before it in the same file
+  (counted as ``*_ts_from_context``); plain ``dmesg`` lines (seconds since boot) have no wall
+  time: their signals have ``ts`` None (``untimed_signals``).
+- TorchTitan's ``tps`` is tokens per second *per GPU*; it is stored as ``tokens_per_s`` as is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from math import isfinite
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from telemetry import signals as sig
+from telemetry.collect import logline as ll
+from telemetry.collect.importers import BadLine, ImportFileError
+from telemetry.signals import CheckpointEvent, Signal, clean_line
+
+CHUNK_BYTES = 8 << 20
+MAX_LINE_BYTES = 64 << 10
+MAX_BAD = 20
+TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
+_SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
+_CLOCK = re.compile(rb"\d:\d\d:\d\d")
+
+
+@dataclass
+class LogBatch:
+    """What a parser found since the last ``drain()``."""
+
+    metrics: list[dict[str, Any]]
+    metric_origins: list[str]
+    checkpoint_events: list[CheckpointEvent]
+    signals: list[Signal]
+
+
+@dataclass
+class LogScan:
+    """One text log read in full."""
+
+    path: str
+    metrics: list[dict[str, Any]]  # train_metrics records
+    metric_origins: list[str]  # file:line of each metric, same order
+    checkpoint_events: list[CheckpointEvent]
+    signals: list[Signal]
+    lines: int
+    unrecognised: int
+    bad: list[BadLine] = field(default_factory=list)  # the first MAX_BAD
+    counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
+
+
+def _tzinfo(tz: tzinfo | str | None) -> tzinfo | None:
+    """None for UTC (the fast path), else the zone."""
+    if tz is None or tz == UTC:
+        return None
+    if isinstance(tz, str):
+        if tz.upper() in ("UTC", "Z"):
+            return None
+        try:
+            return ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {tz!r} (use a name like Europe/Berlin)") from None
+    return tz
+
+
+def pci_key(pci: str) -> str:
+    """``00000000:3B:00.0`` (nvidia-smi) and ``0000:3b:00`` (NVRM) as one key: ``0000:3b:00``."""
+    parts = pci.lower().split(".")[0].split(":")
+    try:
+        dom, bus, dev = (int(p, 16) for p in (["0", *parts] if len(parts) == 2 else parts[-3:]))
+    except ValueError:
+        return pci.lower()
+    return f"{dom:04x}:{bus:02x}:{dev:02x}"
+
+
+class LogParser:
+    """Reads one log (``label`` names it in every ``file:line`` origin) fed in order.
+
+    ``host_hint`` is the node the log belongs to when its lines do not say (default: the node
+    in the file name, ``node-7-kern.log`` -> ``node-7``); ``gpu_by_pci`` maps PCI bus ids to GPU
+    indices so an ``NVRM: Xid (PCI:...)`` line names its GPU; ``run`` is put in each metric.
+    With ``keep=False`` drained results are released (a long-lived tailer)."""
+
+    def __init__(
+        self,
+        label: str | os.PathLike[str],
+        *,
+        tz: tzinfo | str | None = UTC,
+        year_hint: int | None = None,
+        host_hint: str | None = None,
+        run: str | None = None,
+        gpu_by_pci: Mapping[str, int] | None = None,
+        keep: bool = True,
+    ) -> None:
+        self.label = str(label)
+        self.tz = _tzinfo(tz)
+        self.year_hint = year_hint
+        self.host = host_hint or ll.host_from_filename(self.label)
+        self.run = run
+        self.keep = keep
+        self._gpus = {pci_key(k): int(v) for k, v in (gpu_by_pci or {}).items()}
+        self.metrics: list[dict[str, Any]] = []
+        self.metric_origins: list[str] = []
+        self.checkpoint_events: list[CheckpointEvent] = []
+        self.signals: list[Signal] = []
+        self.bad: list[BadLine] = []
+        self.counts: Counter[str] = Counter()
+        self.lines = 0
+        self.next_lineno = 1
+        self._drained = (0, 0, 0)
+        self._ctx_ts: datetime | None = None  # most recent time seen
+        self._ctx_lo = 0  # block offset up to which _ctx_ts is known
+        self._blk = b""  # the block being read, and where the current line starts/ends in it
+        self._s = self._e = 0
+        self._year: int | None = None
+        self._month = 0
+        self._full_year: int | None = None
+        self._tqdm: int | None = None
+        self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
+        self._load_open = False
+        self._long: bytes | None = None  # tail of a line longer than MAX_LINE_BYTES so far
+        self._long_len = 0
+
+    # -- feeding -------------------------------------------------------------------------------
+    def feed(self, line: str, lineno: int) -> None:
+        """One line (with or without its newline) that is line ``lineno`` of the file."""
+        data = line.encode("utf-8", "replace")
+        self.feed_block(data if data.endswith(b"\n") else data + b"\n", lineno, final=True)
+
+    def feed_block(
+        self, data: bytes, first_lineno: int | None = None, *, final: bool = False
+    ) -> int:
+        """Complete lines of ``data`` (bytes as read from the file), the first being line
+        ``first_lineno`` (default: after the previous call's). Returns how many bytes were
+        used: up to the last newline, all with ``final`` (the file's last line has none). A
+        newline-free ``data`` over 64 KiB is taken as the start of an over-long line."""
+        if first_lineno is not None:
+            self.next_lineno = first_lineno
+        end = len(data) if final else data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) > MAX_LINE_BYTES:
+                self._absorb(data)
+                return len(data)
+            return 0
+        block = data[:end] if end < len(data) else data
+        if self._long is not None:
+            nl = block.find(b"\n")
+            head = nl + 1 if nl >= 0 else len(block)
+            self._absorb(block[:head])
+            self._flush_long()
+            block = block[head:]
+        if block:
+            self._block(block)
+        return end
+
+    def finish(self) -> None:
+        """The file ended: an over-long last line is read, open tracebacks are given up."""
+        if self._long is not None:
+            self._flush_long()
+        self.counts["tracebacks_unfinished"] += len(self._tb)
+        self._tb.clear()
+
+    def drain(self) -> LogBatch:
+        """Metrics, checkpoint events and signals found since the last call."""
+        m, e, s = self._drained
+        out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
+                       self.signals[s:])
+        if self.keep:
+            self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals))
+        else:
+            self.metrics, self.metric_origins = [], []
+            self.checkpoint_events, self.signals = [], []
+        return out
+
+    @property
+    def unrecognised(self) -> int:
+        return self.lines - self.counts["recognised"]
+
+    def scan(self) -> LogScan:
+        counts = dict(self.counts)
+        counts["unrecognised"] = self.unrecognised
+        return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
+                       self.signals, self.lines, self.unrecognised, list(self.bad), counts)
+
+    # -- blocks --------------------------------------------------------------------------------
+    def _absorb(self, data: bytes) -> None:
+        self._long = ((self._long or b"") + data[-MAX_LINE_BYTES - 1:])[-MAX_LINE_BYTES - 1:]
+        self._long_len += len(data)
+
+    def _flush_long(self) -> None:
+        tail = (self._long or b"").rstrip(b"\n")
+        total = self._long_len - (self._long or b"").endswith(b"\n")
+        self._long, self._long_len = None, 0
+        self._bad(self.next_lineno, f"line of {total:,} bytes: only its last 64 KiB read")
+        self.counts["long_lines"] += 1
+        self._block(_utf8_start(tail[-MAX_LINE_BYTES:]) + b"\n")
+
+    def _block(self, block: bytes) -> None:
+        base = self.next_lineno
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            block = self._replace(block, base)
+        nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+        n = len(nl) + (not block.endswith(b"\n"))
+        offs = np.empty(n + 1, np.int64)
+        offs[0] = 0
+        offs[1 : len(nl) + 1] = nl + 1
+        if n > len(nl):
+            offs[n] = len(block) + 1
+        if n < _SMALL_BLOCK:
+            cand = [i for i in range(n) if ll.PREFILTER_RE.search(
+                block[offs[i] : offs[i + 1] - 1].decode())]
+            cand_arr = np.array(cand, np.int64)
+        else:
+            arr = pa.LargeStringArray.from_buffers(
+                n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
+            cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
+        too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
+        if len(too_long):
+            cand_arr = np.union1d(cand_arr, too_long)
+        self._blk, self._ctx_lo = block, 0
+        self._walk(block, base, cand_arr.astype(np.int64), offs)
+        self._s = len(block) + 1
+        self._context()  # carry the most recent time into the next block
+        self._blk, self._ctx_lo = b"", 0
+        self.lines += n
+        self.next_lineno = base + n
+
+    def _walk(self, block: bytes, base: int, cand: np.ndarray, offs: np.ndarray) -> None:
+        resume = self._follow(block, 0, base)  # a traceback left open by the previous block
+        size = len(block)
+        for i, s, e in zip(cand.tolist(), offs[cand].tolist(), (offs[cand + 1] - 1).tolist(),
+                           strict=True):
+            if s < resume:
+                continue
+            self._line(block, s, min(e, size), base + i)
+            resume = self._follow(block, e + 1, base + i + 1)
+
+    def _follow(self, block: bytes, s: int, lineno: int) -> int:
+        """Inside an open traceback every line counts, keyword or not."""
+        size = len(block)
+        while self._tb and s < size:
+            e = block.find(b"\n", s)
+            e = size if e < 0 else e
+            self._line(block, s, e, lineno)
+            s, lineno = e + 1, lineno + 1
+        return s
+
+    def _line(self, block: bytes, s: int, e: int, lineno: int) -> None:
+        if e - s > MAX_LINE_BYTES:
+            self._bad(lineno, f"line of {e - s:,} bytes: only its last 64 KiB read")
+            self.counts["long_lines"] += 1
+            s = e - len(_utf8_start(block[e - MAX_LINE_BYTES : e]))
+        self._s, self._e = s, e
+        raw = block[s:e].decode("utf-8")
+        if raw.endswith("\r"):
+            raw = raw[:-1]
+        if self._text(raw, lineno):
+            self.counts["recognised"] += 1
+
+    def _replace(self, block: bytes, base: int) -> bytes:
+        text = block.decode("utf-8", "replace")
+        i, pos, line, seen = text.find("\ufffd"), 0, base, -1
+        while i >= 0:
+            line += text.count("\n", pos, i)
+            pos = i
+            if line != seen:
+                self.counts["replaced_lines"] += 1
+                self._bad(line, "not UTF-8: undecodable bytes replaced by U+FFFD")
+                seen = line
+            i = text.find("\ufffd", i + 1)
+        return text.encode("utf-8")
+
+    # -- one line ------------------------------------------------------------------------------
+    def _text(self, raw: str, lineno: int) -> bool:
+        if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
+            parts = [p for p in raw.split("\r") if p.strip()]
+            bar = False
+            for p in reversed(parts[:-1]):
+                if "%|" in p and (k := ll.tqdm_step(p)) is not None:
+                    self._tqdm, bar = k, True
+                    break
+            return self._text(parts[-1], lineno) or bar if parts else False
+        if "\x1b" in raw:
+            raw = clean_line(raw, len(raw))
+        prefix, body = ll.strip_prefix(raw)
+        if self._tb and prefix in self._tb:
+            done = self._in_traceback(prefix, body, raw, lineno)
+            if done is not None:
+                return done
+        if ll.TB_START in body:
+            self._tb[prefix] = 0
+            return True
+        if "iteration" in body and (f := ll.megatron(body)):
+            return self._metric(f, body, raw, lineno)
+        if "step:" in body and (f := ll.titan(body)):
+            return self._metric(f, body, raw, lineno)
+        if "{" in body and (d := ll.hf_dict(body)) is not None:
+            if isinstance(d, str):
+                self.counts[f"hf_{d}_dicts"] += 1
+                return True
+            if "step" not in d:
+                if self._tqdm is None:
+                    self._bad(lineno, "training log dict without a step (no 'step' key and no "
+                                      "progress bar before it)")
+                    return False
+                d["step"] = self._tqdm
+                self.counts["metrics_step_from_progress_bar"] += 1
+            return self._metric(d, body, raw, lineno)
+        if "%|" in body and (k := ll.tqdm_step(body)) is not None:
+            self._tqdm = k
+            return True
+        if c := ll.checkpoint(body):
+            return self._checkpoint(c, body, raw, lineno)
+        if f := ll.failure(body):
+            self._signal(f, body, raw, lineno)
+            return True
+        return False
+
+    def _in_traceback(self, prefix: str, body: str, raw: str, lineno: int) -> bool | None:
+        what = ll.traceback_step(body)
+        if what == "exception":
+            del self._tb[prefix]
+            detail = body.strip()[: sig.MAX_DETAIL_CHARS]
+            self._signal((sig.TRACEBACK, detail, None, None, None, None, None), body, raw, lineno)
+            if f := ll.failure(body):  # RuntimeError: CUDA error: an illegal memory access ...
+                self._signal(f, body, raw, lineno)
+            return True
+        self._tb[prefix] += 1
+        if self._tb[prefix] > TRACEBACK_MAX_LINES:
+            del self._tb[prefix]
+            self.counts["tracebacks_unfinished"] += 1
+        return True if what in ("frame", "chain") else None
+
+    # -- time ----------------------------------------------------------------------------------
+    def _utc(self, t: datetime) -> datetime:
+        if t.tzinfo is not None:
+            return t.astimezone(UTC).replace(tzinfo=None)
+        if self.tz is not None:
+            return t.replace(tzinfo=self.tz).astimezone(UTC).replace(tzinfo=None)
+        return t
+
+    def _yearless(self, fields: Any, update: bool) -> datetime | None:
+        mon, day, hh, mm, ss, us = fields
+        if self._year is None:
+            self._year = self._full_year or self.year_hint or _guess_year(mon, day)
+            self._month = mon
+        elif update and self._month - mon >= 6:  # Dec -> Jan within the file
+            self._year += 1
+        if update:
+            self._month = mon
+        try:
+            return self._utc(datetime(self._year, mon, day, hh, mm, ss, us))
+        except ValueError:
+            return None
+
+    def _stamp(self, body: str, update: bool = True) -> tuple[datetime | None, str, ll.Stamp]:
+        st = ll.stamp(body)
+        kind = st[0]
+        if kind == "full":
+            t = self._utc(st[1])  # type: ignore[arg-type]
+            if update:
+                self._full_year = t.year
+        elif kind == "yearless":
+            t = self._yearless(st[1], update)
+        else:
+            return None, kind or "none", st
+        return t, "line" if t else "none", st
+
+    def _when(self, body: str) -> tuple[datetime | None, str, ll.Stamp]:
+        """(time, how, stamp) of the current line: how is line, context, boot or none."""
+        t, how, st = self._stamp(body)
+        if t is not None:
+            self._ctx_ts, self._ctx_lo = t, self._e + 1
+            return t, how, st
+        if how == "boot":
+            return None, how, st
+        t = self._context()
+        return t, ("context" if t else "none"), st
+
+    def _context(self) -> datetime | None:
+        """The most recent time on a line before the current one (walking back lazily)."""
+        block, lo, pos = self._blk, self._ctx_lo, self._s
+        while pos > lo:
+            e = pos - 1
+            start = max(block.rfind(b"\n", lo, e) + 1, lo)
+            if _CLOCK.search(block, start, min(e, start + 100)):
+                body = ll.strip_prefix(block[start:e].decode("utf-8", "replace"))[1]
+                t = self._stamp(body, update=False)[0]
+                if t is not None:
+                    self._ctx_ts = t
+                    break
+            pos = start
+        self._ctx_lo = max(self._s, lo)
+        return self._ctx_ts
+
+    # -- results -------------------------------------------------------------------------------
+    def _origin(self, lineno: int) -> str:
+        return f"{self.label}:{lineno}"
+
+    def _bad(self, lineno: int, reason: str) -> None:
+        self.counts["bad"] += 1
+        if len(self.bad) < MAX_BAD:
+            self.bad.append(BadLine(self._origin(lineno), reason))
+
+    def _metric(self, f: dict[str, Any], body: str, raw: str, lineno: int) -> bool:
+        ts, how, _ = self._when(body)
+        rec: dict[str, Any] = {"run": self.run} if self.run else {}
+        if ts is not None:
+            rec["ts"] = ts
+        rec["step"] = step = f.pop("step")
+        loss = f.pop("loss", None)
+        nan_iters = f.pop("nan_iterations", None)
+        if loss is not None:
+            if isfinite(loss):
+                rec["loss"] = loss
+                if nan_iters and isfinite(nan_iters) and nan_iters > 0:
+                    self._nan(f"{nan_iters:.0f} NaN iteration(s) up to iteration {step}", ts, how,
+                              raw, lineno)
+            else:
+                self._nan(f"loss {loss} at step {step}", ts, how, raw, lineno)
+        for name, v in f.items():
+            if v is None or not isfinite(v):
+                continue
+            if name == "mfu" and not 0 <= v <= 1:
+                self._bad(lineno, f"mfu {v:.0%} is not a fraction of peak: mfu left out")
+                continue
+            rec[name] = int(v) if name == "tokens" else v
+        self.metrics.append(rec)
+        self.metric_origins.append(f"{self.label}:{lineno}")
+        self.counts["metrics"] += 1
+        if how != "line":
+            self.counts[f"metrics_ts_from_{how}"] += 1
+        return True
+
+    def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
+        self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
+                                self._origin(lineno), clean_line(raw), "log"), how)
+
+    def _checkpoint(self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str,
+                    lineno: int) -> bool:
+        kind, phase, step, path = c
+        if kind == "load":
+            finished_open = phase == "finish" and self._load_open
+            self._load_open = phase == "start"
+            if finished_open:  # start and finish of one load are one event
+                self.counts["load_finished"] += 1
+                return True
+        ts, how, _ = self._when(body)
+        self.checkpoint_events.append(
+            CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw)))
+        self.counts[kind] += 1
+        if how != "line":
+            self.counts[f"checkpoint_events_ts_from_{how}"] += 1
+        return True
+
+    def _signal(self, f: ll.Failure, body: str, raw: str, lineno: int) -> None:
+        kind, detail, xid, pci, host, gpu, at = f
+        ts, how, st = self._when(body)
+        if at:
+            try:
+                ts, how = self._utc(datetime.fromisoformat(at)), "line"
+            except ValueError:
+                pass
+        kernel = st[3] or st[0] == "boot" or kind == sig.XID
+        if pci is not None:
+            gpu = self._gpus.get(pci_key(pci))
+        host = host or st[2] or self.host
+        self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
+                                clean_line(raw), "kernel" if kernel else "log"), how)
+
+    def _add_signal(self, s: Signal, how: str) -> None:
+        self.signals.append(s)
+        self.counts[s.kind] += 1
+        self.counts["signals"] += 1
+        if s.ts is None:
+            self.counts["untimed_signals"] += 1
+        elif how == "context":
+            self.counts["signals_ts_from_context"] += 1
+
+
+def _utf8_start(data: bytes) -> bytes:
+    """``data`` from its first byte that starts a UTF-8 character."""
+    i = 0
+    while i < min(4, len(data)) and 0x80 <= data[i] < 0xC0:
+        i += 1
+    return data[i:]
+
+
+def _guess_year(month: int, day: int) -> int:
+    """Without a hint: this year, or last year when that date would lie in the future."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    try:
+        return now.year - (datetime(now.year, month, day) > now + timedelta(days=1))
+    except ValueError:
+        return now.year
+
+
+def parse_file(
+    path: str | os.PathLike[str],
+    *,
+    tz: tzinfo | str | None = UTC,
+    year_hint: int | None = None,
+    host: str | None = None,
+    start_line: int = 1,
+    run: str | None = None,
+    gpu_by_pci: Mapping[str, int] | None = None,
+    on_batch: Callable[[LogBatch], None] | None = None,
+) -> LogScan:
+    """Read a text log in full. Lines before ``start_line`` are skipped (already read); with
+    ``on_batch`` the results of each 8 MiB block go there and are not kept in the scan (memory
+    stays flat for any file size). Raises ``ImportFileError`` when the file cannot be read."""
+    p = Path(path)
+    parser = LogParser(p, tz=tz, year_hint=year_hint, host_hint=host, run=run,
+                       gpu_by_pci=gpu_by_pci, keep=on_batch is None)
+    try:
+        with open(p, "rb") as fh:
+            pending = _skip_lines(fh, start_line - 1)
+            parser.next_lineno = start_line
+            while data := fh.read(CHUNK_BYTES):
+                buf = pending + data if pending else data
+                pending = buf[parser.feed_block(buf):]
+                if on_batch is not None:
+                    on_batch(parser.drain())
+            if pending:
+                parser.feed_block(pending, final=True)
+    except FileNotFoundError:
+        raise ImportFileError(p, "no such file") from None
+    except IsADirectoryError:
+        raise ImportFileError(p, "is a directory, not a log file") from None
+    except OSError as exc:
+        raise ImportFileError(p, exc.strerror or str(exc)) from None
+    parser.finish()
+    if on_batch is not None:
+        on_batch(parser.drain())
+    return parser.scan()
+
+
+def _skip_lines(fh: Any, n: int) -> bytes:
+    """Skip ``n`` lines of ``fh``; returns the bytes read past them."""
+    while n > 0:
+        data = fh.read(CHUNK_BYTES)
+        if not data:
+            return b""
+        k = data.count(b"\n")
+        if k < n:
+            n -= k
+            continue
+        pos = -1
+        for _ in range(n):
+            pos = data.find(b"\n", pos + 1)
+        return data[pos + 1 :]
+    return b""

@@ -1,0 +1,112 @@
+"""The evidence a cluster leaves about a failure, in one vocabulary.
+
+A *signal* is one timestamped line that says something went wrong (an XID in a node's kernel
+log, an NCCL watchdog timeout, a Slurm cancellation, a NaN loss ...). Log readers produce them,
+the interruption inference weighs them, the store keeps them in table ``signals`` and the
+Failures page shows them as evidence. Keeping the kinds here, apart from any reader, lets every
+producer and consumer agree on the words without importing each other.
+
+A ``CheckpointEvent`` is a checkpoint save or load as a training log tells it; together with
+the checkpoint directories it says which step a restart restored.
+
+Times are naive ``datetime`` in UTC (readers convert at the edge) or ``None`` when the line has
+no wall time (plain ``dmesg`` counts seconds since boot).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+
+XID = "xid"
+NCCL_TIMEOUT = "nccl_timeout"
+NCCL_ERROR = "nccl_error"
+IB_ERROR = "ib_error"
+CUDA_ECC = "cuda_ecc"
+CUDA_ILLEGAL_ADDRESS = "cuda_illegal_address"
+CUDA_LAUNCH_FAILURE = "cuda_launch_failure"
+CUDA_OOM = "cuda_oom"
+NAN_LOSS = "nan_loss"
+TRACEBACK = "traceback"
+SLURM_TASK_KILLED = "slurm_task_killed"
+SLURM_NODE_FAILURE = "slurm_node_failure"
+SLURM_TIME_LIMIT = "slurm_time_limit"
+SLURM_PREEMPTED = "slurm_preempted"
+SLURM_CANCELLED = "slurm_cancelled"
+
+SIGNAL_KINDS = (
+    XID,
+    NCCL_TIMEOUT,
+    NCCL_ERROR,
+    IB_ERROR,
+    CUDA_ECC,
+    CUDA_ILLEGAL_ADDRESS,
+    CUDA_LAUNCH_FAILURE,
+    CUDA_OOM,
+    NAN_LOSS,
+    TRACEBACK,
+    SLURM_TASK_KILLED,
+    SLURM_NODE_FAILURE,
+    SLURM_TIME_LIMIT,
+    SLURM_PREEMPTED,
+    SLURM_CANCELLED,
+)
+SOURCES = ("log", "kernel", "slurm", "dcgm")  # training/job logs, kernel logs, later ones
+SIGNAL_COLUMNS = (
+    "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source"
+)
+
+CHECKPOINT_EVENT_KINDS = ("save_start", "save_end", "load")
+
+MAX_LINE_CHARS = 1000  # a signal keeps at most this much of its line
+MAX_DETAIL_CHARS = 240
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def clean_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` without ANSI colour codes or control characters (tabs stay), at most ``limit``
+    characters: what a page or a CSV cell can show safely."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return _CONTROL.sub("", text)[:limit].strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    ts: datetime | None
+    kind: str  # one of SIGNAL_KINDS
+    host: str | None
+    gpu: int | None
+    xid: int | None
+    detail: str  # short: the exception line, the XID message, the Slurm reason
+    origin: str  # file:line
+    line: str  # the raw line, cleaned (clean_line)
+    source: str = "log"  # one of SOURCES
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEvent:
+    ts: datetime | None
+    kind: str  # one of CHECKPOINT_EVENT_KINDS; a load's start and finish are one "load"
+    step: int | None  # None when the line does not say it
+    path: str | None
+    origin: str  # file:line
+    line: str
+
+
+def signals_frame(signals: Iterable[Signal], run_id: str | None) -> pd.DataFrame:
+    """Signals as the store's ``signals`` table: columns ``SIGNAL_COLUMNS`` in that order."""
+    rows = [
+        (s.ts, run_id, s.host, s.gpu, s.kind, s.xid, s.detail, s.origin, s.line, s.source)
+        for s in signals
+    ]
+    df = pd.DataFrame(rows, columns=list(SIGNAL_COLUMNS))
+    df["ts"] = pd.to_datetime(df["ts"])
+    for col in ("gpu", "xid"):
+        df[col] = df[col].astype("Int64")
+    return df
