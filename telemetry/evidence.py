@@ -299,8 +299,13 @@ class Explanation:
 
 
 def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
-    """The strongest evidence of a window is its cause (the earliest of equal rank)."""
-    cause = min((e for e in evs if e.rule), key=lambda e: e.rule.rank, default=None)  # type: ignore[union-attr]
+    """The strongest evidence of a window is its cause: lowest rank, then the most specific
+    (highest confidence: an InfiniBand error over the NCCL error it causes), then earliest."""
+    cause = min(
+        (e for e in evs if e.rule),
+        key=lambda e: (e.rule.rank, -e.rule.confidence),  # type: ignore[union-attr]
+        default=None,
+    )
     ordered = [(cause, "cause")] if cause else []
     ordered += [(e, "symptom") for e in evs if e.failing and e is not cause]
     ordered += [(e, "context") for e in evs if not e.failing]

@@ -1,22 +1,45 @@
-"""``factoryfloor import``: training metrics or run events from log files into a store.
+"""``factoryfloor import``: training metrics, run events, text logs and checkpoint directories
+into a store.
 
-Every file is read and checked (the import source does it when built) before the store is
-opened, so a typo writes nothing. Then one round of the import source into the store writer;
-each file's account is printed as its last chunk is stored: records stored, the first
-rejections with their ``file:line``, tags ignored, or "already imported"."""
+Record files (.jsonl, .csv, TensorBoard) are read and checked (the import source does it when
+built) before the store is opened, so a typo writes nothing. Text logs (a job's
+``slurm-N.out``, a node's kernel log) and ``--checkpoints TIER=PATH`` directories are read by
+the cluster source, block by block, so a log of any size imports in flat memory. Then one round
+of each into the store writer, and the interruptions of the runs touched are derived. Printed:
+each file's account (records stored, signals by kind, checkpoint lines, the first rejected or
+unreadable lines with their ``file:line``), checkpoints per tier, and every interruption found
+with its cause."""
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from app.commands.common import err, log
 from app.settings import Settings
 from telemetry import sources
+from telemetry.collect.cluster_source import ClusterSource
 from telemetry.collect.daemon import collect, utcnow
+from telemetry.collect.formats import is_text_log
 from telemetry.collect.import_source import ImportedFile, ImportSource
 from telemetry.collect.seam import SourceContext
+from telemetry.errors import FactoryFloorError
 
 SHOW_REJECTIONS = 5
+SHOW_INTERRUPTIONS = 20
+
+
+def _split(s: Settings) -> dict[str, dict[str, Any]]:
+    """The sources' values with the text logs moved from the import source to the cluster's."""
+    given = {name: dict(v) for name, v in s.sources.items()}
+    imp, cl = given.setdefault("import", {}), given.setdefault("cluster", {})
+    files = list(imp.get("files") or [])
+    text = [f for f in files if is_text_log(f)]
+    if text and (imp.get("kind") or "train_metrics") != "train_metrics":
+        raise FactoryFloorError(f"{text[0]}: a text log; --kind applies to .jsonl, .csv files")
+    imp["files"] = [f for f in files if f not in text]
+    cl["files"], cl["run"] = text, imp.get("run")
+    return given
 
 
 def run(s: Settings) -> int:
@@ -24,13 +47,26 @@ def run(s: Settings) -> int:
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it
-    ctx = SourceContext("import", s.interval_s, s.timeout_s, log)
-    (source,) = sources.build("import", s.sources, ctx)  # the parser requires files
-    assert isinstance(source, ImportSource)
-    source.on_file = partial(_show, kind=source.kind)
+    ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
+    built = sources.build("import", _split(s), ctx)
+    records = [b for b in built if isinstance(b, ImportSource)]
+    cluster = [b for b in built if isinstance(b, ClusterSource)]
+    for source in records:
+        source.on_file = partial(_show, kind=source.kind)
+    derived: list[Any] = []
     with open_store(s.store) as store:
-        collect(source, StoreWriter(store), utcnow())
-    empty = [f.log.path for f in source.files if not f.usable]
+        writer = StoreWriter(store)
+        for source in records:
+            collect(source, writer, utcnow())
+        for source in cluster:
+            for w in collect(source, writer, utcnow()):
+                if isinstance(w.report, list):
+                    derived = w.report
+            source.close()
+        empty = [f.log.path for src in records for f in src.files if not f.usable]
+        for source in cluster:
+            empty += _show_cluster(source)
+        _show_derived(store, derived)
     if empty:
         return err(f"nothing stored from {', '.join(empty)}: no valid records")
     return 0
@@ -45,3 +81,50 @@ def _show(f: ImportedFile, kind: str) -> None:
         print(f"  ... and {len(f.rejected) - SHOW_REJECTIONS:,} more rejected")
     if f.ignored:
         print("  ignored: " + ", ".join(f"{k} ({n:,})" for k, n in sorted(f.ignored.items())))
+
+
+def _show_cluster(source: ClusterSource) -> list[str]:
+    """Print what each text log and checkpoint directory gave; the logs that gave nothing."""
+    empty = []
+    for a in source.accounts():
+        sig = ", ".join(f"{k} {n:,}" for k, n in sorted(a.signals.items())) or "none"
+        again = (
+            " (already imported: nothing written)" if a.duplicate_blocks and not a.metrics else ""
+        )
+        print(
+            f"{a.path}: {a.lines:,} lines: {a.metrics:,} train_metrics records stored, "
+            f"signals: {sig}, {a.checkpoint_events:,} checkpoint lines, "
+            f"{a.unrecognised:,} lines not recognised{again}"
+        )
+        if a.untimed:
+            print(f"  {a.untimed:,} signal lines without a wall-clock time (plain dmesg) skipped")
+        for p in a.problems[:SHOW_REJECTIONS]:
+            print(f"  unreadable {p}")
+        if len(a.problems) > SHOW_REJECTIONS:
+            print(f"  ... and {len(a.problems) - SHOW_REJECTIONS:,} more unreadable lines")
+        if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks):
+            empty.append(a.path)
+    for tier, root in source.checkpoints:
+        counts = source.checkpoint_counts.get(tier, {})
+        found = ", ".join(f"{n:,} {st}" for st, n in sorted(counts.items())) or "none found"
+        print(f"checkpoints {tier}={root}: {found}")
+    if source.in_progress:
+        print(f"  {source.in_progress:,} checkpoint(s) still being written: not stored yet")
+    for p in source.checkpoint_problems[:SHOW_REJECTIONS]:
+        print(f"  {p}")
+    return empty
+
+
+def _show_derived(store: Any, derived: list[Any]) -> None:
+    from telemetry.queries import data_extent
+    from telemetry.queries.failures import interruption_list
+
+    ext = data_extent(store)
+    for d in derived:
+        print(f"run {d.run_id}: {d.interruptions} interruption(s) inferred from the signals")
+        if ext is None or not d.interruptions:
+            continue
+        df = interruption_list(store, d.run_id, ext, limit=SHOW_INTERRUPTIONS)
+        for r in df[df["source"] == "inferred"].sort_values("ts").itertuples():
+            conf = "" if r.confidence != r.confidence else f", confidence {r.confidence:.0%}"
+            print(f"  {r.ts:%Y-%m-%d %H:%M:%S} {r.component} ({r.category}{conf}): {r.description}")

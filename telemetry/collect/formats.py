@@ -118,6 +118,12 @@ def format_for(path: str, kind: str, run: str | None) -> LogFormat:
     )
 
 
+def is_text_log(path: str) -> bool:
+    """A plain text log (a job's output, a kernel log): an existing regular file no record
+    format claims. ``collect.cluster_source`` reads those."""
+    return os.path.isfile(path) and not any(fmt.recognises(path) for fmt in FORMATS)
+
+
 def read_log(path: str, kind: str, run: str | None) -> FileRecords:
     """``path`` read by its format (``format_for``'s errors, or the reader's)."""
     return format_for(path, kind, run).read(path, run)

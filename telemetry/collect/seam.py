@@ -65,6 +65,8 @@ class Tables:
     tables: Mapping[str, pa.Table | pd.DataFrame]
     ts: datetime  # the newest time in the batch
     rows: int  # GPU sample rows, what progress is counted in
+    batch_id: str | None = None  # stored at most once (a log block, a checkpoint row)
+    label: str | None = None  # what it holds, for the log line (default: GPU samples)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,18 @@ class HealthBatch:
     health: list[Health]
 
 
-Batch = Round | Records | Tables | HealthBatch
+@dataclass(frozen=True)
+class Derive:
+    """Re-derive the interruptions of ``runs`` (None: every real run) from what is stored,
+    after the batches before it; ``tier_roots`` ({tier: [paths]}) are remembered for ``run``
+    first (the checkpoint directories the restores are judged against)."""
+
+    runs: tuple[str, ...] | None = None
+    tier_roots: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    run: str | None = None
+
+
+Batch = Round | Records | Tables | HealthBatch | Derive
 
 
 # -- what a sink says about a batch ----------------------------------------------------------
@@ -86,7 +99,9 @@ class Written:
     rows: int = 0  # rows stored by this write (0 for a duplicate or a spooled round)
     error: str | None = None  # why not, when not ok
     duplicate: bool = False
-    report: RoundReport | RecordReport | None = None  # the store's own account, when stored
+    report: RoundReport | RecordReport | list[Any] | None = (
+        None  # the store's own account, when stored
+    )
 
     @classmethod
     def failed(cls, line: str, exc: BaseException) -> Written:
@@ -253,6 +268,7 @@ class SourceContext:
     interval_s: float  # seconds between rounds
     timeout_s: float  # what one poll may take
     log: Callable[[str], None]
+    store: str | None = None  # the store the command writes (names a source's own state)
 
 
 Builder = Callable[[Mapping[str, Any], SourceContext], "Source | None"]

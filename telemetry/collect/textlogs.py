@@ -1,6 +1,8 @@
 """Text logs (a job's ``slurm-N.out``, a node's ``kern.log``/journal/``dmesg -T``) as training
 progress, checkpoint saves and loads, and failure signals.
 
+Long module: the streaming parser and its block reader share state line by line.
+
 Why it is built this way:
 
 - **Speed.** A 54-day job writes gigabytes of log, nearly all of it lines that say nothing we

@@ -14,6 +14,7 @@ from datetime import datetime
 from telemetry.collect.records import store_records
 from telemetry.collect.seam import (
     Batch,
+    Derive,
     HealthBatch,
     Records,
     Round,
@@ -35,7 +36,7 @@ def round_line(rep: RoundReport) -> str:
 
 
 class StoreWriter:
-    accepts = (Round, Records, Tables, HealthBatch)
+    accepts = (Round, Records, Tables, HealthBatch, Derive)
 
     def __init__(
         self, store: Store, interval_s: float | None = None, into_replay: bool = False
@@ -65,12 +66,33 @@ class StoreWriter:
                 report=rep,
             )
         if isinstance(batch, Tables):
-            self.store.append_many(dict(batch.tables))
-            return Written(ok=True, line=_upto(batch.rows, batch.ts), rows=batch.rows)
+            label = batch.label or _upto(batch.rows, batch.ts)
+            try:
+                n = self.store.append_many(
+                    dict(batch.tables), batch_id=batch.batch_id, kind="tables"
+                )
+            except DuplicateBatchError:
+                return Written(ok=True, line=f"{label}: already stored", duplicate=True)
+            return Written(ok=True, line=f"{label} stored", rows=batch.rows or n)
+        if isinstance(batch, Derive):
+            return self._derive(batch)
         if isinstance(batch, HealthBatch):
             n = self.store.append_many({"targets": health_table(batch.ts, batch.health)})
             return Written(ok=True, line=f"health of {n} sources stored", rows=n)
         raise TypeError(f"StoreWriter cannot write {type(batch).__name__}")
+
+    def _derive(self, batch: Derive) -> Written:
+        from telemetry import derive
+
+        if batch.run and batch.tier_roots:
+            derive.remember_tier_roots(self.store, batch.run, batch.tier_roots)
+        done = derive.derive(self.store, batch.runs)
+        parts = [
+            f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
+            for d in done
+        ]
+        line = "derived " + ("; ".join(parts) if parts else "nothing (no real run with steps)")
+        return Written(ok=True, line=line, rows=sum(d.interruptions for d in done), report=done)
 
     def _round(self, batch: Round) -> Written:
         if self.rounds is None:  # ValueError: a replay store (unless into_replay)

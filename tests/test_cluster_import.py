@@ -1,0 +1,151 @@
+"""``factoryfloor import`` after a bad night: a job's log, a node's kernel log and two tiers'
+checkpoint directories in, interruptions with their causes, restores and lost work out,
+derived from the files alone (tests/cluster_fixture.py tells the story)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from telemetry.store import Store
+from tests.cluster_fixture import RUN, Night, build
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Night:
+    return build(tmp_path_factory.mktemp("night"))
+
+
+@pytest.fixture(scope="module")
+def imported(night: Night, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    store = tmp_path_factory.mktemp("store") / "s.duckdb"
+    r = cli(*night.import_args(store))
+    assert r.returncode == 0, r.stderr
+    return store, r.stdout
+
+
+def _rows(store: Path, sql: str) -> list[tuple]:
+    with Store(str(store), read_only=True) as s:
+        return s.rows(sql)
+
+
+def test_the_command_prints_what_it_found(imported: tuple[Path, str]) -> None:
+    _, out = imported
+    assert "slurm-81234.out: 708 lines: 660 train_metrics records stored" in out
+    assert "ib_error 1" in out and "nccl_timeout 1" in out and "35 checkpoint lines" in out
+    assert "node-7-kern.log: 2 lines" in out and "xid 1" in out
+    assert "nvme=" in out and ": 11 ok" in out and "1 failed, 5 ok" in out
+    assert "run atlas-70b: 2 interruption(s) inferred" in out
+    assert "Faulty GPU (GPU, confidence 90%)" in out and "XID 79 on node-7" in out
+    assert "Network Switch/Cable (Network" in out and "InfiniBand error on node-3" in out
+
+
+def test_interruptions_causes_restores_and_lost_steps_are_derived(
+    imported: tuple[Path, str],
+) -> None:
+    store, _ = imported
+    rows = _rows(
+        store,
+        """SELECT component, category, host, xid, restored_step, restored_tier, lost_steps,
+                  source, node_lost
+           FROM interruptions ORDER BY ts""",
+    )
+    assert rows == [
+        ("Faulty GPU", "GPU", "node-7", 79, 3000, "pfs", 400, "inferred", True),
+        ("Network Switch/Cable", "Network", "node-3", None, 5000, "nvme", 200, "inferred", False),
+    ]
+    (evidence,) = _rows(store, "SELECT evidence FROM interruptions ORDER BY ts LIMIT 1")[0]
+    items = json.loads(evidence)
+    assert items[0]["role"] == "cause" and items[0]["origin"].endswith("/node-7-kern.log:2")
+    assert "NVRM: Xid (PCI:0000:3b:00): 79" in items[0]["line"]
+    watchdog = [e for e in items if e["kind"] == "nccl_timeout"]
+    assert watchdog and watchdog[0]["role"] == "symptom"  # of the XID 79, ten minutes before
+
+
+def test_checkpoints_per_tier_with_the_half_written_one_failed(imported: tuple[Path, str]) -> None:
+    store, _ = imported
+    rows = _rows(
+        store,
+        """SELECT tier, status, count(*), min(step), max(step) FROM checkpoints
+           GROUP BY ALL ORDER BY ALL""",
+    )
+    assert rows == [("nvme", "ok", 11, 500, 5500), ("pfs", "failed", 1, 6000, 6000),
+                    ("pfs", "ok", 5, 1000, 5000)]  # fmt: skip
+    kern = _rows(store, "SELECT host, xid, source FROM xid_events")
+    assert kern == [("node-7", 79, "kernel")]
+
+
+def test_importing_the_same_files_again_changes_nothing(
+    night: Night, imported: tuple[Path, str]
+) -> None:
+    store, _ = imported
+    counts = """SELECT (SELECT count(*) FROM train_metrics), (SELECT count(*) FROM signals),
+                       (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM xid_events),
+                       (SELECT count(*) FROM checkpoint_events)"""
+    ints = "SELECT * EXCLUDE (evidence) FROM interruptions ORDER BY ts"
+    before, before_ints = _rows(store, counts), _rows(store, ints)
+    r = cli(*night.import_args(store))
+    assert r.returncode == 0 and "already imported: nothing written" in r.stdout
+    assert _rows(store, counts) == before and _rows(store, ints) == before_ints
+
+
+def test_summary_json_reports_the_night(imported: tuple[Path, str]) -> None:
+    store, _ = imported
+    r = cli("summary", "--store", str(store), "--json")
+    assert r.returncode == 0, r.stderr
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["run_id"] == RUN
+    i = run["interruptions"]
+    assert i["by_component"] == {"Faulty GPU": 1, "Network Switch/Cable": 1}
+    assert i["lost_steps"] == 600 and 0.3 < i["downtime_hours"] < 0.6
+    assert run["restores"] == {"nvme": 1, "pfs": 1}
+    assert run["checkpoints"]["pfs"]["failed"] == 1 and run["checkpoints"]["nvme"]["failed"] == 0
+    assert run["ettr"] is not None and 0.8 < run["ettr"] < 1.0 and run["ettr_basis"] == "steps"
+    assert [x["source"] for x in i["list"]] == ["inferred", "inferred"]
+    assert i["list"][0]["evidence"][0]["kind"] == "xid"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--checkpoints", "gpu=/x"], "tier must be one of nvme, pfs, object"),
+        (["--checkpoints", "pfs"], "expected TIER=PATH"),
+        (["--log-tz", "Mars/Olympus"], "unknown time zone"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_write_nothing(
+    night: Night, tmp_path: Path, args: list[str], expected: str
+) -> None:
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", RUN, *args, str(night.job_log))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and expected in lines[0], r.stderr
+    assert not store.exists()
+
+
+def test_a_missing_checkpoint_directory_is_said_and_the_logs_still_import(
+    night: Night, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.duckdb"
+    missing = tmp_path / "no-such-dir"
+    r = cli("import", "--store", str(store), "--run", RUN, "--checkpoints", f"object={missing}",
+            str(night.job_log))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"object={missing}" in r.stdout and "does not exist" in r.stdout
+    assert _rows(store, "SELECT count(*) FROM train_metrics") == [(660,)]
+
+
+def test_times_without_a_zone_follow_log_tz(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[2026-03-01 09:00:00] iteration       10/  100 | lm loss: 2.5E+00 |\n"
+        "[2026-03-01 09:00:20] iteration       20/  100 | lm loss: 2.4E+00 |\n"
+    )
+    for tz, hour in (("UTC", 9), ("Europe/Berlin", 8)):
+        store = tmp_path / f"{hour}.duckdb"
+        r = cli("import", "--store", str(store), "--run", "r", "--log-tz", tz, str(log))
+        assert r.returncode == 0, r.stderr
+        assert _rows(store, "SELECT min(hour(ts)) FROM train_metrics") == [(hour,)]
