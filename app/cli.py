@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(w, "--accept-ingest", "accept_ingest")
     _source_options("serve", w)
     _opt(w, "--token-file", "token_file", metavar="FILE")
+    _opt(w, "--operator-token-file", "operator_token_file", metavar="FILE")
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")

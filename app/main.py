@@ -294,9 +294,11 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     )
 
 
-def create_app(store: Store) -> dash.Dash:
-    """Build the dashboard over an open store. The store must stay open while serving."""
+def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
+    """Build the dashboard over an open store. The store must stay open while serving. With
+    ``operator_token`` an operator may correct interruptions' causes (Failures page)."""
     data.bind(store)
+    data.set_operator_token(operator_token)
     app = dash.Dash(
         __name__,
         use_pages=True,

@@ -51,6 +51,12 @@ class Settings:
         "dashboard and the ingest API, ingest sends it; never on the command line, where `ps` "
         "shows it",
     )
+    operator_token_file: str | None = setting(
+        None,
+        f"operator token (file with one line; or set {env.OPERATOR_TOKEN}): allows correcting "
+        "an interruption's cause on the Failures page and POST /api/v1/interruptions/label; "
+        "without it the dashboard is read-only",
+    )
     json: bool = setting(False, "machine-readable output")
     # -- the replay engine ----------------------------------------------------------------
     scenario: str | None = setting(None, "see `scenarios`")
@@ -118,19 +124,29 @@ class Settings:
     def token(self) -> str | None:
         """The access token, from ``token_file`` or the environment (None: no token);
         FactoryFloorError for an unreadable file or a token too short to be one."""
-        if self.token_file:
-            try:
-                with open(self.token_file, encoding="utf-8") as fh:
-                    tok = fh.read().strip()
-            except OSError as exc:
-                raise FactoryFloorError(f"--token-file {self.token_file}: {exc.strerror}") from None
-        else:
-            tok = env.token()
-        if tok and (len(tok) < MIN_TOKEN_CHARS or not tok.isprintable()):
-            raise FactoryFloorError(
-                f"the token must be at least {MIN_TOKEN_CHARS} printable characters"
-            )
-        return tok or None
+        return _read_token(self.token_file, "--token-file", env.token())
+
+    def operator_token(self) -> str | None:
+        """The operator token (corrections), from its file or the environment (None: none)."""
+        return _read_token(
+            self.operator_token_file, "--operator-token-file", env.operator_token()
+        )
+
+
+def _read_token(path: str | None, flag: str, from_env: str) -> str | None:
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                tok = fh.read().strip()
+        except OSError as exc:
+            raise FactoryFloorError(f"{flag} {path}: {exc.strerror}") from None
+    else:
+        tok = from_env
+    if tok and (len(tok) < MIN_TOKEN_CHARS or not tok.isprintable()):
+        raise FactoryFloorError(
+            f"the token must be at least {MIN_TOKEN_CHARS} printable characters"
+        )
+    return tok or None
 
 
 def default(name: str) -> Any:

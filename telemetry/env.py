@@ -13,6 +13,7 @@ import os
 
 STATE_HOME = "XDG_STATE_HOME"
 TOKEN = "FACTORYFLOOR_TOKEN"
+OPERATOR_TOKEN = "FACTORYFLOOR_OPERATOR_TOKEN"
 MALLOC_TRIM = "FACTORYFLOOR_MALLOC_TRIM"
 REPLY_CACHE = "FACTORYFLOOR_REPLY_CACHE"
 SQL_AUDIT = "FACTORYFLOOR_SQL_AUDIT"
@@ -21,6 +22,7 @@ VARIABLES = {
     STATE_HOME: "base of the daemon's state (the spool is $XDG_STATE_HOME/factoryfloor/spool; "
     "default ~/.local/state)",
     TOKEN: "access token when no --token-file is given (serve requires it, ingest sends it)",
+    OPERATOR_TOKEN: "operator token when no --operator-token-file is given (corrections)",
     MALLOC_TRIM: "0: the server does not cap malloc arenas or trim free pages",
     REPLY_CACHE: "0: the server builds every callback reply (benchmarks measure the build)",
     SQL_AUDIT: "a file every SQL statement of every store is appended to (security tests)",
@@ -43,6 +45,10 @@ def default_spool() -> str:
 def token() -> str:
     """The token from the environment, stripped ('' when unset)."""
     return os.environ.get(TOKEN, "").strip()
+
+
+def operator_token() -> str:
+    return os.environ.get(OPERATOR_TOKEN, "").strip()
 
 
 def malloc_trim() -> bool:

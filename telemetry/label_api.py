@@ -4,7 +4,8 @@
 without it the dashboard stays read-only. The token is separate from the dashboard's access
 token: people who may look are not all people who may relabel.
 
-``POST /api/v1/interruptions/label`` with ``Authorization: Bearer <operator token>`` and a
+``POST /api/v1/interruptions/label`` with ``X-Operator-Token: <operator token>`` (a header of
+its own: ``Authorization`` carries the dashboard's access token when one is set) and a
 JSON body ``{"run": ..., "ts": ISO time of the interruption, "component": ..., "category":
 optional, "by": who}``. Replies: 200 with the stored label; 403 without corrections enabled
 or with a missing or wrong token (nothing is changed); 400/404 for a body that is not such an
@@ -76,9 +77,7 @@ def make_label_blueprint(store: Store, operator_token: str | None) -> Blueprint:
     def label() -> Response:
         if not operator_token:
             return _reply(403, {"error": FORBIDDEN_OFF})
-        auth = request.headers.get("Authorization", "")
-        given = auth[7:] if auth.startswith("Bearer ") else None
-        if not operator_ok(given, operator_token):
+        if not operator_ok(request.headers.get("X-Operator-Token"), operator_token):
             return _reply(403, {"error": FORBIDDEN_TOKEN})
         length = request.content_length
         if length is None:

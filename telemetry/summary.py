@@ -147,7 +147,10 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             if t in ck.index
         },
         "restores": {str(k): int(v) for k, v in restores.items()},
-        "lost_gpu_hours": round(float(ints["gh"].sum()), 1),
+        # None when no interruption knows it (the run's GPU count is unknown), never 0
+        "lost_gpu_hours": None
+        if ints.empty or ints["gh"].isna().all()
+        else round(float(ints["gh"].sum()), 1),
     }
 
 

@@ -34,6 +34,7 @@ def run(s: Settings) -> int:
             "or pass --replay SCENARIO"
         )
     token = s.token()
+    s.operator_token()  # an unreadable or too short operator token stops here, before binding
     if s.accept_ingest and token is None and not is_loopback(s.host):
         raise FactoryFloorError(
             f"refusing to accept ingest on {s.host} without a token: anyone who can reach "
@@ -57,13 +58,15 @@ def serve_dashboard(
     from app.main import create_app, run_server
     from app.memory import keep_rss_flat
     from telemetry.collect.http_api import IngestService, make_blueprint
+    from telemetry.label_api import make_label_blueprint
     from telemetry.store import open_store
 
     assert s.store is not None
     collected = collected or []
     # Without a writer in this process the store is opened read-only, so other read-only
     # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
-    writes = replay_sc is not None or s.accept_ingest or bool(collected)
+    operator = s.operator_token()
+    writes = replay_sc is not None or s.accept_ingest or bool(collected) or operator is not None
     store = open_store(s.store, read_only=not writes)
     service = IngestService(store, into_replay=s.ingest_into_replay) if writes else None
     stop = threading.Event()
@@ -74,9 +77,10 @@ def serve_dashboard(
     for source in collected:
         assert service is not None
         workers.append(_collect_thread(source, service, stop))
-    app = create_app(store)
+    app = create_app(store, operator_token=operator)
     guard.install(app.server, token)
     app.server.register_blueprint(make_blueprint(service, token, accept=s.accept_ingest))
+    app.server.register_blueprint(make_label_blueprint(store, operator))
     if token is None and not is_loopback(s.host):
         log(
             f"WARNING: listening on {s.host} without a token: anyone who can reach port "

@@ -23,10 +23,16 @@ def run(s: Settings) -> int:
         return 0
     for r in summary["runs"]:
         i = r["interruptions"]
-        gpus = "?" if r["gpus"] is None else f"{r['gpus']:,}"  # an ingested run may not say
         print(
-            f"{r['run_id']}: {gpus} GPUs, {r['wall_hours']:.1f} h, ETTR {r['ettr']}, "
-            f"MTBF {r['mtbf_hours']} h, MFU {r['mfu']}, {i['unexpected']} unexpected + "
-            f"{i['planned']} planned interruptions, {r['lost_gpu_hours']:,.0f} GPU-h lost"
+            f"{r['run_id']}: {_n(r['gpus'], '{:,}')} GPUs, {r['wall_hours']:.1f} h, "
+            f"ETTR {_n(r['ettr'], '{:.1%}')}, MTBF {_n(r['mtbf_hours'], '{:.1f} h')}, "
+            f"MFU {_n(r['mfu'], '{:.1%}')}, {i['unexpected']} unexpected + {i['planned']} "
+            f"planned interruptions ({i.get('inferred', 0)} inferred), "
+            f"{_n(r['lost_gpu_hours'], '{:,.0f}')} GPU-h lost"
         )
     return 0
+
+
+def _n(value: object, fmt: str) -> str:
+    """A figure, or "–" where the store does not know it (never 0, never "None")."""
+    return "–" if value is None else fmt.format(value)

@@ -178,7 +178,14 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
         page_size=8,
         hidden_columns=["evidence_text"],
         export_columns="all",
-        css=[{"selector": ".show-hide", "rule": "display: none"}],
+        css=[
+            {"selector": ".show-hide", "rule": "display: none"},
+            {  # the clicked cell stays readable in both themes
+                "selector": "td.focused, td.cell--selected",
+                "rule": "background-color: var(--bs-secondary-bg) !important;"
+                " color: var(--bs-body-color) !important",
+            },
+        ],
     )
     t.data = [r | {"id": k} for r, k in zip(t.data, df["key"], strict=True)]  # row_id: a click
     return t

@@ -130,7 +130,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
         ),
         card(
             "Lost GPU-hours",
-            f"{r['lost_gpu_hours']:,.1f}",
+            "–" if r["lost_gpu_hours"] is None else f"{r['lost_gpu_hours']:,.1f}",
             f"{r['lost_steps']:,} steps rolled back",
             "fail-lostgh",
         ),

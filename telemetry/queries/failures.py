@@ -168,7 +168,7 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
     (row,) = store.rows(
         f"""SELECT count(*) FILTER (WHERE NOT planned), count(*) FILTER (WHERE planned),
                    coalesce(sum(detect_s + restart_s), 0), coalesce(sum(rework_s), 0),
-                   coalesce(sum(lost_gpu_hours), 0), coalesce(sum(lost_steps), 0),
+                   sum(lost_gpu_hours), coalesce(sum(lost_steps), 0),
                    count(*) FILTER (WHERE recovery = 'automated'),
                    count(*) FILTER (WHERE recovery = 'manual'),
                    count(*) FILTER (WHERE recovery = 'manual' AND NOT planned)
@@ -185,7 +185,8 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "mtbf_hours": wall_h / unexpected if unexpected else None,
         "downtime_hours": float(row[2]) / 3600.0,
         "rework_hours": float(row[3]) / 3600.0,
-        "lost_gpu_hours": float(row[4]),
+        # None when no interruption in the range knows it (a run that did not say its GPUs)
+        "lost_gpu_hours": None if row[4] is None else float(row[4]),
         "lost_steps": int(row[5]),
         "automated": int(row[6]),
         "manual": int(row[7]),
