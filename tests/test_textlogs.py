@@ -6,13 +6,15 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from telemetry import signals as sig
 from telemetry.collect import textlogs
 from telemetry.collect.importers import ImportFileError
-from telemetry.collect.logline import host_from_filename
-from telemetry.collect.textlogs import LogParser, parse_file, pci_key
+from telemetry.collect.logline import PREFILTER, PREFILTER_RE, host_from_filename, pci_key
+from telemetry.collect.textlogs import LogParser, parse_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,6 +67,9 @@ def test_megatron_iterations_checkpoints_and_context_times(tmp_path: Path) -> No
                       ("save_end", 101, "/ckpt/x", 6), ("load", 100, "/ckpt/x", 7)]
     assert scan.checkpoint_events[0].ts == datetime(2024, 5, 1, 12, 5)
     assert scan.lines == 8 and scan.unrecognised == 1 and scan.bad == []
+    berlin = parse_file(log, tz="Europe/Berlin")  # summer: UTC+2
+    assert [m["ts"] for m in berlin.metrics] == [datetime(2024, 5, 1, 10, 0, 3, 250000),
+                                                datetime(2024, 5, 1, 10, 5, 9, 500000)]
 
 
 def test_nan_loss_is_a_signal_and_the_metric_stays_without_it(tmp_path: Path) -> None:
@@ -334,10 +339,11 @@ def _summary(metrics, origins, events, signals) -> tuple:
 
 
 def test_line_by_line_block_and_file_reading_agree(tmp_path: Path) -> None:
-    lines = _mixed_lines()
+    lines = _mixed_lines() + [_iter(61, loss="1.0e999", ts="2024-05-01 12:01:01")]
     log = _write(tmp_path / "slurm-1.out", lines)
     whole = parse_file(log, year_hint=2024)
-    assert len(whole.metrics) == 60 and whole.counts[sig.TRACEBACK] == 3
+    assert len(whole.metrics) == 61 and whole.counts[sig.TRACEBACK] == 3
+    assert "loss" not in whole.metrics[-1] and whole.counts[sig.NAN_LOSS] == 1
     one = LogParser(log, year_hint=2024)
     for n, line in enumerate(lines, start=1):  # the Python prefilter path
         one.feed(line, n)
@@ -445,3 +451,16 @@ def test_signals_table_columns_and_sample_logs() -> None:
     frame = sig.signals_frame(job.signals + kern.signals, "atlas-70b")
     assert tuple(frame.columns) == sig.SIGNAL_COLUMNS
     assert set(frame["kind"]) <= set(sig.SIGNAL_KINDS) and (frame["run_id"] == "atlas-70b").all()
+
+
+def test_the_two_prefilters_agree() -> None:
+    """Blocks are filtered by RE2 (pyarrow), single lines by Python's re: same lines pass."""
+    texts = [_iter(3), _iter(4, loss="nan", ts=None), *JOB_FAILURES, *_mixed_lines()]
+    for path in (ROOT / "sample_data" / "logs").iterdir():
+        texts += path.read_text().splitlines()
+    texts += ["WARNING: Loss is NaN", "found inf in grads", "loss = -inf", "nanoseconds", "info",
+              "step:  7  loss: 1", "validate step: 3", "Saving the checkpoint.", "99%|##| 9/10 [",
+              "Loading model from out/checkpoint-3.", "mlx5_core ib0: Link is Down", "ünï"]
+    re2 = pc.match_substring_regex(pa.array(texts, pa.large_string()), PREFILTER).to_pylist()
+    assert re2 == [PREFILTER_RE.search(t) is not None for t in texts]
+    assert sum(re2) > len(texts) // 3 and not all(re2)

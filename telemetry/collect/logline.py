@@ -237,6 +237,7 @@ def finite(v: float | None) -> bool:
 
 
 # -- checkpoints -------------------------------------------------------------------------------
+_HF_LOAD = re.compile(r"Loading model from (?P<path>\S+?)\.?\s*$")
 _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" when given
     (re.compile(r"successfully saved checkpoint (?:at|from) iteration\s+(?P<step>\d+)"
                 r" to (?P<path>\S+)"), "save_end", None),
@@ -253,7 +254,7 @@ _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" w
     (re.compile(r"Loading the checkpoint (?:at step (?P<step>\d+)|from (?P<path>\S+?))\.?\s*$"),
      "load", "start"),
     (re.compile(r"Saving model checkpoint to (?P<path>\S+)"), "save_start", None),
-    (re.compile(r"Loading model from (?P<path>\S+?)\.?\s*$"), "load", "start"),
+    (_HF_LOAD, "load", "start"),
 ]
 _STEP_IN_PATH = re.compile(r"(?:checkpoint-|step[-_]?|iter_|global_step)0*(\d+)")
 
@@ -273,6 +274,8 @@ def checkpoint(body: str) -> tuple[str, str | None, int | None, str | None] | No
         step = int(g["step"]) if g.get("step") else None
         if step is None and path and (s := _STEP_IN_PATH.search(PurePath(path).name)):
             step = int(s.group(1))
+        if rx is _HF_LOAD and step is None and "/" not in (path or ""):
+            return None  # "Loading model from scratch" and the like
         return kind, phase, step, path
     return None
 
@@ -402,3 +405,13 @@ def host_from_filename(name: str) -> str | None:
         base = base[: m.start()]
     m = _HOST_NAMED.fullmatch(base)
     return (m.group("a") or m.group("b")) if m else None
+
+
+def pci_key(pci: str) -> str:
+    """``00000000:3B:00.0`` (nvidia-smi) and ``0000:3b:00`` (NVRM) as one key: ``0000:3b:00``."""
+    parts = pci.lower().split(".")[0].split(":")
+    try:
+        dom, bus, dev = (int(p, 16) for p in (["0", *parts] if len(parts) == 2 else parts[-3:]))
+    except ValueError:
+        return pci.lower()
+    return f"{dom:04x}:{bus:02x}:{dev:02x}"

@@ -28,23 +28,23 @@ Why it is built this way:
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from math import isfinite
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import signals as sig
+from telemetry.collect import logfast
 from telemetry.collect import logline as ll
 from telemetry.collect.importers import BadLine, ImportFileError
+from telemetry.collect.logclock import LogClock
 from telemetry.signals import CheckpointEvent, Signal, clean_line
 
 CHUNK_BYTES = 8 << 20
@@ -52,7 +52,6 @@ MAX_LINE_BYTES = 64 << 10
 MAX_BAD = 20
 TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
 _SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
-_CLOCK = re.compile(rb"\d:\d\d:\d\d")
 
 
 @dataclass
@@ -80,30 +79,6 @@ class LogScan:
     counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
 
 
-def _tzinfo(tz: tzinfo | str | None) -> tzinfo | None:
-    """None for UTC (the fast path), else the zone."""
-    if tz is None or tz == UTC:
-        return None
-    if isinstance(tz, str):
-        if tz.upper() in ("UTC", "Z"):
-            return None
-        try:
-            return ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {tz!r} (use a name like Europe/Berlin)") from None
-    return tz
-
-
-def pci_key(pci: str) -> str:
-    """``00000000:3B:00.0`` (nvidia-smi) and ``0000:3b:00`` (NVRM) as one key: ``0000:3b:00``."""
-    parts = pci.lower().split(".")[0].split(":")
-    try:
-        dom, bus, dev = (int(p, 16) for p in (["0", *parts] if len(parts) == 2 else parts[-3:]))
-    except ValueError:
-        return pci.lower()
-    return f"{dom:04x}:{bus:02x}:{dev:02x}"
-
-
 class LogParser:
     """Reads one log (``label`` names it in every ``file:line`` origin) fed in order.
 
@@ -124,12 +99,11 @@ class LogParser:
         keep: bool = True,
     ) -> None:
         self.label = str(label)
-        self.tz = _tzinfo(tz)
-        self.year_hint = year_hint
+        self.clock = LogClock(tz, year_hint)
         self.host = host_hint or ll.host_from_filename(self.label)
         self.run = run
         self.keep = keep
-        self._gpus = {pci_key(k): int(v) for k, v in (gpu_by_pci or {}).items()}
+        self._gpus = {ll.pci_key(k): int(v) for k, v in (gpu_by_pci or {}).items()}
         self.metrics: list[dict[str, Any]] = []
         self.metric_origins: list[str] = []
         self.checkpoint_events: list[CheckpointEvent] = []
@@ -139,16 +113,14 @@ class LogParser:
         self.lines = 0
         self.next_lineno = 1
         self._drained = (0, 0, 0)
-        self._ctx_ts: datetime | None = None  # most recent time seen
-        self._ctx_lo = 0  # block offset up to which _ctx_ts is known
+        self._ctx_lo = 0  # block offset up to which the clock knows the most recent time
         self._blk = b""  # the block being read, and where the current line starts/ends in it
         self._s = self._e = 0
-        self._year: int | None = None
-        self._month = 0
-        self._full_year: int | None = None
         self._tqdm: int | None = None
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
         self._load_open = False
+        self._mlines: list[int] = []  # line of each metric of the block being read
+        self._followed: set[int] = set()  # lines of the block read inside a traceback
         self._long: bytes | None = None  # tail of a line longer than MAX_LINE_BYTES so far
         self._long_len = 0
 
@@ -239,6 +211,8 @@ class LogParser:
         offs[1 : len(nl) + 1] = nl + 1
         if n > len(nl):
             offs[n] = len(block) + 1
+        fast = None
+        too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
         if n < _SMALL_BLOCK:
             cand = [i for i in range(n) if ll.PREFILTER_RE.search(
                 block[offs[i] : offs[i + 1] - 1].decode())]
@@ -247,11 +221,15 @@ class LogParser:
             arr = pa.LargeStringArray.from_buffers(
                 n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
             cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
-        too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
+            if self.clock.tz is None and len(cand_arr) and not len(too_long):
+                cand_arr, fast = self._fast_megatron(arr, cand_arr)
         if len(too_long):
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
+        self._mlines, self._followed, first = [], set(), len(self.metrics)
         self._walk(block, base, cand_arr.astype(np.int64), offs)
+        if fast is not None:
+            self._merge_fast(block, base, offs, first, *fast)
         self._s = len(block) + 1
         self._context()  # carry the most recent time into the next block
         self._blk, self._ctx_lo = b"", 0
@@ -275,8 +253,35 @@ class LogParser:
             e = block.find(b"\n", s)
             e = size if e < 0 else e
             self._line(block, s, e, lineno)
+            self._followed.add(lineno)
             s, lineno = e + 1, lineno + 1
         return s
+
+    def _fast_megatron(self, arr: pa.Array, cand: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Candidates minus the plain Megatron iteration lines read column-wise (logfast)."""
+        got = logfast.megatron_columns(arr.take(pa.array(cand)))
+        if got is None:
+            return cand, None
+        idx = cand[got[0]]
+        return np.setdiff1d(cand, idx, assume_unique=True), (idx, got[1])
+
+    def _merge_fast(self, block: bytes, base: int, offs: np.ndarray, first: int,
+                    idx: np.ndarray, cols: dict[str, list]) -> None:
+        """Records of the column-wise lines, merged in line order with those read one by one
+        (a line already read inside a traceback is not taken twice)."""
+        fast, odd = logfast.records(idx, cols, base, self.run, self.label, self._followed)
+        for i in odd:  # 1e999: the line path makes it an Inf-loss signal
+            self._line(block, int(offs[i]), int(offs[i + 1]) - 1, base + i)
+        if not fast:
+            return
+        self.clock.full_year = fast[-1][1]["ts"].year
+        self.counts["metrics"] += len(fast)
+        self.counts["recognised"] += len(fast)
+        if len(self.metrics) > first:
+            slow = zip(self._mlines, self.metrics[first:], self.metric_origins[first:], strict=True)
+            fast = sorted([*slow, *fast], key=lambda r: r[0])
+        self.metrics[first:] = [r[1] for r in fast]
+        self.metric_origins[first:] = [r[2] for r in fast]
 
     def _line(self, block: bytes, s: int, e: int, lineno: int) -> None:
         if e - s > MAX_LINE_BYTES:
@@ -365,45 +370,11 @@ class LogParser:
         return True if what in ("frame", "chain") else None
 
     # -- time ----------------------------------------------------------------------------------
-    def _utc(self, t: datetime) -> datetime:
-        if t.tzinfo is not None:
-            return t.astimezone(UTC).replace(tzinfo=None)
-        if self.tz is not None:
-            return t.replace(tzinfo=self.tz).astimezone(UTC).replace(tzinfo=None)
-        return t
-
-    def _yearless(self, fields: Any, update: bool) -> datetime | None:
-        mon, day, hh, mm, ss, us = fields
-        if self._year is None:
-            self._year = self._full_year or self.year_hint or _guess_year(mon, day)
-            self._month = mon
-        elif update and self._month - mon >= 6:  # Dec -> Jan within the file
-            self._year += 1
-        if update:
-            self._month = mon
-        try:
-            return self._utc(datetime(self._year, mon, day, hh, mm, ss, us))
-        except ValueError:
-            return None
-
-    def _stamp(self, body: str, update: bool = True) -> tuple[datetime | None, str, ll.Stamp]:
-        st = ll.stamp(body)
-        kind = st[0]
-        if kind == "full":
-            t = self._utc(st[1])  # type: ignore[arg-type]
-            if update:
-                self._full_year = t.year
-        elif kind == "yearless":
-            t = self._yearless(st[1], update)
-        else:
-            return None, kind or "none", st
-        return t, "line" if t else "none", st
-
     def _when(self, body: str) -> tuple[datetime | None, str, ll.Stamp]:
         """(time, how, stamp) of the current line: how is line, context, boot or none."""
-        t, how, st = self._stamp(body)
+        t, how, st = self.clock.stamp(body)
         if t is not None:
-            self._ctx_ts, self._ctx_lo = t, self._e + 1
+            self._ctx_lo = self._e + 1
             return t, how, st
         if how == "boot":
             return None, how, st
@@ -411,20 +382,11 @@ class LogParser:
         return t, ("context" if t else "none"), st
 
     def _context(self) -> datetime | None:
-        """The most recent time on a line before the current one (walking back lazily)."""
-        block, lo, pos = self._blk, self._ctx_lo, self._s
-        while pos > lo:
-            e = pos - 1
-            start = max(block.rfind(b"\n", lo, e) + 1, lo)
-            if _CLOCK.search(block, start, min(e, start + 100)):
-                body = ll.strip_prefix(block[start:e].decode("utf-8", "replace"))[1]
-                t = self._stamp(body, update=False)[0]
-                if t is not None:
-                    self._ctx_ts = t
-                    break
-            pos = start
-        self._ctx_lo = max(self._s, lo)
-        return self._ctx_ts
+        """The most recent time before the current line (the lines since the last known one
+        are read backwards, once)."""
+        t = self.clock.before(self._blk, self._ctx_lo, self._s)
+        self._ctx_lo = max(self._s, self._ctx_lo)
+        return t
 
     # -- results -------------------------------------------------------------------------------
     def _origin(self, lineno: int) -> str:
@@ -460,6 +422,7 @@ class LogParser:
             rec[name] = int(v) if name == "tokens" else v
         self.metrics.append(rec)
         self.metric_origins.append(f"{self.label}:{lineno}")
+        self._mlines.append(lineno)
         self.counts["metrics"] += 1
         if how != "line":
             self.counts[f"metrics_ts_from_{how}"] += 1
@@ -491,12 +454,12 @@ class LogParser:
         ts, how, st = self._when(body)
         if at:
             try:
-                ts, how = self._utc(datetime.fromisoformat(at)), "line"
+                ts, how = self.clock.utc(datetime.fromisoformat(at)), "line"
             except ValueError:
                 pass
         kernel = st[3] or st[0] == "boot" or kind == sig.XID
         if pci is not None:
-            gpu = self._gpus.get(pci_key(pci))
+            gpu = self._gpus.get(ll.pci_key(pci))
         host = host or st[2] or self.host
         self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
                                 clean_line(raw), "kernel" if kernel else "log"), how)
@@ -517,15 +480,6 @@ def _utf8_start(data: bytes) -> bytes:
     while i < min(4, len(data)) and 0x80 <= data[i] < 0xC0:
         i += 1
     return data[i:]
-
-
-def _guess_year(month: int, day: int) -> int:
-    """Without a hint: this year, or last year when that date would lie in the future."""
-    now = datetime.now(UTC).replace(tzinfo=None)
-    try:
-        return now.year - (datetime(now.year, month, day) > now + timedelta(days=1))
-    except ValueError:
-        return now.year
 
 
 def parse_file(
