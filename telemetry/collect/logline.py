@@ -11,7 +11,6 @@ PyTorch's ProcessGroupNCCL watchdog, Slurm's ``srun``/``slurmstepd`` and the NVI
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import datetime
 from pathlib import PurePath
@@ -230,10 +229,6 @@ def tqdm_step(segment: str) -> int | None:
     if m is None or segment[: m.start()].strip():
         return None
     return int(m.group(1))
-
-
-def finite(v: float | None) -> bool:
-    return v is not None and math.isfinite(v)
 
 
 # -- checkpoints -------------------------------------------------------------------------------
