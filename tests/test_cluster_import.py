@@ -149,3 +149,15 @@ def test_times_without_a_zone_follow_log_tz(tmp_path: Path) -> None:
         r = cli("import", "--store", str(store), "--run", "r", "--log-tz", tz, str(log))
         assert r.returncode == 0, r.stderr
         assert _rows(store, "SELECT min(hour(ts)) FROM train_metrics") == [(hour,)]
+
+
+def test_a_year_less_kernel_log_takes_the_year_of_the_job_log(tmp_path: Path) -> None:
+    """The shipped samples: a 2024 job log and a syslog kernel log without years, whose file
+    time (its checkout) is another year. Named first, it is still read in the job's year."""
+    samples = Path(__file__).resolve().parent.parent / "sample_data" / "logs"
+    store = tmp_path / "s.duckdb"
+    kern, job = samples / "node-7-kern.log", samples / "slurm-81234.out"
+    r = cli("import", "--store", str(store), "--run", "atlas-70b", str(kern), str(job))
+    assert r.returncode == 0, r.stderr
+    first = _rows(store, "SELECT component, xid, year(ts) FROM interruptions ORDER BY ts LIMIT 1")
+    assert first == [("Faulty GPU", 79, 2024)]

@@ -96,6 +96,8 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             f"signals: {sig}, {a.checkpoint_events:,} checkpoint lines, "
             f"{a.unrecognised:,} lines not recognised{again}"
         )
+        if a.untimed_metrics:
+            print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
         if a.untimed:
             print(f"  {a.untimed:,} signal lines without a wall-clock time (plain dmesg) skipped")
         for p in a.problems[:SHOW_REJECTIONS]:

@@ -32,6 +32,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,6 +92,7 @@ class FileAccount:
     checkpoint_events: int = 0
     unrecognised: int = 0
     untimed: int = 0
+    untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
     problems: list[str] = field(default_factory=list)
 
 
@@ -191,6 +193,20 @@ class _Log:
             self.fh = None
 
 
+_FULL_DATE = re.compile(  # 2024-05-01, or dmesg -T's "Wed May  1 12:00:00 2024"
+    rb"(?:19|20)\d\d-[01]\d-[0-3]\d|\b\w{3} \w{3} [ \d]\d [\d:]{8} (?:19|20)\d\d"
+)
+
+
+def _dated(path: str, sniff: int = 1 << 16) -> bool:
+    """Whether a log's lines carry full dates (with the year), judged by its first 64 KiB."""
+    try:
+        with open(path, "rb") as fh:
+            return _FULL_DATE.search(fh.read(sniff)) is not None
+    except OSError:
+        return True
+
+
 def _mtime_year(path: str) -> int | None:
     try:
         return datetime.utcfromtimestamp(os.stat(path).st_mtime).year
@@ -281,6 +297,10 @@ class ClusterSource:
             except OSError as exc:
                 raise FactoryFloorError(f"{f}: cannot read ({exc.strerror})") from None
             self.logs[f] = _Log(f, run, tz, follow=False)
+        # Year-less logs (syslog's "Mar  1 09:40:30") take the year of the surrounding data:
+        # they are read after the logs whose lines carry a full date.
+        self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
+        self._data_year: int | None = None
         kw = {} if grace_s is None else {"grace_s": grace_s}
         self._grace = kw
         self.in_progress = 0
@@ -338,14 +358,19 @@ class ClusterSource:
             self._discover(now)
         produced = False
         for path, log in self.logs.items():
+            if not self.follow and log.fh is None and self._data_year and not _dated(path):
+                log.year = self._data_year
+                log.parser = log._new_parser()
             try:
                 for batch, bid, offset, lineno in log.blocks():
+                    self._note_year(batch)
                     log.account.lines = log.parser.lines
                     log.account.unrecognised = log.parser.unrecognised
                     n = len(batch.metrics)
                     if offset >= 0:
                         self._pending[bid] = (path, offset, lineno, n)
-                    recs = [_record(m, self.run) for m in batch.metrics]
+                    recs = [_record(m, self.run) for m in batch.metrics if m.get("ts")]
+                    log.account.untimed_metrics += len(batch.metrics) - len(recs)
                     tables = _tables(batch, self.run)
                     if recs:
                         produced = True
@@ -374,6 +399,14 @@ class ClusterSource:
             for tier, root in self.checkpoints:
                 roots.setdefault(tier, []).append(os.path.abspath(root))
             yield Derive(tuple(sorted(self.runs_touched)) or None, roots, self.run)
+
+    def _note_year(self, batch: Any) -> None:
+        for m in batch.metrics[-1:]:
+            if isinstance(m.get("ts"), datetime):
+                self._data_year = m["ts"].year
+        for sg in batch.signals[-1:]:
+            if sg.ts is not None and self._data_year is None:
+                self._data_year = sg.ts.year
 
     def _account(self, log: _Log, batch: Any) -> None:
         acc = log.account
@@ -459,10 +492,10 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         raise FactoryFloorError(str(exc)) from None
     tz = values.get("log_tz")
     if tz:
-        from telemetry.collect.textlogs import _tzinfo
+        from telemetry.collect.logclock import zone
 
         try:
-            _tzinfo(tz)
+            zone(tz)
         except ValueError as exc:
             raise FactoryFloorError(f"--log-tz: {exc}") from None
     run = values.get("run")
