@@ -47,11 +47,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cli(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run the real ``factoryfloor`` entry point in a subprocess."""
+def cli(
+    *args: str, timeout: float = 120, check: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``factoryfloor`` entry point in a subprocess (``env``: variables added)."""
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
         cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=timeout,

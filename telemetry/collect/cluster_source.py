@@ -151,15 +151,21 @@ class _Log:
             start, pending = offset, buf[used:]
             offset += used
             lineno = self.parser.next_lineno
-            yield self.parser.drain(), f"{TEXT_SOURCE}:{self.ident}:{start}", offset, lineno
+            yield self.parser.drain(), self._id(start, buf[:used]), offset, lineno
         if pending and not self.follow:  # the last line of a finished file has no newline
             self.parser.feed_block(pending, lineno, final=True)
             self.parser.finish()
             start = offset
             offset += len(pending)
-            yield self.parser.drain(), f"{TEXT_SOURCE}:{self.ident}:{start}", offset, lineno + 1
+            yield self.parser.drain(), self._id(start, pending), offset, lineno + 1
         elif not self.follow:
             self.parser.finish()
+
+    def _id(self, start: int, block: bytes) -> str:
+        """A block's batch id: the file, where the block starts and what it holds (a file
+        truncated and written again reuses its inode and offsets, not its bytes)."""
+        digest = hashlib.blake2b(block, digest_size=8).hexdigest()
+        return f"{TEXT_SOURCE}:{self.ident}:{start}:{digest}"
 
     def _rotated_or_truncated(self) -> Iterator[tuple[Any, str, int, int]]:
         try:
@@ -172,7 +178,7 @@ class _Log:
             rest = self.fh.read()
             if rest:
                 self.parser.feed_block(rest, self.lineno, final=True)
-                yield self.parser.drain(), f"{TEXT_SOURCE}:{self.ident}:{self.offset}", -1, 1
+                yield self.parser.drain(), self._id(self.offset, rest), -1, 1
             self.fh.close()
             self.fh, self.offset, self.lineno = None, 0, 1
             self.parser = self._new_parser()
