@@ -61,13 +61,15 @@ def _iteration(t: datetime, step: int) -> str:
 
 
 def _save(ckpt_root: Path, step: int, at: datetime, complete: bool = True) -> None:
-    d = ckpt_root / f"iter_{step:07d}" / "mp_rank_00"
-    d.mkdir(parents=True, exist_ok=True)
-    f = d / "model_optim_rng.pt"
-    f.write_bytes(b"\0" * 4096)
+    """A Megatron checkpoint of two tensor-parallel ranks: rank 0's file written 20 s before
+    ``at``, rank 1's at ``at`` (file times are all a directory shows of a write's duration)."""
     ts = (at - datetime(1970, 1, 1)).total_seconds()
-    os.utime(f, (ts - 20, ts - 20))
-    os.utime(d, (ts, ts))
+    for rank, when in ((0, ts - 20), (1, ts)):
+        d = ckpt_root / f"iter_{step:07d}" / f"mp_rank_{rank:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / "model_optim_rng.pt"
+        f.write_bytes(b"\0" * 4096)
+        os.utime(f, (when, when))
     if complete:
         tracker = ckpt_root / "latest_checkpointed_iteration.txt"
         tracker.write_text(f"{step}\n")

@@ -304,8 +304,9 @@ def interval_verdict(advice: Any, model: dict[str, Any] | None) -> tuple[str, st
             "",
             "",
             (
-                "No checkpoints (or no interval policy) in this range: the optimal interval "
-                "needs a measured write time."
+                "No checkpoints, or none with a known blocking time, in this range: the optimal "
+                "interval needs the time a write stalls training (directory scans see only "
+                "write times; enter one in What if)."
             ),
         )
     tier = tier_name(model.get("interval_tier") or "nvme")

@@ -100,16 +100,25 @@ def layout(**_query: str) -> html.Div:
 
 
 def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None) -> list[dbc.Col]:
-    lost = float(rs["lost_gpu_hours"].sum()) if not rs.empty else 0.0
+    known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
+    lost = f"{float(rs['lost_gpu_hours'].sum()):,.1f}" if known and not rs.empty else "0.0"
+    blocking = int(tiers["blocking_n"].sum()) or not int(tiers["n"].sum())
     return [
         card(
             "Blocking overhead",
-            f"{tiers['blocking_pct'].sum():.2f} %",
-            f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers",
+            f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
+            f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
+            if blocking
+            else "not reported: checkpoint files show write times, not stalls",
             "ck-blocking",
         ),
         card("Checkpoints", f"{tiers['n'].sum():,}", f"{tiers['failed'].sum()} failed writes"),
-        card("Restores", f"{len(rs):,}", f"{lost:,.1f} GPU-hours lost", "ck-restore-count"),
+        card(
+            "Restores",
+            f"{len(rs):,}",
+            f"{lost} GPU-hours lost" if known else "GPU-hours lost unknown (GPU count unknown)",
+            "ck-restore-count",
+        ),
         card(
             "Measured MTBF",
             ckfig.fmt_duration(m["mtbf_s"] if m else None),
@@ -211,7 +220,7 @@ def _whatif(  # type: ignore[no-untyped-def]
     tpl = data.template(theme)
     projection = data.what_if(m, interval_min, write_s)
     if projection is None:
-        msg = "No checkpoints in this range to model."
+        msg = "Nothing to model: no checkpoints, or no blocking write time (enter one)."
         return "–", "", "–", msg, figures.empty("Expected ETTR", msg, template=tpl)
     base, what = projection.base, projection.what
     return (

@@ -39,6 +39,7 @@ TIER_COLUMNS = [
     "last_step",
     "age_s",
     "blocking_pct",
+    "blocking_n",  # checkpoints whose blocking time is known (a directory scan: none)
 ]
 
 
@@ -71,7 +72,7 @@ def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
                   avg(bytes) AS bytes_avg, avg(write_s) AS write_mean_s,
                   quantile_cont(write_s, 0.95) AS write_p95_s,
                   sum(bytes) / nullif(sum(write_s), 0) / 1e9 AS gbps,
-                  sum(blocking_s) AS blocking_s,
+                  sum(blocking_s) AS blocking_s, count(blocking_s) AS blocking_n,
                   CASE WHEN count(*) > 1
                        THEN epoch(max(start_ts) - min(start_ts)) / (count(*) - 1) END AS interval_s
            FROM checkpoints WHERE run_id = ? AND start_ts >= ? AND start_ts <= ?
@@ -87,7 +88,7 @@ def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     df = stats.merge(last, on="tier", how="outer")
     tiers = list(TIERS) + sorted(set(df["tier"]) - set(TIERS))
     df = df.set_index("tier").reindex(tiers).reset_index()
-    for col in ("n", "ok", "failed"):
+    for col in ("n", "ok", "failed", "blocking_n"):
         df[col] = df[col].fillna(0).astype(int)
     df["blocking_s"] = df["blocking_s"].fillna(0.0).astype(float)
     df["age_s"] = [
