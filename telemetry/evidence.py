@@ -26,25 +26,24 @@ import numpy as np
 import pandas as pd
 
 from telemetry.reference import llama3_interruptions, xids
+from telemetry.signals import (  # the signal vocabulary, defined once
+    CUDA_ECC,
+    CUDA_ILLEGAL_ADDRESS,
+    CUDA_LAUNCH_FAILURE,
+    CUDA_OOM,
+    IB_ERROR,
+    NAN_LOSS,
+    NCCL_ERROR,
+    NCCL_TIMEOUT,
+    SLURM_CANCELLED,
+    SLURM_NODE_FAILURE,
+    SLURM_PREEMPTED,
+    SLURM_TASK_KILLED,
+    SLURM_TIME_LIMIT,
+    TRACEBACK,
+    XID,
+)
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
-
-# Signal kinds (CONTRACTS13.md). telemetry/signals.py (the logs helper's) will own these names;
-# until it lands they are defined here with the same strings.
-XID = "xid"
-NCCL_TIMEOUT = "nccl_timeout"
-NCCL_ERROR = "nccl_error"
-IB_ERROR = "ib_error"
-CUDA_ECC = "cuda_ecc"
-CUDA_ILLEGAL_ADDRESS = "cuda_illegal_address"
-CUDA_LAUNCH_FAILURE = "cuda_launch_failure"
-CUDA_OOM = "cuda_oom"
-NAN_LOSS = "nan_loss"
-TRACEBACK = "traceback"
-SLURM_TASK_KILLED = "slurm_task_killed"
-SLURM_NODE_FAILURE = "slurm_node_failure"
-SLURM_TIME_LIMIT = "slurm_time_limit"
-SLURM_PREEMPTED = "slurm_preempted"
-SLURM_CANCELLED = "slurm_cancelled"
 
 UNKNOWN = "Unknown"
 NO_CAUSE_CONFIDENCE = 0.2

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from telemetry.queries.failures import missing as _missing
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
@@ -194,13 +195,6 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
         out.append(row)
     return out
-
-
-def _missing(v: Any) -> bool:
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
 
 
 def store_summary(store: Store) -> dict[str, Any]:

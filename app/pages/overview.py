@@ -142,12 +142,13 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
 
 
 def _targets(health: Any) -> list[Any]:
-    """The scrape-target card, and the targets down or stale with their reasons."""
+    """The sources card (scrape targets, followed logs, imports...), and those down or stale
+    with their reasons."""
     n = data.target_counts(health)
     colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
     out = [
         card(
-            "Scrape targets",
+            "Sources",
             f"{n['up']:,} / {len(health):,} up",
             f"{n['down']:,} down · {n['stale']:,} stale",
             "ov-targets-count",
@@ -157,7 +158,7 @@ def _targets(health: Any) -> list[Any]:
     problems = ft.problem_targets(health)
     if not problems.empty:
         body = [
-            html.H6("Scrape targets down or stale"),
+            html.H6("Sources down or stale (exporters, logs, imports)"),
             table("ov-targets-table", problems, ft.TARGET_COLUMNS, page_size=6),
         ]
         out.append(dbc.Col(dbc.Card(dbc.CardBody(body), class_name="h-100"), md=8, xl=10))

@@ -330,7 +330,7 @@ def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, An
     )
     if df.empty:
         return None
-    row = {k: (None if _missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row = {k: (None if missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
     try:
         row["evidence"] = json.loads(row["evidence"]) if row.get("evidence") else []
     except ValueError:
@@ -338,7 +338,8 @@ def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, An
     return row
 
 
-def _missing(v: Any) -> bool:
+def missing(v: Any) -> bool:
+    """Whether a stored value is missing (NULL as pandas shows it: None, NaN, NA, NaT)."""
     try:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
