@@ -34,6 +34,8 @@ bench: setup
 	$(BIN)/python benchmarks/replay.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/dashboard.py
+	$(BIN)/python benchmarks/logs.py
+	$(BIN)/python benchmarks/ckptscan.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

@@ -58,7 +58,7 @@ def active_alerts(
     rows += _xid_alerts(store, now)
     rows += target_alerts(store, targets_at or now)
     if run_id is not None:  # an ingest store may hold GPU telemetry without a training run
-        rows += _run_alerts(store, run_id, tr, bool(training))
+        rows += _run_alerts(store, run_id, tr, bool(training), targets_at or now)
     return _ordered(rows)
 
 
@@ -69,11 +69,13 @@ def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0)
 
 
 def _run_alerts(
-    store: Store, run_id: str, tr: TimeRange, training: bool
+    store: Store, run_id: str, tr: TimeRange, training: bool, live_at: datetime
 ) -> list[tuple[str, str, str]]:
+    """Alerts of the run at the end of the range; a stall is judged at ``live_at`` (in a live
+    view the newest round of any source: followed logs keep reporting while the job is silent)."""
     now = tr.end
     rows = []
-    stall = open_stall(store, run_id, now)
+    stall = open_stall(store, run_id, max(now, live_at))
     if stall is not None:  # sooner than "not training": k x its own step interval
         rows.append(
             (
