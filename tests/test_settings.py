@@ -57,6 +57,9 @@ def test_the_environment_is_read_when_asked(
     token_file = tmp_path / "token"
     token_file.write_text("from-the-file-0123456789\n")
     assert Settings(token_file=str(token_file)).token() == "from-the-file-0123456789"
+    monkeypatch.setenv(env.OPERATOR_TOKEN, "operator-token-0123456789")
+    assert Settings().operator_token() == "operator-token-0123456789"
     assert set(env.VARIABLES) == {
-        env.STATE_HOME, env.TOKEN, env.MALLOC_TRIM, env.REPLY_CACHE, env.SQL_AUDIT
-    }
+        env.STATE_HOME, env.TOKEN, env.OPERATOR_TOKEN, env.MALLOC_TRIM, env.REPLY_CACHE,
+        env.SQL_AUDIT,
+    }  # fmt: skip
