@@ -161,3 +161,15 @@ def test_a_year_less_kernel_log_takes_the_year_of_the_job_log(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     first = _rows(store, "SELECT component, xid, year(ts) FROM interruptions ORDER BY ts LIMIT 1")
     assert first == [("Faulty GPU", 79, 2024)]
+
+
+def test_checkpoint_directories_alone_and_no_input_at_all(night: Night, tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", RUN, "--checkpoints", f"pfs={night.pfs}")
+    assert r.returncode == 0, r.stderr
+    assert _rows(store, "SELECT status, count(*) FROM checkpoints GROUP BY 1 ORDER BY 1") == [
+        ("failed", 1),
+        ("ok", 5),
+    ]
+    r = cli("import", "--store", str(tmp_path / "t.duckdb"))
+    assert r.returncode == 1 and "give at least one FILE or --checkpoints" in r.stderr

@@ -47,8 +47,13 @@ def run(s: Settings) -> int:
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it
+    given = _split(s)
+    if not (
+        given["import"]["files"] or given["cluster"]["files"] or given["cluster"].get("checkpoints")
+    ):
+        raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH")
     ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
-    built = sources.build("import", _split(s), ctx)
+    built = sources.build("import", given, ctx)
     records = [b for b in built if isinstance(b, ImportSource)]
     cluster = [b for b in built if isinstance(b, ClusterSource)]
     for source in records:

@@ -162,10 +162,10 @@ SPEC = SourceSpec(
             Option(
                 "files",
                 {
-                    "nargs": "+",
+                    "nargs": "*",
                     "metavar": "FILE",
                     "help": ".jsonl/.json, .csv, a TensorBoard events.out.tfevents.* file or a "
-                    "directory of them",
+                    "directory of them, or a text log (a job's output, a node's kernel log)",
                 },
             ),
         )
