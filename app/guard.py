@@ -20,10 +20,16 @@ import hashlib
 import hmac
 import html
 import json
+import logging
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, redirect, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger("factoryfloor.guard")
 
 MAX_DASH_BODY = 1024 * 1024
 COOKIE = "ff_session"
@@ -106,7 +112,9 @@ def install(server: Flask, token: str | None) -> None:
             return refused
         if refused := unauthorised():
             return refused
-        return _json_refused() if posted else None
+        if not posted:
+            return None
+        return _json_refused() or _envelope_refused(server)
 
     @server.route("/login", methods=["GET", "POST"])
     def _login() -> Response:
@@ -139,6 +147,57 @@ def install(server: Flask, token: str | None) -> None:
         resp.headers.setdefault("Referrer-Policy", "no-referrer")
         resp.headers.setdefault("Content-Security-Policy", _CSP)
         return resp
+
+
+DASH_UPDATE = "/_dash-update-component"
+_CALLBACKS = "FACTORYFLOOR_CALLBACK_MAP"
+
+
+def _envelope_refused(server: Flask) -> Response | None:
+    callbacks = server.config.get(_CALLBACKS)
+    if callbacks is None or not request.path.endswith(DASH_UPDATE):
+        return None
+    reason = envelope_problem(request.get_json(silent=True), callbacks())
+    return _error(400, reason) if reason else None
+
+
+def install_envelope_check(server: Flask, callback_map: Callable[[], Mapping[str, Any]]) -> None:
+    """Answer a callback request that is not a callback envelope, or names an output no
+    callback has, with 400 and a short JSON reason, before Dash sees it (Dash answers those
+    with a 500 and logs a traceback for each); anything that still fails in a callback
+    request is a JSON 500 without details."""
+
+    # Run by ``install``'s guard after the size, token and JSON checks (a body is never read
+    # before its length is known to be within the limit).
+    server.config[_CALLBACKS] = callback_map
+
+    @server.errorhandler(Exception)
+    def _failed(exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return exc  # type: ignore[return-value]  # 404, 405...: Flask's own answer
+        log.error("request %s failed: %s", request.path, type(exc).__name__)
+        return _error(500, "internal error")
+
+
+def envelope_problem(body: Any, callbacks: Mapping[str, Any]) -> str | None:
+    """Why ``body`` is not a Dash callback request this app can answer; None when it is."""
+    if not isinstance(body, dict):
+        return "a callback request is a JSON object"
+    output = body.get("output")
+    if not isinstance(output, str) or not output:
+        return "a callback request names its output"
+    if not isinstance(body.get("outputs"), dict | list):
+        return "a callback request lists its outputs"
+    for key in ("inputs", "state"):
+        items = body.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict | list) for i in items):
+            return f"{key} must be a list of component properties"
+    changed = body.get("changedPropIds", [])
+    if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
+        return "changedPropIds must be a list of strings"
+    if callbacks and output not in callbacks:
+        return "no callback has that output"
+    return None
 
 
 def _body_refused() -> Response | None:

@@ -21,7 +21,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from app import data
+from app import data, guard
 from app.ui import TIMECHART
 from telemetry.store import Store
 
@@ -312,6 +312,7 @@ def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
     app.index_string = _INDEX
     app.layout = _layout
     _register_shell_callbacks(app)
+    guard.install_envelope_check(app.server, lambda: app.callback_map)
     return app
 
 
