@@ -69,17 +69,27 @@ def card(title: str, value: str, sub: str = "", id_: str = "", colour: str = "")
     return dbc.Col(dbc.Card(body, class_name="h-100"), xs=6, md=4, xl=2)
 
 
+def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: str | None) -> list[dict[str, Any]]:
+    if df.empty:
+        return []
+    shown = df[list(columns)]
+    return shown.assign(id=df[row_id]).to_dict("records") if row_id else shown.to_dict("records")
+
+
 def table(
     id_: str,
     df: pd.DataFrame,
     columns: dict[str, str] | None = None,
     page_size: int = 10,
+    row_id: str | None = None,
     **kw: Any,
 ) -> dash_table.DataTable:
     """An exportable (CSV), sortable table. ``columns`` maps frame column -> header with unit.
     Cell values are rendered as text by DataTable, so hostile strings stay inert. The user's
     sort and filter persist (per browser session) when a refresh redraws the table, as every
-    live tick does. (The page does not: a page past the end of new data would show nothing.)"""
+    live tick does. (The page does not: a page past the end of new data would show nothing.)
+    With ``row_id`` (a column of ``df``) each row carries it as its id, so a click on a cell
+    names the row (``active_cell["row_id"]``)."""
     columns = columns or {c: c for c in df.columns}
     kw = {
         "persistence": True,
@@ -88,7 +98,7 @@ def table(
     } | kw
     return dash_table.DataTable(
         id=id_,
-        data=df[list(columns)].to_dict("records") if not df.empty else [],
+        data=_rows(df, columns, row_id),
         columns=[{"name": h, "id": c} for c, h in columns.items()],
         page_size=page_size,
         sort_action="native",

@@ -205,8 +205,8 @@ def derive_run(store: Store, run_id: str) -> Derived:
 
 def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
     """Re-derive the given real runs (default: every real run with a step stream)."""
-    real = set(real_runs(store))
-    wanted = real_runs(store) if runs is None else [r for r in runs if r in real]
+    real = real_runs(store)
+    wanted = real if runs is None else [r for r in real if r in set(runs)]
     return [derive_run(store, r) for r in wanted]
 
 

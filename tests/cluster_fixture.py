@@ -60,6 +60,16 @@ def _iteration(t: datetime, step: int) -> str:
     )
 
 
+def _load(at: datetime, ckpt_root: Path, step: int, took_s: float) -> list[str]:
+    """A restart's checkpoint load, as Megatron-LM logs its start and end."""
+    done = at + timedelta(seconds=took_s)
+    return [
+        f"{_stamp(at)} loading checkpoint from {ckpt_root} at iteration {step}",
+        f"{_stamp(done)}  successfully loaded checkpoint from {ckpt_root} [ t 1/1, p 1/1 ] "
+        f"at iteration {step}",
+    ]
+
+
 def _save(ckpt_root: Path, step: int, at: datetime, complete: bool = True) -> None:
     """A Megatron checkpoint of two tensor-parallel ranks: rank 0's file written 20 s before
     ``at``, rank 1's at ``at`` (file times are all a directory shows of a write's duration)."""
@@ -115,11 +125,7 @@ def build(root: Path) -> Night:
         "srun: launching job step 81234.1 on 32 nodes",
     ]
     back = wd + timedelta(minutes=8)
-    out += [
-        f"{_stamp(back)} loading checkpoint from {pfs} at iteration 3000",
-        f"{_stamp(back + timedelta(seconds=40))}  successfully loaded checkpoint from {pfs} "
-        "[ t 1/1, p 1/1 ] at iteration 3000",
-    ]
+    out += _load(back, pfs, 3000, took_s=40)
     # 2. steps 3001..5200, then an InfiniBand failure on node-3
     t = segment(back + timedelta(seconds=60), 3001, 5200)
     ib = t + timedelta(seconds=15)
@@ -134,11 +140,7 @@ def build(root: Path) -> Night:
         "srun: error: node-3: task 3: Exited with exit code 1",
     ]
     back = ib + timedelta(minutes=6)
-    out += [
-        f"{_stamp(back)} loading checkpoint from {nvme} at iteration 5000",
-        f"{_stamp(back + timedelta(seconds=15))}  successfully loaded checkpoint from {nvme} "
-        "[ t 1/1, p 1/1 ] at iteration 5000",
-    ]
+    out += _load(back, nvme, 5000, took_s=15)
     # 3. steps 5001..6000, then a PFS save that never completes
     t = segment(back + timedelta(seconds=30), 5001, 6000)
     out.append(f"saving checkpoint at iteration {6000:>7} to {pfs}")

@@ -140,7 +140,6 @@ def _restored(tier: Any, step: Any) -> str:
 
 def _rows(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(
-        id=df["key"],
         time=pd.to_datetime(df["ts"]).dt.strftime("%Y-%m-%d %H:%M:%S"),
         confidence_text=[
             "–" if pd.isna(c) else f"{float(c) * 100:.0f} %" for c in df["confidence"]
@@ -171,11 +170,12 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
     df = data.interruption_list(data.run_of(view), tr)
     if df.empty:
         return dbc.Alert("No interruptions in this range.", color="secondary", class_name="mb-0")
-    t = table(
+    return table(
         "fail-int-table",
         _rows(df),
         COLUMNS,
         page_size=8,
+        row_id="key",
         hidden_columns=["evidence_text"],
         export_columns="all",
         css=[
@@ -187,8 +187,6 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
             },
         ],
     )
-    t.data = [r | {"id": k} for r, k in zip(t.data, df["key"], strict=True)]  # row_id: a click
-    return t
 
 
 @callback(

@@ -41,6 +41,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry import env
+from telemetry.collect.import_source import log_digest
 from telemetry.collect.seam import (
     Batch,
     Derive,
@@ -72,14 +73,6 @@ def parse_checkpoint_arg(text: str) -> tuple[str, str]:
     return tier, path
 
 
-def _digest(path: str, *parts: object) -> str:
-    h = hashlib.sha256("\0".join(str(p) for p in parts).encode())
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()[:24]
-
-
 @dataclass
 class FileAccount:
     """What one log gave, for the command's report."""
@@ -100,8 +93,6 @@ class _Log:
     """One log file read block by block from a position, across rotation and truncation."""
 
     def __init__(self, path: str, run: str | None, tz: str | None, follow: bool) -> None:
-        from telemetry.collect.textlogs import LogParser
-
         self.path, self.run, self.tz, self.follow = path, run, tz, follow
         self.account = FileAccount(path)
         self.fh: Any = None
@@ -109,13 +100,12 @@ class _Log:
         self.offset = 0
         self.lineno = 1
         self.year = None if follow else _mtime_year(path)
-        self._parser_cls = LogParser
         self.parser = self._new_parser()
 
     def _new_parser(self) -> Any:
-        return self._parser_cls(
-            self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False
-        )
+        from telemetry.collect.textlogs import LogParser
+
+        return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False)
 
     def open(self, position: Mapping[str, Any] | None = None) -> None:
         self.fh = open(self.path, "rb")  # noqa: SIM115 (kept open: a rotated file is read out)
@@ -129,7 +119,7 @@ class _Log:
             ):
                 self.offset, self.lineno = int(position["offset"]), int(position["lineno"])
         else:
-            self.ident = _digest(self.path, self.run, self.tz)
+            self.ident = log_digest(self.path, f"text log, zone {self.tz}", self.run)[:24]
         self.fh.seek(self.offset)
 
     def blocks(self) -> Iterator[tuple[Any, str, int, int]]:
@@ -372,9 +362,8 @@ class ClusterSource:
                     self._note_year(batch)
                     log.account.lines = log.parser.lines
                     log.account.unrecognised = log.parser.unrecognised
-                    n = len(batch.metrics)
                     if offset >= 0:
-                        self._pending[bid] = (path, offset, lineno, n)
+                        self._pending[bid] = (path, offset, lineno)
                     recs = [_record(m, self.run) for m in batch.metrics if m.get("ts")]
                     log.account.untimed_metrics += len(batch.metrics) - len(recs)
                     tables = _tables(batch, self.run)
@@ -459,7 +448,7 @@ class ClusterSource:
         stem = bid.rsplit(":", 1)[0] if bid.endswith((":m", ":s")) else None
         if stem is None or stem not in self._pending:
             return
-        path, offset, lineno, n = self._pending[stem]
+        path, offset, lineno = self._pending[stem]
         log = self.logs[path]
         if not written.ok:
             self.book.record(now, f"cluster:{path}", False, written.error, log.account.metrics, 0)
@@ -517,7 +506,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         tz=tz,
         follow=follow,
         interval_s=min(FOLLOW_INTERVAL_S, ctx.interval_s),
-        positions=_positions_file(getattr(ctx, "store", None), key) if follow else None,
+        positions=_positions_file(ctx.store, key) if follow else None,
     )
 
 
