@@ -4,6 +4,11 @@ A round fetches every target concurrently with a timeout and a body size limit; 
 slow, failing, truncated, oversized or non-Prometheus target yields a ``Fetch`` with ``error``
 set and never delays the others beyond the timeout.
 
+Bodies may come gzip'd (``Accept-Encoding: gzip``, as Prometheus asks; exporters behind a proxy
+answer so): they are inflated as they arrive, and a body that would inflate past the size limit
+(a gzip bomb) stops there, the target down with that reason, having held at most the limit in
+memory.
+
 The timeout is a deadline for the whole fetch, not per socket operation: ``urllib``'s timeout
 restarts at every read, so an exporter sending a byte every half second kept a fetch (and the
 round) alive for as long as it liked. Here ``http.client`` reads through a socket wrapper that
@@ -22,6 +27,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -36,10 +42,12 @@ ROUND_GRACE_S = 0.5  # how long past its timeout a round waits for fetches that 
 _READ_BYTES = 65536
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _PROMETHEUS_TYPES = frozenset({"text/plain", "application/openmetrics-text"})
+_GZIP = frozenset({"gzip", "x-gzip"})
+_IDENTITY = frozenset({"identity", ""})
 _HEADERS = {
     "User-Agent": USER_AGENT,
     "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1",  # the text format, not protobuf
-    "Accept-Encoding": "identity",
+    "Accept-Encoding": "gzip",  # as Prometheus asks; an identity answer is as welcome
     "Connection": "close",
 }
 
@@ -327,12 +335,16 @@ def _get_once(
             return resp.status, location, ""
         if not 200 <= resp.status < 300:
             raise _Down(f"HTTP {resp.status} {str(resp.reason)[:80]}", resp.status)
-        declared = _check_head(resp, max_bytes)
-        progress.phase = "reading the body"
-        body = _read_body(resp, max_bytes, progress)
-        if declared is not None and len(body) < declared:
-            raise _Down(f"truncated body ({len(body):,} of {declared:,} bytes)", resp.status)
-        if declared is None and not resp.chunked and body and not body.endswith(b"\n"):
+        declared, gzipped = _check_head(resp, max_bytes)
+        progress.phase, progress.received_bytes = "reading the body", 0
+        inflate = _Inflater(max_bytes, resp.status) if gzipped else None
+        body = _read_body(resp, max_bytes, progress, inflate)
+        if declared is not None and progress.received_bytes < declared:
+            got = progress.received_bytes
+            raise _Down(f"truncated body ({got:,} of {declared:,} bytes)", resp.status)
+        if inflate is not None:
+            body = inflate.finish()
+        elif declared is None and not resp.chunked and body and not body.endswith(b"\n"):
             raise _Down(
                 f"truncated body (connection closed mid-line after {len(body):,} bytes, "
                 "no Content-Length)",
@@ -343,13 +355,14 @@ def _get_once(
         sock.close()
 
 
-def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> int | None:
-    """The declared body length; raises ``_Down`` for a body we will not read."""
+def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> tuple[int | None, bool]:
+    """The declared body length and whether the body is gzip'd; raises ``_Down`` for a body
+    we will not read."""
     ctype = (resp.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
     if ctype and ctype not in _PROMETHEUS_TYPES:
         raise _Down(f"not Prometheus text: content type {ctype[:60]}", resp.status)
-    encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
-    if encoding != "identity":
+    encoding = (resp.getheader("Content-Encoding") or "").strip().lower()
+    if encoding not in _GZIP and encoding not in _IDENTITY:
         raise _Down(f"not Prometheus text: content encoding {encoding[:30]}", resp.status)
     length = resp.getheader("Content-Length")
     declared = int(length) if length and length.strip().isdigit() and not resp.chunked else None
@@ -357,18 +370,64 @@ def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> int | None:
         raise _Down(
             f"body larger than {max_bytes:,} bytes (Content-Length {declared:,})", resp.status
         )
-    return declared
+    return declared, encoding in _GZIP
 
 
-def _read_body(resp: http.client.HTTPResponse, max_bytes: int, progress: _Progress) -> bytes:
+class _Inflater:
+    """A gzip body inflated as its pieces arrive, never past ``max_bytes`` of text: each piece
+    is inflated with the room left as its limit, so a bomb (a few KB that inflate to GBs) costs
+    at most ``max_bytes`` of memory before the target is down. Concatenated gzip members (what
+    ``cat a.gz b.gz`` makes, and Go's reader accepts) are inflated in turn."""
+
+    def __init__(self, max_bytes: int, status: int) -> None:
+        self.max_bytes, self.status = max_bytes, status
+        self.out = bytearray()
+        self._d = zlib.decompressobj(wbits=31)  # gzip framing only
+
+    def feed(self, data: bytes) -> None:
+        while data:
+            room = self.max_bytes + 1 - len(self.out)
+            try:
+                self.out += self._d.decompress(data, room)
+            except zlib.error as exc:
+                why = f"not gzip data although its Content-Encoding says gzip ({exc})"
+                raise _Down(why, self.status) from None
+            if len(self.out) > self.max_bytes or self._d.unconsumed_tail:
+                raise _Down(
+                    f"gzip body larger than {self.max_bytes:,} bytes once decompressed",
+                    self.status,
+                )
+            data = self._d.unused_data if self._d.eof else b""
+            if data:
+                self._d = zlib.decompressobj(wbits=31)
+
+    def finish(self) -> bytes:
+        if not self._d.eof:
+            raise _Down(
+                f"truncated gzip body (ends after {len(self.out):,} decompressed bytes)",
+                self.status,
+            )
+        return bytes(self.out)
+
+
+def _read_body(
+    resp: http.client.HTTPResponse,
+    max_bytes: int,
+    progress: _Progress,
+    inflate: _Inflater | None = None,
+) -> bytes:
     """The body, read a buffer at a time (``read1``: one receive each, so the deadline is
-    checked between them); stops as soon as it is over ``max_bytes``."""
+    checked between them); stops as soon as it is over ``max_bytes``. A gzip'd body goes to
+    ``inflate`` piece by piece instead (an empty result here)."""
     body = bytearray()
     while chunk := resp.read1(_READ_BYTES):
-        body += chunk
-        progress.received_bytes = len(body)
-        if len(body) > max_bytes:
+        progress.received_bytes += len(chunk)
+        if progress.received_bytes > max_bytes:
             raise _Down(f"body larger than {max_bytes:,} bytes", resp.status)
+        if inflate is not None:
+            inflate.feed(chunk)
+        else:
+            body += chunk
     return bytes(body)
 
 
