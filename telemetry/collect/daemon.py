@@ -4,8 +4,9 @@
 the forwarder (``--server``); ``factoryfloor serve --scrape-config`` runs it into the server's
 ingest service. Every ``interval`` seconds (on a fixed schedule, not interval-after-the-last-
 round) it asks the source for the batches due at the clock's time, hands each to the sink, tells
-the source what became of it, and logs the sink's line. A batch the sink fails to take is
-logged and the loop goes on. A round that overruns the interval is reported and the schedule
+the source what became of it, and logs the sink's line, with the targets that went down (and
+why) or came back since the round before. A batch the sink fails to take is logged and the
+loop goes on. A round that overruns the interval is reported and the schedule
 skips ahead rather than piling rounds up.
 
 The clock is injected (``clock``): wall time for collectors, anything else for tests.
@@ -17,8 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
 
-from telemetry.collect.seam import BatchSink, HealthBatch, Source, Written, check_fits
+from telemetry.collect.seam import BatchSink, Health, HealthBatch, Source, Written, check_fits
 
 Clock = Callable[[], datetime]
 Log = Callable[[str], None]
@@ -37,6 +39,7 @@ def collect(
     write raises (a one-shot import stops there); with it the failure is logged as that batch's
     line and the round goes on."""
     out = []
+    before = {h.target: h for h in source.health()}
     for batch in source.poll(now):
         try:
             written = sink.write(batch)
@@ -46,7 +49,12 @@ def collect(
             written = Written.failed(f"round at {now:%H:%M:%S} not stored: {exc}", exc)
         source.settle(now, batch, written)
         if log is not None:
-            log(written.line)
+            after = source.health()
+            # A batch not taken marks its targets down for that reason, which the line
+            # already gives: the changes are judged against the last batch taken.
+            log(written.line + (changes(before, after) if written.ok else ""))
+            if written.ok:
+                before = {h.target: h for h in after}
         out.append(written)
     if source.health_rows and (health := source.health()):
         try:
@@ -56,6 +64,40 @@ def collect(
                 raise
             log(f"health of {source.name} at {now:%H:%M:%S} not stored: {exc}")
     return out
+
+
+MAX_NAMED = 5  # targets named per change in a round's line; the rest are counted
+
+
+def changes(before: dict[str, Health], after: Sequence[Health]) -> str:
+    """What changed in the round, for its log line: "; HOST:PORT down: REASON" for every
+    target down now that was not before (each one on a first round or ``--once``, so "0/1
+    targets up" says why), "; HOST:PORT back up" for one that answers again. Targets still
+    down are not repeated every round; beyond ``MAX_NAMED`` of a kind they are counted."""
+    down = [h for h in after if not h.up and (h.target not in before or before[h.target].up)]
+    back = [h for h in after if h.up and h.target in before and not before[h.target].up]
+    parts = [f"{_name(h.target)} down: {_reason(h)}" for h in down[:MAX_NAMED]]
+    if len(down) > MAX_NAMED:
+        parts.append(f"{len(down) - MAX_NAMED:,} more targets down")
+    parts += [f"{_name(h.target)} back up" for h in back[:MAX_NAMED]]
+    if len(back) > MAX_NAMED:
+        parts.append(f"{len(back) - MAX_NAMED:,} more targets back up")
+    return "".join(f"; {p}" for p in parts)
+
+
+def _name(target: str) -> str:
+    """``http://host:9400/metrics`` -> ``host:9400``; any other address or name as it is."""
+    parts = urlsplit(target)
+    if parts.scheme == "http" and parts.path == "/metrics" and not parts.query:
+        return parts.netloc
+    return target
+
+
+def _reason(h: Health) -> str:
+    """The target's error without a repeat of the address the line already names."""
+    error = h.error or "down"
+    netloc = urlsplit(h.target).netloc
+    return error.replace(f" ({netloc})", "") if netloc else error
 
 
 def run_rounds(
