@@ -2,7 +2,8 @@
 target health, one atomic batch per round.
 
 GPUs are keyed by (host, gpu index, MIG instance); a GPU seen for the first time gets the next
-``gpu_id`` (and its host the next ``node_id``). XIDs become events when the exporter's sticky
+``gpu_id`` (and its host the next ``node_id``), with its target's labels (``rack``...) applied
+and kept current after (``telemetry.collect.inventory``). XIDs become events when the exporter's sticky
 last-XID gauge changes to a non-zero value, or when ``DCGM_EXP_XID_ERRORS_COUNT{xid=...}`` grows
 (a repeat of the same XID is invisible to the gauge but counted there).
 
@@ -36,6 +37,7 @@ import pyarrow as pa
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
 from telemetry.collect.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
 from telemetry.collect.exposition import LabelSet, Scrape, parse
+from telemetry.collect.inventory import DEFAULT_ROLE, Changes, Inventory, Labelled, label_rows
 from telemetry.collect.scrape import Fetch
 from telemetry.store import Store
 
@@ -103,6 +105,7 @@ class StoreSink:
         self.gpu_ids: dict[GpuIdKey, int] = {}
         self.node_ids: dict[str, int] = {}
         self._load_ids()
+        self.inventory = Inventory(store)  # stored rack, role and attribution, kept current
         self._xid = _XidState(last=self._load_last_xid())
         self._xid_counts_loaded = False
         # target -> (values digest, unchanged rounds), loaded with the first round's time
@@ -189,7 +192,10 @@ class StoreSink:
         up = [f for f in fetches if f.text is not None]
         scrapes = [parse(f.text or "") for f in up]
         rows = round_rows(scrapes, [f.target.host for f in up])
-        ids, new_keys, nodes, gpus = self._register(rows)
+        labelled = label_rows(rows, [f.target.labels for f in up])
+        ids, new_keys, nodes, gpus = self._register(rows, labelled)
+        late = self._newest is not None and ts < self._newest  # its labels are not news
+        changed = Changes([], []) if late else self.inventory.changes(rows, ids, labelled)
         xid_state, xid_events = self._xids(ts, rows, ids)
         seen = self._staleness(up, scrapes)
         health = self._health(ts, fetches, scrapes, rows, seen)
@@ -204,12 +210,14 @@ class StoreSink:
             batch["gpu_samples_extra"] = extras
             batch["xid_events"] = xid_events
         batch["targets"] = health
+        self.inventory.apply(self.store, changed)  # observed facts, whatever becomes of the rest
         try:
             self.store.append_many(batch, batch_id=batch_id, kind="scrape")
         except BaseException:
             self._load_ids()  # new ids of this round were rolled back with it
             raise
         self.gpu_ids.update(new_keys)
+        self.inventory.learn(nodes, gpus)
         self.node_ids.update(
             zip(nodes["host"].to_pylist(), nodes["node_id"].to_pylist(), strict=True)
         )
@@ -230,9 +238,10 @@ class StoreSink:
 
     # -- pieces ----------------------------------------------------------------------------
     def _register(
-        self, rows: GpuRows
+        self, rows: GpuRows, labelled: Labelled
     ) -> tuple[np.ndarray, dict[GpuIdKey, int], pa.Table, pa.Table]:
-        """gpu_id per row, the new GPUs' keys -> ids, and the new nodes' and GPUs' rows."""
+        """gpu_id per row, the new GPUs' keys -> ids, and the new nodes' and GPUs' rows (with
+        their targets' labels: ``telemetry.collect.inventory``)."""
         get = self.gpu_ids.get
         mig = _blank(rows.attribution["mig_instance"])
         keys = list(zip(rows.host, rows.gpu.tolist(), mig, strict=True))
@@ -241,7 +250,11 @@ class StoreSink:
         first_gpu = max(self.gpu_ids.values(), default=-1) + 1
         ids[new] = first_gpu + np.arange(len(new))
         hosts = [rows.host[i] for i in new]
-        node_hosts = [h for h in dict.fromkeys(hosts) if h not in self.node_ids]
+        first_row: dict[str, int] = {}
+        for i in new.tolist():
+            first_row.setdefault(rows.host[i], i)
+        node_hosts = [h for h in first_row if h not in self.node_ids]
+        rack, role = (labelled.node[c] for c in ("rack", "role"))
         first_node = max(self.node_ids.values(), default=-1) + 1
         node_of = {h: first_node + j for j, h in enumerate(node_hosts)}
         node_of.update((h, self.node_ids[h]) for h in hosts if h in self.node_ids)
@@ -249,8 +262,10 @@ class StoreSink:
             {
                 "node_id": pa.array(range(first_node, first_node + len(node_hosts)), pa.int32()),
                 "host": pa.array(node_hosts, pa.string()),
-                "rack": pa.nulls(len(node_hosts), pa.string()),
-                "role": pa.array(["job"] * len(node_hosts), pa.string()),
+                "rack": pa.array([rack[first_row[h]] for h in node_hosts], pa.string()),
+                "role": pa.array(
+                    [role[first_row[h]] or DEFAULT_ROLE for h in node_hosts], pa.string()
+                ),
             }
         )
         take = pa.array(new, pa.int64())
@@ -261,7 +276,7 @@ class StoreSink:
                 "host": pa.array(hosts, pa.string()),
                 "gpu": pa.array(rows.gpu[new], pa.int16()),
                 **{
-                    c: pa.array(rows.attribution[c], pa.string()).take(take)
+                    c: pa.array(labelled.attribution[c], pa.string()).take(take)
                     for c in ATTRIBUTION.values()
                 },
             }
