@@ -334,6 +334,40 @@ def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
     return gpuq.node_gpu_series(store(), host, tr)
 
 
+def node_metric_options() -> list[dict[str, str]]:
+    """The drill-down's further per-GPU metrics, as dropdown options (label with unit)."""
+    return [
+        {"label": f"{label} ({unit})", "value": key}
+        for key, (_, label, unit, _) in gpuq.NODE_METRICS.items()
+    ]
+
+
+def node_metric_spec(key: Any) -> tuple[str, str, str, str]:
+    """(key, result column, label, unit) of a further drill-down metric; an unknown key from a
+    browser falls back to the first."""
+    if not isinstance(key, str) or key not in gpuq.NODE_METRICS:
+        key = next(iter(gpuq.NODE_METRICS))
+    column, label, unit, _ = gpuq.NODE_METRICS[key]
+    return key, column, label, unit
+
+
+def node_gpu_metric(host: str, tr: TimeRange, key: str) -> pd.DataFrame:
+    return gpuq.node_gpu_metric(store(), host, tr, key)
+
+
+def node_workload(host: str) -> pd.DataFrame:
+    """Per GPU of the node: GPU (with its MIG slice), job, pod, namespace and container as
+    last scraped, "–" where nothing is reported."""
+    df = gpuq.node_workload(store(), host)
+    mig = df["mig_instance"].notna()
+    gpu = df["gpu"].astype(str)
+    gpu[mig] = (
+        gpu[mig] + " · MIG " + df["mig_profile"][mig].fillna("") + " #" + df["mig_instance"][mig]
+    )
+    cols = ["hpc_job", "pod", "namespace", "container"]
+    return df[cols].astype(object).where(df[cols].notna(), "–").assign(gpu=gpu)[["gpu", *cols]]
+
+
 # -- Failures ---------------------------------------------------------------------------------
 def taxonomy_key(by: Any) -> str:
     """A grouping of the interruption taxonomy from an input: ``component`` unless it names

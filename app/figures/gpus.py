@@ -180,9 +180,16 @@ def distribution(
     return fig
 
 
-def node_metric(df: pd.DataFrame, chart: str, host: str, template: str = TEMPLATE) -> go.Figure:
-    """One metric of one node's GPUs over time: a line per GPU ("GPU 0" ... "GPU 7")."""
-    col, name, unit, yrange = NODE_CHARTS[chart]
+def node_metric(
+    df: pd.DataFrame,
+    chart: str,
+    host: str,
+    template: str = TEMPLATE,
+    spec: tuple[str, str, str, list[float] | None] | None = None,
+) -> go.Figure:
+    """One metric of one node's GPUs over time: a line per GPU ("GPU 0" ... "GPU 7"). ``chart``
+    is a key of ``NODE_CHARTS``, or ``spec`` gives (column, title, unit, y range) of another."""
+    col, name, unit, yrange = spec or NODE_CHARTS[chart]
     title = f"{name} ({unit})"
     if df.empty:
         return empty(
@@ -221,8 +228,19 @@ def node_metric(df: pd.DataFrame, chart: str, host: str, template: str = TEMPLAT
     return fig
 
 
+def workload_note(rows: int) -> str:
+    """What the workload table shows, under its title."""
+    if not rows:
+        return "No GPUs of this node are stored."
+    return (
+        "As last scraped: the exporter's attribution labels (job, or Kubernetes pod), else "
+        "the targets file's; – where none is reported."
+    )
+
+
 def node_header(info: dict[str, Any] | None, host: str) -> str:
     """One line naming the drilled-down node (rack, role, GPUs)."""
     if info is None:
         return f"No node called {host!r} in this store"
-    return f"{info['rack']} · {info['role']} node · {info['gpus']} × {info['model'] or 'GPU'}"
+    rack = info["rack"] or "rack –"  # a scraped node whose targets file gives no rack
+    return f"{rack} · {info['role']} node · {info['gpus']} × {info['model'] or 'GPU'}"

@@ -36,6 +36,14 @@ OUTLIER_COLUMNS = {
 }
 NODE_CHART_IDS = {chart: f"gpu-node-{chart}" for chart in gfig.NODE_CHARTS}
 HEATMAP = {"type": TIMECHART, "id": "gpu-heatmap"}
+NODE_MORE_ID = "gpu-node-more"
+WORKLOAD_COLUMNS = {
+    "gpu": "GPU",
+    "hpc_job": "Job",
+    "pod": "Pod",
+    "namespace": "Namespace",
+    "container": "Container",
+}
 
 
 def layout(**_query: str) -> html.Div:
@@ -77,6 +85,7 @@ def layout(**_query: str) -> html.Div:
                         ),
                         html.Div(id="gpu-node-info", className="text-body-secondary small mb-2"),
                         dbc.Row(charts, class_name="g-2"),
+                        _node_more(),
                     ]
                 ),
                 class_name="my-2",
@@ -93,6 +102,41 @@ def layout(**_query: str) -> html.Div:
                 class_name="mb-2",
             ),
         ]
+    )
+
+
+def _node_more() -> dbc.Row:
+    """Below the node's charts: one more metric of its GPUs, picked from a list (memory clock,
+    framebuffer, HBM temperature), and what runs on each GPU."""
+    picker = dcc.Dropdown(
+        id="gpu-node-metric",
+        options=data.node_metric_options(),
+        value="fb",
+        clearable=False,
+        persistence=True,
+        persistence_type="session",
+        style={"minWidth": "240px"},
+    )
+    return dbc.Row(
+        [
+            dbc.Col(
+                [
+                    html.Label("More per GPU", htmlFor="gpu-node-metric", className="small"),
+                    picker,
+                    time_graph(NODE_MORE_ID),
+                ],
+                lg=6,
+            ),
+            dbc.Col(
+                [
+                    html.H6("Workload per GPU", className="mb-1 mt-2"),
+                    html.Div(id="gpu-node-workload-note", className="small mb-1"),
+                    html.Div(id="gpu-node-workload"),
+                ],
+                lg=6,
+            ),
+        ],
+        class_name="g-2 mt-1",
     )
 
 
@@ -217,3 +261,42 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
         for c in NODE_CHART_IDS
     ]
     return host, gfig.node_header(info, host), *figs
+
+
+@callback(
+    Output({"type": TIMECHART, "id": NODE_MORE_ID}, "figure"),
+    Output("gpu-node-workload-note", "children"),
+    Output("gpu-node-workload", "children"),
+    *view_inputs(),
+    Input("gpu-node-host", "children"),
+    Input("gpu-node-metric", "value"),
+)
+@guarded("figure", "alert", "alert")
+def _node_workload(  # type: ignore[no-untyped-def]
+    view: dict[str, Any] | None, _n: int | None, theme: str | None, host: Any, key: Any
+):
+    """Follows the node the drill-down shows (its heading), whichever way it was chosen."""
+    tpl = data.template(theme)
+    key, column, label, unit = data.node_metric_spec(key)
+    title = f"{label} ({unit})"
+    tr = data.view_range(view)
+    known = isinstance(host, str) and len(host) <= data.MAX_ID and data.node_info(host)
+    if tr is None or not known:
+        msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
+        return figures.empty(title, msg, gfig.NODE_CHART_HEIGHT, tpl), "", ""
+    df = data.node_gpu_metric(host, tr, key)
+    if df.empty and key == "mem_clock":
+        fig = figures.empty(
+            title,
+            f"No memory clock from {host} in this range: it is kept from dcgm-exporter scrapes "
+            "(DCGM_FI_DEV_MEM_CLOCK), not by a replay",
+            gfig.NODE_CHART_HEIGHT,
+            tpl,
+        )
+    else:
+        spec = (column, label, unit, None)
+        fig = gfig.node_metric(df, key, host, tpl, spec=spec)
+        fig.update_layout(uirevision=f"{data.revision(view)}|{host}|{key}")
+    work = data.node_workload(host)
+    tbl = table("gpu-node-workload-table", work, WORKLOAD_COLUMNS, page_size=8)
+    return fig, gfig.workload_note(len(work)), tbl

@@ -3,9 +3,10 @@ target health, one atomic batch per round.
 
 GPUs are keyed by (host, gpu index, MIG instance); a GPU seen for the first time gets the next
 ``gpu_id`` (and its host the next ``node_id``), with its target's labels (``rack``...) applied
-and kept current after (``telemetry.collect.inventory``). XIDs become events when the exporter's sticky
-last-XID gauge changes to a non-zero value, or when ``DCGM_EXP_XID_ERRORS_COUNT{xid=...}`` grows
-(a repeat of the same XID is invisible to the gauge but counted there).
+and kept current after (``telemetry.collect.inventory``). XIDs become events when the
+exporter's sticky last-XID gauge changes to a non-zero value, or when
+``DCGM_EXP_XID_ERRORS_COUNT{xid=...}`` grows (a repeat of the same XID is invisible to the
+gauge but counted there).
 
 An extra field whose sample carries labels beyond the GPU key and attribution is stored under
 its series name, ``FIELD{label="value",...}`` (labels in exposition order, Prometheus escaping),

@@ -209,6 +209,70 @@ def node_gpu_series(store: Store, host: str, tr: TimeRange, max_points: int = 50
     )
 
 
+# More per-GPU metrics of the drill-down, one at a time: key -> (column name of the result,
+# label, unit, the sample column or None when the value is a field kept in gpu_samples_extra).
+# Fixed strings; a key from a browser only selects among them.
+NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
+    "mem_clock": ("mem_clock_mhz", "Memory clock", "MHz", None),
+    "fb": ("fb_used_mib", "Framebuffer used", "MiB", "fb_used_mib"),
+    "mem_temp": ("mem_temp_c", "HBM temperature", "°C", "mem_temp_c"),
+}
+MEM_CLOCK_FIELD = "DCGM_FI_DEV_MEM_CLOCK"  # kept as an extra field (no column of its own)
+_EXTRA_FIELDS = {"mem_clock": MEM_CLOCK_FIELD}
+
+
+def _node_gpu_ids(store: Store, host: str) -> list[int]:
+    return [
+        int(r[0])
+        for r in store.rows(
+            "SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?",
+            [str(host)[:200]],
+        )
+    ]
+
+
+def node_gpu_metric(
+    store: Store, host: str, tr: TimeRange, key: str, max_points: int = 500
+) -> pd.DataFrame:
+    """One more metric (``NODE_METRICS``) of each GPU of one node, bucketed like
+    ``node_gpu_series``: ts, gpu, the metric's column, bucket_s. Empty when the node has no
+    such samples in the range (a replay keeps no memory clock: only scraped stores have it).
+    ``ValueError`` for an unknown key."""
+    if key not in NODE_METRICS:
+        raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
+    name, _, _, column = NODE_METRICS[key]
+    bucket = _nice_bucket(store, tr, max_points)
+    gids = _node_gpu_ids(store, host)
+    if column is not None:
+        source, extra, params = "gpu_samples", f"s.{column} IS NOT NULL", []
+        value = f"s.{column}"
+    else:
+        source, extra, params = "gpu_samples_extra", "s.field = ?", [_EXTRA_FIELDS[key]]
+        value = "s.value"
+    return store.df(
+        f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
+                   ? AS bucket_s
+            FROM {source} s JOIN gpus g USING (gpu_id)
+            WHERE s.ts >= ? AND s.ts <= ? AND s.gpu_id = ANY(?::INTEGER[]) AND {extra}
+            GROUP BY ALL ORDER BY g.gpu, 1""",
+        [bucket, bucket, tr.start, tr.end, gids, *params],
+    )
+
+
+def node_workload(store: Store, host: str) -> pd.DataFrame:
+    """What runs on each GPU of one node, as last scraped (the exporter's attribution labels,
+    or the targets file's; a replay's GPUs carry their run as the job): gpu, mig_profile,
+    mig_instance, hpc_job, pod, namespace, container (None: not reported). Empty for an unknown
+    node."""
+    return store.df(
+        """SELECT g.gpu, g.mig_profile, g.mig_instance, g.hpc_job, g.pod, g.namespace,
+                  g.container
+           FROM gpus g JOIN nodes n USING (node_id) WHERE n.host = ?
+           ORDER BY g.gpu, try_cast(g.mig_instance AS INTEGER) NULLS FIRST""",
+        [str(host)[:200]],
+    )
+
+
 # -- outliers ------------------------------------------------------------------------------
 # Nodes likely to hold an outlier GPU, from per-node cells compared with the fleet in the same
 # bucket (fleet-wide dips such as restarts and checkpoint stalls cancel out): a hot GPU, a node
