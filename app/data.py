@@ -23,12 +23,14 @@ from telemetry import derive, label_api, queries
 from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
+from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
 from telemetry.queries import overview as overq
 from telemetry.queries import targets as targetq
 from telemetry.queries import training as trainq
 from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
 from telemetry.queries.gpus import GpuMetric, Heatmap
 from telemetry.reliability import IntervalAdvice
 from telemetry.store import Store
@@ -334,38 +336,15 @@ def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
     return gpuq.node_gpu_series(store(), host, tr)
 
 
-def node_metric_options() -> list[dict[str, str]]:
-    """The drill-down's further per-GPU metrics, as dropdown options (label with unit)."""
-    return [
-        {"label": f"{label} ({unit})", "value": key}
-        for key, (_, label, unit, _) in gpuq.NODE_METRICS.items()
-    ]
+def node_metric(key: Any) -> tuple[str, str, str, str]:
+    """(key, column, label, unit) of a further drill-down metric; the first for an unknown key."""
+    key = key if isinstance(key, str) and key in NODE_METRICS else next(iter(NODE_METRICS))
+    return (key, *NODE_METRICS[key][:3])
 
 
-def node_metric_spec(key: Any) -> tuple[str, str, str, str]:
-    """(key, result column, label, unit) of a further drill-down metric; an unknown key from a
-    browser falls back to the first."""
-    if not isinstance(key, str) or key not in gpuq.NODE_METRICS:
-        key = next(iter(gpuq.NODE_METRICS))
-    column, label, unit, _ = gpuq.NODE_METRICS[key]
-    return key, column, label, unit
-
-
-def node_gpu_metric(host: str, tr: TimeRange, key: str) -> pd.DataFrame:
-    return gpuq.node_gpu_metric(store(), host, tr, key)
-
-
-def node_workload(host: str) -> pd.DataFrame:
-    """Per GPU of the node: GPU (with its MIG slice), job, pod, namespace and container as
-    last scraped, "–" where nothing is reported."""
-    df = gpuq.node_workload(store(), host)
-    mig = df["mig_instance"].notna()
-    gpu = df["gpu"].astype(str)
-    gpu[mig] = (
-        gpu[mig] + " · MIG " + df["mig_profile"][mig].fillna("") + " #" + df["mig_instance"][mig]
-    )
-    cols = ["hpc_job", "pod", "namespace", "container"]
-    return df[cols].astype(object).where(df[cols].notna(), "–").assign(gpu=gpu)[["gpu", *cols]]
+def node_more(host: str, tr: TimeRange, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The drill-down's further metric ``key`` of the node's GPUs, and what runs on them."""
+    return nodeq.node_gpu_metric(store(), host, tr, key), nodeq.node_workload(store(), host)
 
 
 # -- Failures ---------------------------------------------------------------------------------

@@ -228,14 +228,22 @@ def node_metric(
     return fig
 
 
-def workload_note(rows: int) -> str:
-    """What the workload table shows, under its title."""
-    if not rows:
-        return "No GPUs of this node are stored."
-    return (
-        "As last scraped: the exporter's attribution labels (job, or Kubernetes pod), else "
-        "the targets file's; – where none is reported."
-    )
+WORKLOAD_NOTE = (
+    "As last scraped: the exporter's attribution labels (job, or Kubernetes pod), else the "
+    "targets file's; – where none is reported."
+)
+
+
+def workload_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """``telemetry.queries.gpu_node.node_workload`` as the table shows it: gpu (with its MIG
+    slice), hpc_job, pod, namespace, container, "–" where nothing is reported."""
+    gpu = df["gpu"].astype(str)
+    mig = df["mig_instance"].notna()
+    profile = df["mig_profile"].fillna("").astype(str)
+    gpu[mig] = gpu[mig] + " · MIG " + profile[mig] + " #" + df["mig_instance"][mig].astype(str)
+    cols = ["hpc_job", "pod", "namespace", "container"]
+    shown = df[cols].astype(object).where(df[cols].notna(), "–")
+    return shown.assign(gpu=gpu)[["gpu", *cols]]
 
 
 def node_header(info: dict[str, Any] | None, host: str) -> str:

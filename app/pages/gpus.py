@@ -110,7 +110,10 @@ def _node_more() -> dbc.Row:
     framebuffer, HBM temperature), and what runs on each GPU."""
     picker = dcc.Dropdown(
         id="gpu-node-metric",
-        options=data.node_metric_options(),
+        options=[
+            {"label": f"{label} ({unit})", "value": key}
+            for key, (_, label, unit, _) in data.NODE_METRICS.items()
+        ],
         value="fb",
         clearable=False,
         persistence=True,
@@ -277,14 +280,14 @@ def _node_workload(  # type: ignore[no-untyped-def]
 ):
     """Follows the node the drill-down shows (its heading), whichever way it was chosen."""
     tpl = data.template(theme)
-    key, column, label, unit = data.node_metric_spec(key)
+    key, column, label, unit = data.node_metric(key)
     title = f"{label} ({unit})"
     tr = data.view_range(view)
     known = isinstance(host, str) and len(host) <= data.MAX_ID and data.node_info(host)
     if tr is None or not known:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
         return figures.empty(title, msg, gfig.NODE_CHART_HEIGHT, tpl), "", ""
-    df = data.node_gpu_metric(host, tr, key)
+    df, work = data.node_more(host, tr, key)
     if df.empty and key == "mem_clock":
         fig = figures.empty(
             title,
@@ -297,6 +300,7 @@ def _node_workload(  # type: ignore[no-untyped-def]
         spec = (column, label, unit, None)
         fig = gfig.node_metric(df, key, host, tpl, spec=spec)
         fig.update_layout(uirevision=f"{data.revision(view)}|{host}|{key}")
-    work = data.node_workload(host)
-    tbl = table("gpu-node-workload-table", work, WORKLOAD_COLUMNS, page_size=8)
-    return fig, gfig.workload_note(len(work)), tbl
+    if work.empty:
+        return fig, "", dbc.Alert(f"No GPUs of {host} are stored.", color="secondary")
+    tbl = table("gpu-node-workload-table", gfig.workload_rows(work), WORKLOAD_COLUMNS, page_size=8)
+    return fig, gfig.WORKLOAD_NOTE, tbl

@@ -4,10 +4,8 @@ A round fetches every target concurrently with a timeout and a body size limit; 
 slow, failing, truncated, oversized or non-Prometheus target yields a ``Fetch`` with ``error``
 set and never delays the others beyond the timeout.
 
-Bodies may come gzip'd (``Accept-Encoding: gzip``, as Prometheus asks; exporters behind a proxy
-answer so): they are inflated as they arrive, and a body that would inflate past the size limit
-(a gzip bomb) stops there, the target down with that reason, having held at most the limit in
-memory.
+Bodies may come gzip'd (we ask, as Prometheus does; proxies answer so): inflated as they arrive,
+never past the size limit, so a gzip bomb is a target down, not memory exhausted.
 
 The timeout is a deadline for the whole fetch, not per socket operation: ``urllib``'s timeout
 restarts at every read, so an exporter sending a byte every half second kept a fetch (and the
@@ -374,10 +372,8 @@ def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> tuple[int | N
 
 
 class _Inflater:
-    """A gzip body inflated as its pieces arrive, never past ``max_bytes`` of text: each piece
-    is inflated with the room left as its limit, so a bomb (a few KB that inflate to GBs) costs
-    at most ``max_bytes`` of memory before the target is down. Concatenated gzip members (what
-    ``cat a.gz b.gz`` makes, and Go's reader accepts) are inflated in turn."""
+    """A gzip body inflated piece by piece, each with the room left below ``max_bytes`` as its
+    limit. Concatenated members (``cat a.gz b.gz``; Go's reader takes them) follow in turn."""
 
     def __init__(self, max_bytes: int, status: int) -> None:
         self.max_bytes, self.status = max_bytes, status
@@ -418,7 +414,7 @@ def _read_body(
 ) -> bytes:
     """The body, read a buffer at a time (``read1``: one receive each, so the deadline is
     checked between them); stops as soon as it is over ``max_bytes``. A gzip'd body goes to
-    ``inflate`` piece by piece instead (an empty result here)."""
+    ``inflate`` instead."""
     body = bytearray()
     while chunk := resp.read1(_READ_BYTES):
         progress.received_bytes += len(chunk)

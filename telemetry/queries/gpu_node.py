@@ -1,0 +1,69 @@
+"""Queries of the GPUs page's drill-down beyond its four charts: one more per-GPU metric picked
+from a list (the memory clock, kept only as an extra field of scraped stores, framebuffer, HBM
+temperature) and what runs on each GPU of the node (job, pod, namespace, container).
+
+Kept beside ``telemetry.queries.gpus`` (the fleet views and the four charts) so that module
+stays within its size; the bucketing is the same (``gpus._nice_bucket``). Metric keys select
+among fixed SQL fragments here; an unknown key raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.queries.gpus import _nice_bucket
+from telemetry.store import Store
+
+# key -> (column of the result, label, unit, the gpu_samples column, or None for the value of
+# MEM_CLOCK_FIELD in gpu_samples_extra). The first is what an unknown pick falls back to.
+NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
+    "mem_clock": ("mem_clock_mhz", "Memory clock", "MHz", None),
+    "fb": ("fb_used_mib", "Framebuffer used", "MiB", "fb_used_mib"),
+    "mem_temp": ("mem_temp_c", "HBM temperature", "°C", "mem_temp_c"),
+}
+MEM_CLOCK_FIELD = "DCGM_FI_DEV_MEM_CLOCK"  # no column of its own: an extra field
+
+
+def node_gpu_metric(
+    store: Store, host: str, tr: TimeRange, key: str, max_points: int = 500
+) -> pd.DataFrame:
+    """One more metric (``NODE_METRICS``) of each GPU of one node, bucketed like
+    ``gpus.node_gpu_series``: ts, gpu, the metric's column, bucket_s. Empty when the node has no
+    such samples in the range (a replay keeps no memory clock: only scraped stores have it)."""
+    if key not in NODE_METRICS:
+        raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
+    name, _, _, column = NODE_METRICS[key]
+    bucket = _nice_bucket(store, tr, max_points)
+    gids = [
+        int(r[0])
+        for r in store.rows(
+            "SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?",
+            [str(host)[:200]],
+        )
+    ]
+    source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
+    if column is None:
+        source, value, where = "gpu_samples_extra", "s.value", "s.field = ?"
+    return store.df(
+        f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
+                   ? AS bucket_s
+            FROM {source} s JOIN gpus g USING (gpu_id)
+            WHERE s.ts >= ? AND s.ts <= ? AND s.gpu_id = ANY(?::INTEGER[]) AND {where}
+            GROUP BY ALL ORDER BY g.gpu, 1""",
+        [bucket, bucket, tr.start, tr.end, gids, *([MEM_CLOCK_FIELD] if column is None else [])],
+    )
+
+
+def node_workload(store: Store, host: str) -> pd.DataFrame:
+    """What runs on each GPU of one node, as last scraped (the exporter's attribution labels,
+    else the targets file's; a replay's GPUs carry their run as the job): gpu, mig_profile,
+    mig_instance, hpc_job, pod, namespace, container (None: not reported). Empty for an
+    unknown node."""
+    return store.df(
+        """SELECT g.gpu, g.mig_profile, g.mig_instance, g.hpc_job, g.pod, g.namespace,
+                  g.container
+           FROM gpus g JOIN nodes n USING (node_id) WHERE n.host = ?
+           ORDER BY g.gpu, try_cast(g.mig_instance AS INTEGER) NULLS FIRST""",
+        [str(host)[:200]],
+    )
