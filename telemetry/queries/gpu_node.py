@@ -35,13 +35,6 @@ def node_gpu_metric(
         raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
     name, _, _, column = NODE_METRICS[key]
     bucket = _nice_bucket(store, tr, max_points)
-    gids = [
-        int(r[0])
-        for r in store.rows(
-            "SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?",
-            [str(host)[:200]],
-        )
-    ]
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
     if column is None:
         source, value, where = "gpu_samples_extra", "s.value", "s.field = ?"
@@ -49,9 +42,11 @@ def node_gpu_metric(
         f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
                    ? AS bucket_s
             FROM {source} s JOIN gpus g USING (gpu_id)
-            WHERE s.ts >= ? AND s.ts <= ? AND s.gpu_id = ANY(?::INTEGER[]) AND {where}
+            WHERE s.ts >= ? AND s.ts <= ? AND {where} AND s.gpu_id IN (
+              SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
             GROUP BY ALL ORDER BY g.gpu, 1""",
-        [bucket, bucket, tr.start, tr.end, gids, *([MEM_CLOCK_FIELD] if column is None else [])],
+        [bucket, bucket, tr.start, tr.end, *([MEM_CLOCK_FIELD] if column is None else [])]
+        + [str(host)[:200]],
     )
 
 

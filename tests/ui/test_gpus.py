@@ -114,6 +114,7 @@ def test_clicking_a_heatmap_cell_drills_down_to_the_node(
     assert mean(clocks["GPU 5"]) < 0.9 * others
     assert all(len(v) <= 500 for v in clocks.values())
     page.screenshot(path=str(shots / "gpus-drilldown.png"), full_page=True)
+    page.wait_for_load_state("networkidle")  # a reload cuts what is in flight: not an error
     page.reload()  # the selection survives a reload
     _clock_series(page)
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
