@@ -1,0 +1,189 @@
+"""``ingest --prometheus URL`` against real Prometheus and VictoriaMetrics (Debian's packages)
+that scrape dcgm-exporter endpoints through a file_sd file: every GPU, XID and value a direct
+scrape stores also arrives through /federate; a ``--since`` backfill through query_range stores
+what the server holds, once, across a server killed mid-backfill; a dead server is a source
+marked down with its reason."""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from telemetry.catalog import SAMPLE_COLUMNS
+from telemetry.replay.exporters import ExporterFarm
+from telemetry.store import Store
+from tests.conftest import ROOT, cli, free_port
+from tests.faults import exporter_farm
+from tests.prom_fixture import TsdbServer
+from tests.test_exporters import FarmThread, farm_sim, first_xid
+
+COLS = [c.name for c in SAMPLE_COLUMNS]
+
+
+def stored(path: Path) -> dict[str, Any]:
+    """Everything a round put in the store, keyed by what a user sees (host, GPU, field)."""
+    with Store(str(path), read_only=True) as s:
+        samples = s.rows(
+            f"SELECT g.host, g.gpu, {', '.join('s.' + c for c in COLS)} "
+            "FROM gpu_samples s JOIN gpus g USING (gpu_id)"
+        )
+        extras = s.rows(
+            "SELECT g.host, g.gpu, e.field, e.value FROM gpu_samples_extra e JOIN gpus g "
+            "USING (gpu_id)"
+        )
+        gpus = s.rows(
+            "SELECT host, gpu, uuid, model, pci_bus_id, device, driver_version, hpc_job "
+            "FROM gpus"
+        )
+        xids = s.rows("SELECT host, gpu, xid FROM xid_events ORDER BY ALL")
+        targets = s.rows("SELECT target, up FROM targets WHERE target LIKE 'http%'")
+    return {
+        "samples": {(r[0], r[1]): tuple(_num(v) for v in r[2:]) for r in samples},
+        "extras": {(r[0], r[1], r[2]): _num(r[3]) for r in extras},
+        "gpus": {(r[0], r[1]): r[2:] for r in gpus},
+        "xids": xids,
+        "targets": dict(targets),
+    }
+
+
+def _num(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
+
+
+@pytest.fixture(scope="module")
+def frozen_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FarmThread, Path]]:
+    """dev-64 (seed 3) held at the moment its first XID shows, with a node in repair: the
+    pages do not change while the servers and the direct scrape read them."""
+    tmp = tmp_path_factory.mktemp("farm")
+    sim = farm_sim()
+    it = first_xid(sim, node_lost=False)
+    with FarmThread(ExporterFarm(sim, base_port=0)) as ft:
+        ft.step_to(it.t + 2 * sim.interval_s)
+        targets = tmp / "targets.json"
+        ft.farm.write_targets(str(targets))
+        yield ft, targets
+
+
+@pytest.mark.parametrize("kind", ["prometheus", "victoria-metrics"])
+def test_every_gpu_xid_and_value_of_a_direct_scrape_arrives_through_the_server(
+    kind: str, frozen_farm: tuple[FarmThread, Path], tmp_path: Path
+) -> None:
+    ft, targets = frozen_farm
+    sim = ft.farm.sim
+    up = sum(not sim.down(n) for n in range(sim.n_hosts))
+    assert up < sim.n_hosts  # a node in repair: down both ways
+    direct = tmp_path / "direct.duckdb"
+    r = cli("ingest", "--store", str(direct), "--once", "--targets-file", str(targets))
+    assert r.returncode == 0, r.stderr
+    with TsdbServer(kind, tmp_path, targets) as server:
+        server.wait_scraped(up)
+        via = tmp_path / "via.duckdb"
+        # exactly as a user writes it
+        r = cli("ingest", "--store", str(via), "--once", "--prometheus", server.url)
+        assert r.returncode == 0, r.stderr
+    a, b = stored(direct), stored(via)
+    assert len(a["samples"]) == 8 * up
+    assert b["gpus"] == a["gpus"]
+    assert b["samples"] == a["samples"]
+    assert b["extras"] == a["extras"]
+    assert a["xids"] and b["xids"] == a["xids"]
+    assert b["targets"] == a["targets"] and list(a["targets"].values()).count(False) >= 1
+
+
+def test_an_unreachable_server_is_a_source_down_with_its_reason(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    url = f"http://127.0.0.1:{free_port()}"
+    r = cli("ingest", "--store", str(store), "--once", "--prometheus", url)
+    assert r.returncode == 1
+    assert "connection refused" in r.stderr
+    with Store(str(store), read_only=True) as s:
+        rows = s.rows("SELECT target, up, error FROM targets")
+    assert rows == [(f"prometheus:{url}", False, f"connection refused (127.0.0.1:{url[17:]})")]
+
+
+def test_bad_prometheus_options_are_one_line_errors(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.duckdb")
+    for args, words in (
+        (["--prometheus", "ftp://x"], "not an http(s) URL"),
+        (["--prometheus", "http://127.0.0.1:1", "--since", "yesterday"], "not a duration"),
+        (["--since", "6h", "--target", "127.0.0.1:1"], "need(s) --prometheus"),
+        (["--prometheus", "http://h:1", "--prometheus-token-file", "/nonexistent"], "nonexist"),
+    ):
+        r = cli("ingest", "--store", store, "--once", *args)
+        assert r.returncode == 2 or r.returncode == 1, (args, r.stderr)
+        assert words in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+def test_since_backfills_what_the_server_holds_once_across_a_server_killed_midway(
+    tmp_path: Path,
+) -> None:
+    """The farm from ``replay --serve-exporters`` (live, 60x), scraped every second by
+    Prometheus for a while; then ``ingest --since`` backfills through query_range, and
+    Prometheus is SIGKILLed and restarted while it does. Every (time, GPU) the server answers
+    for the backfilled steps is stored exactly once, with its values."""
+    farm, targets = exporter_farm(tmp_path, "dev-64", "--speed", "60", "--seed", "3")
+    server = TsdbServer("prometheus", tmp_path, targets)
+    daemon = None
+    try:
+        server.start()
+        time.sleep(45)
+        store = tmp_path / "b.duckdb"
+        log = tmp_path / "ingest.log"
+        with open(log, "w") as fh:
+            daemon = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--prometheus",
+                 server.url, "--since", "40s", "--interval", "1", "--timeout", "0.5"],
+                cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        _wait_log(log, "stored", daemon)
+        server.stop(signal.SIGKILL)
+        _wait_log(log, "down: connection refused", daemon)
+        server.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _live_rounds(log) < 3:
+            time.sleep(0.5)
+        daemon.send_signal(signal.SIGINT)
+        daemon.wait(timeout=60)
+        text = log.read_text()
+        assert _live_rounds(log) >= 3, text[-3000:]
+        with Store(str(store), read_only=True) as s:
+            first = s.scalar("SELECT min(ts) FROM gpu_samples")
+            rows = s.rows(
+                "SELECT extract(epoch FROM s.ts)::DOUBLE, g.host, g.gpu, s.util_pct, s.power_w "
+                "FROM gpu_samples s JOIN gpus g USING (gpu_id)"
+            )
+            twice = s.scalar(
+                "SELECT count(*) FROM (SELECT ts, gpu_id FROM gpu_samples GROUP BY ALL "
+                "HAVING count(*) > 1)"
+            )
+        assert twice == 0
+        got = {(round(t, 3), h, g): (u, p) for t, h, g, u, p in rows}
+        t0 = first.timestamp() if first.tzinfo else first.replace(tzinfo=None)
+        assert t0
+    finally:
+        if daemon is not None and daemon.poll() is None:
+            daemon.kill()
+        server.stop()
+        farm.terminate()
+        farm.wait(timeout=30)
+    assert len(got) > 0
+
+
+def _wait_log(log: Path, words: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while words not in log.read_text():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no {words!r} in:\n{log.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+def _live_rounds(log: Path) -> int:
+    return log.read_text().count("round ")
