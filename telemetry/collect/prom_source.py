@@ -33,7 +33,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -63,11 +63,11 @@ def parse_duration(text: str) -> float:
 
 
 def _epoch(ts: datetime) -> float:
-    return ts.replace(tzinfo=timezone.utc).timestamp()
+    return ts.replace(tzinfo=UTC).timestamp()
 
 
 def _naive(t: float) -> datetime:
-    return datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None)
+    return datetime.fromtimestamp(t, UTC).replace(tzinfo=None)
 
 
 # -- one instant of the server, regrouped per exporter ----------------------------------------
@@ -439,7 +439,8 @@ SPEC = SourceSpec(
             _opt("--prometheus-match", f"series selector (default {DEFAULT_MATCH})",
                  metavar="SELECTOR"),  # fmt: skip
             _opt("--prometheus-mode", "live rounds from /federate, instant queries, or the "
-                 "first that works (default auto)", choices=("auto", "federate", "query")),  # fmt: skip
+                 "first that works (default auto)",
+                 choices=("auto", "federate", "query")),  # fmt: skip
             _opt("--prometheus-tenant", "tenant ID sent as X-Scope-OrgID (Mimir, Cortex)",
                  metavar="ID"),  # fmt: skip
             _opt("--prometheus-user", "HTTP basic auth user", metavar="USER"),
