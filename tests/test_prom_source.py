@@ -7,6 +7,7 @@ marked down with its reason."""
 from __future__ import annotations
 
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -125,56 +126,82 @@ def test_bad_prometheus_options_are_one_line_errors(tmp_path: Path) -> None:
 def test_since_backfills_what_the_server_holds_once_across_a_server_killed_midway(
     tmp_path: Path,
 ) -> None:
-    """The farm from ``replay --serve-exporters`` (live, 60x), scraped every second by
-    Prometheus for a while; then ``ingest --since`` backfills through query_range, and
-    Prometheus is SIGKILLed and restarted while it does. Every (time, GPU) the server answers
-    for the backfilled steps is stored exactly once, with its values."""
-    farm, targets = exporter_farm(tmp_path, "dev-64", "--speed", "60", "--seed", "3")
+    """The farm of ``replay --serve-exporters`` (live at 200x: seed 2's first XID comes 25 s
+    in), scraped every second by Prometheus through its file_sd file; then ``ingest --since``
+    backfills through query_range and Prometheus is SIGKILLed and restarted while it does.
+    Every (step, GPU) the server answers for the backfilled steps is stored exactly once, with
+    its value."""
+    farm, targets = exporter_farm(tmp_path, "dev-64", "--speed", "200", "--seed", "2")
     server = TsdbServer("prometheus", tmp_path, targets)
     daemon = None
+    log = tmp_path / "ingest.log"
     try:
         server.start()
-        time.sleep(45)
+        time.sleep(35)
         store = tmp_path / "b.duckdb"
-        log = tmp_path / "ingest.log"
         with open(log, "w") as fh:
             daemon = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--prometheus",
-                 server.url, "--since", "40s", "--interval", "1", "--timeout", "0.5"],
+                 server.url, "--since", "30s", "--interval", "1", "--timeout", "0.5"],
                 cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         _wait_log(log, "stored", daemon)
         server.stop(signal.SIGKILL)
         _wait_log(log, "down: connection refused", daemon)
+        killed_after = log.read_text().count(" stored: ")
+        time.sleep(3)  # rounds missed while it is down
         server.start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and _live_rounds(log) < 3:
             time.sleep(0.5)
         daemon.send_signal(signal.SIGINT)
         daemon.wait(timeout=60)
-        text = log.read_text()
-        assert _live_rounds(log) >= 3, text[-3000:]
+        assert _live_rounds(log) >= 3, log.read_text()[-3000:]
         with Store(str(store), read_only=True) as s:
-            first = s.scalar("SELECT min(ts) FROM gpu_samples")
             rows = s.rows(
-                "SELECT extract(epoch FROM s.ts)::DOUBLE, g.host, g.gpu, s.util_pct, s.power_w "
-                "FROM gpu_samples s JOIN gpus g USING (gpu_id)"
+                "SELECT epoch_ms(s.ts), g.host, g.gpu, s.util_pct FROM gpu_samples s "
+                "JOIN gpus g USING (gpu_id)"
             )
             twice = s.scalar(
                 "SELECT count(*) FROM (SELECT ts, gpu_id FROM gpu_samples GROUP BY ALL "
                 "HAVING count(*) > 1)"
             )
-        assert twice == 0
-        got = {(round(t, 3), h, g): (u, p) for t, h, g, u, p in rows}
-        t0 = first.timestamp() if first.tzinfo else first.replace(tzinfo=None)
-        assert t0
+            xids = set(s.rows("SELECT DISTINCT host, gpu, xid FROM xid_events"))
+        got = {(t / 1000, h, g): u for t, h, g, u in rows}
+        steps = sorted({k[0] for k in got if k[0] == int(k[0])})  # query_range's steps
+        rounds = sorted({k[0] for k in got})
+        answer = server.get(
+            "/api/v1/query_range", query='DCGM_FI_DEV_GPU_UTIL{job="dcgm"}',
+            start=str(steps[0]), end=str(steps[-1]), step="1",
+        )["result"]  # fmt: skip
+        gauges = server.get(
+            "/api/v1/query_range", query='DCGM_EXP_XID_ERRORS_COUNT{job="dcgm"} > 0',
+            start=str(steps[0]), end=str(steps[-1]), step="1",
+        )["result"]  # fmt: skip
     finally:
         if daemon is not None and daemon.poll() is None:
             daemon.kill()
         server.stop()
         farm.terminate()
         farm.wait(timeout=30)
-    assert len(got) > 0
+    want = {
+        (float(t), r["metric"]["Hostname"], int(r["metric"]["gpu"])): float(v)
+        for r in answer
+        for t, v in r["values"]
+    }
+    assert 0 < killed_after and steps[-1] - steps[0] >= 30  # it was killed mid-way
+    assert twice == 0
+    assert len(want) >= 30 * 80
+    # every step the server answers is stored: that step, or a live round less than a step away
+    aligned = {k: v for k, v in want.items() if k[0] in steps}
+    assert aligned.keys() == {k for k in got if k[0] in steps}
+    assert all(abs(got[k] - v) < 1e-3 for k, v in aligned.items())
+    missed = [t for t in sorted({k[0] for k in want}) if min(abs(r - t) for r in rounds) >= 1]
+    assert not missed, (missed, rounds)
+    # the exporter's XID counts in its window, as the server holds them, are all events
+    shown = {(r["metric"]["Hostname"], int(r["metric"]["gpu"]), int(r["metric"]["xid"]))
+             for r in gauges}  # fmt: skip
+    assert xids and shown <= xids
 
 
 def _wait_log(log: Path, words: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
@@ -186,4 +213,5 @@ def _wait_log(log: Path, words: str, proc: subprocess.Popen[bytes], timeout: flo
 
 
 def _live_rounds(log: Path) -> int:
-    return log.read_text().count("round ")
+    """Rounds stored at their own (not step-aligned) time: the live ones."""
+    return len(re.findall(r"round \S+T\d\d:\d\d:\d\d\.\d+ stored", log.read_text()))

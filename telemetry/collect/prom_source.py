@@ -33,7 +33,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -252,10 +252,12 @@ class PromServer:
                 if self._refused:
                     return
                 self.fill_after = None
-            snap, rejected = self._latest(_epoch(now))
+            # the live round is stamped when it is read, not when a long fill began
+            at = now + timedelta(seconds=_now_s() - t0)
+            snap, rejected = self._latest(_epoch(at))
             fetches = self.rg.fetches(snap, self._errors(snap))
-            yield Round(now, fetches, self.step, self.batch_id(now))
-            self._up(now, snap.samples, rejected, _now_s() - t0)
+            yield Round(at, fetches, self.step, self.batch_id(at))
+            self._up(at, snap.samples, rejected, _now_s() - t0)
         except PromDown as exc:
             self.log(f"{self.name} down: {exc}")
             self.health = Health(
