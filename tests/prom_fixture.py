@@ -11,6 +11,7 @@ A missing binary fails with the command that installs it (``make test`` runs
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -18,10 +19,17 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from telemetry.catalog import SAMPLE_COLUMNS
+from telemetry.replay.exporters import ExporterFarm
+from telemetry.store import Store
 from tests.conftest import free_port
+from tests.test_exporters import FarmThread, farm_sim, first_xid
 
 SCRAPE_INTERVAL_S = 1
 INSTALL = "apt-get install -y prometheus victoria-metrics (or: bash scripts/ensure-prometheus.sh)"
@@ -34,18 +42,34 @@ def binary(name: str) -> str:
     return path
 
 
-def scrape_config(targets_file: Path, interval_s: float = SCRAPE_INTERVAL_S) -> str:
-    return json.dumps(
-        {
-            "global": {"scrape_interval": f"{interval_s:g}s", "scrape_timeout": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "dcgm",
-                    "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
-                }
-            ],
+def scrape_config(
+    targets_file: Path, interval_s: float = SCRAPE_INTERVAL_S, remote_write: str | None = None,
+    token_file: Path | None = None,
+) -> str:
+    """A config scraping the file_sd targets as job ``dcgm``; with ``remote_write`` (a URL) the
+    DCGM series and target health are forwarded there, in small batches (a scrape is split
+    across requests), with the token in ``token_file`` as a bearer credential."""
+    doc: dict[str, Any] = {
+        "global": {"scrape_interval": f"{interval_s:g}s", "scrape_timeout": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "dcgm",
+                "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
+            }
+        ],
+    }
+    if remote_write:
+        keep = {"source_labels": ["__name__"], "regex": "DCGM_.*|up|scrape_duration_seconds",
+                "action": "keep"}  # fmt: skip
+        rw: dict[str, Any] = {
+            "url": remote_write,
+            "write_relabel_configs": [keep],
+            "queue_config": {"batch_send_deadline": "1s", "max_samples_per_send": 2000},
         }
-    )
+        if token_file:
+            rw["authorization"] = {"credentials_file": str(token_file)}
+        doc["remote_write"] = [rw]
+    return json.dumps(doc)
 
 
 class TsdbServer:
@@ -56,7 +80,14 @@ class TsdbServer:
         self.port = free_port()
         self.data = tmp / f"{kind}-data"
         self.config = tmp / f"{kind}.yml"
-        self.config.write_text(scrape_config(targets_file))
+        self.config.write_text(
+            scrape_config(
+                targets_file,
+                float(options.get("interval", SCRAPE_INTERVAL_S)),
+                remote_write=options.get("remote_write"),
+                token_file=Path(options["token_file"]) if "token_file" in options else None,
+            )
+        )
         self.log = tmp / f"{kind}.log"
         self.options = options
         self.proc: subprocess.Popen[bytes] | None = None
@@ -144,7 +175,7 @@ class TsdbServer:
             series = self.query('count(DCGM_FI_DEV_GPU_TEMP{job="dcgm"})')
             seen = int(float(series[0]["value"][1])) if series else 0
             if n == hosts_up and seen >= 8 * hosts_up:
-                time.sleep(2.5 * SCRAPE_INTERVAL_S)  # a second scrape of the same page
+                time.sleep(2.5 * float(self.options.get("interval", SCRAPE_INTERVAL_S)))
                 return
             time.sleep(0.5)
         raise RuntimeError(f"{self.kind}: {seen} GPU series after {timeout} s")
@@ -154,3 +185,56 @@ class TsdbServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+COLS = [c.name for c in SAMPLE_COLUMNS]
+
+
+def stored(path: Path, at: Any = None) -> dict[str, Any]:
+    """Everything the rounds (the round at ``at``) put in the store, keyed by what a user sees
+    (host, GPU, field)."""
+    when, args = (" WHERE ts = ?", [at]) if at is not None else ("", [])
+    with Store(str(path), read_only=True) as s:
+        samples = s.rows(
+            f"SELECT g.host, g.gpu, {', '.join('s.' + c for c in COLS)} "
+            "FROM gpu_samples s JOIN gpus g USING (gpu_id)" + when,
+            args,
+        )
+        extras = s.rows(
+            "SELECT g.host, g.gpu, e.field, e.value FROM gpu_samples_extra e JOIN gpus g "
+            "USING (gpu_id)" + when,
+            args,
+        )
+        gpus = s.rows(
+            "SELECT host, gpu, uuid, model, pci_bus_id, device, driver_version, hpc_job "
+            "FROM gpus"
+        )
+        xids = s.rows("SELECT host, gpu, xid FROM xid_events ORDER BY ALL")
+        targets = s.rows("SELECT target, up FROM targets WHERE target LIKE 'http%'")
+    return {
+        "samples": {(r[0], r[1]): tuple(_num(v) for v in r[2:]) for r in samples},
+        "extras": {(r[0], r[1], r[2]): _num(r[3]) for r in extras},
+        "gpus": {(r[0], r[1]): r[2:] for r in gpus},
+        "xids": xids,
+        "targets": dict(targets),
+    }
+
+
+def _num(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
+
+
+@pytest.fixture(scope="module", name="frozen_farm")
+def _frozen_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FarmThread, Path]]:
+    """dev-64 (seed 3) held at the moment its first XID shows, with a node in repair: the
+    pages do not change while the servers and the direct scrape read them."""
+    tmp = tmp_path_factory.mktemp("farm")
+    sim = farm_sim()
+    it = first_xid(sim, node_lost=False)
+    with FarmThread(ExporterFarm(sim, base_port=0)) as ft:
+        ft.step_to(it.t + 2 * sim.interval_s)
+        targets = tmp / "targets.json"
+        ft.farm.write_targets(str(targets))
+        yield ft, targets
+
+

@@ -6,71 +6,20 @@ marked down with its reason."""
 
 from __future__ import annotations
 
-import math
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.replay.exporters import ExporterFarm
 from telemetry.store import Store
 from tests.conftest import ROOT, cli, free_port
 from tests.faults import exporter_farm
-from tests.prom_fixture import TsdbServer
-from tests.test_exporters import FarmThread, farm_sim, first_xid
-
-COLS = [c.name for c in SAMPLE_COLUMNS]
-
-
-def stored(path: Path) -> dict[str, Any]:
-    """Everything a round put in the store, keyed by what a user sees (host, GPU, field)."""
-    with Store(str(path), read_only=True) as s:
-        samples = s.rows(
-            f"SELECT g.host, g.gpu, {', '.join('s.' + c for c in COLS)} "
-            "FROM gpu_samples s JOIN gpus g USING (gpu_id)"
-        )
-        extras = s.rows(
-            "SELECT g.host, g.gpu, e.field, e.value FROM gpu_samples_extra e JOIN gpus g "
-            "USING (gpu_id)"
-        )
-        gpus = s.rows(
-            "SELECT host, gpu, uuid, model, pci_bus_id, device, driver_version, hpc_job "
-            "FROM gpus"
-        )
-        xids = s.rows("SELECT host, gpu, xid FROM xid_events ORDER BY ALL")
-        targets = s.rows("SELECT target, up FROM targets WHERE target LIKE 'http%'")
-    return {
-        "samples": {(r[0], r[1]): tuple(_num(v) for v in r[2:]) for r in samples},
-        "extras": {(r[0], r[1], r[2]): _num(r[3]) for r in extras},
-        "gpus": {(r[0], r[1]): r[2:] for r in gpus},
-        "xids": xids,
-        "targets": dict(targets),
-    }
-
-
-def _num(v: Any) -> Any:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
-
-
-@pytest.fixture(scope="module")
-def frozen_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FarmThread, Path]]:
-    """dev-64 (seed 3) held at the moment its first XID shows, with a node in repair: the
-    pages do not change while the servers and the direct scrape read them."""
-    tmp = tmp_path_factory.mktemp("farm")
-    sim = farm_sim()
-    it = first_xid(sim, node_lost=False)
-    with FarmThread(ExporterFarm(sim, base_port=0)) as ft:
-        ft.step_to(it.t + 2 * sim.interval_s)
-        targets = tmp / "targets.json"
-        ft.farm.write_targets(str(targets))
-        yield ft, targets
+from tests.prom_fixture import TsdbServer, _frozen_farm, stored  # noqa: F401 (a fixture)
+from tests.test_exporters import FarmThread
 
 
 @pytest.mark.parametrize("kind", ["prometheus", "victoria-metrics"])
