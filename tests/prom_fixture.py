@@ -14,6 +14,7 @@ import json
 import math
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -94,7 +95,8 @@ class TsdbServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.options.get('prefix', '')}"
+        scheme = "https" if "web_config" in self.options else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.options.get('prefix', '')}"
 
     def args(self) -> list[str]:
         if self.kind == "prometheus":
@@ -133,6 +135,9 @@ class TsdbServer:
             try:
                 self.get(ready, raw=True)
                 return self
+            except urllib.error.URLError as exc:
+                if isinstance(exc.reason, ssl.SSLError):  # it answers, over TLS
+                    return self
             except urllib.error.HTTPError as exc:
                 if exc.code == 401:  # it answers; the test's own credentials are elsewhere
                     return self
@@ -238,3 +243,28 @@ def _frozen_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Far
         yield ft, targets
 
 
+
+
+def secured(tmp: Path, user: str, password: str) -> tuple[str, Path]:
+    """A Prometheus web config with TLS (a self-signed certificate for 127.0.0.1, made with
+    openssl) and basic auth (bcrypt hash); returns it and the CA file that verifies it."""
+    import bcrypt
+
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    web = tmp / "web.yml"
+    web.write_text(
+        json.dumps(
+            {
+                "tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
+                "basic_auth_users": {user: hashed},
+            }
+        )
+    )
+    return str(web), cert

@@ -18,7 +18,7 @@ import pytest
 from telemetry.store import Store
 from tests.conftest import ROOT, cli, free_port
 from tests.faults import exporter_farm
-from tests.prom_fixture import TsdbServer, _frozen_farm, stored  # noqa: F401 (a fixture)
+from tests.prom_fixture import TsdbServer, _frozen_farm, secured, stored  # noqa: F401
 from tests.test_exporters import FarmThread
 
 
@@ -46,6 +46,48 @@ def test_every_gpu_xid_and_value_of_a_direct_scrape_arrives_through_the_server(
     assert b["extras"] == a["extras"]
     assert a["xids"] and b["xids"] == a["xids"]
     assert b["targets"] == a["targets"] and list(a["targets"].values()).count(False) >= 1
+
+
+def test_tls_basic_auth_a_path_prefix_and_instant_queries(
+    frozen_farm: tuple[FarmThread, Path], tmp_path: Path
+) -> None:
+    """Prometheus behind TLS and basic auth, under ``/select/0/prometheus`` (where
+    VictoriaMetrics cluster serves a tenant): with the CA and the password file both live
+    paths (``/federate`` and instant queries, as Thanos Query and Mimir are read) store what a
+    direct scrape stores; a wrong password or an unknown CA is the source down, in words."""
+    ft, targets = frozen_farm
+    direct = tmp_path / "direct.duckdb"
+    r = cli("ingest", "--store", str(direct), "--once", "--targets-file", str(targets))
+    assert r.returncode == 0, r.stderr
+    a = stored(direct)
+    web, ca = secured(tmp_path, "ff", "s3cret")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("s3cret\n")
+    bad.write_text("guess\n")
+    prefix = "/select/0/prometheus"
+    with TsdbServer("prometheus", tmp_path, targets, web_config=web, prefix=prefix) as server:
+        assert server.url.startswith("https://") and server.url.endswith(prefix)
+        auth = ["--prometheus", server.url, "--prometheus-user", "ff"]
+        for mode in ("federate", "query"):
+            deadline = time.monotonic() + 60
+            while True:  # until the server has scraped every exporter twice
+                store = tmp_path / f"{mode}-{time.monotonic_ns()}.duckdb"
+                r = cli("ingest", "--store", str(store), "--once", *auth,
+                        "--prometheus-password-file", str(good), "--prometheus-ca-file", str(ca),
+                        "--prometheus-mode", mode)  # fmt: skip
+                assert r.returncode == 0, r.stderr
+                b = stored(store)
+                if b["samples"] == a["samples"] or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert b["samples"] == a["samples"] and b["gpus"] == a["gpus"]
+            assert b["extras"] == a["extras"] and b["xids"] == a["xids"]
+        wrong = ["--prometheus-password-file", str(bad), "--prometheus-ca-file", str(ca)]
+        r = cli("ingest", "--store", str(tmp_path / "x.duckdb"), "--once", *auth, *wrong)
+        assert r.returncode == 1 and "HTTP 401 Unauthorized" in r.stderr
+        r = cli("ingest", "--store", str(tmp_path / "y.duckdb"), "--once", *auth,
+                "--prometheus-password-file", str(good))  # fmt: skip
+        assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr
 
 
 def test_an_unreachable_server_is_a_source_down_with_its_reason(tmp_path: Path) -> None:
