@@ -48,6 +48,34 @@ def test_every_gpu_xid_and_value_of_a_direct_scrape_arrives_through_the_server(
     assert b["targets"] == a["targets"] and list(a["targets"].values()).count(False) >= 1
 
 
+@pytest.mark.parametrize("kind", ["prometheus", "victoria-metrics"])
+def test_a_since_backfill_stores_every_step_as_a_direct_scrape_would(
+    kind: str, frozen_farm: tuple[FarmThread, Path], tmp_path: Path
+) -> None:
+    """``--once --since 8s --interval 1``: the steps of the last 8 s from query_range, then
+    the live round; the farm holds still, so every round equals the direct scrape."""
+    ft, targets = frozen_farm
+    direct = tmp_path / "direct.duckdb"
+    r = cli("ingest", "--store", str(direct), "--once", "--targets-file", str(targets))
+    assert r.returncode == 0, r.stderr
+    a = stored(direct)
+    with TsdbServer(kind, tmp_path, targets) as server:
+        server.wait_scraped(sum(not ft.farm.sim.down(n) for n in range(ft.farm.sim.n_hosts)))
+        time.sleep(8)  # eight more seconds of history
+        store = tmp_path / "since.duckdb"
+        r = cli("ingest", "--store", str(store), "--once", "--prometheus", server.url,
+                "--since", "8s", "--interval", "1", "--timeout", "0.5")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    with Store(str(store), read_only=True) as s:
+        rounds = [t for (t,) in s.rows("SELECT DISTINCT ts FROM gpu_samples ORDER BY 1")]
+    assert len(rounds) >= 8  # the backfilled steps and the live round
+    assert sum(t.microsecond == 0 for t in rounds) >= 7  # steps on the query_range grid
+    for ts in rounds:
+        b = stored(store, ts)
+        assert b["samples"] == a["samples"] and b["extras"] == a["extras"], ts
+    assert stored(store)["xids"] == a["xids"]  # the XID once, from the first step
+
+
 def test_tls_basic_auth_a_path_prefix_and_instant_queries(
     frozen_farm: tuple[FarmThread, Path], tmp_path: Path
 ) -> None:
