@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8050
 
-.PHONY: setup demo test chromium lint bench reliability clean
+.PHONY: setup demo test chromium prometheus lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,11 @@ demo: setup
 chromium:
 	@bash scripts/ensure-chromium.sh
 
+prometheus:
+	@bash scripts/ensure-prometheus.sh
+
 ## Whole suite, Playwright UI tests in headless Chromium included (never skipped)
-test: setup chromium
+test: setup chromium prometheus
 	$(BIN)/python -m pytest
 
 lint: setup

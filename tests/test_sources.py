@@ -43,7 +43,7 @@ from telemetry.queries.targets import has_targets, target_alerts, target_health
 from telemetry.replay.runner import prepare, replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
-from tests.conftest import ExporterHandler
+from tests.conftest import ExporterHandler, free_port
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 NOW = datetime.utcnow().replace(microsecond=0)
@@ -99,12 +99,27 @@ def _cluster(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     return source, NOW
 
 
+def _prometheus(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
+    """A server that refuses: the source's own row says so (tests/test_prom_source.py reads
+    real Prometheus and VictoriaMetrics servers)."""
+    from telemetry.collect.prom_client import PromClient
+    from telemetry.collect.prom_source import PromServer, PromSource
+
+    url = f"http://127.0.0.1:{free_port()}"
+    source = PromSource([PromServer(PromClient(url), 15.0, log=print)], 15.0)
+    collect(source, StoreWriter(store), NOW)
+    (h,) = source.health()
+    assert not h.up and h.error and "connection refused" in h.error
+    return source, NOW
+
+
 ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "scrape": _scrape,
     "import": _import,
     "api": _api,
     "replay": _replay,
     "cluster": _cluster,
+    "prometheus": _prometheus,
 }
 
 
