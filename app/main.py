@@ -38,7 +38,9 @@ RANGE_OPTIONS = [
 
 _INDEX = """<!DOCTYPE html>
 <html lang="en" data-bs-theme="dark">
-<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}</head>
+<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}
+<script>try{if(localStorage.getItem("ff-theme")==="light")document.documentElement.setAttribute("data-bs-theme","light")}catch(e){}</script>
+</head>
 <body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body>
 </html>"""
 
@@ -72,10 +74,12 @@ def _navbar() -> dbc.Navbar:
                 class_name="ms-2 mb-0",
                 label_class_name="text-light",
             ),
-            dbc.Switch(
+            dbc.Switch(  # remembered in this browser (localStorage): reloads and links keep it
                 id="theme-switch",
                 label="Light",
                 value=False,
+                persistence=True,
+                persistence_type="local",
                 class_name="ms-1 mb-0",
                 label_class_name="text-light",
             ),
@@ -120,6 +124,7 @@ def _layout() -> html.Div:
             dcc.Interval(id="refresh", interval=REFRESH_MS),
             dcc.Store(id="view"),
             dcc.Store(id="theme-store"),
+            dcc.Store(id="export-run"),  # the shown run, for the names of CSV exports
             _navbar(),
             dbc.Container(
                 [
@@ -286,11 +291,19 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     def _live(on: bool) -> bool:
         return not on
 
+    # The theme is set on <html> (Bootstrap's colour mode) and kept in localStorage, which the
+    # page's <head> reads before anything is drawn: a light page does not flash dark on reload.
     app.clientside_callback(
-        "function(light){document.documentElement.setAttribute('data-bs-theme',"
-        " light ? 'light' : 'dark'); return light ? 'light' : 'dark';}",
+        "function(light){var t = light ? 'light' : 'dark';"
+        " document.documentElement.setAttribute('data-bs-theme', t);"
+        " try { localStorage.setItem('ff-theme', t); } catch (e) {} return t;}",
         Output("theme-store", "data"),
         Input("theme-switch", "value"),
+    )
+    app.clientside_callback(
+        "function(view){window.ffRun = (view && view.run) || null; return window.ffRun;}",
+        Output("export-run", "data"),
+        Input("view", "data"),
     )
 
 
