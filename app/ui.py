@@ -96,15 +96,17 @@ def export_name(id_: str) -> str:
     return EXPORT_NAMES.get(id_) or id_.removesuffix("-table")
 
 
-def _unbroken(df: pd.DataFrame, columns: dict[str, str]) -> list[dict[str, Any]]:
+def _unbroken(
+    df: pd.DataFrame, columns: dict[str, str], hidden: list[str]
+) -> list[dict[str, Any]]:
     """Per column, a minimum width that keeps its hyphenated words whole: a browser breaks a
     wrapped cell after a hyphen, which splits a date ("2026-" / "01-05") or a host name
     ("h100-" / "0004") over two lines. Words up to 16 characters are kept whole."""
     out = []
     for col in columns:
-        if col not in df.columns or df.empty or df[col].dtype.kind in "biuf":
+        if col not in df.columns or col in hidden or df.empty or df[col].dtype.kind in "biuf":
             continue
-        words = df[col].astype(str).str.split().explode()
+        words = df[col].astype(str).str.split().explode().dropna().astype(str)  # "" has none
         joined = words[words.str.contains("-", regex=False, na=False)].str.len()
         longest = min(int(joined.max()), 16) if len(joined) else 0
         if longest > 4:
@@ -150,7 +152,8 @@ def table(
     }
     dt = dash_table.DataTable(
         id=id_,
-        style_cell_conditional=_unbroken(df, columns),
+        # (a style for a hidden column stops DataTable from drawing at all)
+        style_cell_conditional=_unbroken(df, columns, kw.get("hidden_columns") or []),
         data=_rows(df, columns, row_id),
         columns=[{"name": h, "id": c} for c, h in columns.items()],
         page_size=page_size,

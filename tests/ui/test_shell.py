@@ -205,3 +205,58 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
         reply = json.loads(r.read())
     link = reply["response"]["url"]["hash"]
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
+
+
+def test_the_light_theme_stays_on_reload_and_in_opened_links(
+    page: Page, dev_server: Server
+) -> None:
+    # What the page looks like before the dashboard has drawn anything: no flash of dark.
+    page.add_init_script(
+        "document.addEventListener('DOMContentLoaded', () => {"
+        " window.__themeAtLoad = document.documentElement.dataset.bsTheme; });"
+    )
+    page.goto(dev_server.url + "/")
+    page.wait_for_function(FLEET_READY)
+    assert page.evaluate("window.__themeAtLoad") == "dark"
+    page.locator("#theme-switch").check()
+    page.wait_for_function("document.documentElement.dataset.bsTheme === 'light'")
+    page.reload()
+    assert page.evaluate("window.__themeAtLoad") == "light"
+    expect(page.locator("#theme-switch")).to_be_checked()
+    page.wait_for_function(
+        "() => document.querySelector('#ov-fleet .js-plotly-plot')?.layout?.template?.layout"
+        "?.paper_bgcolor === 'white'"
+    )
+    other = page.context.new_page()  # a link opened in another tab
+    other.add_init_script(
+        "document.addEventListener('DOMContentLoaded', () => {"
+        " window.__themeAtLoad = document.documentElement.dataset.bsTheme; });"
+    )
+    other.goto(dev_server.url + "/failures#run=dev-64-s1&range=6h")
+    expect(other.locator("#theme-switch")).to_be_checked()
+    assert other.evaluate("window.__themeAtLoad") == "light"
+    other.locator("#theme-switch").uncheck()  # and back to dark, which sticks too
+    other.wait_for_function("document.documentElement.dataset.bsTheme === 'dark'")
+    page.reload()
+    expect(page.locator("#theme-switch")).not_to_be_checked()
+    assert page.evaluate("window.__themeAtLoad") == "dark"
+
+
+@pytest.mark.parametrize(
+    ("table", "name", "header"),
+    [
+        ("fail-tax-table", "failures-taxonomy", "Category,Component,Run (n)"),
+        ("fail-xid-table", "failures-xids", "XID,Mnemonic,Meaning"),
+        ("fail-lemon-table", "failures-node-ranking", "#,Host,Rack"),
+    ],
+)
+def test_a_csv_export_is_named_after_what_it_holds(
+    page: Page, dev_server: Server, table: str, name: str, header: str
+) -> None:
+    page.goto(dev_server.url + "/failures")  # the run comes from the view, not the link
+    page.wait_for_selector(f"#{table} td")
+    with page.expect_download() as download:
+        page.locator(f"#{table} button.export").click()
+    assert download.value.suggested_filename == f"factoryfloor-{name}-dev-64-s1.csv"
+    text = open(download.value.path(), encoding="utf-8-sig").read()
+    assert text.startswith(header), text[:200]
