@@ -101,15 +101,18 @@ def _navbar() -> dbc.Navbar:
     )
 
 
-def _banner() -> html.Div:
-    if not data.is_simulated():
-        return html.Div(id="sim-banner")
+def _banner(run_id: str | None) -> Any:
+    """The "Simulated data" banner, for a replayed run only (it follows the run, not the
+    store: an imported real run beside a replay gets none)."""
+    description = data.run_simulation(run_id)
+    if description is None:
+        return []
     return dbc.Alert(
         [
             html.Strong("Simulated data. "),
-            "This store was filled by the Factory Floor replay engine, a seeded simulation of a "
+            "This run was produced by the Factory Floor replay engine, a seeded simulation of a "
             "training cluster, not by a real cluster. ",
-            html.Span(data.scenario_description()),
+            html.Span(description),
         ],
         id="sim-banner",
         color="warning",
@@ -128,7 +131,7 @@ def _layout() -> html.Div:
             _navbar(),
             dbc.Container(
                 [
-                    _banner(),
+                    html.Div(id="sim-banner-box"),
                     html.Div(id="last-updated", className="text-body-secondary small mb-2"),
                     dash.page_container,
                 ],
@@ -276,6 +279,12 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         view = data.clean_view(view)
         query = data.fragment(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
+
+    @app.callback(Output("sim-banner-box", "children"), Input("view", "data"))
+    def _sim_banner(view: dict[str, Any] | None) -> Any:
+        if view is None:  # the view is not set yet: no banner rather than the wrong one
+            return []
+        return _banner(data.clean_view(view).get("run"))
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
     def _updated(_n: int | None) -> str:

@@ -96,9 +96,7 @@ def export_name(id_: str) -> str:
     return EXPORT_NAMES.get(id_) or id_.removesuffix("-table")
 
 
-def _unbroken(
-    df: pd.DataFrame, columns: dict[str, str], hidden: list[str]
-) -> list[dict[str, Any]]:
+def _unbroken(df: pd.DataFrame, columns: dict[str, str], hidden: list[str]) -> list[dict[str, Any]]:
     """Per column, a minimum width that keeps its hyphenated words whole: a browser breaks a
     wrapped cell after a hyphen, which splits a date ("2026-" / "01-05") or a host name
     ("h100-" / "0004") over two lines. Words up to 16 characters are kept whole."""
