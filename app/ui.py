@@ -108,7 +108,8 @@ def _unbroken(df: pd.DataFrame, columns: dict[str, str], hidden: list[str]) -> l
         joined = words[words.str.contains("-", regex=False, na=False)].str.len()
         longest = min(int(joined.max()), 16) if len(joined) else 0
         if longest > 4:
-            out.append({"if": {"column_id": col}, "minWidth": f"{longest}ch"})
+            width = f"calc({longest}ch + 12px)"  # cells are border-box: the padding too
+            out.append({"if": {"column_id": col}, "minWidth": width})
     return out
 
 
