@@ -83,6 +83,20 @@ def scenario_description() -> str:
     return store().meta().get("scenario_description", "")
 
 
+def run_simulation(run_id: str | None) -> str | None:
+    """What the "Simulated data" banner says for the run on show, or None for a real run: a
+    store may hold a replay beside an imported run, and only the replayed run is simulated.
+    With no run at all, the store's own flag decides."""
+    if run_id is None:
+        return scenario_description() if is_simulated() else None
+    row = runs().set_index("run_id")
+    if run_id not in row.index or not bool(row.at[run_id, "simulated"]):
+        return None
+    meta = store().meta()
+    same = meta.get("scenario") == row.at[run_id, "scenario"]
+    return meta.get("scenario_description", "") if same else ""
+
+
 def runs() -> pd.DataFrame:
     return queries.runs(store())
 

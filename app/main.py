@@ -38,7 +38,9 @@ RANGE_OPTIONS = [
 
 _INDEX = """<!DOCTYPE html>
 <html lang="en" data-bs-theme="dark">
-<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}</head>
+<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}
+<script>try{if(localStorage.getItem("ff-theme")==="light")document.documentElement.setAttribute("data-bs-theme","light")}catch(e){}</script>
+</head>
 <body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body>
 </html>"""
 
@@ -72,10 +74,12 @@ def _navbar() -> dbc.Navbar:
                 class_name="ms-2 mb-0",
                 label_class_name="text-light",
             ),
-            dbc.Switch(
+            dbc.Switch(  # remembered in this browser (localStorage): reloads and links keep it
                 id="theme-switch",
                 label="Light",
                 value=False,
+                persistence=True,
+                persistence_type="local",
                 class_name="ms-1 mb-0",
                 label_class_name="text-light",
             ),
@@ -97,15 +101,18 @@ def _navbar() -> dbc.Navbar:
     )
 
 
-def _banner() -> html.Div:
-    if not data.is_simulated():
-        return html.Div(id="sim-banner")
+def _banner(run_id: str | None) -> Any:
+    """The "Simulated data" banner, for a replayed run only (it follows the run, not the
+    store: an imported real run beside a replay gets none)."""
+    description = data.run_simulation(run_id)
+    if description is None:
+        return []
     return dbc.Alert(
         [
             html.Strong("Simulated data. "),
-            "This store was filled by the Factory Floor replay engine, a seeded simulation of a "
+            "This run was produced by the Factory Floor replay engine, a seeded simulation of a "
             "training cluster, not by a real cluster. ",
-            html.Span(data.scenario_description()),
+            html.Span(description),
         ],
         id="sim-banner",
         color="warning",
@@ -120,10 +127,11 @@ def _layout() -> html.Div:
             dcc.Interval(id="refresh", interval=REFRESH_MS),
             dcc.Store(id="view"),
             dcc.Store(id="theme-store"),
+            dcc.Store(id="export-run"),  # the shown run, for the names of CSV exports
             _navbar(),
             dbc.Container(
                 [
-                    _banner(),
+                    html.Div(id="sim-banner-box"),
                     html.Div(id="last-updated", className="text-body-secondary small mb-2"),
                     dash.page_container,
                 ],
@@ -272,6 +280,12 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         query = data.fragment(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
 
+    @app.callback(Output("sim-banner-box", "children"), Input("view", "data"))
+    def _sim_banner(view: dict[str, Any] | None) -> Any:
+        if view is None:  # the view is not set yet: no banner rather than the wrong one
+            return []
+        return _banner(data.clean_view(view).get("run"))
+
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
     def _updated(_n: int | None) -> str:
         ext = data.extent()
@@ -286,11 +300,19 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     def _live(on: bool) -> bool:
         return not on
 
+    # The theme is set on <html> (Bootstrap's colour mode) and kept in localStorage, which the
+    # page's <head> reads before anything is drawn: a light page does not flash dark on reload.
     app.clientside_callback(
-        "function(light){document.documentElement.setAttribute('data-bs-theme',"
-        " light ? 'light' : 'dark'); return light ? 'light' : 'dark';}",
+        "function(light){var t = light ? 'light' : 'dark';"
+        " document.documentElement.setAttribute('data-bs-theme', t);"
+        " try { localStorage.setItem('ff-theme', t); } catch (e) {} return t;}",
         Output("theme-store", "data"),
         Input("theme-switch", "value"),
+    )
+    app.clientside_callback(
+        "function(view){window.ffRun = (view && view.run) || null; return window.ffRun;}",
+        Output("export-run", "data"),
+        Input("view", "data"),
     )
 
 

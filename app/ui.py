@@ -76,6 +76,43 @@ def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: str | None) -> list
     return shown.assign(id=df[row_id]).to_dict("records") if row_id else shown.to_dict("records")
 
 
+# What each table's CSV export is called (``factoryfloor-<name>-<run>.csv``, named in the
+# browser by assets/30-export.js); a table not listed is named after its id.
+EXPORT_NAMES = {
+    "ov-hot-table": "overview-hottest-gpus",
+    "ov-targets-table": "overview-sources-down",
+    "tr-spike-table": "training-loss-spikes",
+    "gpu-outlier-table": "gpus-outliers",
+    "fail-int-table": "failures-interruptions",
+    "fail-tax-table": "failures-taxonomy",
+    "fail-xid-table": "failures-xids",
+    "fail-lemon-table": "failures-node-ranking",
+    "ck-tiers-table": "checkpoints-tiers",
+    "ck-restores-table": "checkpoints-restores",
+}
+
+
+def export_name(id_: str) -> str:
+    return EXPORT_NAMES.get(id_) or id_.removesuffix("-table")
+
+
+def _unbroken(df: pd.DataFrame, columns: dict[str, str], hidden: list[str]) -> list[dict[str, Any]]:
+    """Per column, a minimum width that keeps its hyphenated words whole: a browser breaks a
+    wrapped cell after a hyphen, which splits a date ("2026-" / "01-05") or a host name
+    ("h100-" / "0004") over two lines. Words up to 16 characters are kept whole."""
+    out = []
+    for col in columns:
+        if col not in df.columns or col in hidden or df.empty or df[col].dtype.kind in "biuf":
+            continue
+        words = df[col].astype(str).str.split().explode().dropna().astype(str)  # "" has none
+        joined = words[words.str.contains("-", regex=False, na=False)].str.len()
+        longest = min(int(joined.max()), 16) if len(joined) else 0
+        if longest > 4:
+            width = f"calc({longest}ch + 12px)"  # cells are border-box: the padding too
+            out.append({"if": {"column_id": col}, "minWidth": width})
+    return out
+
+
 def table(
     id_: str,
     df: pd.DataFrame,
@@ -83,21 +120,39 @@ def table(
     page_size: int = 10,
     row_id: str | None = None,
     **kw: Any,
-) -> dash_table.DataTable:
+) -> html.Div:
     """An exportable (CSV), sortable table. ``columns`` maps frame column -> header with unit.
     Cell values are rendered as text by DataTable, so hostile strings stay inert. The user's
     sort and filter persist (per browser session) when a refresh redraws the table, as every
     live tick does. (The page does not: a page past the end of new data would show nothing.)
     With ``row_id`` (a column of ``df``) each row carries it as its id, so a click on a cell
-    names the row (``active_cell["row_id"]``)."""
+    names the row (``active_cell["row_id"]``).
+
+    Cells wrap at spaces in the page's own (proportional) font and nothing is cut with an
+    ellipsis: on a 1366 px laptop every column of every table stays readable inside its card
+    (tests/ui/test_fit.py)."""
     columns = columns or {c: c for c in df.columns}
     kw = {
         "persistence": True,
         "persistence_type": "session",
         "persisted_props": ["sort_by", "filter_query"],
     } | kw
-    return dash_table.DataTable(
+    cell = {
+        "backgroundColor": "var(--bs-body-bg)",
+        "color": "var(--bs-body-color)",
+        "fontFamily": "var(--bs-body-font-family)",
+        "fontSize": "0.8rem",
+        "textAlign": "left",
+        "padding": "3px 6px",
+        "whiteSpace": "normal",
+        "height": "auto",
+        "minWidth": "2.5rem",
+        "verticalAlign": "top",
+    }
+    dt = dash_table.DataTable(
         id=id_,
+        # (a style for a hidden column stops DataTable from drawing at all)
+        style_cell_conditional=_unbroken(df, columns, kw.get("hidden_columns") or []),
         data=_rows(df, columns, row_id),
         columns=[{"name": h, "id": c} for c, h in columns.items()],
         page_size=page_size,
@@ -105,24 +160,17 @@ def table(
         export_format="csv",
         export_headers="display",
         style_as_list_view=True,
-        style_table={"overflowX": "auto"},
+        style_table={"overflowX": "auto", "maxWidth": "100%"},
         style_header={
             "fontWeight": "600",
             "backgroundColor": "var(--bs-tertiary-bg)",
             "color": "var(--bs-body-color)",
+            "verticalAlign": "bottom",
         },
-        style_cell={
-            "backgroundColor": "var(--bs-body-bg)",
-            "color": "var(--bs-body-color)",
-            "fontSize": "0.85rem",
-            "textAlign": "left",
-            "padding": "4px 8px",
-            "maxWidth": "28rem",
-            "overflow": "hidden",
-            "textOverflow": "ellipsis",
-        },
+        style_cell=cell,
         **kw,
     )
+    return html.Div(dt, className="ff-table", **{"data-export": export_name(id_)})
 
 
 # Replies of page callbacks, per store version. A page callback is a pure function of its

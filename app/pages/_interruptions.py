@@ -22,16 +22,19 @@ COLUMNS = {
     "time": "Start (UTC)",
     "component": "Component",
     "category": "Category",
-    "source": "Source",
-    "confidence_text": "Confidence",
+    "source_text": "Source",  # with the inference's confidence: "inferred (90 %)"
     "restored": "Restored from",
     "lost_steps_text": "Lost steps",
     "downtime_min": "Down (min)",
     "host": "Host",
     "corrected": "Corrected",
     "evidence_n": "Evidence",
+    # Hidden on the page (in the Source column, the selected run, the evidence panel), all
+    # in the CSV export:
+    "source": "Source (kind)",
+    "confidence_text": "Confidence",
     "run_id": "Run",
-    "evidence_text": "Evidence lines",  # hidden on the page, in the CSV export
+    "evidence_text": "Evidence lines",
 }
 ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "context": "secondary"}
 
@@ -105,7 +108,8 @@ def section() -> dbc.Row:
                     ),
                     class_name="h-100",
                 ),
-                lg=7,
+                xl=8,  # its columns need ~900 px: the evidence goes beside it from 1200 px
+                xxl=7,
             ),
             dbc.Col(
                 dbc.Card(
@@ -123,7 +127,8 @@ def section() -> dbc.Row:
                     ),
                     class_name="h-100",
                 ),
-                lg=5,
+                xl=4,
+                xxl=5,
             ),
             dcc.Store(id="fail-selected"),
             dcc.Store(id="fail-labelled", data=0),
@@ -143,6 +148,10 @@ def _rows(df: pd.DataFrame) -> pd.DataFrame:
         time=pd.to_datetime(df["ts"]).dt.strftime("%Y-%m-%d %H:%M:%S"),
         confidence_text=[
             "–" if pd.isna(c) else f"{float(c) * 100:.0f} %" for c in df["confidence"]
+        ],
+        source_text=[
+            str(s) if pd.isna(c) else f"{s} ({float(c) * 100:.0f} %)"
+            for s, c in zip(df["source"], df["confidence"], strict=True)
         ],
         restored=[
             _restored(t, s) for t, s in zip(df["restored_tier"], df["restored_step"], strict=True)
@@ -170,13 +179,17 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
     df = data.interruption_list(data.run_of(view), tr)
     if df.empty:
         return dbc.Alert("No interruptions in this range.", color="secondary", class_name="mb-0")
+    rows = _rows(df)
+    hidden = ["source", "confidence_text", "run_id", "evidence_text"]
+    if not rows["corrected"].astype(bool).any():
+        hidden.append("corrected")  # an empty column costs a laptop screen ~90 px
     return table(
         "fail-int-table",
-        _rows(df),
+        rows,
         COLUMNS,
         page_size=8,
         row_id="key",
-        hidden_columns=["evidence_text"],
+        hidden_columns=hidden,
         export_columns="all",
         css=[
             {"selector": ".show-hide", "rule": "display: none"},

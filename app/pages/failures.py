@@ -89,8 +89,9 @@ def layout(**_query: str) -> html.Div:
             ),
             dbc.Row(
                 [
-                    dbc.Col(_section("XIDs in this range, decoded", "", "fail-xid"), lg=7),
-                    dbc.Col(_section('Bad-node ("lemon") ranking', "", "fail-lemon"), lg=5),
+                    # Side by side only on wide screens: each has 9-10 columns to show whole.
+                    dbc.Col(_section("XIDs in this range, decoded", "", "fail-xid"), xxl=7),
+                    dbc.Col(_section('Bad-node ("lemon") ranking', "", "fail-lemon"), xxl=5),
                 ],
                 class_name="g-2 mb-2",
             ),

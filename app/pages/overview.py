@@ -87,7 +87,29 @@ def _alerts(df: Any) -> html.Div:
     )
 
 
-def _fleet_cards(fleet: dict[str, Any]) -> list[Any]:
+def _range_util(series: Any) -> float | None:
+    """The fleet's mean utilization over the range shown (weighted by GPUs reporting)."""
+    if series.empty or "util_avg" not in series:
+        return None
+    ok = series.dropna(subset=["util_avg"])
+    gpus = ok["gpus"].astype(float).sum()
+    return float((ok["util_avg"] * ok["gpus"]).sum() / gpus) if gpus else None
+
+
+def _util_sub(fleet: dict[str, Any], series: Any) -> str:
+    """Beside the value now: why it may read 0 % (every reporting GPU idle, as while a job
+    restarts) and the mean over the range, so one instant is not read as the whole picture."""
+    parts = []
+    if fleet.get("reporting") and fleet.get("idle") == fleet["reporting"]:
+        parts.append(f"all {fleet['reporting']:,} reporting GPUs idle now")
+    mean = _range_util(series)
+    if mean is not None:
+        parts.append(f"{mean:.1f} % over the range")
+    parts.append("hottest GPU " + _or_dash(fleet.get("temp_max"), "{:.0f} °C"))
+    return " · ".join(parts)
+
+
+def _fleet_cards(fleet: dict[str, Any], series: Any) -> list[Any]:
     return [
         card(
             "GPUs reporting",
@@ -99,7 +121,7 @@ def _fleet_cards(fleet: dict[str, Any]) -> list[Any]:
         card(
             "Fleet utilization",
             _or_dash(fleet.get("util_avg"), "{:.1f} %"),
-            "hottest GPU " + _or_dash(fleet.get("temp_max"), "{:.0f} °C"),
+            _util_sub(fleet, series),
             "ov-util",
         ),
         card(
@@ -235,7 +257,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     ints = data.interruptions(run_id, tr)
     series = data.fleet_series(tr)
     rev = data.revision(view)
-    cards = _fleet_cards(data.fleet_latest())
+    cards = _fleet_cards(data.fleet_latest(), series)
     if run_id is None:
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""

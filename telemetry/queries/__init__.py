@@ -130,11 +130,25 @@ def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
     return Latest(sample, newest, bool(all_down))
 
 
+# Each GPU's newest sample within one sample interval of the newest sample anywhere: the fleet
+# "now". Not the samples stamped with the newest time alone: with several ingest daemons (or a
+# round delivered in parts) the newest round holds only part of the fleet, and the Overview
+# then read, say, a spare node's idle GPUs as the whole fleet's utilization (0.0 %).
+_NOW = """SELECT * FROM gpu_samples
+          WHERE ts > CAST(? AS TIMESTAMP) - to_microseconds(?) AND ts <= CAST(? AS TIMESTAMP)
+          QUALIFY row_number() OVER (PARTITION BY gpu_id ORDER BY ts DESC) = 1"""
+
+
+def _now_params(store: Store, last: datetime | None) -> list[object]:
+    return [last, int(store.sample_interval_s() * 1e6), last]
+
+
 def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
-    """The newest round: GPUs reporting vs expected, health classes (``healthy``: neither
-    ``degraded`` nor ``idle``), power, hottest. If the newest scrape rounds found every exporter
-    down, nobody is reporting: all GPUs are silent (and ``last_sample`` says since when), not
-    the values of the last round that answered."""
+    """The fleet now: GPUs reporting vs expected, health classes (``healthy``: neither
+    ``degraded`` nor ``idle``), power, hottest, from each GPU's newest sample within one
+    sample interval of the newest (see ``_NOW``). If the newest scrape rounds found every
+    exporter down, nobody is reporting: all GPUs are silent (and ``last_sample`` says since
+    when), not the values of the last round that answered."""
     last, now, all_down = latest_sample_and_round(store)
     expected = store.scalar("SELECT count(*) FROM gpus")
     if last is None or all_down:  # no GPU samples now (or a store of training jobs alone)
@@ -150,13 +164,14 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
             "failed": n,
         }
     (row,) = store.rows(
-        """SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
+        f"""WITH s AS ({_NOW})
+           SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
                   count(*) FILTER (WHERE temp_c >= ? OR sm_clock_mhz < 0.85 * (
-                      SELECT max(sm_clock_mhz) FROM gpu_samples WHERE ts = ?)
+                      SELECT max(sm_clock_mhz) FROM s)
                       AND util_pct > ?),
                   count(*) FILTER (WHERE util_pct < ?)
-           FROM gpu_samples WHERE ts = ?""",
-        [HOT_C, last, BUSY_PCT, IDLE_PCT, last],
+           FROM s""",
+        [*_now_params(store, last), HOT_C, BUSY_PCT, IDLE_PCT],
     )
     reporting, degraded, idle = int(row[0]), int(row[4]), int(row[5])
     return {
@@ -175,19 +190,20 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
 
 
 def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
-    """The hottest GPUs of the newest round; none while every exporter is down (the last
-    temperatures seen are not the current ones)."""
+    """The hottest GPUs now (each GPU's newest sample, as in ``fleet_latest``); none while
+    every exporter is down (the last temperatures seen are not the current ones)."""
     last, _, all_down = latest_sample_and_round(store)
     if all_down:
         last = None  # matches no row: the table shows its empty state
     return store.df(
-        """SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
+        f"""WITH s AS ({_NOW})
+           SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
                   round(s.util_pct::DOUBLE, 1) AS util_pct,
                   round(s.sm_clock_mhz::DOUBLE) AS sm_clock_mhz,
                   round(s.power_w::DOUBLE, 1) AS power_w
-           FROM gpu_samples s JOIN gpus g USING (gpu_id)
-           WHERE s.ts = ? ORDER BY s.temp_c DESC LIMIT ?""",
-        [last, int(limit)],
+           FROM s JOIN gpus g USING (gpu_id)
+           ORDER BY s.temp_c DESC, g.host, g.gpu LIMIT ?""",
+        [*_now_params(store, last), int(limit)],
     )
 
 

@@ -4,7 +4,7 @@ axis titles, and notes are not cut off at the chart's edge."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.conftest import Server, collect_errors
 
@@ -59,3 +59,22 @@ def test_charts_are_readable_at_1366_px(page: Page, dev_server: Server, path: st
     page.wait_for_function(SETTLED, timeout=30000)
     assert page.evaluate(CLASHES) == []
     assert errors == [], errors
+
+
+def test_fleet_utilization_now_is_read_with_its_reason_and_the_range(
+    page: Page, dev_server: Server
+) -> None:
+    """The dev-64 store ends four minutes into a restart after a node was lost: every GPU
+    still reporting idles, so the fleet's utilization now is a true 0.0 %. The card says so,
+    and gives the range's mean beside it, instead of a bare "0.0 %" (the README's headline
+    screenshot)."""
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
+    util = page.locator("#ov-util")
+    expect(util).to_have_text("0.0 %", timeout=30000)
+    sub = page.locator("#ov-util + div")
+    expect(sub).to_contain_text("all 72 reporting GPUs idle now")
+    mean = float(sub.inner_text().split("·")[1].split("%")[0])
+    assert 60 < mean < 90, sub.inner_text()
+    page.goto(dev_server.url + "/#run=dev-64-s1&from=2026-01-05T10:00:00&to=2026-01-05T11:00:00")
+    expect(sub).to_contain_text("% over the range")
+    expect(sub).not_to_contain_text(f"{mean:.1f} %")  # the mean follows the range

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
-from tests.conftest import Server, start_server
+from tests.conftest import Server, build_store, cli, start_server
 from tests.ui.test_overview import FLEET_READY, FLEET_X, _span_s
 
 
@@ -205,3 +205,101 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
         reply = json.loads(r.read())
     link = reply["response"]["url"]["hash"]
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
+
+
+def test_the_light_theme_stays_on_reload_and_in_opened_links(
+    page: Page, dev_server: Server
+) -> None:
+    # What the page looks like before the dashboard has drawn anything: no flash of dark.
+    page.add_init_script(
+        "document.addEventListener('DOMContentLoaded', () => {"
+        " window.__themeAtLoad = document.documentElement.dataset.bsTheme; });"
+    )
+    page.goto(dev_server.url + "/")
+    page.wait_for_function(FLEET_READY)
+    assert page.evaluate("window.__themeAtLoad") == "dark"
+    page.locator("#theme-switch").check()
+    page.wait_for_function("document.documentElement.dataset.bsTheme === 'light'")
+    page.reload()
+    assert page.evaluate("window.__themeAtLoad") == "light"
+    expect(page.locator("#theme-switch")).to_be_checked()
+    page.wait_for_function(
+        "() => document.querySelector('#ov-fleet .js-plotly-plot')?.layout?.template?.layout"
+        "?.paper_bgcolor === 'white'"
+    )
+    other = page.context.new_page()  # a link opened in another tab
+    other.add_init_script(
+        "document.addEventListener('DOMContentLoaded', () => {"
+        " window.__themeAtLoad = document.documentElement.dataset.bsTheme; });"
+    )
+    other.goto(dev_server.url + "/failures#run=dev-64-s1&range=6h")
+    expect(other.locator("#theme-switch")).to_be_checked()
+    assert other.evaluate("window.__themeAtLoad") == "light"
+    other.locator("#theme-switch").uncheck()  # and back to dark, which sticks too
+    other.wait_for_function("document.documentElement.dataset.bsTheme === 'dark'")
+    page.reload()
+    expect(page.locator("#theme-switch")).not_to_be_checked()
+    assert page.evaluate("window.__themeAtLoad") == "dark"
+
+
+@pytest.mark.parametrize(
+    ("table", "name", "header"),
+    [
+        ("fail-tax-table", "failures-taxonomy", "Category,Component,Run (n)"),
+        ("fail-xid-table", "failures-xids", "XID,Mnemonic,Meaning"),
+        ("fail-lemon-table", "failures-node-ranking", "#,Host,Rack"),
+    ],
+)
+def test_a_csv_export_is_named_after_what_it_holds(
+    page: Page, dev_server: Server, table: str, name: str, header: str
+) -> None:
+    page.goto(dev_server.url + "/failures")  # the run comes from the view, not the link
+    page.wait_for_selector(f"#{table} td")
+    with page.expect_download() as download:
+        page.locator(f"#{table} button.export").click()
+    assert download.value.suggested_filename == f"factoryfloor-{name}-dev-64-s1.csv"
+    text = open(download.value.path(), encoding="utf-8-sig").read()
+    assert text.startswith(header), text[:200]
+
+
+@pytest.fixture(scope="module")
+def mixed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A replayed dev-64 run and, beside it, a real run imported from its metrics file."""
+    import json
+
+    tmp = tmp_path_factory.mktemp("mixed")
+    path = build_store(tmp / "mixed.duckdb", seed=1, days=0.25)
+    metrics = tmp / "atlas.jsonl"
+    metrics.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "run": "atlas-real",
+                    "step": 10 * i,
+                    "loss": 3.0 - i / 100,
+                    "ts": f"2026-01-05T0{i // 60}:{i % 60:02d}:00Z",
+                }
+            )
+            + "\n"
+            for i in range(120)
+        )
+    )
+    r = cli("import", "--store", str(path), str(metrics))
+    assert r.returncode == 0, r.stderr
+    server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
+    yield server
+    server.stop()
+
+
+def test_the_simulated_banner_follows_the_run(page: Page, mixed_server: Server) -> None:
+    page.goto(mixed_server.url + "/#run=dev-64-s1")
+    expect(page.locator("#sim-banner")).to_contain_text("Simulated data")
+    _pick(page, "run-select", "atlas-real")
+    expect(page.locator("#run-select")).to_contain_text("atlas-real")
+    expect(page.locator("#sim-banner")).to_have_count(0)
+    page.goto(mixed_server.url + "/failures#run=atlas-real")  # a link to the real run
+    expect(page.locator("#run-select")).to_contain_text("atlas-real")
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("body")).not_to_contain_text("Simulated data")
+    _pick(page, "run-select", "dev-64 (seed 1)")
+    expect(page.locator("#sim-banner")).to_contain_text("A small development cluster")
