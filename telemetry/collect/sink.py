@@ -192,6 +192,8 @@ class StoreSink:
         ids, new_keys, nodes, gpus = self._register(rows)
         xid_state, xid_events = self._xids(ts, rows, ids)
         seen = self._staleness(up, scrapes)
+        if ts == self._newest:  # a part of the round written last (a split round): the
+            seen = {**self._seen, **seen}  # other parts' targets keep their counts
         health = self._health(ts, fetches, scrapes, rows, seen)
         batch: dict[str, pa.Table | pd.DataFrame] = {}
         if nodes.num_rows:
