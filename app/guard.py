@@ -22,6 +22,7 @@ import html
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +39,7 @@ _throttle = LogThrottle(log)
 MAX_DASH_BODY = 1024 * 1024
 MAX_PATTERN_ITEMS = 10_000  # components one pattern input may match
 COOKIE = "ff_session"
+_OWN_BODIES = ("ingest_api", "factoryfloor_labels")  # blueprints that read their own bodies
 _CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
     "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
@@ -111,8 +113,10 @@ def install(server: Flask, token: str | None) -> None:
 
     @server.before_request
     def _guard() -> Response | None:
-        # The ingest API checks its own bodies (larger limits, its own JSON errors).
-        posted = request.blueprint != "ingest_api" and request.method in ("POST", "PUT", "PATCH")
+        # The ingest and corrections APIs check their own bodies (their own limits and JSON
+        # errors), after taking a write slot: a slow body then holds a slot, and the cap on
+        # writes in flight bounds how many can (reading it here would bypass the cap).
+        posted = request.blueprint not in _OWN_BODIES and request.method in ("POST", "PUT", "PATCH")
         if posted and (refused := _body_refused()):
             return refused
         if refused := unauthorised():
@@ -176,6 +180,9 @@ def install_envelope_check(server: Flask, callback_map: Callable[[], Mapping[str
     # Run by ``install``'s guard after the size, token and JSON checks (a body is never read
     # before its length is known to be within the limit).
     server.config[_CALLBACKS] = callback_map
+    pages = logging.getLogger("factoryfloor.app")  # app.ui logs a failed page callback there
+    if not any(isinstance(f, OneLine) for f in pages.filters):
+        pages.addFilter(OneLine(LogThrottle(pages)))
 
     @server.errorhandler(Exception)
     def _failed(exc: Exception) -> Response:
@@ -193,6 +200,29 @@ def install_envelope_check(server: Flask, callback_map: Callable[[], Mapping[str
             return _error(400, f"the callback cannot answer these inputs ({kind})")
         _throttle(logging.ERROR, kind, f"request {request.path[:200]} failed: {kind}", exc)
         return _error(500, "internal error")
+
+
+class OneLine(logging.Filter):
+    """A logged traceback told in one line (its first line, the exception, and where it was
+    raised), and each kind of line rate-limited (``LogThrottle``): a page callback that fails
+    on every crafted request would otherwise log a whole traceback for each."""
+
+    def __init__(self, throttle: LogThrottle) -> None:
+        super().__init__()
+        self.throttle = throttle
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        head = lines[0] if lines else ""
+        if len(lines) > 1:
+            at = [ln.strip() for ln in lines if ln.lstrip().startswith('File "')]
+            where = f" ({at[-1]})" if at else ""
+            record.msg, record.args = f"{head} {lines[-1].strip()}{where}", None
+            record.exc_info = record.exc_text = None
+        return self.throttle.allow(f"{record.name}:{head[:100]}", record.levelno)
 
 
 def envelope_problem(body: Any, callbacks: Mapping[str, Any]) -> str | None:

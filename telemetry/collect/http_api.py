@@ -29,6 +29,7 @@ import logging
 import re
 import threading
 import time
+import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -73,19 +74,28 @@ RECORD_ENDPOINTS = {
 class LogThrottle:
     """At most ``burst`` lines per kind of event every ``window_s`` seconds, then one line
     saying how many like it were left out: a burst of bad requests (or one bug hit by every
-    request) costs the log a few lines, not one per request. A traceback is logged once per
-    kind (``exc_info``), so a real bug stays diagnosable."""
+    request) costs the log a few lines, not one per request. An exception is told in the same
+    one line, with where it was raised (file:line) and its message, never a traceback."""
 
     def __init__(self, logger: logging.Logger, burst: int = 5, window_s: float = 60.0) -> None:
         self.logger, self.burst, self.window_s = logger, burst, window_s
         self._mutex = threading.Lock()
         self._windows: dict[str, tuple[float, int]] = {}  # kind -> (window start, events)
-        self._traced: set[str] = set()
 
     def __call__(
         self, level: int, kind: str, message: str, exc: BaseException | None = None
     ) -> bool:
         """Log ``message`` unless ``kind`` is over its budget; whether it was logged."""
+        if not self.allow(kind, level):
+            return False
+        if exc is not None:
+            message += f" {where(exc)}"
+        self.logger.log(level, "%s", message.replace("\n", " "))
+        return True
+
+    def allow(self, kind: str, level: int = logging.WARNING) -> bool:
+        """Count one event of ``kind``; whether it is within the budget (a new window first
+        logs how many of the last one were left out)."""
         now = time.monotonic()
         with self._mutex:
             start, n = self._windows.get(kind, (now, 0))
@@ -93,19 +103,21 @@ class LogThrottle:
                 if n > self.burst:
                     self.logger.log(
                         level, "%d more like %r in %.0f s not logged", n - self.burst,
-                        kind, now - start,
+                        kind[:120], now - start,
                     )  # fmt: skip
                 start, n = now, 0
             self._windows[kind] = (start, n + 1)
-            if len(self._windows) > 1024:  # kinds come from exception types: few, but bounded
+            if len(self._windows) > 1024:  # kinds are few (exception types), but bounded
                 self._windows.pop(next(iter(self._windows)))
-            trace = exc is not None and kind not in self._traced and len(self._traced) < 256
-            if trace:
-                self._traced.add(kind)
-        if n >= self.burst:
-            return False
-        self.logger.log(level, message, exc_info=exc if trace else None)
-        return True
+        return n < self.burst
+
+
+def where(exc: BaseException) -> str:
+    """``at file:line (message)`` of the innermost frame that raised ``exc``: enough to find a
+    bug from one log line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f"at {frames[-1].filename}:{frames[-1].lineno} " if frames else ""
+    return f"{at}({str(exc)[:200]})"
 
 
 @dataclass(frozen=True)
