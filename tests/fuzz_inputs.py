@@ -24,7 +24,7 @@ from telemetry.collect.wire import CONTENT_TYPE, FORMAT
 from tests.callback_fuzz import HOSTILE
 
 BUDGET_VAR = "FACTORYFLOOR_FUZZ_EXAMPLES"
-CI_BUDGET = 2_400  # generated inputs in all, in a default run (well under a minute)
+CI_BUDGET = 1_500  # generated inputs in all, in a default run (under a minute)
 
 
 def budget() -> int:
@@ -49,7 +49,7 @@ _scalars = (
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=24)
-    | st.sampled_from(HOSTILE[:-1])  # the 100 kB string costs too much per example
+    | st.sampled_from([*HOSTILE[:-1], "\udcff", "a\x00b"])  # not the 100 kB one: too slow
 )
 json_values = st.recursive(
     _scalars,
