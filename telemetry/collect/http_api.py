@@ -18,7 +18,12 @@ or 5xx status):
 
 With a token configured every request needs ``Authorization: Bearer <token>`` (401 otherwise).
 Bodies must declare their length and stay under the endpoint's limit (411, 413); JSON must be
-UTF-8 and nested no deeper than any record needs (400).
+UTF-8 and nested no deeper than any record needs (400). At most ``Limits.max_writes`` writes
+are in flight at once; one more is answered 429 with ``Retry-After`` (a 503 carries one too).
+A round over the decoded bound is answered 413 with ``max_decoded_bytes``: the forwarder then
+stores it in parts per target group (``wire.encode_parts``) instead of losing it. Every error
+is a short JSON reason, never a traceback; the log gets one line per kind of failure, a few
+times a minute at most (``LogThrottle``).
 """
 
 from __future__ import annotations
