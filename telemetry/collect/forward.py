@@ -136,8 +136,10 @@ class Forwarder:
                 f": {reply['error']}" if reply.get("error") else f" {exc.reason}"
             )
             bound = reply.get("max_decoded_bytes")
-            if exc.code == 413 and isinstance(bound, int) and self._split(item, body, bound):
-                return "split"
+            if exc.code == 413 and isinstance(bound, int):
+                split = self._split(item, body, bound)
+                if split is not None:
+                    return "split" if split else "retry"
             if exc.code in PERMANENT:
                 dest = self.spool.reject(item)
                 self.rejected += 1
@@ -149,19 +151,22 @@ class Forwarder:
             self._failed(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
             return "retry"
 
-    def _split(self, item: Spooled, body: bytes, bound: int) -> bool:
+    def _split(self, item: Spooled, body: bytes, bound: int) -> bool | None:
         """Re-spool a round the server found too large as parts within ``bound``, then drop
-        it; False when it cannot be split (one target alone is over the bound)."""
+        it (True); None when it cannot be split (one target alone is over the bound); False
+        when the spool has no room for the parts: the round stays, to be split again later
+        (the parts spooled so far have the same ids then, and are stored once)."""
         try:
             ts, interval, fetches = decode_round(body, max(bound, len(body) * 1100))
         except WireError:
-            return False
+            return None
         parts = encode_parts(ts, fetches, interval, bound)
         if len(parts) < 2:
-            return False
+            return None
         for n, part in enumerate(parts, 1):
             if self.spool.put(part, _part_id(item.batch_id, n, len(parts))) is None:
-                return False  # spool full: the whole round stays and is split again later
+                self._failed(f"spool full while splitting batch {item.batch_id}")
+                return False
         self.spool.ack(item)
         self.split += 1
         self.log(
