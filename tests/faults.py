@@ -122,7 +122,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    """Wait for ``url`` to answer; on failure ``proc`` is killed (no orphan holds the store).
+    Minutes, not seconds: on a loaded 2-core machine a server's start has taken over 60 s."""
+    try:
+        _wait_http(url, proc, timeout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
