@@ -264,10 +264,16 @@ def rounds(draw: st.DrawFn, refused_only: bool = False) -> Sent:
     if not broken:
         return Sent("/api/v1/scrape", gzip.compress(_dumps(doc)), headers)
     how = draw(st.sampled_from(["field", "fetch", "json", "gzip", "header"]))
-    if how == "field":
-        doc[draw(st.sampled_from(["format", "ts", "interval_s", "fetches"]))] = draw(
-            json_values.filter(lambda v: v != 15.0 and not isinstance(v, list))
-        )
+    if how == "field":  # a value each field refuses (an odd but valid one is not "broken")
+        bad_field = {
+            "format": json_values.filter(lambda v: v != FORMAT),
+            "ts": st.sampled_from([None, 5, "", "yesterday", "2026-13-01T00:00:00",
+                                   "1999-01-01T00:00:00", "2026-01-01T00:00:00+02:00"]),
+            "interval_s": st.sampled_from([None, "15", True, 0, 0.05, -1, 86401, 1e308]),
+            "fetches": json_values.filter(lambda v: not isinstance(v, list)),
+        }  # fmt: skip
+        key = draw(st.sampled_from(sorted(bad_field)))
+        doc[key] = draw(bad_field[key])
     elif how == "fetch":
         key = draw(st.sampled_from(["url", "labels", "text", "duration_s", "status"]))
         bad = {"url": st.sampled_from(["", "ftp://x", "http://", 5]), "labels": st.just([1]),
