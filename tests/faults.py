@@ -330,9 +330,12 @@ def kill_server_cycles(tmp: Path, targets: list[str], cycles: int, seed: int = 0
         daemon.wait(timeout=30)
     drain_log = tmp / "ks-drain.log"
     drain = spawn([*ingest, "--once", "--timeout", "0.3"], drain_log)
-    drain.wait(timeout=600)  # the spool of every cycle; minutes on a loaded machine
-    srv.terminate()
-    srv.wait(timeout=30)
+    try:
+        drain.wait(timeout=600)  # the spool of every cycle; minutes on a loaded machine
+    finally:
+        drain.kill()  # no-op when it finished; no orphan holding the spool when it did not
+        srv.terminate()
+        srv.wait(timeout=30)
     return verdict(store, acknowledged(daemon_log, drain_log), cycles, mid_write)
 
 
