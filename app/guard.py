@@ -22,17 +22,24 @@ import html
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from dash.exceptions import DependencyException
 from flask import Flask, Response, redirect, request
 from werkzeug.exceptions import HTTPException
 
+from telemetry.collect.http_api import LogThrottle
+
 log = logging.getLogger("factoryfloor.guard")
+_throttle = LogThrottle(log)
 
 MAX_DASH_BODY = 1024 * 1024
+MAX_PATTERN_ITEMS = 10_000  # components one pattern input may match
 COOKIE = "ff_session"
+_OWN_BODIES = ("ingest_api", "factoryfloor_labels")  # blueprints that read their own bodies
 _CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
     "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
@@ -106,8 +113,10 @@ def install(server: Flask, token: str | None) -> None:
 
     @server.before_request
     def _guard() -> Response | None:
-        # The ingest API checks its own bodies (larger limits, its own JSON errors).
-        posted = request.blueprint != "ingest_api" and request.method in ("POST", "PUT", "PATCH")
+        # The ingest and corrections APIs check their own bodies (their own limits and JSON
+        # errors), after taking a write slot: a slow body then holds a slot, and the cap on
+        # writes in flight bounds how many can (reading it here would bypass the cap).
+        posted = request.blueprint not in _OWN_BODIES and request.method in ("POST", "PUT", "PATCH")
         if posted and (refused := _body_refused()):
             return refused
         if refused := unauthorised():
@@ -164,29 +173,71 @@ def _envelope_refused(server: Flask) -> Response | None:
 def install_envelope_check(server: Flask, callback_map: Callable[[], Mapping[str, Any]]) -> None:
     """Answer a callback request that is not a callback envelope, or names an output no
     callback has, with 400 and a short JSON reason, before Dash sees it (Dash answers those
-    with a 500 and logs a traceback for each); anything that still fails in a callback
-    request is a JSON 500 without details."""
+    with a 500 and logs a traceback for each). A callback that fails on the values it was
+    sent is a 400 too; anything else that fails is a JSON 500 without details. Either is
+    logged in one line, rate-limited (``LogThrottle``)."""
 
     # Run by ``install``'s guard after the size, token and JSON checks (a body is never read
     # before its length is known to be within the limit).
     server.config[_CALLBACKS] = callback_map
+    pages = logging.getLogger("factoryfloor.app")  # app.ui logs a failed page callback there
+    if not any(isinstance(f, OneLine) for f in pages.filters):
+        pages.addFilter(OneLine(LogThrottle(pages)))
 
     @server.errorhandler(Exception)
     def _failed(exc: Exception) -> Response:
         if isinstance(exc, HTTPException):
             return exc  # type: ignore[return-value]  # 404, 405...: Flask's own answer
-        log.error("request %s failed: %s", request.path, type(exc).__name__)
+        kind = type(exc).__name__
+        if isinstance(exc, DependencyException):  # /_dash-component-suites/<no such file>
+            return _error(404, "no such component file")
+        if request.path.endswith(DASH_UPDATE):
+            # The envelope matched a callback (checked before): what failed is the callback
+            # on these values. The client sent what it cannot use; the log says which, once
+            # with its traceback (a bug on odd values stays findable), then rate-limited.
+            output = str((request.get_json(silent=True) or {}).get("output", ""))[:120]
+            _throttle(logging.WARNING, f"{output}:{kind}", f"callback {output} failed: {kind}", exc)
+            return _error(400, f"the callback cannot answer these inputs ({kind})")
+        _throttle(logging.ERROR, kind, f"request {request.path[:200]} failed: {kind}", exc)
         return _error(500, "internal error")
 
 
+class OneLine(logging.Filter):
+    """A logged traceback told in one line (its first line, the exception, and where it was
+    raised), and each kind of line rate-limited (``LogThrottle``): a page callback that fails
+    on every crafted request would otherwise log a whole traceback for each."""
+
+    def __init__(self, throttle: LogThrottle) -> None:
+        super().__init__()
+        self.throttle = throttle
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        head = lines[0] if lines else ""
+        if len(lines) > 1:
+            at = [ln.strip() for ln in lines if ln.lstrip().startswith('File "')]
+            where = f" ({at[-1]})" if at else ""
+            record.msg, record.args = f"{head} {lines[-1].strip()}{where}", None
+            record.exc_info = record.exc_text = None
+        return self.throttle.allow(f"{record.name}:{head[:100]}", record.levelno)
+
+
 def envelope_problem(body: Any, callbacks: Mapping[str, Any]) -> str | None:
-    """Why ``body`` is not a Dash callback request this app can answer; None when it is."""
+    """Why ``body`` is not a Dash callback request this app can answer; None when it is.
+
+    Beyond the envelope's own shape, its inputs, state and outputs must match the declared
+    callback item for item (the ids and properties a browser sends are the declared ones):
+    Dash indexes them positionally and answers any mismatch with a 500."""
     if not isinstance(body, dict):
         return "a callback request is a JSON object"
     output = body.get("output")
     if not isinstance(output, str) or not output:
         return "a callback request names its output"
-    if not isinstance(body.get("outputs"), dict | list):
+    outputs = body.get("outputs")
+    if not isinstance(outputs, dict | list):
         return "a callback request lists its outputs"
     for key in ("inputs", "state"):
         items = body.get(key, [])
@@ -195,8 +246,57 @@ def envelope_problem(body: Any, callbacks: Mapping[str, Any]) -> str | None:
     changed = body.get("changedPropIds", [])
     if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
         return "changedPropIds must be a list of strings"
-    if callbacks and output not in callbacks:
+    if not callbacks:
+        return None
+    spec = callbacks.get(output)
+    if spec is None:
         return "no callback has that output"
+    for key in ("inputs", "state"):
+        if problem := _items_problem(body.get(key, []), spec.get(key, []), key):
+            return problem
+    return _outputs_problem(outputs, output, spec)
+
+
+def _items_problem(items: list[Any], declared: list[dict[str, Any]], key: str) -> str | None:
+    if len(items) != len(declared):
+        return f"{key} must list the callback's {len(declared)} {key} (got {len(items)})"
+    for n, (item, dep) in enumerate(zip(items, declared, strict=True)):
+        pattern = str(dep.get("id", "")).startswith("{")
+        if not _matches(item, dep["property"], None if pattern else dep["id"]):
+            return f"{key}[{n}] is not the callback's {dep['id'][:60]}.{dep['property']}"
+    return None
+
+
+def _matches(item: Any, prop: str, cid: str | None) -> bool:
+    """Whether ``item`` is the declared property (``cid`` None: a pattern, whose items are
+    objects with dict ids, one or a list of them)."""
+    if isinstance(item, list):
+        return cid is None and len(item) <= MAX_PATTERN_ITEMS and all(
+            _matches(i, prop, None) for i in item
+        )
+    if not isinstance(item, dict) or item.get("property") != prop:
+        return False
+    if cid is None:
+        return isinstance(item.get("id"), dict) and _plain(item["id"])
+    return item.get("id") == cid
+
+
+def _plain(cid: dict[Any, Any]) -> bool:
+    """A pattern id as a browser sends it: string keys, scalar values."""
+    return all(isinstance(v, str | int | float | bool) for v in cid.values())
+
+
+def _outputs_problem(outputs: Any, output: str, spec: Mapping[str, Any]) -> str | None:
+    if spec.get("no_output"):
+        return None
+    declared = output[2:-2].split("...") if output.startswith("..") else [output]
+    given = outputs if output.startswith("..") else [outputs]
+    if not isinstance(given, list) or len(given) != len(declared):
+        return f"outputs must list the callback's {len(declared)} outputs"
+    for n, (item, name) in enumerate(zip(given, declared, strict=True)):
+        cid, prop = name.split("@", 1)[0].rsplit(".", 1)
+        if not _matches(item, prop, None if cid.startswith("{") else cid):
+            return f"outputs[{n}] is not the callback's {name[:60]}"
     return None
 
 

@@ -1,8 +1,9 @@
 """Reliability benchmark: faults, bad input, load and soak, in one table (issue #5).
 
-    .venv/bin/python benchmarks/reliability.py                  # everything, 50 kill cycles
-    .venv/bin/python benchmarks/reliability.py --cycles 5 --skip load,soak   # a quick look
+    .venv/bin/python benchmarks/reliability.py                  # everything, 100 kill cycles
+    .venv/bin/python benchmarks/reliability.py --cycles 5 --skip load,soak,fuzz   # a quick look
     .venv/bin/python benchmarks/reliability.py --only soak --soak-minutes 30
+    .venv/bin/python benchmarks/reliability.py --only fuzz --fuzz 100000
 
 Suites (each a real process tree on 127.0.0.1, real DuckDB files in a temp dir):
 
@@ -17,6 +18,9 @@ Suites (each a real process tree on 127.0.0.1, real DuckDB files in a temp dir):
   server. Target: no errors, callback p95 <= 1 s, no ingest round missed.
 * ``soak``: the demo live for ``--soak-minutes``; the server's RSS sampled every 30 s; its
   least-squares slope over the second half must stay under ``SOAK_MAX_SLOPE_MB_H``.
+* ``fuzz``: tests/test_fuzz_endpoints.py with ``--fuzz`` generated inputs in all (Hypothesis:
+  callback envelopes, record batches, rounds, labels, exposition texts; in-process bulk and a
+  live server); the row counts them per generator.
 
 Prints one table: what held, faults survived, bad inputs tried, GPU samples lost (must be 0;
 "?" where a row cannot count them).
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import re
 import shutil
@@ -88,12 +93,13 @@ def parse_pytest(rc: int, summary: str) -> PytestRun:
     return PytestRun(rc, **counts)
 
 
-def _pytest(*files: str) -> PytestRun:
+def _pytest(*files: str, env: dict[str, str] | None = None) -> PytestRun:
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:dash", "-q", *files],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     return parse_pytest(r.returncode, (r.stdout.strip().splitlines() or [""])[-1])
 
@@ -609,6 +615,28 @@ def _llama(tmp: Path) -> Path:
     return path
 
 
+# -- fuzz ----------------------------------------------------------------------------------------
+def suite_fuzz(tmp: Path, examples: int) -> list[Row]:
+    report = tmp / "fuzz-counts.json"
+    t0 = time.monotonic()
+    run = _pytest(
+        "tests/test_fuzz_endpoints.py",
+        env={"FACTORYFLOOR_FUZZ_EXAMPLES": str(examples), "FACTORYFLOOR_FUZZ_REPORT": str(report)},
+    )
+    seconds = time.monotonic() - t0
+    counts = json.loads(report.read_text()) if report.exists() else {}
+    return [
+        {
+            "suite": "fuzz",
+            "check": "Hypothesis inputs: no 5xx, no traceback, refused = unchanged",
+            "tried": sum(counts.values()),
+            "held": run.held,
+            "lost": 0 if run.held else None,
+            "detail": f"{json.dumps(counts)}; {run.detail()}; {seconds:.0f} s",
+        }
+    ]
+
+
 # -- the table -----------------------------------------------------------------------------------
 def print_table(rows: list[Row]) -> None:
     head = f"{'suite':<7} {'check':<48} {'tried':>6} {'held':>5} {'lost':>5}  detail"
@@ -632,7 +660,8 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cycles", type=int, default=50, help="kill cycles per fault (default 50)")
+    ap.add_argument("--cycles", type=int, default=100, help="kill cycles per fault (default 100)")
+    ap.add_argument("--fuzz", type=int, default=100_000, help="generated inputs (default 100,000)")
     ap.add_argument(
         "--outage-minutes", type=float, default=3.0, help="server outage under a live daemon"
     )
@@ -645,7 +674,7 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated suites to skip")
     ap.add_argument("--only", default="", help="comma-separated suites to run")
     args = ap.parse_args()
-    suites = ["faults", "input", "load", "soak"]
+    suites = ["faults", "input", "load", "soak", "fuzz"]
     if args.only:
         suites = [s for s in suites if s in args.only.split(",")]
     suites = [s for s in suites if s not in args.skip.split(",")]
@@ -664,6 +693,8 @@ def main() -> int:
             rows += suite_load(tmp, src, args.users, args.seconds, args.nodes)
         if "soak" in suites:
             rows += suite_soak(tmp, args.soak_minutes)
+        if "fuzz" in suites:
+            rows += suite_fuzz(tmp, args.fuzz)
     print_table(rows)
     return 0 if all(r["held"] for r in rows) else 1
 

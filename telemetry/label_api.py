@@ -10,7 +10,7 @@ JSON body ``{"run": ..., "ts": ISO time of the interruption, "component": ..., "
 optional, "by": who}``. Replies: 200 with the stored label; 403 without corrections enabled
 or with a missing or wrong token (nothing is changed); 400/404 for a body that is not such an
 object, an unknown component or category, or no interruption at that time; 409 on a store
-opened read-only.
+opened read-only; 429 with Retry-After while the write cap's corrections are in flight.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from telemetry import derive
+from telemetry.collect.http_api import ApiError, WriteGate
 from telemetry.errors import StoreError
 from telemetry.store import Store
 
 MAX_LABEL_BODY = 16 * 1024
+MAX_LABEL_TEXT = 256
 FORBIDDEN_OFF = (
     "corrections are disabled: this server was started without an operator token "
     "(serve --operator-token-file FILE)"
@@ -55,6 +57,8 @@ def apply_label(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
         return 400, {"error": "run, ts and component must be non-empty strings"}
     if (cat is not None and not isinstance(cat, str)) or not isinstance(by, str):
         return 400, {"error": "category and by must be strings"}
+    if not all(_storable(v) for v in (run, ts, comp, cat or "", by)):
+        return 400, {"error": "run, ts, component, category and by must be printable text"}
     try:
         when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
@@ -70,8 +74,25 @@ def apply_label(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
     return 200, {"label": label}
 
 
-def make_label_blueprint(store: Store, operator_token: str | None) -> Blueprint:
+def _storable(v: str) -> bool:
+    """Text a store column can hold and a person can read: at most ``MAX_LABEL_TEXT``
+    characters, UTF-8 (no lone surrogate from a JSON escape), no control characters."""
+    if len(v) > MAX_LABEL_TEXT or any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def make_label_blueprint(
+    store: Store, operator_token: str | None, gate: WriteGate | None = None
+) -> Blueprint:
+    """The corrections endpoint; ``gate`` caps the corrections in flight (its own when none
+    is shared)."""
     bp = Blueprint("factoryfloor_labels", __name__)
+    gate = gate or WriteGate(4)
 
     @bp.post("/api/v1/interruptions/label")
     def label() -> Response:
@@ -85,10 +106,19 @@ def make_label_blueprint(store: Store, operator_token: str | None) -> Blueprint:
         if length > MAX_LABEL_BODY:
             return _reply(413, {"error": f"body over {MAX_LABEL_BODY} bytes"})
         try:
-            body = json.loads(request.get_data(cache=False).decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            return _reply(400, {"error": "body is not UTF-8 JSON"})
-        status, reply = apply_label(store, body)
-        return _reply(status, reply)
+            gate.acquire()
+        except ApiError as exc:
+            resp = _reply(exc.status, {"error": exc.reason})
+            resp.headers["Retry-After"] = str(exc.retry_after_s)
+            return resp
+        try:
+            try:
+                body = json.loads(request.get_data(cache=False).decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                return _reply(400, {"error": "body is not UTF-8 JSON"})
+            status, reply = apply_label(store, body)
+            return _reply(status, reply)
+        finally:
+            gate.release()
 
     return bp

@@ -1,22 +1,30 @@
-"""The ingest HTTP API on a real server: training metrics and run events, and property-based
+"""The ingest HTTP API on a real server: training metrics and run events, property-based
 fuzzing of every ingest endpoint with random and mutated bodies (no 5xx, every record
-accounted for as stored or rejected, the store intact)."""
+accounted for as stored or rejected, the store intact), and the write limits: the in-flight
+cap (429 with Retry-After) and rounds over the decoded bound stored in parts, exactly once."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from telemetry.collect.forward import Forwarder
+from telemetry.collect.http_api import Limits
 from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.spool import Spool
 from telemetry.collect.wire import CONTENT_TYPE, encode_round
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server
@@ -191,6 +199,7 @@ def test_random_records_never_break_an_endpoint(
 
 
 PAGE = (DCGM_FIXTURES / "default_h100.txt").read_text()
+NODE_PAGE = len(json.dumps(PAGE)) + 150  # one node's fetch on the wire (8 GPUs), and a margin
 _ROUND = encode_round(
     datetime.utcnow(), [Fetch(Target("http://n1:9400/metrics"), PAGE, None, 0.1, 200)], 15.0
 )
@@ -234,3 +243,170 @@ def test_after_the_fuzzing_the_store_is_intact_and_the_log_clean(api: Server) ->
         assert s.scalar("SELECT count(*) FROM train_metrics WHERE run_id = 'job-a'") == 51
         names = {r[0] for r in s.rows("SELECT run_id FROM runs")}
         assert "'; DROP TABLE runs; --" in names and "<img src=x onerror=alert(1)>" in names
+
+
+# -- limits: in-flight writes, oversized rounds ------------------------------------------------
+# A real HTTP server on 127.0.0.1 in this process, mounting what ``serve`` mounts for writes
+# (the guard, the ingest API, the corrections API) with limits lowered so a test can reach them.
+
+OPERATOR = "limits-operator-token-0123456789"
+
+
+class Limited:
+    def __init__(self, path: Path, limits: Limits) -> None:
+        from flask import Flask
+        from werkzeug.serving import make_server
+
+        from app import guard
+        from telemetry.collect.http_api import IngestService, make_blueprint
+        from telemetry.label_api import make_label_blueprint
+
+        self.store = Store(str(path))
+        service = IngestService(self.store, limits=limits)
+        app = Flask("limits")
+        guard.install(app, None)
+        app.register_blueprint(make_blueprint(service, None))
+        app.register_blueprint(make_label_blueprint(self.store, OPERATOR, service.gate))
+        self.http = make_server("127.0.0.1", 0, app, threaded=True)
+        self.port = self.http.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.store.close()
+
+
+@pytest.fixture
+def limited(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Limited]:
+    srv = Limited(tmp_path / "limits.duckdb", request.param)
+    yield srv
+    srv.close()
+
+
+def _raw(port: int, path: str, headers: dict[str, str], body: bytes) -> socket.socket:
+    """A request whose headers and the first ``body`` bytes are sent, the rest held back."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode() + body)
+    return sock
+
+
+def _status(sock: socket.socket) -> int:
+    return int(sock.recv(65536).split(b" ", 2)[1])
+
+
+def _post_status(url: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    req = urllib.request.Request(url + path, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, (exc.headers, json.loads(exc.read()))
+
+
+@pytest.mark.parametrize("limited", [Limits(max_writes=1)], indirect=True)
+@pytest.mark.parametrize(
+    "path, headers",
+    [
+        ("/api/v1/metrics", {"Content-Type": "application/json"}),
+        ("/api/v1/interruptions/label",
+         {"Content-Type": "application/json", "X-Operator-Token": OPERATOR}),
+    ],
+)  # fmt: skip
+def test_a_write_over_the_in_flight_cap_is_429_with_retry_after(
+    limited: Limited, path: str, headers: dict[str, str]
+) -> None:
+    body = json.dumps({"run": "cap", "step": 1, "loss": 1.0}).encode()
+    # One write in flight: its body arrives slowly (a slow client holds its slot).
+    held = _raw(limited.port, path, {**headers, "Content-Length": str(len(body))}, body[:5])
+    time.sleep(0.3)
+    status, (resp_headers, reply) = _post_status(limited.url, path, body, headers)
+    assert status == 429 and resp_headers["Retry-After"] == "1", reply
+    assert "1 writes already in flight" in reply["error"]
+    held.sendall(body[5:])  # the first write completes and frees its slot
+    assert _status(held) in (200, 400)  # stored (metrics) / no interruption there (label)
+    held.close()
+    assert _post_status(limited.url, path, body, headers)[0] in (200, 400)
+
+
+def _fleet_round(nodes: int, ts: datetime) -> list[Fetch]:
+    return [
+        Fetch(Target(f"http://node-{i:03d}:9400/metrics"), PAGE.replace(
+            'Hostname="dgx-h100-017"', f'Hostname="node-{i:03d}"'), None, 0.1, 200)
+        for i in range(nodes)
+    ]  # fmt: skip
+
+
+def _stored(store: Store, ts: datetime) -> tuple[int, int, int]:
+    """(targets rows, GPU sample rows, distinct GPUs) of the round at ``ts``."""
+    return (
+        store.scalar("SELECT count(*) FROM targets WHERE ts = ?", [ts]),
+        store.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?", [ts]),
+        store.scalar("SELECT count(DISTINCT gpu_id) FROM gpu_samples WHERE ts = ?", [ts]),
+    )
+
+
+@pytest.mark.parametrize("limited", [Limits(round_decoded=3 * NODE_PAGE)], indirect=True)
+def test_a_round_over_the_decoded_bound_is_stored_in_parts_exactly_once(
+    limited: Limited, tmp_path: Path
+) -> None:
+    """The forwarder knows the bound: 8 nodes go as parts of at most 3 nodes' text, each
+    stored once; a part delivered again is a duplicate; the parts of two identical rounds
+    continue every target's unchanged count (the sink takes the parts as one round)."""
+    spool = Spool(tmp_path / "spool", 2**30)
+    fwd = Forwarder(limited.url, spool, log=lambda _l: None, max_round_bytes=3 * NODE_PAGE)
+    t0 = datetime.utcnow().replace(microsecond=0)
+    assert fwd.submit(t0, _fleet_round(8, t0), 15.0)
+    parts = spool.pending()
+    assert len(parts) == 3 and fwd.split == 1
+    kept = [(p.batch_id, p.read()) for p in parts]
+    assert fwd.drain() and fwd.delivered == 3 and fwd.rejected == 0
+    assert _stored(limited.store, t0) == (8, 64, 64)
+    for bid, body in kept:  # redelivered (a crash before the ack): stored once all the same
+        spool.put(body, bid)
+    assert fwd.drain() and fwd.duplicates == 3
+    assert _stored(limited.store, t0) == (8, 64, 64)
+    t1 = t0 + timedelta(seconds=15)
+    assert fwd.submit(t1, _fleet_round(8, t1), 15.0) and fwd.drain()
+    unchanged = limited.store.rows("SELECT target, unchanged FROM targets WHERE ts = ?", [t1])
+    assert len(unchanged) == 8 and {u for _, u in unchanged} == {1}, unchanged
+
+
+@pytest.mark.parametrize("limited", [Limits(round_decoded=3 * NODE_PAGE)], indirect=True)
+def test_a_round_the_server_finds_too_large_is_split_on_its_413(
+    limited: Limited, tmp_path: Path
+) -> None:
+    """A forwarder with a larger bound (or a round spooled before the server's bound was
+    lowered): the server's 413 names its bound, the forwarder splits the spooled round into
+    parts under ids derived from the batch's and delivers them; a split repeated after a
+    crash (the round still spooled) sends the same ids, stored once."""
+    spool = Spool(tmp_path / "spool", 2**30)
+    lines: list[str] = []
+    fwd = Forwarder(limited.url, spool, log=lines.append)
+    t0 = datetime.utcnow().replace(microsecond=0)
+    assert fwd.submit(t0, _fleet_round(8, t0), 15.0)
+    (whole,) = spool.pending()
+    body = whole.read()
+    assert fwd.drain() and fwd.split == 1 and fwd.rejected == 0, lines
+    assert any("split into 3 parts" in line for line in lines), lines
+    assert _stored(limited.store, t0) == (8, 64, 64)
+    spool.put(body, whole.batch_id)  # as if the forwarder died before removing it
+    assert fwd.drain() and fwd.duplicates == 3
+    assert _stored(limited.store, t0) == (8, 64, 64)
+    batches = limited.store.scalar("SELECT count(*) FROM ingest_batches")
+    assert batches == 3
+
+
+@pytest.mark.parametrize("limited", [Limits(round_decoded=NODE_PAGE // 2)], indirect=True)
+def test_a_single_target_over_the_bound_is_refused_with_the_reason(
+    limited: Limited, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool", 2**30)
+    lines: list[str] = []
+    fwd = Forwarder(limited.url, spool, log=lines.append)
+    t0 = datetime.utcnow().replace(microsecond=0)
+    assert fwd.submit(t0, _fleet_round(1, t0), 15.0) and fwd.drain()
+    assert fwd.rejected == 1 and not spool.pending()
+    assert any("once decompressed" in line for line in lines), lines
+    assert _stored(limited.store, t0) == (0, 0, 0)

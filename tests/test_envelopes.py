@@ -1,16 +1,30 @@
-"""Callback requests that are valid JSON but not callback envelopes get a 400 with a short JSON
-reason from the real server, never a 500 or a stack; the next real request still works."""
+"""Callback requests that are valid JSON but not callback envelopes, or envelopes that do not
+match the callback they name item for item, get a 400 with a short JSON reason from the real
+server, never a 500 or a stack; a callback that fails on the values it is sent is a 400 too,
+logged in one rate-limited line; the next real request still works."""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+import traceback
 import urllib.error
 import urllib.request
 
 import pytest
 
+from app.guard import OneLine
+from telemetry.collect.http_api import LogThrottle
 from tests.conftest import Server
 
+_INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
+_REAL = {
+    "output": "last-updated.children",
+    "outputs": {"id": "last-updated", "property": "children"},
+    "inputs": [_INPUT],
+    "changedPropIds": ["refresh.n_intervals"],
+}
 BAD = [
     ([], "a JSON object"),
     ({}, "names its output"),
@@ -23,6 +37,18 @@ BAD = [
          "inputs": [], "changedPropIds": []},
         "no callback has that output",
     ),
+    # A real callback's output, its parts not the callback's (Dash answered each with a 500).
+    ({**_REAL, "inputs": []}, "inputs must list the callback's 1 inputs (got 0)"),
+    ({**_REAL, "inputs": [_INPUT, _INPUT]}, "inputs must list the callback's 1 inputs"),
+    ({**_REAL, "inputs": [{}]}, "inputs[0] is not the callback's refresh.n_intervals"),
+    ({**_REAL, "inputs": [{**_INPUT, "id": "nope"}]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [{**_INPUT, "id": {"a": 1}}]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [[_INPUT]]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "state": [_INPUT]}, "state must list the callback's 0 state (got 1)"),
+    ({**_REAL, "outputs": {"id": 1}}, "outputs[0] is not the callback's last-updated.children"),
+    ({**_REAL, "outputs": []}, "outputs[0] is not the callback's"),
+    ({**_REAL, "outputs": [{"id": "last-updated", "property": "children"}] * 2},
+     "outputs[0] is not the callback's"),
 ]  # fmt: skip
 
 
@@ -50,12 +76,57 @@ def test_a_malformed_envelope_is_a_400_with_a_reason(
 
 
 def test_a_real_callback_still_answers(dev_server: Server) -> None:
-    body = {
-        "output": "last-updated.children",
-        "outputs": {"id": "last-updated", "property": "children"},
-        "inputs": [{"id": "refresh", "property": "n_intervals", "value": 1}],
-        "changedPropIds": ["refresh.n_intervals"],
-    }
-    status, text = _post(dev_server.url, body)
+    status, text = _post(dev_server.url, _REAL)
     assert status == 200, text
     assert "last updated" in json.loads(text)["response"]["last-updated"]["children"]
+
+
+def test_a_callback_failing_on_its_values_is_a_400_and_a_burst_logs_a_few_lines(
+    dev_server: Server,
+) -> None:
+    """Dash's own page router takes the location's ``search`` as a string; a dict makes it
+    raise. Forty such requests: each a 400 with the exception's name and no stack, and the
+    server log gets a handful of one-line reports, no traceback."""
+    body = {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [{"id": "_pages_content", "property": "children"},
+                    {"id": "_pages_store", "property": "data"}],
+        "inputs": [{"id": "_pages_location", "property": "pathname", "value": "/"},
+                   {"id": "_pages_location", "property": "search", "value": {"a": 1}}],
+        "changedPropIds": ["_pages_location.search"],
+    }  # fmt: skip
+    for _ in range(40):
+        status, text = _post(dev_server.url, body)
+        assert status == 400, text
+        assert "cannot answer these inputs (AttributeError)" in json.loads(text)["error"]
+        assert "Traceback" not in text and "File" not in text
+    log = dev_server.log.read_text()
+    lines = re.findall(r".*_pages_content.* failed: AttributeError.*", log)
+    assert 1 <= len(lines) <= LogThrottle(logging.getLogger()).burst, lines
+    assert "Traceback" not in log and "dash/_pages.py:" in lines[0]  # where, in one line
+
+
+def test_a_missing_component_file_is_a_404(dev_server: Server) -> None:
+    req = urllib.request.Request(dev_server.url + "/_dash-component-suites/nope/x.js")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 404
+    assert json.loads(err.value.read())["error"] == "no such component file"
+
+
+def test_a_logged_traceback_becomes_one_rate_limited_line() -> None:
+    """What a page callback's error log (app.ui) turns into on a served app's logger."""
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("factoryfloor.test-one-line")
+    logger.propagate = False
+    logger.addHandler(type("H", (logging.Handler,), {"emit": lambda _s, r: records.append(r)})())
+    logger.addFilter(OneLine(LogThrottle(logger, burst=3)))
+    for _ in range(20):
+        try:
+            {}["missing"]  # noqa: B018
+        except KeyError:
+            logger.error("callback _fleet failed:\n%s", traceback.format_exc())
+    assert len(records) == 3
+    line = records[0].getMessage()
+    assert "\n" not in line and line.startswith("callback _fleet failed: KeyError: 'missing'")
+    assert "test_envelopes.py" in line  # where it was raised

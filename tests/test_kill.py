@@ -1,7 +1,7 @@
 """SIGKILL at random moments during writes: the daemon (both deployments) and the server.
 Every round acknowledged before a kill is in the store exactly once, with all its GPU samples,
 and the store opens cleanly afterwards. ``benchmarks/reliability.py`` runs the same drivers
-for 50 cycles."""
+for 100 cycles."""
 
 from __future__ import annotations
 

@@ -18,7 +18,12 @@ or 5xx status):
 
 With a token configured every request needs ``Authorization: Bearer <token>`` (401 otherwise).
 Bodies must declare their length and stay under the endpoint's limit (411, 413); JSON must be
-UTF-8 and nested no deeper than any record needs (400).
+UTF-8 and nested no deeper than any record needs (400). At most ``Limits.max_writes`` writes
+are in flight at once; one more is answered 429 with ``Retry-After`` (a 503 carries one too).
+A round over the decoded bound is answered 413 with ``max_decoded_bytes``: the forwarder then
+stores it in parts per target group (``wire.encode_parts``) instead of losing it. Every error
+is a short JSON reason, never a traceback; the log gets one line per kind of failure, a few
+times a minute at most (``LogThrottle``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ import json
 import logging
 import re
 import threading
-from dataclasses import replace
+import time
+import traceback
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +48,13 @@ from telemetry.collect.records import RecordReport
 from telemetry.collect.scrape import Fetch
 from telemetry.collect.seam import Batch, HealthBatch, Records, Round, Written
 from telemetry.collect.sink import RoundReport
-from telemetry.collect.wire import CONTENT_TYPE, MAX_DECODED_BYTES, WireError, decode_round
+from telemetry.collect.wire import (
+    CONTENT_TYPE,
+    MAX_DECODED_BYTES,
+    RoundTooLarge,
+    WireError,
+    decode_round,
+)
 from telemetry.collect.writer import StoreWriter
 from telemetry.errors import StoreError
 from telemetry.store import Store
@@ -52,6 +65,8 @@ from telemetry.store import Store
 MAX_ROUND_BODY = 64 * 1024 * 1024
 MAX_ROUND_DECODED = MAX_DECODED_BYTES  # the wire format's own bound
 MAX_JSON_BODY = 16 * 1024 * 1024
+BUSY_RETRY_S = 5  # Retry-After of a 503 while both decoding slots are taken
+READ_ONLY_RETRY_S = 300  # ... and of a 503 from a server whose store is read-only
 _BATCH_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 RECORD_ENDPOINTS = {
     "metrics": "train_metrics",
@@ -61,11 +76,98 @@ RECORD_ENDPOINTS = {
 }
 
 
+class LogThrottle:
+    """At most ``burst`` lines per kind of event every ``window_s`` seconds, then one line
+    saying how many like it were left out: a burst of bad requests (or one bug hit by every
+    request) costs the log a few lines, not one per request. An exception is told in the same
+    one line, with where it was raised (file:line) and its message, never a traceback."""
+
+    def __init__(self, logger: logging.Logger, burst: int = 5, window_s: float = 60.0) -> None:
+        self.logger, self.burst, self.window_s = logger, burst, window_s
+        self._mutex = threading.Lock()
+        self._windows: dict[str, tuple[float, int]] = {}  # kind -> (window start, events)
+
+    def __call__(
+        self, level: int, kind: str, message: str, exc: BaseException | None = None
+    ) -> bool:
+        """Log ``message`` unless ``kind`` is over its budget; whether it was logged."""
+        if not self.allow(kind, level):
+            return False
+        if exc is not None:
+            message += f" {where(exc)}"
+        self.logger.log(level, "%s", message.replace("\n", " "))
+        return True
+
+    def allow(self, kind: str, level: int = logging.WARNING) -> bool:
+        """Count one event of ``kind``; whether it is within the budget (a new window first
+        logs how many of the last one were left out)."""
+        now = time.monotonic()
+        with self._mutex:
+            start, n = self._windows.get(kind, (now, 0))
+            if now - start >= self.window_s:
+                if n > self.burst:
+                    self.logger.log(
+                        level, "%d more like %r in %.0f s not logged", n - self.burst,
+                        kind[:120], now - start,
+                    )  # fmt: skip
+                start, n = now, 0
+            self._windows[kind] = (start, n + 1)
+            if len(self._windows) > 1024:  # kinds are few (exception types), but bounded
+                self._windows.pop(next(iter(self._windows)))
+        return n < self.burst
+
+
+def where(exc: BaseException) -> str:
+    """``at file:line (message)`` of the innermost frame that raised ``exc``: enough to find a
+    bug from one log line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f"at {frames[-1].filename}:{frames[-1].lineno} " if frames else ""
+    return f"{at}({str(exc)[:200]})"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one write request may cost. ``max_writes`` caps the write requests in flight at
+    once (each may hold its body in memory while it waits for the store's one writer): one
+    more is answered 429 with Retry-After at once rather than queued. Tests lower them."""
+
+    round_body: int = MAX_ROUND_BODY
+    round_decoded: int = MAX_ROUND_DECODED
+    json_body: int = MAX_JSON_BODY
+    max_writes: int = 8
+    retry_after_s: int = 1
+
+
+class WriteGate:
+    """The in-flight write cap (``Limits.max_writes``): ``with gate.slot():`` or 429."""
+
+    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
+        self.limit, self.retry_after_s = limit, retry_after_s
+        self._slots = threading.BoundedSemaphore(limit)
+        self.refused = 0
+
+    def acquire(self) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            raise ApiError(
+                429,
+                f"{self.limit} writes already in flight; retry in {self.retry_after_s} s",
+                retry_after_s=self.retry_after_s,
+            )
+
+    def release(self) -> None:
+        self._slots.release()
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(
+        self, status: int, reason: str, retry_after_s: int | None = None, **extra: Any
+    ) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.retry_after_s = retry_after_s
+        self.extra = extra
 
 
 class IngestService:
@@ -75,8 +177,16 @@ class IngestService:
 
     accepts = StoreWriter.accepts
 
-    def __init__(self, store: Store, into_replay: bool = False, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        into_replay: bool = False,
+        clock: Clock = utcnow,
+        limits: Limits | None = None,
+    ) -> None:
         self.store = store
+        self.limits = limits or Limits()
+        self.gate = WriteGate(self.limits.max_writes, self.limits.retry_after_s)
         self.writer = StoreWriter(store, into_replay=into_replay)
         self.posted = PostedRecords()  # the source posted records are, with their health
         self.clock = clock
@@ -146,16 +256,25 @@ class IngestService:
         )
 
 
-def _json(status: int, body: dict[str, Any]) -> Response:
-    return Response(json.dumps(body, default=str), status=status, mimetype="application/json")
+def _json(status: int, body: dict[str, Any], retry_after_s: int | None = None) -> Response:
+    resp = Response(json.dumps(body, default=str), status=status, mimetype="application/json")
+    if retry_after_s is not None:
+        resp.headers["Retry-After"] = str(retry_after_s)
+    return resp
 
 
-def _body(limit: int) -> bytes:
+def _declared(limit: int) -> int:
+    """The body's declared length: 411 without one, 413 over ``limit`` (nothing read yet)."""
     length = request.content_length
     if length is None:
         raise ApiError(411, "the request must declare its Content-Length")
     if length > limit:
         raise ApiError(413, f"body of {length:,} bytes is over this endpoint's {limit:,}")
+    return length
+
+
+def _body(limit: int) -> bytes:
+    length = _declared(limit)
     data = request.get_data(cache=False)
     if len(data) != length:
         raise ApiError(400, f"body is {len(data):,} bytes, Content-Length said {length:,}")
@@ -176,10 +295,14 @@ def _json_doc(data: bytes) -> Any:
         raise ApiError(400, "body is not JSON this server accepts (nested too deeply)") from None
 
 
-def _round(data: bytes) -> tuple[datetime, float, list[Fetch]]:
-    """A forwarded round decoded, or ``ApiError(400)`` with ``decode_round``'s reason."""
+def _round(data: bytes, max_decoded: int) -> tuple[datetime, float, list[Fetch]]:
+    """A forwarded round decoded, or ``ApiError`` with ``decode_round``'s reason: 413 (and the
+    bound, so the forwarder can split it per target group) for a round too large once
+    decompressed, 400 for anything else."""
     try:
-        return decode_round(data)
+        return decode_round(data, max_decoded)
+    except RoundTooLarge as exc:
+        raise ApiError(413, str(exc), max_decoded_bytes=max_decoded) from None
     except WireError as exc:
         raise ApiError(400, str(exc)) from None
     except RecursionError:
@@ -207,6 +330,8 @@ def make_blueprint(
     """The ingest API. Without ``accept`` (or a ``service``: the store is read-only in this
     process) every write is answered 503 with how to enable ingest."""
     bp = Blueprint("ingest_api", __name__, url_prefix="/api/v1")
+    limits = service.limits if service is not None else Limits()
+    throttle = LogThrottle(logging.getLogger("factoryfloor.ingest"))
 
     @bp.before_request
     def _auth() -> Response | None:
@@ -219,14 +344,15 @@ def make_blueprint(
 
     @bp.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:
-        return _json(exc.status, {"error": exc.reason})
+        return _json(exc.status, {"error": exc.reason, **exc.extra}, exc.retry_after_s)
 
     @bp.errorhandler(Exception)
-    def _internal(exc: Exception) -> Response:  # a bug: say so in JSON, log the traceback
+    def _internal(exc: Exception) -> Response:  # a bug: say so in JSON, log the traceback once
         if isinstance(exc, HTTPException):  # Flask's own 404/405/413...
             return _json(exc.code or 500, {"error": exc.description or exc.name})
-        logging.getLogger("factoryfloor.ingest").exception("ingest API error")
-        return _json(500, {"error": f"internal error ({type(exc).__name__}); see the server log"})
+        kind = type(exc).__name__
+        throttle(logging.ERROR, kind, f"ingest API error on {request.path}: {kind}", exc)
+        return _json(500, {"error": f"internal error ({kind}); see the server log"})
 
     def _writable() -> IngestService:
         if service is None or not accept:
@@ -234,6 +360,7 @@ def make_blueprint(
                 503,
                 "this server opened its store read-only; start `factoryfloor serve` with "
                 "--accept-ingest to accept writes",
+                retry_after_s=READ_ONLY_RETRY_S,
             )
         return service
 
@@ -257,36 +384,46 @@ def make_blueprint(
             raise ApiError(415, f"Content-Type must be {CONTENT_TYPE}")
         if request.headers.get("Content-Encoding", "").lower() != "gzip":
             raise ApiError(415, "Content-Encoding must be gzip")
+        _declared(limits.round_body)
         if svc.seen(bid):  # a redelivery: answered before its body is read
             svc.counters["duplicates"] += 1
             return _json(200, {"duplicate": True, "batch_id": bid})
-        if not svc.decoding.acquire(timeout=30):  # bounded memory: a few rounds at a time
-            raise ApiError(503, "busy storing other rounds; retry")
-        # The slot is held until the round is written, not just decoded: a decoded round that
-        # waits for the write lock holds its memory too, and any number could pile up there.
+        svc.gate.acquire()
         try:
-            ts, interval, fetches = _round(_body(MAX_ROUND_BODY))
-            return _json(200, svc.write_round(ts, fetches, interval, bid))
-        except ValueError as exc:  # e.g. the store holds replayed data
-            raise ApiError(409, str(exc)) from None
-        except StoreError as exc:
-            raise ApiError(507, str(exc)) from None
+            if not svc.decoding.acquire(timeout=30):  # bounded memory: a few rounds at a time
+                raise ApiError(503, "busy storing other rounds; retry", BUSY_RETRY_S)
+            # The slot is held until the round is written, not just decoded: a decoded round
+            # that waits for the write lock holds its memory too, and any number could pile up.
+            try:
+                ts, interval, fetches = _round(_body(limits.round_body), limits.round_decoded)
+                return _json(200, svc.write_round(ts, fetches, interval, bid))
+            except ValueError as exc:  # e.g. the store holds replayed data
+                raise ApiError(409, str(exc)) from None
+            except StoreError as exc:
+                raise ApiError(507, str(exc)) from None
+            finally:
+                svc.decoding.release()
         finally:
-            svc.decoding.release()
+            svc.gate.release()
 
     def records(endpoint: str) -> Response:
         svc = _writable()
         bid = _batch_id(required=False)
         if _media_type() != "application/json":
             raise ApiError(415, "Content-Type must be application/json")
-        doc = _json_doc(_body(MAX_JSON_BODY))
-        items = doc if isinstance(doc, list) else [doc]
-        if not items:
-            raise ApiError(422, "no records in the body")
+        _declared(limits.json_body)
+        svc.gate.acquire()
         try:
-            rep = svc.write_records(RECORD_ENDPOINTS[endpoint], items, bid)
-        except StoreError as exc:
-            raise ApiError(507, str(exc)) from None
+            doc = _json_doc(_body(limits.json_body))
+            items = doc if isinstance(doc, list) else [doc]
+            if not items:
+                raise ApiError(422, "no records in the body")
+            try:
+                rep = svc.write_records(RECORD_ENDPOINTS[endpoint], items, bid)
+            except StoreError as exc:
+                raise ApiError(507, str(exc)) from None
+        finally:
+            svc.gate.release()
         if not rep["duplicate"] and rep["stored"] == 0:
             return _json(422, {"error": "no valid records", **rep})
         return _json(200, rep)

@@ -198,7 +198,7 @@ class StoreSink:
         late = self._newest is not None and ts < self._newest  # its labels are not news
         changed = Changes([], []) if late else self.inventory.changes(rows, ids, labelled)
         xid_state, xid_events = self._xids(ts, rows, ids)
-        seen = self._staleness(up, scrapes)
+        seen = self._staleness(fetches, up, scrapes)
         health = self._health(ts, fetches, scrapes, rows, seen)
         batch: dict[str, pa.Table | pd.DataFrame] = {}
         if nodes.num_rows:
@@ -344,10 +344,15 @@ class StoreSink:
             counts[key] = (value, ts)
         return counts
 
-    def _staleness(self, up: list[Fetch], scrapes: list[Scrape]) -> dict[str, tuple[int, int]]:
+    def _staleness(
+        self, fetches: list[Fetch], up: list[Fetch], scrapes: list[Scrape]
+    ) -> dict[str, tuple[int, int]]:
         """Per answering target: a digest of its sample values and for how many rounds in a
-        row it has not changed (targets that did not answer start over)."""
-        seen: dict[str, tuple[int, int]] = {}
+        row it has not changed (targets that did not answer start over). Targets this round
+        does not carry keep theirs: a round split per target group (``wire.encode_parts``)
+        arrives as parts of the same time, each carrying some of the targets."""
+        here = {f.target.url for f in fetches}
+        seen = {url: v for url, v in self._seen.items() if url not in here}
         for f, s in zip(up, scrapes, strict=True):
             # stable across processes (``hash`` of bytes is salted per process)
             digest = int.from_bytes(

@@ -33,24 +33,61 @@ class WireError(ValueError):
     """A forwarded round that cannot be accepted, with the reason."""
 
 
+class RoundTooLarge(WireError):
+    """A round over the decoded-size bound: the sender should split it per target group."""
+
+
 def encode_round(ts: datetime, fetches: list[Fetch], interval_s: float) -> bytes:
-    doc = {
-        "format": FORMAT,
-        "ts": ts.isoformat(),
-        "interval_s": interval_s,
-        "fetches": [
-            {
-                "url": f.target.url,
-                "labels": f.target.labels,
-                "text": f.text,
-                "error": f.error,
-                "duration_s": f.duration_s,
-                "status": f.status,
-            }
-            for f in fetches
-        ],
+    return _encode(ts, [_dumps(_item(f)) for f in fetches], interval_s)
+
+
+def encode_parts(
+    ts: datetime, fetches: list[Fetch], interval_s: float, max_bytes: int = MAX_DECODED_BYTES
+) -> list[bytes]:
+    """The round as one body, or, when it would decode to more than ``max_bytes``, as several
+    rounds of the same time, each a group of whole targets that decodes within the bound (a
+    target's text is never cut). Each part is a round of its own on the wire (its own batch
+    id, stored exactly once); the sink takes parts of one time as one round. A single target
+    over the bound makes a part of its own, which the server refuses with a reason."""
+    items = [_dumps(_item(f)) for f in fetches]
+    room = max_bytes - len(_dumps(_doc(ts, interval_s, "")))
+    groups: list[list[str]] = [[]]
+    size = 0
+    for it in items:
+        n = len(it.encode()) + 1  # and its comma
+        if groups[-1] and size + n > room:
+            groups.append([])
+            size = 0
+        groups[-1].append(it)
+        size += n
+    return [_encode(ts, g, interval_s) for g in groups]
+
+
+def _item(f: Fetch) -> dict[str, Any]:
+    return {
+        "url": f.target.url,
+        "labels": f.target.labels,
+        "text": f.text,
+        "error": f.error,
+        "duration_s": f.duration_s,
+        "status": f.status,
     }
-    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=3)
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"))
+
+
+def _doc(ts: datetime, interval_s: float, fetches: str) -> dict[str, Any]:
+    return {"format": FORMAT, "ts": ts.isoformat(), "interval_s": interval_s, "fetches": fetches}
+
+
+def _encode(ts: datetime, items: list[str], interval_s: float) -> bytes:
+    """The document with ``items`` (each a fetch's JSON) spliced in as its fetches list."""
+    head = _dumps(_doc(ts, interval_s, ""))
+    assert head.endswith(',"fetches":""}')
+    text = head[: -len('""}')] + "[" + ",".join(items) + "]}"
+    return gzip.compress(text.encode(), compresslevel=3)
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
@@ -60,7 +97,9 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise WireError(f"body is not gzip data ({exc})") from None
     if len(out) > limit or d.unconsumed_tail:
-        raise WireError(f"round larger than {limit:,} bytes once decompressed")
+        raise RoundTooLarge(
+            f"round larger than {limit:,} bytes once decompressed; split it per target group"
+        )
     if not d.eof:
         raise WireError("gzip data is truncated")
     return out
