@@ -294,8 +294,11 @@ def _outputs_problem(outputs: Any, output: str, spec: Mapping[str, Any]) -> str 
     if not isinstance(given, list) or len(given) != len(declared):
         return f"outputs must list the callback's {len(declared)} outputs"
     for n, (item, name) in enumerate(zip(given, declared, strict=True)):
-        cid, prop = name.split("@", 1)[0].rsplit(".", 1)
-        if not _matches(item, prop, None if cid.startswith("{") else cid):
+        # ``allow_duplicate`` outputs are declared ``id.prop@<hash>`` and sent with the
+        # property ``prop@<hash>``: the suffix is part of the property both sides name.
+        base, at, dup = name.partition("@")
+        cid, prop = base.rsplit(".", 1)
+        if not _matches(item, prop + at + dup, None if cid.startswith("{") else cid):
             return f"outputs[{n}] is not the callback's {name[:60]}"
     return None
 

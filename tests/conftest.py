@@ -208,6 +208,12 @@ def exporter() -> Iterator[str]:
 def pytest_configure(config: pytest.Config) -> None:
     # The deprecation below must not come back unnoticed: it fails the test that meets it.
     config.addinivalue_line("filterwarnings", "error::pytest.PytestRemovedIn10Warning")
+    # A page's callbacks answer in well under a second on a quiet machine, but CI shares two
+    # cores with Chromium, a server and sometimes daemons: an assertion waits up to 15 s for
+    # what a person would see. Speed is measured by benchmarks/, not by these waits.
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=15_000)
 
 
 @pytest.fixture(scope="session")

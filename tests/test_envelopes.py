@@ -130,3 +130,51 @@ def test_a_logged_traceback_becomes_one_rate_limited_line() -> None:
     line = records[0].getMessage()
     assert "\n" not in line and line.startswith("callback _fleet failed: KeyError: 'missing'")
     assert "test_envelopes.py" in line  # where it was raised
+
+
+def _item(spec: dict, value: object = None) -> object:
+    """What Dash's renderer sends for a declared input, state or output: a pattern id with
+    ALL is a list of matching items (one here), MATCH/ALLSMALLER one item, a plain id one item."""
+    cid, prop = spec["id"], spec["property"]
+    if not cid.startswith("{"):
+        return {"id": cid, "property": prop, "value": value}
+    pattern = json.loads(cid)
+    concrete = {k: ("x" if isinstance(v, list) else v) for k, v in pattern.items()}
+    one = {"id": concrete, "property": prop, "value": value}
+    return [one] if ["ALL"] in pattern.values() else one
+
+
+def _outputs(output: str) -> object:
+    names = output[2:-2].split("...") if output.startswith("..") else [output]
+    items = []
+    for name in names:
+        base, at, dup = name.partition("@")
+        cid, prop = base.rsplit(".", 1)
+        item = _item({"id": cid, "property": prop + at + dup})
+        if isinstance(item, dict):
+            item.pop("value")
+        items.append(item)
+    return items if output.startswith("..") else items[0]
+
+
+def test_every_callback_the_app_declares_passes_the_guard_as_the_browser_sends_it(
+    store: object,
+) -> None:
+    """The guard must never refuse what the page itself sends. ``allow_duplicate`` outputs
+    (``url.hash@<hash>``: the chart zoom that writes the URL, the live run list) once got a
+    400 for every zoom: the browser console filled with errors and the URL stopped following."""
+    from app.guard import envelope_problem
+    from app.main import create_app
+
+    callbacks = create_app(store).callback_map  # type: ignore[arg-type]
+    duplicates = [o for o in callbacks if "@" in o]
+    assert duplicates, "the app declares allow_duplicate outputs; this test must see them"
+    for output, spec in callbacks.items():
+        body = {
+            "output": output,
+            "outputs": _outputs(output),
+            "inputs": [_item(s, 1) for s in spec["inputs"]],
+            "state": [_item(s) for s in spec["state"]],
+            "changedPropIds": [],
+        }
+        assert envelope_problem(body, callbacks) is None, output
