@@ -344,7 +344,7 @@ def xid_gpus(store: Store, tr: TimeRange, limit: int = 200) -> pd.DataFrame:
 def _row(host: str, gpu: int, reason: str, value: float, unit: str, detail: str) -> dict[str, Any]:
     return {
         "host": host,
-        "gpu": int(gpu),
+        "gpu": "–" if pd.isna(gpu) else int(gpu),  # an XID from a log may not name its GPU
         "reason": reason,
         "value": round(float(value), 1),
         "unit": unit,
@@ -444,3 +444,19 @@ def reason_counts(outliers_df: pd.DataFrame) -> list[tuple[str, int]]:
     """(reason, GPUs) of an ``outliers`` frame, in ``REASON_ORDER``, reasons present only."""
     counts = outliers_df["reason"].value_counts() if not outliers_df.empty else {}
     return [(r, int(counts[r])) for r in REASON_ORDER if r in counts]
+
+
+def worst_node(store: Store, tr: TimeRange) -> tuple[str, str] | None:
+    """The node the GPUs page opens on, and why: the host of the first row of ``outliers``
+    (hot, throttled, straggler, XID, idle, worst first) that is a node of the inventory, else
+    the node whose utilization strays furthest from the fleet's (the heatmap's top row).
+    None without GPU samples in the range."""
+    cells = heatmap(store, tr, "util", max_rows=2).cells
+    if cells.empty:
+        return None
+    for r in outliers(store, tr).itertuples():
+        if node_info(store, r.host) is not None:
+            gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
+            return str(r.host), f"{r.reason}{gpu}"
+    top = cells.loc[cells["rank"] == 1, "host"].dropna()
+    return (str(top.iloc[0]), "furthest from the fleet's utilization") if len(top) else None
