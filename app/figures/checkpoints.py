@@ -277,7 +277,9 @@ def ettr_curve(
         },
         yaxis={"title": "Expected ETTR (%)", "range": [lo - pad, hi + pad]},
     )
-    return legend_below(fig)
+    # room for every row the legend can wrap to in a half-width chart (three items a row at
+    # 1366 px): with the what-if's curve and marks it takes two, and grew into the axis title
+    return legend_below(fig, rows=max(1, math.ceil(len(fig.data) / 3)))
 
 
 def ettr_delta(delta: float, gpus: int) -> str:

@@ -166,7 +166,7 @@ def interruption_timeline(
     rows = pd.DataFrame({"cat": df["category"], "y": df[ycol]}).drop_duplicates()
     rows["planned"] = rows["cat"] == "Planned"  # planned work at the bottom, apart
     order = rows.sort_values(["planned", "cat", "y"])["y"].drop_duplicates().tolist()
-    fig = _base(title, max(280, 140 + len(order) * 28), template)
+    fig = _base(title, max(300, 160 + len(order) * 28), template)
     for cat, grp in df.groupby("category", sort=True):
         planned = grp["planned"].astype(bool).to_numpy()
         manual = (grp["recovery"] == "manual").to_numpy()
@@ -191,9 +191,16 @@ def interruption_timeline(
     pad = (end - start) * 0.01  # keep markers at the range edges whole
     fig.update_layout(
         hovermode="closest",
-        margin={"l": 10, "r": 20, "t": 40, "b": 10},
+        # room for two-line date ticks and the axis title, set rather than left to automargin:
+        # expanded after the first draw, the title was drawn outside the figure, over the card
+        # below it
+        margin={"l": 10, "r": 20, "t": 40, "b": 62},
         legend={"orientation": "h", "y": 1.0, "x": 1.0, "xanchor": "right", "yanchor": "bottom"},
-        xaxis={"title": "Time (UTC)", "range": [start - pad, end + pad], "automargin": True},
+        xaxis={
+            "title": {"text": "Time (UTC)", "standoff": 6},
+            "range": [start - pad, end + pad],
+            "automargin": False,
+        },
         yaxis={
             "title": None,
             "automargin": True,
