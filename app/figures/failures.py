@@ -69,10 +69,12 @@ def taxonomy_chart(
             textfont={"size": 11},
             constraintext="none",
             cliponaxis=False,
-            customdata=np.stack([df["category"], df["count"], df["lost_gpu_hours"]], axis=-1),
+            customdata=np.stack(
+                [df["category"], df["count"], known(df["lost_gpu_hours"])], axis=-1
+            ),
             hovertemplate=(
                 f"<b>%{{y}}</b> (%{{customdata[0]}})<br>this run: %{{customdata[1]}} of {n:,} "
-                "= %{x:.1f} %<br>lost %{customdata[2]:,.1f} GPU-hours<extra></extra>"
+                "= %{x:.1f} %<br>lost %{customdata[2]} GPU-hours<extra></extra>"
             ),
         )
     )
@@ -114,6 +116,13 @@ def taxonomy_chart(
     return fig
 
 
+def known(values: pd.Series, digits: int = 1) -> pd.Series:
+    """Figures a record may not give (lost GPU-hours, downtime) for a table or a hover:
+    rounded, or "–" where unknown (never 0, never "nan")."""
+    values = pd.Series(values, dtype=float)
+    return values.round(digits).astype(object).where(values.notna(), "–")
+
+
 def _hover_rows(df: pd.DataFrame) -> np.ndarray:
     def fmt_gpu(host: str, gpu: object) -> str:
         return host if pd.isna(gpu) else f"{host} GPU {int(gpu)}"
@@ -131,11 +140,11 @@ def _hover_rows(df: pd.DataFrame) -> np.ndarray:
             df["component"].astype(str),
             [fmt_gpu(h, g) for h, g in zip(df["host"], df["gpu"], strict=True)],
             [fmt_xid(x, n) for x, n in zip(df["xid"], df["xid_name"], strict=True)],
-            (df["downtime_s"].astype(float) / 60.0).round(1).astype(str),
+            known(df["downtime_s"].astype(float) / 60.0),
             df["lost_steps"].fillna(0).astype(int).map("{:,}".format),
             [fmt_tier(t, s) for t, s in zip(df["restored_tier"], df["restored_step"], strict=True)],
             df["recovery"].fillna("").astype(str),
-            df["lost_gpu_hours"].astype(float).round(1).astype(str),
+            known(df["lost_gpu_hours"].astype(float)),
         ],
         axis=-1,
     )

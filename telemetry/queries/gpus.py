@@ -352,13 +352,21 @@ def _row(host: str, gpu: int, reason: str, value: float, unit: str, detail: str)
     }
 
 
+def duration_text(seconds: float) -> str:
+    """A duration in words at its own scale: "40 s", "3 min", "1.5 h" (a GPU hot for one
+    10-second sample is not hot "for 0.0 h")."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
 def _gpu_reasons(r: Any, ref: float | None, interval_s: float) -> list[dict[str, Any]]:
     """The reasons one GPU (a row of ``gpu_stats``) is an outlier; empty if it is not."""
     out = []
-    hot_h = r.hot_samples * interval_s / 3600.0
     if r.temp_peak is not None and r.temp_peak >= HOT_C:
         share = r.hot_samples / max(r.samples, 1)
-        detail = f"≥ {HOT_C:.0f} °C for {hot_h:.1f} h ({share:.0%} of samples)"
+        hot = duration_text(r.hot_samples * interval_s)
+        detail = f"≥ {HOT_C:.0f} °C for {hot} ({share:.0%} of samples)"
         out.append(_row(r.host, r.gpu, "hot", r.temp_peak, "°C", detail))
     ratio = r.clock_busy / ref if ref and pd.notna(r.clock_busy) else None
     warm = pd.notna(r.temp_busy) and (r.temp_busy >= THROTTLE_TEMP_C or r.hot_samples > 0)
@@ -373,8 +381,8 @@ def _gpu_reasons(r: Any, ref: float | None, interval_s: float) -> list[dict[str,
         out.append(_row(r.host, r.gpu, "straggler", r.clock_busy, "MHz", detail))
     share = r.idle_samples / r.run_samples if r.run_samples else 0.0
     if r.role == "job" and share >= IDLE_MIN_SHARE:
-        idle_h = r.idle_samples * interval_s / 3600.0
-        detail = f"utilization < {IDLE_PCT:.0f} % for {idle_h:.1f} h while the job ran"
+        idle = duration_text(r.idle_samples * interval_s)
+        detail = f"utilization < {IDLE_PCT:.0f} % for {idle} while the job ran"
         out.append(_row(r.host, r.gpu, "idle", share * 100.0, "% of run time", detail))
     return out
 
