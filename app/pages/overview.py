@@ -123,7 +123,7 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
         card(
             "Step",
             _or_dash(s["steps"], "{:,}"),
-            _or_dash(None if s["tokens"] is None else s["tokens"] / 1e9, "{:,.1f} B tokens")
+            ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
             + f" · loss {_or_dash(s['last_loss'], '{}')}",
             "ov-step",
         ),

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.cluster_fixture import RUN as NIGHT_RUN
 from tests.cluster_fixture import build
@@ -131,3 +131,27 @@ def test_axis_titles_stay_with_their_charts(page: Page, dev_server: Server, widt
     legend, title = _box(page, f"{curve} .legend"), _box(page, f"{curve} .g-xtitle")
     assert not _overlap(legend, title), (legend, title)
     assert title["y"] + title["height"] <= legend["y"]
+
+
+def _card(page: Page, id_: str) -> Locator:
+    """The whole card (title, value, note) whose value has the id ``id_``."""
+    return page.locator(".card", has=page.locator(f"#{id_}"))
+
+
+def test_unknowns_read_as_a_dash_not_zero(page: Page, night_server: Server) -> None:
+    """The imported run logs no tokens and its GPU count is unknown: its cards say "–"."""
+    errors = collect_errors(page)
+    page.goto(night_server.url + f"/#run={NIGHT_RUN}&range=all")
+    step = _card(page, "ov-step")
+    expect(step).to_contain_text("tokens –", timeout=30000)
+    expect(step).not_to_contain_text("0.0 B tokens")
+    expect(_card(page, "ov-ettr")).to_contain_text("81.2 %")  # from the step times
+    expect(_card(page, "ov-ints")).to_contain_text("MTBF 2.0 h")
+    page.goto(night_server.url + f"/failures#run={NIGHT_RUN}&range=all")
+    expect(page.locator("#fail-lostgh")).to_have_text("–", timeout=30000)
+    lemons = page.locator("#fail-lemon-table")
+    expect(lemons.locator("tr", has_text="node-7")).to_contain_text("–")
+    page.goto(night_server.url + f"/gpus#run={NIGHT_RUN}&range=all")
+    xid = page.locator("#gpu-outlier-table tr", has_text="node-7")  # an XID naming no GPU
+    expect(xid).to_contain_text("XID", timeout=30000)
+    assert errors == [], errors
