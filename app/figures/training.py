@@ -81,50 +81,35 @@ def _loss_traces(
     lost = df["rolled_back"].astype(bool)
     # the dotted piece starts at the last kept point, so the two lines meet
     lead = lost.shift(-1, fill_value=False) & (df["segment"].shift(-1) == df["segment"])
-    df = df.assign(
-        raw=df["loss"],
-        kept=_smooth(df, weight).where(~lost),
-        lost=_smooth(df, weight).where(lost | lead),
-    )
+    smooth = _smooth(df, weight)
+    df = df.assign(raw=df["loss"], kept=smooth.where(~lost), lost=smooth.where(lost | lead))
     g = _gapped(df, ["raw", "kept", "lost"])
     x, custom = _x(g, axis), g[["step", "attempt"]].to_numpy()
     hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
+
+    def line(y: str, label: str, width: float, **style: Any) -> go.Scattergl:
+        return go.Scattergl(
+            x=x,
+            y=g[y],
+            mode="lines",
+            name=label,
+            legendgroup=name,
+            line={"color": colour, "width": width, "dash": style.pop("dash", "solid")},
+            **style,
+        )
+
     out = []
     if weight > 0:
-        out.append(
-            go.Scattergl(
-                x=x,
-                y=g["raw"],
-                mode="lines",
-                name=f"{name} (raw)",
-                legendgroup=name,
-                line={"color": colour, "width": 1},
-                opacity=0.25,
-                hoverinfo="skip",
-                showlegend=False,
-            )
-        )
-    out.append(
-        go.Scattergl(
-            x=x,
-            y=g["kept"],
-            mode="lines",
-            name=name,
-            legendgroup=name,
-            line={"color": colour, "width": 1.6},
-            customdata=custom,
-            hovertemplate=hover + name + "</extra>",
-        )
-    )
+        faint = {"opacity": 0.25, "hoverinfo": "skip", "showlegend": False}
+        out.append(line("raw", f"{name} (raw)", 1, **faint))
+    out.append(line("kept", name, 1.6, customdata=custom, hovertemplate=f"{hover}{name}</extra>"))
     if lost.any():
         out.append(
-            go.Scattergl(
-                x=x,
-                y=g["lost"],
-                mode="lines",
-                name=f"{name}: rolled back",
-                legendgroup=name,
-                line={"color": colour, "width": 1.4, "dash": "dot"},
+            line(
+                "lost",
+                f"{name}: rolled back",
+                1.4,
+                dash="dot",
                 opacity=0.7,
                 customdata=custom,
                 hovertemplate=hover + "rolled back (lost at a restart)</extra>",
