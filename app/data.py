@@ -341,6 +341,11 @@ def outlier_reasons(outliers: pd.DataFrame) -> list[tuple[str, int]]:
     return gpuq.reason_counts(outliers)
 
 
+def worst_node(tr: TimeRange) -> tuple[str, str] | None:
+    """(host, why) of the node the GPUs page opens on before one is chosen; None: no samples."""
+    return gpuq.worst_node(store(), tr)
+
+
 def node_info(host: str) -> dict[str, Any] | None:
     """The node's inventory (host, rack, role, GPU count and model); None if no such node."""
     return gpuq.node_info(store(), host)

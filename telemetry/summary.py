@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -33,9 +34,21 @@ def _num(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _int(value: Any) -> int | None:
+def _int(value: Any, per: Any = 1) -> int | None:
     num = _num(value)
-    return None if num is None else int(num)
+    return None if num is None else int(num / max(per, 1))
+
+
+def _round(value: float | None, digits: int, per: float = 1.0) -> float | None:
+    return None if value is None else round(value / per, digits)
+
+
+def _hours(seconds: pd.Series) -> float | None:
+    """Hours of a sum of seconds; 0 without a term (no interruption), None when no term is
+    known (every interruption posted without the figure)."""
+    if len(seconds) and seconds.isna().all():
+        return None
+    return round(float(seconds.sum()) / 3600.0, 3)
 
 
 def _time(value: Any) -> Any:
@@ -43,8 +56,11 @@ def _time(value: Any) -> Any:
 
 
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
-    """Reliability figures of one run; fields the store does not know (GPUs, model size, MFU
-    of a run posted without them) are None, sums over unknown values count as 0."""
+    """Reliability figures of one run. A figure the store does not know is None (null in
+    ``summary --json``, "–" on a page), never 0: GPUs, model size, MFU, tokens of a run posted
+    or logged without them; ETTR without a throughput or step time; a sum whose every term is
+    unknown (downtime of interruptions posted without their durations). A sum over some known
+    terms counts the unknown ones as 0."""
     run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
     last = store.scalar(
         """SELECT max(t) FROM (
@@ -57,13 +73,14 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
     end = min(end_ts, last) if last is not None and end_ts is not None else last
     wall_s = max((end - start).total_seconds(), 0.0) if None not in (start, end) else 0.0
     tm = store.df(
-        """SELECT arg_max(tokens, ts) AS tokens, arg_max(step, ts) AS step,
+        """SELECT arg_max(tokens, ts) FILTER (WHERE tokens IS NOT NULL) AS tokens,
+                  arg_max(step, ts) AS step,
                   avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
            FROM train_metrics WHERE run_id = ?""",
         [run_id],
     ).iloc[0]
-    tokens, tps = _num(tm["tokens"]) or 0.0, _num(tm["tps"])
-    productive_s = tokens / tps if tps and tps > 0 else 0.0
+    tokens, tps = _num(tm["tokens"]), _num(tm["tps"])
+    productive_s = tokens / tps if tokens and tps and tps > 0 else 0.0
     basis = "tokens" if tokens and tps else None
     if basis is None:  # a log without tokens: surviving steps x the median step time
         steps_s = _step_seconds(store, run_id)
@@ -71,11 +88,13 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             productive_s, basis = steps_s, "steps"
     loss, mfu = _num(tm["loss"]), _num(tm["mfu"])
     ints = store.df(
-        """SELECT planned, component, category, coalesce(source, 'posted') AS source,
+        f"""SELECT planned, component, category, coalesce(source, 'posted') AS source,
                   count(*) AS n, sum(lost_gpu_hours) AS gh,
-                  sum(detect_s + restart_s) AS down_s, sum(rework_s) AS rework_s,
+                  sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
+                      FILTER (WHERE coalesce(detect_s, restart_s) IS NOT NULL) AS down_s,
+                  sum(rework_s) AS rework_s,
                   sum(lost_steps) AS lost_steps, count(labelled_by) AS corrected
-           FROM interruptions WHERE run_id = ? GROUP BY ALL""",
+           FROM {COSTED} WHERE run_id = ? GROUP BY ALL""",
         [run_id],
     )
     unexpected = ints[~ints["planned"].astype(bool)]
@@ -104,7 +123,7 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "nodes": _int(run["nodes"]),
         "model_params": _num(run["model_params"]),
         "wall_hours": round(wall_h, 3),
-        "steps": _int(tm["step"]) or 0,
+        "steps": _int(tm["step"]),
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
         "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 and basis else None,
@@ -128,8 +147,8 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
                 .sort_values(ascending=False)
                 .items()
             },
-            "downtime_hours": round(float(ints["down_s"].sum()) / 3600.0, 3),
-            "rework_hours": round(float(ints["rework_s"].sum()) / 3600.0, 3),
+            "downtime_hours": _hours(ints["down_s"]),
+            "rework_hours": _hours(ints["rework_s"]),
             "lost_steps": int(ints["lost_steps"].sum()),
             "inferred": int(ints.loc[ints["source"] == "inferred", "n"].sum()),
             "corrected": int(ints["corrected"].sum()),
@@ -139,10 +158,10 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
             t: {
                 "count": int(ck.loc[t, "n"]),
                 "failed": int(ck.loc[t, "failed"]),
-                "mean_write_s": round(_num(ck.loc[t, "w"]) or 0.0, 3),
-                "bytes": _int(ck.loc[t, "b"]) or 0,  # total written to the tier
-                "bytes_per_checkpoint": int((_num(ck.loc[t, "b"]) or 0) / max(ck.loc[t, "n"], 1)),
-                "blocking_hours": round((_num(ck.loc[t, "blk"]) or 0.0) / 3600.0, 3),
+                "mean_write_s": _round(_num(ck.loc[t, "w"]), 3),
+                "bytes": _int(ck.loc[t, "b"]),  # total written to the tier
+                "bytes_per_checkpoint": _int(_num(ck.loc[t, "b"]), ck.loc[t, "n"]),
+                "blocking_hours": _round(_num(ck.loc[t, "blk"]), 3, 3600.0),
             }
             for t in TIERS
             if t in ck.index
@@ -168,7 +187,7 @@ def _step_seconds(store: Store, run_id: str) -> float | None:
         [run_id],
     )
     per_step, steps = row
-    if per_step is None or not steps:
+    if not per_step or per_step <= 0 or not steps:  # no step time (one timestamp for all)
         return None
     return float(per_step) * float(steps)
 
@@ -177,11 +196,11 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Each interruption of the run, oldest first, with its source, confidence, correction
     and evidence (parsed), as ``summary --json`` shows them."""
     df = store.df(
-        """SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
+        f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
                   confidence, host, gpu, xid, restored_tier, restored_step, lost_steps,
                   detect_s + restart_s AS downtime_s, lost_gpu_hours, labelled_by,
                   orig_component, description, evidence
-           FROM interruptions WHERE run_id = ? ORDER BY ts""",
+           FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
         [run_id],
     )
     out = []

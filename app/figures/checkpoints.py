@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below
+from app.figures.failures import known
 
 TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
 RESTORE_COLOURS = TIER_COLOURS | {"none": "#ef553b"}
@@ -98,8 +99,8 @@ def restore_table(df: pd.DataFrame) -> pd.DataFrame:
             ],
             "restored_step": df["restored_step"].astype(int),
             "lost_steps": df["lost_steps"].astype(int),
-            "lost_gpu_hours": df["lost_gpu_hours"].astype(float).round(1),
-            "downtime_min": (df["downtime_s"].astype(float) / 60.0).round(1),
+            "lost_gpu_hours": known(df["lost_gpu_hours"]),
+            "downtime_min": known(df["downtime_s"].astype(float) / 60.0),
         }
     )
 
@@ -155,12 +156,13 @@ def _restore_traces(rs: pd.DataFrame) -> list[go.Scatter]:
                 mode="markers",
                 name=f"Restore from {tier_name(str(tier))}",
                 marker={"symbol": "triangle-down", "size": 10, "color": colour},
-                customdata=grp[["component", "restored_step", "lost_steps", "lost_gpu_hours"]]
+                customdata=grp[["component", "restored_step", "lost_steps"]]
+                .assign(lost=known(grp["lost_gpu_hours"]))
                 .astype(object)
                 .to_numpy(),
                 hovertemplate="%{x|%Y-%m-%d %H:%M:%S}<br>%{customdata[0]}<br>"
                 "restored step %{customdata[1]:,}, %{customdata[2]:,} steps lost<br>"
-                "%{customdata[3]:,.1f} GPU-hours lost<extra>restore</extra>",
+                "%{customdata[3]} GPU-hours lost<extra>restore</extra>",
             )
         )
     return traces
@@ -277,7 +279,9 @@ def ettr_curve(
         },
         yaxis={"title": "Expected ETTR (%)", "range": [lo - pad, hi + pad]},
     )
-    return legend_below(fig)
+    # room for every row the legend can wrap to in a half-width chart (three items a row at
+    # 1366 px): with the what-if's curve and marks it takes two, and grew into the axis title
+    return legend_below(fig, rows=max(1, math.ceil(len(fig.data) / 3)))
 
 
 def ettr_delta(delta: float, gpus: int) -> str:

@@ -69,10 +69,12 @@ def taxonomy_chart(
             textfont={"size": 11},
             constraintext="none",
             cliponaxis=False,
-            customdata=np.stack([df["category"], df["count"], df["lost_gpu_hours"]], axis=-1),
+            customdata=np.stack(
+                [df["category"], df["count"], known(df["lost_gpu_hours"])], axis=-1
+            ),
             hovertemplate=(
                 f"<b>%{{y}}</b> (%{{customdata[0]}})<br>this run: %{{customdata[1]}} of {n:,} "
-                "= %{x:.1f} %<br>lost %{customdata[2]:,.1f} GPU-hours<extra></extra>"
+                "= %{x:.1f} %<br>lost %{customdata[2]} GPU-hours<extra></extra>"
             ),
         )
     )
@@ -114,6 +116,13 @@ def taxonomy_chart(
     return fig
 
 
+def known(values: pd.Series, digits: int = 1) -> pd.Series:
+    """Figures a record may not give (lost GPU-hours, downtime) for a table or a hover:
+    rounded, or "–" where unknown (never 0, never "nan")."""
+    values = pd.Series(values, dtype=float)
+    return values.round(digits).astype(object).where(values.notna(), "–")
+
+
 def _hover_rows(df: pd.DataFrame) -> np.ndarray:
     def fmt_gpu(host: str, gpu: object) -> str:
         return host if pd.isna(gpu) else f"{host} GPU {int(gpu)}"
@@ -131,11 +140,11 @@ def _hover_rows(df: pd.DataFrame) -> np.ndarray:
             df["component"].astype(str),
             [fmt_gpu(h, g) for h, g in zip(df["host"], df["gpu"], strict=True)],
             [fmt_xid(x, n) for x, n in zip(df["xid"], df["xid_name"], strict=True)],
-            (df["downtime_s"].astype(float) / 60.0).round(1).astype(str),
+            known(df["downtime_s"].astype(float) / 60.0),
             df["lost_steps"].fillna(0).astype(int).map("{:,}".format),
             [fmt_tier(t, s) for t, s in zip(df["restored_tier"], df["restored_step"], strict=True)],
             df["recovery"].fillna("").astype(str),
-            df["lost_gpu_hours"].astype(float).round(1).astype(str),
+            known(df["lost_gpu_hours"].astype(float)),
         ],
         axis=-1,
     )
@@ -166,7 +175,7 @@ def interruption_timeline(
     rows = pd.DataFrame({"cat": df["category"], "y": df[ycol]}).drop_duplicates()
     rows["planned"] = rows["cat"] == "Planned"  # planned work at the bottom, apart
     order = rows.sort_values(["planned", "cat", "y"])["y"].drop_duplicates().tolist()
-    fig = _base(title, max(280, 140 + len(order) * 28), template)
+    fig = _base(title, max(300, 160 + len(order) * 28), template)
     for cat, grp in df.groupby("category", sort=True):
         planned = grp["planned"].astype(bool).to_numpy()
         manual = (grp["recovery"] == "manual").to_numpy()
@@ -191,9 +200,16 @@ def interruption_timeline(
     pad = (end - start) * 0.01  # keep markers at the range edges whole
     fig.update_layout(
         hovermode="closest",
-        margin={"l": 10, "r": 20, "t": 40, "b": 10},
+        # room for two-line date ticks and the axis title, set rather than left to automargin:
+        # expanded after the first draw, the title was drawn outside the figure, over the card
+        # below it
+        margin={"l": 10, "r": 20, "t": 40, "b": 62},
         legend={"orientation": "h", "y": 1.0, "x": 1.0, "xanchor": "right", "yanchor": "bottom"},
-        xaxis={"title": "Time (UTC)", "range": [start - pad, end + pad], "automargin": True},
+        xaxis={
+            "title": {"text": "Time (UTC)", "standoff": 6},
+            "range": [start - pad, end + pad],
+            "automargin": False,
+        },
         yaxis={
             "title": None,
             "automargin": True,

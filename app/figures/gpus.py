@@ -175,9 +175,38 @@ def distribution(
         bargap=0,
         showlegend=False,
         xaxis={"title": f"{label} ({unit})"},
-        yaxis={"title": "Node-hours (log)", "type": "log"},
+        yaxis={"title": "Node-hours (log)", "type": "log", **log_ticks(df["node_hours"])},
     )
     return fig
+
+
+def log_ticks(values: pd.Series) -> dict[str, Any]:
+    """Tick spacing of a log axis over ``values``: labels at each power of ten when they span
+    two decades or more (plotly's own choice labels the minor ticks too, and at this height
+    they pile up: "5 2 1 5 2 ..."), else at 1, 2 and 5 of each decade."""
+    pos = values[values > 0]
+    decades = float(np.log10(pos.max() / pos.min())) if len(pos) else 0.0
+    return (
+        {"dtick": 1, "minor": {"ticks": "inside", "ticklen": 3}}
+        if decades >= 2
+        else {"dtick": "D2"}
+    )
+
+
+GAP_BUCKETS = 3  # a silence longer than this many buckets breaks a line
+
+
+def break_gaps(df: pd.DataFrame, step_s: float, ys: list[str]) -> pd.DataFrame:
+    """``df`` (one series in time order: ``ts``) with a row of missing ``ys`` inside every
+    silence longer than ``GAP_BUCKETS`` x ``step_s``: plotly breaks the line there instead of
+    drawing a ramp across a drained or silent period it has no sample of."""
+    ts = pd.to_datetime(df["ts"]).reset_index(drop=True)
+    gap = ts.diff().dt.total_seconds() > GAP_BUCKETS * step_s
+    if not gap.any():
+        return df
+    holes = pd.DataFrame({"ts": ts[gap] - pd.to_timedelta(step_s, unit="s")})
+    holes = holes.assign(**{c: np.nan for c in ys}).set_axis(ts.index[gap] - 0.5)
+    return pd.concat([df.reset_index(drop=True), holes]).sort_index(kind="stable")
 
 
 def node_metric(
@@ -187,8 +216,9 @@ def node_metric(
     template: str = TEMPLATE,
     spec: tuple[str, str, str, list[float] | None] | None = None,
 ) -> go.Figure:
-    """One metric of one node's GPUs over time: a line per GPU ("GPU 0" ... "GPU 7"). ``chart``
-    is a key of ``NODE_CHARTS``, or ``spec`` gives (column, title, unit, y range) of another."""
+    """One metric of one node's GPUs over time: a line per GPU ("GPU 0" ... "GPU 7"), broken
+    where the GPU was silent for more than a few buckets (``break_gaps``). ``chart`` is a key
+    of ``NODE_CHARTS``, or ``spec`` gives (column, title, unit, y range) of another."""
     col, name, unit, yrange = spec or NODE_CHARTS[chart]
     title = f"{name} ({unit})"
     if df.empty:
@@ -199,7 +229,10 @@ def node_metric(
             template=template,
         )
     fig = _base(title, NODE_CHART_HEIGHT, template)
+    step_s = float(df["bucket_s"].iloc[0]) if "bucket_s" in df else 0.0
     for gpu, grp in df.groupby("gpu", sort=True):
+        if step_s > 0:
+            grp = break_gaps(grp, step_s, [col])
         fig.add_trace(
             go.Scatter(
                 x=grp["ts"],

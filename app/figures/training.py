@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty
+from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, legend_below
 
 X_TITLES = {"step": "Step", "tokens": "Tokens trained", "time": "Time (UTC)"}
 RUN_COLOURS = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3"]
 TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
+StepScale = Callable[[Any], Any]  # steps (a Series) -> x positions on the chart's axis
 
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
@@ -30,6 +34,90 @@ def _x(df: pd.DataFrame, axis: str) -> pd.Series:
     return df["ts"] if axis == "time" else df[axis]
 
 
+def has_tokens(df: pd.DataFrame) -> bool:
+    """Whether a series logged a tokens count (a Megatron text log may log steps only)."""
+    return "tokens" in df and bool(df["tokens"].notna().any())
+
+
+def axis_for(df: pd.DataFrame, axis: str, name: str) -> tuple[str, str]:
+    """The x axis to draw the run's series on, and a note when it is not the one asked for:
+    a run without a tokens metric is drawn by step (saying so), never on an empty axis."""
+    if axis == "tokens" and not df.empty and not has_tokens(df):
+        return "step", f"{name} has no tokens metric: shown by step"
+    return axis, ""
+
+
+def _with_restarts(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``segment``/``rolled_back`` (``mark_restarts``), if a caller did not add them:
+    one piece, nothing rolled back."""
+    if "segment" in df:
+        return df.reset_index(drop=True)
+    return df.reset_index(drop=True).assign(segment=0, rolled_back=False)
+
+
+def _gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
+    """``df`` with a row after each restart piece that repeats its last x but has no ``ys``:
+    plotly breaks the line there, so a restart is not drawn as a jump back."""
+    ends = df.groupby("segment", sort=False).tail(1)
+    if len(ends) <= 1:
+        return df
+    gaps = ends.assign(**{c: np.nan for c in ys}).set_axis(ends.index + 0.5)
+    return pd.concat([df, gaps]).sort_index(kind="stable")
+
+
+def _smooth(df: pd.DataFrame, weight: float) -> pd.Series:
+    """EMA of the loss, started over at each restart piece (a restore resets the curve)."""
+    return df.groupby("segment", sort=False)["loss"].transform(
+        lambda v: pd.Series(ema(v.to_numpy(), weight), index=v.index)
+    )
+
+
+def _loss_traces(
+    df: pd.DataFrame, name: str, colour: str, axis: str, weight: float
+) -> list[go.Scattergl]:
+    """A run's loss: raw (faint, when smoothing), smoothed, and the rolled-back work (steps
+    trained again after a restore) dotted, in the run's colour and legend group."""
+    df = _with_restarts(df)
+    lost = df["rolled_back"].astype(bool)
+    # the dotted piece starts at the last kept point, so the two lines meet
+    lead = lost.shift(-1, fill_value=False) & (df["segment"].shift(-1) == df["segment"])
+    smooth = _smooth(df, weight)
+    df = df.assign(raw=df["loss"], kept=smooth.where(~lost), lost=smooth.where(lost | lead))
+    g = _gapped(df, ["raw", "kept", "lost"])
+    x, custom = _x(g, axis), g[["step", "attempt"]].to_numpy()
+    hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
+
+    def line(y: str, label: str, width: float, **style: Any) -> go.Scattergl:
+        return go.Scattergl(
+            x=x,
+            y=g[y],
+            mode="lines",
+            name=label,
+            legendgroup=name,
+            line={"color": colour, "width": width, "dash": style.pop("dash", "solid")},
+            **style,
+        )
+
+    out = []
+    if weight > 0:
+        faint = {"opacity": 0.25, "hoverinfo": "skip", "showlegend": False}
+        out.append(line("raw", f"{name} (raw)", 1, **faint))
+    out.append(line("kept", name, 1.6, customdata=custom, hovertemplate=f"{hover}{name}</extra>"))
+    if lost.any():
+        out.append(
+            line(
+                "lost",
+                f"{name}: rolled back",
+                1.4,
+                dash="dot",
+                opacity=0.7,
+                customdata=custom,
+                hovertemplate=hover + "rolled back (lost at a restart)</extra>",
+            )
+        )
+    return out
+
+
 def loss_figure(
     runs: dict[str, pd.DataFrame],
     axis: str,
@@ -40,64 +128,75 @@ def loss_figure(
     tokens_per_step: float,
     template: str,
 ) -> go.Figure:
-    """Loss per run (raw faint, smoothed solid); interruptions coloured by category, the
-    rolled-back span of each restore shaded, checkpoints per tier as ticks along the bottom."""
+    """Loss per run (raw faint, smoothed solid, each piece between restarts its own line and
+    the rolled-back work dotted); interruptions coloured by category, the rolled-back span of
+    each restore shaded, checkpoints per tier as ticks along the bottom. The first run is the
+    primary one: without a tokens metric it is drawn by step, an overlay run without one is
+    left out, and a note under the title says so."""
     title = "Training loss"
     if all(df.empty for df in runs.values()):
         return empty(title, "No training metrics in this range", 420, template)
     fig = _base(title, 420, template)
+    primary_name, primary = next(iter(runs.items()))
+    axis, note = axis_for(primary, axis, primary_name)
+    notes = [note] if note else []
     for i, (name, df) in enumerate(runs.items()):
         if df.empty:
             continue
+        if axis == "tokens" and not has_tokens(df):
+            notes.append(f"{name} has no tokens metric: not shown")
+            continue
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
-        custom = df[["step", "attempt"]].to_numpy()
-        hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
-        if smoothing > 0:
-            fig.add_trace(
-                go.Scattergl(
-                    x=_x(df, axis),
-                    y=df["loss"],
-                    mode="lines",
-                    name=f"{name} (raw)",
-                    line={"color": colour, "width": 1},
-                    opacity=0.25,
-                    hoverinfo="skip",
-                    showlegend=False,
-                )
-            )
-        fig.add_trace(
-            go.Scattergl(
-                x=_x(df, axis),
-                y=ema(df["loss"].to_numpy(), smoothing),
-                mode="lines",
-                name=name,
-                line={"color": colour, "width": 1.6},
-                customdata=custom,
-                hovertemplate=hover + name + "</extra>",
-            )
-        )
-    _mark_events(fig, events, axis, tokens_per_step)
-    _mark_checkpoints(fig, checkpoints, axis, tokens_per_step)
+        for trace in _loss_traces(df, name, colour, axis, smoothing):
+            fig.add_trace(trace)
+    to_x = _step_scale(primary, axis, tokens_per_step)
+    _mark_events(fig, events, axis, to_x)
+    _mark_checkpoints(fig, checkpoints, axis, to_x)
     fig.update_layout(
         xaxis={"title": X_TITLES[axis]},
         yaxis={"title": "Loss (nats/token)", "type": "log" if log_y else "linear"},
         hovermode="closest",
     )
+    # below the chart: with a run, its rolled-back work, the down spans, three categories and
+    # three tiers, the legend wraps and would run into the title
+    return _noted(legend_below(fig, rows=2), notes)
+
+
+def _noted(fig: go.Figure, notes: list[str]) -> go.Figure:
+    if notes:
+        fig.update_layout(
+            title={"subtitle": {"text": " · ".join(notes), "font": {"size": 12}}},
+            margin={"t": 64},
+        )
     return fig
 
 
-def _event_x(events: pd.DataFrame, axis: str, tps: float, col: str) -> pd.Series:
+def _step_scale(df: pd.DataFrame, axis: str, tps: float) -> StepScale:
+    """Steps -> x of the axis: steps, or tokens (``tps`` tokens per step; unknown, the run's
+    own step -> tokens as logged). Wall-clock marks do not use it."""
+    if axis != "tokens":
+        return lambda steps: steps
+    if tps > 0:
+        return lambda steps: steps * tps
+    known = df.dropna(subset=["step", "tokens"]).sort_values("step")
+    kept = known[~known["rolled_back"].astype(bool)] if "rolled_back" in known else known
+    return lambda steps: pd.Series(
+        np.interp(np.asarray(steps, dtype=float), kept["step"], kept["tokens"]),
+        index=getattr(steps, "index", None),
+    )
+
+
+def _event_x(events: pd.DataFrame, axis: str, to_x: StepScale, col: str) -> pd.Series:
     if axis == "time":
         return events["ts"] if col == "failed_step" else events["resumed"]
-    steps = events[col]
-    return steps * tps if axis == "tokens" else steps
+    return to_x(events[col])
 
 
-def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, tps: float) -> None:
+def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, to_x: StepScale) -> None:
     if events.empty:
         return
-    x0 = _event_x(events, axis, tps, "restored_step")
-    x1 = _event_x(events, axis, tps, "failed_step")
+    x0 = _event_x(events, axis, to_x, "restored_step")
+    x1 = _event_x(events, axis, to_x, "failed_step")
     if axis == "time":  # shade the downtime: failure to resumed training
         x0, x1 = events["ts"], events["resumed"]
     # All shaded spans as one filled trace (one add_vrect per span costs ~50 ms each in
@@ -123,7 +222,7 @@ def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, tps: float) ->
             )
         )
     for cat, grp in events.groupby("category"):
-        xs = _event_x(grp, axis, tps, "failed_step")
+        xs = _event_x(grp, axis, to_x, "failed_step")
         fig.add_trace(
             go.Scatter(
                 x=xs,
@@ -146,16 +245,12 @@ def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, tps: float) ->
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
-def _mark_checkpoints(fig: go.Figure, ck: pd.DataFrame, axis: str, tps: float) -> None:
+def _mark_checkpoints(fig: go.Figure, ck: pd.DataFrame, axis: str, to_x: StepScale) -> None:
     if ck.empty:
         return
     levels = {"nvme": 0.02, "pfs": 0.05, "object": 0.08}
     for tier, grp in ck.groupby("tier"):
-        xs = (
-            grp["ts"]
-            if axis == "time"
-            else (grp["step"] * tps if axis == "tokens" else grp["step"])
-        )
+        xs = grp["ts"] if axis == "time" else to_x(grp["step"])
         fig.add_trace(
             go.Scatter(
                 x=xs,
@@ -178,33 +273,50 @@ def _mark_checkpoints(fig: go.Figure, ck: pd.DataFrame, axis: str, tps: float) -
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
-def throughput_figure(df: pd.DataFrame, axis: str, template: str) -> go.Figure:
-    """Tokens per second (left) and MFU in percent (right) of the primary run."""
+def throughput_figure(
+    df: pd.DataFrame, axis: str, template: str, name: str = "this run"
+) -> go.Figure:
+    """Tokens per second (left) and MFU in percent (right) of the primary run (``name``), each
+    piece between restarts its own line; by step (saying so) when the run has no tokens
+    metric, and a message instead of an empty axis when it logs no throughput."""
     title = "Throughput and MFU"
     if df.empty:
         return empty(title, "No training metrics in this range", 260, template)
+    if not df["tokens_per_s"].notna().any():
+        return empty(title, f"{name} logs no throughput (tokens/s) in this range", 260, template)
+    axis, note = axis_for(df, axis, name)
+    df = _with_restarts(df)
     fig = _base(title, 260, template)
     # MFU is throughput x 6 x params / (GPUs x peak): one line, read on either axis.
+    g = _gapped(df.assign(mtps=df["tokens_per_s"] / 1e6), ["mtps"])
     tps = df["tokens_per_s"] / 1e6
-    per_mtps = float((df["mfu"] * 100 / tps).median())
+    ratio = (df["mfu"] * 100 / tps).median()
     fig.add_trace(
         go.Scattergl(
-            x=_x(df, axis),
-            y=tps,
+            x=_x(g, axis),
+            y=g["mtps"],
             mode="lines",
             name="Throughput",
             line={"color": "#19d3f3", "width": 1},
-            customdata=(df["mfu"] * 100).to_numpy(),
-            hovertemplate="%{y:.4f} M tokens/s · MFU %{customdata:.2f} %<extra></extra>",
+            customdata=(g["mfu"] * 100).to_numpy(),
+            hovertemplate="%{y:.4f} M tokens/s"
+            + (" · MFU %{customdata:.2f} %" if pd.notna(ratio) else "")
+            + "<extra></extra>",
         )
     )
     lo, hi = float(tps.min()), float(tps.max())
     pad = max((hi - lo) * 0.1, hi * 0.002)
-    fig.add_trace(go.Scatter(x=[None], y=[None], yaxis="y2", showlegend=False, hoverinfo="skip"))
-    fig.update_layout(
-        xaxis={"title": X_TITLES[axis]},
-        yaxis={"title": "Throughput (M tokens/s)", "range": [lo - pad, hi + pad]},
-        yaxis2={
+    layout = {
+        "xaxis": {"title": X_TITLES[axis]},
+        "yaxis": {"title": "Throughput (M tokens/s)", "range": [lo - pad, hi + pad]},
+        "showlegend": False,
+    }
+    if pd.notna(ratio):  # the MFU axis only where the run logs MFU
+        per_mtps = float(ratio)
+        fig.add_trace(
+            go.Scatter(x=[None], y=[None], yaxis="y2", showlegend=False, hoverinfo="skip")
+        )
+        layout["yaxis2"] = {
             "title": "MFU (%)",
             "overlaying": "y",
             "side": "right",
@@ -212,7 +324,6 @@ def throughput_figure(df: pd.DataFrame, axis: str, template: str) -> go.Figure:
             "range": [(lo - pad) * per_mtps, (hi + pad) * per_mtps],
             "tickmode": "auto",
             "tickformat": ".1f",
-        },
-        showlegend=False,
-    )
-    return fig
+        }
+    fig.update_layout(**layout)
+    return _noted(fig, [note] if note else [])

@@ -125,8 +125,8 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
         ),
         card(
             "Downtime",
-            f"{r['downtime_hours']:.2f} h",
-            f"detection + restart · +{r['rework_hours']:.2f} h recompute",
+            _hours(r["downtime_hours"]),
+            f"detection + restart · +{_hours(r['rework_hours'])} recompute",
             "fail-downtime",
         ),
         card(
@@ -143,6 +143,10 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
         ),
         card("XIDs", f"{n_xids:,}", f"{n_codes} codes, {n_fatal} fatal", "fail-xids"),
     ]
+
+
+def _hours(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f} h"
 
 
 def _ts_text(s: pd.Series) -> pd.Series:
@@ -165,8 +169,8 @@ def _lemon_table(df: pd.DataFrame) -> Any:
         return dbc.Alert(msg, color="secondary", class_name="mb-0")
     df = df.assign(
         rank=range(1, len(df) + 1),
-        lost_gpu_hours=df["lost_gpu_hours"].round(1),
-        downtime_min=(df["downtime_s"] / 60.0).round(1),
+        lost_gpu_hours=ffig.known(df["lost_gpu_hours"], 1),
+        downtime_min=ffig.known(df["downtime_s"] / 60.0, 1),
         last_failure=_ts_text(df["last_failure"]),
     )
     return table("fail-lemon-table", df, LEMON_COLUMNS, page_size=8)
@@ -180,7 +184,7 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
     df = df.assign(
         pct=df["pct"].round(1),
         ref_pct=df["ref_pct"].round(1),
-        lost_gpu_hours=df["lost_gpu_hours"].round(1),
+        lost_gpu_hours=ffig.known(df["lost_gpu_hours"], 1),
     )
     return table("fail-tax-table", df, columns, page_size=20)
 

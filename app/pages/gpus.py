@@ -245,6 +245,9 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
     tpl = data.template(theme)
     host = data.clean_view(view).get("node")
     tr = data.view_range(view)
+    worst = data.worst_node(tr) if host is None and tr is not None else None
+    if worst is not None:  # nothing chosen yet: open on the worst node, not an empty card
+        host = worst[0]
     if host is None or tr is None:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
         figs = [
@@ -263,7 +266,10 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
         )
         for c in NODE_CHART_IDS
     ]
-    return host, gfig.node_header(info, host), *figs
+    header = gfig.node_header(info, host)
+    if worst is not None:
+        header += f" · the worst node by the outlier ranking ({worst[1]}); click another to switch"
+    return host, header, *figs
 
 
 @callback(

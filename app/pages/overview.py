@@ -144,8 +144,9 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
     return [
         card(
             "Step",
-            f"{s['steps']:,}",
-            f"{s['tokens'] / 1e9:,.1f} B tokens · loss {s['last_loss']}",
+            _or_dash(s["steps"], "{:,}"),
+            ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
+            + f" · loss {_or_dash(s['last_loss'], '{}')}",
             "ov-step",
         ),
         card(
@@ -157,7 +158,8 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned · {last24} in last 24 h · MTBF {s['mtbf_hours'] or '–'} h",
+            f"unexpected + planned · {last24} in last 24 h · MTBF "
+            + _or_dash(s["mtbf_hours"], "{:.1f} h"),
             "ov-ints",
         ),
     ]

@@ -137,7 +137,7 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         data.tokens_per_step(run),
         tpl,
     )
-    thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl)
+    thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl, data.run_label(run))
     rev = f"{data.revision(view)}|{axis}"
     spikes = data.loss_spikes(run, tr)
     spikes_view = (

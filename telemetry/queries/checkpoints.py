@@ -20,6 +20,7 @@ import pandas as pd
 
 from telemetry import reliability
 from telemetry.queries import TimeRange
+from telemetry.queries.failures import COSTED
 from telemetry.reliability import IntervalAdvice, failures_per_node_day
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -136,9 +137,9 @@ def restores(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     scratch): ``ts, component, category, planned, host, restored_tier, restored_step,
     lost_steps, lost_gpu_hours, downtime_s`` (detection + restart, s) and ``rework_s``."""
     return store.df(
-        """SELECT ts, component, category, planned, host, restored_tier, restored_step,
+        f"""SELECT ts, component, category, planned, host, restored_tier, restored_step,
                   lost_steps, lost_gpu_hours, detect_s + restart_s AS downtime_s, rework_s
-           FROM interruptions
+           FROM {COSTED}
            WHERE run_id = ? AND restored_tier IS NOT NULL AND ts >= ? AND ts <= ?
            ORDER BY ts""",
         [run_id, tr.start, tr.end],

@@ -41,6 +41,17 @@ ACTION_TEXT = {
 
 _RUN_AND_RANGE = "(? IS NULL OR run_id = ?) AND ts BETWEEN ? AND ?"
 
+# The interruptions table with the lost GPU-hours of a record that left them out (a training
+# job's own report rarely says them) filled in where they are known: the run's GPUs x
+# (detection + restart + recomputation), the parts the record gives. A posted 4-minute
+# interruption of a 64-GPU run lost 4.3 GPU-hours, not 0 and not "unknown". Unknown GPUs, or
+# no duration at all, stay NULL.
+COSTED = """(SELECT i.* REPLACE (coalesce(i.lost_gpu_hours,
+      CASE WHEN coalesce(i.detect_s, i.restart_s, i.rework_s) IS NOT NULL
+           THEN r.gpus * (coalesce(i.detect_s, 0) + coalesce(i.restart_s, 0)
+                          + coalesce(i.rework_s, 0)) / 3600.0 END) AS lost_gpu_hours)
+    FROM interruptions i LEFT JOIN runs r USING (run_id))"""
+
 
 def _params(run_id: str | None, tr: TimeRange) -> list[Any]:
     return [run_id, run_id, tr.start, tr.end]
@@ -87,7 +98,7 @@ def taxonomy(
     seen = store.df(
         f"""SELECT {col} AS key, any_value(category) AS category_seen, count(*) AS count,
                    sum(lost_gpu_hours) AS lost_gpu_hours
-            FROM interruptions WHERE NOT planned AND {_RUN_AND_RANGE}
+            FROM {COSTED} WHERE NOT planned AND {_RUN_AND_RANGE}
             GROUP BY {col}""",
         _params(run_id, tr),
     )
@@ -96,8 +107,10 @@ def taxonomy(
     df = df.drop(columns="category_seen")
     for c in ("count", "ref_count"):
         df[c] = df[c].fillna(0).astype(int)
-    for c in ("lost_gpu_hours", "ref_pct", "ref_pct_printed"):
+    for c in ("ref_pct", "ref_pct_printed"):
         df[c] = df[c].astype(float).fillna(0.0)
+    # none seen: none lost; seen without a known cost: unknown (NaN), not 0
+    df["lost_gpu_hours"] = df["lost_gpu_hours"].astype(float).mask(df["count"] == 0, 0.0)
     total = int(df["count"].sum())
     df["pct"] = df["count"] * 100.0 / total if total else 0.0
     df = df.sort_values(["ref_count", "count"], ascending=False, kind="stable")
@@ -126,7 +139,7 @@ def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000)
               SELECT ts, run_id, host, gpu, component, category, xid, planned,
                      detect_s + restart_s AS downtime_s, rework_s, lost_steps, lost_gpu_hours,
                      restored_tier, restored_step, recovery, node_lost, description
-              FROM interruptions WHERE {_RUN_AND_RANGE}
+              FROM {COSTED} WHERE {_RUN_AND_RANGE}
               ORDER BY ts DESC LIMIT ?)
             ORDER BY ts""",
         [*_params(run_id, tr), int(limit)],
@@ -163,16 +176,19 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
     ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range),
     ``mtbf_hours`` (wall hours / unexpected; None without unexpected interruptions),
     ``downtime_hours`` (detection + restart, planned included), ``rework_hours``,
-    ``lost_gpu_hours``, ``lost_steps``, ``automated``, ``manual`` (recovery of all
-    interruptions), ``manual_unexpected`` and the Llama 3 reference counts."""
+    ``lost_gpu_hours`` (each None when no interruption in the range knows it),
+    ``lost_steps``, ``automated``, ``manual`` (recovery of all interruptions),
+    ``manual_unexpected`` and the Llama 3 reference counts."""
     (row,) = store.rows(
         f"""SELECT count(*) FILTER (WHERE NOT planned), count(*) FILTER (WHERE planned),
-                   coalesce(sum(detect_s + restart_s), 0), coalesce(sum(rework_s), 0),
+                   sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
+                       FILTER (WHERE coalesce(detect_s, restart_s) IS NOT NULL),
+                   sum(rework_s),
                    sum(lost_gpu_hours), coalesce(sum(lost_steps), 0),
                    count(*) FILTER (WHERE recovery = 'automated'),
                    count(*) FILTER (WHERE recovery = 'manual'),
                    count(*) FILTER (WHERE recovery = 'manual' AND NOT planned)
-            FROM interruptions WHERE {_RUN_AND_RANGE}""",
+            FROM {COSTED} WHERE {_RUN_AND_RANGE}""",
         _params(run_id, tr),
     )
     start, end = _run_window(store, run_id, tr)
@@ -183,8 +199,9 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "planned": int(row[1]),
         "wall_hours": wall_h,
         "mtbf_hours": wall_h / unexpected if unexpected else None,
-        "downtime_hours": float(row[2]) / 3600.0,
-        "rework_hours": float(row[3]) / 3600.0,
+        # None when interruptions in the range were posted without their durations
+        "downtime_hours": _hours(row[2], unexpected + int(row[1])),
+        "rework_hours": _hours(row[3], unexpected + int(row[1])),
         # None when no interruption in the range knows it (a run that did not say its GPUs)
         "lost_gpu_hours": None if row[4] is None else float(row[4]),
         "lost_steps": int(row[5]),
@@ -195,6 +212,12 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "ref_planned": LLAMA3_PLANNED,
         "ref_manual": 3,
     }
+
+
+def _hours(seconds: float | None, n: int) -> float | None:
+    """Hours of a sum of seconds over ``n`` interruptions: 0 without any, None when none of
+    them knows the figure."""
+    return 0.0 if n == 0 else None if seconds is None else float(seconds) / 3600.0
 
 
 def _xid_filter() -> str:
@@ -251,7 +274,7 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
     XID), ``components`` (distinct, most frequent first). Hosts with only planned
     interruptions are left out."""
     return store.df(
-        f"""WITH r AS (SELECT * FROM interruptions WHERE {_RUN_AND_RANGE}),
+        f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE}),
             c AS (SELECT host, component, count(*) AS n FROM r WHERE NOT planned
                   GROUP BY host, component),
             i AS (
@@ -267,13 +290,16 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
                   FROM xid_events WHERE {_xid_filter()} GROUP BY host)
             SELECT host, n.rack, coalesce(i.unexpected, 0) AS unexpected,
                    coalesce(i.planned, 0) AS planned, coalesce(x.xids, 0) AS xids,
-                   coalesce(i.lost_gpu_hours, 0) AS lost_gpu_hours,
-                   coalesce(i.downtime_s, 0) AS downtime_s,
+                   -- no interruption: nothing lost; interruptions not saying it: unknown
+                   CASE WHEN coalesce(i.unexpected, 0) = 0 THEN 0 ELSE i.lost_gpu_hours END
+                       AS lost_gpu_hours,
+                   CASE WHEN coalesce(i.unexpected, 0) = 0 THEN 0 ELSE i.downtime_s END
+                       AS downtime_s,
                    greatest(i.last_int, x.last_xid) AS last_failure,
                    coalesce(i.components, '') AS components
             FROM i FULL OUTER JOIN x USING (host) LEFT JOIN nodes n USING (host)
             WHERE coalesce(i.unexpected, 0) + coalesce(x.xids, 0) > 0
-            ORDER BY unexpected DESC, xids DESC, lost_gpu_hours DESC, host
+            ORDER BY unexpected DESC, xids DESC, lost_gpu_hours DESC NULLS LAST, host
             LIMIT ?""",
         [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
     )
@@ -297,7 +323,7 @@ def interruption_list(
                    CASE WHEN evidence IS NULL THEN 0
                         ELSE json_array_length(evidence::JSON) END AS evidence_n,
                    labelled_by, labelled_at, orig_component, description, evidence
-            FROM interruptions WHERE {_RUN_AND_RANGE}
+            FROM {COSTED} WHERE {_RUN_AND_RANGE}
             ORDER BY ts DESC, run_id LIMIT ?""",
         [*_params(run_id, tr), int(limit)],
     )
@@ -324,7 +350,7 @@ def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, An
     """One interruption with its evidence list parsed (``evidence``: list of dicts with ts,
     kind, host, gpu, xid, origin, line, role); None if there is none at that time."""
     df = store.df(
-        """SELECT *, coalesce(source, 'posted') AS source_shown FROM interruptions
+        f"""SELECT *, coalesce(source, 'posted') AS source_shown FROM {COSTED}
            WHERE run_id = ? AND ts = ? ORDER BY source LIMIT 1""",
         [run_id, ts],
     )

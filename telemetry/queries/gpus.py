@@ -344,7 +344,7 @@ def xid_gpus(store: Store, tr: TimeRange, limit: int = 200) -> pd.DataFrame:
 def _row(host: str, gpu: int, reason: str, value: float, unit: str, detail: str) -> dict[str, Any]:
     return {
         "host": host,
-        "gpu": int(gpu),
+        "gpu": "–" if pd.isna(gpu) else int(gpu),  # an XID from a log may not name its GPU
         "reason": reason,
         "value": round(float(value), 1),
         "unit": unit,
@@ -352,13 +352,21 @@ def _row(host: str, gpu: int, reason: str, value: float, unit: str, detail: str)
     }
 
 
+def duration_text(seconds: float) -> str:
+    """A duration in words at its own scale: "40 s", "3 min", "1.5 h" (a GPU hot for one
+    10-second sample is not hot "for 0.0 h")."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
 def _gpu_reasons(r: Any, ref: float | None, interval_s: float) -> list[dict[str, Any]]:
     """The reasons one GPU (a row of ``gpu_stats``) is an outlier; empty if it is not."""
     out = []
-    hot_h = r.hot_samples * interval_s / 3600.0
     if r.temp_peak is not None and r.temp_peak >= HOT_C:
         share = r.hot_samples / max(r.samples, 1)
-        detail = f"≥ {HOT_C:.0f} °C for {hot_h:.1f} h ({share:.0%} of samples)"
+        hot = duration_text(r.hot_samples * interval_s)
+        detail = f"≥ {HOT_C:.0f} °C for {hot} ({share:.0%} of samples)"
         out.append(_row(r.host, r.gpu, "hot", r.temp_peak, "°C", detail))
     ratio = r.clock_busy / ref if ref and pd.notna(r.clock_busy) else None
     warm = pd.notna(r.temp_busy) and (r.temp_busy >= THROTTLE_TEMP_C or r.hot_samples > 0)
@@ -373,8 +381,8 @@ def _gpu_reasons(r: Any, ref: float | None, interval_s: float) -> list[dict[str,
         out.append(_row(r.host, r.gpu, "straggler", r.clock_busy, "MHz", detail))
     share = r.idle_samples / r.run_samples if r.run_samples else 0.0
     if r.role == "job" and share >= IDLE_MIN_SHARE:
-        idle_h = r.idle_samples * interval_s / 3600.0
-        detail = f"utilization < {IDLE_PCT:.0f} % for {idle_h:.1f} h while the job ran"
+        idle = duration_text(r.idle_samples * interval_s)
+        detail = f"utilization < {IDLE_PCT:.0f} % for {idle} while the job ran"
         out.append(_row(r.host, r.gpu, "idle", share * 100.0, "% of run time", detail))
     return out
 
@@ -444,3 +452,19 @@ def reason_counts(outliers_df: pd.DataFrame) -> list[tuple[str, int]]:
     """(reason, GPUs) of an ``outliers`` frame, in ``REASON_ORDER``, reasons present only."""
     counts = outliers_df["reason"].value_counts() if not outliers_df.empty else {}
     return [(r, int(counts[r])) for r in REASON_ORDER if r in counts]
+
+
+def worst_node(store: Store, tr: TimeRange) -> tuple[str, str] | None:
+    """The node the GPUs page opens on, and why: the host of the first row of ``outliers``
+    (hot, throttled, straggler, XID, idle, worst first) that is a node of the inventory, else
+    the node whose utilization strays furthest from the fleet's (the heatmap's top row).
+    None without GPU samples in the range."""
+    cells = heatmap(store, tr, "util", max_rows=2).cells
+    if cells.empty:
+        return None
+    for r in outliers(store, tr).itertuples():
+        if node_info(store, r.host) is not None:
+            gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
+            return str(r.host), f"{r.reason}{gpu}"
+    top = cells.loc[cells["rank"] == 1, "host"].dropna()
+    return (str(top.iloc[0]), "furthest from the fleet's utilization") if len(top) else None

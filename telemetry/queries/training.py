@@ -1,8 +1,16 @@
 """Training-progress queries: loss and throughput series, loss spikes, and the run events
-(interruptions, restores, checkpoints) to mark on the loss curve."""
+(interruptions, restores, checkpoints) to mark on the loss curve.
+
+A run that restarts from a checkpoint logs some steps twice: steps 401..600 of the first
+attempt were thrown away and trained again after the restore. Drawn as one line, the curve
+jumps from step 600 back to 400 and smoothing carries across the restart, so every series
+leaves here with its restarts marked (``mark_restarts``): which piece between restarts a row
+belongs to, and whether its work was later rolled back.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, thinned_metrics, train_series
@@ -40,7 +48,29 @@ def overlay_series(
             out[run] = train_series(store, run, tr)
         elif span is not None:  # compare runs over the same steps
             out[run] = series_by_steps(store, run, span[0], span[1])
-    return out
+    return {run: mark_restarts(df) for run, df in out.items()}
+
+
+def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (a metrics series in time order: step, attempt) with two columns added:
+
+    - ``segment``: 0, 1, 2... the piece of training between restarts a row belongs to. A new
+      piece starts where the attempt changes or the step goes back (a restore from a
+      checkpoint; logs without an attempt number show a restart only that way). A step
+      logged twice in a row (a progress line repeated around a checkpoint) is no restart.
+    - ``rolled_back``: the row's step was trained again later, from an older checkpoint (its
+      work was lost): its step is at or beyond the first step of some later piece.
+    """
+    if df.empty:
+        return df.assign(segment=pd.Series(dtype="int64"), rolled_back=pd.Series(dtype=bool))
+    step = df["step"].to_numpy(dtype=float)
+    attempt = df["attempt"].fillna(-1).to_numpy()
+    new = np.r_[False, (attempt[1:] != attempt[:-1]) | (step[1:] < step[:-1])]
+    segment = np.cumsum(new)
+    first = pd.Series(step).groupby(segment).first().to_numpy()  # first step of each piece
+    # the lowest first step of any later piece: a row at or past it was trained again
+    later = np.r_[np.minimum.accumulate(first[::-1])[::-1][1:], np.inf]
+    return df.assign(segment=segment, rolled_back=step >= later[segment])
 
 
 def loss_spikes(

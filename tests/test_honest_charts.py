@@ -1,0 +1,315 @@
+"""Charts that do not lie and unknowns that are not zeros (issue 19), read at the level of what
+the figures and the summary carry: a restart splits a run's line and starts its smoothing over,
+a silence breaks a GPU's line, a run without tokens is drawn by step and says so, and a figure
+the store does not know reads "–" or null, never 0."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app.figures import gpus as gfig
+from app.figures import training as tfig
+from app.figures.failures import interruption_timeline, known
+from telemetry.collect.records import store_records
+from telemetry.queries import TimeRange, data_extent
+from telemetry.queries import failures as failq
+from telemetry.queries import gpus as gpuq
+from telemetry.queries import training as trainq
+from telemetry.store import Store
+from telemetry.summary import run_summary
+from tests.cluster_fixture import RUN as NIGHT_RUN
+from tests.cluster_fixture import build
+from tests.conftest import cli
+
+DEV = "dev-64-s1"
+NOW = datetime(2026, 11, 20, 12, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """A Megatron job's bad night imported from its files: steps only (no tokens, no
+    throughput), two restarts (3400 -> 3001, 5200 -> 5001), attempt 0 throughout."""
+    tmp = tmp_path_factory.mktemp("night")
+    path = tmp / "night.duckdb"
+    r = cli(*build(tmp / "files").import_args(path))
+    assert r.returncode == 0, r.stderr
+    with Store(str(path), read_only=True) as s:
+        yield s
+
+
+def _whole(store: Store) -> TimeRange:
+    ext = data_extent(store)
+    assert ext is not None
+    return ext
+
+
+def _line(trace: Any) -> list[tuple[float, float]]:
+    """The (x, y) points of a trace in drawing order, None where the line is broken."""
+    return [
+        (x, y) if y is not None and not pd.isna(y) else None  # type: ignore[misc]
+        for x, y in zip(trace.x, trace.y, strict=True)
+    ]
+
+
+def _joined(points: list[Any]) -> list[tuple[Any, Any]]:
+    """Pairs of consecutive points that plotly joins with a segment."""
+    return [(a, b) for a, b in zip(points, points[1:], strict=False) if a and b]
+
+
+def _pieces(points: list[Any]) -> int:
+    """How many separate line pieces plotly draws."""
+    return sum(1 for a, b in zip([None, *points], points, strict=False) if b and not a)
+
+
+def _trace(fig: Any, name: str) -> Any:
+    return next(t for t in fig.data if t.name == name)
+
+
+# -- 1. a restart splits the line ---------------------------------------------------------
+def test_restarts_are_marked_by_attempt_or_by_the_step_going_back() -> None:
+    steps = [*range(1, 601), *range(401, 701), 700, *range(301, 321)]
+    df = pd.DataFrame({"step": steps, "attempt": 0})
+    marked = trainq.mark_restarts(df)
+    # 600 -> 401 and 700 -> 301 are restarts; 700 logged twice is not
+    assert marked.groupby("segment")["step"].agg(["min", "max"]).values.tolist() == [
+        [1, 600],
+        [401, 700],
+        [301, 320],
+    ]
+    lost = marked[marked["rolled_back"]]
+    # the restore to 301 threw away 301..600 of the first piece and all of the second
+    assert set(lost.loc[lost["segment"] == 0, "step"]) == set(range(301, 601))
+    assert (marked.loc[marked["segment"] == 1, "rolled_back"]).all()
+    assert not marked.loc[marked["segment"] == 2, "rolled_back"].any()
+    by_attempt = trainq.mark_restarts(pd.DataFrame({"step": [1, 2, 3, 4], "attempt": [0, 0, 1, 1]}))
+    assert list(by_attempt["segment"]) == [0, 0, 1, 1]
+
+
+def test_a_restart_splits_the_loss_line_and_restarts_its_smoothing(night: Store) -> None:
+    tr = _whole(night)
+    series = trainq.overlay_series(night, NIGHT_RUN, tr, None, "step")
+    events = trainq.run_events(night, NIGHT_RUN, tr)
+    fig = tfig.loss_figure(series, "step", 0.6, True, events, pd.DataFrame(), 0, "plotly_dark")
+    solid = _line(_trace(fig, NIGHT_RUN))
+    # never drawn from step 3400 back to 3010, nor from 5200 back to 5010
+    assert all(b[0] > a[0] for a, b in _joined(solid))
+    assert _pieces(solid) == 3  # up to the first failure, between the two, after the second
+    raw = _line(_trace(fig, f"{NIGHT_RUN} (raw)"))  # the faint unsmoothed line too
+    assert all(b[0] > a[0] for a, b in _joined(raw)) and _pieces(raw) == 3
+    # the work thrown away at each restart is drawn dotted, beside the line
+    lost = _trace(fig, f"{NIGHT_RUN}: rolled back")
+    assert lost.line.dash == "dot"
+    dotted = [p[0] for p in _line(lost) if p]
+    # steps 3010..3400 and 5010..5200 were trained again, each joined to the last step kept
+    assert set(dotted) == set(range(3000, 3401, 10)) | set(range(5000, 5201, 10))
+    # smoothing starts over at each restart: the first smoothed point of a piece is the raw loss
+    logged = series[NIGHT_RUN].set_index("step")
+    for first in (3010, 5010):
+        y = next(p[1] for p in solid if p and p[0] == first)
+        assert y == pytest.approx(float(logged.loc[first, "loss"].iloc[-1]), rel=1e-9)
+
+
+def test_a_restart_splits_the_throughput_line(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        series = trainq.overlay_series(s, DEV, _whole(s), None, "step")[DEV]
+    fig = tfig.throughput_figure(series, "step", "plotly_dark", "dev-64")
+    line = _line(fig.data[0])
+    assert all(b[0] >= a[0] for a, b in _joined(line))  # no jump back to the restored step
+    # a break at each of the 9 restarts (and where a row has no throughput)
+    assert _pieces(line) >= series["segment"].max() + 1 == 10
+
+
+# -- 3. a run without tokens on the Tokens axis ---------------------------------------------
+def test_a_run_without_tokens_is_drawn_by_step_and_says_so(night: Store) -> None:
+    tr = _whole(night)
+    series = trainq.overlay_series(night, NIGHT_RUN, tr, None, "tokens")
+    fig = tfig.loss_figure(
+        series, "tokens", 0.6, True, pd.DataFrame(), pd.DataFrame(), 0, "plotly_dark"
+    )
+    assert fig.layout.title.subtitle.text == f"{NIGHT_RUN} has no tokens metric: shown by step"
+    assert fig.layout.xaxis.title.text == "Step"
+    assert sum(1 for p in _line(_trace(fig, NIGHT_RUN)) if p) > 500  # the loss line is there
+    thr = tfig.throughput_figure(series[NIGHT_RUN], "tokens", "plotly_dark", NIGHT_RUN)
+    assert (
+        thr.layout.annotations[0].text == f"{NIGHT_RUN} logs no throughput (tokens/s) in this range"
+    )
+    assert thr.layout.yaxis.visible is False and not thr.data  # a message, not an empty axis
+
+
+def test_an_overlay_run_without_tokens_is_left_out_by_name(dev_store: Path, night: Store) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        dev = trainq.overlay_series(s, DEV, _whole(s), None, "tokens")[DEV]
+    steps_only = trainq.mark_restarts(trainq.train_series(night, NIGHT_RUN, _whole(night)))
+    runs = {"dev-64": dev, NIGHT_RUN: steps_only}
+    fig = tfig.loss_figure(
+        runs, "tokens", 0.0, True, pd.DataFrame(), pd.DataFrame(), 4096, "plotly_dark"
+    )
+    assert fig.layout.xaxis.title.text == "Tokens trained"
+    assert fig.layout.title.subtitle.text == f"{NIGHT_RUN} has no tokens metric: not shown"
+    assert NIGHT_RUN not in {t.name for t in fig.data}
+
+
+def test_marks_on_the_tokens_axis_without_tokens_per_step_follow_the_logged_tokens(
+    dev_store: Path,
+) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        tr = _whole(s)
+        dev = trainq.overlay_series(s, DEV, tr, None, "tokens")[DEV]
+        events = trainq.run_events(s, DEV, tr)
+    # tokens per step unknown (0): the marks still land where the run logged those steps
+    fig = tfig.loss_figure(
+        {"dev": dev}, "tokens", 0.0, True, events, pd.DataFrame(), 0.0, "plotly_dark"
+    )
+    marks = [x for t in fig.data if t.name.endswith("interruption") for x in t.x]
+    kept = dev[~dev["rolled_back"]]
+    expect = np.interp(events["failed_step"], kept["step"], kept["tokens"])
+    assert sorted(marks) == pytest.approx(sorted(expect))
+    assert min(marks) > 0
+
+
+# -- 2. a gap breaks the line ---------------------------------------------------------------
+def test_a_silent_period_breaks_each_gpu_line(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        df = gpuq.node_gpu_series(s, "h100-0007", _whole(s))  # drained 12:30 -> 13:30
+    bucket = float(df["bucket_s"].iloc[0])
+    fig = gfig.node_metric(df, "util", "h100-0007")
+    assert len(fig.data) == 8
+    for trace in fig.data:
+        line = _line(trace)
+        assert line.count(None) == 1, trace.name
+        for a, b in _joined(line):  # no segment spans more than a few buckets
+            span = (pd.Timestamp(b[0]) - pd.Timestamp(a[0])).total_seconds()
+            assert span <= gfig.GAP_BUCKETS * bucket, trace.name
+
+
+def test_break_gaps_leaves_a_steady_series_alone() -> None:
+    ts = pd.date_range("2026-01-05", periods=50, freq="5min")
+    df = pd.DataFrame({"ts": ts, "v": np.arange(50.0)})
+    assert gfig.break_gaps(df, 300, ["v"]).equals(df)
+    holed = gfig.break_gaps(df.drop(index=range(20, 30)), 300, ["v"])
+    assert len(holed) == 41 and holed["v"].isna().sum() == 1
+    assert holed["ts"].is_monotonic_increasing
+
+
+# -- 4. log ticks ------------------------------------------------------------------------------
+def test_the_distribution_labels_only_decades_when_it_spans_several(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        dist = gpuq.distribution(s, _whole(s), "util")
+    fig = gfig.distribution(dist, key="util", label="GPU utilization", unit="%", bucket_s=300)
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
+    few = gfig.log_ticks(pd.Series([2.0, 3.0, 8.0]))  # within a decade: 2 and 5 too
+    assert few == {"dtick": "D2"}
+
+
+# -- 5. unknown is "–", never 0 ----------------------------------------------------------------
+@pytest.fixture
+def posted(tmp_path: Path) -> Iterator[Store]:
+    """A training job that posts its own records: a 64-GPU run with steps but no tokens, and
+    an interruption down 4 minutes (1 min to detect, 3 to restart) without lost GPU-hours."""
+    with Store(str(tmp_path / "posted.duckdb")) as s:
+        t0 = NOW - timedelta(hours=2)
+        store_records(s, "runs", [{"run": "llm", "gpus": 64, "nodes": 8}], now=NOW)
+        metrics = [
+            {"run": "llm", "step": k, "loss": 4 - k / 1000, "ts": (t0 + timedelta(seconds=10 * k))}
+            for k in range(1, 400)
+        ]
+        store_records(s, "train_metrics", [m | {"ts": m["ts"].isoformat()} for m in metrics])
+        down = {"run": "llm", "ts": (t0 + timedelta(minutes=30)).isoformat(), "detect_s": 60}
+        down |= {"restart_s": 180, "component": "Faulty GPU", "category": "GPU"}
+        store_records(s, "interruptions", [down], now=NOW)
+        yield s
+
+
+def test_lost_gpu_hours_of_a_posted_interruption_are_gpus_times_downtime(posted: Store) -> None:
+    expect = 64 * 240 / 3600  # 4.27 GPU-hours, not 0 and not unknown
+    assert posted.scalar("SELECT lost_gpu_hours FROM interruptions") is None  # as posted
+    tr = _whole(posted)
+    assert failq.reliability(posted, "llm", tr)["lost_gpu_hours"] == pytest.approx(expect)
+    assert failq.timeline(posted, "llm", tr)["lost_gpu_hours"].iloc[0] == pytest.approx(expect)
+    assert failq.lemons(posted, "llm", tr)["lost_gpu_hours"].iloc[0] == pytest.approx(expect)
+    tax = failq.taxonomy(posted, "llm", tr).set_index("key")
+    assert tax.loc["Faulty GPU", "lost_gpu_hours"] == pytest.approx(expect)
+    assert run_summary(posted, "llm")["lost_gpu_hours"] == round(expect, 1)
+
+
+def test_a_run_without_gpus_keeps_its_lost_gpu_hours_unknown(night: Store) -> None:
+    tr = _whole(night)
+    assert failq.reliability(night, NIGHT_RUN, tr)["lost_gpu_hours"] is None
+    lemons = failq.lemons(night, NIGHT_RUN, tr)
+    assert lemons.loc[lemons["unexpected"] > 0, "lost_gpu_hours"].isna().all()
+    timeline = interruption_timeline(failq.timeline(night, NIGHT_RUN, tr), tr.start, tr.end)
+    hover = [row[7] for t in timeline.data for row in t.customdata]
+    assert hover == ["–", "–"]
+    assert list(known(pd.Series([None, 4.2666]))) == ["–", 4.3]
+
+
+def test_summary_json_says_null_for_what_the_store_does_not_know(
+    posted: Store, tmp_path: Path
+) -> None:
+    s = run_summary(posted, "llm")
+    assert s["tokens"] is None and s["steps"] == 399 and s["mfu"] is None
+    path = posted.path
+    posted.close()
+    out = cli("summary", "--store", path, "--json")
+    assert out.returncode == 0, out.stderr
+    (run,) = json.loads(out.stdout)["runs"]
+    assert run["tokens"] is None and run["model_params"] is None and run["mfu"] is None
+    assert run["gpus"] == 64 and run["lost_gpu_hours"] == 4.3
+    text = cli("summary", "--store", path)
+    assert "None" not in text.stdout and "?" not in text.stdout and "0.0 B" not in text.stdout
+    assert "MFU –" in text.stdout and "4 GPU-h lost" in text.stdout
+
+
+def test_a_run_posted_without_timestamps_has_no_ettr_rather_than_zero(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "flat.duckdb")) as s:
+        # every record stamped on receipt: one time for all, so no step time is known
+        store_records(
+            s,
+            "train_metrics",
+            [{"run": "r", "step": k, "loss": 3.0} for k in range(1, 50)],
+            now=NOW,
+        )
+        summary = run_summary(s, "r")
+    assert summary["ettr"] is None and summary["tokens"] is None
+    assert summary["interruptions"]["downtime_hours"] == 0.0  # no interruption: none down
+
+
+def test_downtime_posted_without_durations_is_unknown(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "bare.duckdb")) as s:
+        bare = {"run": "r", "ts": NOW.isoformat(), "component": "Faulty GPU", "category": "GPU"}
+        store_records(s, "interruptions", [bare], now=NOW)
+        r = failq.reliability(s, "r", TimeRange(NOW - timedelta(hours=1), NOW))
+        assert r["unexpected"] == 1 and r["downtime_hours"] is None
+        assert r["lost_gpu_hours"] is None
+        assert run_summary(s, "r")["interruptions"]["downtime_hours"] is None
+
+
+def test_outlier_reasons_give_durations_at_their_own_scale(dev_store: Path) -> None:
+    assert [gpuq.duration_text(s) for s in (10, 180, 5400)] == ["10 s", "3 min", "1.5 h"]
+    with Store(str(dev_store), read_only=True) as s:
+        tr = _whole(s)
+        short = TimeRange(tr.start + timedelta(hours=10), tr.start + timedelta(hours=10.4))
+        hot = gpuq.outliers(s, short)
+    details = list(hot.loc[hot["reason"] == "hot", "detail"])
+    assert details and all("for 0.0 h" not in d for d in details)
+    assert any(" min (" in d for d in details), details
+
+
+# -- 6. the GPUs page opens on the worst node --------------------------------------------------
+def test_the_worst_node_is_the_first_outlier_of_the_inventory(
+    dev_store: Path, night: Store
+) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        tr = _whole(s)
+        first = gpuq.outliers(s, tr).iloc[0]
+        assert gpuq.worst_node(s, tr) == (first["host"], f"{first['reason']} on GPU {first['gpu']}")
+        assert gpuq.worst_node(s, tr) == ("h100-0007", "hot on GPU 5")
+    assert gpuq.worst_node(night, _whole(night)) is None  # no GPU samples: nothing to open on
