@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.collect import cluster_source, import_source, posted, scrape_source
+from telemetry.collect import cluster_source, import_source, posted, scrape_source, slurm_source
 from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
 from telemetry.replay import source as replay_source
 
@@ -56,6 +56,7 @@ SOURCES: tuple[SourceSpec, ...] = (
     posted.SPEC,
     replay_source.SPEC,
     cluster_source.SPEC,
+    slurm_source.SPEC,
 )
 
 
