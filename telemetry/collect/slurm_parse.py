@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -113,7 +113,7 @@ def _epoch(v: Any) -> datetime | None:
         v = v.get("number") if v.get("set", True) and not v.get("infinite") else None
     if not isinstance(v, (int, float)) or v <= 0 or v >= 2**32 - 2:
         return None
-    return datetime.fromtimestamp(v, timezone.utc).replace(tzinfo=None)
+    return datetime.fromtimestamp(v, UTC).replace(tzinfo=None)
 
 
 def _iso(v: str) -> datetime | None:

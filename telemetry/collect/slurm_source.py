@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.collect.seam import (
@@ -64,7 +64,7 @@ def parse_since(text: str | None) -> datetime | None:
         raise FactoryFloorError(
             f"--since {text!r}: expected an ISO time such as 2026-11-20T00:00:00Z"
         ) from None
-    return t if t.tzinfo is None else t.astimezone(timezone.utc).replace(tzinfo=None)
+    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)
 
 
 def job_mapper(pattern: str | None) -> Any:
@@ -74,7 +74,9 @@ def job_mapper(pattern: str | None) -> Any:
     try:
         rx = re.compile(pattern)
     except re.error as exc:
-        raise FactoryFloorError(f"--run-from-job {pattern!r}: not a regular expression: {exc}")
+        raise FactoryFloorError(
+            f"--run-from-job {pattern!r}: not a regular expression: {exc}"
+        ) from None
     if rx.groups > 1:
         raise FactoryFloorError(f"--run-from-job {pattern!r}: at most one group (the run id)")
 
