@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8050
 
-.PHONY: setup demo test chromium lint bench reliability clean
+.PHONY: setup demo test chromium slurm lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,8 +23,11 @@ demo: setup
 chromium:
 	@bash scripts/ensure-chromium.sh
 
+slurm:
+	@bash scripts/ensure-slurm.sh
+
 ## Whole suite, Playwright UI tests in headless Chromium included (never skipped)
-test: setup chromium
+test: setup chromium slurm
 	$(BIN)/python -m pytest
 
 lint: setup
@@ -36,6 +39,7 @@ bench: setup
 	$(BIN)/python benchmarks/dashboard.py
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/ckptscan.py
+	$(BIN)/python benchmarks/slurm.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

@@ -484,3 +484,32 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
         return None
     interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
+
+
+# -- Slurm (telemetry.queries.slurm) ---------------------------------------------------------
+def slurm_nodes() -> pd.DataFrame:
+    """Each node's Slurm state and drain/down reason, worst first."""
+    from telemetry.queries import slurm as slurmq
+
+    return slurmq.node_states(store())
+
+
+def slurm_events(tr: TimeRange) -> pd.DataFrame:
+    """Slurm node events and job ends in ``tr``, newest first."""
+    from telemetry.queries import slurm as slurmq
+
+    return slurmq.node_events(store(), tr)
+
+
+def slurm_jobs(tr: TimeRange) -> pd.DataFrame:
+    """Slurm jobs that ran in ``tr``, newest first (for the job filter)."""
+    from telemetry.queries import slurm as slurmq
+
+    return slurmq.jobs(store(), tr)
+
+
+def slurm_job_gpus(job_id: str) -> pd.DataFrame:
+    """The GPUs of Slurm job ``job_id`` during its time, with their mean values."""
+    from telemetry.queries import slurm as slurmq
+
+    return slurmq.job_gpus(store(), str(job_id)[:64])

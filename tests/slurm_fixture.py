@@ -459,3 +459,31 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+# -- the pytest fixture ------------------------------------------------------------------------
+def _fixture() -> Any:
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+        """A real cluster with its history made (``SlurmCluster.make_history``); the node
+        ends drained with ``XID_REASON``. Stopped (jobs cancelled first) after the session."""
+        base = Path(tempfile.mkdtemp(prefix="ff-slurm-"))
+        cluster = SlurmCluster(base)
+        try:
+            cluster.start()
+            t0 = time.monotonic()
+            cluster.make_history()
+            cluster.history_s = time.monotonic() - t0  # type: ignore[attr-defined]
+            print(f"\nSlurm test cluster up in {cluster.started_s:.1f} s, history made in "
+                  f"{cluster.history_s:.1f} s", file=sys.stderr)  # type: ignore[attr-defined]
+            yield cluster
+        finally:
+            cluster.stop()
+            shutil.rmtree(base, ignore_errors=True)
+
+    return slurm_cluster
+
+
+slurm_cluster = _fixture()
