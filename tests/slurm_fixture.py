@@ -323,9 +323,8 @@ class SlurmCluster:
         self.wait_state(j["requeued"], ("RUNNING",), 30)
         self.run("scontrol", "requeue", j["requeued"])
         self.wait_state(j["timeout"], ("TIMEOUT",), 150)
+        self.run("scancel", j["requeued"])  # pending again after its requeue: cancelled there
         # A node failure while a job runs: slurmd killed, the controller gives up on it.
-        self.wait_state(j["requeued"], ("RUNNING",), 60)
-        self.run("scancel", j["requeued"])
         j["node_fail"] = self.sbatch("-J", "ff-nodefail", "--wrap", "sleep 600")
         self.wait_state(j["node_fail"], ("RUNNING",), 30)
         self._kill("slurmd", signal.SIGKILL)
@@ -343,6 +342,10 @@ class SlurmCluster:
         # Drain and down with reasons, by an operator (root here).
         self.run("scontrol", "update", f"nodename={self.node}", "state=drain",
                  f"reason={XID_REASON}")  # fmt: skip
+        # Ended jobs leave squeue within seconds (MinJobAge): after that every reader of the
+        # history sees the same jobs, from accounting alone.
+        wait_for("ended jobs to leave the queue",
+                 lambda: not self.run("squeue", "-h", check=False).strip(), 60, 1)  # fmt: skip
         return j
 
     def set_down(self) -> None:
