@@ -182,8 +182,8 @@ def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_pa
         slurm_cluster.wait_state(job, ("FAILED",), 60)
         time.sleep(4)
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.terminate()  # SIGTERM: what was stored is committed
+        _, err = proc.communicate(timeout=60)
         slurm_cluster.run("scontrol", "update", f"nodename={slurm_cluster.node}", "state=drain",
                           f"reason={XID_REASON}")  # fmt: skip
     rows = _q(store, "SELECT state, exit_code FROM slurm_jobs WHERE job_id = ?", [job])

@@ -176,7 +176,7 @@ class SlurmSource:
             yield Tables({"slurm_jobs": jobs}, now, 0, label=f"{len(jobs):,} Slurm job rows")
         if nodes is not None:
             for batch in self._node_batches(nodes.rows, now):
-                wrote = True
+                wrote = wrote or "slurm_node_events" in batch.tables
                 yield batch
         if wrote:
             yield Derive(None)
@@ -215,19 +215,24 @@ class SlurmSource:
         df["polled_ts"] = now
         return df
 
-    def _node_batches(self, rows: list[dict[str, Any]], now: datetime) -> Iterator[Batch]:
+    def _node_batches(self, rows: list[dict[str, Any]], now: datetime) -> Iterator[Tables]:
+        """The node states when any changed (all of them: the store keeps the newest), and the
+        events of the nodes that changed."""
         import pandas as pd
 
-        events = []
+        events, changed = [], False
         for r in rows:
             key = (r["state"], r["reason"], r["reason_user"], r["reason_ts"])
             before = self._nodes.get(r["host"])
             self._nodes[r["host"]] = key
             if before == key:
                 continue
+            changed = True
             if before is None and HEALTHY_NODE.match(r["state"] or "") and not r["reason"]:
                 continue  # a healthy node first seen is no event
             events.append({**r, "ts": r["reason_ts"] or now, "polled_ts": now})
+        if not changed:
+            return
         snapshot = pd.DataFrame(rows, columns=["host", "state", "reason", "reason_user",
                                                "reason_ts"])  # fmt: skip
         snapshot["reason_ts"] = pd.to_datetime(snapshot["reason_ts"])
