@@ -173,7 +173,8 @@ def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_pa
     env = {**os.environ, "SLURM_CONF": str(slurm_cluster.conf)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--slurm",
-         "--slurm-interval", "1", "--interval", "1", "--timeout", "0.5"],
+         "--slurm-interval", "1", "--interval", "1", "--timeout", "0.5",
+         "--slurm-format", "text"],  # Slurm 22.05's sacct --json reports exit codes as 0
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

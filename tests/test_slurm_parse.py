@@ -152,8 +152,10 @@ def test_a_preempted_job_makes_a_planned_interruption(tmp_path: Path) -> None:
     with Store(str(tmp_path / "p.duckdb")) as store:
         from telemetry.collect.records import store_records
 
-        recs = [{"run": "low", "step": i, "ts": (end + timedelta(seconds=10 * (i - 30)
-                 + (300 if i >= 30 else 0))).isoformat(), "loss": 2.0} for i in range(60)]  # fmt: skip
+        def ts(i: int) -> str:  # every 10 s, 5 minutes without progress at the preemption
+            return (end + timedelta(seconds=10 * (i - 30) + (300 if i >= 30 else 0))).isoformat()
+
+        recs = [{"run": "low", "step": i, "ts": ts(i), "loss": 2.0} for i in range(60)]
         assert store_records(store, "train_metrics", recs).stored == 60
         collect(_source(DRAINED, run_from_job="^ff-(low)$"), StoreWriter(store),
                 datetime(2026, 11, 25, 10, 0))  # fmt: skip

@@ -59,7 +59,9 @@ def commands(since: str, form: str) -> dict[str, list[str]]:
             "nodes": ["sinfo", "--json"],
         }
     return {
-        "sacct": ["sacct", "-P", "-n", "-a", "-D", "-X", "-S", since, "-E", "now",
+        # Not -X: it can drop a requeued record that never got an allocation, which the
+        # JSON keeps; step lines (JobIDRaw N.batch, N.0) are skipped by the parser instead.
+        "sacct": ["sacct", "-P", "-n", "-a", "-D", "-S", since, "-E", "now",
                   "-o", SACCT_FIELDS],
         "squeue": ["squeue", "-h", "-a", "-o", SQUEUE_FORMAT],
         "nodes": ["scontrol", "show", "node", "-o"],
@@ -101,7 +103,7 @@ def diagnose(command: str, stderr: str, code: int) -> str:
     for pattern, words in _DIAGNOSES:
         if pattern.search(stderr):
             return f"{command}: {words.format(first=first)}"
-    return f"{command}: exit status {code}: {first}"
+    return f"{command}: {first}" if code == 0 else f"{command}: exit status {code}: {first}"
 
 
 Runner = Callable[[Sequence[str], Mapping[str, str], float], "subprocess.CompletedProcess[bytes]"]
@@ -172,7 +174,7 @@ class SlurmClient:
                 raise SlurmError(diagnose(argv[0], stderr, p.returncode))
             errors = _json_errors(p.stdout)
             if errors:
-                raise SlurmError(diagnose(argv[0], "\n".join(errors), p.returncode))
+                raise SlurmError(diagnose(argv[0], stderr + "\n".join(errors), p.returncode))
         elif p.returncode != 0:
             raise SlurmError(diagnose(argv[0], stderr, p.returncode))
         elif command == "sacct" and re.search(r"accounting storage is disabled", stderr, re.I):

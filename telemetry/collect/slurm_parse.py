@@ -188,12 +188,14 @@ def sacct_json(data: bytes) -> Parsed:
 
 
 def sacct_text(data: bytes) -> Parsed:
-    """``sacct -P -n -X -o SACCT_FIELDS`` lines."""
+    """``sacct -P -n -o SACCT_FIELDS`` lines (step lines skipped)."""
     out = Parsed()
     for line in data.decode("utf-8", "replace").splitlines():
         if not line.strip():
             continue
         f = line.split("|", 12)
+        if len(f) == 13 and "." in f[0] and f[0].split(".")[0].isdigit():
+            continue  # a step (N.batch, N.0): the job's own line says how it ended
         if len(f) != 13 or not f[0].strip().isdigit():
             out.unreadable += 1
             continue

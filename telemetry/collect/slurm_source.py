@@ -192,11 +192,14 @@ class SlurmSource:
             cluster = cluster or r["cluster"]
             rows[(r["cluster"] or "", r["job_id_raw"], r["requeue"])] = r
             latest[r["job_id_raw"]] = max(latest.get(r["job_id_raw"], 0), r["requeue"])
-        for r in queue.rows if queue else []:  # fresher than accounting: it wins
+        for r in queue.rows if queue else []:  # fresher than accounting: what it says wins
             r["cluster"] = r["cluster"] or cluster or ""
             if r["requeue"] is None:
                 r["requeue"] = latest.get(r["job_id_raw"], 0)
-            rows[(r["cluster"], r["job_id_raw"], r["requeue"])] = r
+            key = (r["cluster"], r["job_id_raw"], r["requeue"])
+            if key in rows:  # what accounting knows and the queue does not (an exit code)
+                r = {**rows[key], **{k: v for k, v in r.items() if v not in (None, [])}}
+            rows[key] = r
         changed = []
         for key, r in rows.items():
             r["cluster"] = r["cluster"] or ""
