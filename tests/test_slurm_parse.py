@@ -170,3 +170,42 @@ def test_slurm_down_on_every_command_marks_each_down(tmp_path: Path) -> None:
         rows = store.rows("SELECT target, up, error FROM targets ORDER BY target")
     assert [r[0] for r in rows] == ["slurm:nodes", "slurm:sacct", "slurm:squeue"]
     assert not any(r[1] for r in rows) and all("\n" not in r[2] for r in rows)
+
+
+def test_a_jobs_gpus_by_hpc_job_label_else_by_its_nodes_and_time(
+    tmp_path: Path, exporter: str
+) -> None:
+    """Real scrapes of dcgm-exporter text: one node labelled with Slurm's ``hpc_job``, one not.
+    The job named by the label gets that node's GPUs whatever its node list says; the other
+    job gets its nodes' GPUs during its time, and a job that had ended gets none."""
+    from telemetry.collect.scrape_source import ScrapeSource, TargetSource
+    from telemetry.queries.slurm import job_gpus
+
+    at = datetime(2026, 11, 25, 9, 30)
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    line = "{0}|{0}|c1|ann|gpu|{1}|{2}|None|0:0|{3}|{3}|{4}|train\n"
+    (rec / "sacct.txt").write_text(
+        line.format(4312877, "elsewhere01", "RUNNING", "2026-11-25T09:00:00", "Unknown")
+        + line.format(500, "dgx-h100-[017]", "RUNNING", "2026-11-25T09:00:00", "Unknown")
+        + line.format(501, "dgx-h100-017", "COMPLETED", "2026-11-25T08:00:00",
+                      "2026-11-25T08:30:00")  # fmt: skip
+    )
+    for name in ("squeue.txt", "nodes.txt"):
+        (rec / name).write_text("")
+    with Store(str(tmp_path / "g.duckdb")) as store:
+        urls = [f"{exporter}/default_h100/metrics", f"{exporter}/hostname_lowercase/metrics"]
+        collect(ScrapeSource(TargetSource(urls, [], print), 15.0, 2.0), StoreWriter(store), at)
+        src = SlurmSource(SlurmClient(mode="text", runner=recorded_runner(str(rec))),
+                          since=datetime(2026, 11, 1), follow=False)  # fmt: skip
+        collect(src, StoreWriter(store), at + timedelta(seconds=5))
+        by_label = job_gpus(store, "4312877")
+        by_nodes = job_gpus(store, "500")
+        # GPUs 0-5 carry the label; 6 and 7 of that node are not the job's (its node list
+        # does not name the node either).
+        assert set(by_label["host"]) == {"slurm-h100-0142"} and list(by_label["gpu"]) == [
+            0, 1, 2, 3, 4, 5,
+        ]  # fmt: skip
+        assert set(by_nodes["host"]) == {"dgx-h100-017"} and len(by_nodes) == 8
+        assert (by_nodes["samples"] == 1).all() and by_nodes["util_pct"].notna().all()
+        assert job_gpus(store, "501").empty
