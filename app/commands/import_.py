@@ -139,7 +139,7 @@ def _show_slurm(source: SlurmSource) -> None:
     """One line per Slurm command: what it gave, or why not."""
     for h in source.health():
         what = h.target.split(":", 1)[1]
-        form = source.client.forms.get(what, "")
+        form = source.client.last_form.get(what, "")
         if h.up:
             print(f"slurm {what} ({form}): {h.rows:,} rows" + (
                 f", {h.rejected:,} unreadable or of an unknown state" if h.rejected else ""))

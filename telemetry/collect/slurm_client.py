@@ -124,7 +124,8 @@ class SlurmClient:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = TIMEOUT_S
     runner: Runner = _run
-    forms: dict[str, str] = field(default_factory=dict)  # per command, the form that worked
+    forms: dict[str, str] = field(default_factory=dict)  # per command: text for good (no --json)
+    last_form: dict[str, str] = field(default_factory=dict)  # per command: the last answer's
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -137,12 +138,17 @@ class SlurmClient:
         """Run ``command`` ("sacct", "squeue", "nodes") in the form that works here."""
         form = self.forms.get(command) or ("text" if self.mode == "text" else "json")
         try:
-            return self._once(command, since, form)
+            out = self._once(command, since, form)
         except SlurmError as exc:
-            if self.mode != "auto" or form != "json" or not getattr(exc, "no_json", False):
+            if self.mode != "auto" or form != "json":
                 raise
-        self.forms[command] = "text"
-        return self._once(command, since, "text")
+            if getattr(exc, "no_json", False):  # an older Slurm: text from now on
+                self.forms[command] = "text"
+            # A failing --json says little ("Failed while looking for jobs", nothing on
+            # stderr); the text form's error names the cause (the controller is down).
+            out = self._once(command, since, "text")
+        self.last_form[command] = out.form
+        return out
 
     def _once(self, command: str, since: str, form: str) -> Output:
         env = self.environment()
@@ -179,7 +185,6 @@ class SlurmClient:
             raise SlurmError(diagnose(argv[0], stderr, p.returncode))
         elif command == "sacct" and re.search(r"accounting storage is disabled", stderr, re.I):
             raise SlurmError(diagnose(argv[0], stderr, 1))
-        self.forms[command] = form
         return Output(command, form, p.stdout, seconds)
 
 
