@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -152,53 +152,70 @@ def _job(**kw: Any) -> dict[str, Any]:
     return row
 
 
-# -- jobs ------------------------------------------------------------------------------------
-def sacct_json(data: bytes) -> Parsed:
+def _each(items: Any, make: Callable[[Any], dict[str, Any]], known: frozenset[str]) -> Parsed:
+    """Rows ``make`` gives for each item of a JSON list; an item it cannot read is counted."""
     out = Parsed()
-    doc = json.loads(data)
-    for j in doc.get("jobs") or []:
+    for item in items or []:
         try:
-            state = j.get("state") or {}
-            current = state.get("current") if isinstance(state, dict) else state
-            if isinstance(current, list):  # 0.0.39+: a list of flags
-                current = "+".join(current)
-            ec = j.get("exit_code") or {}
-            sig = ec.get("signal") or {}
-            times = j.get("time") or {}
-            arr = j.get("array") or {}
-            row = _job(
-                cluster=j.get("cluster"), job_id_raw=int(j["job_id"]),
-                array_job_id=_int(arr.get("job_id")) or None,
-                array_task_id=_int(arr.get("task_id")), name=j.get("name"),
-                user_name=j.get("user"), partition=_text(j.get("partition")),
-                nodelist=_text(j.get("nodes")), state=str(current or "").upper(),
-                reason=_text(state.get("reason") if isinstance(state, dict) else None),
-                exit_code=_int(ec.get("return_code")),
-                exit_signal=_int(sig.get("signal_id")) if isinstance(sig, dict) else None,
-                submit_ts=_epoch(times.get("submission")), start_ts=_epoch(times.get("start")),
-                end_ts=_epoch(times.get("end")),
-            )  # fmt: skip
+            row = make(item)
         except (KeyError, TypeError, ValueError, AttributeError):
             out.unreadable += 1
             continue
-        out.note_state(row["state"], JOB_STATES)
+        out.note_state(row["state"], known)
         out.rows.append(row)
+    return out
+
+
+# -- jobs ------------------------------------------------------------------------------------
+def sacct_json(data: bytes) -> Parsed:
+    out = _each(json.loads(data).get("jobs"), _sacct_job, JOB_STATES)
     _number_requeues(out.rows)
     return out
+
+
+def _sacct_job(j: dict[str, Any]) -> dict[str, Any]:
+    state = j.get("state") or {}
+    current = state.get("current") if isinstance(state, dict) else state
+    if isinstance(current, list):  # 0.0.39+: a list of flags
+        current = "+".join(current)
+    ec = j.get("exit_code") or {}
+    sig = ec.get("signal") or {}
+    times = j.get("time") or {}
+    arr = j.get("array") or {}
+    return _job(
+        cluster=j.get("cluster"), job_id_raw=int(j["job_id"]),
+        array_job_id=_int(arr.get("job_id")) or None,
+        array_task_id=_int(arr.get("task_id")), name=j.get("name"),
+        user_name=j.get("user"), partition=_text(j.get("partition")),
+        nodelist=_text(j.get("nodes")), state=str(current or "").upper(),
+        reason=_text(state.get("reason") if isinstance(state, dict) else None),
+        exit_code=_int(ec.get("return_code")),
+        exit_signal=_int(sig.get("signal_id")) if isinstance(sig, dict) else None,
+        submit_ts=_epoch(times.get("submission")), start_ts=_epoch(times.get("start")),
+        end_ts=_epoch(times.get("end")),
+    )  # fmt: skip
+
+
+def _fields(data: bytes, out: Parsed, steps: bool = False) -> Iterator[list[str]]:
+    """The 13 ``|``-separated fields of each job line (the last one, a job name, may hold
+    ``|``); other lines are counted unreadable, and with ``steps`` a step line (``N.batch``,
+    ``N.0``) is skipped: the job's own line says how it ended."""
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            continue
+        f = line.split("|", 12)
+        if steps and len(f) == 13 and "." in f[0] and f[0].split(".")[0].isdigit():
+            continue
+        if len(f) != 13 or not f[0].strip().isdigit():
+            out.unreadable += 1
+            continue
+        yield f
 
 
 def sacct_text(data: bytes) -> Parsed:
     """``sacct -P -n -o SACCT_FIELDS`` lines (step lines skipped)."""
     out = Parsed()
-    for line in data.decode("utf-8", "replace").splitlines():
-        if not line.strip():
-            continue
-        f = line.split("|", 12)
-        if len(f) == 13 and "." in f[0] and f[0].split(".")[0].isdigit():
-            continue  # a step (N.batch, N.0): the job's own line says how it ended
-        if len(f) != 13 or not f[0].strip().isdigit():
-            out.unreadable += 1
-            continue
+    for f in _fields(data, out, steps=True):
         raw, jid, cluster, user, part, nodes, state, reason, ec, sub, start, end, name = f
         aj, _, at = jid.partition("_")
         code, _, sig = ec.partition(":")
@@ -234,41 +251,30 @@ def _number_requeues(rows: list[dict[str, Any]]) -> None:
 
 
 def squeue_json(data: bytes) -> Parsed:
-    out = Parsed()
-    for j in json.loads(data).get("jobs") or []:
-        try:
-            state = j.get("job_state")
-            state = "+".join(state) if isinstance(state, list) else str(state or "")
-            live = state in ("RUNNING", "PENDING", "SUSPENDED", "CONFIGURING", "COMPLETING")
-            row = _job(
-                cluster=j.get("cluster"), job_id_raw=int(_int(j["job_id"])),  # type: ignore[arg-type]
-                array_job_id=_int(j.get("array_job_id")) or None,
-                array_task_id=_int(j.get("array_task_id")), name=j.get("name"),
-                user_name=j.get("user_name"), partition=_text(j.get("partition")),
-                nodelist=_text(j.get("nodes")), state=state.upper(),
-                reason=_text(j.get("state_reason")), exit_code=None, exit_signal=None,
-                submit_ts=_epoch(j.get("submit_time")), start_ts=_epoch(j.get("start_time")),
-                end_ts=None if live else _epoch(j.get("end_time")),
-                requeue=_int(j.get("restart_cnt")),
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError, AttributeError):
-            out.unreadable += 1
-            continue
-        out.note_state(row["state"], JOB_STATES)
-        out.rows.append(row)
-    return out
+    return _each(json.loads(data).get("jobs"), _squeue_job, JOB_STATES)
+
+
+def _squeue_job(j: dict[str, Any]) -> dict[str, Any]:
+    state = j.get("job_state")
+    state = "+".join(state) if isinstance(state, list) else str(state or "")
+    live = state in ("RUNNING", "PENDING", "SUSPENDED", "CONFIGURING", "COMPLETING")
+    return _job(
+        cluster=j.get("cluster"), job_id_raw=int(_int(j["job_id"])),  # type: ignore[arg-type]
+        array_job_id=_int(j.get("array_job_id")) or None,
+        array_task_id=_int(j.get("array_task_id")), name=j.get("name"),
+        user_name=j.get("user_name"), partition=_text(j.get("partition")),
+        nodelist=_text(j.get("nodes")), state=state.upper(),
+        reason=_text(j.get("state_reason")), exit_code=None, exit_signal=None,
+        submit_ts=_epoch(j.get("submit_time")), start_ts=_epoch(j.get("start_time")),
+        end_ts=None if live else _epoch(j.get("end_time")),
+        requeue=_int(j.get("restart_cnt")),
+    )  # fmt: skip
 
 
 def squeue_text(data: bytes) -> Parsed:
     """``squeue -h -o SQUEUE_FORMAT`` lines (no restart count in this form: ``requeue`` None)."""
     out = Parsed()
-    for line in data.decode("utf-8", "replace").splitlines():
-        if not line.strip():
-            continue
-        f = line.split("|", 12)
-        if len(f) != 13 or not f[0].strip().isdigit():
-            out.unreadable += 1
-            continue
+    for f in _fields(data, out):
         raw, _jid, aj, at, user, part, nodes, state, reason, sub, start, end, name = f
         state = state.strip().upper()
         live = state in ("RUNNING", "PENDING", "SUSPENDED", "CONFIGURING", "COMPLETING")
@@ -287,26 +293,21 @@ def squeue_text(data: bytes) -> Parsed:
 
 # -- nodes -----------------------------------------------------------------------------------
 def sinfo_json(data: bytes) -> Parsed:
-    out = Parsed()
-    for n in json.loads(data).get("nodes") or []:
-        try:
-            base = n.get("state")
-            base = "+".join(base) if isinstance(base, list) else str(base or "")
-            flags = [str(f) for f in n.get("state_flags") or []]
-            state = "+".join([base.upper(), *flags]).strip("+")
-            row = {
-                "host": str(n["name"]),
-                "state": state,
-                "reason": _text(n.get("reason")),
-                "reason_user": _text(n.get("reason_set_by_user")),
-                "reason_ts": _epoch(n.get("reason_changed_at")),
-            }
-        except (KeyError, TypeError, ValueError, AttributeError):
-            out.unreadable += 1
-            continue
-        out.note_state(state, NODE_STATES)
-        out.rows.append(row)
-    return out
+    return _each(json.loads(data).get("nodes"), _sinfo_node, NODE_STATES)
+
+
+def _sinfo_node(n: dict[str, Any]) -> dict[str, Any]:
+    base = n.get("state")
+    base = "+".join(base) if isinstance(base, list) else str(base or "")
+    flags = [str(f) for f in n.get("state_flags") or []]
+    state = "+".join([base.upper(), *flags]).strip("+")
+    return {
+        "host": str(n["name"]),
+        "state": state,
+        "reason": _text(n.get("reason")),
+        "reason_user": _text(n.get("reason_set_by_user")),
+        "reason_ts": _epoch(n.get("reason_changed_at")),
+    }
 
 
 _NODE = re.compile(r"(?:^|\s)NodeName=(\S+)")
