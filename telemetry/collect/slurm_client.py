@@ -140,7 +140,7 @@ class SlurmClient:
         try:
             out = self._once(command, since, form)
         except SlurmError as exc:
-            if self.mode != "auto" or form != "json":
+            if self.mode != "auto" or form != "json" or getattr(exc, "final", False):
                 raise
             if getattr(exc, "no_json", False):  # an older Slurm: text from now on
                 self.forms[command] = "text"
@@ -154,7 +154,7 @@ class SlurmClient:
         env = self.environment()
         argv = commands(since, form)[command]
         if shutil.which(argv[0], path=env.get("PATH")) is None:
-            raise SlurmError(
+            raise _final(
                 f"{argv[0]}: not found on PATH: install the Slurm client commands "
                 "(Debian: slurm-client) or add their directory to PATH"
             )
@@ -162,7 +162,7 @@ class SlurmClient:
         try:
             p = self.runner(argv, env, self.timeout_s)
         except subprocess.TimeoutExpired:
-            raise SlurmError(
+            raise _final(
                 f"{argv[0]}: no answer within {self.timeout_s:g} s (is slurmctld/slurmdbd busy "
                 "or down?)"
             ) from None
@@ -189,6 +189,13 @@ class SlurmClient:
 
 
 _NO_ERRORS = re.compile(rb'"errors"\s*:\s*\[\s*\]')
+
+
+def _final(line: str) -> SlurmError:
+    """An error the other form would only repeat (slower): not asked again in text."""
+    exc = SlurmError(line)
+    exc.final = True  # type: ignore[attr-defined]
+    return exc
 
 
 def _json_errors(data: bytes) -> list[str]:
