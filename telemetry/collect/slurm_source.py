@@ -113,6 +113,7 @@ class SlurmSource:
         self._seen: dict[tuple[Any, ...], int] = {}  # job key -> digest of its row
         self._nodes: dict[str, tuple[Any, ...]] = {}  # host -> (state, reason, user, reason_ts)
         self._last_poll: datetime | None = None
+        self._fresh = True
         self._last_ok: dict[str, datetime] = {}
         self._errors: dict[str, str | None] = {}
         self.counts: dict[str, int] = {}  # what the last poll found, for the command's report
@@ -165,8 +166,9 @@ class SlurmSource:
         if self._last_poll is not None and (now - self._last_poll).total_seconds() < (
             self.interval_s - 0.5
         ):
+            self._fresh = False  # no health row either: nothing was asked
             return  # polled more often than --slurm-interval by a faster loop: not yet
-        self._last_poll = now
+        self._last_poll, self._fresh = now, True
         since = self._window(now)
         acct, queue, nodes = (self._fetch(c, since, now) for c in COMMANDS)
         wrote = False
@@ -261,7 +263,7 @@ class SlurmSource:
             self._nodes.clear()
 
     def health(self) -> list[Health]:
-        return self.book.all()
+        return self.book.all() if self._fresh else []
 
 
 def build(values: Mapping[str, Any], ctx: SourceContext) -> SlurmSource | None:
