@@ -55,7 +55,7 @@ def run(s: Settings) -> int:
         or given["cluster"].get("checkpoints")
         or given.get("slurm", {}).get("slurm")
     ):
-        raise FactoryFloorError("give at least one FILE, --checkpoints TIER=PATH or --slurm")
+        raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH, or --slurm")
     ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
     built = sources.build("import", given, ctx)
     records = [b for b in built if isinstance(b, ImportSource)]
