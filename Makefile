@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8050
 
-.PHONY: setup demo test chromium prometheus lint bench reliability clean
+.PHONY: setup demo test chromium prometheus slurm lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,8 +26,11 @@ chromium:
 prometheus:
 	@bash scripts/ensure-prometheus.sh
 
+slurm:
+	@bash scripts/ensure-slurm.sh
+
 ## Whole suite, Playwright UI tests in headless Chromium included (never skipped)
-test: setup chromium prometheus
+test: setup chromium prometheus slurm
 	$(BIN)/python -m pytest
 
 lint: setup
@@ -39,6 +42,7 @@ bench: setup
 	$(BIN)/python benchmarks/dashboard.py
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/ckptscan.py
+	$(BIN)/python benchmarks/slurm.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

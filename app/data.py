@@ -6,6 +6,8 @@ function below takes what a view says (a run, a ``TimeRange`` from ``view_range`
 grouping) and returns frames, dicts or small frozen results. Whatever a page needs computed
 (interval advice, overlays, counts) is computed in ``telemetry``; this module only adapts:
 it binds the store, cleans what a browser sends, and re-exports the vocabulary pages show.
+
+Long module: the one door from every page to the data; each function is a thin adapter.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
 from telemetry.queries import overview as overq
+from telemetry.queries import slurm as slurmq
 from telemetry.queries import targets as targetq
 from telemetry.queries import training as trainq
 from telemetry.queries.checkpoints import WhatIf
@@ -516,3 +519,21 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
         return None
     interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
+
+
+
+# -- Slurm (telemetry.queries.slurm): node states, node events and job ends, jobs, a job's GPUs
+def slurm_nodes() -> pd.DataFrame:
+    return slurmq.node_states(store())
+
+
+def slurm_events(tr: TimeRange) -> pd.DataFrame:
+    return slurmq.node_events(store(), tr)
+
+
+def slurm_jobs(tr: TimeRange) -> pd.DataFrame:
+    return slurmq.jobs(store(), tr)
+
+
+def slurm_job_gpus(job_id: str) -> pd.DataFrame:
+    return slurmq.job_gpus(store(), str(job_id)[:64])

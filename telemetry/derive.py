@@ -204,7 +204,11 @@ def derive_run(store: Store, run_id: str) -> Derived:
 
 
 def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
-    """Re-derive the given real runs (default: every real run with a step stream)."""
+    """Re-derive the given real runs (default: every real run with a step stream), after the
+    Slurm tables' jobs and node events are brought into runs and signals (when changed)."""
+    from telemetry.collect import slurm_store
+
+    slurm_store.refresh(store)
     real = real_runs(store)
     wanted = real if runs is None else [r for r in real if r in set(runs)]
     return [derive_run(store, r) for r in wanted]

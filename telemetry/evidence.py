@@ -36,8 +36,14 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     NCCL_ERROR,
     NCCL_TIMEOUT,
     SLURM_CANCELLED,
+    SLURM_JOB_FAILED,
+    SLURM_MAINTENANCE,
+    SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
+    SLURM_NODE_GPU,
+    SLURM_OOM,
     SLURM_PREEMPTED,
+    SLURM_REQUEUED,
     SLURM_TASK_KILLED,
     SLURM_TIME_LIMIT,
     TRACEBACK,
@@ -74,19 +80,25 @@ def _planned(label: str) -> Rule:
 CAUSES: dict[str, Rule] = {
     SLURM_PREEMPTED: _planned("Slurm preemption"),
     SLURM_TIME_LIMIT: _planned("Slurm time limit"),
+    SLURM_MAINTENANCE: _planned("Slurm maintenance reservation"),
+    # A drain/down reason naming a GPU (no XID code: those are XID signals, ranked per code).
+    SLURM_NODE_GPU: _rule(1, "Faulty GPU", 0.75, "node drained for a GPU fault (Slurm)"),
     CUDA_ECC: _rule(1, "GPU HBM3 Memory", 0.9, "uncorrectable ECC error"),
     SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
+    SLURM_NODE_DOWN: _rule(2, "Host Maintenance", 0.6, "node drained or down (Slurm)"),
     IB_ERROR: _rule(3, "Network Switch/Cable", 0.7, "InfiniBand error"),
     NCCL_ERROR: _rule(3, "Network Switch/Cable", 0.65, "NCCL error"),
     CUDA_ILLEGAL_ADDRESS: _rule(4, "Software Bug", 0.7, "CUDA illegal memory access", False),
     CUDA_LAUNCH_FAILURE: _rule(4, "Software Bug", 0.65, "CUDA launch failure", False),
     CUDA_OOM: _rule(4, "Software Bug", 0.75, "CUDA out of memory", False),
+    SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
     # Numerics or a bug most often; silent data corruption cannot be told apart from logs.
     NAN_LOSS: _rule(5, "Software Bug", 0.4, "NaN/Inf loss", False),
     NCCL_TIMEOUT: _rule(6, "NCCL Watchdog Timeouts", 0.55, "NCCL watchdog timeout", False),
     TRACEBACK: _rule(7, "Software Bug", 0.4, "Python traceback", False),
 }
-SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED})  # failure signs that never explain a stop alone
+# Failure signs that never explain a stop alone (a job that ended FAILED says that, not why).
+SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED})
 # Any other kind (slurm_cancelled, unknown kinds) is context: shown, never a cause.
 
 # XID code -> component (xid_reference.csv; agrees with the simulator's _BEHAVIOUR). Hardware

@@ -83,6 +83,19 @@ CREATE TABLE IF NOT EXISTS signals (
 CREATE TABLE IF NOT EXISTS checkpoint_events (
   ts TIMESTAMP, run_id VARCHAR, kind VARCHAR, step BIGINT, path VARCHAR, origin VARCHAR,
   line VARCHAR);
+CREATE TABLE IF NOT EXISTS slurm_jobs (
+  cluster VARCHAR NOT NULL, job_id_raw BIGINT NOT NULL, requeue INTEGER NOT NULL,
+  job_id VARCHAR, array_job_id BIGINT, array_task_id INTEGER, name VARCHAR, user_name VARCHAR,
+  partition VARCHAR, nodelist VARCHAR, hosts VARCHAR[], state VARCHAR, reason VARCHAR,
+  exit_code INTEGER, exit_signal INTEGER, submit_ts TIMESTAMP, start_ts TIMESTAMP,
+  end_ts TIMESTAMP, run_id VARCHAR, run_source VARCHAR, polled_ts TIMESTAMP,
+  PRIMARY KEY (cluster, job_id_raw, requeue));
+CREATE TABLE IF NOT EXISTS slurm_nodes (
+  host VARCHAR PRIMARY KEY, state VARCHAR, reason VARCHAR, reason_user VARCHAR,
+  reason_ts TIMESTAMP, polled_ts TIMESTAMP);
+CREATE TABLE IF NOT EXISTS slurm_node_events (
+  ts TIMESTAMP, host VARCHAR, state VARCHAR, reason VARCHAR, reason_user VARCHAR,
+  reason_ts TIMESTAMP, polled_ts TIMESTAMP);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);

@@ -37,6 +37,13 @@ SLURM_NODE_FAILURE = "slurm_node_failure"
 SLURM_TIME_LIMIT = "slurm_time_limit"
 SLURM_PREEMPTED = "slurm_preempted"
 SLURM_CANCELLED = "slurm_cancelled"
+# From the Slurm source (``collect.slurm_source``): job ends and node events of the scheduler.
+SLURM_REQUEUED = "slurm_requeued"
+SLURM_JOB_FAILED = "slurm_job_failed"
+SLURM_OOM = "slurm_oom"
+SLURM_NODE_DOWN = "slurm_node_down"  # drained or down with a reason naming no XID or GPU
+SLURM_NODE_GPU = "slurm_node_gpu"  # drained or down with a reason naming a GPU
+SLURM_MAINTENANCE = "slurm_maintenance"  # a node in a maintenance reservation
 
 SIGNAL_KINDS = (
     XID,
@@ -54,6 +61,12 @@ SIGNAL_KINDS = (
     SLURM_TIME_LIMIT,
     SLURM_PREEMPTED,
     SLURM_CANCELLED,
+    SLURM_REQUEUED,
+    SLURM_JOB_FAILED,
+    SLURM_OOM,
+    SLURM_NODE_DOWN,
+    SLURM_NODE_GPU,
+    SLURM_MAINTENANCE,
 )
 SOURCES = ("log", "kernel", "slurm", "dcgm")  # training/job logs, kernel logs, later ones
 SIGNAL_COLUMNS = (

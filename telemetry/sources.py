@@ -46,7 +46,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.collect import cluster_source, import_source, posted, prom_source, scrape_source
+from telemetry.collect import (
+    cluster_source,
+    import_source,
+    posted,
+    prom_source,
+    scrape_source,
+    slurm_source,
+)
 from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
 from telemetry.replay import source as replay_source
 
@@ -57,6 +64,7 @@ SOURCES: tuple[SourceSpec, ...] = (
     replay_source.SPEC,
     cluster_source.SPEC,
     prom_source.SPEC,
+    slurm_source.SPEC,
 )
 
 

@@ -45,9 +45,17 @@ APPENDABLE = (
     "gpus",
     "signals",
     "checkpoint_events",
+    "slurm_jobs",
+    "slurm_nodes",
+    "slurm_node_events",
 )
 # Tables appended by column name: producers may omit columns added later (NULL).
-_BY_NAME = frozenset({"interruptions", "checkpoints", "signals", "checkpoint_events"})
+_BY_NAME = frozenset(
+    {"interruptions", "checkpoints", "signals", "checkpoint_events", "slurm_jobs", "slurm_nodes",
+     "slurm_node_events"}
+)  # fmt: skip
+# Tables whose rows replace the stored row with the same key (a run's end, a job's state).
+_REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes"})
 
 
 def _upgrade(path: str) -> duckdb.DuckDBPyConnection:
@@ -238,7 +246,7 @@ class Store:
                     n = data.num_rows if isinstance(data, pa.Table) else len(data)
                     if n:
                         con.register("_batch", data)
-                        verb = "INSERT OR REPLACE" if table == "runs" else "INSERT"
+                        verb = "INSERT OR REPLACE" if table in _REPLACING else "INSERT"
                         by = " BY NAME" if table in _BY_NAME else ""
                         con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:

@@ -171,7 +171,25 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "lost_gpu_hours": None
         if ints.empty or ints["gh"].isna().all()
         else round(float(ints["gh"].sum()), 1),
+        "slurm_jobs": slurm_jobs(store, run_id),
     }
+
+
+def slurm_jobs(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The Slurm jobs (each requeue a record) of a run, oldest first, with their end states."""
+    rows = store.rows(
+        """SELECT job_id, requeue, name, user_name, partition, nodelist, state, reason,
+                  exit_code, start_ts, end_ts
+           FROM slurm_jobs WHERE run_id = ? ORDER BY coalesce(start_ts, submit_ts), job_id_raw,
+           requeue""",
+        [run_id],
+    )
+    keys = ("job_id", "requeue", "name", "user", "partition", "nodes", "state", "reason",
+            "exit_code", "start", "end")  # fmt: skip
+    return [
+        {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in zip(keys, r, strict=True)}
+        for r in rows
+    ]
 
 
 def _step_seconds(store: Store, run_id: str) -> float | None:

@@ -113,6 +113,19 @@ def _prometheus(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetim
     return source, NOW
 
 
+def _slurm(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
+    """Recorded outputs of the real test cluster (tests/test_slurm_live.py runs it live)."""
+    from telemetry.collect.slurm_client import SlurmClient, recorded_runner
+    from telemetry.collect.slurm_source import SlurmSource
+
+    rec = Path(__file__).parent / "fixtures" / "slurm" / "drained"
+    source = SlurmSource(SlurmClient(runner=recorded_runner(str(rec))), follow=False,
+                         since=datetime(2020, 1, 1))  # fmt: skip
+    written = collect(source, StoreWriter(store), NOW)
+    assert sum(w.rows for w in written) >= 22
+    return source, NOW
+
+
 ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "scrape": _scrape,
     "import": _import,
@@ -120,6 +133,7 @@ ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "replay": _replay,
     "cluster": _cluster,
     "prometheus": _prometheus,
+    "slurm": _slurm,
 }
 
 

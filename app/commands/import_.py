@@ -23,6 +23,7 @@ from telemetry.collect.daemon import collect, utcnow
 from telemetry.collect.formats import is_text_log
 from telemetry.collect.import_source import ImportedFile, ImportSource
 from telemetry.collect.seam import SourceContext
+from telemetry.collect.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
 
 SHOW_REJECTIONS = 5
@@ -49,13 +50,17 @@ def run(s: Settings) -> int:
     assert s.store is not None  # the parser requires it
     given = _split(s)
     if not (
-        given["import"]["files"] or given["cluster"]["files"] or given["cluster"].get("checkpoints")
+        given["import"]["files"]
+        or given["cluster"]["files"]
+        or given["cluster"].get("checkpoints")
+        or given.get("slurm", {}).get("slurm")
     ):
-        raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH")
+        raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH, or --slurm")
     ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
     built = sources.build("import", given, ctx)
     records = [b for b in built if isinstance(b, ImportSource)]
     cluster = [b for b in built if isinstance(b, ClusterSource)]
+    slurm = [b for b in built if isinstance(b, SlurmSource)]
     for source in records:
         source.on_file = partial(_show, kind=source.kind)
     derived: list[Any] = []
@@ -68,6 +73,14 @@ def run(s: Settings) -> int:
                 if isinstance(w.report, list):
                     derived = w.report
             source.close()
+        for source in slurm:
+            for w in collect(source, writer, utcnow()):
+                if isinstance(w.report, list):
+                    derived = w.report
+            if not any(h.up for h in source.health()):
+                down = "; ".join(h.error or "down" for h in source.health())
+                raise FactoryFloorError(f"nothing read from Slurm: {down}")
+            _show_slurm(source)
         empty = [f.log.path for src in records for f in src.files if not f.usable]
         for source in cluster:
             empty += _show_cluster(source)
@@ -120,6 +133,24 @@ def _show_cluster(source: ClusterSource) -> list[str]:
     for p in source.checkpoint_problems[:SHOW_REJECTIONS]:
         print(f"  {p}")
     return empty
+
+
+def _show_slurm(source: SlurmSource) -> None:
+    """One line per Slurm command: what it gave, or why not."""
+    for h in source.health():
+        what = h.target.split(":", 1)[1]
+        form = source.client.last_form.get(what, "")
+        if h.up:
+            print(f"slurm {what} ({form}): {h.rows:,} rows" + (
+                f", {h.rejected:,} unreadable or of an unknown state" if h.rejected else ""))
+        else:
+            print(f"slurm {what}: DOWN: {h.error}")
+    c = source.counts
+    print(f"slurm: {c.get('jobs changed', 0):,} job rows stored, "
+          f"{c.get('node events', 0):,} node event(s)")  # fmt: skip
+    if source.unknown_states:
+        print("  unknown states kept as Slurm said them: " + ", ".join(
+            f"{k} ({n:,})" for k, n in sorted(source.unknown_states.items())))  # fmt: skip
 
 
 def _show_derived(store: Any, derived: list[Any]) -> None:

@@ -11,7 +11,7 @@ from dash import Input, Output, callback, dcc, html
 
 from app import data, figures
 from app.figures import failures as ffig
-from app.pages import _interruptions
+from app.pages import _interruptions, _slurm
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/failures", name="Failures", order=3)
@@ -95,6 +95,7 @@ def layout(**_query: str) -> html.Div:
                 ],
                 class_name="g-2 mb-2",
             ),
+            _slurm.events_card(),
             dcc.Markdown(
                 f"Reference: *{ffig.REF_SOURCE}*. MTBF = wall hours of the run in the range / "
                 "unexpected interruptions; downtime = detection + restart; lost GPU-hours = "

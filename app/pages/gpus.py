@@ -14,6 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from app import data, figures
 from app.figures import gpus as gfig
+from app.pages import _slurm
 from app.ui import TIMECHART, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/gpus", name="GPUs", order=2)
@@ -101,6 +102,8 @@ def layout(**_query: str) -> html.Div:
                 ),
                 class_name="mb-2",
             ),
+            _slurm.nodes_card(),
+            _slurm.job_filter("gpus"),
         ]
     )
 

@@ -10,6 +10,7 @@ from dash import Output, callback, html
 
 from app import data, figures
 from app.figures import targets as ft
+from app.pages import _slurm
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
@@ -55,6 +56,7 @@ def layout(**_query: str) -> html.Div:
                 ],
                 class_name="g-2",
             ),
+            _slurm.job_filter("overview"),
         ]
     )
 

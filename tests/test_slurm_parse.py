@@ -1,0 +1,211 @@
+"""The Slurm parsers and source on recorded outputs of the real test cluster
+(tests/fixtures/slurm/, made by ``python -m tests.slurm_fixture record``): both forms (--json
+and the parsable text) give the same rows, every end state the cluster produced is read, odd
+input is counted and never raised, and the store turns job ends and drain reasons into the
+signals the interruption inference weighs (a preemption is planned)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from telemetry.collect import slurm_parse as sp
+from telemetry.collect.daemon import collect
+from telemetry.collect.slurm_client import SlurmClient, diagnose, recorded_runner
+from telemetry.collect.slurm_source import SlurmSource, job_mapper, parse_since
+from telemetry.collect.writer import StoreWriter
+from telemetry.errors import FactoryFloorError
+from telemetry.store import Store
+
+REC = Path(__file__).parent / "fixtures" / "slurm"
+DRAINED, DOWN = REC / "drained", REC / "down"
+META = json.loads((DRAINED / "cluster.json").read_text())
+
+
+def _jobs(form: str, d: Path = DRAINED) -> pd.DataFrame:
+    name = "sacct.json" if form == "json" else "sacct.txt"
+    rows = sp.parse("sacct", form, (d / name).read_bytes()).rows
+    return sp.jobs_frame(rows).sort_values(["job_id_raw", "requeue"]).reset_index(drop=True)
+
+
+def test_json_and_text_give_the_same_jobs() -> None:
+    j, t = _jobs("json"), _jobs("text")
+    assert len(j) == len(t) == 22
+    same = [c for c in sp.JOB_COLUMNS if c != "exit_code"]
+    assert j[same].astype(str).equals(t[same].astype(str))
+    # Slurm 22.05's JSON reports exit code 0 for a job that exited 1; the text form has it.
+    failed = t["state"] == "FAILED"
+    assert set(t.loc[failed, "exit_code"]) == {1} and set(j.loc[failed, "exit_code"]) == {0}
+
+
+def test_every_end_state_of_the_real_cluster_is_read() -> None:
+    t = _jobs("text")
+    by_id = t[t["requeue"] == 0].set_index("job_id")["state"]
+    jobs = META["jobs"]
+    assert by_id[jobs["failed"]] == "FAILED"
+    assert by_id[jobs["cancelled"]] == "CANCELLED"
+    assert by_id[jobs["timeout"]] == "TIMEOUT"
+    assert by_id[jobs["requeued"]] == "REQUEUED"
+    assert by_id[jobs["preempted"]] == "PREEMPTED"
+    assert by_id[jobs["node_fail"]] == "NODE_FAIL"
+    # The requeue is a second record of the same job; the array's tasks are named N_i.
+    assert list(t[t["job_id"] == jobs["requeued"]]["requeue"]) == [0, 1]
+    assert {f"{jobs['array']}_0", f"{jobs['array']}_1"} <= set(t["job_id"])
+    ran = t[t["state"] == "FAILED"].iloc[0]
+    assert ran["hosts"] == [META["node"]] and ran["start_ts"] <= ran["end_ts"]
+
+
+def test_squeue_forms_agree_on_the_pending_job() -> None:
+    j = sp.parse("squeue", "json", (DRAINED / "squeue.json").read_bytes()).rows
+    t = sp.parse("squeue", "text", (DRAINED / "squeue.txt").read_bytes()).rows
+    assert [(r["job_id"], r["state"], r["submit_ts"]) for r in j] == [
+        (r["job_id"], r["state"], r["submit_ts"]) for r in t
+    ]
+    assert j[0]["state"] == "PENDING" and j[0]["end_ts"] is None and j[0]["requeue"] == 0
+
+
+@pytest.mark.parametrize("d", [DRAINED, DOWN])
+def test_node_reason_with_who_and_when_in_both_forms(d: Path) -> None:
+    j = sp.parse("nodes", "json", (d / "nodes.json").read_bytes()).rows
+    t = sp.parse("nodes", "text", (d / "nodes.txt").read_bytes()).rows
+    assert j == t
+    node = j[0]
+    assert node["host"] == META["node"] and node["reason_user"] == "root"
+    assert "DRAIN" in node["state"] and isinstance(node["reason_ts"], datetime)
+    if d is DRAINED:
+        assert node["reason"] == "XID 79 GPU fell off the bus" and node["state"] == "IDLE+DRAIN"
+    else:
+        assert node["state"] == "DOWN+DRAIN"
+
+
+def test_unknown_states_are_kept_and_counted_bad_lines_counted() -> None:
+    text = (DRAINED / "sacct.txt").read_bytes().replace(b"|TIMEOUT|", b"|WARP_CORE_BREACH|")
+    text += b"this is not sacct output\n"
+    p = sp.parse("sacct", "text", text)
+    assert p.unknown_states == {"WARP_CORE_BREACH": 1} and p.unreadable == 1
+    assert "WARP_CORE_BREACH" in {r["state"] for r in p.rows}
+    nodes = (DRAINED / "nodes.txt").read_bytes().replace(b"State=IDLE+DRAIN", b"State=IDLE+HALO")
+    assert sp.parse("nodes", "text", nodes).unknown_states == {"HALO": 1}
+    with pytest.raises(ValueError, match="sacct --json: output is not JSON"):
+        sp.parse("sacct", "json", b"<html>proxy login</html>")
+
+
+def test_hostlists_expand_as_scontrol_does() -> None:
+    assert sp.expand_hostlist("gpu[001-003,7],login1") == (
+        "gpu001", "gpu002", "gpu003", "gpu7", "login1",
+    )  # fmt: skip
+    assert sp.expand_hostlist("rack[1-2]-n[01-02]") == (
+        "rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02",
+    )  # fmt: skip
+    assert sp.expand_hostlist("None assigned") == () and sp.expand_hostlist(None) == ()
+
+
+def test_options_bad_input_is_one_line() -> None:
+    assert job_mapper("^(llama-\\w+)-")("llama-8b-pretrain") == "llama-8b"
+    assert job_mapper("atlas")("my-atlas-job") == "atlas" and job_mapper(None)("x") is None
+    with pytest.raises(FactoryFloorError, match="not a regular expression"):
+        job_mapper("(")
+    assert parse_since("2026-11-20T01:00:00+01:00") == datetime(2026, 11, 20)
+    with pytest.raises(FactoryFloorError, match="--since 'yesterday'"):
+        parse_since("yesterday")
+    msg = diagnose("squeue", "squeue: error: slurm_load_jobs error: Unable to contact slurm "
+                   "controller (connect failure)\n", 1)  # fmt: skip
+    assert msg.startswith("squeue: slurmctld is not answering")
+
+
+def _source(d: Path, form: str = "auto", **kw: object) -> SlurmSource:
+    client = SlurmClient(mode=form, runner=recorded_runner(str(d)))
+    return SlurmSource(client, since=datetime(2020, 1, 1), follow=False, **kw)  # type: ignore[arg-type]
+
+
+def test_recorded_cluster_into_a_store_gives_signals_and_runs(tmp_path: Path) -> None:
+    now = datetime(2026, 11, 25, 10, 0)
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        src = _source(DRAINED, run_from_job="^ff-(low)$")
+        collect(src, StoreWriter(store), now)
+        assert all(h.up for h in src.health())
+        kinds = dict(store.rows("SELECT kind, count(*) FROM signals WHERE source = 'slurm' "
+                                "GROUP BY kind"))  # fmt: skip
+        assert kinds["slurm_preempted"] == 1 and kinds["slurm_node_failure"] == 1
+        assert kinds["xid"] == 1 and kinds["slurm_time_limit"] == 1
+        assert store.scalar("SELECT xid FROM signals WHERE kind = 'xid'") == 79
+        # The mapped job is run "low"; the others are runs of their own.
+        assert store.scalar("SELECT count(*) FROM slurm_jobs WHERE run_id = 'low'") == 2
+        assert store.scalar("SELECT source FROM runs WHERE run_id = 'low'") == "slurm"
+        # Polling the same state again stores nothing new.
+        before = store.rows("SELECT (SELECT count(*) FROM signals), "
+                            "(SELECT count(*) FROM slurm_node_events)")  # fmt: skip
+        collect(_source(DRAINED), StoreWriter(store), now + timedelta(minutes=1))
+        assert store.rows("SELECT (SELECT count(*) FROM signals), "
+                          "(SELECT count(*) FROM slurm_node_events)") == before  # fmt: skip
+
+
+def test_a_preempted_job_makes_a_planned_interruption(tmp_path: Path) -> None:
+    """A run that stopped when its job was preempted: the inference calls it planned."""
+    jobs = _jobs("text")
+    pre = jobs[jobs["state"] == "PREEMPTED"].iloc[0]
+    end = pre["end_ts"].to_pydatetime()
+    with Store(str(tmp_path / "p.duckdb")) as store:
+        from telemetry.collect.records import store_records
+
+        def ts(i: int) -> str:  # every 10 s, 5 minutes without progress at the preemption
+            return (end + timedelta(seconds=10 * (i - 30) + (300 if i >= 30 else 0))).isoformat()
+
+        recs = [{"run": "low", "step": i, "ts": ts(i), "loss": 2.0} for i in range(60)]
+        assert store_records(store, "train_metrics", recs).stored == 60
+        collect(_source(DRAINED, run_from_job="^ff-(low)$"), StoreWriter(store),
+                datetime(2026, 11, 25, 10, 0))  # fmt: skip
+        rows = store.rows("SELECT category, planned FROM interruptions WHERE run_id = 'low'")
+        assert rows == [("Planned", True)]
+
+
+def test_slurm_down_on_every_command_marks_each_down(tmp_path: Path) -> None:
+    src = _source(tmp_path)  # an empty directory: every command "fails"
+    with Store(str(tmp_path / "d.duckdb")) as store:
+        collect(src, StoreWriter(store), datetime(2026, 11, 25))
+        rows = store.rows("SELECT target, up, error FROM targets ORDER BY target")
+    assert [r[0] for r in rows] == ["slurm:nodes", "slurm:sacct", "slurm:squeue"]
+    assert not any(r[1] for r in rows) and all("\n" not in r[2] for r in rows)
+
+
+def test_a_jobs_gpus_by_hpc_job_label_else_by_its_nodes_and_time(
+    tmp_path: Path, exporter: str
+) -> None:
+    """Real scrapes of dcgm-exporter text: one node labelled with Slurm's ``hpc_job``, one not.
+    The job named by the label gets that node's GPUs whatever its node list says; the other
+    job gets its nodes' GPUs during its time, and a job that had ended gets none."""
+    from telemetry.collect.scrape_source import ScrapeSource, TargetSource
+    from telemetry.queries.slurm import job_gpus
+
+    at = datetime(2026, 11, 25, 9, 30)
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    line = "{0}|{0}|c1|ann|gpu|{1}|{2}|None|0:0|{3}|{3}|{4}|train\n"
+    (rec / "sacct.txt").write_text(
+        line.format(4312877, "elsewhere01", "RUNNING", "2026-11-25T09:00:00", "Unknown")
+        + line.format(500, "dgx-h100-[017]", "RUNNING", "2026-11-25T09:00:00", "Unknown")
+        + line.format(501, "dgx-h100-017", "COMPLETED", "2026-11-25T08:00:00",
+                      "2026-11-25T08:30:00")  # fmt: skip
+    )
+    for name in ("squeue.txt", "nodes.txt"):
+        (rec / name).write_text("")
+    with Store(str(tmp_path / "g.duckdb")) as store:
+        urls = [f"{exporter}/default_h100/metrics", f"{exporter}/hostname_lowercase/metrics"]
+        collect(ScrapeSource(TargetSource(urls, [], print), 15.0, 2.0), StoreWriter(store), at)
+        src = SlurmSource(SlurmClient(mode="text", runner=recorded_runner(str(rec))),
+                          since=datetime(2026, 11, 1), follow=False)  # fmt: skip
+        collect(src, StoreWriter(store), at + timedelta(seconds=5))
+        by_label = job_gpus(store, "4312877")
+        by_nodes = job_gpus(store, "500")
+        # GPUs 0-5 carry the label; 6 and 7 of that node are not the job's (its node list
+        # does not name the node either).
+        assert set(by_label["host"]) == {"slurm-h100-0142"} and list(by_label["gpu"]) == [
+            0, 1, 2, 3, 4, 5,
+        ]  # fmt: skip
+        assert set(by_nodes["host"]) == {"dgx-h100-017"} and len(by_nodes) == 8
+        assert (by_nodes["samples"] == 1).all() and by_nodes["util_pct"].notna().all()
+        assert job_gpus(store, "501").empty

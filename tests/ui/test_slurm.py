@@ -1,0 +1,75 @@
+"""Slurm on the pages, in headless Chromium: a store filled by the Slurm source from recordings
+of the real test cluster (tests/fixtures/slurm/), plus a run's step stream stopped at the
+preemption. GPUs shows the node's Slurm state and drain reason, Failures the node events and
+job ends (NODE_FAIL, TIMEOUT, PREEMPTED) and the planned interruption, and the job filter on
+Overview lists the jobs of the range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from telemetry.collect.daemon import collect
+from telemetry.collect.records import store_records
+from telemetry.collect.slurm_client import SlurmClient, recorded_runner
+from telemetry.collect.slurm_source import SlurmSource
+from telemetry.collect.writer import StoreWriter
+from telemetry.store import Store
+from tests.conftest import Server, collect_errors, start_server
+
+REC = Path(__file__).parent.parent / "fixtures" / "slurm" / "drained"
+
+
+@pytest.fixture(scope="module")
+def slurm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("slurm-ui")
+    path = tmp / "s.duckdb"
+    with Store(str(path)) as store:
+        start = datetime(2026, 11, 25, 9, 0)
+        recs = [{"run": "low", "step": i, "ts": (start + timedelta(seconds=30 * i)).isoformat(),
+                 "loss": 2.0} for i in range(30)]  # fmt: skip
+        assert store_records(store, "train_metrics", recs).stored == 30
+        client = SlurmClient(runner=recorded_runner(str(REC)))
+        src = SlurmSource(client, since=datetime(2020, 1, 1), follow=False,
+                          run_from_job="^ff-(low)$")  # fmt: skip
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 9, 20))
+    server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
+    yield server
+    server.stop()
+
+
+def test_gpus_page_shows_the_drain_reason(slurm_server: Server, page: Page) -> None:
+    errors = collect_errors(page)
+    page.goto(slurm_server.url + "/gpus#range=all")
+    table = page.locator("#slurm-nodes")
+    expect(table).to_contain_text("XID 79 GPU fell off the bus", timeout=20_000)
+    expect(table).to_contain_text("IDLE+DRAIN")
+    expect(table).to_contain_text("root")
+    assert not errors, errors
+
+
+def test_failures_page_lists_slurm_events_and_job_ends(slurm_server: Server, page: Page) -> None:
+    errors = collect_errors(page)
+    page.goto(slurm_server.url + "/failures#range=all")
+    events = page.locator("#slurm-events")
+    for state in ("NODE_FAIL", "TIMEOUT", "PREEMPTED"):
+        expect(events).to_contain_text(state, timeout=20_000)
+    expect(events).to_contain_text("XID 79 GPU fell off the bus (set by root)")
+    assert not errors, errors
+
+
+def test_overview_job_filter_lists_the_jobs(slurm_server: Server, page: Page) -> None:
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": 1400, "height": 3000})  # the popover opens below the card
+    page.goto(slurm_server.url + "/#range=all")
+    page.locator("#overview-slurm-job").scroll_into_view_if_needed()
+    page.locator("#overview-slurm-job").click()
+    page.get_by_role("option", name="ff-nodefail").first.click()
+    expect(page.locator("#overview-slurm-job-gpus")).to_contain_text(
+        "No GPU samples", timeout=20_000
+    )
+    assert not errors, errors
