@@ -111,8 +111,12 @@ def _flag(p: Container, flag: str, name: str, **kw: Any) -> None:
 
 def _source_options(command: str, p: Container) -> None:
     """The registered sources' options on ``command`` (``telemetry.sources``)."""
+    added: set[str] = set()
     for spec, opt in sources.options(command):
         dest = sources.dest(spec, opt)
+        if dest in added:  # a flag several sources share is one option
+            continue
+        added.add(dest)
         if opt.flag.startswith("-"):
             kw = dict(opt.kwargs)
             if "choices" not in kw and kw.get("action") not in ("store_true", "store_false"):

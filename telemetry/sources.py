@@ -55,6 +55,7 @@ from telemetry.collect import (
     slurm_source,
 )
 from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
+from telemetry.errors import FactoryFloorError
 from telemetry.replay import source as replay_source
 
 SOURCES: tuple[SourceSpec, ...] = (
@@ -84,9 +85,22 @@ def options(command: str) -> list[tuple[SourceSpec, Option]]:
     return [(spec, opt) for spec in SOURCES for opt in spec.options.get(command, ())]
 
 
+def _shared() -> frozenset[str]:
+    flags: dict[str, set[str]] = {}
+    for spec in SOURCES:
+        for opts in spec.options.values():
+            for opt in opts:
+                flags.setdefault(opt.flag, set()).add(spec.name)
+    return frozenset(f for f, names in flags.items() if len(names) > 1)
+
+
+SHARED = _shared()  # flags several sources register (``--since``): one option, read by each
+
+
 def dest(spec: SourceSpec, opt: Option) -> str:
-    """Where the command line's parser keeps the value of ``opt`` (never another's)."""
-    return f"{spec.name}.{opt.key}"
+    """Where the command line's parser keeps the value of ``opt``: its source's own place, or
+    one place for a flag several sources share (each reads it; none is asked for by it)."""
+    return f"shared.{opt.key}" if opt.flag in SHARED else f"{spec.name}.{opt.key}"
 
 
 def values(command: str, parsed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -99,10 +113,14 @@ def values(command: str, parsed: Mapping[str, Any]) -> dict[str, dict[str, Any]]
 
 def asked(command: str, given: Mapping[str, Mapping[str, Any]]) -> list[SourceSpec]:
     """The sources some option of which was given a value on ``command``."""
+    own = {
+        spec.name: {o.key for o in spec.options.get(command, ()) if o.flag not in SHARED}
+        for spec in SOURCES
+    }
     return [
         spec
         for spec in SOURCES
-        if spec.options.get(command) and any(given.get(spec.name, {}).values())
+        if any(v for k, v in given.get(spec.name, {}).items() if k in own[spec.name])
     ]
 
 
@@ -114,9 +132,17 @@ def asking(command: str) -> str:
 def build(
     command: str, given: Mapping[str, Mapping[str, Any]], ctx: SourceContext
 ) -> list[Source]:
-    """The sources asked for on ``command``, built from their options' values."""
+    """The sources asked for on ``command``, built from their options' values. A shared
+    option given while no source that reads it is asked for is an error naming them."""
+    chosen = asked(command, given)
+    for flag in sorted(SHARED):
+        readers = [s for s in SOURCES if any(o.flag == flag for o in s.options.get(command, ()))]
+        key = flag.lstrip("-").replace("-", "_")
+        read = any(r in chosen for r in readers)
+        if any(given.get(s.name, {}).get(key) for s in readers) and not read:
+            raise FactoryFloorError(f"{flag} needs {' or '.join(s.ask for s in readers)}")
     out = []
-    for spec in asked(command, given):
+    for spec in chosen:
         if spec.build is not None and (src := spec.build(given[spec.name], ctx)) is not None:
             out.append(src)
     return out

@@ -133,8 +133,8 @@ def test_bad_prometheus_options_are_one_line_errors(tmp_path: Path) -> None:
     store = str(tmp_path / "s.duckdb")
     for args, words in (
         (["--prometheus", "ftp://x"], "not an http(s) URL"),
-        (["--prometheus", "http://127.0.0.1:1", "--since", "yesterday"], "not a duration"),
-        (["--since", "6h", "--target", "127.0.0.1:1"], "need(s) --prometheus"),
+        (["--prometheus", "http://127.0.0.1:1", "--since", "yesterday"], "a duration (6h, 7d)"),
+        (["--since", "6h", "--target", "127.0.0.1:1"], "--since needs --prometheus URL or --slurm"),
         (["--prometheus", "http://h:1", "--prometheus-token-file", "/nonexistent"], "nonexist"),
     ):
         r = cli("ingest", "--store", store, "--once", *args)

@@ -15,8 +15,9 @@ import pytest
 
 from telemetry.collect import slurm_parse as sp
 from telemetry.collect.daemon import collect
+from telemetry.collect.since import since_time as parse_since
 from telemetry.collect.slurm_client import SlurmClient, diagnose, recorded_runner
-from telemetry.collect.slurm_source import SlurmSource, job_mapper, parse_since
+from telemetry.collect.slurm_source import SlurmSource, job_mapper
 from telemetry.collect.writer import StoreWriter
 from telemetry.errors import FactoryFloorError
 from telemetry.store import Store
@@ -112,6 +113,8 @@ def test_options_bad_input_is_one_line() -> None:
     assert parse_since("2026-11-20T01:00:00+01:00") == datetime(2026, 11, 20)
     with pytest.raises(FactoryFloorError, match="--since 'yesterday'"):
         parse_since("yesterday")
+    # --since is shared with --prometheus, which counts back: both forms mean the same instant
+    assert parse_since("6h", datetime(2026, 11, 20, 6)) == datetime(2026, 11, 20)
     msg = diagnose("squeue", "squeue: error: slurm_load_jobs error: Unable to contact slurm "
                    "controller (connect failure)\n", 1)  # fmt: skip
     assert msg.startswith("squeue: slurmctld is not answering")

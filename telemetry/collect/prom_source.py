@@ -42,6 +42,7 @@ from telemetry.collect.dcgm_rows import ATTRIBUTION
 from telemetry.collect.prom_client import PromAccess, PromClient, PromDown, read_secret
 from telemetry.collect.scrape import Fetch, Target, normalise
 from telemetry.collect.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written
+from telemetry.collect.since import SINCE, since_seconds
 from telemetry.errors import FactoryFloorError
 
 DEFAULT_MATCH = '{__name__=~"DCGM_.*"}'
@@ -50,18 +51,6 @@ META_MATCH = '{__name__=~"up|scrape_duration_seconds"}'
 MAX_POINTS = 11_000  # Prometheus refuses a query_range of more points per series
 SAMPLES_PER_QUERY = 400_000  # one chunk's answer: ~15 MB of JSON
 GAP_FACTOR = 1.5  # a last round further back than this many intervals leaves a gap to fill
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``6h``, ``7d``, ``2w`` in seconds; ValueError otherwise."""
-    m = _DURATION.match(text or "")
-    if not m or float(m[1]) <= 0:
-        raise ValueError(f"{text!r} is not a duration like 30m, 6h or 7d")
-    return float(m[1]) * _UNITS[m[2]]
-
-
 def _epoch(ts: datetime) -> float:
     return ts.replace(tzinfo=UTC).timestamp()
 
@@ -385,7 +374,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> PromSource | None:
             raise FactoryFloorError(f"{', '.join(extras)} need(s) --prometheus URL")
         return None
     try:
-        since = parse_duration(values["since"]) if values.get("since") else None
+        since = since_seconds(values.get("since"))
         access = PromAccess(
             tenant=values.get("prometheus_tenant"),
             user=values.get("prometheus_user"),
@@ -436,8 +425,7 @@ SPEC = SourceSpec(
                 default=[],
                 metavar="URL",
             ),
-            _opt("--since", "with --prometheus: backfill this far back first (6h, 7d)",
-                 metavar="DURATION"),  # fmt: skip
+            SINCE,
             _opt("--prometheus-match", f"series selector (default {DEFAULT_MATCH})",
                  metavar="SELECTOR"),  # fmt: skip
             _opt("--prometheus-mode", "live rounds from /federate, instant queries, or the "

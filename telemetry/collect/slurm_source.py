@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from telemetry.collect.seam import (
@@ -43,6 +43,7 @@ from telemetry.collect.seam import (
     Tables,
     Written,
 )
+from telemetry.collect.since import SINCE, since_time
 from telemetry.errors import FactoryFloorError
 
 INTERVAL_S = 60.0
@@ -52,19 +53,6 @@ OVERLAP = timedelta(minutes=10)  # later polls ask sacct from this long before t
 COMMANDS = ("sacct", "squeue", "nodes")
 HEALTHY_NODE = re.compile(r"^(IDLE|ALLOCATED|ALLOC|MIXED|MIX|COMPLETING)(\+(COMPLETING|RESERVED|"
                           r"POWERED_DOWN|POWER_DOWN|CLOUD|PLANNED))*$")  # fmt: skip
-
-
-def parse_since(text: str | None) -> datetime | None:
-    """``--since`` ISO time -> naive UTC (an offset is converted); FactoryFloorError if bad."""
-    if not text:
-        return None
-    try:
-        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise FactoryFloorError(
-            f"--since {text!r}: expected an ISO time such as 2026-11-20T00:00:00Z"
-        ) from None
-    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)
 
 
 def job_mapper(pattern: str | None) -> Any:
@@ -280,7 +268,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> SlurmSource | None:
         raise FactoryFloorError("--slurm-interval must be > 0 seconds")
     return SlurmSource(
         SlurmClient(mode=values.get("slurm_format") or "auto", timeout_s=max(ctx.timeout_s, 30)),
-        since=parse_since(values.get("since")),
+        since=since_time(values.get("since")),
         interval_s=interval if ctx.command != "import" else 0.0,
         run_from_job=values.get("run_from_job"),
         follow=ctx.command != "import",
@@ -308,19 +296,13 @@ _INTERVAL = Option(
     {"type": float, "metavar": "S", "default": None,
      "help": f"--slurm: seconds between polls (default {INTERVAL_S:g})"},
 )  # fmt: skip
-_SINCE = Option(
-    "--since",
-    {"metavar": "ISO", "help": "--slurm: job history from this time (default: 30 days back "
-     "for import, 1 day for ingest)"},
-)  # fmt: skip
-
 SPEC = SourceSpec(
     name="slurm",
     summary="Slurm jobs, job ends and node states (sacct, squeue, sinfo/scontrol)",
     options={
-        "import": (_SLURM, _SINCE, _MAP, _FORMAT),
-        "ingest": (_SLURM, _INTERVAL, _SINCE, _MAP, _FORMAT),
-        "serve": (_SLURM, _INTERVAL, _SINCE, _MAP, _FORMAT),
+        "import": (_SLURM, SINCE, _MAP, _FORMAT),
+        "ingest": (_SLURM, _INTERVAL, SINCE, _MAP, _FORMAT),
+        "serve": (_SLURM, _INTERVAL, SINCE, _MAP, _FORMAT),
     },
     build=build,
     ask="--slurm",
