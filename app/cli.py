@@ -113,7 +113,7 @@ def _source_options(command: str, p: Container) -> None:
     """The registered sources' options on ``command`` (``telemetry.sources``)."""
     added: set[str] = set()
     for spec, opt in sources.options(command):
-        dest = sources.dest(spec, opt)
+        dest = sources.dest(spec, opt, command)
         if dest in added:  # a flag several sources share is one option
             continue
         added.add(dest)

@@ -85,42 +85,47 @@ def options(command: str) -> list[tuple[SourceSpec, Option]]:
     return [(spec, opt) for spec in SOURCES for opt in spec.options.get(command, ())]
 
 
-def _shared() -> frozenset[str]:
-    flags: dict[str, set[str]] = {}
+def _shared() -> dict[str, frozenset[str]]:
+    flags: dict[tuple[str, str], set[str]] = {}
     for spec in SOURCES:
-        for opts in spec.options.values():
+        for command, opts in spec.options.items():
             for opt in opts:
-                flags.setdefault(opt.flag, set()).add(spec.name)
-    return frozenset(f for f, names in flags.items() if len(names) > 1)
+                flags.setdefault((command, opt.flag), set()).add(spec.name)
+    out: dict[str, set[str]] = {}
+    for (command, flag), names in flags.items():
+        if len(names) > 1:
+            out.setdefault(command, set()).add(flag)
+    return {command: frozenset(f) for command, f in out.items()}
 
 
-SHARED = _shared()  # flags several sources register (``--since``): one option, read by each
+# Per command, the flags several sources register on it (``--since``): one option, read by each.
+SHARED = _shared()
 
 
-def dest(spec: SourceSpec, opt: Option) -> str:
-    """Where the command line's parser keeps the value of ``opt``: its source's own place, or
-    one place for a flag several sources share (each reads it; none is asked for by it)."""
-    return f"shared.{opt.key}" if opt.flag in SHARED else f"{spec.name}.{opt.key}"
+def dest(spec: SourceSpec, opt: Option, command: str) -> str:
+    """Where the command line's parser keeps the value of ``opt`` on ``command``: its source's
+    own place, or one place for a flag several sources share (each reads it; none is asked
+    for by it)."""
+    shared = opt.flag in SHARED.get(command, ())
+    return f"shared.{opt.key}" if shared else f"{spec.name}.{opt.key}"
 
 
 def values(command: str, parsed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per source name, its options' values on ``command`` out of ``parsed`` (by ``dest``)."""
     out: dict[str, dict[str, Any]] = {}
     for spec, opt in options(command):
-        out.setdefault(spec.name, {})[opt.key] = parsed.get(dest(spec, opt))
+        out.setdefault(spec.name, {})[opt.key] = parsed.get(dest(spec, opt, command))
     return out
 
 
 def asked(command: str, given: Mapping[str, Mapping[str, Any]]) -> list[SourceSpec]:
     """The sources some option of which was given a value on ``command``."""
-    own = {
-        spec.name: {o.key for o in spec.options.get(command, ()) if o.flag not in SHARED}
-        for spec in SOURCES
-    }
+    shared = {f.lstrip("-").replace("-", "_") for f in SHARED.get(command, ())}
     return [
         spec
         for spec in SOURCES
-        if any(v for k, v in given.get(spec.name, {}).items() if k in own[spec.name])
+        if spec.options.get(command)
+        and any(v for k, v in given.get(spec.name, {}).items() if k not in shared)
     ]
 
 
@@ -135,7 +140,7 @@ def build(
     """The sources asked for on ``command``, built from their options' values. A shared
     option given while no source that reads it is asked for is an error naming them."""
     chosen = asked(command, given)
-    for flag in sorted(SHARED):
+    for flag in sorted(SHARED.get(command, ())):
         readers = [s for s in SOURCES if any(o.flag == flag for o in s.options.get(command, ()))]
         key = flag.lstrip("-").replace("-", "_")
         read = any(r in chosen for r in readers)
