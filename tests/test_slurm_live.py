@@ -43,7 +43,7 @@ def _states(store: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def imported(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     store = tmp_path_factory.mktemp("slurm") / "s.duckdb"
-    p = _import(slurm_cluster, store, "--slurm-format", "json")
+    p = _import(slurm_cluster, store)
     assert p.returncode == 0, p.stderr
     assert "slurm sacct (json)" in p.stdout and "job rows stored" in p.stdout
     return store
@@ -176,8 +176,8 @@ def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_pa
     env = {**os.environ, "SLURM_CONF": str(slurm_cluster.conf)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "ingest", "--store", str(store), "--slurm",
-         "--slurm-interval", "1", "--interval", "1", "--timeout", "0.5"],
-        # the default form: sacct's text (22.05's sacct --json reports every exit code as 0)
+         "--slurm-interval", "1", "--interval", "1", "--timeout", "0.5",
+         "--slurm-format", "text"],  # Slurm 22.05's sacct --json reports exit codes as 0
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

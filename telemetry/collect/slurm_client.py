@@ -120,7 +120,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Any:
 class SlurmClient:
     """The Slurm commands of the cluster ``SLURM_CONF`` names (``env`` adds to os.environ)."""
 
-    mode: str = "auto"  # "json", "text", or "auto": JSON where it works (not sacct), else text
+    mode: str = "auto"  # "json", "text", or "auto": JSON where it works, else text
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = TIMEOUT_S
     runner: Runner = _run
@@ -137,10 +137,6 @@ class SlurmClient:
     def fetch(self, command: str, since: str) -> Output:
         """Run ``command`` ("sacct", "squeue", "nodes") in the form that works here."""
         form = self.forms.get(command) or ("text" if self.mode == "text" else "json")
-        if self.mode == "auto" and command == "sacct":
-            # Slurm 22.05's sacct --json gives every job exit code 0 (FAILED ones too) and is
-            # ~3x slower to read at 10,000 jobs: history comes in its parsable text form.
-            form = "text"
         try:
             out = self._once(command, since, form)
         except SlurmError as exc:

@@ -189,11 +189,19 @@ def _sacct_job(j: dict[str, Any]) -> dict[str, Any]:
         user_name=j.get("user"), partition=_text(j.get("partition")),
         nodelist=_text(j.get("nodes")), state=str(current or "").upper(),
         reason=_text(state.get("reason") if isinstance(state, dict) else None),
-        exit_code=_int(ec.get("return_code")),
+        exit_code=_exit_code(ec, current),
         exit_signal=_int(sig.get("signal_id")) if isinstance(sig, dict) else None,
         submit_ts=_epoch(times.get("submission")), start_ts=_epoch(times.get("start")),
         end_ts=_epoch(times.get("end")),
     )  # fmt: skip
+
+
+def _exit_code(ec: dict[str, Any], state: Any) -> int | None:
+    """The JSON form's exit code, or None where it cannot be true: Slurm 22.05's sacct --json
+    reports 0 for every job, but a FAILED job is one that exited non-zero (the text form,
+    the default, has the real code)."""
+    code = _int(ec.get("return_code"))
+    return None if code == 0 and str(state or "").upper() == "FAILED" else code
 
 
 def _fields(data: bytes, out: Parsed, steps: bool = False) -> Iterator[list[str]]:
