@@ -292,7 +292,8 @@ def target_counts(health: pd.DataFrame) -> dict[str, int]:
 
 # -- Training ---------------------------------------------------------------------------------
 def train_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
-    return queries.train_series(store(), run_id, tr)
+    """The run's metrics in the range, with its restarts marked (``mark_restarts``)."""
+    return trainq.mark_restarts(queries.train_series(store(), run_id, tr))
 
 
 def overlay_series(run_id: str, tr: TimeRange, overlay: Any, axis: str) -> dict[str, pd.DataFrame]:

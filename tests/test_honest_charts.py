@@ -127,6 +127,23 @@ def test_a_restart_splits_the_throughput_line(dev_store: Path) -> None:
     assert _pieces(line) >= series["segment"].max() + 1 == 10
 
 
+def test_the_overview_loss_chart_breaks_at_each_restart(night: Store) -> None:
+    """The small Overview chart is drawn over time: a restart there is a downtime and a step
+    back, and the line must not ramp across it."""
+    from app.figures import loss_curve
+
+    series = trainq.mark_restarts(trainq.thinned_metrics(night, NIGHT_RUN, "ts", *_span(night)))
+    line = _line(loss_curve(series, "plotly_dark").data[0])
+    assert _pieces(line) == 3  # two restarts in the night: three pieces
+    steps = series["step"].tolist()
+    assert len([p for p in line if p]) == len(steps)  # every logged point is still drawn
+
+
+def _span(store: Store) -> tuple[datetime, datetime]:
+    tr = _whole(store)
+    return tr.start, tr.end
+
+
 # -- 3. a run without tokens on the Tokens axis ---------------------------------------------
 def test_a_run_without_tokens_is_drawn_by_step_and_says_so(night: Store) -> None:
     tr = _whole(night)

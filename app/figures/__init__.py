@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -165,11 +166,23 @@ def fleet_timeline(
     return legend_below(fig, rows=2)
 
 
+def gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
+    """``df`` with a row after each restart piece that repeats its last x but has no ``ys``:
+    plotly breaks the line there, so a restart is not drawn as a jump back."""
+    ends = df.groupby("segment", sort=False).tail(1)
+    if len(ends) <= 1:
+        return df
+    gaps = ends.assign(**{c: np.nan for c in ys}).set_axis(ends.index + 0.5)
+    return pd.concat([df, gaps]).sort_index(kind="stable")
+
+
 def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
     title = "Training loss"
     if df.empty:
         return empty(title, "No training metrics in this range", template=template)
     fig = _base(title, 300, template)
+    if "segment" in df:  # a restart breaks the line: no ramp across the downtime
+        df = gapped(df.reset_index(drop=True), ["loss"])
     fig.add_trace(
         go.Scattergl(
             x=df["ts"],
@@ -177,6 +190,7 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
             mode="lines",
             name="loss",
             line={"width": 1},
+            connectgaps=False,
             customdata=df[["step"]].to_numpy(),
             hovertemplate="step %{customdata[0]:,}<br>loss %{y:.4f}<extra></extra>",
         )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, legend_below
+from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, gapped, legend_below
 
 X_TITLES = {"step": "Step", "tokens": "Tokens trained", "time": "Time (UTC)"}
 RUN_COLOURS = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3"]
@@ -55,16 +55,6 @@ def _with_restarts(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True).assign(segment=0, rolled_back=False)
 
 
-def _gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
-    """``df`` with a row after each restart piece that repeats its last x but has no ``ys``:
-    plotly breaks the line there, so a restart is not drawn as a jump back."""
-    ends = df.groupby("segment", sort=False).tail(1)
-    if len(ends) <= 1:
-        return df
-    gaps = ends.assign(**{c: np.nan for c in ys}).set_axis(ends.index + 0.5)
-    return pd.concat([df, gaps]).sort_index(kind="stable")
-
-
 def _smooth(df: pd.DataFrame, weight: float) -> pd.Series:
     """EMA of the loss, started over at each restart piece (a restore resets the curve)."""
     return df.groupby("segment", sort=False)["loss"].transform(
@@ -83,7 +73,7 @@ def _loss_traces(
     lead = lost.shift(-1, fill_value=False) & (df["segment"].shift(-1) == df["segment"])
     smooth = _smooth(df, weight)
     df = df.assign(raw=df["loss"], kept=smooth.where(~lost), lost=smooth.where(lost | lead))
-    g = _gapped(df, ["raw", "kept", "lost"])
+    g = gapped(df, ["raw", "kept", "lost"])
     x, custom = _x(g, axis), g[["step", "attempt"]].to_numpy()
     hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
 
@@ -288,7 +278,7 @@ def throughput_figure(
     df = _with_restarts(df)
     fig = _base(title, 260, template)
     # MFU is throughput x 6 x params / (GPUs x peak): one line, read on either axis.
-    g = _gapped(df.assign(mtps=df["tokens_per_s"] / 1e6), ["mtps"])
+    g = gapped(df.assign(mtps=df["tokens_per_s"] / 1e6), ["mtps"])
     tps = df["tokens_per_s"] / 1e6
     ratio = (df["mfu"] * 100 / tps).median()
     fig.add_trace(

@@ -241,7 +241,9 @@ def _item(e: dict[str, Any]) -> html.Li:
     prevent_initial_call=True,
 )
 def _category(component: Any) -> Any:
-    return data.label_choices()[0].get(component, no_update) if component else no_update
+    if not isinstance(component, str) or not component:  # a crafted POST may send a list
+        return no_update
+    return data.label_choices()[0].get(component, no_update)
 
 
 @callback(

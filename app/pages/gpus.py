@@ -159,7 +159,7 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
     if tr is None:
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
-    m = data.gpu_metric(key or "util")
+    m = data.gpu_metric(key if isinstance(key, str) and key else "util")
     hm = data.gpu_heatmap(tr, m.key)
     dist = data.gpu_distribution(tr, m.key)
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
