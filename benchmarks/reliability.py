@@ -151,24 +151,39 @@ def _outage_row(o: faults.Outage) -> Row:
     }
 
 
-def suite_faults(tmp: Path, cycles: int, outage_minutes: float) -> list[Row]:
+KILLS = ("daemon", "store", "server")  # the kill suites, by what is killed (--kills)
+
+
+def suite_faults(
+    tmp: Path,
+    cycles: int,
+    outage_minutes: float,
+    kills: tuple[str, ...] = KILLS,
+    pytest_rows: bool = True,
+) -> list[Row]:
     srv, targets = faults.fleet_exporter(NODES)
     rows = []
     try:
-        for name, run in [
-            (
-                "SIGKILL ingest daemon (forwarding)",
-                lambda d: faults.kill_daemon_cycles(d, targets, cycles, seed=1),
-            ),
-            (
-                "SIGKILL ingest daemon (--store)",
-                lambda d: faults.kill_daemon_cycles(d, targets, cycles, seed=2, direct=True),
-            ),
-            (
-                "SIGKILL server (daemon spools)",
-                lambda d: faults.kill_server_cycles(d, targets, cycles, seed=3),
-            ),
-        ]:
+        for kill, (name, run) in zip(
+            KILLS,
+            [
+                (
+                    "SIGKILL ingest daemon (forwarding)",
+                    lambda d: faults.kill_daemon_cycles(d, targets, cycles, seed=1),
+                ),
+                (
+                    "SIGKILL ingest daemon (--store)",
+                    lambda d: faults.kill_daemon_cycles(d, targets, cycles, seed=2, direct=True),
+                ),
+                (
+                    "SIGKILL server (daemon spools)",
+                    lambda d: faults.kill_server_cycles(d, targets, cycles, seed=3),
+                ),
+            ],
+            strict=True,
+        ):
+            if kill not in kills:
+                continue
             d = tmp / name.split()[-1].strip("()-")
             d.mkdir()
             t0 = time.monotonic()
@@ -180,14 +195,18 @@ def suite_faults(tmp: Path, cycles: int, outage_minutes: float) -> list[Row]:
             rows.append(_outage_row(faults.server_outage(d, targets, outage_minutes)))
     finally:
         srv.shutdown()
-    for name, files in [
-        ("exporters hang/slow/500/truncated/huge/garbage", ["tests/test_exporter_faults.py"]),
-        (
-            "disk full, read-only path, server outage",
-            ["tests/test_disk_faults.py", "tests/test_forward.py"],
-        ),
-        ("store owned by another process", ["tests/test_store.py"]),
-    ]:
+    for name, files in (
+        []
+        if not pytest_rows
+        else [
+            ("exporters hang/slow/500/truncated/huge/garbage", ["tests/test_exporter_faults.py"]),
+            (
+                "disk full, read-only path, server outage",
+                ["tests/test_disk_faults.py", "tests/test_forward.py"],
+            ),
+            ("store owned by another process", ["tests/test_store.py"]),
+        ]
+    ):
         rows.append(_pytest_row("faults", name, files))
     return rows
 
@@ -671,6 +690,17 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--nodes", type=int, default=2048, help="exporters the daemon scrapes")
     ap.add_argument("--soak-minutes", type=float, default=30.0)
+    ap.add_argument(
+        "--kills",
+        default=",".join(KILLS),
+        help="kill suites of the faults suite: daemon (forwarding), store (--store), server",
+    )
+    ap.add_argument(
+        "--pytest-rows",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the faults suite's pytest rows (--no-pytest-rows: the kills only)",
+    )
     ap.add_argument("--skip", default="", help="comma-separated suites to skip")
     ap.add_argument("--only", default="", help="comma-separated suites to run")
     args = ap.parse_args()
@@ -687,7 +717,11 @@ def main() -> int:
             dev = build_store(tmp / "dev.duckdb", seed=1, days=1.0)
             rows += suite_input(tmp, dev, args.inputs)
         if "faults" in suites:
-            rows += suite_faults(tmp, args.cycles, args.outage_minutes)
+            kills = tuple(k for k in args.kills.split(",") if k)
+            unknown = set(kills) - set(KILLS)
+            if unknown:
+                ap.error(f"--kills: unknown {', '.join(sorted(unknown))}; use {', '.join(KILLS)}")
+            rows += suite_faults(tmp, args.cycles, args.outage_minutes, kills, args.pytest_rows)
         if "load" in suites:
             src = Path(args.store) if args.store else _llama(tmp)
             rows += suite_load(tmp, src, args.users, args.seconds, args.nodes)

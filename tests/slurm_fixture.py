@@ -8,11 +8,12 @@ and chosen here, every file under ``base``: nothing in /etc is touched, so the h
 
 ``make_history`` then makes the failures the Slurm source must read, each by the real means:
 a job that exits 1 (FAILED), one cancelled (CANCELLED), one past its one-minute limit
-(TIMEOUT), a requeue (REQUEUED), a low-priority job preempted by a high-priority one
+(TIMEOUT), one past its memory limit (OUT_OF_MEMORY: task/cgroup on this host's cgroup v1
+memory controller), a requeue (REQUEUED), a low-priority job preempted by a high-priority one
 (PREEMPTED), slurmd killed while a job runs (the node "Not responding", the job NODE_FAIL and
-requeued), a DRAIN with an XID reason, and a DOWN node. ``stop`` cancels every job first
-(slurmstepd children outlive a killed slurmd), then stops each daemon by the pid in its pid
-file.
+requeued), a DRAIN with an XID reason, and a DOWN node. ``maintenance`` books a maintenance
+reservation on the node. ``stop`` cancels every job first (slurmstepd children outlive a
+killed slurmd), then stops each daemon by the pid in its pid file.
 
 Run as a script (``python -m tests.slurm_fixture record DIR``) it starts a cluster, makes the
 history and records what the client commands print (``--json`` and the parsable text forms)
@@ -43,6 +44,8 @@ DB_USER, DB_PASS = "slurm", "ff-test-only"
 XID_REASON = "XID 79 GPU fell off the bus"
 DOWN_REASON = "PSU replaced, cabling check"
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+OOM_JOB = "python3 -c 'x = bytearray(700 * 2**20); import time; time.sleep(60)'"
+MAINT_RESERVATION = "ff-maint"
 
 
 def free_port() -> int:
@@ -230,21 +233,29 @@ class SlurmCluster:
             f"SlurmdPidFile={self.pidfile('slurmd')}\n"
             f"SlurmctldLogFile={b / 'log' / 'slurmctld.log'}\n"
             f"SlurmdLogFile={b / 'log' / 'slurmd.log'}\n"
-            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+            # cgroup v1 memory limits, so a job past its --mem ends OUT_OF_MEMORY, as on a
+            # real cluster (jobacct_gather's OverMemoryKill ends it FAILED, signal 9, instead)
+            "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n"
             "MpiDefault=none\nSwitchType=switch/none\nJobAcctGatherType=jobacct_gather/none\n"
             "AccountingStorageType=accounting_storage/slurmdbd\n"
             f"AccountingStorageHost=localhost\nAccountingStoragePort={p['dbd']}\n"
             "JobCompType=jobcomp/none\n"
-            "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
+            "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=64\n"
             "SlurmdParameters=config_overrides\n"
             "SlurmdTimeout=10\nSlurmctldTimeout=10\nInactiveLimit=0\nMinJobAge=2\n"
             "KillWait=2\nOverTimeLimit=0\nReturnToService=1\n"
             "SchedulerParameters=sched_interval=2\n"
             "PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n"
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN\n"
+            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=16 RealMemory=4096 State=UNKNOWN\n"
             f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP "
             "PriorityTier=1\n"
             f"PartitionName=urgent Nodes={self.node} MaxTime=INFINITE State=UP PriorityTier=10\n"
+        )
+
+        # beside slurm.conf, where slurmd looks for it; this host's cgroup v1 hierarchy
+        (self.conf.parent / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
+            "ConstrainRAMSpace=yes\nConstrainSwapSpace=no\n"
         )
 
     def _daemon(self, argv: Sequence[str], name: str) -> None:
@@ -318,10 +329,13 @@ class SlurmCluster:
         j["cancelled"] = self.sbatch("-J", "ff-cancel", "--wrap", "sleep 600")
         j["requeued"] = self.sbatch("-J", "ff-requeue", "--requeue", "--wrap", "sleep 600")
         j["array"] = self.sbatch("-J", "ff-array", "-a", "0-1", "--wrap", "exit 0")
+        # past its memory: the cgroup's OOM killer ends it, Slurm says OUT_OF_MEMORY
+        j["oom"] = self.sbatch("-J", "ff-oom", "--mem=64M", "--wrap", OOM_JOB)
         self.wait_state(j["cancelled"], ("RUNNING",), 30)
         self.run("scancel", j["cancelled"])
         self.wait_state(j["requeued"], ("RUNNING",), 30)
         self.run("scontrol", "requeue", j["requeued"])
+        self.wait_state(j["oom"], ("OUT_OF_MEMORY",), 60)
         self.wait_state(j["timeout"], ("TIMEOUT",), 150)
         self.run("scancel", j["requeued"])  # pending again after its requeue: cancelled there
         # A node failure while a job runs: slurmd killed, the controller gives up on it.
@@ -346,11 +360,31 @@ class SlurmCluster:
         # history sees the same jobs, from accounting alone.
         wait_for("ended jobs to leave the queue",
                  lambda: not self.run("squeue", "-h", check=False).strip(), 60, 1)  # fmt: skip
+        # ...and slurmctld's memory (squeue --json lists ended jobs until it purges them, and
+        # a requeued job's last record is in accounting only then): from here on every
+        # reader sees one history, so importing it twice must store nothing new.
+        wait_for("slurmctld to purge the ended jobs", self._purged, 150, 2)
         return j
+
+    def _purged(self) -> bool:
+        out = self.run("squeue", "--json", check=False)
+        try:
+            return not json.loads(out).get("jobs")
+        except ValueError:
+            return False
 
     def set_down(self) -> None:
         self.run("scontrol", "update", f"nodename={self.node}", "state=down",
                  f"reason={DOWN_REASON}")  # fmt: skip
+
+    def maintenance(self, minutes: int = 30) -> None:
+        """A planned maintenance window on the node, as an operator books one."""
+        self.run("scontrol", "create", "reservation", f"reservationname={MAINT_RESERVATION}",
+                 "starttime=now", f"duration={minutes}", f"nodes={self.node}",
+                 "flags=maint,ignore_jobs", "users=root")  # fmt: skip
+
+    def end_maintenance(self) -> None:
+        self.run("scontrol", "delete", f"reservationname={MAINT_RESERVATION}")
 
     def resume(self) -> None:
         self.run("scontrol", "update", f"nodename={self.node}", "state=resume")

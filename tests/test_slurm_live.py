@@ -61,6 +61,7 @@ def test_every_job_end_made_by_the_real_slurm_is_stored(
     assert states[j["preempted"]] == "PREEMPTED"
     assert states[j["node_fail"]] == "NODE_FAIL"
     assert states[j["completed"]] == "COMPLETED"
+    assert states[j["oom"]] == "OUT_OF_MEMORY"  # killed by its cgroup's OOM killer
     # The requeue is two records of one job id, numbered in order.
     recs = _q(imported, "SELECT requeue, state FROM slurm_jobs WHERE job_id = ? ORDER BY 1",
               [j["requeued"]])  # fmt: skip
@@ -89,7 +90,7 @@ def test_the_drain_reason_with_who_and_when_and_its_signal(
     assert ("xid", 79, slurm_cluster.node) in sig
     kinds = {r[0] for r in _q(imported, "SELECT kind FROM signals WHERE source = 'slurm'")}
     assert {"slurm_node_failure", "slurm_time_limit", "slurm_preempted", "slurm_requeued",
-            "slurm_job_failed", "slurm_cancelled"} <= kinds  # fmt: skip
+            "slurm_job_failed", "slurm_cancelled", "slurm_oom"} <= kinds  # fmt: skip
 
 
 def test_text_forms_store_what_json_stores_even_in_another_time_zone(
@@ -163,6 +164,46 @@ def _q_live(cluster: SlurmCluster, job: str) -> list[tuple[int, int]]:
 
             return [(epoch(start), epoch(end))]
     raise AssertionError(out)
+
+
+def test_a_maintenance_reservation_makes_a_runs_stop_planned(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An operator books a maintenance window on the node a training job runs on and stops
+    the job: the run's stall is a planned interruption (Slurm's maintenance reservation), and
+    the node's MAINTENANCE state is stored as a node event, not as an unknown state."""
+    cl = slurm_cluster
+    cl.resume()
+    job = cl.sbatch("-J", "ff-train", "--wrap", "sleep 600")
+    try:
+        cl.wait_state(job, ("RUNNING",), 30)
+        started = time.time()
+        cl.maintenance()
+        cl.run("scancel", job)
+        cl.wait_state(job, ("CANCELLED",), 30)
+        store = tmp_path / "maint.duckdb"
+        lines, step, t = [], 0, started - 600
+        while t <= started + 900:  # progress up to just before the window, then after it
+            if not (started - 20 < t < started + 300):
+                lines.append(json.dumps({"run": "train", "step": step, "ts": t, "loss": 2.0}))
+            step, t = step + 1, t + 10
+        metrics = tmp_path / "m.jsonl"
+        metrics.write_text("\n".join(lines) + "\n")
+        assert cli("import", "--store", str(store), str(metrics)).returncode == 0
+        p = _import(cl, store, "--run-from-job", "^ff-(train)$")
+    finally:
+        cl.end_maintenance()
+        cl.run("scontrol", "update", f"nodename={cl.node}", "state=drain",
+               f"reason={XID_REASON}")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "unknown state" not in p.stdout, p.stdout
+    (state,), = _q(store, "SELECT state FROM slurm_nodes")
+    assert "MAINTENANCE" in state.split("+")
+    (category, component, evidence), = _q(
+        store, "SELECT category, component, evidence FROM interruptions WHERE run_id = 'train'")
+    assert (category, component) == ("Planned", "Planned maintenance"), evidence
+    assert "slurm_maintenance" in {e["kind"] for e in json.loads(evidence)}
 
 
 def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
