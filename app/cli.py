@@ -88,6 +88,15 @@ def _start(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{text!r} is not an ISO date-time") from None
 
 
+def _duration(text: str) -> float:
+    from telemetry.collect.since import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _scenario(text: str) -> str:
     if text not in SCENARIOS:
         raise argparse.ArgumentTypeError(
@@ -139,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(r, "--store", "store", help=st.help_text("store") + optional)
     mode = r.add_mutually_exclusive_group()
     _flag(mode, "--backfill", "backfill")
+    _opt(r, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
     _opt(mode, "--speed", "speed", type=_positive_float)
     _flag(r, "--no-progress", "no_progress")
     x = r.add_argument_group("simulated dcgm-exporter endpoints")
@@ -158,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(w, "--token-file", "token_file", metavar="FILE")
     _opt(w, "--operator-token-file", "operator_token_file", metavar="FILE")
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
+    _opt(w, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     _opt(d, "--store", "store", default=st.DEMO_STORE, help="store file, replaced on start")
@@ -180,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(g, "--interval", "interval_s", type=_positive_float)
     _opt(g, "--timeout", "timeout_s", type=_positive_float)
     _flag(g, "--once", "once")
+    _opt(g, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
 
     i = sub.add_parser("import", help="import training metrics or run events from log files")
     _opt(i, "--store", "store", required=True, help="DuckDB store (created if missing)")

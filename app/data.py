@@ -318,6 +318,13 @@ def loss_spikes(run_id: str, tr: TimeRange) -> pd.DataFrame:
 
 
 # -- GPUs -------------------------------------------------------------------------------------
+def raw_since() -> datetime | None:
+    """Per-GPU samples before this time left the store (``--raw-retention``); None: kept."""
+    from telemetry.retention import raw_since as since
+
+    return since(store())
+
+
 def gpu_metric(key: str) -> GpuMetric:
     """The GPU metric called ``key``; ``ValueError`` for any other name."""
     return gpuq.metric(key)

@@ -111,6 +111,11 @@ class Settings:
         SCRAPE_TIMEOUT_S, "per-target timeout, seconds (default {default:g})"
     )
     once: bool = setting(False, "one round, then exit")
+    raw_retention: float | None = setting(
+        None,
+        "keep per-GPU samples this long (a duration: 7d, 36h) and the rollups for ever; older "
+        "raw samples leave the store in the background (default: kept for ever)",
+    )
     # -- the registered sources' options (telemetry.sources), per source name -------------
     sources: dict[str, dict[str, Any]] = setting(None, "source options", factory=dict)
 

@@ -284,6 +284,9 @@ class Store:
         many late rounds costs one bucket each, not a rebuild up to now each. ``until`` never
         goes below the newest stored tick, so newer buckets are never left deleted.
         """
+        horizon = self.meta().get("raw_since")  # raw retention (telemetry.retention)
+        if since is not None and horizon and since < datetime.fromisoformat(horizon):
+            since = datetime.fromisoformat(horizon)  # older buckets' ticks are gone: keep them
         with self._writing() as con:
             rollups.refresh(con, self.rollup_levels(), until, since)
 

@@ -6,6 +6,8 @@ import errno
 import ipaddress
 import socket
 import sys
+import threading
+from typing import Any
 
 from app.settings import Settings
 from telemetry.collect.daemon import utcnow
@@ -16,6 +18,18 @@ from telemetry.replay.scenarios import Scenario, get_scenario
 def log(line: str) -> None:
     """A daemon's log line on stderr, stamped with the time of day (UTC)."""
     print(f"{utcnow():%H:%M:%S} {line}", file=sys.stderr, flush=True)
+
+
+def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) -> Any:
+    """``--raw-retention``: the thread that expires old raw samples (None when not asked)."""
+    if keep_s is None:
+        return None
+    from datetime import timedelta
+
+    from telemetry.retention import RetentionKeeper
+
+    log(f"raw retention: per-GPU samples kept {keep_s / 86400:g} days, rollups for ever")
+    return RetentionKeeper(store, timedelta(seconds=keep_s), log).start(stop)
 
 
 def err(msg: str, code: int = 1) -> int:

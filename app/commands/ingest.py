@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit
 
-from app.commands.common import log
+from app.commands.common import log, retention_keeper
 from app.settings import Settings
 from telemetry import sources
 from telemetry.collect.daemon import run_rounds
@@ -29,6 +29,11 @@ def run(s: Settings) -> int:
     built = sources.build("ingest", s.sources, ctx)
     stop = threading.Event()
     if s.server:
+        if s.raw_retention is not None:
+            raise FactoryFloorError(
+                "--raw-retention applies to a store this process writes (--store); the server "
+                "at --server keeps its own (serve --raw-retention)"
+            )
         return _forward(s, built, stop)
     from telemetry.collect.writer import StoreWriter
     from telemetry.store import open_store
@@ -39,7 +44,13 @@ def run(s: Settings) -> int:
             sink = StoreWriter(store, s.interval_s)
         except ValueError as exc:
             raise FactoryFloorError(str(exc)) from None
-        run_rounds(built, sink, s.interval_s, stop, log, once=s.once)
+        keeper = retention_keeper(store, s.raw_retention, stop)
+        try:
+            run_rounds(built, sink, s.interval_s, stop, log, once=s.once)
+        finally:
+            stop.set()
+            if keeper is not None:
+                keeper.join(timeout=30)
     # --once from cron: did every source get something through?
     return 0 if not s.once or all(any(h.up for h in src.health()) for src in built) else 1
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.commands.common import err, scenario_from
+from app.commands.common import err, retention_keeper, scenario_from
 from app.settings import EXPORTER_BASE_PORT, LIVE_SPEED, Settings
 from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
@@ -41,6 +41,8 @@ def run(s: Settings) -> int:
     from telemetry.store import open_store
 
     if s.serve_exporters:
+        if s.raw_retention is not None:
+            return err("--raw-retention applies to --store, not to --serve-exporters", 2)
         return _replay_exporters(s)
     if s.store is None:
         return err("the following arguments are required: --store", 2)
@@ -51,6 +53,8 @@ def run(s: Settings) -> int:
         sc = sc.with_overrides(start=utcnow().replace(second=0, microsecond=0))
     with open_store(s.store) as store:
         bar, update = _progress_bar(sc.duration_s, not s.no_progress and sys.stderr.isatty())
+        stop = threading.Event()
+        keeper = retention_keeper(store, s.raw_retention, stop)
         try:
             res = replay(
                 store,
@@ -63,8 +67,17 @@ def run(s: Settings) -> int:
         except ValueError as exc:
             raise FactoryFloorError(str(exc)) from None
         finally:
+            stop.set()
+            if keeper is not None:
+                keeper.join()
             if bar is not None:
                 bar.close()
+        if s.raw_retention is not None:  # what the run's end left past the horizon
+            from datetime import timedelta
+
+            from telemetry.retention import expire
+
+            expire(store, timedelta(seconds=s.raw_retention))
     print(
         f"replayed {res.run_id}: {res.sample_rows:,} GPU samples, "
         f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "

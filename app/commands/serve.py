@@ -11,7 +11,7 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from app.commands.common import check_bind, check_port_free, is_loopback, log
+from app.commands.common import check_bind, check_port_free, is_loopback, log, retention_keeper
 from app.settings import LIVE_SPEED, Settings
 from telemetry import sources
 from telemetry.collect.daemon import run_rounds, utcnow
@@ -67,6 +67,11 @@ def serve_dashboard(
     # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
     operator = s.operator_token()
     writes = replay_sc is not None or s.accept_ingest or bool(collected) or operator is not None
+    if s.raw_retention is not None and not writes:
+        raise FactoryFloorError(
+            "--raw-retention needs a store this server writes (--accept-ingest, --replay or a "
+            "source); a read-only dashboard leaves the store as it is"
+        )
     store = open_store(s.store, read_only=not writes)
     service = IngestService(store, into_replay=s.ingest_into_replay) if writes else None
     stop = threading.Event()
@@ -88,6 +93,9 @@ def serve_dashboard(
         )
     for w in workers:
         w.start()
+    keeper = retention_keeper(store, s.raw_retention, stop)
+    if keeper is not None:
+        workers.append(keeper)
     print(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )

@@ -272,6 +272,12 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
     header = gfig.node_header(info, host)
     if worst is not None:
         header += f" · the worst node by the outlier ranking ({worst[1]}); click another to switch"
+    expired = data.raw_since()
+    if expired is not None and tr.start < expired:
+        header += (
+            f" · per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw "
+            "retention): the heatmap keeps this node's averages from the rollups"
+        )
     return host, header, *figs
 
 

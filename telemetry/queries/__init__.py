@@ -50,12 +50,17 @@ def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored: GPU samples, training metrics, or a scrape
     round (rounds keep being stored when every exporter is down, so the range, and with it
     "last hour", moves on through an outage instead of stopping at the last sample). Other
-    sources' health rows are not data: an import of last month's logs keeps last month's range."""
+    sources' health rows are not data: an import of last month's logs keeps last month's range.
+    Where raw retention expired old samples, the GPU history starts at the finest rollup."""
+    expired = "raw_since" in store.meta()
+    rolled = "SELECT min(ts), NULL FROM fleet_rollup WHERE bucket_s = ?" if expired else ""
     (row,) = store.rows(
         f"""SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
+             UNION ALL {rolled or "SELECT NULL, NULL"}
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics
-             UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})"""
+             UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})""",
+        [store.rollup_levels()[0]] if expired else [],
     )
     if row is None or row[0] is None:
         return None
@@ -66,7 +71,9 @@ def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
     """The finest bucket (seconds) that keeps a series within ``max_points`` points; the sample
     interval itself means the per-tick node table."""
     interval = store.sample_interval_s()
-    if tr.seconds / interval <= max_points:
+    expired = store.meta().get("raw_since")  # ticks before it left the store (retention)
+    kept = not expired or tr.start >= datetime.fromisoformat(expired)
+    if kept and tr.seconds / interval <= max_points:
         return int(interval) if interval >= 1 else 1
     levels = store.rollup_levels()
     for lv in levels:
