@@ -109,6 +109,13 @@ def run_options() -> list[dict[str, str]]:
     return [{"label": r.name, "value": r.run_id} for r in runs().itertuples()]
 
 
+def default_run(runs: list[str]) -> str | None:
+    """The run a page opens on: the newest that logged training metrics (not a Slurm job
+    known only from accounting), else the newest of ``runs``."""
+    trained = queries.newest_trained_run(store())
+    return trained if trained in runs else (runs[-1] if runs else None)
+
+
 def run_label(run_id: str) -> str:
     df = runs()
     names = dict(zip(df["run_id"], df["name"], strict=True))
@@ -213,7 +220,7 @@ def view_range(view: dict[str, Any] | None) -> TimeRange | None:
         start, end = parse_time(view.get("start")), parse_time(view.get("end"))
         if start is not None and end is not None and start < end:
             return TimeRange(start, end)
-    return time_range(view.get("range"))
+    return time_range(view.get("range"), view.get("run"))
 
 
 def revision(view: dict[str, Any] | None) -> str:
@@ -227,15 +234,30 @@ def template(theme: str | None) -> str:
     return "plotly_white" if theme == "light" else "plotly_dark"
 
 
-def time_range(preset: str | None) -> TimeRange | None:
-    """The preset range ending at the newest stored data (not the wall clock: replays and
-    backfills have their own time)."""
+def time_range(preset: str | None, run: str | None = None) -> TimeRange | None:
+    """The preset range ending at the newest data of ``run`` (the store's, without a run; not
+    the wall clock: replays and backfills have their own time). "Whole run" is the run's own
+    time within the stored data; a run that lies outside it (a Slurm job known only from
+    accounting, an import of last month's logs) is shown over its own time."""
     ext = extent()
     if ext is None:
         return None
+    base = _run_base(ext, run)
     span = PRESETS.get(preset or "all")
-    start = ext.start if span is None else max(ext.start, ext.end - timedelta(seconds=span))
-    return TimeRange(start, ext.end)
+    start = base.start if span is None else max(base.start, base.end - timedelta(seconds=span))
+    return TimeRange(start, base.end)
+
+
+def _run_base(ext: TimeRange, run: str | None) -> TimeRange:
+    own = queries.run_span(store(), run) if isinstance(run, str) and run else None
+    if own is None:
+        return ext
+    end = own.end if own.end is not None else ext.end
+    start = own.start
+    if own.start <= ext.end and end >= ext.start:  # the run has data here: its part of it
+        start, end = max(own.start, ext.start), min(end, ext.end)
+    pad = max(timedelta(0), timedelta(minutes=1) - (end - start)) / 2
+    return TimeRange(start - pad, end + pad)  # a job of seconds still gets a minute
 
 
 # -- Overview ---------------------------------------------------------------------------------

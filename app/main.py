@@ -144,7 +144,7 @@ def _layout() -> html.Div:
 def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
     text = fragment if isinstance(fragment, str) else ""  # a crafted POST may send anything
     q = {k: v[0] for k, v in parse_qs(text.lstrip("#?")).items() if v}
-    run = q.get("run") if q.get("run") in runs else (runs[-1] if runs else None)
+    run = q.get("run") if q.get("run") in runs else data.default_run(runs)
     node = q.get("node") if 0 < len(q.get("node") or "") <= data.MAX_ID else None
     start, end = data.parse_time(q.get("from")), data.parse_time(q.get("to"))
     if start is not None and end is not None and start < end:

@@ -73,6 +73,9 @@ def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: str | None) -> list
     if df.empty:
         return []
     shown = df[list(columns)]
+    stamps = [c for c in shown.columns if pd.api.types.is_datetime64_any_dtype(shown[c])]
+    if stamps:  # as every page writes a time (DataTable would show ISO's "T" and fractions)
+        shown = shown.assign(**{c: shown[c].dt.strftime("%Y-%m-%d %H:%M:%S") for c in stamps})
     return shown.assign(id=df[row_id]).to_dict("records") if row_id else shown.to_dict("records")
 
 

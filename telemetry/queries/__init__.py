@@ -67,6 +67,31 @@ def data_extent(store: Store) -> TimeRange | None:
     return TimeRange(row[0], row[1])
 
 
+def newest_trained_run(store: Store) -> str | None:
+    """The run with training metrics that started last (None: no run logged any)."""
+    rows = store.rows(
+        """SELECT run_id FROM runs WHERE run_id IN (SELECT DISTINCT run_id FROM train_metrics)
+           ORDER BY start_ts DESC NULLS LAST, run_id DESC LIMIT 1"""
+    )
+    return rows[0][0] if rows else None
+
+
+def run_span(store: Store, run_id: str) -> TimeRange | None:
+    """From a run's start to its end, widened to its own training metrics; the end is None
+    while the run has none recorded (a live run). None when nothing dates the run."""
+    (row,) = store.rows(
+        """SELECT least(min(r.start_ts), (SELECT min(ts) FROM train_metrics WHERE run_id = ?)),
+                  greatest(max(r.end_ts), (SELECT max(ts) FROM train_metrics WHERE run_id = ?)),
+                  bool_or(r.end_ts IS NULL)
+           FROM runs r WHERE r.run_id = ?""",
+        [run_id, run_id, run_id],
+    )
+    start, end, live = row
+    if start is None:
+        return None
+    return TimeRange(start, None if live or end is None else end)  # type: ignore[arg-type]
+
+
 def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
     """The finest bucket (seconds) that keeps a series within ``max_points`` points; the sample
     interval itself means the per-tick node table."""

@@ -54,7 +54,9 @@ def test_gpus_page_shows_the_drain_reason(slurm_server: Server, page: Page) -> N
 
 def test_failures_page_lists_slurm_events_and_job_ends(slurm_server: Server, page: Page) -> None:
     errors = collect_errors(page)
-    page.goto(slurm_server.url + "/failures#range=all")
+    # the training run the page opens on is "low"; its whole run holds only its preemption,
+    # so the view is widened to the morning every other job ended in
+    page.goto(slurm_server.url + "/failures#from=2026-11-25T08:00:00&to=2026-11-25T12:00:00")
     events = page.locator("#slurm-events")
     for state in ("NODE_FAIL", "TIMEOUT", "PREEMPTED"):
         expect(events).to_contain_text(state, timeout=20_000)
@@ -72,4 +74,20 @@ def test_overview_job_filter_lists_the_jobs(slurm_server: Server, page: Page) ->
     expect(page.locator("#overview-slurm-job-gpus")).to_contain_text(
         "No GPU samples", timeout=20_000
     )
+    assert not errors, errors
+
+
+def test_a_job_known_only_from_slurm_is_shown_over_its_own_time(
+    slurm_server: Server, page: Page
+) -> None:
+    """The page opens on the training run, not on the newest Slurm job; picking the job's own
+    run (no GPU samples, no metrics: only accounting) shows its time, where it ended
+    NODE_FAIL, instead of the training run's range where it has nothing."""
+    errors = collect_errors(page)
+    page.goto(slurm_server.url + "/failures")
+    expect(page.locator("#run-select")).to_contain_text("low", timeout=20_000)
+    page.goto(slurm_server.url + "/failures#run=slurm-18&range=all")
+    events = page.locator("#slurm-events")
+    expect(events).to_contain_text("NODE_FAIL", timeout=20_000)
+    expect(events).not_to_contain_text("PREEMPTED")  # another job's end, at another time
     assert not errors, errors
