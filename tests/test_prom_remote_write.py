@@ -68,6 +68,8 @@ def test_prometheus_remote_write_stores_what_a_direct_scrape_stores(
     a = stored(direct)
     with Store(str(store), read_only=True) as s:
         rounds = [r[0] for r in s.rows("SELECT DISTINCT ts FROM gpu_samples ORDER BY 1")]
+        # stopped (SIGTERM), the server wrote the windows it still held staged
+        assert s.scalar("SELECT count(*) FROM remote_write_staging") == 0
     assert len(rounds) >= 6
     full = 0
     for ts in rounds:

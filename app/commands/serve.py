@@ -6,6 +6,7 @@ running the collection loop into the server's ingest service."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from datetime import timedelta
@@ -99,6 +100,7 @@ def serve_dashboard(
     print(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )
+    signal.signal(signal.SIGTERM, _interrupt)  # systemd's stop: shut down as on Ctrl-C
     try:
         run_server(app, s.host, s.port)
     except OSError as exc:
@@ -109,8 +111,27 @@ def serve_dashboard(
         stop.set()
         for w in workers:
             w.join(timeout=10)
+        if service is not None:
+            _flush_remote_write(service)
         store.close()
     return 0
+
+
+def _interrupt(_sig: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _flush_remote_write(service: object) -> None:
+    """remote_write windows still staged are written before the store closes."""
+    from telemetry.collect.remote_write import flush
+
+    try:
+        n = flush(service)
+    except Exception as exc:  # a full disk: they stay staged, written after the next start
+        log(f"remote_write: staged windows left for the next start: {exc}")
+        return
+    if n:
+        log(f"remote_write: {n} staged window(s) written at shutdown")
 
 
 def _replay_thread(

@@ -234,7 +234,7 @@ class Receiver:
         if newest is None:
             return 0
         window_ms = int(self._window_s() * 1000)
-        limit = newest + 1 if flush else newest - window_ms - int(SETTLE_S * 1000)
+        limit = newest + window_ms if flush else newest - window_ms - int(SETTLE_S * 1000)
         starts = self.store.rows(
             "SELECT DISTINCT ts_ms // ? * ? AS w FROM remote_write_staging "
             "WHERE ts_ms // ? * ? + ? <= ? ORDER BY w",
@@ -304,6 +304,14 @@ def receiver(service: Any) -> Receiver:
         if rec is None:
             rec = _receivers[id(service)] = Receiver(service.store, service.write)
         return rec
+
+
+def flush(service: Any) -> int:
+    """Write every window still staged for ``service`` (at shutdown: the last windows would
+    otherwise wait, invisible, for the next request after a restart). The windows written."""
+    with _receivers_lock:
+        rec = _receivers.get(id(service))
+    return rec.promote(flush=True) if rec is not None else 0
 
 
 def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]) -> None:
