@@ -132,6 +132,42 @@ def test_a_logged_traceback_becomes_one_rate_limited_line() -> None:
     assert "test_envelopes.py" in line  # where it was raised
 
 
+def test_a_window_rolling_over_says_how_many_were_left_out_without_hanging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The "N more like ... not logged" line goes through the same logger, whose filter asks
+    the throttle again: it once waited for ever on the throttle's own lock (found by the
+    100,000-input fuzz run, where a busy server's next error log hung its request thread)."""
+    import threading
+
+    from telemetry.collect import http_api
+
+    clock = [1000.0]  # the throttle's clock, moved by hand: no test of timing
+    monkeypatch.setattr(http_api.time, "monotonic", lambda: clock[0])
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("factoryfloor.test-roll-over")
+    logger.propagate = False
+    logger.addHandler(type("H", (logging.Handler,), {"emit": lambda _s, r: records.append(r)})())
+    logger.addFilter(OneLine(LogThrottle(logger, burst=2, window_s=60)))
+
+    def burst() -> None:
+        for _ in range(2):
+            for _ in range(10):
+                logger.error("callback _fleet failed: boom")
+            clock[0] += 61  # past the window: the next line first reports the last one
+        logger.error("callback _fleet failed: boom")
+
+    t = threading.Thread(target=burst, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive(), "logging hung on the throttle's lock"
+    said = [r.getMessage() for r in records]
+    left_out = "8 more like 'factoryfloor.test-roll-over:callback _fleet failed: boom' in 61 s"
+    assert said == ["callback _fleet failed: boom"] * 2 + [f"{left_out} not logged"] \
+        + ["callback _fleet failed: boom"] * 2 + [f"{left_out} not logged"] \
+        + ["callback _fleet failed: boom"]  # fmt: skip
+
+
 def _item(spec: dict, value: object = None) -> object:
     """What Dash's renderer sends for a declared input, state or output: a pattern id with
     ALL is a list of matching items (one here), MATCH/ALLSMALLER one item, a plain id one item."""

@@ -102,18 +102,20 @@ class LogThrottle:
         """Count one event of ``kind``; whether it is within the budget (a new window first
         logs how many of the last one were left out)."""
         now = time.monotonic()
+        left_out = None
         with self._mutex:
             start, n = self._windows.get(kind, (now, 0))
             if now - start >= self.window_s:
                 if n > self.burst:
-                    self.logger.log(
-                        level, "%d more like %r in %.0f s not logged", n - self.burst,
-                        kind[:120], now - start,
-                    )  # fmt: skip
+                    left_out = (n - self.burst, kind[:120], now - start)
                 start, n = now, 0
             self._windows[kind] = (start, n + 1)
             if len(self._windows) > 1024:  # kinds are few (exception types), but bounded
                 self._windows.pop(next(iter(self._windows)))
+        if left_out is not None:
+            # Logged outside the lock: a filter on this logger (``app.guard.OneLine``) passes
+            # the line through ``allow`` again, which would wait on the lock for ever.
+            self.logger.log(level, "%d more like %r in %.0f s not logged", *left_out)
         return n < self.burst
 
 
