@@ -44,6 +44,7 @@ from telemetry.replay.runner import prepare, replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
 from tests.conftest import ExporterHandler, free_port
+from tests.conftest import cli as run_cli
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 NOW = datetime.utcnow().replace(microsecond=0)
@@ -205,7 +206,8 @@ def test_a_sink_that_cannot_take_a_source_is_refused_before_the_first_round(
     spool = Spool(str(tmp_path / "spool"), 2**20)
     try:
         fwd = Forwarder("http://127.0.0.1:9", spool)
-        with pytest.raises(FactoryFloorError, match="source import yields Records"):
+        with pytest.raises(FactoryFloorError, match=r"the import source writes a store, which "
+                           r"forwarding to --server cannot carry \(Records"):
             run_rounds(source, fwd, 15.0, threading.Event(), print, once=True)
         assert spool.pending() == []
     finally:
@@ -350,3 +352,15 @@ def test_a_source_registered_in_one_line_runs_in_ingest(
     with Store(str(store), read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM train_metrics") == 7
         assert s.rows("SELECT target, up, samples FROM targets") == [(f"lines:{log}", True, 7)]
+
+
+def test_prometheus_with_server_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Forwarding the Prometheus source's rounds is not supported yet: said in one line,
+    before any request, with what to do instead."""
+    p = run_cli("ingest", "--server", "http://127.0.0.1:9", "--spool", str(tmp_path / "spool"),
+            "--prometheus", "http://127.0.0.1:9", "--once")  # fmt: skip
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines()[-1] == (
+        "factoryfloor: error: the prometheus source writes a store, which forwarding to "
+        "--server cannot carry (HealthBatch): give --store instead"
+    )

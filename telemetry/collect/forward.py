@@ -49,6 +49,7 @@ SCRAPE_PATH = "/api/v1/scrape"
 
 class Forwarder:
     accepts = (Round,)
+    describes = "forwarding to --server"  # what a refused source is told (seam.check_fits)
 
     def __init__(
         self,

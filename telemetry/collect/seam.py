@@ -239,9 +239,10 @@ def check_fits(source: Source, sink: BatchSink) -> None:
     wanted = list(source.produces) + ([HealthBatch] if source.health_rows else [])
     missing = [t.__name__ for t in wanted if not issubclass(t, tuple(sink.accepts))]
     if missing:
+        where = getattr(sink, "describes", None) or type(sink).__name__
         raise FactoryFloorError(
-            f"source {source.name} yields {', '.join(missing)}, which "
-            f"{type(sink).__name__} does not take"
+            f"the {source.name} source writes a store, which {where} cannot carry "
+            f"({', '.join(missing)}): give --store instead"
         )
 
 
