@@ -28,7 +28,9 @@ def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) ->
 
     from telemetry.retention import RetentionKeeper
 
-    log(f"raw retention: per-GPU samples kept {keep_s / 86400:g} days, rollups for ever")
+    days, hours = keep_s / 86400, keep_s / 3600
+    kept = f"{days:g} days" if days >= 2 and days == int(days) else f"{hours:.4g} h"
+    log(f"raw retention: per-GPU samples kept {kept}, rollups for ever")
     return RetentionKeeper(store, timedelta(seconds=keep_s), log).start(stop)
 
 

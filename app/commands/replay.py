@@ -77,7 +77,13 @@ def run(s: Settings) -> int:
 
             from telemetry.retention import expire
 
-            expire(store, timedelta(seconds=s.raw_retention))
+            done = expire(store, timedelta(seconds=s.raw_retention))
+            if done.total and done.horizon is not None:
+                print(
+                    f"raw retention: {done.total:,} raw rows before "
+                    f"{done.horizon:%Y-%m-%d %H:%M} UTC left the store; rollups kept",
+                    file=sys.stderr,
+                )
     print(
         f"replayed {res.run_id}: {res.sample_rows:,} GPU samples, "
         f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "
