@@ -41,6 +41,7 @@ from telemetry.summary import run_summary
 from telemetry.vocabulary import HOT_C, IDLE_PCT
 
 _store: Store | None = None
+_history: Any = None  # telemetry.collect.prom_history.PromHistory, bound by `serve --prometheus`
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
     "1h": 3600.0,
@@ -385,7 +386,26 @@ def node_info(host: str) -> dict[str, Any] | None:
 
 
 def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
-    return gpuq.node_gpu_series(store(), host, tr)
+    """The node's GPUs over the range; before the raw-retention horizon, from Prometheus
+    when ``serve`` reads one (``bind_history``)."""
+    from telemetry.collect.prom_history import merged_node_series
+
+    local = gpuq.node_gpu_series(store(), host, tr)
+    if _history is None:
+        return local
+    bucket = gpuq._nice_bucket(store(), tr, gpuq.NODE_POINTS)
+    return merged_node_series(local, _history, host, tr.start, raw_since(), bucket)
+
+
+def bind_history(history: Any) -> None:
+    """Where per-GPU series older than the store's raw window are read (a ``PromHistory``)."""
+    global _history
+    _history = history
+
+
+def history_source() -> str | None:
+    """The server the drill-down reads expired per-GPU series from, if any."""
+    return None if _history is None else ", ".join(c.url for c in _history.clients)
 
 
 def node_metric(key: Any) -> tuple[str, str, str, str]:

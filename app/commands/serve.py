@@ -84,6 +84,7 @@ def serve_dashboard(
         assert service is not None
         workers.append(_collect_thread(source, service, stop))
     app = create_app(store, operator_token=operator)
+    _bind_history(collected)
     guard.install(app.server, token)
     app.server.register_blueprint(make_blueprint(service, token, accept=s.accept_ingest))
     app.server.register_blueprint(make_label_blueprint(store, operator))
@@ -115,6 +116,15 @@ def serve_dashboard(
             _flush_remote_write(service)
         store.close()
     return 0
+
+
+def _bind_history(collected: list[Source]) -> None:
+    """With a --prometheus source, expired per-GPU series are read back from its servers."""
+    from app import data
+    from telemetry.collect.prom_history import PromHistory
+
+    clients = [srv.client for src in collected if src.name == "prometheus" for srv in src.servers]  # type: ignore[attr-defined]
+    data.bind_history(PromHistory(clients) if clients else None)
 
 
 def _interrupt(_sig: int, _frame: object) -> None:

@@ -273,10 +273,12 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
     if worst is not None:
         header += f" · the worst node by the outlier ranking ({worst[1]}); click another to switch"
     expired = data.raw_since()
+    remote = data.history_source()
     if expired is not None and tr.start < expired:
-        header += (
-            f" · per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw "
-            "retention): the heatmap keeps this node's averages from the rollups"
+        header += f" · per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw " + (
+            f"retention): read from {remote} instead"
+            if remote
+            else "retention): the heatmap keeps this node's averages from the rollups"
         )
     return host, header, *figs
 

@@ -184,7 +184,12 @@ def _nice_bucket(store: Store, tr: TimeRange, max_points: int) -> int:
     return fits[0] if fits else int(math.ceil(want / 86400.0)) * 86400
 
 
-def node_gpu_series(store: Store, host: str, tr: TimeRange, max_points: int = 500) -> pd.DataFrame:
+NODE_POINTS = 500  # points per GPU line in the drill-down
+
+
+def node_gpu_series(
+    store: Store, host: str, tr: TimeRange, max_points: int = NODE_POINTS
+) -> pd.DataFrame:
     """Each GPU of one node over the range, bucketed in SQL to at most ``max_points`` points
     per GPU: ts, gpu (index), util_pct, temp_c, power_w, sm_clock_mhz, fb_used_mib,
     xid_last, bucket_s. Empty for an unknown host or a range without samples."""
