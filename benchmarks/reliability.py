@@ -101,6 +101,11 @@ def _pytest(*files: str, env: dict[str, str] | None = None) -> PytestRun:
         text=True,
         env=None if env is None else {**os.environ, **env},
     )
+    if r.returncode != 0:  # what failed, kept: a long run's failure must be readable after it
+        name = "-".join(Path(f).stem for f in files)[:80]
+        log = Path(tempfile.gettempdir()) / f"ff-reliability-{name}.log"
+        log.write_text(r.stdout + r.stderr)
+        print(f"{' '.join(files)} failed: its output is in {log}", file=sys.stderr)
     return parse_pytest(r.returncode, (r.stdout.strip().splitlines() or [""])[-1])
 
 
