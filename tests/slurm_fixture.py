@@ -382,6 +382,10 @@ class SlurmCluster:
         self.run("scontrol", "create", "reservation", f"reservationname={MAINT_RESERVATION}",
                  "starttime=now", f"duration={minutes}", f"nodes={self.node}",
                  "flags=maint,ignore_jobs", "users=root")  # fmt: skip
+        # slurmctld flags the node on its next reservation pass (seconds, more under load)
+        wait_for("the node to show the maintenance",
+                 lambda: "MAINT" in self.run("scontrol", "show", "node", self.node, check=False),
+                 120, 1)  # fmt: skip
 
     def end_maintenance(self) -> None:
         self.run("scontrol", "delete", f"reservationname={MAINT_RESERVATION}")
