@@ -343,9 +343,7 @@ def loss_spikes(run_id: str, tr: TimeRange) -> pd.DataFrame:
 # -- GPUs -------------------------------------------------------------------------------------
 def raw_since() -> datetime | None:
     """Per-GPU samples before this time left the store (``--raw-retention``); None: kept."""
-    from telemetry.retention import raw_since as since
-
-    return since(store())
+    return store().raw_since()
 
 
 def gpu_metric(key: str) -> GpuMetric:

@@ -50,8 +50,7 @@ class Expired:
 
 def raw_since(store: Store) -> datetime | None:
     """The retention horizon: per-GPU samples before it have left the store (None: none has)."""
-    value = store.meta().get("raw_since")
-    return datetime.fromisoformat(value) if value else None
+    return store.raw_since()
 
 
 def horizon(store: Store, keep: timedelta) -> datetime | None:
@@ -106,15 +105,12 @@ class RetentionKeeper:
         every_s: float = EVERY_S,
     ) -> None:
         self.store, self.keep, self.log, self.every_s = store, keep, log, every_s
-        self.passes = 0
-        self._thread: threading.Thread | None = None
 
     def start(self, stop: threading.Event) -> threading.Thread:
         def run() -> None:
             while not stop.is_set():
                 try:
                     done = expire(self.store, self.keep)
-                    self.passes += 1
                     if done.total:
                         self.log(
                             f"raw retention: {done.total:,} raw rows before "
@@ -125,6 +121,6 @@ class RetentionKeeper:
                     self.log(f"raw retention: pass failed: {exc}")
                 stop.wait(self.every_s)
 
-        self._thread = threading.Thread(target=run, name="raw-retention", daemon=True)
-        self._thread.start()
-        return self._thread
+        thread = threading.Thread(target=run, name="raw-retention", daemon=True)
+        thread.start()
+        return thread

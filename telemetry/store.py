@@ -272,6 +272,12 @@ class Store:
         """Bucket sizes kept in the rollup tables (``telemetry.rollups.levels_for``)."""
         return rollups.levels_for(self.sample_interval_s())
 
+    def raw_since(self) -> datetime | None:
+        """The raw-retention horizon (``telemetry.retention``): per-GPU samples and ticks
+        before it have left the store; None while nothing has."""
+        value = self.meta().get("raw_since")
+        return datetime.fromisoformat(value) if value else None
+
     def refresh_rollups(self, until: datetime | None = None, since: datetime | None = None) -> None:
         """Recompute node and fleet rollups from the last complete bucket of each level on.
 
@@ -284,9 +290,9 @@ class Store:
         many late rounds costs one bucket each, not a rebuild up to now each. ``until`` never
         goes below the newest stored tick, so newer buckets are never left deleted.
         """
-        horizon = self.meta().get("raw_since")  # raw retention (telemetry.retention)
-        if since is not None and horizon and since < datetime.fromisoformat(horizon):
-            since = datetime.fromisoformat(horizon)  # older buckets' ticks are gone: keep them
+        horizon = self.raw_since()
+        if since is not None and horizon is not None and since < horizon:
+            since = horizon  # older buckets' ticks are gone: keep them
         with self._writing() as con:
             rollups.refresh(con, self.rollup_levels(), until, since)
 

@@ -229,6 +229,12 @@ def _num(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
 
 
+def hosts_up(ft: FarmThread) -> int:
+    """The farm's nodes that answer (one is in repair): what a server should see scraped."""
+    sim = ft.farm.sim
+    return sum(not sim.down(n) for n in range(sim.n_hosts))
+
+
 @pytest.fixture(scope="module", name="frozen_farm")
 def _frozen_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FarmThread, Path]]:
     """dev-64 (seed 3) held at the moment its first XID shows, with a node in repair: the

@@ -16,7 +16,7 @@ from telemetry.queries import TimeRange
 from telemetry.queries import gpus as gpuq
 from telemetry.store import Store
 from tests.conftest import cli
-from tests.prom_fixture import TsdbServer, _frozen_farm  # noqa: F401
+from tests.prom_fixture import TsdbServer, _frozen_farm, hosts_up  # noqa: F401
 from tests.test_exporters import FarmThread
 
 COMPARED = ["util_pct", "temp_c", "power_w", "sm_clock_mhz", "fb_used_mib"]
@@ -30,11 +30,9 @@ def test_an_expired_drill_down_is_read_back_from_prometheus(
     frozen_farm: tuple[FarmThread, Path], tmp_path: Path
 ) -> None:
     ft, targets = frozen_farm
-    sim = ft.farm.sim
-    up = sum(not sim.down(n) for n in range(sim.n_hosts))
     store = tmp_path / "s.duckdb"
     with TsdbServer("prometheus", tmp_path, targets) as server:
-        server.wait_scraped(up)
+        server.wait_scraped(hosts_up(ft))
         time.sleep(10)  # ten more seconds of history
         r = cli("ingest", "--store", str(store), "--once", "--prometheus", server.url,
                 "--since", "10s", "--interval", "1", "--timeout", "0.5")  # fmt: skip

@@ -52,7 +52,7 @@ def data_extent(store: Store) -> TimeRange | None:
     "last hour", moves on through an outage instead of stopping at the last sample). Other
     sources' health rows are not data: an import of last month's logs keeps last month's range.
     Where raw retention expired old samples, the GPU history starts at the finest rollup."""
-    expired = "raw_since" in store.meta()
+    expired = store.raw_since() is not None
     rolled = "SELECT min(ts), NULL FROM fleet_rollup WHERE bucket_s = ?" if expired else ""
     (row,) = store.rows(
         f"""SELECT min(lo), max(hi) FROM (
@@ -96,8 +96,8 @@ def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:
     """The finest bucket (seconds) that keeps a series within ``max_points`` points; the sample
     interval itself means the per-tick node table."""
     interval = store.sample_interval_s()
-    expired = store.meta().get("raw_since")  # ticks before it left the store (retention)
-    kept = not expired or tr.start >= datetime.fromisoformat(expired)
+    expired = store.raw_since()  # ticks before it left the store (retention)
+    kept = expired is None or tr.start >= expired
     if kept and tr.seconds / interval <= max_points:
         return int(interval) if interval >= 1 else 1
     levels = store.rollup_levels()
