@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from telemetry import derive, label_api, queries
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
@@ -364,6 +364,13 @@ def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
     return gpuq.distribution(store(), tr, key)
 
 
+LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
+
+
+def gpus_below_per_hour(tr: TimeRange) -> pd.DataFrame:
+    return gpu_rollup.gpus_below_per_hour(store(), tr, overq.LOW_UTIL_PCT)
+
+
 def gpu_outliers(tr: TimeRange) -> pd.DataFrame:
     return gpuq.outliers(store(), tr)
 
@@ -384,15 +391,37 @@ def node_info(host: str) -> dict[str, Any] | None:
 
 
 def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
-    """The node's GPUs over the range; before the raw-retention horizon, from Prometheus
-    when ``serve`` reads one (``bind_history``)."""
+    """The node's GPUs over the range. Before the raw-retention horizon: from the per-GPU
+    rollups when the bucket fits one, else from Prometheus when ``serve`` reads one
+    (``bind_history``), else in buckets no finer than the finest per-GPU rollup."""
     from telemetry.collect.prom_history import merged_node_series
 
-    local = gpuq.node_gpu_series(store(), host, tr)
-    if _history is None:
-        return local
-    bucket = gpuq._nice_bucket(store(), tr, gpuq.NODE_POINTS)
-    return merged_node_series(local, _history, host, tr.start, raw_since(), bucket)
+    s = store()
+    expired = s.raw_since()
+    if expired is None or tr.start >= expired:
+        return gpuq.node_gpu_series(s, host, tr)
+    bucket = gpuq.nice_bucket(s, tr, gpuq.NODE_POINTS)
+    if _history is not None and gpu_rollup.node_series_level(s, tr, bucket) is None:
+        local = gpuq.node_gpu_series(s, host, tr)
+        return merged_node_series(local, _history, host, tr.start, expired, bucket)
+    finest = s.gpu_rollup_levels()
+    return gpuq.node_gpu_series(s, host, tr, min_bucket=finest[0] if finest else 0)
+
+
+def expired_note(tr: TimeRange, series: pd.DataFrame | None) -> str:
+    """What the drill-down says when its range starts before the raw-retention horizon (""
+    otherwise): which per-GPU lines are there and where they come from."""
+    s = store()
+    expired = s.raw_since()
+    if expired is None or tr.start >= expired:
+        return ""
+    head = f"per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw retention): "
+    bucket = int(series["bucket_s"].iloc[0]) if series is not None and len(series) else 0
+    if bucket and gpu_rollup.node_series_level(s, tr, bucket) is not None:
+        return head + "these lines are the per-GPU averages kept in the rollups"
+    if _history is not None:
+        return head + f"read from {history_source()} instead"
+    return head + "the heatmap keeps this node's averages from the rollups"
 
 
 def bind_history(history: Any) -> None:
@@ -567,7 +596,6 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
         return None
     interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
-
 
 
 # -- Slurm (telemetry.queries.slurm): node states, node events and job ends, jobs, a job's GPUs

@@ -133,9 +133,7 @@ class Settings:
 
     def operator_token(self) -> str | None:
         """The operator token (corrections), from its file or the environment (None: none)."""
-        return _read_token(
-            self.operator_token_file, "--operator-token-file", env.operator_token()
-        )
+        return _read_token(self.operator_token_file, "--operator-token-file", env.operator_token())
 
 
 def _read_token(path: str | None, flag: str, from_env: str) -> str | None:

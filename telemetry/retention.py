@@ -3,7 +3,8 @@
 At 16,384 GPUs and a 15 s interval the raw samples grow by ~94 M rows a day, while every
 fleet and per-node chart over more than a few hours reads the rollups (``telemetry.rollups``).
 So the raw tables (``gpu_samples``, ``gpu_samples_extra`` and the per-tick node sums
-``node_tick``) keep a window, and what is older leaves the store:
+``node_tick``) keep a window, and what is older leaves the store (per-GPU 5 min and 1 h
+buckets stay in ``gpu_rollup``):
 
 - The horizon is measured in data time (the newest tick minus the retention), not the wall
   clock, so a store backfilled with weeks of history keeps its newest window, and it never
@@ -60,10 +61,11 @@ def horizon(store: Store, keep: timedelta) -> datetime | None:
     if newest is None:
         return None
     levels = store.rollup_levels()
-    mark = store.meta().get(f"rollup_watermark_{levels[0]}")
-    if mark is None:
+    finest = [levels[0], *store.gpu_rollup_levels()[:1]]  # those built from raw tables
+    marks = [store.meta().get(f"rollup_watermark_{lv}") for lv in finest]
+    if None in marks:
         return None  # nothing rolled up yet: nothing may leave
-    cut = min(newest - keep, datetime.fromisoformat(mark))
+    cut = min(newest - keep, *(datetime.fromisoformat(m) for m in marks if m))
     # on a bucket boundary of the finest level: a bucket is whole or gone, never half expired
     step = timedelta(seconds=levels[0])
     return datetime.min + ((cut - datetime.min) // step) * step

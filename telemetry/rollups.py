@@ -6,6 +6,12 @@ are built from those, each level from the one below it. A chart then asks for a 
 a point budget and reads the finest level that fits, so a 10-minute range and a 54-day range
 cost the same. Apart from ``telemetry.store`` because how aggregates are kept is its own
 concern; the store only calls ``refresh`` under its write lock.
+
+Per GPU, ``gpu_rollup`` keeps 5 min and 1 h buckets of the drill-down's columns, in the same
+transaction and under the same watermark as the node level of that size: one node's GPUs over
+a day read 288 rows per GPU instead of every raw sample of the fleet in that day (5.9 M at
+16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour, and both outlive
+the raw samples when ``--raw-retention`` drops them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,19 @@ from telemetry.connection import rollback
 
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
+# Per-GPU levels (``gpu_rollup``), a subset of the above.
+GPU_LEVELS_S: tuple[int, ...] = (300, 3600)
+# The columns a per-GPU bucket keeps: (rollup column, gpu_samples column), averaged...
+GPU_AVG = (
+    ("util_avg", "util_pct"),
+    ("temp_avg", "temp_c"),
+    ("power_w", "power_w"),
+    ("sm_clock_avg", "sm_clock_mhz"),
+    ("fb_used_avg", "fb_used_mib"),
+    ("mem_temp_avg", "mem_temp_c"),
+)
+# ... and the maxima: (rollup column, gpu_samples column).
+GPU_MAX = (("temp_max", "temp_c"), ("xid_last", "xid_last"))
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
 # registered as ``_batch``.
@@ -34,20 +53,29 @@ def levels_for(interval_s: float) -> list[int]:
     return [lv for lv in ROLLUP_LEVELS_S if lv > interval_s] or [ROLLUP_LEVELS_S[-1]]
 
 
+def gpu_levels_for(interval_s: float) -> list[int]:
+    """Per-GPU bucket sizes kept in ``gpu_rollup``: those coarser than the sample interval."""
+    return [lv for lv in GPU_LEVELS_S if lv > interval_s]
+
+
 def refresh(
     con: duckdb.DuckDBPyConnection,
     levels: list[int],
     until: datetime | None = None,
     since: datetime | None = None,
+    gpu_levels: list[int] | None = None,
 ) -> None:
-    """Recompute node and fleet rollups of ``levels`` from the last complete bucket of each
-    level on; see ``Store.refresh_rollups``. The caller holds the write lock."""
+    """Recompute node and fleet rollups of ``levels`` (and per-GPU ones of ``gpu_levels``)
+    from the last complete bucket of each level on; see ``Store.refresh_rollups``. The caller
+    holds the write lock."""
+    gpu_levels = gpu_levels or []
     newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
     if newest is None:
         return
     until = newest if until is None else max(until, newest)
     marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
     prev: int | None = None
+    prev_gpu: int | None = None
     for level in levels:
         key = f"rollup_watermark_{level}"
         mark = marks.get(key, "1970-01-01 00:00:00")
@@ -63,6 +91,8 @@ def refresh(
         try:
             for lo, hi in ranges:
                 _rollup_level(con, level, prev, lo, hi)
+                if level in gpu_levels:
+                    _gpu_level(con, level, prev_gpu, lo, hi)
             new_mark = con.execute(
                 "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
             ).fetchone()[0]
@@ -72,6 +102,34 @@ def refresh(
             rollback(con)
             raise
         prev = level
+        if level in gpu_levels:
+            prev_gpu = level
+
+
+def _gpu_level(
+    con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
+) -> None:
+    """Per-GPU buckets of ``level`` in [since, until]: from raw samples for the finest level,
+    else from the level below, averages weighted by each bucket's sample count per column."""
+    con.execute(
+        "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
+    )
+    names = [c for c, _ in GPU_AVG] + [c for c, _ in GPU_MAX]
+    if prev is None:
+        cols = [f"avg({raw})" for _, raw in GPU_AVG] + [f"max({raw})" for _, raw in GPU_MAX]
+        src, count, where = "gpu_samples", "count(*)", ""
+    else:  # weighted by the samples of the buckets that had the column
+        cols = [
+            f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
+            for c, _ in GPU_AVG
+        ] + [f"max({c})" for c, _ in GPU_MAX]
+        src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
+    con.execute(
+        f"""INSERT INTO gpu_rollup (bucket_s, ts, gpu_id, samples, {", ".join(names)})
+        SELECT ?, time_bucket(to_seconds(?), ts) AS b, gpu_id, {count}, {", ".join(cols)}
+        FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
+        [level, level, *([prev] if prev is not None else []), since, until],
+    )
 
 
 def _rollup_level(

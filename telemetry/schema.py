@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS node_rollup (
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
   power_w FLOAT, fb_used_avg FLOAT, sm_clock_avg FLOAT, sm_clock_min FLOAT,
   tensor_avg FLOAT);
+CREATE TABLE IF NOT EXISTS gpu_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, gpu_id INTEGER, samples INTEGER,
+  util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
+  mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT);
 CREATE TABLE IF NOT EXISTS fleet_rollup (
   bucket_s INTEGER, ts TIMESTAMP, nodes INTEGER, gpus INTEGER,
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, power_w DOUBLE,
@@ -143,6 +147,17 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
         con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    # Per-GPU rollups (added after the first release) cover a new store from its first
+    # sample; a store that had samples before it had the table, from the first whole hour
+    # after the newest rollup watermark (each level is built from there on).
+    con.execute(
+        """INSERT OR IGNORE INTO meta
+           SELECT 'gpu_rollup_since', CASE WHEN (SELECT count(*) FROM gpu_samples) = 0
+             THEN '1970-01-01 00:00:00'
+             ELSE strftime(time_bucket(INTERVAL 1 hour, greatest(
+               (SELECT max(value::TIMESTAMP) FROM meta WHERE key LIKE 'rollup_watermark_%'),
+               (SELECT min(ts) FROM gpu_samples))) + INTERVAL 1 hour, '%Y-%m-%d %H:%M:%S') END"""
+    )
 
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -272,6 +272,15 @@ class Store:
         """Bucket sizes kept in the rollup tables (``telemetry.rollups.levels_for``)."""
         return rollups.levels_for(self.sample_interval_s())
 
+    def gpu_rollup_levels(self) -> list[int]:
+        """Bucket sizes kept per GPU in ``gpu_rollup`` (``telemetry.rollups.gpu_levels_for``)."""
+        return rollups.gpu_levels_for(self.sample_interval_s())
+
+    def gpu_rollup_since(self) -> datetime:
+        """Where ``gpu_rollup`` starts being whole: the first sample for a store that always
+        had it, the first hour after the upgrade for one that had samples before."""
+        return datetime.fromisoformat(self.meta().get("gpu_rollup_since", "1970-01-01 00:00:00"))
+
     def raw_since(self) -> datetime | None:
         """The raw-retention horizon (``telemetry.retention``): per-GPU samples and ticks
         before it have left the store; None while nothing has."""
@@ -294,7 +303,7 @@ class Store:
         if since is not None and horizon is not None and since < horizon:
             since = horizon  # older buckets' ticks are gone: keep them
         with self._writing() as con:
-            rollups.refresh(con, self.rollup_levels(), until, since)
+            rollups.refresh(con, self.rollup_levels(), until, since, self.gpu_rollup_levels())
 
 
 def open_store(path: str, read_only: bool = False) -> Store:

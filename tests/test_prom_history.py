@@ -42,7 +42,7 @@ def test_an_expired_drill_down_is_read_back_from_prometheus(
             rounds = [t for (t,) in s.rows("SELECT DISTINCT ts FROM gpu_samples ORDER BY 1")]
             assert len(rounds) >= 8
             whole = TimeRange(rounds[0], rounds[-1])
-            bucket = gpuq._nice_bucket(s, whole, gpuq.NODE_POINTS)
+            bucket = gpuq.nice_bucket(s, whole, gpuq.NODE_POINTS)
             before = gpuq.node_gpu_series(s, host, whole)
             cut = rounds[len(rounds) // 2]
             # as raw retention leaves a store: the older raw rows gone, the horizon recorded

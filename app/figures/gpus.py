@@ -29,6 +29,7 @@ COLOUR_SCALES: dict[str, dict[str, Any]] = {
     "fb": {"colorscale": "Cividis"},
     "clock": {"colorscale": _GOOD_HIGH},
 }
+_SMALL = {"size": 11}
 THRESHOLD_WORDS = {"temp": "hot", "util": "idle"}  # what a value past the threshold means
 GPU_COLOURS = [
     "#636efa",
@@ -176,6 +177,49 @@ def distribution(
         showlegend=False,
         xaxis={"title": f"{label} ({unit})"},
         yaxis={"title": "Node-hours (log)", "type": "log", **log_ticks(df["node_hours"])},
+    )
+    return fig
+
+
+def below_per_hour(df: pd.DataFrame, *, util_pct: float, template: str = TEMPLATE) -> go.Figure:
+    """GPUs whose utilization averaged under ``util_pct`` over each hour, as bars, beside the
+    GPUs that reported in that hour (a line): wasted capacity hour by hour."""
+    title = f"GPUs under {util_pct:g} % utilization, per hour"
+    if df.empty:
+        return empty(title, "No GPU samples in this range", height=260, template=template)
+    fig = _base(title, 260, template)
+    x = df["ts"].tolist()
+    share = (100 * df["below"] / df["gpus"].where(df["gpus"] > 0)).round(1)
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=df["below"].tolist(),
+            name=f"under {util_pct:g} %",
+            marker={"color": "#ef553b", "line": {"width": 0}},
+            customdata=share.tolist(),
+            hovertemplate="%{y:,} GPUs under " + f"{util_pct:g}" + " % (%{customdata} %)"
+            "<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=df["gpus"].tolist(),
+            name="reporting",
+            mode="lines",
+            line={"color": "#888", "width": 1, "shape": "hv"},
+            hovertemplate="%{y:,} GPUs reporting<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        bargap=0.1,
+        yaxis={"title": "GPUs", "rangemode": "tozero"},
+        title={
+            "subtitle": {
+                "text": "job nodes' GPUs, each GPU's mean over the hour",
+                "font": {"size": 11},
+            }
+        },
     )
     return fig
 

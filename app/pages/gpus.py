@@ -75,6 +75,7 @@ def layout(**_query: str) -> html.Div:
                 [dbc.Col(time_graph("gpu-heatmap"), lg=8), dbc.Col(graph("gpu-dist"), lg=4)],
                 class_name="g-2",
             ),
+            time_graph("gpu-below"),
             dbc.Card(
                 dbc.CardBody(
                     [
@@ -179,6 +180,22 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
 
 
 @callback(
+    Output({"type": TIMECHART, "id": "gpu-below"}, "figure"),
+    *view_inputs(),
+)
+@guarded("figure")
+def _below(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None:
+        return figures.empty("GPUs", NO_DATA, template=tpl)
+    fig = gfig.below_per_hour(
+        data.gpus_below_per_hour(tr), util_pct=data.LOW_UTIL_PCT, template=tpl
+    )
+    return fig.update_layout(uirevision=data.revision(view))
+
+
+@callback(
     Output("gpu-outlier-summary", "children"),
     Output("gpu-outliers", "children"),
     *view_inputs(themed=False),
@@ -272,14 +289,9 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
     header = gfig.node_header(info, host)
     if worst is not None:
         header += f" · the worst node by the outlier ranking ({worst[1]}); click another to switch"
-    expired = data.raw_since()
-    remote = data.history_source()
-    if expired is not None and tr.start < expired:
-        header += f" · per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw " + (
-            f"retention): read from {remote} instead"
-            if remote
-            else "retention): the heatmap keeps this node's averages from the rollups"
-        )
+    note = data.expired_note(tr, series)
+    if note:
+        header += f" · {note}"
     return host, header, *figs
 
 

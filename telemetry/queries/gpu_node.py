@@ -3,7 +3,7 @@ from a list (the memory clock, kept only as an extra field of scraped stores, fr
 temperature) and what runs on each GPU of the node (job, pod, namespace, container).
 
 Kept beside ``telemetry.queries.gpus`` (the fleet views and the four charts) so that module
-stays within its size; the bucketing is the same (``gpus._nice_bucket``). Metric keys select
+stays within its size; the bucketing is the same (``gpus.nice_bucket``). Metric keys select
 among fixed SQL fragments here; an unknown key raises ``ValueError``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.queries.gpus import _nice_bucket
+from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
 
 # key -> (column of the result, label, unit, the gpu_samples column, or None for the value of
@@ -34,7 +34,7 @@ def node_gpu_metric(
     if key not in NODE_METRICS:
         raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
     name, _, _, column = NODE_METRICS[key]
-    bucket = _nice_bucket(store, tr, max_points)
+    bucket = nice_bucket(store, tr, max_points)
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
     if column is None:
         source, value, where = "gpu_samples_extra", "s.value", "s.field = ?"

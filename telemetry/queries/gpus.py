@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.queries import TimeRange, pick_level
+from telemetry.queries.gpu_rollup import ROLLED, node_series_level
 from telemetry.reference import xids
 from telemetry.store import Store
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
@@ -178,7 +179,8 @@ def node_info(store: Store, host: str) -> dict[str, Any] | None:
     return {"host": h, "rack": rack, "role": role, "gpus": int(gpus), "model": model}
 
 
-def _nice_bucket(store: Store, tr: TimeRange, max_points: int) -> int:
+def nice_bucket(store: Store, tr: TimeRange, max_points: int) -> int:
+    """The round bucket size (seconds) that keeps ``tr`` within ``max_points`` points."""
     want = max(tr.seconds / max_points, store.sample_interval_s())
     fits = [b for b in _NICE_BUCKETS_S if b >= want]
     return fits[0] if fits else int(math.ceil(want / 86400.0)) * 86400
@@ -188,12 +190,15 @@ NODE_POINTS = 500  # points per GPU line in the drill-down
 
 
 def node_gpu_series(
-    store: Store, host: str, tr: TimeRange, max_points: int = NODE_POINTS
+    store: Store, host: str, tr: TimeRange, max_points: int = NODE_POINTS, min_bucket: int = 0
 ) -> pd.DataFrame:
     """Each GPU of one node over the range, bucketed in SQL to at most ``max_points`` points
-    per GPU: ts, gpu (index), util_pct, temp_c, power_w, sm_clock_mhz, fb_used_mib,
-    xid_last, bucket_s. Empty for an unknown host or a range without samples."""
-    bucket = _nice_bucket(store, tr, max_points)
+    per GPU (and buckets no finer than ``min_bucket``), each bucket the range touches taken
+    whole: ts, gpu (index), util_pct, temp_c,
+    power_w, sm_clock_mhz, fb_used_mib, xid_last, bucket_s. From the per-GPU rollup when one
+    fits the bucket (``node_series_level``: every value the same as from the raw samples), else
+    from the raw samples. Empty for an unknown host or a range without samples."""
+    bucket = max(nice_bucket(store, tr, max_points), int(min_bucket))
     gids = [
         int(r[0])
         for r in store.rows(
@@ -201,6 +206,22 @@ def node_gpu_series(
             [str(host)[:200]],
         )
     ]
+    level = node_series_level(store, tr, bucket)
+    if level is not None:  # weighted by the samples each bucket had of the column
+        cols = ", ".join(
+            f"sum(s.{c} * s.samples) / nullif(sum(s.samples) FILTER (WHERE s.{c} IS NOT NULL), 0)"
+            f" AS {out}"
+            for c, out in ROLLED
+        )
+        return store.df(
+            f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, {cols},
+                       max(s.xid_last) AS xid_last, ? AS bucket_s
+                FROM gpu_rollup s JOIN gpus g USING (gpu_id)
+                WHERE s.bucket_s = ? AND s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+                  AND s.ts <= ? AND s.gpu_id = ANY(?::INTEGER[])
+                GROUP BY ALL ORDER BY g.gpu, 1""",
+            [bucket, bucket, level, bucket, tr.start, tr.end, gids],
+        )
     return store.df(
         """SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
                   avg(s.util_pct) AS util_pct, avg(s.temp_c) AS temp_c,
@@ -208,9 +229,11 @@ def node_gpu_series(
                   avg(s.fb_used_mib) AS fb_used_mib, max(s.xid_last) AS xid_last,
                   ? AS bucket_s
            FROM gpu_samples s JOIN gpus g USING (gpu_id)
-           WHERE s.ts >= ? AND s.ts <= ? AND s.gpu_id = ANY(?::INTEGER[])
+           WHERE s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+             AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)
+             AND s.gpu_id = ANY(?::INTEGER[])
            GROUP BY ALL ORDER BY g.gpu, 1""",
-        [bucket, bucket, tr.start, tr.end, gids],
+        [bucket, bucket, bucket, tr.start, bucket, tr.end, bucket, gids],
     )
 
 

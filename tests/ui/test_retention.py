@@ -1,6 +1,6 @@
 """After raw retention, in headless Chromium: the GPUs page over the whole history still draws
-the fleet heatmap from the rollups, and the drill-down says that its node's per-GPU lines
-before the horizon have expired, rather than showing a half-empty chart without a word."""
+the fleet heatmap from the rollups, and the drill-down draws its node's per-GPU lines before
+the horizon from the per-GPU rollups and says so, rather than a half-empty chart."""
 
 from __future__ import annotations
 
@@ -35,8 +35,17 @@ def test_the_drill_down_says_older_per_gpu_samples_expired(page: Page, expired: 
     page.goto(f"{expired.url}/gpus#range=all&node=h100-0003")
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003", timeout=30_000)
     expect(page.locator("#gpu-node-info")).to_contain_text(
-        "have expired (raw retention): the heatmap keeps this node's averages", timeout=30_000
+        "have expired (raw retention): these lines are the per-GPU averages kept in the rollups",
+        timeout=30_000,
     )
+    # and the node's lines still cover the whole day, from the per-GPU rollups
+    util = "#gpu-node-util .js-plotly-plot"
+    page.wait_for_function(f"() => document.querySelector('{util}')?._fullData?.length >= 8")
+    node_span = page.evaluate(
+        f"""() => {{ const x = document.querySelector('{util}')._fullData[0].x;
+                    return (new Date(x[x.length - 1]) - new Date(x[0])) / 3.6e6; }}"""
+    )
+    assert node_span > 20, node_span
     # the heatmap still covers the whole day: its x axis starts a day before its end
     page.wait_for_function(
         "() => document.querySelector('#gpu-heatmap .js-plotly-plot')?._fullData?.length > 0"

@@ -1,0 +1,129 @@
+"""Per-GPU rollups (``gpu_rollup``): a node's GPUs over a day and "GPUs under 80 % per hour"
+read 5 min and 1 h buckets per GPU instead of every raw sample of the fleet. What a user would
+notice if they were wrong: a drill-down or an hourly count that differs from the raw samples, a
+late round that leaves its bucket stale, lines that vanish once raw retention drops the
+samples, or a store from before the table that answers with holes."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from telemetry.queries import TimeRange, data_extent
+from telemetry.queries import gpus as gpuq
+from telemetry.queries.gpu_rollup import gpus_below_per_hour, node_series_level
+from telemetry.retention import expire, raw_since
+from telemetry.store import Store
+
+HOST = "h100-0003"  # a job node of dev-64
+
+
+@pytest.fixture
+def day(dev_store: Path, tmp_path: Path) -> Path:
+    """A writable copy of the session's one-day dev-64 store (60 s samples)."""
+    path = tmp_path / "day.duckdb"
+    shutil.copy(dev_store, path)
+    return path
+
+
+def _ranges(whole: TimeRange) -> list[TimeRange]:
+    """The whole day, its last 24 h, and a range cut mid-bucket at both ends."""
+    odd = TimeRange(whole.start + timedelta(minutes=7, seconds=13), whole.end - timedelta(hours=2))
+    return [whole, TimeRange(whole.end - timedelta(hours=24), whole.end), odd]
+
+
+def _raw(store: Store) -> None:
+    """Make every query read the raw samples (as for a store that has no per-GPU rollup)."""
+    store.set_meta({"gpu_rollup_since": "2999-01-01 00:00:00"})
+
+
+def test_rollup_answers_equal_raw_answers(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        got = []
+        for tr in _ranges(whole):
+            series = gpuq.node_gpu_series(s, HOST, tr)
+            bucket = int(series["bucket_s"].iloc[0])
+            assert node_series_level(s, tr, bucket) is not None, tr  # from the rollup
+            assert set(series["gpu"]) == set(range(8))
+            got.append((series, gpus_below_per_hour(s, tr)))
+        below = got[0][1]
+        assert below["below"].sum() > 0 and (below["gpus"] > 0).all()
+        _raw(s)
+        for tr, (series, hourly) in zip(_ranges(whole), got, strict=True):
+            bucket = int(series["bucket_s"].iloc[0])
+            assert node_series_level(s, tr, bucket) is None
+            pd.testing.assert_frame_equal(
+                gpuq.node_gpu_series(s, HOST, tr), series, check_dtype=False, atol=1e-3
+            )
+            pd.testing.assert_frame_equal(gpus_below_per_hour(s, tr), hourly, check_dtype=False)
+
+
+def test_a_late_round_rebuilds_its_gpu_bucket(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        at = whole.start + timedelta(hours=5, seconds=30)  # between two replay ticks
+        gid = s.scalar("SELECT min(gpu_id) FROM gpus WHERE host = ?", [HOST])
+        cols = s.rows("SELECT column_name FROM duckdb_columns() WHERE table_name = 'gpu_samples'")
+        late = {c: None for (c,) in cols} | {"ts": at, "gpu_id": gid, "util_pct": 0.0}
+        names = ", ".join(late)
+        with s.transaction() as con:
+            con.execute(
+                f"INSERT INTO gpu_samples ({names}) VALUES ({', '.join('?' * len(late))})",
+                list(late.values()),
+            )
+        s.refresh_rollups(since=at)  # as the sink does after a late round
+        sql = """SELECT samples, util_avg FROM gpu_rollup WHERE bucket_s = ? AND gpu_id = ?
+                 AND ts = time_bucket(to_seconds(?), ?::TIMESTAMP)"""
+        raw = """SELECT count(*), avg(util_pct) FROM gpu_samples WHERE gpu_id = ?
+                 AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+                 AND ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)"""
+        for level in s.gpu_rollup_levels():
+            ((n, avg),) = s.rows(sql, [level, gid, level, at])
+            ((rn, ravg),) = s.rows(raw, [gid, level, at, level, at, level])
+            assert n == rn and avg == pytest.approx(ravg, abs=1e-3), level
+
+
+def test_the_drill_down_outlives_raw_retention(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        before = gpuq.node_gpu_series(s, HOST, whole)
+        hourly = gpus_below_per_hour(s, whole)
+        expire(s, timedelta(hours=6))
+        cut = raw_since(s)
+        assert cut is not None and cut > whole.start + timedelta(hours=12)
+        assert s.scalar("SELECT min(ts) FROM gpu_samples") >= cut
+        after = gpuq.node_gpu_series(s, HOST, whole)
+        pd.testing.assert_frame_equal(after, before)  # lines before the horizon are still there
+        assert after["ts"].min() < cut - timedelta(hours=12)
+        pd.testing.assert_frame_equal(gpus_below_per_hour(s, whole), hourly)
+        # a range finer than the rollups before the horizon: raw rows there are gone
+        short = TimeRange(whole.start + timedelta(hours=2), whole.start + timedelta(hours=3))
+        assert gpuq.node_gpu_series(s, HOST, short).empty
+        coarse = gpuq.node_gpu_series(s, HOST, short, min_bucket=s.gpu_rollup_levels()[0])
+        assert len(coarse) == 8 * 12 + 8  # twelve 5-min buckets per GPU, and the one at 3:00
+
+
+def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
+    day: Path,
+) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        want = gpuq.node_gpu_series(s, HOST, whole)
+        with s.transaction() as con:  # as a store written before the table existed
+            con.execute("DROP TABLE gpu_rollup")
+            con.execute("DELETE FROM meta WHERE key = 'gpu_rollup_since'")
+    with Store(str(day)) as s:  # the upgrade adds the table, whole from the next hour on
+        since = s.gpu_rollup_since()
+        assert whole.end - timedelta(hours=1) < since <= whole.end + timedelta(hours=1)
+        assert since.minute == 0 and since.second == 0
+        assert node_series_level(s, whole, 300) is None
+        pd.testing.assert_frame_equal(gpuq.node_gpu_series(s, HOST, whole), want)
