@@ -20,6 +20,8 @@ averages on our side do):
 5. GPUs under 80 % per hour, 7 d: ``count(avg_over_time(util[1h]) < 80)`` per hour.
 
 Run: ``python benchmarks/prometheus.py [--gpus 1024 --days 7 --interval 60]``.
+``--fleet`` instead measures store size and panel times at 16,384 GPUs x 15 s x 54 days with
+raw retention, on a slice and extrapolated (``benchmarks/fleet_scale.py`` says how).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from telemetry.queries import TimeRange, fleet_series, hottest_gpus  # noqa: E402
+from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
 from telemetry.replay.runner import replay  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
@@ -136,7 +139,21 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--port", type=int, default=19190)
+    ap.add_argument("--fleet", action="store_true", help="the 16,384-GPU extrapolation instead")
+    ap.add_argument("--fleet-hours", type=float, default=4.0, help="the 15 s slice's length")
+    ap.add_argument("--retention-days", type=float, default=7.0)
+    ap.add_argument("--fleet-store", type=Path, help="an existing llama3-405b store (54 d)")
     args = ap.parse_args()
+    if args.fleet:
+        from benchmarks.fleet_scale import report
+
+        tmp = Path(tempfile.mkdtemp(prefix="fffleet-"))
+        try:
+            print(report(tmp, args.fleet_hours, args.retention_days, args.fleet_store,
+                         args.repeat))  # fmt: skip
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="ffprom-"))
     try:
         store = tmp / "ff.duckdb"
@@ -192,13 +209,8 @@ def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
         def hot() -> None:
             hottest_gpus(s, 10)
 
-        def under() -> None:  # no panel has it yet: the per-GPU hourly means, from raw rows
-            s.rows(
-                "SELECT h, count(*) FROM (SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id "
-                "FROM gpu_samples WHERE ts BETWEEN ? AND ? GROUP BY ALL "
-                "HAVING avg(util_pct) < 80) GROUP BY h",
-                [week.start, week.end],
-            )
+        def under() -> None:  # the GPUs page's chart (job nodes), from per-GPU hourly rollups
+            gpus_below_per_hour(s, week, 80.0)
 
         util = "DCGM_FI_DEV_GPU_UTIL"
         step7 = (e - b) / 1500
