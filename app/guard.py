@@ -271,10 +271,8 @@ def _matches(item: Any, prop: str, cid: str | None) -> bool:
     """Whether ``item`` is the declared property (``cid`` None: a pattern, whose items are
     objects with dict ids, one or a list of them)."""
     if isinstance(item, list):
-        return (
-            cid is None
-            and len(item) <= MAX_PATTERN_ITEMS
-            and all(_matches(i, prop, None) for i in item)
+        return cid is None and len(item) <= MAX_PATTERN_ITEMS and all(
+            _matches(i, prop, None) for i in item
         )
     if not isinstance(item, dict) or item.get("property") != prop:
         return False

@@ -70,16 +70,7 @@ SIGNAL_KINDS = (
 )
 SOURCES = ("log", "kernel", "slurm", "dcgm")  # training/job logs, kernel logs, later ones
 SIGNAL_COLUMNS = (
-    "ts",
-    "run_id",
-    "host",
-    "gpu",
-    "kind",
-    "xid",
-    "detail",
-    "origin",
-    "line",
-    "source",
+    "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source"
 )
 
 CHECKPOINT_EVENT_KINDS = ("save_start", "save_end", "load")

@@ -134,7 +134,9 @@ def asking(command: str) -> str:
     return ", or ".join(s.ask for s in SOURCES if s.options.get(command) and s.ask)
 
 
-def build(command: str, given: Mapping[str, Mapping[str, Any]], ctx: SourceContext) -> list[Source]:
+def build(
+    command: str, given: Mapping[str, Mapping[str, Any]], ctx: SourceContext
+) -> list[Source]:
     """The sources asked for on ``command``, built from their options' values. A shared
     option given while no source that reads it is asked for is an error naming them."""
     chosen = asked(command, given)

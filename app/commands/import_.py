@@ -141,10 +141,8 @@ def _show_slurm(source: SlurmSource) -> None:
         what = h.target.split(":", 1)[1]
         form = source.client.last_form.get(what, "")
         if h.up:
-            print(
-                f"slurm {what} ({form}): {h.rows:,} rows"
-                + (f", {h.rejected:,} unreadable or of an unknown state" if h.rejected else "")
-            )
+            print(f"slurm {what} ({form}): {h.rows:,} rows" + (
+                f", {h.rejected:,} unreadable or of an unknown state" if h.rejected else ""))
         else:
             print(f"slurm {what}: DOWN: {h.error}")
     c = source.counts

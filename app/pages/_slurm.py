@@ -62,18 +62,11 @@ def job_filter(page: str) -> dbc.Card:
     assert page in FILTER_PAGES
     picker = dbc.Row(
         [
+            dbc.Col(html.Label("Slurm job", htmlFor=f"{page}-slurm-job", className="small"),
+                    width="auto"),  # fmt: skip
             dbc.Col(
-                html.Label("Slurm job", htmlFor=f"{page}-slurm-job", className="small"),
-                width="auto",
-            ),  # fmt: skip
-            dbc.Col(
-                dcc.Dropdown(
-                    id=f"{page}-slurm-job",
-                    options=[],
-                    value=None,
-                    placeholder="all jobs",
-                    style={"minWidth": "320px"},
-                ),
+                dcc.Dropdown(id=f"{page}-slurm-job", options=[], value=None,
+                             placeholder="all jobs", style={"minWidth": "320px"}),
                 width="auto",
             ),  # fmt: skip
         ],

@@ -424,3 +424,4 @@ def _codes(values: Sequence[str], uniq: list[str]) -> np.ndarray:
 def label_maps(sets: Sequence[LabelSet]) -> pa.Array:
     """Label sets as an Arrow ``map<string, string>`` array, one entry per set."""
     return pa.array([list(s) for s in sets], type=pa.map_(pa.string(), pa.string()))
+

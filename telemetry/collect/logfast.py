@@ -30,9 +30,8 @@ MEGATRON_COLUMNS = (
 
 def _floats(col: pa.Array) -> list[float | None]:
     empty = pc.equal(col, "")
-    return pc.cast(
-        pc.if_else(empty, pa.scalar(None, pa.large_string()), col), pa.float64()
-    ).to_pylist()
+    return pc.cast(pc.if_else(empty, pa.scalar(None, pa.large_string()), col),
+                   pa.float64()).to_pylist()
 
 
 def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | None:
@@ -40,26 +39,16 @@ def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | No
     None when nothing is taken or a value does not convert (then every line goes the slow
     way)."""
     ext = pc.extract_regex(lines, MEGATRON_COLUMNS)
-    ok = pc.and_(
-        ext.is_valid(),
-        pc.and_(
-            pc.equal(pc.struct_field(ext, "nan"), "0"),
-            pc.not_equal(pc.struct_field(ext, "loss"), ""),
-        ),
-    )
+    ok = pc.and_(ext.is_valid(), pc.and_(pc.equal(pc.struct_field(ext, "nan"), "0"),
+                                          pc.not_equal(pc.struct_field(ext, "loss"), "")))
     ok = pc.fill_null(ok, False)
     pos = pc.indices_nonzero(ok).to_numpy()
     if not len(pos):
         return None
     rows = ext.filter(ok)
     try:
-        ts = (
-            np.array(
-                pc.struct_field(rows, "ts").to_numpy(zero_copy_only=False), dtype="datetime64[us]"
-            )
-            .astype(object)
-            .tolist()
-        )
+        ts = np.array(pc.struct_field(rows, "ts").to_numpy(zero_copy_only=False),
+                      dtype="datetime64[us]").astype(object).tolist()
         cols = {"ts": ts, "step": pc.cast(pc.struct_field(rows, "step"), pa.int64()).to_pylist()}
         for name in ("loss", "lr", "grad_norm"):
             cols[name] = _floats(pc.struct_field(rows, name))
@@ -68,32 +57,21 @@ def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | No
     return pos, cols
 
 
-def records(
-    idx: np.ndarray, cols: dict[str, list], base: int, run: str | None, label: str, skip: set[int]
-) -> tuple[list[tuple[int, dict[str, Any], str]], list[int]]:
+def records(idx: np.ndarray, cols: dict[str, list], base: int, run: str | None, label: str,
+            skip: set[int]) -> tuple[list[tuple[int, dict[str, Any], str]], list[int]]:
     """(line, train_metrics record, origin) of each taken line ``base + idx[k]`` not in
     ``skip``, and the indices whose loss overflowed to Inf (for the line path)."""
     out, odd = [], []
-    for i, ts, step, loss, lr, grad in zip(
-        idx.tolist(),
-        cols["ts"],
-        cols["step"],
-        cols["loss"],
-        cols["lr"],
-        cols["grad_norm"],
-        strict=True,
-    ):
+    for i, ts, step, loss, lr, grad in zip(idx.tolist(), cols["ts"], cols["step"], cols["loss"],
+                                           cols["lr"], cols["grad_norm"], strict=True):
         lineno = base + i
         if lineno in skip:
             continue
         if not isfinite(loss):
             odd.append(i)
             continue
-        rec = (
-            {"run": run, "ts": ts, "step": step, "loss": loss}
-            if run
-            else {"ts": ts, "step": step, "loss": loss}
-        )
+        rec = {"run": run, "ts": ts, "step": step, "loss": loss} if run else {
+            "ts": ts, "step": step, "loss": loss}
         if lr is not None and isfinite(lr):
             rec["lr"] = lr
         if grad is not None and isfinite(grad):

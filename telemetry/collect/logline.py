@@ -58,10 +58,8 @@ MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct No
 _MON = "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _ISO = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _SYSLOG = re.compile(_MON + r" {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
-_DMESG_T = re.compile(
-    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" +(\d{1,2}) "
-    r"(\d\d):(\d\d):(\d\d) (\d{4})\]"
-)
+_DMESG_T = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" +(\d{1,2}) "
+                      r"(\d\d):(\d\d):(\d\d) (\d{4})\]")
 _BOOT = re.compile(r"\[ *\d+\.\d+\]")  # plain dmesg: seconds since boot
 _GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")  # c10/glog
 _HOST_TAG = re.compile(r" +([A-Za-z0-9][A-Za-z0-9_.-]*) +([A-Za-z0-9_./-]+)(?:\[\d+\])?: ")
@@ -106,9 +104,8 @@ def stamp(body: str) -> Stamp:
         t = datetime.fromisoformat(m.group(0))
     except ValueError:
         return NO_STAMP
-    host, kernel = (
-        _header_host(body, m.end()) if m.start() == 0 and "T" in m.group(0) else (None, False)
-    )
+    host, kernel = _header_host(body, m.end()) if m.start() == 0 and "T" in m.group(0) else (
+        None, False)
     return "full", t, host, kernel
 
 
@@ -130,7 +127,7 @@ def strip_prefix(text: str) -> tuple[str, str]:
     """(label, rest): the ``[rank3]:`` / ``[default3]:`` / srun ``--label`` ``3: `` prefix that
     launchers put before each line of a rank's output, and the line without it."""
     m = PREFIX.match(text)
-    return (m.group(0), text[m.end() :]) if m else ("", text)
+    return (m.group(0), text[m.end():]) if m else ("", text)
 
 
 # -- training progress -------------------------------------------------------------------------
@@ -142,12 +139,8 @@ _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)")
 _TQDM = re.compile(r"(?:^|\s)\d{1,3}%\|[^|]*\|\s*(\d+)/(\d+) ?\[")
-HF_FIELDS = {
-    "loss": "loss",
-    "learning_rate": "lr",
-    "grad_norm": "grad_norm",
-    "num_input_tokens_seen": "tokens",
-}
+HF_FIELDS = {"loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm",
+             "num_input_tokens_seen": "tokens"}
 
 
 def number(text: str) -> float | None:
@@ -177,20 +170,16 @@ def megatron(body: str) -> dict[str, float | None] | None:
     loss = f.get("lm loss")
     if loss is None:
         loss = next((v for k, v in f.items() if k.endswith("loss")), None)
-    return {
-        "step": int(m.group(1)),
-        "loss": _float(loss),
-        "lr": _float(f.get("learning rate")),
-        "grad_norm": _float(f.get("grad norm")),
-        "nan_iterations": _float(f.get("number of nan iterations")),
-    }
+    return {"step": int(m.group(1)), "loss": _float(loss), "lr": _float(f.get("learning rate")),
+            "grad_norm": _float(f.get("grad norm")),
+            "nan_iterations": _float(f.get("number of nan iterations"))}
 
 
 def _word_after(line: str, key: str) -> str | None:
     i = line.find(key)
     if i < 0:
         return None
-    rest = line[i + len(key) :].split(None, 1)
+    rest = line[i + len(key):].split(None, 1)
     return rest[0] if rest else None
 
 
@@ -245,47 +234,20 @@ def tqdm_step(segment: str) -> int | None:
 # -- checkpoints -------------------------------------------------------------------------------
 _HF_LOAD = re.compile(r"Loading model from (?P<path>\S+?)\.?\s*$")
 _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" when given
-    (
-        re.compile(
-            r"successfully saved checkpoint (?:at|from) iteration\s+(?P<step>\d+)"
-            r" to (?P<path>\S+)"
-        ),
-        "save_end",
-        None,
-    ),
-    (
-        re.compile(r"saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)"),
-        "save_start",
-        None,
-    ),
-    (
-        re.compile(
-            r"successfully loaded checkpoint from (?P<path>\S+).*? at iteration "
-            r"(?P<step>\d+)"
-        ),
-        "load",
-        "finish",
-    ),
-    (
-        re.compile(
-            r"loading (?:distributed )?checkpoint from (?P<path>\S+) at iteration "
-            r"(?P<step>\d+)"
-        ),
-        "load",
-        "start",
-    ),
-    (
-        re.compile(r"Finished (?:saving|staging) the checkpoint|Last step checkpoint completed"),
-        "save_end",
-        None,
-    ),
+    (re.compile(r"successfully saved checkpoint (?:at|from) iteration\s+(?P<step>\d+)"
+                r" to (?P<path>\S+)"), "save_end", None),
+    (re.compile(r"saving checkpoint at iteration\s+(?P<step>\d+) to (?P<path>\S+)"),
+     "save_start", None),
+    (re.compile(r"successfully loaded checkpoint from (?P<path>\S+).*? at iteration "
+                r"(?P<step>\d+)"), "load", "finish"),
+    (re.compile(r"loading (?:distributed )?checkpoint from (?P<path>\S+) at iteration "
+                r"(?P<step>\d+)"), "load", "start"),
+    (re.compile(r"Finished (?:saving|staging) the checkpoint|Last step checkpoint completed"),
+     "save_end", None),
     (re.compile(r"(?:Saving|Staging) the checkpoint\b"), "save_start", None),
     (re.compile(r"Finished loading the checkpoint"), "load", "finish"),
-    (
-        re.compile(r"Loading the checkpoint (?:at step (?P<step>\d+)|from (?P<path>\S+?))\.?\s*$"),
-        "load",
-        "start",
-    ),
+    (re.compile(r"Loading the checkpoint (?:at step (?P<step>\d+)|from (?P<path>\S+?))\.?\s*$"),
+     "load", "start"),
     (re.compile(r"Saving model checkpoint to (?P<path>\S+)"), "save_start", None),
     (_HF_LOAD, "load", "start"),
 ]
@@ -315,10 +277,8 @@ def checkpoint(body: str) -> tuple[str, str | None, int | None, str | None] | No
 
 # -- failures ----------------------------------------------------------------------------------
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, ?(.*))?")
-_CANCEL = re.compile(
-    r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
-    r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*"
-)
+_CANCEL = re.compile(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
+                     r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*")
 _SRUN = re.compile(r"srun: error: ([^\s:]+): (tasks? [^:]+): (.+)")
 _SRUN_NODE = re.compile(r"srun: error: Node failure on (\S+)")
 _NCCL_HDR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\d+:\d+ \[(\d+)\] (?=NCCL )")
@@ -356,12 +316,8 @@ _RULES = [  # (kind, keywords, regex) in priority order: the specific cause befo
     ),
 ]
 _RULES_RE = [(kind, keys, re.compile(rx)) for kind, keys, rx in _RULES]
-_DUE = {
-    None: sig.SLURM_CANCELLED,
-    "NODE FAILURE": sig.SLURM_NODE_FAILURE,
-    "TIME LIMIT": sig.SLURM_TIME_LIMIT,
-    "PREEMPTION": sig.SLURM_PREEMPTED,
-}
+_DUE = {None: sig.SLURM_CANCELLED, "NODE FAILURE": sig.SLURM_NODE_FAILURE,
+        "TIME LIMIT": sig.SLURM_TIME_LIMIT, "PREEMPTION": sig.SLURM_PREEMPTED}
 _CUDA_START = re.compile(r"CUDA error|Cuda failure|cudaError|torch\.\w*OutOfMemoryError")
 
 # (kind, detail, xid, pci, host, gpu, time text)
@@ -375,15 +331,8 @@ def failure(body: str) -> Failure | None:
     if "Xid" in body and (m := _XID.search(body)):
         rest = (m.group(3) or "").strip()
         detail = f"Xid {m.group(2)}: {rest}" if rest else f"Xid {m.group(2)}"
-        return (
-            sig.XID,
-            detail[: sig.MAX_DETAIL_CHARS],
-            int(m.group(2)),
-            m.group(1),
-            None,
-            None,
-            None,
-        )
+        return sig.XID, detail[:sig.MAX_DETAIL_CHARS], int(m.group(2)), m.group(1), None, None, \
+            None
     if "CANCELLED AT" in body and (m := _CANCEL.search(body)):
         what, job, host, at, due = m.groups()
         kind = _DUE.get(due, sig.SLURM_CANCELLED)
@@ -391,15 +340,8 @@ def failure(body: str) -> Failure | None:
         return kind, detail, None, None, host, None, at
     if "srun: error" in body:
         if m := _SRUN_NODE.search(body):
-            return (
-                sig.SLURM_NODE_FAILURE,
-                f"Node failure on {m.group(1)}",
-                None,
-                None,
-                m.group(1),
-                None,
-                None,
-            )
+            return sig.SLURM_NODE_FAILURE, f"Node failure on {m.group(1)}", None, None, \
+                m.group(1), None, None
         if m := _SRUN.search(body):
             detail = f"{m.group(2).strip()}: {m.group(3).strip()}"[: sig.MAX_DETAIL_CHARS]
             return sig.SLURM_TASK_KILLED, detail, None, None, m.group(1), None, None
@@ -420,7 +362,7 @@ def failure(body: str) -> Failure | None:
             start = min(start, h.end())
         if kind.startswith("cuda_") and (c := _CUDA_START.search(body, 0, start + 1)):
             start = c.start()
-        return kind, body[start:].strip()[: sig.MAX_DETAIL_CHARS], None, None, host, gpu, None
+        return kind, body[start:].strip()[:sig.MAX_DETAIL_CHARS], None, None, host, gpu, None
     return None
 
 

@@ -121,7 +121,9 @@ class PromClient:
         data = self._api("/api/v1/query", [("query", expr), ("time", _t(at))])
         return _result(data, "vector")
 
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    def query_range(
+        self, expr: str, start: float, end: float, step: float
+    ) -> list[dict[str, Any]]:
         """``/api/v1/query_range``: ``[{"metric": {...}, "values": [[t, "v"], ...]}]``."""
         params = [("query", expr), ("start", _t(start)), ("end", _t(end)), ("step", _t(step))]
         params.append(("nocache", "1"))  # VictoriaMetrics: no start rounding, no stale cache

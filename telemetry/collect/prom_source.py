@@ -51,8 +51,6 @@ META_MATCH = '{__name__=~"up|scrape_duration_seconds"}'
 MAX_POINTS = 11_000  # Prometheus refuses a query_range of more points per series
 SAMPLES_PER_QUERY = 400_000  # one chunk's answer: ~15 MB of JSON
 GAP_FACTOR = 1.5  # a last round further back than this many intervals leaves a gap to fill
-
-
 def _epoch(ts: datetime) -> float:
     return ts.replace(tzinfo=UTC).timestamp()
 
@@ -340,12 +338,8 @@ def _bar(total: int, name: str, show: bool | None) -> Any:
     from tqdm import tqdm
 
     return tqdm(
-        total=total,
-        unit="round",
-        desc=f"backfill {name}",
-        file=sys.stderr,
-        disable=show is None and not sys.stderr.isatty(),
-        leave=False,
+        total=total, unit="round", desc=f"backfill {name}", file=sys.stderr, disable=show is None
+        and not sys.stderr.isatty(), leave=False
     )
 
 
@@ -432,32 +426,19 @@ SPEC = SourceSpec(
                 metavar="URL",
             ),
             SINCE,
-            _opt(
-                "--prometheus-match",
-                f"series selector (default {DEFAULT_MATCH})",
-                metavar="SELECTOR",
-            ),  # fmt: skip
-            _opt(
-                "--prometheus-mode",
-                "live rounds from /federate, instant queries, or the "
-                "first that works (default auto)",
-                choices=("auto", "federate", "query"),
-            ),  # fmt: skip
-            _opt(
-                "--prometheus-tenant",
-                "tenant ID sent as X-Scope-OrgID (Mimir, Cortex)",
-                metavar="ID",
-            ),  # fmt: skip
+            _opt("--prometheus-match", f"series selector (default {DEFAULT_MATCH})",
+                 metavar="SELECTOR"),  # fmt: skip
+            _opt("--prometheus-mode", "live rounds from /federate, instant queries, or the "
+                 "first that works (default auto)",
+                 choices=("auto", "federate", "query")),  # fmt: skip
+            _opt("--prometheus-tenant", "tenant ID sent as X-Scope-OrgID (Mimir, Cortex)",
+                 metavar="ID"),  # fmt: skip
             _opt("--prometheus-user", "HTTP basic auth user", metavar="USER"),
-            _opt(
-                "--prometheus-password-file", "file holding the basic auth password", metavar="FILE"
-            ),  # fmt: skip
+            _opt("--prometheus-password-file", "file holding the basic auth password",
+                 metavar="FILE"),  # fmt: skip
             _opt("--prometheus-token-file", "file holding a bearer token", metavar="FILE"),
-            _opt(
-                "--prometheus-ca-file",
-                "CA certificate(s) that sign the server's TLS certificate",
-                metavar="FILE",
-            ),  # fmt: skip
+            _opt("--prometheus-ca-file", "CA certificate(s) that sign the server's TLS "
+                 "certificate", metavar="FILE"),  # fmt: skip
         ),
     },
     build=build,

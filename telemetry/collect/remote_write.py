@@ -68,10 +68,8 @@ def _write_request() -> Any:
     for name, fields in (
         ("Label", (("name", 1, f.TYPE_STRING, None), ("value", 2, f.TYPE_STRING, None))),
         ("Sample", (("value", 1, f.TYPE_DOUBLE, None), ("timestamp", 2, f.TYPE_INT64, None))),
-        (
-            "TimeSeries",
-            (("labels", 1, f.TYPE_MESSAGE, "Label"), ("samples", 2, f.TYPE_MESSAGE, "Sample")),
-        ),  # fmt: skip
+        ("TimeSeries", (("labels", 1, f.TYPE_MESSAGE, "Label"),
+                        ("samples", 2, f.TYPE_MESSAGE, "Sample"))),  # fmt: skip
         ("WriteRequest", (("timeseries", 1, f.TYPE_MESSAGE, "TimeSeries"),)),
     ):
         msg = fdp.message_type.add(name=name)
@@ -341,3 +339,4 @@ def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]
         except StoreError as exc:
             raise ApiError(507, str(exc)) from None
         return _json(200, reply)
+

@@ -32,7 +32,8 @@ TIMEOUT_S = 60.0
 MODES = ("auto", "json", "text")
 # The parsable text forms: free text (a job name) last, so a "|" in it cannot shift fields.
 SACCT_FIELDS = (
-    "JobIDRaw,JobID,Cluster,User,Partition,NodeList,State,Reason,ExitCode,Submit,Start,End,JobName"
+    "JobIDRaw,JobID,Cluster,User,Partition,NodeList,State,Reason,ExitCode,Submit,Start,End,"
+    "JobName"
 )
 SQUEUE_FORMAT = "%A|%i|%F|%K|%u|%P|%N|%T|%r|%V|%S|%e|%j"
 

@@ -150,11 +150,9 @@ FROM slurm_node_events WHERE regexp_matches(state, '{BAD_NODE}');
 
 
 def _signals_sql() -> str:
-    kind_case = (
-        "CASE state "
-        + " ".join(f"WHEN '{s}' THEN '{k}'" for s, k in JOB_END_KINDS.items())
-        + " END"
-    )
+    kind_case = "CASE state " + " ".join(
+        f"WHEN '{s}' THEN '{k}'" for s, k in JOB_END_KINDS.items()
+    ) + " END"
     states = ", ".join(f"'{s}'" for s in JOB_END_KINDS)
     return _SIGNALS.replace("{kind_case}", kind_case).replace("{states}", states)
 

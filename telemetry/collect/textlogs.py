@@ -166,9 +166,8 @@ class LogParser:
     def drain(self) -> LogBatch:
         """Metrics, checkpoint events and signals found since the last call."""
         m, e, s = self._drained
-        out = LogBatch(
-            self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:], self.signals[s:]
-        )
+        out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
+                       self.signals[s:])
         if self.keep:
             self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals))
         else:
@@ -183,21 +182,12 @@ class LogParser:
     def scan(self) -> LogScan:
         counts = dict(self.counts)
         counts["unrecognised"] = self.unrecognised
-        return LogScan(
-            self.label,
-            self.metrics,
-            self.metric_origins,
-            self.checkpoint_events,
-            self.signals,
-            self.lines,
-            self.unrecognised,
-            list(self.bad),
-            counts,
-        )
+        return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
+                       self.signals, self.lines, self.unrecognised, list(self.bad), counts)
 
     # -- blocks --------------------------------------------------------------------------------
     def _absorb(self, data: bytes) -> None:
-        self._long = ((self._long or b"") + data[-MAX_LINE_BYTES - 1 :])[-MAX_LINE_BYTES - 1 :]
+        self._long = ((self._long or b"") + data[-MAX_LINE_BYTES - 1:])[-MAX_LINE_BYTES - 1:]
         self._long_len += len(data)
 
     def _flush_long(self) -> None:
@@ -224,16 +214,12 @@ class LogParser:
         fast = None
         too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
         if n < _SMALL_BLOCK:
-            cand = [
-                i
-                for i in range(n)
-                if ll.PREFILTER_RE.search(block[offs[i] : offs[i + 1] - 1].decode())
-            ]
+            cand = [i for i in range(n) if ll.PREFILTER_RE.search(
+                block[offs[i] : offs[i + 1] - 1].decode())]
             cand_arr = np.array(cand, np.int64)
         else:
             arr = pa.LargeStringArray.from_buffers(
-                n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block)
-            )
+                n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
             cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
             if self.clock.tz is None and len(cand_arr) and not len(too_long):
                 cand_arr, fast = self._fast_megatron(arr, cand_arr)
@@ -253,9 +239,8 @@ class LogParser:
     def _walk(self, block: bytes, base: int, cand: np.ndarray, offs: np.ndarray) -> None:
         resume = self._follow(block, 0, base)  # a traceback left open by the previous block
         size = len(block)
-        for i, s, e in zip(
-            cand.tolist(), offs[cand].tolist(), (offs[cand + 1] - 1).tolist(), strict=True
-        ):
+        for i, s, e in zip(cand.tolist(), offs[cand].tolist(), (offs[cand + 1] - 1).tolist(),
+                           strict=True):
             if s < resume:
                 continue
             self._line(block, s, min(e, size), base + i)
@@ -280,15 +265,8 @@ class LogParser:
         idx = cand[got[0]]
         return np.setdiff1d(cand, idx, assume_unique=True), (idx, got[1])
 
-    def _merge_fast(
-        self,
-        block: bytes,
-        base: int,
-        offs: np.ndarray,
-        first: int,
-        idx: np.ndarray,
-        cols: dict[str, list],
-    ) -> None:
+    def _merge_fast(self, block: bytes, base: int, offs: np.ndarray, first: int,
+                    idx: np.ndarray, cols: dict[str, list]) -> None:
         """Records of the column-wise lines, merged in line order with those read one by one
         (a line already read inside a traceback is not taken twice)."""
         fast, odd = logfast.records(idx, cols, base, self.run, self.label, self._followed)
@@ -360,11 +338,8 @@ class LogParser:
                 return True
             if "step" not in d:
                 if self._tqdm is None:
-                    self._bad(
-                        lineno,
-                        "training log dict without a step (no 'step' key and no "
-                        "progress bar before it)",
-                    )
+                    self._bad(lineno, "training log dict without a step (no 'step' key and no "
+                                      "progress bar before it)")
                     return False
                 d["step"] = self._tqdm
                 self.counts["metrics_step_from_progress_bar"] += 1
@@ -434,13 +409,8 @@ class LogParser:
             if isfinite(loss):
                 rec["loss"] = loss
                 if nan_iters and isfinite(nan_iters) and nan_iters > 0:
-                    self._nan(
-                        f"{nan_iters:.0f} NaN iteration(s) up to iteration {step}",
-                        ts,
-                        how,
-                        raw,
-                        lineno,
-                    )
+                    self._nan(f"{nan_iters:.0f} NaN iteration(s) up to iteration {step}", ts, how,
+                              raw, lineno)
             else:
                 self._nan(f"loss {loss} at step {step}", ts, how, raw, lineno)
         for name, v in f.items():
@@ -459,24 +429,11 @@ class LogParser:
         return True
 
     def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
-        self._add_signal(
-            Signal(
-                ts,
-                sig.NAN_LOSS,
-                self.host,
-                None,
-                None,
-                detail,
-                self._origin(lineno),
-                clean_line(raw),
-                "log",
-            ),
-            how,
-        )
+        self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
+                                self._origin(lineno), clean_line(raw), "log"), how)
 
-    def _checkpoint(
-        self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str, lineno: int
-    ) -> bool:
+    def _checkpoint(self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str,
+                    lineno: int) -> bool:
         kind, phase, step, path = c
         if kind == "load":
             finished_open = phase == "finish" and self._load_open
@@ -486,8 +443,7 @@ class LogParser:
                 return True
         ts, how, _ = self._when(body)
         self.checkpoint_events.append(
-            CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw))
-        )
+            CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw)))
         self.counts[kind] += 1
         if how != "line":
             self.counts[f"checkpoint_events_ts_from_{how}"] += 1
@@ -505,20 +461,8 @@ class LogParser:
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
         host = host or st[2] or self.host
-        self._add_signal(
-            Signal(
-                ts,
-                kind,
-                host,
-                gpu,
-                xid,
-                detail,
-                self._origin(lineno),
-                clean_line(raw),
-                "kernel" if kernel else "log",
-            ),
-            how,
-        )
+        self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
+                                clean_line(raw), "kernel" if kernel else "log"), how)
 
     def _add_signal(self, s: Signal, how: str) -> None:
         self.signals.append(s)
@@ -553,22 +497,15 @@ def parse_file(
     ``on_batch`` the results of each 8 MiB block go there and are not kept in the scan (memory
     stays flat for any file size). Raises ``ImportFileError`` when the file cannot be read."""
     p = Path(path)
-    parser = LogParser(
-        p,
-        tz=tz,
-        year_hint=year_hint,
-        host_hint=host,
-        run=run,
-        gpu_by_pci=gpu_by_pci,
-        keep=on_batch is None,
-    )
+    parser = LogParser(p, tz=tz, year_hint=year_hint, host_hint=host, run=run,
+                       gpu_by_pci=gpu_by_pci, keep=on_batch is None)
     try:
         with open(p, "rb") as fh:
             pending = _skip_lines(fh, start_line - 1)
             parser.next_lineno = start_line
             while data := fh.read(CHUNK_BYTES):
                 buf = pending + data if pending else data
-                pending = buf[parser.feed_block(buf) :]
+                pending = buf[parser.feed_block(buf):]
                 if on_batch is not None:
                     on_batch(parser.drain())
             if pending:
