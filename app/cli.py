@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(w, "--operator-token-file", "operator_token_file", metavar="FILE")
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
     _opt(w, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
+    _opt(v, "--alerts", "alerts_file", metavar="FILE")
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     _opt(d, "--store", "store", default=st.DEMO_STORE, help="store file, replaced on start")

@@ -41,6 +41,7 @@ from telemetry.summary import run_summary
 from telemetry.vocabulary import HOT_C, IDLE_PCT
 
 _store: Store | None = None
+_alerts: Any = None  # the serving process's AlertLoop (``bind_alerts``)
 _history: Any = None  # telemetry.collect.prom_history.PromHistory, bound by `serve --prometheus`
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
@@ -422,6 +423,27 @@ def expired_note(tr: TimeRange, series: pd.DataFrame | None) -> str:
     if _history is not None:
         return head + f"read from {history_source()} instead"
     return head + "the heatmap keeps this node's averages from the rollups"
+
+
+def bind_alerts(loop: Any) -> None:
+    """The serving process's alert delivery (an ``AlertLoop``), shown on the Overview."""
+    global _alerts
+    _alerts = loop
+
+
+def alert_delivery() -> dict[str, Any] | None:
+    """How alert delivery goes (None: this server delivers none): each receiver's status,
+    the alerts firing and silenced at the last evaluation, and an evaluation error if any."""
+    if _alerts is None:
+        return None
+    d = _alerts.dispatcher
+    return {
+        "receivers": d.status(),
+        "firing": len(d.firing),
+        "silenced": len(d.silenced),
+        "evaluated_at": d.evaluated_at,
+        "error": _alerts.error,
+    }
 
 
 def bind_history(history: Any) -> None:

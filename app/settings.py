@@ -116,6 +116,11 @@ class Settings:
         "keep per-GPU samples this long (a duration: 7d, 36h) and the rollups for ever; older "
         "raw samples leave the store in the background (default: kept for ever)",
     )
+    alerts_file: str | None = setting(
+        None,
+        "deliver the Overview's alerts to the receivers this TOML file configures "
+        "(Alertmanager, signed webhooks; grouping, repeat interval; see README)",
+    )
     # -- the registered sources' options (telemetry.sources), per source name -------------
     sources: dict[str, dict[str, Any]] = setting(None, "source options", factory=dict)
 

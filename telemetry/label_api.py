@@ -1,4 +1,5 @@
-"""Operators' corrections of an interruption's cause, over HTTP and from the Failures page.
+"""Operators' writes over HTTP: corrections of an interruption's cause (also from the Failures
+page) and silences of delivered alerts (``telemetry.alerting``).
 
 ``serve --operator-token-file FILE`` (or ``FACTORYFLOOR_OPERATOR_TOKEN``) allows corrections;
 without it the dashboard stays read-only. The token is separate from the dashboard's access
@@ -11,6 +12,10 @@ optional, "by": who}``. Replies: 200 with the stored label; 403 without correcti
 or with a missing or wrong token (nothing is changed); 400/404 for a body that is not such an
 object, an unknown component or category, or no interruption at that time; 409 on a store
 opened read-only; 429 with Retry-After while the write cap's corrections are in flight.
+
+``POST /api/v1/alerts/silences``, the same header and rules, body ``{"matchers": {"alertname":
+"GpuHot"}, "duration": "2h", "comment": ..., "by": who}``: alerts whose labels equal every
+matcher go to no receiver until the silence ends (at most 30 days).
 """
 
 from __future__ import annotations
@@ -94,8 +99,8 @@ def make_label_blueprint(
     bp = Blueprint("factoryfloor_labels", __name__)
     gate = gate or WriteGate(4)
 
-    @bp.post("/api/v1/interruptions/label")
-    def label() -> Response:
+    def operator_post(apply: Any) -> Response:
+        """The checks every operator write shares, then ``apply(body)`` -> (status, reply)."""
         if not operator_token:
             return _reply(403, {"error": FORBIDDEN_OFF})
         if not operator_ok(request.headers.get("X-Operator-Token"), operator_token):
@@ -116,9 +121,40 @@ def make_label_blueprint(
                 body = json.loads(request.get_data(cache=False).decode("utf-8"))
             except (ValueError, UnicodeDecodeError, RecursionError):
                 return _reply(400, {"error": "body is not UTF-8 JSON"})
-            status, reply = apply_label(store, body)
+            status, reply = apply(body)
             return _reply(status, reply)
         finally:
             gate.release()
 
+    @bp.post("/api/v1/interruptions/label")
+    def label() -> Response:
+        return operator_post(lambda body: apply_label(store, body))
+
+    @bp.post("/api/v1/alerts/silences")
+    def silence() -> Response:
+        return operator_post(lambda body: apply_silence(store, body))
+
     return bp
+
+
+def apply_silence(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """Validate and store one silence: ``{"matchers": {label: value}, "duration": "2h",
+    "comment": ..., "by": who}``; (HTTP status, JSON reply)."""
+    from telemetry.alerting import add_silence, parse_duration
+
+    if not isinstance(body, dict) or not isinstance(body.get("matchers"), dict):
+        return 400, {"error": "body must be a JSON object with matchers {label: value}"}
+    comment, by = body.get("comment") or "", body.get("by") or "operator"
+    if not all(isinstance(v, str) and _storable(v) for v in (comment, by)):
+        return 400, {"error": "comment and by must be printable text"}
+    matchers = body["matchers"]
+    if not all(isinstance(v, str) and _storable(v) for v in [*matchers, *matchers.values()]):
+        return 400, {"error": "matchers must map label names to values, both printable text"}
+    try:
+        duration = parse_duration(body.get("duration", "2h"), "duration")
+        s = add_silence(store, matchers, duration, by, comment)
+    except ValueError as exc:
+        return 400, {"error": str(exc)}
+    except StoreError as exc:
+        return 409, {"error": str(exc)}
+    return 200, {"silence": {"matchers": s.matchers, "ends_at": s.ends_at.isoformat()}}

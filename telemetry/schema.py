@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS gpu_rollup (
   bucket_s INTEGER, ts TIMESTAMP, gpu_id INTEGER, samples INTEGER,
   util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
   mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT);
+CREATE TABLE IF NOT EXISTS alert_silences (
+  id VARCHAR, matchers VARCHAR, starts_at TIMESTAMP, ends_at TIMESTAMP, created_by VARCHAR,
+  comment VARCHAR);
 CREATE TABLE IF NOT EXISTS fleet_rollup (
   bucket_s INTEGER, ts TIMESTAMP, nodes INTEGER, gpus INTEGER,
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, power_w DOUBLE,

@@ -33,7 +33,10 @@ from tests.conftest import free_port
 from tests.test_exporters import FarmThread, farm_sim, first_xid
 
 SCRAPE_INTERVAL_S = 1
-INSTALL = "apt-get install -y prometheus victoria-metrics (or: bash scripts/ensure-prometheus.sh)"
+INSTALL = (
+    "apt-get install -y prometheus victoria-metrics prometheus-alertmanager "
+    "(or: bash scripts/ensure-prometheus.sh)"
+)
 
 
 def binary(name: str) -> str:

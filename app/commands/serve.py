@@ -9,12 +9,14 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.commands.common import check_bind, check_port_free, is_loopback, log, retention_keeper
 from app.settings import LIVE_SPEED, Settings
 from telemetry import sources
+from telemetry.alerting import AlertConfig, load_config
 from telemetry.collect.daemon import run_rounds, utcnow
 from telemetry.collect.seam import BatchSink, Source, SourceContext
 from telemetry.errors import FactoryFloorError
@@ -36,6 +38,8 @@ def run(s: Settings) -> int:
         )
     token = s.token()
     s.operator_token()  # an unreadable or too short operator token stops here, before binding
+    if s.alerts_file:
+        load_config(s.alerts_file)  # likewise a wrong alerts file
     if s.accept_ingest and token is None and not is_loopback(s.host):
         raise FactoryFloorError(
             f"refusing to accept ingest on {s.host} without a token: anyone who can reach "
@@ -98,6 +102,8 @@ def serve_dashboard(
     keeper = retention_keeper(store, s.raw_retention, stop)
     if keeper is not None:
         workers.append(keeper)
+    if s.alerts_file:
+        workers.append(_alert_loop(store, s, stop))
     print(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )
@@ -116,6 +122,24 @@ def serve_dashboard(
             _flush_remote_write(service)
         store.close()
     return 0
+
+
+def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thread:
+    """Evaluate and deliver the store's alerts (``telemetry.notify``); the Overview shows how
+    delivery goes (``data.bind_alerts``)."""
+    from app import data
+    from telemetry.notify import AlertLoop, Dispatcher
+
+    assert s.alerts_file is not None
+    config = load_config(s.alerts_file)
+    if config.external_url == AlertConfig.external_url:  # not set: this server's own address
+        config = replace(config, external_url=f"http://{s.host}:{s.port}")
+    loop = AlertLoop(store, Dispatcher(config, stop), stop)
+    data.bind_alerts(loop)
+    loop.start()
+    names = ", ".join(f"{r.name} ({r.kind})" for r in config.receivers)
+    log(f"alerts: evaluated every {config.evaluate_every_s:g} s, delivered to {names}")
+    return loop
 
 
 def _bind_history(collected: list[Source]) -> None:

@@ -29,7 +29,16 @@ def layout(**_query: str) -> html.Div:
                     dbc.Col(time_graph("ov-fleet"), lg=8),
                     dbc.Col(
                         dbc.Card(
-                            dbc.CardBody([html.H6("Active alerts"), html.Div(id="ov-alerts")])
+                            dbc.CardBody(
+                                [
+                                    html.H6("Active alerts"),
+                                    html.Div(id="ov-alerts"),
+                                    html.Div(
+                                        id="ov-alert-delivery",
+                                        className="small text-body-secondary mt-2",
+                                    ),
+                                ]
+                            )
                         ),
                         lg=4,
                     ),
@@ -236,6 +245,38 @@ def _hot_table() -> Any:
         },
         page_size=8,
     )
+
+
+@callback(Output("ov-alert-delivery", "children"), *view_inputs(themed=False))
+@guarded("alert")
+def _delivery(_view: Any, n: int | None):  # type: ignore[no-untyped-def]
+    # ``n`` (not ``_n``) keys the remembered reply: delivery changes without a store write
+    state = data.alert_delivery()
+    return "" if state is None else delivery_text(state)
+
+
+def delivery_text(state: dict[str, Any]) -> list[Any]:
+    """One line per receiver: delivered when, or failing how; then what was evaluated."""
+    out: list[Any] = [html.Strong("Delivery")]
+    for r in state["receivers"]:
+        if r.attempt > 1 or (r.last_error and (r.last_ok is None or r.last_error_at > r.last_ok)):
+            what = f"failing: {r.last_error}" + (
+                f" (attempt {r.attempt}, retrying)" if r.attempt > 1 else ""
+            )
+            cls = "text-danger"
+        elif r.last_ok is not None:
+            what, cls = f"delivered {r.last_ok:%H:%M:%S} UTC ({r.sent} sent)", "text-success"
+        else:
+            what, cls = "nothing sent yet", ""
+        extra = f", {r.dropped} dropped" if r.dropped else ""
+        out += [html.Br(), html.Span(f"{r.name} ({r.kind}): {what}{extra}", className=cls)]
+    at = state["evaluated_at"]
+    summary = f"{state['firing']} firing, {state['silenced']} silenced" + (
+        f", evaluated {at:%H:%M:%S} UTC" if at else ", not evaluated yet"
+    )
+    if state["error"]:
+        summary += f"; evaluation failed: {state['error']}"
+    return [*out, html.Br(), html.Span(summary)]
 
 
 @callback(

@@ -37,7 +37,7 @@ def active_alerts(
     the last 24 h, scrape targets down or stale (at ``targets_at``, default ``tr.end``), and
     for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training."""
     now = tr.end
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, str, str]] = []
     last, scraped, all_down = latest_sample_and_round(store, now)
     training = run_id is not None and store.scalar(
         "SELECT count(*) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
@@ -51,6 +51,7 @@ def active_alerts(
                 f"All {expected:,} GPU(s) not reporting",
                 f"no GPU sample since {last:%Y-%m-%d %H:%M:%S}; the last scrape round "
                 f"({scraped:%H:%M:%S}) reached no exporter",
+                "FleetNotReporting",
             )
         )
     elif last is not None:
@@ -70,7 +71,7 @@ def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0)
 
 def _run_alerts(
     store: Store, run_id: str, tr: TimeRange, training: bool, live_at: datetime
-) -> list[tuple[str, str, str]]:
+) -> list[tuple[str, str, str, str]]:
     """Alerts of the run at the end of the range; a stall is judged at ``live_at`` (in a live
     view the newest round of any source: followed logs keep reporting while the job is silent)."""
     now = tr.end
@@ -84,6 +85,7 @@ def _run_alerts(
                 f"no progress since {stall['since']:%H:%M:%S} UTC (step {stall['step']:,}), "
                 f"{stall['stalled_s'] / 60:.1f} min (stalled after {stall['threshold_s']:.0f} s: "
                 "several times its usual interval between steps)",
+                "RunStalled",
             )
         )
     if not training:
@@ -92,6 +94,7 @@ def _run_alerts(
                 "critical",
                 "Job not training",
                 "no training step logged in the last 10 minutes of the range",
+                "JobNotTraining",
             )
         )
     rows += _checkpoint_alerts(store, run_id, now)
@@ -102,33 +105,39 @@ def _run_alerts(
                 "warning",
                 "Loss spike",
                 f"step {sp.step:,}: {sp.loss:.3f} vs {sp.baseline:.3f} (+{sp.jump_pct:.0f} %)",
+                "LossSpike",
             )
         )
     return rows
 
 
-def _ordered(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
+def _ordered(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
     order = {"critical": 0, "warning": 1, "info": 2}
-    df = pd.DataFrame(rows, columns=["severity", "alert", "detail"])
+    df = pd.DataFrame(rows, columns=["severity", "alert", "detail", "key"])
     return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(
         drop=True
     )
 
 
-def _xid_alerts(store: Store, now: datetime) -> list[tuple[str, str, str]]:
+def _xid_alerts(store: Store, now: datetime) -> list[tuple[str, str, str, str]]:
     xids = store.df(
         """SELECT xid, count(*) AS n, string_agg(DISTINCT host, ', ') AS hosts FROM xid_events
            WHERE ts BETWEEN ? AND ? GROUP BY xid ORDER BY n DESC""",
         [now - timedelta(hours=24), now],
     )
     return [
-        ("warning", f"XID {x.xid} seen", f"{x.n}× in the last 24 h on {x.hosts}")
+        (
+            "warning",
+            f"XID {x.xid} seen",
+            f"{x.n}× in the last 24 h on {x.hosts}",
+            f"XidSeen:{x.xid}",
+        )
         for x in xids.itertuples()
     ]
 
 
-def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str, str, str]]:
-    out: list[tuple[str, str, str]] = []
+def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str, str, str, str]]:
+    out: list[tuple[str, str, str, str]] = []
     hot = store.df(
         """SELECT g.host, g.gpu, s.temp_c FROM gpu_samples s JOIN gpus g USING (gpu_id)
            WHERE s.ts = ? AND s.temp_c >= ? ORDER BY s.temp_c DESC""",
@@ -136,7 +145,7 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
     )
     if not hot.empty:
         top = ", ".join(f"{r.host}/{r.gpu} {r.temp_c:.0f} °C" for r in hot.head(3).itertuples())
-        out.append(("warning", f"{len(hot)} GPU(s) ≥ {HOT_C:.0f} °C", top))
+        out.append(("warning", f"{len(hot)} GPU(s) ≥ {HOT_C:.0f} °C", top, "GpuHot"))
     expected = store.scalar("SELECT count(*) FROM gpus")
     reporting = store.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?", [last])
     if expected and reporting < expected:
@@ -145,6 +154,7 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
                 "warning",
                 f"{expected - reporting} GPU(s) not reporting",
                 f"{reporting:,} of {expected:,} GPUs sent a sample at {last:%H:%M:%S}",
+                "GpuNotReporting",
             )
         )
     if training:
@@ -160,12 +170,13 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
                     "warning",
                     f"{low} GPU(s) < {LOW_UTIL_PCT:.0f} % utilized",
                     "while the job is training (job nodes as first scheduled)",
+                    "GpuLowUtilization",
                 )
             )
     return out
 
 
-def _checkpoint_alerts(store: Store, run_id: str, now: datetime) -> list[tuple[str, str, str]]:
+def _checkpoint_alerts(store: Store, run_id: str, now: datetime) -> list[tuple[str, str, str, str]]:
     policy = store.scalar("SELECT ckpt_policy FROM runs WHERE run_id = ?", [run_id])
     out = []
     last = dict(
@@ -186,6 +197,7 @@ def _checkpoint_alerts(store: Store, run_id: str, now: datetime) -> list[tuple[s
                     "warning",
                     f"No {tier} checkpoint for {age / 60:.0f} min",
                     f"configured every {interval / 60:.0f} min",
+                    f"CheckpointOverdue:{tier}",
                 )
             )
     return out

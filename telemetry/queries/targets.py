@@ -93,9 +93,10 @@ def report_time(store: Store, end: datetime, live: bool, window_s: float = WINDO
     return max(end, newest) if newest is not None else end
 
 
-def target_alerts(store: Store, at: datetime, shown: int = 3) -> list[tuple[str, str, str]]:
-    """(severity, alert, detail) for targets down and targets stale at ``at`` ("scrape targets",
-    or "sources" when other sources are among them); none for a store without targets."""
+def target_alerts(store: Store, at: datetime, shown: int = 3) -> list[tuple[str, str, str, str]]:
+    """(severity, alert, detail, key) for targets down and targets stale at ``at`` ("scrape
+    targets", or "sources" when other sources are among them); none for a store without
+    targets. ``key`` names the alert for delivery (``telemetry.alerting``)."""
     if not has_targets(store):
         return []
     health = target_health(store, at)
@@ -114,7 +115,8 @@ def target_alerts(store: Store, at: datetime, shown: int = 3) -> list[tuple[str,
         detail = ", ".join(names) + more
         if status == "stale":
             detail += ": the same sample values scrape after scrape"
-        out.append(("warning", f"{len(bad)} {noun} {status}", detail))
+        key = "TargetsDown" if status == "down" else "TargetsStale"
+        out.append(("warning", f"{len(bad)} {noun} {status}", detail, key))
     return out
 
 

@@ -1,0 +1,323 @@
+"""Alerts that leave the dashboard: the rules the Overview shows (``queries.overview``),
+evaluated by the serving process, grouped, silenced and handed to receivers (``notify``).
+
+One file (TOML) configures it, given to ``serve --alerts FILE``::
+
+    external_url = "http://factoryfloor.example:8050"   # generatorURL: the view behind an alert
+    evaluate_every = "30s"
+
+    [route]
+    group_by = ["alertname", "run"]     # one notification per group, not per alert
+    group_wait = "30s"                  # a new group waits this long for its siblings
+    group_interval = "5m"               # changes to a notified group wait this long
+    repeat_interval = "4h"              # an unchanged group is sent again after this
+
+    [[receiver]]
+    name = "oncall"
+    type = "alertmanager"               # POST /api/v2/alerts; Alertmanager groups and routes
+    url = "http://127.0.0.1:9093"
+
+    [[receiver]]
+    name = "chatops"
+    type = "webhook"                    # JSON body (Alertmanager's webhook shape), HMAC-signed
+    url = "https://hooks.example/ff"
+    secret_file = "/etc/factoryfloor/hook-secret"
+
+An alert's identity is its labels (``alertname``, ``severity``, ``run`` and the rule's own,
+such as ``xid`` or ``tier``); its summary and description (the Overview's words) are
+annotations, which may change while it fires. Silences (``alert_silences`` in the store, set
+with the operator token) match labels exactly and hold until they end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from telemetry.errors import FactoryFloorError
+from telemetry.store import Store
+
+KINDS = ("alertmanager", "webhook")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Receiver:
+    name: str
+    kind: str  # "alertmanager" | "webhook"
+    url: str
+    secret: bytes | None = None  # webhook HMAC-SHA256 key, read from secret_file
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Route:
+    group_by: tuple[str, ...] = ("alertname", "run")
+    group_wait_s: float = 30.0
+    group_interval_s: float = 300.0
+    repeat_interval_s: float = 4 * 3600.0
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    receivers: tuple[Receiver, ...]
+    route: Route = field(default_factory=Route)
+    external_url: str = "http://127.0.0.1:8050"
+    evaluate_every_s: float = 30.0
+
+
+def parse_duration(value: Any, where: str) -> timedelta:
+    """``30s``, ``5m``, ``4h``, ``1d`` as a timedelta; ValueError naming ``where`` otherwise."""
+    try:
+        return timedelta(seconds=_seconds(value, where))
+    except FactoryFloorError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _seconds(value: Any, where: str) -> float:
+    text = str(value).strip()
+    try:
+        n, unit = float(text[:-1]), text[-1]
+        if unit in _UNITS and n >= 0:
+            return n * _UNITS[unit]
+    except ValueError:
+        pass
+    raise FactoryFloorError(f"{where}: {text!r} is not a duration (like 30s, 5m, 4h, 1d)")
+
+
+def _http_url(value: Any, where: str) -> str:
+    url = str(value)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FactoryFloorError(f"{where}: {url[:200]!r} is not an http(s) URL")
+    return url.rstrip("/")
+
+
+def load_config(path: str) -> AlertConfig:
+    """The alert delivery file at ``path``; FactoryFloorError naming the file and the key for
+    anything unreadable or wrong (before ``serve`` binds, so a typo never starts silently)."""
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FactoryFloorError(f"--alerts {path}: cannot read it ({exc.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise FactoryFloorError(f"--alerts {path}: not TOML ({exc})") from None
+    known = {"external_url", "evaluate_every", "route", "receiver"}
+    if unknown := sorted(set(doc) - known):
+        raise FactoryFloorError(f"--alerts {path}: unknown key(s) {', '.join(unknown)}")
+    receivers = []
+    given = doc.get("receiver", [])
+    if not isinstance(given, list):
+        raise FactoryFloorError(
+            f"--alerts {path}: receiver must be a list of [[receiver]] tables, each with a "
+            "type (one of alertmanager, webhook) and a url"
+        )
+    for i, r in enumerate(given):
+        where = f"--alerts {path}: receiver {i + 1}"
+        if not isinstance(r, dict) or r.get("type") not in KINDS:
+            raise FactoryFloorError(f"{where}: type must be one of {', '.join(KINDS)}")
+        name = str(r.get("name") or f"{r['type']}-{i + 1}")
+        secret = None
+        if r.get("secret_file"):
+            try:
+                secret = Path(str(r["secret_file"])).read_text(encoding="utf-8").strip().encode()
+            except OSError as exc:
+                raise FactoryFloorError(
+                    f"{where}: cannot read secret_file ({exc.strerror})"
+                ) from None
+            if len(secret) < 16:
+                raise FactoryFloorError(f"{where}: the secret is shorter than 16 characters")
+        timeout = _seconds(r.get("timeout", "5s"), f"{where} timeout")
+        receivers.append(
+            Receiver(name, r["type"], _http_url(r.get("url"), f"{where} url"), secret, timeout)
+        )
+    if not receivers:
+        raise FactoryFloorError(f"--alerts {path}: no [[receiver]] configured")
+    if len({r.name for r in receivers}) < len(receivers):
+        raise FactoryFloorError(f"--alerts {path}: receiver names must differ")
+    rt = doc.get("route", {})
+    if not isinstance(rt, dict) or not isinstance(rt.get("group_by", []), list):
+        raise FactoryFloorError(f"--alerts {path}: [route] must be a table, group_by a list")
+    route = Route(
+        group_by=tuple(str(x) for x in rt.get("group_by", Route.group_by)),
+        group_wait_s=_seconds(rt.get("group_wait", "30s"), f"--alerts {path}: group_wait"),
+        group_interval_s=_seconds(
+            rt.get("group_interval", "5m"), f"--alerts {path}: group_interval"
+        ),
+        repeat_interval_s=_seconds(
+            rt.get("repeat_interval", "4h"), f"--alerts {path}: repeat_interval"
+        ),
+    )
+    return AlertConfig(
+        receivers=tuple(receivers),
+        route=route,
+        external_url=_http_url(
+            doc.get("external_url", AlertConfig.external_url), f"--alerts {path}: external_url"
+        ),
+        evaluate_every_s=max(
+            _seconds(doc.get("evaluate_every", "30s"), f"--alerts {path}: evaluate_every"), 1.0
+        ),
+    )
+
+
+# -- alerts ------------------------------------------------------------------------------------
+# The Overview's alert key -> the page that shows it (generatorURL).
+_PAGE = {
+    "gpu": "/gpus",
+    "xid": "/failures",
+    "target": "/",
+    "run": "/training",
+    "ckpt": "/checkpoints",
+}
+
+
+@dataclass(frozen=True)
+class Alert:
+    labels: dict[str, str]
+    summary: str
+    description: str
+
+    @property
+    def fingerprint(self) -> str:
+        raw = json.dumps(sorted(self.labels.items())).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def from_overview(rows: Any, run_id: str | None) -> list[Alert]:
+    """Alerts from ``queries.overview.active_alerts`` rows (severity, alert, detail, key):
+    ``key`` is ``name`` or ``name:value`` (``XidSeen:79``, ``CheckpointOverdue:pfs``)."""
+    out = []
+    for r in rows.itertuples():
+        name, _, value = str(r.key).partition(":")
+        labels = {"alertname": name, "severity": str(r.severity)}
+        if run_id and name in RUN_ALERTS:
+            labels["run"] = run_id
+        if value:
+            labels[LABEL_OF.get(name, "key")] = value
+        out.append(Alert(labels, str(r.alert), str(r.detail)))
+    return out
+
+
+RUN_ALERTS = {"RunStalled", "JobNotTraining", "CheckpointOverdue", "LossSpike", "GpuLowUtilization"}
+LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status"}
+
+
+def generator_url(base: str, alert: Alert) -> str:
+    """The view that shows ``alert``: its page, the run, the last 6 hours (the dashboard's
+    shareable link form, ``#run=...&range=6h``)."""
+    name = alert.labels["alertname"]
+    page = (
+        _PAGE["xid"]
+        if name == "XidSeen"
+        else _PAGE["ckpt"]
+        if name == "CheckpointOverdue"
+        else _PAGE["gpu"]
+        if name.startswith("Gpu")
+        else _PAGE["run"]
+        if name in ("RunStalled", "JobNotTraining", "LossSpike")
+        else "/"
+    )
+    view = {"run": alert.labels["run"]} if "run" in alert.labels else {}
+    return f"{base}{page}#{urlencode({**view, 'range': '6h'})}"
+
+
+@dataclass(frozen=True)
+class Silence:
+    matchers: dict[str, str]
+    ends_at: datetime
+    created_by: str
+    comment: str
+
+    def matches(self, alert: Alert, now: datetime) -> bool:
+        return now < self.ends_at and all(
+            alert.labels.get(k) == v for k, v in self.matchers.items()
+        )
+
+
+def group_key(alert: Alert, group_by: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, alert.labels.get(k, "")) for k in group_by)
+
+
+@dataclass
+class Firing:
+    alert: Alert
+    starts_at: datetime
+    ends_at: datetime | None = None  # set when it resolved
+
+    def doc(self, base: str, now: datetime, hold: timedelta) -> dict[str, Any]:
+        """Alertmanager's alert shape (API v2 and webhook alike)."""
+        ends = self.ends_at or now + hold
+        return {
+            "status": "resolved" if self.ends_at else "firing",
+            "labels": self.alert.labels,
+            "annotations": {"summary": self.alert.summary, "description": self.alert.description},
+            "startsAt": _iso(self.starts_at),
+            "endsAt": _iso(ends),
+            "generatorURL": generator_url(base, self.alert),
+            "fingerprint": self.alert.fingerprint,
+        }
+
+
+def _iso(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- silences and evaluation against a store ---------------------------------------------------
+MAX_SILENCE = timedelta(days=30)
+
+
+def add_silence(
+    store: Store, matchers: dict[str, str], duration: timedelta, created_by: str, comment: str
+) -> Silence:
+    """Store a silence of the alerts whose labels equal every matcher, for ``duration``;
+    ValueError for an empty matcher set, a label or value that is not a short string, or a
+    duration outside (0, 30 d]."""
+    if (
+        not matchers
+        or not all(
+            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 64 and len(v) <= 200
+            for k, v in matchers.items()
+        )
+        or len(matchers) > 8
+    ):
+        raise ValueError("matchers: 1 to 8 label=value pairs of short strings")
+    if not timedelta(0) < duration <= MAX_SILENCE:
+        raise ValueError("duration must be more than 0 and at most 30 days")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    s = Silence(dict(matchers), now + duration, created_by[:100], comment[:500])
+    with store.transaction() as con:
+        con.execute(
+            "INSERT INTO alert_silences VALUES (?, ?, ?, ?, ?, ?)",
+            [uuid.uuid4().hex, json.dumps(s.matchers), now, s.ends_at, s.created_by, s.comment],
+        )
+    return s
+
+
+def active_silences(store: Store, now: datetime | None = None) -> list[Silence]:
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    rows = store.rows(
+        "SELECT matchers, ends_at, created_by, comment FROM alert_silences WHERE ends_at > ? "
+        "ORDER BY starts_at",
+        [now],
+    )
+    return [Silence(json.loads(m), e, c or "", t or "") for m, e, c, t in rows]
+
+
+def store_alerts(store: Store) -> list[Alert]:
+    """The alerts the Overview shows for the newest run over the last 6 hours of data."""
+    from telemetry.queries import TimeRange, data_extent, newest_trained_run
+    from telemetry.queries.overview import active_alerts
+
+    extent = data_extent(store)
+    if extent is None:
+        return []
+    run = newest_trained_run(store)
+    tr = TimeRange(max(extent.start, extent.end - timedelta(hours=6)), extent.end)
+    return from_overview(active_alerts(store, run, tr, targets_at=extent.end), run)

@@ -1,0 +1,299 @@
+"""Alert delivery: which alert goes to which receiver when, and the HTTP that carries it.
+
+``Dispatcher.evaluate`` takes the alerts firing now (``telemetry.alerting``) and decides what
+to send:
+
+- an **Alertmanager** receiver gets every firing alert at every evaluation (``POST
+  /api/v2/alerts``, ``endsAt`` a few evaluations ahead, so that Alertmanager resolves it by
+  itself if Factory Floor goes away) and each resolved one once, ``endsAt`` its end;
+  Alertmanager groups, routes, repeats and silences on its side;
+- a **webhook** receiver gets one notification per group (``route.group_by``): a new group
+  after ``group_wait``, a changed one (an alert joined or resolved) no sooner than
+  ``group_interval`` after the last, an unchanged one again after ``repeat_interval``. The
+  body is Alertmanager's webhook shape; ``X-FactoryFloor-Signature: sha256=<hex>`` is the
+  HMAC-SHA256 of the body with the receiver's secret.
+
+Silenced alerts go to no receiver. Each receiver has its own sender thread and a bounded
+queue: a receiver that does not answer is retried with backoff (1 s doubling to 60 s) and
+shown in ``status()``, and never blocks the evaluation, let alone ingest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from telemetry.alerting import Alert, AlertConfig, Firing, Receiver, Silence, group_key
+
+log = logging.getLogger("factoryfloor.alerts")
+QUEUE_MAX = 256  # notifications waiting per receiver; older ones are dropped past it
+MAX_ATTEMPTS = 8  # per notification (1 + 2 + ... + 60 s of backoff, about 3 min)
+BACKOFF_MAX_S = 60.0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass
+class ReceiverStatus:
+    name: str
+    kind: str
+    sent: int = 0
+    failed: int = 0
+    dropped: int = 0
+    pending: int = 0
+    attempt: int = 0  # of the notification being sent now (0: idle)
+    last_ok: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+
+
+@dataclass
+class _Group:
+    created: datetime
+    alerts: dict[str, Firing] = field(default_factory=dict)
+    sent_at: datetime | None = None
+    sent_state: frozenset[tuple[str, str]] = frozenset()  # (fingerprint, status) last sent
+
+
+class Sender:
+    """One receiver's queue and thread: POSTs each notification until it is accepted (2xx),
+    with backoff, or gives up after ``MAX_ATTEMPTS``; a 4xx other than 429 is not retried (the
+    receiver will not accept it later either)."""
+
+    def __init__(self, receiver: Receiver, stop: threading.Event) -> None:
+        self.receiver = receiver
+        self.status = ReceiverStatus(receiver.name, receiver.kind)
+        self._q: queue.Queue[tuple[str, bytes]] = queue.Queue(QUEUE_MAX)
+        self._stop = stop
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(
+            target=self._run, name=f"alerts-{receiver.name}", daemon=True
+        )
+
+    def put(self, path: str, body: bytes) -> None:
+        while True:
+            try:
+                self._q.put_nowait((path, body))
+                break
+            except queue.Full:
+                try:
+                    self._q.get_nowait()  # the oldest gives way: the newest state matters
+                    with self._lock:
+                        self.status.dropped += 1
+                except queue.Empty:
+                    pass
+        with self._lock:
+            self.status.pending = self._q.qsize()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                path, body = self._q.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            with self._lock:
+                self.status.attempt = 1  # in flight from here: not idle
+                self.status.pending = self._q.qsize()
+            self._deliver(path, body)
+            with self._lock:
+                self.status.pending = self._q.qsize()
+
+    def _deliver(self, path: str, body: bytes) -> None:
+        delay = 1.0
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            with self._lock:
+                self.status.attempt = attempt
+            error, retry = self._post(path, body)
+            with self._lock:
+                if error is None:
+                    self.status.sent += 1
+                    self.status.last_ok = utcnow()
+                    self.status.attempt = 0
+                    return
+                self.status.last_error, self.status.last_error_at = error, utcnow()
+            log.warning("alert receiver %s: %s (attempt %d)", self.receiver.name, error, attempt)
+            if not retry or self._stop.wait(delay):
+                break
+            delay = min(delay * 2, BACKOFF_MAX_S)
+        with self._lock:
+            self.status.failed += 1
+            self.status.attempt = 0
+
+    def _post(self, path: str, body: bytes) -> tuple[str | None, bool]:
+        """(None, _) when accepted, else (why, whether to try again)."""
+        headers = {"Content-Type": "application/json", "User-Agent": "factoryfloor-alerts"}
+        if self.receiver.secret is not None:
+            sig = hmac.new(self.receiver.secret, body, hashlib.sha256).hexdigest()
+            headers["X-FactoryFloor-Signature"] = f"sha256={sig}"
+        req = urllib.request.Request(self.receiver.url + path, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.receiver.timeout_s) as r:
+                r.read(1 << 16)
+            return None, False
+        except urllib.error.HTTPError as exc:
+            retry = exc.code >= 500 or exc.code == 429
+            return f"HTTP {exc.code} {exc.reason}", retry
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return f"unreachable ({reason})", True
+
+    def snapshot(self) -> ReceiverStatus:
+        with self._lock:
+            return ReceiverStatus(**vars(self.status))
+
+
+class Dispatcher:
+    """The firing set, its groups and the senders; ``evaluate`` is called by one thread."""
+
+    def __init__(self, config: AlertConfig, stop: threading.Event | None = None) -> None:
+        self.config = config
+        self._stop = stop or threading.Event()
+        self.senders = [Sender(r, self._stop) for r in config.receivers]
+        self.firing: dict[str, Firing] = {}
+        self.silenced: set[str] = set()
+        self._groups: dict[str, dict[tuple[tuple[str, str], ...], _Group]] = {
+            r.name: {} for r in config.receivers
+        }
+        self.evaluated_at: datetime | None = None
+
+    def start(self) -> None:
+        for s in self.senders:
+            s.thread.start()
+
+    def evaluate(
+        self, alerts: list[Alert], silences: list[Silence], now: datetime | None = None
+    ) -> None:
+        now = now or utcnow()
+        current: dict[str, Alert] = {}
+        for a in alerts:  # one alert per label set (two loss spikes are one LossSpike)
+            current.setdefault(a.fingerprint, a)
+        self.silenced = {
+            fp for fp, a in current.items() if any(s.matches(a, now) for s in silences)
+        }
+        resolved = []
+        for fp, f in list(self.firing.items()):
+            if fp not in current or fp in self.silenced:
+                f.ends_at = now
+                resolved.append(f)
+                del self.firing[fp]
+        for fp, a in current.items():
+            if fp in self.silenced:
+                continue
+            if fp in self.firing:
+                self.firing[fp].alert = a  # the words may change while it fires
+            else:
+                self.firing[fp] = Firing(a, now)
+        hold = timedelta(seconds=4 * self.config.evaluate_every_s)
+        for sender in self.senders:
+            if sender.receiver.kind == "alertmanager":
+                docs = [f.doc(self.config.external_url, now, hold) for f in self.firing.values()]
+                docs += [f.doc(self.config.external_url, now, hold) for f in resolved]
+                if docs:
+                    sender.put("/api/v2/alerts", json.dumps(docs).encode())
+            else:
+                self._webhook(sender, resolved, now, hold)
+        self.evaluated_at = now
+
+    def _webhook(
+        self, sender: Sender, resolved: list[Firing], now: datetime, hold: timedelta
+    ) -> None:
+        route = self.config.route
+        groups = self._groups[sender.receiver.name]
+        for fp, f in self.firing.items():
+            key = group_key(f.alert, route.group_by)
+            groups.setdefault(key, _Group(created=now)).alerts[fp] = f
+        for f in resolved:
+            g = groups.get(group_key(f.alert, route.group_by))
+            if g is not None and f.alert.fingerprint in g.alerts:
+                g.alerts[f.alert.fingerprint] = f
+        for key, g in list(groups.items()):
+            state = frozenset(
+                (fp, "resolved" if f.ends_at else "firing") for fp, f in g.alerts.items()
+            )
+            if g.sent_at is None:
+                due = (now - g.created).total_seconds() >= route.group_wait_s
+                if all(f.ends_at for f in g.alerts.values()):
+                    del groups[key]  # resolved before anyone was told: nothing to say
+                    continue
+            elif state != g.sent_state:
+                due = (now - g.sent_at).total_seconds() >= route.group_interval_s
+            else:
+                due = (now - g.sent_at).total_seconds() >= route.repeat_interval_s
+            if not due:
+                continue
+            sender.put("", self._body(sender.receiver, key, g, now, hold))
+            for fp in [fp for fp, f in g.alerts.items() if f.ends_at]:
+                del g.alerts[fp]  # told once
+            g.sent_at, g.sent_state = now, frozenset(x for x in state if x[1] == "firing")
+            if not g.alerts:
+                del groups[key]
+
+    def _body(
+        self, receiver: Receiver, key: Any, g: _Group, now: datetime, hold: timedelta
+    ) -> bytes:
+        docs = [f.doc(self.config.external_url, now, hold) for f in g.alerts.values()]
+        labels = [d["labels"] for d in docs]
+        common = {k: v for k, v in labels[0].items() if all(lb.get(k) == v for lb in labels)}
+        return json.dumps(
+            {
+                "version": "4",
+                "receiver": receiver.name,
+                "status": "firing" if any(d["status"] == "firing" for d in docs) else "resolved",
+                "groupKey": json.dumps(dict(key)),
+                "groupLabels": dict(key),
+                "commonLabels": common,
+                "externalURL": self.config.external_url,
+                "alerts": docs,
+            }
+        ).encode()
+
+    def status(self) -> list[ReceiverStatus]:
+        return [s.snapshot() for s in self.senders]
+
+
+def wait_idle(dispatcher: Dispatcher, timeout_s: float = 30.0) -> bool:
+    """True once every sender's queue is empty and nothing is in flight (tests, shutdown)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(s.pending == 0 and s.attempt == 0 for s in dispatcher.status()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class AlertLoop(threading.Thread):
+    """Evaluates the store's alerts every ``config.evaluate_every_s`` in the owning process
+    and hands them to the dispatcher; an evaluation that fails is logged and tried again at
+    the next one (delivery keeps its own threads)."""
+
+    def __init__(self, store: Any, dispatcher: Dispatcher, stop: threading.Event) -> None:
+        super().__init__(name="alerts", daemon=True)
+        self.store, self.dispatcher, self._stop = store, dispatcher, stop
+        self.error: str | None = None
+
+    def run(self) -> None:
+        from telemetry.alerting import active_silences, store_alerts
+
+        self.dispatcher.start()
+        while True:
+            try:
+                self.dispatcher.evaluate(store_alerts(self.store), active_silences(self.store))
+                self.error = None
+            except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
+                if self.error is None:
+                    log.exception("alert evaluation failed")
+                self.error = f"{type(exc).__name__}: {exc}"[:300]
+            if self._stop.wait(self.dispatcher.config.evaluate_every_s):
+                return

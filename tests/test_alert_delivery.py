@@ -1,0 +1,266 @@
+"""Alerts that reach people (issue 17, part 1), against Debian's real Alertmanager and a local
+webhook. What a user would notice: an alert that never arrives or never resolves, sixteen
+pages for one bad node, an unsigned or wrongly signed webhook, a silenced alert that still
+pages, a dead receiver that stalls the server or goes unmentioned, a wrong alerts file that
+starts silently."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from telemetry.alerting import (
+    Alert,
+    AlertConfig,
+    Receiver,
+    Route,
+    active_silences,
+    add_silence,
+    load_config,
+    store_alerts,
+)
+from telemetry.errors import FactoryFloorError
+from telemetry.notify import Dispatcher, utcnow, wait_idle
+from telemetry.store import Store
+from tests.alert_fixture import Alertmanager, Hook
+from tests.conftest import cli, free_port, start_server
+
+SECRET = b"a-secret-of-32-characters-000000"
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    h = Hook()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path, hook: Hook) -> Iterator[Alertmanager]:
+    am = Alertmanager(tmp_path, hook.url).start()
+    yield am
+    am.stop()
+
+
+def _hot(host: str) -> Alert:
+    return Alert({"alertname": "GpuHot", "severity": "warning", "host": host},
+                 f"{host} ≥ 85 °C", "GPU 3 at 88 °C")  # fmt: skip
+
+
+def _config(*receivers: Receiver, **route: float) -> AlertConfig:
+    r = Route(group_by=("alertname",), group_wait_s=route.get("wait", 0.0),
+              group_interval_s=route.get("interval", 60.0),
+              repeat_interval_s=route.get("repeat", 3600.0))  # fmt: skip
+    return AlertConfig(receivers, r, external_url="http://ff.example:8050", evaluate_every_s=1)
+
+
+def test_an_alert_goes_through_alertmanager_and_resolves(
+    alertmanager: Alertmanager, hook: Hook
+) -> None:
+    d = Dispatcher(_config(Receiver("oncall", "alertmanager", alertmanager.url)))
+    d.start()
+    alert = Alert({"alertname": "XidSeen", "severity": "warning", "xid": "79"},
+                  "XID 79 seen", "1× in the last 24 h on h100-0004")  # fmt: skip
+    d.evaluate([alert], [])
+    assert wait_idle(d)
+    (held,) = alertmanager.alerts()  # back out of Alertmanager's API
+    assert held["labels"] == alert.labels
+    assert held["annotations"] == {"summary": "XID 79 seen",
+                                   "description": "1× in the last 24 h on h100-0004"}  # fmt: skip
+    assert held["generatorURL"] == "http://ff.example:8050/failures#range=6h"
+    assert held["status"]["state"] == "active"
+    (note,) = hook.wait_for(1, "/am")  # and on to Alertmanager's own receiver
+    assert note["status"] == "firing" and note["alerts"][0]["labels"]["xid"] == "79"
+    d.evaluate([], [])  # it stopped firing
+    assert wait_idle(d)
+    notes = hook.wait_for(2, "/am")
+    assert notes[-1]["status"] == "resolved"
+    assert alertmanager.alerts() == []
+    assert d.status()[0].sent == 2 and d.status()[0].last_error is None
+
+
+def test_a_webhook_gets_one_signed_notification_per_group(hook: Hook) -> None:
+    rx = Receiver("chatops", "webhook", hook.url + "/hook", secret=SECRET)
+    d = Dispatcher(_config(rx, wait=0, interval=60, repeat=3600))
+    d.start()
+    t0 = utcnow()
+    sixteen = [_hot(f"h100-{i:04d}") for i in range(16)]
+    d.evaluate(sixteen, [], t0)
+    assert wait_idle(d)
+    (note,) = hook.wait_for(1)
+    assert note["status"] == "firing" and len(note["alerts"]) == 16  # one page, not sixteen
+    assert note["groupLabels"] == {"alertname": "GpuHot"}
+    assert note["commonLabels"] == {"alertname": "GpuHot", "severity": "warning"}
+    _, headers, body = hook.received[0]
+    want = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+    assert headers["x-factoryfloor-signature"] == want
+    # unchanged: quiet until the repeat interval, then once more
+    d.evaluate(sixteen, [], t0 + timedelta(minutes=30))
+    assert wait_idle(d) and len(hook.bodies()) == 1
+    d.evaluate(sixteen, [], t0 + timedelta(hours=1, minutes=1))
+    assert wait_idle(d) and len(hook.wait_for(2)) == 2
+    # one resolves: told at the next group interval, as resolved, then forgotten
+    d.evaluate(sixteen[1:], [], t0 + timedelta(hours=1, minutes=1, seconds=30))
+    assert wait_idle(d) and len(hook.bodies()) == 2  # within the group interval
+    d.evaluate(sixteen[1:], [], t0 + timedelta(hours=1, minutes=2, seconds=10))
+    assert wait_idle(d)
+    third = hook.wait_for(3)[-1]
+    states = {a["labels"]["host"]: a["status"] for a in third["alerts"]}
+    assert states["h100-0000"] == "resolved" and list(states.values()).count("firing") == 15
+    d.evaluate(sixteen[1:], [], t0 + timedelta(hours=1, minutes=4))
+    assert wait_idle(d) and len(hook.bodies()) == 3
+
+
+def test_a_dead_receiver_is_retried_and_shown_and_blocks_nothing(hook: Hook) -> None:
+    dead = Receiver("dead", "webhook", f"http://127.0.0.1:{free_port()}", timeout_s=1)
+    flaky = Receiver("flaky", "webhook", hook.url + "/flaky")
+    hook.fail = 2  # two 500s, then it takes the notification
+    d = Dispatcher(_config(dead, flaky))
+    d.start()
+    t = time.perf_counter()
+    d.evaluate([_hot("h100-0001")], [])
+    assert time.perf_counter() - t < 0.2  # the evaluation hands over and returns
+    (note,) = hook.wait_for(1, "/flaky", timeout=15)
+    assert note["alerts"][0]["labels"]["host"] == "h100-0001" and hook.refused == 2
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and d.status()[0].attempt < 3:
+        time.sleep(0.1)
+    dead_status, flaky_status = d.status()
+    assert dead_status.attempt >= 3 and dead_status.sent == 0
+    assert dead_status.last_error is not None and "unreachable" in dead_status.last_error
+    assert flaky_status.sent == 1 and flaky_status.last_error == "HTTP 500 Internal Server Error"
+
+
+def test_a_silence_keeps_an_alert_from_every_receiver(
+    dev_store: Path, tmp_path: Path, hook: Hook, alertmanager: Alertmanager
+) -> None:
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    with Store(str(path)) as s:
+        found = store_alerts(s)  # the dev store's end has alerts (XIDs in its last day)
+        assert found and any(a.labels["alertname"] == "XidSeen" for a in found)
+        add_silence(s, {"alertname": "XidSeen"}, timedelta(hours=2), "oncall", "known bad node")
+        silences = active_silences(s)
+        with pytest.raises(ValueError, match="30 days"):
+            add_silence(s, {"alertname": "GpuHot"}, timedelta(days=31), "x", "")
+    assert [x.created_by for x in silences] == ["oncall"]
+    rx = (Receiver("am", "alertmanager", alertmanager.url), Receiver("hook", "webhook", hook.url))
+    d = Dispatcher(_config(*rx))
+    d.start()
+    d.evaluate(found, silences)
+    assert wait_idle(d)
+    held = {a["labels"]["alertname"] for a in alertmanager.alerts()}
+    assert "XidSeen" not in held and held == {a.labels["alertname"] for a in found} - {"XidSeen"}
+    sent = {a["labels"]["alertname"] for b in hook.wait_for(1, "/") for a in b["alerts"]}
+    assert "XidSeen" not in sent
+    assert len(d.silenced) == sum(a.labels["alertname"] == "XidSeen" for a in found)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("receiver = 3", "receiver must be a list of [[receiver]] tables"),
+        ('[[receiver]]\ntype = "pager"\nurl = "http://x"', "type must be one of"),
+        ('[[receiver]]\ntype = "webhook"\nurl = "ftp://x"', "is not an http(s) URL"),
+        ('[[receiver]]\ntype = "webhook"\nurl = "http://x"\nsecret_file = "/nonexistent"',
+         "cannot read secret_file"),
+        ('[route]\ngroup_wait = "soon"\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "'soon' is not a duration"),
+        ("evaluate_every = [", "not TOML"),
+        ("", "no [[receiver]] configured"),
+        ('colour = "red"', "unknown key(s) colour"),
+    ],
+)  # fmt: skip
+def test_a_wrong_alerts_file_is_one_clear_line(tmp_path: Path, text: str, says: str) -> None:
+    f = tmp_path / "alerts.toml"
+    f.write_text(text)
+    with pytest.raises(FactoryFloorError, match=".*".join(map(_esc, says.split("*")))):
+        load_config(str(f))
+    r = cli("serve", "--store", str(tmp_path / "none.duckdb"), "--accept-ingest",
+            "--port", str(free_port()), "--alerts", str(f))  # fmt: skip
+    assert r.returncode != 0 and says.split("*")[0] in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _esc(s: str) -> str:
+    import re
+
+    return re.escape(s)
+
+
+def test_serve_delivers_the_overview_alerts_and_takes_silences(
+    dev_store: Path, tmp_path: Path, alertmanager: Alertmanager
+) -> None:
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    token = tmp_path / "op"
+    token.write_text("operator-token-0123456789\n")
+    conf = tmp_path / "alerts.toml"
+    conf.write_text(f'evaluate_every = "1s"\n[[receiver]]\nname = "oncall"\n'
+                    f'type = "alertmanager"\nurl = "{alertmanager.url}"\n')  # fmt: skip
+    args = [
+        "serve",
+        "--store",
+        str(path),
+        "--alerts",
+        str(conf),
+        "--operator-token-file",
+        str(token),
+    ]
+    server = start_server(args, tmp_path / "serve.log")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not alertmanager.alerts():
+            time.sleep(0.2)
+        held = alertmanager.alerts()
+        names = {a["labels"]["alertname"] for a in held}
+        assert "XidSeen" in names, names
+        xid = next(a for a in held if a["labels"]["alertname"] == "XidSeen")
+        assert xid["generatorURL"].startswith(server.url + "/failures")
+        body = json.dumps({"matchers": {"alertname": "XidSeen"}, "duration": "1h",
+                           "by": "oncall", "comment": "known"}).encode()  # fmt: skip
+        refused = urllib.request.Request(server.url + "/api/v1/alerts/silences", body,
+                                         {"Content-Type": "application/json"})  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(refused, timeout=10)
+        assert err.value.code == 403
+        ok = urllib.request.Request(
+            server.url + "/api/v1/alerts/silences", body,
+            {"Content-Type": "application/json", "X-Operator-Token": "operator-token-0123456789"},
+        )  # fmt: skip
+        with urllib.request.urlopen(ok, timeout=10) as r:
+            assert json.loads(r.read())["silence"]["matchers"] == {"alertname": "XidSeen"}
+        # Factory Floor tells Alertmanager the silenced alerts ended
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "XidSeen" in {
+            a["labels"]["alertname"] for a in alertmanager.alerts()
+        }:
+            time.sleep(0.2)
+        assert "XidSeen" not in {a["labels"]["alertname"] for a in alertmanager.alerts()}
+    finally:
+        server.stop()
+    assert (
+        "alerts: evaluated every 1 s, delivered to oncall (alertmanager)"
+        in (tmp_path / "serve.log").read_text()
+    )
+
+
+def test_an_alert_links_back_to_the_view_that_shows_it() -> None:
+    from telemetry.alerting import generator_url
+
+    stalled = Alert({"alertname": "RunStalled", "severity": "critical", "run": "llama-7b"}, "", "")
+    ckpt = Alert({"alertname": "CheckpointOverdue", "severity": "warning", "tier": "pfs"}, "", "")
+    base = "http://ff.example:8050"
+    assert generator_url(base, stalled) == f"{base}/training#run=llama-7b&range=6h"
+    assert generator_url(base, ckpt) == f"{base}/checkpoints#range=6h"
+    assert generator_url(base, _hot("h100-0001")) == f"{base}/gpus#range=6h"
