@@ -35,8 +35,11 @@ GPU_AVG = (
     ("fb_used_avg", "fb_used_mib"),
     ("mem_temp_avg", "mem_temp_c"),
 )
-# ... and the maxima: (rollup column, gpu_samples column).
-GPU_MAX = (("temp_max", "temp_c"), ("xid_last", "xid_last"))
+# ... and the maxima: (rollup column, gpu_samples column). The energy counter only grows (until
+# a driver reload resets it), so its maximum is the bucket's last reading: the energy a GPU used
+# between two buckets is the difference (``queries.energy``).
+GPU_MAX = (("temp_max", "temp_c"), ("xid_last", "xid_last"), ("energy_mj_max", "energy_mj"))
+GPU_MIN = (("energy_mj_min", "energy_mj"),)  # the bucket's first reading (see above)
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
 # registered as ``_batch``.
@@ -114,15 +117,17 @@ def _gpu_level(
     con.execute(
         "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
     )
-    names = [c for c, _ in GPU_AVG] + [c for c, _ in GPU_MAX]
+    names = [c for c, _ in GPU_AVG] + [c for c, _ in GPU_MAX] + [c for c, _ in GPU_MIN]
     if prev is None:
         cols = [f"avg({raw})" for _, raw in GPU_AVG] + [f"max({raw})" for _, raw in GPU_MAX]
+        cols += [f"min({raw})" for _, raw in GPU_MIN]
         src, count, where = "gpu_samples", "count(*)", ""
     else:  # weighted by the samples of the buckets that had the column
         cols = [
             f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
             for c, _ in GPU_AVG
         ] + [f"max({c})" for c, _ in GPU_MAX]
+        cols += [f"min({c})" for c, _ in GPU_MIN]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
     con.execute(
         f"""INSERT INTO gpu_rollup (bucket_s, ts, gpu_id, samples, {", ".join(names)})

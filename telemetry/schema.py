@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS node_rollup (
 CREATE TABLE IF NOT EXISTS gpu_rollup (
   bucket_s INTEGER, ts TIMESTAMP, gpu_id INTEGER, samples INTEGER,
   util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
-  mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT);
+  mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT, energy_mj_max DOUBLE,
+  energy_mj_min DOUBLE);
 CREATE TABLE IF NOT EXISTS alert_silences (
   id VARCHAR, matchers VARCHAR, starts_at TIMESTAMP, ends_at TIMESTAMP, created_by VARCHAR,
   comment VARCHAR);

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from telemetry.queries import TimeRange, energy
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
 from telemetry.store import Store
@@ -172,6 +173,24 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         if ints.empty or ints["gh"].isna().all()
         else round(float(ints["gh"].sum()), 1),
         "slurm_jobs": slurm_jobs(store, run_id),
+        "energy": _energy(store, start, end, tokens),
+    }
+
+
+def _energy(store: Store, start: Any, end: Any, tokens: float | None) -> dict[str, Any]:
+    """The fleet's GPU energy over the run's time (``queries.energy``: which basis, and
+    per million tokens); nulls when nothing dates the run or measured power."""
+    if start is None or end is None or end <= start:
+        e = energy.Energy(None, None, None, None)
+    else:
+        e = energy.energy(store, TimeRange(start, end))
+    return {
+        "kwh": _round(e.kwh, 1),
+        "basis": e.basis,
+        "kwh_counter": _round(e.kwh_counter, 1),
+        "kwh_power": _round(e.kwh_power, 1),
+        "kwh_per_million_tokens": _round(energy.per_million_tokens(e.kwh, tokens), 4),
+        "scope": "GPUs of the whole fleet while the run ran (not CPUs, network, cooling)",
     }
 
 

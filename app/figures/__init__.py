@@ -201,23 +201,52 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
     return fig
 
 
-def power_series(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+def power_series(
+    df: pd.DataFrame, interruptions: pd.DataFrame | None = None, template: str = TEMPLATE
+) -> go.Figure:
+    """Fleet GPU power (kW, or MW for a fleet past 1 MW) with each interruption (x) and the
+    restart after it (triangle) marked above the line: the swings a facility sees."""
     title = "Fleet power"
     if df.empty:
         return empty(title, "No GPU samples in this range", template=template)
+    top_w = float(df["power_w"].max() or 0.0)
+    scale, unit = (1e6, "MW") if top_w >= 1e6 else (1e3, "kW")
     fig = _base(title, 240, template)
     fig.add_trace(
         go.Scatter(
             x=df["ts"],
-            y=df["power_w"] / 1000.0,
+            y=df["power_w"] / scale,
             mode="lines",
             fill="tozeroy",
             name="GPU power",
             line={"color": "#fecb52", "width": 1},
-            hovertemplate="%{y:,.1f} kW<extra></extra>",
+            hovertemplate="%{y:,.2f} " + unit + "<extra></extra>",
         )
     )
+    ints = interruptions if interruptions is not None else pd.DataFrame()
+    if not ints.empty:
+        y = top_w / scale * 1.08
+        back = ints["ts"] + pd.to_timedelta(
+            ints["detect_s"].fillna(0) + ints["restart_s"].fillna(0), unit="s"
+        )
+        known = ints["detect_s"].notna() | ints["restart_s"].notna()
+        for name, xs, symbol, colour in (
+            ("interruption", ints["ts"], "x", "#ef553b"),
+            ("restart", back[known], "triangle-up", "#00cc96"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[y] * len(xs),
+                    mode="markers",
+                    name=name,
+                    marker={"symbol": symbol, "size": 8, "color": colour},
+                    hovertemplate="%{x}<extra>" + name + "</extra>",
+                )
+            )
     fig.update_layout(
-        yaxis={"title": "Power (kW)"}, xaxis={"title": "Time (UTC)"}, showlegend=False
+        yaxis={"title": f"Power ({unit})", "rangemode": "tozero"},
+        xaxis={"title": "Time (UTC)"},
+        showlegend=not ints.empty,
     )
     return fig

@@ -150,6 +150,17 @@ def _or_dash(value: Any, fmt: str) -> str:
     return "–" if value is None or value != value else fmt.format(value)  # None or NaN
 
 
+def _energy_text(e: dict[str, Any]) -> str:
+    """The run's GPU energy (MWh past 1 MWh) and per million tokens, with its basis."""
+    if e["kwh"] is None:
+        return "energy –"
+    kwh = e["kwh"]
+    text = f"{kwh / 1000:,.1f} MWh" if kwh >= 1000 else f"{kwh:,.0f} kWh"
+    if e["kwh_per_million_tokens"] is not None:
+        text += f", {e['kwh_per_million_tokens'] * 1000:,.1f} Wh per M tokens"
+    return text + (" (counter)" if e["basis"] == "energy counter" else " (power x time)")
+
+
 def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
     i = s["interruptions"]
     return [
@@ -163,7 +174,8 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
         card(
             "ETTR",
             "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %",
-            "MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %",
+            ("MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %")
+            + f" · {_energy_text(s['energy'])}",
             "ov-ettr",
         ),
         card(
@@ -316,7 +328,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     return (
         cards,
         figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
-        figures.power_series(series, tpl).update_layout(uirevision=rev),
+        figures.power_series(series, ints, tpl).update_layout(uirevision=rev),
         loss,
         ckpt,
         _alerts(data.active_alerts(run_id, tr, at)),

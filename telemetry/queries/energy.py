@@ -1,0 +1,108 @@
+"""Energy: what the GPUs drew over a time range or a run, per day, and per million tokens.
+
+Two ways to know it, and every answer says which it used (``basis``):
+
+- **energy counter** (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since the driver loaded),
+  read from the per-GPU hourly rollup's last reading per hour (``gpu_rollup.energy_mj_max``):
+  a GPU's energy is the sum of its increments from one hour to the next (within its first hour,
+  from its first reading); after a drop (the counter restarted with the driver) the hour counts
+  from its first reading to its last. Exact to the hour the range starts and ends.
+- **power x time** where no counter was scraped: each node-hour's mean GPU power times the
+  time its samples cover (``node_rollup``: samples / GPUs x the sample interval), so a gap in
+  the samples is not counted as drawing power.
+
+GPU energy only: not CPUs, networking, storage or cooling (a facility's PUE multiplies it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pandas as pd
+
+from telemetry.queries import TimeRange
+from telemetry.store import Store
+
+HOUR = 3600
+COUNTER, POWER = "energy counter", "power x time"
+
+
+@dataclass(frozen=True)
+class Energy:
+    kwh: float | None  # by ``basis``; None when nothing measured power in the range
+    basis: str | None
+    kwh_counter: float | None  # both, where both are known (they should agree)
+    kwh_power: float | None
+
+
+# A GPU-hour's energy: from the previous hour's last reading to this hour's; in a GPU's first
+# hour, from its first reading; after a drop (a driver reload restarted the counter), this
+# hour's last reading minus its first.
+_COUNTER_SQL = """WITH h AS (
+  SELECT gpu_id, ts, energy_mj_max AS e, energy_mj_min AS e0,
+         lag(energy_mj_max) OVER (PARTITION BY gpu_id ORDER BY ts) AS prev
+  FROM gpu_rollup
+  WHERE bucket_s = ? AND ts >= ? AND ts <= ? AND energy_mj_max IS NOT NULL)
+SELECT {group} sum(CASE WHEN prev IS NOT NULL AND e >= prev THEN e - prev ELSE e - e0 END)
+  / 3.6e9 AS kwh
+FROM h WHERE ts >= ? {by}"""
+
+_POWER_SQL = """SELECT {group} sum(power_w * samples / nullif(gpus, 0)) * ? / 3.6e6 AS kwh
+FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts < ? {by}"""
+
+
+def _hours(tr: TimeRange) -> tuple[object, object]:
+    """The whole hours ``tr`` touches: [first hour, the hour after the last)."""
+    start = tr.start.replace(minute=0, second=0, microsecond=0)
+    end = tr.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return start, end
+
+
+def _counter_ok(store: Store, tr: TimeRange) -> bool:
+    return HOUR in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since()
+
+
+def energy(store: Store, tr: TimeRange) -> Energy:
+    """The fleet's GPU energy over the whole hours ``tr`` touches."""
+    start, end = _hours(tr)
+    counter = None
+    if _counter_ok(store, tr):  # from the hour before: the first increment ends in ``start``
+        counter = store.scalar(
+            _COUNTER_SQL.format(group="", by=""), [HOUR, start - timedelta(hours=1), end, start]
+        )
+    power = None
+    if HOUR in store.rollup_levels():
+        power = store.scalar(
+            _POWER_SQL.format(group="", by=""), [store.sample_interval_s(), HOUR, start, end]
+        )
+    counter = float(counter) if counter is not None else None
+    power = float(power) if power is not None else None
+    if counter is not None and counter > 0:
+        return Energy(counter, COUNTER, counter, power)
+    return Energy(power, POWER if power is not None else None, None, power)
+
+
+def energy_per_day(store: Store, tr: TimeRange) -> pd.DataFrame:
+    """kWh per UTC day over ``tr`` (whole hours): day, kwh, basis."""
+    start, end = _hours(tr)
+    day = "time_bucket(INTERVAL 1 day, ts) AS day,"
+    if _counter_ok(store, tr):
+        df = store.df(
+            _COUNTER_SQL.format(group=day, by="GROUP BY day ORDER BY day"),
+            [HOUR, start - timedelta(hours=1), end, start],
+        )
+        if not df.empty and df["kwh"].fillna(0).sum() > 0:
+            return df.assign(basis=COUNTER)
+    df = store.df(
+        _POWER_SQL.format(group=day, by="GROUP BY day ORDER BY day"),
+        [store.sample_interval_s(), HOUR, start, end],
+    )
+    return df.assign(basis=POWER)
+
+
+def per_million_tokens(kwh: float | None, tokens: float | None) -> float | None:
+    """kWh per million tokens trained (None when either is unknown or no token was)."""
+    if kwh is None or not tokens:
+        return None
+    return kwh / (tokens / 1e6)

@@ -1,0 +1,90 @@
+"""Energy (issue 17, part 3): what the GPUs drew over a run, from the energy counter where it
+was scraped and power x time otherwise, said which. What a user would notice if it were wrong:
+a kWh figure that disagrees with the power chart, a driver reload that adds or loses a day of
+energy, a store without the counter showing nothing, per-day bars that do not add up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from telemetry.queries import data_extent
+from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day
+from telemetry.store import Store
+from tests.conftest import cli
+
+
+@pytest.fixture
+def day(dev_store: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "day.duckdb"
+    shutil.copy(dev_store, path)
+    return path
+
+
+def _raw_kwh(s: Store) -> float:
+    """Every stored power sample times the sample interval: the figure both bases estimate."""
+    return float(s.scalar("SELECT sum(power_w) FROM gpu_samples")) * s.sample_interval_s() / 3.6e6
+
+
+def test_counter_and_power_agree_with_the_samples(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        e = energy(s, whole)
+        raw = _raw_kwh(s)
+        assert e.basis == COUNTER and e.kwh == e.kwh_counter
+        assert e.kwh_counter == pytest.approx(raw, rel=0.01)
+        assert e.kwh_power == pytest.approx(raw, rel=0.01)
+        days = energy_per_day(s, whole)
+        assert len(days) == 2 and set(days["basis"]) == {COUNTER}
+        assert days["kwh"].sum() == pytest.approx(e.kwh, rel=1e-9)
+
+
+def test_a_driver_reload_resets_the_counter_without_losing_energy(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        before = energy(s, whole).kwh_counter
+        gid = s.scalar("SELECT min(gpu_id) FROM gpus")
+        at = whole.start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=10)
+        with s.transaction() as con:  # the counter restarts from 0 at hour 10
+            base = con.execute(
+                "SELECT energy_mj_max FROM gpu_rollup WHERE bucket_s = 3600 AND gpu_id = ? "
+                "AND ts = ?", [gid, at - timedelta(hours=1)],
+            ).fetchone()[0]  # fmt: skip
+            con.execute(
+                "UPDATE gpu_rollup SET energy_mj_max = energy_mj_max - ?, "
+                "energy_mj_min = energy_mj_min - ? WHERE bucket_s = 3600 AND gpu_id = ? "
+                "AND ts >= ?", [base, base, gid, at],
+            )  # fmt: skip
+        s._version += 1  # noqa: SLF001 (the cache does not see a write behind the store's back)
+        # the same, but for the one sample interval between the last reading before the
+        # reload and the first after it
+        after = energy(s, whole).kwh_counter
+        assert after == pytest.approx(before, rel=1e-4) and after <= before
+
+
+def test_without_the_counter_energy_is_power_times_time(day: Path) -> None:
+    with Store(str(day)) as s:
+        with s.transaction() as con:  # an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL")
+        whole = data_extent(s)
+        assert whole is not None
+        e = energy(s, whole)
+        assert e.basis == POWER and e.kwh_counter is None
+        assert e.kwh == pytest.approx(_raw_kwh(s), rel=0.01)
+        assert set(energy_per_day(s, whole)["basis"]) == {POWER}
+
+
+def test_summary_json_states_the_energy_and_its_basis(dev_store: Path) -> None:
+    r = cli("summary", "--store", str(dev_store), "--json")
+    assert r.returncode == 0, r.stderr
+    (run,) = json.loads(r.stdout)["runs"]
+    e = run["energy"]
+    assert e["basis"] == COUNTER and e["kwh"] > 0
+    assert e["kwh_per_million_tokens"] == pytest.approx(e["kwh"] / (run["tokens"] / 1e6), rel=1e-3)
+    assert "not CPUs" in e["scope"]
