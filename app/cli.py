@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
     _opt(w, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
     _opt(v, "--alerts", "alerts_file", metavar="FILE")
+    _price_args(v)
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
     _opt(d, "--store", "store", default=st.DEMO_STORE, help="store file, replaced on start")
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("summary", help="reliability summary of every run in a store")
     m.add_argument("--store", required=True)
     _flag(m, "--json", "json", help="print JSON")
+    _price_args(m)
 
     g = sub.add_parser("ingest", help="scrape dcgm-exporter targets into a store")
     _source_options("ingest", g)
@@ -218,6 +220,23 @@ def _live_args(p: argparse.ArgumentParser, prefill_h: float) -> None:
     speed = f"replay speed, simulated seconds per wall second (default {st.LIVE_SPEED:g})"
     _opt(p, "--speed", "speed", type=_positive_float, default=st.LIVE_SPEED, help=speed)
     _opt(p, "--prefill-hours", "prefill_hours", type=_non_negative_float, default=prefill_h)
+
+
+def _price_args(v: argparse.ArgumentParser) -> None:
+    g = v.add_argument_group("money (every figure says which prices it used)")
+    _opt(g, "--gpu-hour-price", "gpu_hour_price", type=_nonneg_float, metavar="USD")
+    _opt(g, "--kwh-price", "kwh_price", type=_nonneg_float, metavar="USD")
+    _opt(g, "--run-price", "run_price", action="append", metavar="RUN=USD[/USD]", default=None)
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be 0 or more")
+    return value
 
 
 def _dashboard_args(v: argparse.ArgumentParser) -> None:

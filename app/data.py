@@ -22,6 +22,8 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from telemetry import derive, label_api, queries
+from telemetry.cost import PriceBook, Prices, price_book
+from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
@@ -42,6 +44,7 @@ from telemetry.vocabulary import HOT_C, IDLE_PCT
 
 _store: Store | None = None
 _alerts: Any = None  # the serving process's AlertLoop (``bind_alerts``)
+_prices: PriceBook = price_book(None, None, None)  # ``bind_prices``
 _history: Any = None  # telemetry.collect.prom_history.PromHistory, bound by `serve --prometheus`
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
@@ -425,6 +428,17 @@ def expired_note(tr: TimeRange, series: pd.DataFrame | None) -> str:
     return head + "the heatmap keeps this node's averages from the rollups"
 
 
+def bind_prices(book: PriceBook) -> None:
+    """The prices money figures use (``serve --gpu-hour-price`` ...; defaults otherwise)."""
+    global _prices
+    _prices = book
+
+
+def prices(run_id: Any) -> Prices:
+    """A run's prices: its own (``--run-price``), else the server's, else the defaults."""
+    return _prices.for_run(run_id if isinstance(run_id, str) else None)
+
+
 def bind_alerts(loop: Any) -> None:
     """The serving process's alert delivery (an ``AlertLoop``), shown on the Overview."""
     global _alerts
@@ -575,7 +589,7 @@ def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[st
     """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
     it in the browser); ``tiers`` is the range's ``tier_stats``. None outside the run."""
     m = ckq.model_inputs(store(), run_id, tr, tiers)
-    return m.as_dict() if m else None
+    return {**m.as_dict(), "run_id": run_id} if m else None
 
 
 def model_interval_s(model: Any) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from telemetry import env, sources
 from telemetry.collect.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
+from telemetry.cost import PriceBook, price_book
 from telemetry.errors import FactoryFloorError
 
 DEMO_STORE = "factoryfloor-demo.duckdb"
@@ -116,6 +117,17 @@ class Settings:
         "keep per-GPU samples this long (a duration: 7d, 36h) and the rollups for ever; older "
         "raw samples leave the store in the background (default: kept for ever)",
     )
+    gpu_hour_price: float | None = setting(
+        None,
+        "USD per GPU-hour for the money figures (lost GPU-hours, checkpoint stalls, what-if); "
+        "default 2.00, an assumption every figure says it used",
+    )
+    kwh_price: float | None = setting(None, "USD per kWh for the energy cost (default 0.10)")
+    run_price: list[str] = setting(
+        None,
+        "a run's own prices, RUN=USD_PER_GPU_HOUR[/USD_PER_KWH] (repeatable)",
+        factory=list,
+    )
     alerts_file: str | None = setting(
         None,
         "deliver the Overview's alerts to the receivers this TOML file configures "
@@ -135,6 +147,13 @@ class Settings:
         """The access token, from ``token_file`` or the environment (None: no token);
         FactoryFloorError for an unreadable file or a token too short to be one."""
         return _read_token(self.token_file, "--token-file", env.token())
+
+    def prices(self) -> PriceBook:
+        """The price book of the money figures; FactoryFloorError for a malformed --run-price."""
+        try:
+            return price_book(self.gpu_hour_price, self.kwh_price, self.run_price)
+        except ValueError as exc:
+            raise FactoryFloorError(str(exc)) from None
 
     def operator_token(self) -> str | None:
         """The operator token (corrections), from its file or the environment (None: none)."""

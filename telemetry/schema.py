@@ -127,6 +127,8 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     },
     # Checkpoints found in directories name the path and the writer's format.
     "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
+    # Per-GPU rollups gained the energy counter's first and last reading per bucket.
+    "gpu_rollup": {"energy_mj_max": "DOUBLE", "energy_mj_min": "DOUBLE"},
 }
 # Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
 # ingest sink, which opens the store for writing and adds them itself, so a store that lacks
@@ -135,6 +137,7 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "targets": ("stale",),
     "interruptions": tuple(ADDED_COLUMNS["interruptions"]),
     "checkpoints": tuple(ADDED_COLUMNS["checkpoints"]),
+    "gpu_rollup": tuple(ADDED_COLUMNS["gpu_rollup"]),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.queries import TimeRange, energy
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
@@ -253,12 +254,18 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def store_summary(store: Store) -> dict[str, Any]:
+def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, Any]:
+    """Every run's summary, each with its ``cost`` at ``prices`` (the defaults when None)."""
     meta = store.meta()
+    book = prices or price_book(None, None, None)
+    runs = []
+    for r in _run_ids(store):
+        s = run_summary(store, r)
+        runs.append({**s, "cost": run_cost(s, book.for_run(r))})
     return {
         "store": store.path,
         "source": meta.get("source", "unknown"),
         "simulated": meta.get("simulated") == "true",
         "gpu_samples": int(store.scalar("SELECT count(*) FROM gpu_samples")),
-        "runs": [run_summary(store, r) for r in _run_ids(store)],
+        "runs": runs,
     }

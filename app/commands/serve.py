@@ -40,6 +40,7 @@ def run(s: Settings) -> int:
     s.operator_token()  # an unreadable or too short operator token stops here, before binding
     if s.alerts_file:
         load_config(s.alerts_file)  # likewise a wrong alerts file
+    s.prices()  # and a malformed --run-price
     if s.accept_ingest and token is None and not is_loopback(s.host):
         raise FactoryFloorError(
             f"refusing to accept ingest on {s.host} without a token: anyone who can reach "
@@ -87,6 +88,9 @@ def serve_dashboard(
     for source in collected:
         assert service is not None
         workers.append(_collect_thread(source, service, stop))
+    from app import data as app_data
+
+    app_data.bind_prices(s.prices())
     app = create_app(store, operator_token=operator)
     _bind_history(collected)
     guard.install(app.server, token)

@@ -6,6 +6,7 @@ import json
 import os
 
 from app.settings import Settings
+from telemetry.cost import money
 from telemetry.errors import FactoryFloorError
 
 
@@ -16,8 +17,9 @@ def run(s: Settings) -> int:
     assert s.store is not None  # the parser requires it
     if not os.path.exists(s.store):
         raise FactoryFloorError(f"store {s.store} does not exist")
+    prices = s.prices()
     with open_store(s.store, read_only=True) as store:
-        summary = store_summary(store)
+        summary = store_summary(store, prices)
     if s.json:
         print(json.dumps(summary, indent=2, default=str))
         return 0
@@ -28,7 +30,8 @@ def run(s: Settings) -> int:
             f"ETTR {_n(r['ettr'], '{:.1%}')}, MTBF {_n(r['mtbf_hours'], '{:.1f} h')}, "
             f"MFU {_n(r['mfu'], '{:.1%}')}, {i['unexpected']} unexpected + {i['planned']} "
             f"planned interruptions ({i.get('inferred', 0)} inferred), "
-            f"{_n(r['lost_gpu_hours'], '{:,.0f}')} GPU-h lost"
+            f"{_n(r['lost_gpu_hours'], '{:,.0f}')} GPU-h lost "
+            f"({money(r['cost']['lost_usd'])} at {prices.for_run(r['run_id']).text()})"
         )
     return 0
 

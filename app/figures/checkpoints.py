@@ -284,15 +284,20 @@ def ettr_curve(
     return legend_below(fig, rows=max(1, math.ceil(len(fig.data) / 3)))
 
 
-def ettr_delta(delta: float, gpus: int) -> str:
-    """``+0.12 points vs configured (≈ 1.9 GPU-hours/day gained)`` for an ETTR change (0..1)."""
+def ettr_delta(delta: float, gpus: int, usd_per_gpu_hour: float | None = None) -> str:
+    """``+0.12 points vs configured (≈ 1.9 GPU-hours/day gained, $3.80/day at $2.00/GPU-h)``
+    for an ETTR change (0..1)."""
     if round(abs(delta) * 100, 2) == 0:
         return "same as at the configured values"
     word = "gained" if delta > 0 else "lost"
-    return (
-        f"{delta * 100:+.2f} points vs configured "
-        f"(≈ {abs(delta) * gpus * 24:,.1f} GPU-hours/day {word})"
-    )
+    gh = abs(delta) * gpus * 24
+    usd = ""
+    if usd_per_gpu_hour is not None:
+        amount = gh * usd_per_gpu_hour
+        usd = (f", ${amount:,.2f}" if amount < 100 else f", ${amount:,.0f}") + (
+            f"/day {'saved' if delta > 0 else 'spent'} at ${usd_per_gpu_hour:,.2f}/GPU-h"
+        )
+    return f"{delta * 100:+.2f} points vs configured (≈ {gh:,.1f} GPU-hours/day {word}{usd})"
 
 
 def interval_verdict(advice: Any, model: dict[str, Any] | None) -> tuple[str, str, str]:

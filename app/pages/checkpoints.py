@@ -99,15 +99,22 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None) -> list[dbc.Col]:
+def _cards(
+    tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None, prices: Any
+) -> list[dbc.Col]:
     known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
-    lost = f"{float(rs['lost_gpu_hours'].sum()):,.1f}" if known and not rs.empty else "0.0"
+    lost_gh = float(rs["lost_gpu_hours"].sum()) if known and not rs.empty else 0.0
+    lost = f"{lost_gh:,.1f}"
+    per = f"at ${prices.gpu_hour:,.2f}/GPU-h ({prices.source})"
+    gpus = (m or {}).get("gpus")
+    stalled_gh = float(tiers["blocking_s"].sum()) / 3600 * gpus if gpus else None
     blocking = int(tiers["blocking_n"].sum()) or not int(tiers["n"].sum())
     return [
         card(
             "Blocking overhead",
             f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
             f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
+            + (f" · ≈ {data.money(stalled_gh * prices.gpu_hour)} {per}" if stalled_gh else "")
             if blocking
             else "not reported: checkpoint files show write times, not stalls",
             "ck-blocking",
@@ -116,7 +123,9 @@ def _cards(tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None) -> l
         card(
             "Restores",
             f"{len(rs):,}",
-            f"{lost} GPU-hours lost" if known else "GPU-hours lost unknown (GPU count unknown)",
+            f"{lost} GPU-hours lost · ≈ {data.money(lost_gh * prices.gpu_hour)} {per}"
+            if known
+            else "GPU-hours lost unknown (GPU count unknown)",
             "ck-restore-count",
         ),
         card(
@@ -175,7 +184,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         else dbc.Alert("No restores in this range.", color="secondary")
     )
     return (
-        _cards(tiers, rs, model),
+        _cards(tiers, rs, model, data.prices(run_id)),
         table("ck-tiers-table", ckfig.tier_table(tiers), ckfig.TIER_TABLE_COLUMNS),
         fig.update_layout(uirevision=data.revision(view)),
         _verdict(model),
@@ -225,7 +234,11 @@ def _whatif(  # type: ignore[no-untyped-def]
     base, what = projection.base, projection.what
     return (
         f"{what.ettr_configured * 100:.2f} %",
-        ckfig.ettr_delta(what.ettr_configured - base.ettr_configured, m["gpus"]),
+        ckfig.ettr_delta(
+            what.ettr_configured - base.ettr_configured,
+            m["gpus"],
+            data.prices((m or {}).get("run_id")).gpu_hour,
+        ),
         f"{base.ettr_configured * 100:.2f} %",
         f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s",
         ckfig.ettr_curve(projection.curves, projection.marks, tpl),

@@ -106,7 +106,7 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
+def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
     mtbf = r["mtbf_hours"]
     n_xids, n_codes = int(xid["count"].sum()), len(xid)
     n_fatal = int((xid["fatal"] == "yes").sum())
@@ -133,7 +133,13 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame) -> list[dbc.Col]:
         card(
             "Lost GPU-hours",
             "–" if r["lost_gpu_hours"] is None else f"{r['lost_gpu_hours']:,.1f}",
-            f"{r['lost_steps']:,} steps rolled back",
+            f"{r['lost_steps']:,} steps rolled back · "
+            + (
+                "cost –"
+                if r["lost_gpu_hours"] is None
+                else f"≈ {data.money(r['lost_gpu_hours'] * prices.gpu_hour)} "
+                f"at ${prices.gpu_hour:,.2f}/GPU-h ({prices.source})"
+            ),
             "fail-lostgh",
         ),
         card(
@@ -203,7 +209,7 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
         return [dbc.Alert(NO_DATA, color="info")], "", ""
     run_id = data.run_of(view)
     xid = data.xid_table(run_id, tr)
-    cards = _cards(data.failure_summary(run_id, tr), xid)
+    cards = _cards(data.failure_summary(run_id, tr), xid, data.prices(run_id))
     return cards, _xid_table(xid), _lemon_table(data.lemons(run_id, tr))
 
 

@@ -60,7 +60,18 @@ def _hours(tr: TimeRange) -> tuple[object, object]:
 
 
 def _counter_ok(store: Store, tr: TimeRange) -> bool:
-    return HOUR in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since()
+    """Whether every GPU-hour of ``tr`` has the counter: an exporter without the field, or
+    hours rolled up before the store kept it, leave it to power x time for the whole range
+    (half a range by counter and half by nothing would read as a drop in energy)."""
+    if HOUR not in store.gpu_rollup_levels() or tr.start < store.gpu_rollup_since():
+        return False
+    start, end = _hours(tr)
+    (hours, counted), = store.rows(
+        "SELECT count(*), count(energy_mj_max + energy_mj_min) FROM gpu_rollup "
+        "WHERE bucket_s = ? AND ts >= ? AND ts < ?",
+        [HOUR, start, end],
+    )
+    return hours > 0 and counted == hours
 
 
 def energy(store: Store, tr: TimeRange) -> Energy:
