@@ -12,6 +12,7 @@ Long module: the one door from every page to the data; each function is a thin a
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -458,6 +459,54 @@ def alert_delivery() -> dict[str, Any] | None:
         "evaluated_at": d.evaluated_at,
         "error": _alerts.error,
     }
+
+
+def firing_alerts() -> list[tuple[str, dict[str, str]]]:
+    """(what to call it, its labels) of each alert firing at the last evaluation."""
+    if _alerts is None:
+        return []
+    firing = list(_alerts.dispatcher.firing.values())
+    return [
+        (
+            f"{f.alert.summary} ("
+            + ", ".join(f"{k}={v}" for k, v in f.alert.labels.items() if k != "severity")
+            + ")",
+            {k: v for k, v in f.alert.labels.items() if k != "severity"},
+        )
+        for f in firing
+    ]
+
+
+def silences() -> list[Any]:
+    """The silences in force (``alerting.Silence``)."""
+    from telemetry.alerting import active_silences
+
+    return active_silences(store())
+
+
+def silence(alert: Any, duration: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Silence the alert picked on the page (its labels as JSON): (status, message)."""
+    if _operator_token is None or store().read_only:
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
+    if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    try:
+        matchers = json.loads(alert) if isinstance(alert, str) else None
+    except ValueError:
+        matchers = None
+    if not isinstance(matchers, dict) or not matchers:
+        return 400, "Pick a firing alert first."
+    body = {
+        "matchers": matchers,
+        "duration": duration if isinstance(duration, str) else "4h",
+        "by": by if isinstance(by, str) and by else "operator",
+        "comment": "from the page",
+    }
+    status, reply = label_api.apply_silence(store(), body)
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    ends = reply["silence"]["ends_at"][:16].replace("T", " ")
+    return 200, f"Silenced until {ends} UTC: it goes to no receiver until then."
 
 
 def bind_history(history: Any) -> None:

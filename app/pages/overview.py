@@ -10,7 +10,7 @@ from dash import Output, callback, html
 
 from app import data, figures
 from app.figures import targets as ft
-from app.pages import _slurm
+from app.pages import _silences, _slurm
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
@@ -37,6 +37,7 @@ def layout(**_query: str) -> html.Div:
                                         id="ov-alert-delivery",
                                         className="small text-body-secondary mt-2",
                                     ),
+                                    _silences.form(),
                                 ]
                             )
                         ),

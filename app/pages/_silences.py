@@ -1,0 +1,110 @@
+"""The Overview's alert silences: pick a firing alert, a duration, give your name and the
+operator token, and it goes to no receiver until the silence ends (``telemetry.alerting``).
+Shown only where this server delivers alerts (``serve --alerts``) and takes operator writes
+(``--operator-token-file``); the same check as the HTTP API, so a wrong token changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import data
+from app.ui import guarded, view_inputs
+
+log = logging.getLogger("factoryfloor.app")
+DURATIONS = [("1 hour", "1h"), ("4 hours", "4h"), ("1 day", "1d"), ("7 days", "7d")]
+
+
+def form() -> html.Div:
+    shown = data.alert_delivery() is not None and data.corrections_allowed()
+    return html.Div(
+        [
+            html.H6("Silence an alert", className="mt-3 mb-1"),
+            dcc.Dropdown(id="ov-silence-alert", placeholder="Firing alert", className="mb-1"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        dbc.Select(
+                            id="ov-silence-for",
+                            options=[{"label": t, "value": v} for t, v in DURATIONS],
+                            value="4h",
+                            size="sm",
+                        )
+                    ),
+                    dbc.Col(dbc.Input(id="ov-silence-by", placeholder="Your name", size="sm")),
+                ],
+                class_name="g-1 mb-1",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        dbc.Input(
+                            id="ov-silence-token",
+                            type="password",
+                            placeholder="Operator token",
+                            size="sm",
+                            autocomplete="off",
+                        )
+                    ),
+                    dbc.Col(dbc.Button("Silence", id="ov-silence-save", size="sm"), width="auto"),
+                ],
+                class_name="g-1",
+            ),
+            html.Div(id="ov-silence-msg", className="small mt-1", role="status"),
+            html.Div(id="ov-silence-list", className="small mt-1"),
+        ],
+        id="ov-silence-form",
+        style=None if shown else {"display": "none"},
+    )
+
+
+@callback(
+    Output("ov-silence-alert", "options"),
+    Output("ov-silence-list", "children"),
+    *view_inputs(themed=False),
+    Input("ov-silence-msg", "children"),
+)
+@guarded("alert", "alert")
+def _options(_view: Any, n: int | None, _msg: Any):  # type: ignore[no-untyped-def]
+    # ``n`` (not ``_n``) keys the remembered reply: firing alerts change without a store write
+    if data.alert_delivery() is None:
+        return [], ""
+    options = [
+        {"label": label, "value": json.dumps(matchers, sort_keys=True)}
+        for label, matchers in data.firing_alerts()
+    ]
+    active = data.silences()
+    listed = [
+        html.Div(
+            f"Silenced until {s.ends_at:%Y-%m-%d %H:%M} UTC: "
+            + ", ".join(f"{k}={v}" for k, v in s.matchers.items())
+            + f" (by {s.created_by})"
+        )
+        for s in active
+    ]
+    return options, listed
+
+
+@callback(
+    Output("ov-silence-msg", "children"),
+    Input("ov-silence-save", "n_clicks"),
+    State("ov-silence-alert", "value"),
+    State("ov-silence-for", "value"),
+    State("ov-silence-by", "value"),
+    State("ov-silence-token", "value"),
+    prevent_initial_call=True,
+)
+def _save(_clicks: Any, alert: Any, duration: Any, by: Any, token: Any) -> Any:
+    try:
+        status, msg = data.silence(alert, duration, by, token)
+    except Exception as exc:  # shown, never a traceback in the browser
+        log.error("silence failed: %s", exc)
+        return dbc.Alert(f"Not saved: {type(exc).__name__}", color="danger")
+    if status != 200:
+        return dbc.Alert(msg, color="danger", class_name="py-1 mb-0")
+    return dbc.Alert(msg, color="success", class_name="py-1 mb-0") if msg else no_update
