@@ -54,6 +54,14 @@ def time_graph(name: str, **style: Any) -> html.Div:
     )
 
 
+def operator_token_input(id_: str) -> dbc.Input:
+    """The operator token field of a form that writes (corrections, silences): masked, never
+    offered to the browser's autofill."""
+    return dbc.Input(
+        id=id_, type="password", placeholder="Operator token", size="sm", autocomplete="off"
+    )
+
+
 def graph(name: str) -> html.Div:
     return html.Div(dcc.Graph(id={"type": "chart", "id": name}, config=graph_config(name)), id=name)
 

@@ -16,7 +16,7 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import data
-from app.ui import guarded, log, table, view_inputs
+from app.ui import guarded, log, operator_token_input, table, view_inputs
 
 COLUMNS = {
     "time": "Start (UTC)",
@@ -69,15 +69,7 @@ def section() -> dbc.Row:
             dbc.Row(
                 [
                     dbc.Col(dbc.Input(id="fail-label-by", placeholder="Your name", size="sm")),
-                    dbc.Col(
-                        dbc.Input(
-                            id="fail-label-token",
-                            type="password",
-                            placeholder="Operator token",
-                            size="sm",
-                            autocomplete="off",
-                        )
-                    ),
+                    dbc.Col(operator_token_input("fail-label-token")),
                     dbc.Col(
                         dbc.Button("Save correction", id="fail-label-save", size="sm"),
                         width="auto",

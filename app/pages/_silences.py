@@ -14,7 +14,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import data
-from app.ui import guarded, view_inputs
+from app.ui import guarded, operator_token_input, view_inputs
 
 log = logging.getLogger("factoryfloor.app")
 DURATIONS = [("1 hour", "1h"), ("4 hours", "4h"), ("1 day", "1d"), ("7 days", "7d")]
@@ -42,15 +42,7 @@ def form() -> html.Div:
             ),
             dbc.Row(
                 [
-                    dbc.Col(
-                        dbc.Input(
-                            id="ov-silence-token",
-                            type="password",
-                            placeholder="Operator token",
-                            size="sm",
-                            autocomplete="off",
-                        )
-                    ),
+                    dbc.Col(operator_token_input("ov-silence-token")),
                     dbc.Col(dbc.Button("Silence", id="ov-silence-save", size="sm"), width="auto"),
                 ],
                 class_name="g-1",

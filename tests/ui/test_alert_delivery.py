@@ -9,24 +9,33 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.alert_fixture import Hook
-from tests.conftest import collect_errors, free_port, start_server
+from tests.conftest import Server, collect_errors, free_port, start_server
+
+TOKEN = "operator-token-0123456789"
+
+
+def _serve(tmp: Path, dev_store: Path, receivers: str, *extra: str) -> Server:
+    """``serve`` on a copy of the dev store, evaluating every second, with ``receivers``."""
+    path = tmp / "s.duckdb"
+    shutil.copy(dev_store, path)
+    (tmp / "op").write_text(TOKEN + "\n")
+    conf = tmp / "alerts.toml"
+    conf.write_text('evaluate_every = "1s"\n[route]\ngroup_wait = "0s"\n' + receivers)
+    args = ["serve", "--store", str(path), "--alerts", str(conf), *extra]
+    return start_server(args, tmp / "serve.log")
 
 
 def test_the_overview_shows_how_alert_delivery_goes(
     page: Page, dev_store: Path, tmp_path: Path
 ) -> None:
-    path = tmp_path / "s.duckdb"
-    shutil.copy(dev_store, path)
     hook = Hook()
-    conf = tmp_path / "alerts.toml"
-    conf.write_text(
-        'evaluate_every = "1s"\n[route]\ngroup_wait = "0s"\n'
+    server = _serve(
+        tmp_path,
+        dev_store,
         f'[[receiver]]\nname = "chatops"\ntype = "webhook"\nurl = "{hook.url}/hook"\n'
         f'[[receiver]]\nname = "pager"\ntype = "webhook"\nurl = "http://127.0.0.1:{free_port()}"\n'
-        'timeout = "1s"\n'
+        'timeout = "1s"\n',
     )
-    server = start_server(["serve", "--store", str(path), "--alerts", str(conf)],
-                          tmp_path / "serve.log")  # fmt: skip
     try:
         errors = collect_errors(page)
         page.goto(server.url + "/")
@@ -46,15 +55,9 @@ def test_the_overview_shows_how_alert_delivery_goes(
 def test_an_operator_silences_a_firing_alert_from_the_overview(
     page: Page, dev_store: Path, tmp_path: Path
 ) -> None:
-    path = tmp_path / "s.duckdb"
-    shutil.copy(dev_store, path)
     hook = Hook()
-    token = tmp_path / "op"
-    token.write_text("operator-token-0123456789\n")
-    conf = tmp_path / "alerts.toml"
-    conf.write_text(f'evaluate_every = "1s"\n[[receiver]]\ntype = "webhook"\nurl = "{hook.url}"\n')
-    args = ["serve", "--store", str(path), "--alerts", str(conf)]
-    server = start_server([*args, "--operator-token-file", str(token)], tmp_path / "serve.log")
+    receiver = f'[[receiver]]\ntype = "webhook"\nurl = "{hook.url}"\n'
+    server = _serve(tmp_path, dev_store, receiver, "--operator-token-file", str(tmp_path / "op"))
     try:
         errors = collect_errors(page)
         page.goto(server.url + "/")
@@ -65,7 +68,7 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         page.locator("#ov-silence-token").fill("wrong-token-0000000000")
         page.locator("#ov-silence-save").click()
         expect(page.locator("#ov-silence-msg")).to_contain_text("403 Forbidden")
-        page.locator("#ov-silence-token").fill("operator-token-0123456789")
+        page.locator("#ov-silence-token").fill(TOKEN)
         page.locator("#ov-silence-save").click()
         expect(page.locator("#ov-silence-msg")).to_contain_text("Silenced until")
         expect(page.locator("#ov-silence-list")).to_contain_text("alertname=XidSeen")
