@@ -16,6 +16,7 @@ TOKEN = "FACTORYFLOOR_TOKEN"
 OPERATOR_TOKEN = "FACTORYFLOOR_OPERATOR_TOKEN"
 MALLOC_TRIM = "FACTORYFLOOR_MALLOC_TRIM"
 REPLY_CACHE = "FACTORYFLOOR_REPLY_CACHE"
+RESULT_CACHE = "FACTORYFLOOR_RESULT_CACHE"
 SQL_AUDIT = "FACTORYFLOOR_SQL_AUDIT"
 
 VARIABLES = {
@@ -25,6 +26,7 @@ VARIABLES = {
     OPERATOR_TOKEN: "operator token when no --operator-token-file is given (corrections)",
     MALLOC_TRIM: "0: the server does not cap malloc arenas or trim free pages",
     REPLY_CACHE: "0: the server builds every callback reply (benchmarks measure the build)",
+    RESULT_CACHE: "0: stores keep no query result, every query runs (cold benchmarks)",
     SQL_AUDIT: "a file every SQL statement of every store is appended to (security tests)",
 }
 
@@ -57,6 +59,10 @@ def malloc_trim() -> bool:
 
 def reply_cache() -> bool:
     return os.environ.get(REPLY_CACHE, "1") != "0"
+
+
+def result_cache() -> bool:
+    return os.environ.get(RESULT_CACHE, "1") != "0"
 
 
 def sql_audit_path() -> str | None:

@@ -85,7 +85,7 @@ class Store:
         self._con = audited(open_connection(path, read_only), self._audit)
         self._write_lock = threading.Lock()
         self._version = 0
-        self._cache = ResultCache()
+        self._cache = ResultCache() if env.result_cache() else ResultCache(max_bytes=0)
         if path != ":memory:" and (foreign := schema.foreign(self._con)):
             self._con.close()
             shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
