@@ -234,8 +234,11 @@ def _memo_key(fn: Callable[..., Any], names: list[str], args: tuple[Any, ...]) -
     return (fn.__module__, fn.__qualname__, text)
 
 
-def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Wrap a page callback: replies are remembered per store version (see ``_REPLIES``); on
+def guarded(
+    *fallback_kinds: str, remember: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a page callback: replies are remembered per store version (see ``_REPLIES``;
+    ``remember=False`` for a reply that changes without a write, such as alert delivery); on
     an unexpected error, log the traceback and return, for each output, a visible error (a
     "figure" gets an error figure, anything else an alert). Errors are not remembered."""
 
@@ -245,7 +248,7 @@ def guarded(*fallback_kinds: str) -> Callable[[Callable[..., Any]], Callable[...
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                key = None if kwargs or not _MEMO else _memo_key(fn, names, args)
+                key = None if kwargs or not (_MEMO and remember) else _memo_key(fn, names, args)
                 if key is None:
                     return _frozen(fn(*args, **kwargs))
                 version = data.version()

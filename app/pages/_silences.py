@@ -61,9 +61,8 @@ def form() -> html.Div:
     *view_inputs(themed=False),
     Input("ov-silence-msg", "children"),
 )
-@guarded("alert", "alert")
-def _options(_view: Any, n: int | None, _msg: Any):  # type: ignore[no-untyped-def]
-    # ``n`` (not ``_n``) keys the remembered reply: firing alerts change without a store write
+@guarded("alert", "alert", remember=False)  # firing alerts change without a store write
+def _options(_view: Any, _n: int | None, _msg: Any):  # type: ignore[no-untyped-def]
     if data.alert_delivery() is None:
         return [], ""
     options = [

@@ -261,9 +261,8 @@ def _hot_table() -> Any:
 
 
 @callback(Output("ov-alert-delivery", "children"), *view_inputs(themed=False))
-@guarded("alert")
-def _delivery(_view: Any, n: int | None):  # type: ignore[no-untyped-def]
-    # ``n`` (not ``_n``) keys the remembered reply: delivery changes without a store write
+@guarded("alert", remember=False)  # delivery changes without a store write
+def _delivery(_view: Any, _n: int | None):  # type: ignore[no-untyped-def]
     state = data.alert_delivery()
     return "" if state is None else delivery_text(state)
 
