@@ -53,7 +53,7 @@ class Receiver:
     name: str
     kind: str  # "alertmanager" | "webhook"
     url: str
-    secret: bytes | None = None  # webhook HMAC-SHA256 key, read from secret_file
+    secret: bytes | None = field(default=None, repr=False)  # webhook HMAC key (secret_file)
     timeout_s: float = 5.0
 
 
@@ -81,23 +81,37 @@ def parse_duration(value: Any, where: str) -> timedelta:
         raise ValueError(str(exc)) from None
 
 
+MAX_DURATION_S = 366 * 86400.0  # no interval, wait or silence of ours is longer than a year
+
+
 def _seconds(value: Any, where: str) -> float:
-    text = str(value).strip()
+    text = str(value).strip()[:40]
     try:
         n, unit = float(text[:-1]), text[-1]
-        if unit in _UNITS and n >= 0:
+        if unit in _UNITS and 0 <= n * _UNITS[unit] <= MAX_DURATION_S:  # also no inf, no nan
             return n * _UNITS[unit]
-    except ValueError:
+    except (ValueError, IndexError):
         pass
-    raise FactoryFloorError(f"{where}: {text!r} is not a duration (like 30s, 5m, 4h, 1d)")
+    raise FactoryFloorError(
+        f"{where}: {text!r} is not a duration of at most a year (like 30s, 5m, 4h, 1d)"
+    )
 
 
 def _http_url(value: Any, where: str) -> str:
     url = str(value)
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok or any(c.isspace() or ord(c) < 0x20 for c in url):
         raise FactoryFloorError(f"{where}: {url[:200]!r} is not an http(s) URL")
     return url.rstrip("/")
+
+
+_RECEIVER_KEYS = {"name", "type", "url", "secret_file", "timeout"}
+_ROUTE_KEYS = {"group_by", "group_wait", "group_interval", "repeat_interval"}
 
 
 def load_config(path: str) -> AlertConfig:
@@ -123,18 +137,20 @@ def load_config(path: str) -> AlertConfig:
         where = f"--alerts {path}: receiver {i + 1}"
         if not isinstance(r, dict) or r.get("type") not in KINDS:
             raise FactoryFloorError(f"{where}: type must be one of {', '.join(KINDS)}")
+        if unknown := sorted(set(r) - _RECEIVER_KEYS):
+            raise FactoryFloorError(f"{where}: unknown key(s) {', '.join(unknown)}")
         name = str(r.get("name") or f"{r['type']}-{i + 1}")
         secret = None
         if r.get("secret_file"):
             try:
-                secret = Path(str(r["secret_file"])).read_text(encoding="utf-8").strip().encode()
+                secret = Path(str(r["secret_file"])).read_bytes().strip()
             except OSError as exc:
                 raise FactoryFloorError(
                     f"{where}: cannot read secret_file ({exc.strerror})"
                 ) from None
             if len(secret) < 16:
                 raise FactoryFloorError(f"{where}: the secret is shorter than 16 characters")
-        timeout = _seconds(r.get("timeout", "5s"), f"{where} timeout")
+        timeout = max(_seconds(r.get("timeout", "5s"), f"{where} timeout"), 0.1)
         receivers.append(
             Receiver(name, r["type"], _http_url(r.get("url"), f"{where} url"), secret, timeout)
         )
@@ -145,6 +161,8 @@ def load_config(path: str) -> AlertConfig:
     rt = doc.get("route", {})
     if not isinstance(rt, dict) or not isinstance(rt.get("group_by", []), list):
         raise FactoryFloorError(f"--alerts {path}: [route] must be a table, group_by a list")
+    if unknown := sorted(set(rt) - _ROUTE_KEYS):
+        raise FactoryFloorError(f"--alerts {path}: [route]: unknown key(s) {', '.join(unknown)}")
     route = Route(
         group_by=tuple(str(x) for x in rt.get("group_by", Route.group_by)),
         group_wait_s=_seconds(rt.get("group_wait", "30s"), f"--alerts {path}: group_wait"),
@@ -311,13 +329,21 @@ def active_silences(store: Store, now: datetime | None = None) -> list[Silence]:
 
 
 def store_alerts(store: Store) -> list[Alert]:
-    """The alerts the Overview shows for the newest run over the last 6 hours of data."""
+    """The alerts the live Overview shows for the newest run (while it has not ended) over the
+    last 6 hours of data."""
     from telemetry.queries import TimeRange, data_extent, newest_trained_run
     from telemetry.queries.overview import active_alerts
+    from telemetry.queries.targets import report_time
 
     extent = data_extent(store)
     if extent is None:
         return []
     run = newest_trained_run(store)
+    ended = store.scalar("SELECT max(end_ts) FROM runs WHERE run_id = ?", [run]) if run else None
+    if ended is not None and ended <= extent.end:
+        run = None  # a run that ended: "not training" and overdue checkpoints are not news
     tr = TimeRange(max(extent.start, extent.end - timedelta(hours=6)), extent.end)
-    return from_overview(active_alerts(store, run, tr, targets_at=extent.end), run)
+    # judged as the live Overview judges them: targets and stalls at the newest round of any
+    # source (followed logs keep reporting while the job is silent)
+    at = report_time(store, extent.end, live=True)
+    return from_overview(active_alerts(store, run, tr, targets_at=at), run)

@@ -7,6 +7,7 @@ measurement.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,8 @@ def price_book(
             p = Prices(float(gh), float(kw) if kw else default.kwh, "run")
         except ValueError:
             p = None
-        if not sep or not run or p is None or p.gpu_hour < 0 or p.kwh < 0:
+        finite = p is not None and all(math.isfinite(x) and x >= 0 for x in (p.gpu_hour, p.kwh))
+        if not sep or not run or not finite:
             raise ValueError(
                 f"--run-price {entry[:100]!r}: use RUN=USD_PER_GPU_HOUR or "
                 "RUN=USD_PER_GPU_HOUR/USD_PER_KWH (for example llama-405b=2.40/0.08)"

@@ -13,15 +13,18 @@ to send:
   body is Alertmanager's webhook shape; ``X-FactoryFloor-Signature: sha256=<hex>`` is the
   HMAC-SHA256 of the body with the receiver's secret.
 
-Silenced alerts go to no receiver. Each receiver has its own sender thread and a bounded
-queue: a receiver that does not answer is retried with backoff (1 s doubling to 60 s) and
-shown in ``status()``, and never blocks the evaluation, let alone ingest.
+Silenced alerts go to no receiver: a webhook hears nothing more of one (not "resolved"),
+Alertmanager is told it ended (or it would keep paging). Each receiver has its own sender
+thread and a bounded queue (Alertmanager's holds only the newest snapshot): a receiver that
+does not answer is retried with backoff (1 s doubling to 60 s) and shown in ``status()``, and
+never blocks the evaluation, let alone ingest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import queue
@@ -67,6 +70,14 @@ class _Group:
     sent_state: frozenset[tuple[str, str]] = frozenset()  # (fingerprint, status) last sent
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None  # the 3xx surfaces as an HTTPError: not delivered
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class Sender:
     """One receiver's queue and thread: POSTs each notification until it is accepted (2xx),
     with backoff, or gives up after ``MAX_ATTEMPTS``; a 4xx other than 429 is not retried (the
@@ -82,7 +93,15 @@ class Sender:
             target=self._run, name=f"alerts-{receiver.name}", daemon=True
         )
 
-    def put(self, path: str, body: bytes) -> None:
+    def put(self, path: str, body: bytes, latest_only: bool = False) -> None:
+        """Queue a notification; ``latest_only`` first drops what is still queued (a snapshot
+        of every firing alert supersedes the older ones: a receiver back after an outage gets
+        the present, not hours of replayed states)."""
+        while latest_only:
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                break
         while True:
             try:
                 self._q.put_nowait((path, body))
@@ -106,7 +125,15 @@ class Sender:
             with self._lock:
                 self.status.attempt = 1  # in flight from here: not idle
                 self.status.pending = self._q.qsize()
-            self._deliver(path, body)
+            try:
+                self._deliver(path, body)
+            except Exception as exc:  # noqa: BLE001 (the sender must outlive any one message)
+                log.exception("alert receiver %s: delivery failed", self.receiver.name)
+                with self._lock:
+                    self.status.failed += 1
+                    self.status.attempt = 0
+                    self.status.last_error = f"{type(exc).__name__}: {exc}"[:200]
+                    self.status.last_error_at = utcnow()
             with self._lock:
                 self.status.pending = self._q.qsize()
 
@@ -139,15 +166,20 @@ class Sender:
             headers["X-FactoryFloor-Signature"] = f"sha256={sig}"
         req = urllib.request.Request(self.receiver.url + path, body, headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.receiver.timeout_s) as r:
+            with _OPENER.open(req, timeout=self.receiver.timeout_s) as r:
                 r.read(1 << 16)
             return None, False
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:  # a redirect would turn the POST into a bodiless GET
+                where = (exc.headers.get("Location") or "?")[:100]
+                return f"HTTP {exc.code} redirect to {where} (not followed)", False
             retry = exc.code >= 500 or exc.code == 429
             return f"HTTP {exc.code} {exc.reason}", retry
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             return f"unreachable ({reason})", True
+        except (http.client.HTTPException, ValueError) as exc:  # not HTTP, cut short, bad URL
+            return f"bad reply ({type(exc).__name__}: {str(exc)[:100]})", True
 
     def snapshot(self) -> ReceiverStatus:
         with self._lock:
@@ -182,11 +214,11 @@ class Dispatcher:
         self.silenced = {
             fp for fp, a in current.items() if any(s.matches(a, now) for s in silences)
         }
-        resolved = []
+        resolved, hushed = [], []
         for fp, f in list(self.firing.items()):
             if fp not in current or fp in self.silenced:
                 f.ends_at = now
-                resolved.append(f)
+                (hushed if fp in current else resolved).append(f)
                 del self.firing[fp]
         for fp, a in current.items():
             if fp in self.silenced:
@@ -199,18 +231,29 @@ class Dispatcher:
         for sender in self.senders:
             if sender.receiver.kind == "alertmanager":
                 docs = [f.doc(self.config.external_url, now, hold) for f in self.firing.values()]
-                docs += [f.doc(self.config.external_url, now, hold) for f in resolved]
-                if docs:
-                    sender.put("/api/v2/alerts", json.dumps(docs).encode())
+                # a silenced alert ends for Alertmanager (else it would keep paging)
+                docs += [f.doc(self.config.external_url, now, hold) for f in resolved + hushed]
+                if docs:  # each evaluation's snapshot supersedes the last
+                    sender.put("/api/v2/alerts", json.dumps(docs).encode(), latest_only=True)
             else:
-                self._webhook(sender, resolved, now, hold)
+                self._webhook(sender, resolved, hushed, now, hold)
         self.evaluated_at = now
 
     def _webhook(
-        self, sender: Sender, resolved: list[Firing], now: datetime, hold: timedelta
+        self,
+        sender: Sender,
+        resolved: list[Firing],
+        hushed: list[Firing],
+        now: datetime,
+        hold: timedelta,
     ) -> None:
         route = self.config.route
         groups = self._groups[sender.receiver.name]
+        for f in hushed:  # silenced: the webhook hears nothing more of it, not "resolved"
+            g = groups.get(group_key(f.alert, route.group_by))
+            if g is not None:
+                g.alerts.pop(f.alert.fingerprint, None)
+                g.sent_state = frozenset(x for x in g.sent_state if x[0] != f.alert.fingerprint)
         for fp, f in self.firing.items():
             key = group_key(f.alert, route.group_by)
             groups.setdefault(key, _Group(created=now)).alerts[fp] = f

@@ -66,8 +66,10 @@ def horizon(store: Store, keep: timedelta) -> datetime | None:
     if None in marks:
         return None  # nothing rolled up yet: nothing may leave
     cut = min(newest - keep, *(datetime.fromisoformat(m) for m in marks if m))
-    # on a bucket boundary of the finest level: a bucket is whole or gone, never half expired
-    step = timedelta(seconds=levels[0])
+    # on a bucket boundary of every level built from raw rows (the per-GPU 5 min as well as
+    # the node 1 min): a bucket is whole or gone, never half expired, so a late round that
+    # rebuilds the bucket at the horizon finds all of its rows
+    step = timedelta(seconds=max(finest))
     return datetime.min + ((cut - datetime.min) // step) * step
 
 

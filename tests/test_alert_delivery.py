@@ -24,6 +24,7 @@ from telemetry.alerting import (
     AlertConfig,
     Receiver,
     Route,
+    Silence,
     active_silences,
     add_silence,
     load_config,
@@ -179,6 +180,13 @@ def test_a_silence_keeps_an_alert_from_every_receiver(
         ("evaluate_every = [", "not TOML"),
         ("", "no [[receiver]] configured"),
         ('colour = "red"', "unknown key(s) colour"),
+        ('[[receiver]]\ntype = "webhook"\nurl = "http://x"\nsecret = "s3cr3t"',
+         "unknown key(s) secret"),
+        ('[route]\nwait = "1s"\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "[route]: unknown key(s) wait"),
+        ('evaluate_every = "infs"\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "is not a duration of at most a year"),
+        ('[[receiver]]\ntype = "webhook"\nurl = "http://x:abc/hook"', "is not an http(s) URL"),
     ],
 )  # fmt: skip
 def test_a_wrong_alerts_file_is_one_clear_line(tmp_path: Path, text: str, says: str) -> None:
@@ -264,3 +272,60 @@ def test_an_alert_links_back_to_the_view_that_shows_it() -> None:
     assert generator_url(base, stalled) == f"{base}/training#run=llama-7b&range=6h"
     assert generator_url(base, ckpt) == f"{base}/checkpoints#range=6h"
     assert generator_url(base, _hot("h100-0001")) == f"{base}/gpus#range=6h"
+
+
+def test_a_receiver_that_does_not_speak_http_does_not_stop_its_sender(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def babble() -> None:  # an SSH daemon where the webhook was expected
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            conn.close()
+
+    threading.Thread(target=babble, daemon=True).start()
+    d = Dispatcher(_config(Receiver("ssh", "webhook", f"http://127.0.0.1:{port}", timeout_s=1)))
+    d.start()
+    try:
+        d.evaluate([_hot("h100-0001")], [])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and d.status()[0].attempt < 2:
+            time.sleep(0.1)
+        st = d.status()[0]
+        assert st.last_error is not None and st.last_error.startswith("bad reply"), st
+        assert d.senders[0].thread.is_alive() and st.attempt >= 2  # retrying, not dead
+    finally:
+        srv.close()
+
+
+def test_a_silenced_alert_is_not_reported_resolved_to_a_webhook(hook: Hook) -> None:
+    d = Dispatcher(_config(Receiver("chatops", "webhook", hook.url), wait=0, interval=0))
+    d.start()
+    t0 = utcnow()
+    hot = _hot("h100-0001")
+    d.evaluate([hot], [], t0)
+    assert wait_idle(d) and len(hook.wait_for(1)) == 1
+    hush = Silence({"alertname": "GpuHot"}, t0 + timedelta(hours=1), "oncall", "")
+    for minute in (1, 2, 3):
+        d.evaluate([hot], [hush], t0 + timedelta(minutes=minute))
+    assert wait_idle(d)
+    assert len(hook.bodies()) == 1 and len(d.silenced) == 1  # no "resolved", no repeat
+
+
+def test_a_silence_longer_than_a_year_is_refused(dev_store: Path, tmp_path: Path) -> None:
+    from telemetry.label_api import apply_silence
+
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    with Store(str(path)) as s:
+        for duration in ("1e20d", "infs", "40d", "-1h"):
+            status, reply = apply_silence(s, {"matchers": {"alertname": "X"}, "duration": duration})
+            assert status == 400, (duration, reply)
+        assert s.scalar("SELECT count(*) FROM alert_silences") == 0

@@ -51,6 +51,8 @@ def test_the_money_follows_from_the_hours_and_the_prices(dev_store: Path) -> Non
         (["--run-price", "2.5"], "--run-price '2.5': use RUN=USD_PER_GPU_HOUR"),
         (["--gpu-hour-price", "-1"], "'-1' must be 0 or more"),
         (["--kwh-price", "nan"], "'nan' must be 0 or more"),
+        (["--run-price", "llama=nan"], "--run-price 'llama=nan': use RUN=USD_PER_GPU_HOUR"),
+        (["--run-price", "llama=2/inf"], "--run-price 'llama=2/inf': use RUN="),
     ],
 )
 def test_a_malformed_price_is_one_line(dev_store: Path, args: list[str], says: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.queries import data_extent
+from telemetry.queries import TimeRange, data_extent
 from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day
 from telemetry.store import Store
 from tests.conftest import cli
@@ -88,3 +88,25 @@ def test_summary_json_states_the_energy_and_its_basis(dev_store: Path) -> None:
     assert e["basis"] == COUNTER and e["kwh"] > 0
     assert e["kwh_per_million_tokens"] == pytest.approx(e["kwh"] / (run["tokens"] / 1e6), rel=1e-3)
     assert "not CPUs" in e["scope"]
+
+
+def test_a_range_inside_the_run_counts_the_hours_it_touches(day: Path) -> None:
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        t0 = whole.start.replace(minute=0, second=0, microsecond=0)
+        part = energy(
+            s, TimeRange(t0 + timedelta(hours=2, minutes=10), t0 + timedelta(hours=3, minutes=50))
+        )
+        raw = (
+            s.scalar(
+                "SELECT sum(power_w) FROM gpu_samples WHERE ts >= ? AND ts < ?",
+                [t0 + timedelta(hours=2), t0 + timedelta(hours=4)],
+            )
+            * s.sample_interval_s()
+            / 3.6e6
+        )
+        # hours 2 and 3, not the one after (a range is not billed for the hour past its end)
+        assert part.basis == COUNTER
+        assert part.kwh_counter == pytest.approx(raw, rel=0.01)
+        assert part.kwh_power == pytest.approx(raw, rel=0.01)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import replace
@@ -137,7 +138,9 @@ def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thr
     assert s.alerts_file is not None
     config = load_config(s.alerts_file)
     if config.external_url == AlertConfig.external_url:  # not set: this server's own address
-        config = replace(config, external_url=f"http://{s.host}:{s.port}")
+        host = socket.gethostname() if s.host in ("0.0.0.0", "::", "") else s.host
+        host = f"[{host}]" if ":" in host else host
+        config = replace(config, external_url=f"http://{host}:{s.port}")
     loop = AlertLoop(store, Dispatcher(config, stop), stop)
     data.bind_alerts(loop)
     loop.start()

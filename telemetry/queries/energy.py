@@ -43,7 +43,7 @@ _COUNTER_SQL = """WITH h AS (
   SELECT gpu_id, ts, energy_mj_max AS e, energy_mj_min AS e0,
          lag(energy_mj_max) OVER (PARTITION BY gpu_id ORDER BY ts) AS prev
   FROM gpu_rollup
-  WHERE bucket_s = ? AND ts >= ? AND ts <= ? AND energy_mj_max IS NOT NULL)
+  WHERE bucket_s = ? AND ts >= ? AND ts < ? AND energy_mj_max IS NOT NULL)
 SELECT {group} sum(CASE WHEN prev IS NOT NULL AND e >= prev THEN e - prev ELSE e - e0 END)
   / 3.6e9 AS kwh
 FROM h WHERE ts >= ? {by}"""

@@ -70,8 +70,13 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         errors = collect_errors(page)
         page.goto(server.url + "/")
         expect(page.locator("#ov-alert-delivery")).to_contain_text("0 silenced", timeout=60_000)
-        page.locator("#ov-silence-alert").click()
-        page.get_by_role("option").filter(has_text="XID").first.click()
+        page.set_viewport_size({"width": 1366, "height": 1600})  # the list opens below
+        picker = page.locator("#ov-silence-alert")
+        picker.scroll_into_view_if_needed()
+        picker.click()
+        option = page.get_by_role("option").filter(has_text="XID").first
+        option.scroll_into_view_if_needed()
+        option.click()
         page.locator("#ov-silence-by").fill("night shift")
         page.locator("#ov-silence-token").fill("wrong-token-0000000000")
         page.locator("#ov-silence-save").click()
