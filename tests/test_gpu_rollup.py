@@ -118,6 +118,7 @@ def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
         whole = data_extent(s)
         assert whole is not None
         want = gpuq.node_gpu_series(s, HOST, whole)
+        hourly = gpus_below_per_hour(s, whole)
         with s.transaction() as con:  # as a store written before the table existed
             con.execute("DROP TABLE gpu_rollup")
             con.execute("DELETE FROM meta WHERE key = 'gpu_rollup_since'")
@@ -127,3 +128,21 @@ def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
         assert since.minute == 0 and since.second == 0
         assert node_series_level(s, whole, 300) is None
         pd.testing.assert_frame_equal(gpuq.node_gpu_series(s, HOST, whole), want)
+        # the hourly count reads raw hours before the upgrade and the rollup after, the same
+        mid = since - timedelta(hours=10)
+        # as if upgraded 10 h before the end: every level rebuilt from there on
+        marks = {f"rollup_watermark_{lv}": str(mid) for lv in s.rollup_levels()}
+        s.set_meta({"gpu_rollup_since": str(mid), **marks})
+        s.refresh_rollups()
+        assert s.scalar("SELECT min(ts) FROM gpu_rollup") == mid
+        pd.testing.assert_frame_equal(gpus_below_per_hour(s, whole), hourly, check_dtype=False)
+        # and once raw retention has taken the hours up to 5 h after the upgrade, those come
+        # from the rollup: only the hours before the upgrade are gone
+        with s.transaction() as con:
+            for table in ("gpu_samples", "node_tick"):
+                con.execute(f"DELETE FROM {table} WHERE ts < ?", [mid + timedelta(hours=5)])
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('raw_since', ?)",
+                        [str(mid + timedelta(hours=5))])  # fmt: skip
+        got = gpus_below_per_hour(s, whole)
+        kept = hourly[hourly["ts"] >= mid].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), kept, check_dtype=False)

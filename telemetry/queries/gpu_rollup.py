@@ -7,6 +7,8 @@ the Overview can use them without importing each other.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pandas as pd
 
 from telemetry.queries import TimeRange
@@ -37,21 +39,29 @@ def gpus_below_per_hour(store: Store, tr: TimeRange, util_pct: float = 80.0) -> 
     """Per hour of the range, GPUs of job nodes (as the Overview's alert counts them: a hot
     spare is idle by design): those that reported (``gpus``) and those whose mean utilization
     over the hour was below ``util_pct`` (``below``); ts is the hour, every hour the range
-    touches counted whole. From the per-GPU hourly rollup where it is whole, else from the raw
-    samples (the same numbers)."""
-    if node_series_level(store, tr, 3600) == 3600:
-        src = """SELECT ts AS h, gpu_id, util_avg AS u FROM gpu_rollup
-                 WHERE bucket_s = 3600 AND ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
-                   AND ts <= ?"""
-    else:
-        src = """SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id, avg(util_pct) AS u
-                 FROM gpu_samples
-                 WHERE ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
-                   AND ts < time_bucket(INTERVAL 1 hour, ?::TIMESTAMP) + INTERVAL 1 hour
-                 GROUP BY ALL"""
+    touches counted whole. From the per-GPU hourly rollup where it is whole, from the raw
+    samples before that (the same numbers; a store upgraded mid-range reads both)."""
+    rolled = """SELECT ts AS h, gpu_id, util_avg AS u FROM gpu_rollup
+                WHERE bucket_s = 3600 AND ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
+                  AND ts <= ?"""
+    raw = """SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id, avg(util_pct) AS u
+             FROM gpu_samples
+             WHERE ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
+               AND ts < time_bucket(INTERVAL 1 hour, ?::TIMESTAMP) + INTERVAL 1 hour
+             GROUP BY ALL"""
+    since = store.gpu_rollup_since()  # a whole hour: the rollup is whole from there on
+    if 3600 not in store.gpu_rollup_levels():
+        src, params = raw, [tr.start, tr.end]
+    elif tr.start >= since:
+        src, params = rolled, [tr.start, tr.end]
+    elif tr.end < since:
+        src, params = raw, [tr.start, tr.end]
+    else:  # a store upgraded in the middle of the range: raw hours before, rollup after
+        before = since - timedelta(microseconds=1)
+        src, params = f"{raw} UNION ALL {rolled}", [tr.start, before, since, tr.end]
     return store.df(
         f"""SELECT h AS ts, count(u) AS gpus, count(*) FILTER (WHERE u < ?) AS below
             FROM ({src}) JOIN gpus USING (gpu_id) JOIN nodes n USING (node_id)
             WHERE n.role = 'job' GROUP BY h ORDER BY h""",
-        [float(util_pct), tr.start, tr.end],
+        [float(util_pct), *params],
     )
