@@ -9,9 +9,11 @@ to send:
   Alertmanager groups, routes, repeats and silences on its side;
 - a **webhook** receiver gets one notification per group (``route.group_by``): a new group
   after ``group_wait``, a changed one (an alert joined or resolved) no sooner than
-  ``group_interval`` after the last, an unchanged one again after ``repeat_interval``. The
-  body is Alertmanager's webhook shape; ``X-FactoryFloor-Signature: sha256=<hex>`` is the
-  HMAC-SHA256 of the body with the receiver's secret.
+  ``group_interval`` after the last, an unchanged one again after ``repeat_interval``; a
+  resolved alert is forgotten only once a notification carrying it was delivered (one that
+  was not leaves the group changed, so it goes again). The body is Alertmanager's webhook
+  shape; ``X-FactoryFloor-Signature: sha256=<hex>`` is the HMAC-SHA256 of the body with the
+  receiver's secret.
 
 Silenced alerts go to no receiver: a webhook hears nothing more of one (not "resolved"),
 Alertmanager is told it ended (or it would keep paging). Each receiver has its own sender
@@ -32,6 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -70,6 +73,17 @@ class _Group:
     sent_state: frozenset[tuple[str, str]] = frozenset()  # (fingerprint, status) last sent
 
 
+Done = Callable[[bool], None] | None  # told whether a notification was delivered
+
+
+def _report(done: Done, delivered: bool) -> None:
+    if done is not None:
+        try:
+            done(delivered)
+        except Exception:  # noqa: BLE001 (bookkeeping must not end the sender)
+            log.exception("alert delivery bookkeeping failed")
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *_: Any, **__: Any) -> None:
         return None  # the 3xx surfaces as an HTTPError: not delivered
@@ -86,31 +100,33 @@ class Sender:
     def __init__(self, receiver: Receiver, stop: threading.Event) -> None:
         self.receiver = receiver
         self.status = ReceiverStatus(receiver.name, receiver.kind)
-        self._q: queue.Queue[tuple[str, bytes]] = queue.Queue(QUEUE_MAX)
+        self._q: queue.Queue[tuple[str, bytes, Done]] = queue.Queue(QUEUE_MAX)
         self._stop = stop
         self._lock = threading.Lock()
         self.thread = threading.Thread(
             target=self._run, name=f"alerts-{receiver.name}", daemon=True
         )
 
-    def put(self, path: str, body: bytes, latest_only: bool = False) -> None:
-        """Queue a notification; ``latest_only`` first drops what is still queued (a snapshot
-        of every firing alert supersedes the older ones: a receiver back after an outage gets
-        the present, not hours of replayed states)."""
+    def put(self, path: str, body: bytes, latest_only: bool = False, done: Done = None) -> None:
+        """Queue a notification; ``done(delivered)`` is called once it was accepted, given up
+        or dropped. ``latest_only`` first drops what is still queued (a snapshot of every firing
+        alert supersedes the older ones: a receiver back after an outage gets the present, not
+        hours of replayed states)."""
         while latest_only:
             try:
-                self._q.get_nowait()
+                _report(self._q.get_nowait()[2], False)
             except queue.Empty:
                 break
         while True:
             try:
-                self._q.put_nowait((path, body))
+                self._q.put_nowait((path, body, done))
                 break
             except queue.Full:
                 try:
-                    self._q.get_nowait()  # the oldest gives way: the newest state matters
+                    old = self._q.get_nowait()  # the oldest gives way: the newest state matters
                     with self._lock:
                         self.status.dropped += 1
+                    _report(old[2], False)
                 except queue.Empty:
                     pass
         with self._lock:
@@ -119,14 +135,15 @@ class Sender:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                path, body = self._q.get(timeout=0.5)
+                path, body, done = self._q.get(timeout=0.5)
             except queue.Empty:
                 continue
             with self._lock:
                 self.status.attempt = 1  # in flight from here: not idle
                 self.status.pending = self._q.qsize()
+            delivered = False
             try:
-                self._deliver(path, body)
+                delivered = self._deliver(path, body)
             except Exception as exc:  # noqa: BLE001 (the sender must outlive any one message)
                 log.exception("alert receiver %s: delivery failed", self.receiver.name)
                 with self._lock:
@@ -134,10 +151,11 @@ class Sender:
                     self.status.attempt = 0
                     self.status.last_error = f"{type(exc).__name__}: {exc}"[:200]
                     self.status.last_error_at = utcnow()
+            _report(done, delivered)
             with self._lock:
                 self.status.pending = self._q.qsize()
 
-    def _deliver(self, path: str, body: bytes) -> None:
+    def _deliver(self, path: str, body: bytes) -> bool:
         delay = 1.0
         for attempt in range(1, MAX_ATTEMPTS + 1):
             with self._lock:
@@ -148,7 +166,7 @@ class Sender:
                     self.status.sent += 1
                     self.status.last_ok = utcnow()
                     self.status.attempt = 0
-                    return
+                    return True
                 self.status.last_error, self.status.last_error_at = error, utcnow()
             log.warning("alert receiver %s: %s (attempt %d)", self.receiver.name, error, attempt)
             if not retry or self._stop.wait(delay):
@@ -157,6 +175,7 @@ class Sender:
         with self._lock:
             self.status.failed += 1
             self.status.attempt = 0
+        return False
 
     def _post(self, path: str, body: bytes) -> tuple[str | None, bool]:
         """(None, _) when accepted, else (why, whether to try again)."""
@@ -199,6 +218,7 @@ class Dispatcher:
             r.name: {} for r in config.receivers
         }
         self.evaluated_at: datetime | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         for s in self.senders:
@@ -236,7 +256,8 @@ class Dispatcher:
                 if docs:  # each evaluation's snapshot supersedes the last
                     sender.put("/api/v2/alerts", json.dumps(docs).encode(), latest_only=True)
             else:
-                self._webhook(sender, resolved, hushed, now, hold)
+                with self._lock:  # the senders' acknowledgements change the groups too
+                    self._webhook(sender, resolved, hushed, now, hold)
         self.evaluated_at = now
 
     def _webhook(
@@ -276,12 +297,30 @@ class Dispatcher:
                 due = (now - g.sent_at).total_seconds() >= route.repeat_interval_s
             if not due:
                 continue
-            sender.put("", self._body(sender.receiver, key, g, now, hold))
-            for fp in [fp for fp, f in g.alerts.items() if f.ends_at]:
-                del g.alerts[fp]  # told once
-            g.sent_at, g.sent_state = now, frozenset(x for x in state if x[1] == "firing")
-            if not g.alerts:
-                del groups[key]
+            told = {fp for fp, f in g.alerts.items() if f.ends_at}
+            g.sent_at, g.sent_state = now, state
+            body = self._body(sender.receiver, key, g, now, hold)
+            sender.put("", body, done=self._acknowledge(groups, key, g, told))
+
+    def _acknowledge(self, groups: dict[Any, _Group], key: Any, g: _Group, told: set[str]) -> Done:
+        """What happens once a group's notification was delivered or not: resolved alerts it
+        carried are forgotten only once the receiver has them; a notification not delivered
+        leaves the group changed, so it goes again after the group interval."""
+
+        def done(delivered: bool) -> None:
+            with self._lock:
+                if not delivered:
+                    g.sent_state = frozenset()
+                    return
+                for fp in told:
+                    f = g.alerts.get(fp)
+                    if f is not None and f.ends_at is not None:  # not firing again since
+                        del g.alerts[fp]
+                g.sent_state = frozenset(x for x in g.sent_state if x[0] not in told)
+                if not g.alerts and groups.get(key) is g:
+                    del groups[key]
+
+        return done
 
     def _body(
         self, receiver: Receiver, key: Any, g: _Group, now: datetime, hold: timedelta

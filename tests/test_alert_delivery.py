@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -311,13 +311,19 @@ def test_a_receiver_that_does_not_speak_http_does_not_stop_its_sender(tmp_path: 
         srv.close()
 
 
-def test_a_silenced_alert_is_not_reported_resolved_to_a_webhook(hook: Hook) -> None:
-    d = Dispatcher(_config(Receiver("chatops", "webhook", hook.url), wait=0, interval=0))
+def _one_hot_delivered(hook: Hook, interval: float) -> tuple[Dispatcher, datetime, Alert]:
+    """A webhook dispatcher that has delivered one hot-GPU alert (at t0)."""
+    d = Dispatcher(_config(Receiver("chatops", "webhook", hook.url), wait=0, interval=interval))
     d.start()
     t0 = utcnow()
     hot = _hot("h100-0001")
     d.evaluate([hot], [], t0)
     assert wait_idle(d) and len(hook.wait_for(1)) == 1
+    return d, t0, hot
+
+
+def test_a_silenced_alert_is_not_reported_resolved_to_a_webhook(hook: Hook) -> None:
+    d, t0, hot = _one_hot_delivered(hook, interval=0)
     hush = Silence({"alertname": "GpuHot"}, t0 + timedelta(hours=1), "oncall", "")
     for minute in (1, 2, 3):
         d.evaluate([hot], [hush], t0 + timedelta(minutes=minute))
@@ -335,3 +341,23 @@ def test_a_silence_longer_than_a_year_is_refused(dev_store: Path, tmp_path: Path
             status, reply = apply_silence(s, {"matchers": {"alertname": "X"}, "duration": duration})
             assert status == 400, (duration, reply)
         assert s.scalar("SELECT count(*) FROM alert_silences") == 0
+
+
+def test_a_resolution_the_webhook_did_not_take_is_sent_again(
+    hook: Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from telemetry import notify
+
+    monkeypatch.setattr(notify, "MAX_ATTEMPTS", 2)  # give up after 1 s of backoff
+    d, t0, hot = _one_hot_delivered(hook, interval=60)
+    hook.fail = 2  # the receiver is down while the alert resolves: both tries fail
+    d.evaluate([], [], t0 + timedelta(minutes=2))
+    assert wait_idle(d) and hook.refused == 2 and len(hook.bodies()) == 1
+    d.evaluate([], [], t0 + timedelta(minutes=2, seconds=30))  # within the group interval
+    assert wait_idle(d) and len(hook.bodies()) == 1
+    d.evaluate([], [], t0 + timedelta(minutes=3, seconds=5))  # a group interval on: again
+    assert wait_idle(d)
+    (last,) = hook.wait_for(2)[1:]
+    assert last["status"] == "resolved" and last["alerts"][0]["labels"]["host"] == "h100-0001"
+    d.evaluate([], [], t0 + timedelta(minutes=10))  # delivered: forgotten, nothing more
+    assert wait_idle(d) and len(hook.bodies()) == 2
