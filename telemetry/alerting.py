@@ -328,9 +328,14 @@ def active_silences(store: Store, now: datetime | None = None) -> list[Silence]:
     return [Silence(json.loads(m), e, c or "", t or "") for m, e, c, t in rows]
 
 
-def store_alerts(store: Store) -> list[Alert]:
+STALE_AFTER_S = 300.0  # no new round for this long (or 10 sample intervals): data stale
+
+
+def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     """The alerts the live Overview shows for the newest run (while it has not ended) over the
-    last 6 hours of data."""
+    last 6 hours of data, and ``DataStale`` when no source has written for ``STALE_AFTER_S``
+    (or ten sample intervals) by the wall clock (``now``): the alerts above describe the last
+    data, and at 3 a.m. a stopped pipeline is the news."""
     from telemetry.queries import TimeRange, data_extent, newest_trained_run
     from telemetry.queries.overview import active_alerts
     from telemetry.queries.targets import report_time
@@ -346,4 +351,19 @@ def store_alerts(store: Store) -> list[Alert]:
     # judged as the live Overview judges them: targets and stalls at the newest round of any
     # source (followed logs keep reporting while the job is silent)
     at = report_time(store, extent.end, live=True)
-    return from_overview(active_alerts(store, run, tr, targets_at=at), run)
+    out = from_overview(active_alerts(store, run, tr, targets_at=at), run)
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    newest = max(at, extent.end)
+    quiet = (now - newest).total_seconds()
+    if quiet > max(STALE_AFTER_S, 10 * store.sample_interval_s()):
+        labels = {"alertname": "DataStale", "severity": "critical"}
+        out.insert(0, Alert(labels, f"No new data for {_ago(quiet)}",
+                            f"newest round {newest:%Y-%m-%d %H:%M:%S} UTC: the alerts below "
+                            "describe it; is the ingest running?"))  # fmt: skip
+    return out
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} d"

@@ -45,6 +45,7 @@ log = logging.getLogger("factoryfloor.alerts")
 QUEUE_MAX = 256  # notifications waiting per receiver; older ones are dropped past it
 MAX_ATTEMPTS = 8  # per notification (1 + 2 + ... + 60 s of backoff, about 3 min)
 BACKOFF_MAX_S = 60.0
+HOLD_MIN_S = 300.0
 
 
 def utcnow() -> datetime:
@@ -247,7 +248,9 @@ class Dispatcher:
                 self.firing[fp].alert = a  # the words may change while it fires
             else:
                 self.firing[fp] = Firing(a, now)
-        hold = timedelta(seconds=4 * self.config.evaluate_every_s)
+        # endsAt ahead of now: if Factory Floor stops, Alertmanager resolves by itself; at
+        # least 5 min, so a slow retry never lands after the hold (firing/resolved flapping)
+        hold = timedelta(seconds=max(4 * self.config.evaluate_every_s, HOLD_MIN_S))
         for sender in self.senders:
             if sender.receiver.kind == "alertmanager":
                 docs = [f.doc(self.config.external_url, now, hold) for f in self.firing.values()]

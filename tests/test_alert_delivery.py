@@ -361,3 +361,17 @@ def test_a_resolution_the_webhook_did_not_take_is_sent_again(
     assert last["status"] == "resolved" and last["alerts"][0]["labels"]["host"] == "h100-0001"
     d.evaluate([], [], t0 + timedelta(minutes=10))  # delivered: forgotten, nothing more
     assert wait_idle(d) and len(hook.bodies()) == 2
+
+
+def test_a_pipeline_that_stopped_is_an_alert_of_its_own(store: Store) -> None:
+    from telemetry.queries import data_extent
+
+    extent = data_extent(store)
+    assert extent is not None
+    fresh = store_alerts(store, now=extent.end + timedelta(minutes=1))
+    assert "DataStale" not in {a.labels["alertname"] for a in fresh}
+    stale = store_alerts(store, now=extent.end + timedelta(hours=3))
+    first = stale[0]
+    assert first.labels == {"alertname": "DataStale", "severity": "critical"}
+    assert first.summary == "No new data for 3.0 h" and "is the ingest running" in first.description
+    assert [a.labels for a in stale[1:]] == [a.labels for a in fresh]  # the rest unchanged
