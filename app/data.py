@@ -484,6 +484,20 @@ def silences() -> list[Any]:
     return active_silences(store())
 
 
+def end_silence(silence_id: Any, token: Any) -> tuple[int, str]:
+    """End the silence picked on the page: (status, message)."""
+    if _operator_token is None or store().read_only:
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
+    if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
+        return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    if not isinstance(silence_id, str) or not silence_id:
+        return 400, "Pick a silence to end first."
+    status, reply = label_api.apply_end_silence(store(), {"id": silence_id})
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    return 200, "Ended: its alerts are delivered again from the next evaluation."
+
+
 def silence(alert: Any, duration: Any, by: Any, token: Any) -> tuple[int, str]:
     """Silence the alert picked on the page (its labels as JSON): (status, message)."""
     if _operator_token is None or store().read_only:

@@ -252,6 +252,7 @@ class Silence:
     ends_at: datetime
     created_by: str
     comment: str
+    id: str = ""
 
     def matches(self, alert: Alert, now: datetime) -> bool:
         return now < self.ends_at and all(
@@ -309,11 +310,11 @@ def add_silence(
     if not timedelta(0) < duration <= MAX_SILENCE:
         raise ValueError("duration must be more than 0 and at most 30 days")
     now = datetime.now(UTC).replace(tzinfo=None)
-    s = Silence(dict(matchers), now + duration, created_by[:100], comment[:500])
+    s = Silence(dict(matchers), now + duration, created_by[:100], comment[:500], uuid.uuid4().hex)
     with store.transaction() as con:
         con.execute(
             "INSERT INTO alert_silences VALUES (?, ?, ?, ?, ?, ?)",
-            [uuid.uuid4().hex, json.dumps(s.matchers), now, s.ends_at, s.created_by, s.comment],
+            [s.id, json.dumps(s.matchers), now, s.ends_at, s.created_by, s.comment],
         )
     return s
 
@@ -321,11 +322,23 @@ def add_silence(
 def active_silences(store: Store, now: datetime | None = None) -> list[Silence]:
     now = now or datetime.now(UTC).replace(tzinfo=None)
     rows = store.rows(
-        "SELECT matchers, ends_at, created_by, comment FROM alert_silences WHERE ends_at > ? "
-        "ORDER BY starts_at",
+        "SELECT matchers, ends_at, created_by, comment, id FROM alert_silences "
+        "WHERE ends_at > ? ORDER BY starts_at",
         [now],
     )
-    return [Silence(json.loads(m), e, c or "", t or "") for m, e, c, t in rows]
+    return [Silence(json.loads(m), e, c or "", t or "", i or "") for m, e, c, t, i in rows]
+
+
+def end_silence(store: Store, silence_id: str) -> bool:
+    """End a silence now (its alerts are delivered again from the next evaluation); False
+    when no silence in force has that id."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with store.transaction() as con:
+        (n,) = con.execute(
+            "UPDATE alert_silences SET ends_at = ? WHERE id = ? AND ends_at > ?",
+            [now, str(silence_id)[:64], now],
+        ).fetchone()
+    return bool(n)
 
 
 STALE_AFTER_S = 300.0  # no new round for this long (or 10 sample intervals): data stale

@@ -15,7 +15,9 @@ opened read-only; 429 with Retry-After while the write cap's corrections are in 
 
 ``POST /api/v1/alerts/silences``, the same header and rules, body ``{"matchers": {"alertname":
 "GpuHot"}, "duration": "2h", "comment": ..., "by": who}``: alerts whose labels equal every
-matcher go to no receiver until the silence ends (at most 30 days).
+matcher go to no receiver until the silence ends (at most 30 days). The reply carries its
+``id``; ``POST /api/v1/alerts/silences/end`` with ``{"id": ...}`` ends it early (404 if no
+silence in force has that id).
 """
 
 from __future__ import annotations
@@ -134,6 +136,10 @@ def make_label_blueprint(
     def silence() -> Response:
         return operator_post(lambda body: apply_silence(store, body))
 
+    @bp.post("/api/v1/alerts/silences/end")
+    def end_silence() -> Response:
+        return operator_post(lambda body: apply_end_silence(store, body))
+
     return bp
 
 
@@ -157,4 +163,18 @@ def apply_silence(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
         return 400, {"error": str(exc)}
     except StoreError as exc:
         return 409, {"error": str(exc)}
-    return 200, {"silence": {"matchers": s.matchers, "ends_at": s.ends_at.isoformat()}}
+    return 200, {"silence": {"id": s.id, "matchers": s.matchers, "ends_at": s.ends_at.isoformat()}}
+
+
+def apply_end_silence(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """End one silence now: ``{"id": ...}`` as the silence's creation returned it."""
+    from telemetry.alerting import end_silence
+
+    sid = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(sid, str) or not sid or not _storable(sid):
+        return 400, {"error": "body must be a JSON object with the silence's id"}
+    try:
+        ended = end_silence(store, sid)
+    except StoreError as exc:
+        return 409, {"error": str(exc)}
+    return (200, {"ended": sid}) if ended else (404, {"error": "no silence in force has that id"})

@@ -375,3 +375,20 @@ def test_a_pipeline_that_stopped_is_an_alert_of_its_own(store: Store) -> None:
     assert first.labels == {"alertname": "DataStale", "severity": "critical"}
     assert first.summary == "No new data for 3.0 h" and "is the ingest running" in first.description
     assert [a.labels for a in stale[1:]] == [a.labels for a in fresh]  # the rest unchanged
+
+
+def test_a_silence_can_be_ended_early(dev_store: Path, tmp_path: Path) -> None:
+    from telemetry.label_api import apply_end_silence, apply_silence
+
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    with Store(str(path)) as s:
+        status, reply = apply_silence(s, {"matchers": {"alertname": "XidSeen"}, "duration": "4h"})
+        assert status == 200
+        sid = reply["silence"]["id"]
+        assert [x.id for x in active_silences(s)] == [sid]
+        assert apply_end_silence(s, {"id": sid}) == (200, {"ended": sid})
+        assert active_silences(s) == []
+        assert apply_end_silence(s, {"id": sid})[0] == 404  # already over
+        assert apply_end_silence(s, {"id": 7})[0] == 400
+        assert apply_end_silence(s, ["x"])[0] == 400

@@ -49,6 +49,19 @@ def form() -> html.Div:
             ),
             html.Div(id="ov-silence-msg", className="small mt-1", role="status"),
             html.Div(id="ov-silence-list", className="small mt-1"),
+            dbc.Row(
+                [
+                    dbc.Col(dcc.Dropdown(id="ov-silence-end-pick", placeholder="Silence in force")),
+                    dbc.Col(
+                        dbc.Button(
+                            "End silence", id="ov-silence-end", size="sm", color="secondary"
+                        ),
+                        width="auto",
+                    ),
+                ],
+                class_name="g-1 mt-1",
+            ),
+            html.Div(id="ov-silence-end-msg", className="small mt-1", role="status"),
         ],
         id="ov-silence-form",
         style=None if shown else {"display": "none"},
@@ -58,13 +71,15 @@ def form() -> html.Div:
 @callback(
     Output("ov-silence-alert", "options"),
     Output("ov-silence-list", "children"),
+    Output("ov-silence-end-pick", "options"),
     *view_inputs(themed=False),
     Input("ov-silence-msg", "children"),
+    Input("ov-silence-end-msg", "children"),
 )
-@guarded("alert", "alert", remember=False)  # firing alerts change without a store write
-def _options(_view: Any, _n: int | None, _msg: Any):  # type: ignore[no-untyped-def]
+@guarded("alert", "alert", "alert", remember=False)  # firing alerts change without a write
+def _options(_view: Any, _n: int | None, _msg: Any, _ended: Any):  # type: ignore[no-untyped-def]
     if data.alert_delivery() is None:
-        return [], ""
+        return [], "", []
     options = [
         {"label": label, "value": json.dumps(matchers, sort_keys=True)}
         for label, matchers in data.firing_alerts()
@@ -78,7 +93,28 @@ def _options(_view: Any, _n: int | None, _msg: Any):  # type: ignore[no-untyped-
         )
         for s in active
     ]
-    return options, listed
+    ends = [
+        {"label": ", ".join(f"{k}={v}" for k, v in x.matchers.items()), "value": x.id}
+        for x in active
+        if x.id
+    ]
+    return options, listed, ends
+
+
+@callback(
+    Output("ov-silence-end-msg", "children"),
+    Input("ov-silence-end", "n_clicks"),
+    State("ov-silence-end-pick", "value"),
+    State("ov-silence-token", "value"),
+    prevent_initial_call=True,
+)
+def _end(_clicks: Any, silence_id: Any, token: Any) -> Any:
+    try:
+        status, msg = data.end_silence(silence_id, token)
+    except Exception as exc:  # shown, never a traceback in the browser
+        log.error("ending a silence failed: %s", exc)
+        return dbc.Alert(f"Not ended: {type(exc).__name__}", color="danger")
+    return dbc.Alert(msg, color="success" if status == 200 else "danger", class_name="py-1 mb-0")
 
 
 @callback(

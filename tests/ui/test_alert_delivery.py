@@ -60,6 +60,17 @@ def test_the_overview_shows_how_alert_delivery_goes(
         hook.close()
 
 
+def _choose(page: Page, dropdown: str, text: str) -> None:
+    """Open a dropdown and pick the first option containing ``text`` (scrolled into view: the
+    list opens below the card)."""
+    box = page.locator(f"#{dropdown}")
+    box.scroll_into_view_if_needed()
+    box.click()
+    option = page.get_by_role("option").filter(has_text=text).first
+    option.scroll_into_view_if_needed()
+    option.click()
+
+
 def test_an_operator_silences_a_firing_alert_from_the_overview(
     page: Page, dev_store: Path, tmp_path: Path
 ) -> None:
@@ -71,12 +82,7 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         page.goto(server.url + "/")
         expect(page.locator("#ov-alert-delivery")).to_contain_text("0 silenced", timeout=60_000)
         page.set_viewport_size({"width": 1366, "height": 1600})  # the list opens below
-        picker = page.locator("#ov-silence-alert")
-        picker.scroll_into_view_if_needed()
-        picker.click()
-        option = page.get_by_role("option").filter(has_text="XID").first
-        option.scroll_into_view_if_needed()
-        option.click()
+        _choose(page, "ov-silence-alert", "XID")
         page.locator("#ov-silence-by").fill("night shift")
         page.locator("#ov-silence-token").fill("wrong-token-0000000000")
         page.locator("#ov-silence-save").click()
@@ -87,6 +93,12 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         expect(page.locator("#ov-silence-list")).to_contain_text("alertname=XidSeen")
         expect(page.locator("#ov-silence-list")).to_contain_text("xid=")
         expect(page.locator("#ov-alert-delivery")).to_contain_text("1 silenced", timeout=60_000)
+        # and ended early: the alert is back
+        _choose(page, "ov-silence-end-pick", "alertname=XidSeen")
+        page.locator("#ov-silence-end").click()
+        expect(page.locator("#ov-silence-end-msg")).to_contain_text("Ended")
+        expect(page.locator("#ov-silence-list")).not_to_contain_text("alertname=XidSeen")
+        expect(page.locator("#ov-alert-delivery")).to_contain_text("0 silenced", timeout=60_000)
         assert not errors, errors
     finally:
         server.stop()
