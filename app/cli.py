@@ -56,9 +56,13 @@ def _positive_float(text: str) -> float:
 
 
 def _non_negative_float(text: str) -> float:
-    if text.strip() == "0":
-        return 0.0
-    return _positive_float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be 0 or more")
+    return value
 
 
 def _port(text: str) -> int:
@@ -224,19 +228,9 @@ def _live_args(p: argparse.ArgumentParser, prefill_h: float) -> None:
 
 def _price_args(v: argparse.ArgumentParser) -> None:
     g = v.add_argument_group("money (every figure says which prices it used)")
-    _opt(g, "--gpu-hour-price", "gpu_hour_price", type=_nonneg_float, metavar="USD")
-    _opt(g, "--kwh-price", "kwh_price", type=_nonneg_float, metavar="USD")
+    _opt(g, "--gpu-hour-price", "gpu_hour_price", type=_non_negative_float, metavar="USD")
+    _opt(g, "--kwh-price", "kwh_price", type=_non_negative_float, metavar="USD")
     _opt(g, "--run-price", "run_price", action="append", metavar="RUN=USD[/USD]", default=None)
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be 0 or more")
-    return value
 
 
 def _dashboard_args(v: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ import pandas as pd
 from telemetry import derive, label_api, queries
 from telemetry.cost import PriceBook, Prices, price_book
 from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
@@ -346,11 +347,6 @@ def loss_spikes(run_id: str, tr: TimeRange) -> pd.DataFrame:
 
 
 # -- GPUs -------------------------------------------------------------------------------------
-def raw_since() -> datetime | None:
-    """Per-GPU samples before this time left the store (``--raw-retention``); None: kept."""
-    return store().raw_since()
-
-
 def gpu_metric(key: str) -> GpuMetric:
     """The GPU metric called ``key``; ``ValueError`` for any other name."""
     return gpuq.metric(key)
@@ -446,6 +442,11 @@ def bind_alerts(loop: Any) -> None:
     _alerts = loop
 
 
+def delivers_alerts() -> bool:
+    """Whether this server delivers alerts (``serve --alerts``)."""
+    return _alerts is not None
+
+
 def alert_delivery() -> dict[str, Any] | None:
     """How alert delivery goes (None: this server delivers none): each receiver's status,
     the alerts firing and silenced at the last evaluation, and an evaluation error if any."""
@@ -486,10 +487,8 @@ def silences() -> list[Any]:
 
 def end_silence(silence_id: Any, token: Any) -> tuple[int, str]:
     """End the silence picked on the page: (status, message)."""
-    if _operator_token is None or store().read_only:
-        return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
-    if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
-        return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    if refused := _refused(token):
+        return refused
     if not isinstance(silence_id, str) or not silence_id:
         return 400, "Pick a silence to end first."
     status, reply = label_api.apply_end_silence(store(), {"id": silence_id})
@@ -500,10 +499,8 @@ def end_silence(silence_id: Any, token: Any) -> tuple[int, str]:
 
 def silence(alert: Any, duration: Any, by: Any, token: Any) -> tuple[int, str]:
     """Silence the alert picked on the page (its labels as JSON): (status, message)."""
-    if _operator_token is None or store().read_only:
-        return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
-    if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
-        return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    if refused := _refused(token):
+        return refused
     try:
         matchers = json.loads(alert) if isinstance(alert, str) else None
     except ValueError:
@@ -617,12 +614,20 @@ def interruption_detail(key: Any) -> dict[str, Any] | None:
     return None if parsed is None else failq.interruption_detail(store(), *parsed)
 
 
-def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tuple[int, str]:
-    """Store a correction from the page: (HTTP-like status, message for the person)."""
+def _refused(token: Any) -> tuple[int, str] | None:
+    """The 403 an operator write from a page gets (no operator token configured, or a wrong
+    one given), as the HTTP API words it; None when it may go ahead."""
     if _operator_token is None:
         return 403, "403 Forbidden: " + label_api.FORBIDDEN_OFF
     if not label_api.operator_ok(token if isinstance(token, str) else None, _operator_token):
         return 403, "403 Forbidden: " + label_api.FORBIDDEN_TOKEN
+    return None
+
+
+def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Store a correction from the page: (HTTP-like status, message for the person)."""
+    if refused := _refused(token):
+        return refused
     parsed = _parse_key(key)
     if parsed is None:
         return 400, "Choose an interruption in the table first."

@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from telemetry import env  # noqa: E402
+
 PAGES = ["/", "/training", "/gpus", "/failures", "/checkpoints"]
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -69,9 +71,9 @@ def serve(
     store: str, rebuild: bool = False, cold: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _port()
-    extra = {"FACTORYFLOOR_REPLY_CACHE": "0"} if rebuild else {}
+    extra = {env.REPLY_CACHE: "0"} if rebuild else {}
     if cold:  # nothing kept between queries: every callback runs all of its SQL, as after a write
-        extra["FACTORYFLOOR_RESULT_CACHE"] = "0"
+        extra[env.RESULT_CACHE] = "0"
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--store", store, "--port", str(port)],
         cwd=ROOT,

@@ -41,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.fleet_scale import timed  # noqa: E402 (a cold-cache median, shared)
 from telemetry.queries import TimeRange, fleet_series, hottest_gpus  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
@@ -119,17 +120,6 @@ class Prom:
         self.proc.terminate()
         self.proc.wait(timeout=60)
 
-
-def median(fn, repeat: int, store: Store) -> float:  # type: ignore[no-untyped-def]
-    """Median wall time of ``fn``, each call with the store's result cache invalidated first
-    (as a new round does every interval), so every call runs its SQL."""
-    times = []
-    for _ in range(repeat):
-        store._version += 1  # noqa: SLF001 (the benchmark's one reach inside: a cold cache)
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -237,7 +227,7 @@ def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
                 prom.timed(path, **{k: str(v) for k, v in params.items()})[0]
                 for _ in range(args.repeat)
             )
-            mine = median(ours, args.repeat, s)
+            mine = timed(ours, s, args.repeat)
             rows.append((name, theirs, mine))
             out.append(f"| {name} | {theirs * 1000:,.0f} ms | {mine * 1000:,.1f} ms "
                        f"| {theirs / mine:,.1f}x |")  # fmt: skip

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from telemetry.collect.since import parse_duration as parse_duration_s
 from telemetry.errors import FactoryFloorError
 from telemetry.store import Store
 
 KINDS = ("alertmanager", "webhook")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ MAX_DURATION_S = 366 * 86400.0  # no interval, wait or silence of ours is longer
 def _seconds(value: Any, where: str) -> float:
     text = str(value).strip()[:40]
     try:
-        n, unit = float(text[:-1]), text[-1]
-        if unit in _UNITS and 0 <= n * _UNITS[unit] <= MAX_DURATION_S:  # also no inf, no nan
-            return n * _UNITS[unit]
-    except (ValueError, IndexError):
+        seconds = parse_duration_s(text, allow_zero=True)
+        if seconds <= MAX_DURATION_S:
+            return seconds
+    except ValueError:
         pass
     raise FactoryFloorError(
         f"{where}: {text!r} is not a duration of at most a year (like 30s, 5m, 4h, 1d)"
@@ -350,6 +350,7 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     (or ten sample intervals) by the wall clock (``now``): the alerts above describe the last
     data, and at 3 a.m. a stopped pipeline is the news."""
     from telemetry.queries import TimeRange, data_extent, newest_trained_run
+    from telemetry.queries.gpus import duration_text
     from telemetry.queries.overview import active_alerts
     from telemetry.queries.targets import report_time
 
@@ -370,13 +371,7 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     quiet = (now - newest).total_seconds()
     if quiet > max(STALE_AFTER_S, 10 * store.sample_interval_s()):
         labels = {"alertname": "DataStale", "severity": "critical"}
-        out.insert(0, Alert(labels, f"No new data for {_ago(quiet)}",
+        out.insert(0, Alert(labels, f"No new data for {duration_text(quiet)}",
                             f"newest round {newest:%Y-%m-%d %H:%M:%S} UTC: the alerts below "
                             "describe it; is the ingest running?"))  # fmt: skip
     return out
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} d"

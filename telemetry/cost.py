@@ -24,6 +24,10 @@ class Prices:
     def text(self) -> str:
         return f"${self.gpu_hour:,.2f}/GPU-h, ${self.kwh:,.2f}/kWh ({self.source})"
 
+    def per_gpu_hour(self, source: bool = True) -> str:
+        """``at $2.00/GPU-h (default)``: what a money figure beside GPU-hours assumed."""
+        return f"at ${self.gpu_hour:,.2f}/GPU-h" + (f" ({self.source})" if source else "")
+
 
 @dataclass(frozen=True)
 class PriceBook:

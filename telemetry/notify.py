@@ -31,7 +31,6 @@ import json
 import logging
 import queue
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -251,13 +250,17 @@ class Dispatcher:
         # endsAt ahead of now: if Factory Floor stops, Alertmanager resolves by itself; at
         # least 5 min, so a slow retry never lands after the hold (firing/resolved flapping)
         hold = timedelta(seconds=max(4 * self.config.evaluate_every_s, HOLD_MIN_S))
+        # one snapshot for every Alertmanager: firing, resolved, and silenced alerts as ended
+        # (else Alertmanager would keep paging them)
+        ends = resolved + hushed
+        snapshot = [
+            f.doc(self.config.external_url, now, hold) for f in [*self.firing.values(), *ends]
+        ]
+        body = json.dumps(snapshot).encode() if snapshot else None
         for sender in self.senders:
             if sender.receiver.kind == "alertmanager":
-                docs = [f.doc(self.config.external_url, now, hold) for f in self.firing.values()]
-                # a silenced alert ends for Alertmanager (else it would keep paging)
-                docs += [f.doc(self.config.external_url, now, hold) for f in resolved + hushed]
-                if docs:  # each evaluation's snapshot supersedes the last
-                    sender.put("/api/v2/alerts", json.dumps(docs).encode(), latest_only=True)
+                if body is not None:  # each evaluation's snapshot supersedes the last
+                    sender.put("/api/v2/alerts", body, latest_only=True)
             else:
                 with self._lock:  # the senders' acknowledgements change the groups too
                     self._webhook(sender, resolved, hushed, now, hold)
@@ -346,16 +349,6 @@ class Dispatcher:
 
     def status(self) -> list[ReceiverStatus]:
         return [s.snapshot() for s in self.senders]
-
-
-def wait_idle(dispatcher: Dispatcher, timeout_s: float = 30.0) -> bool:
-    """True once every sender's queue is empty and nothing is in flight (tests, shutdown)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(s.pending == 0 and s.attempt == 0 for s in dispatcher.status()):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 class AlertLoop(threading.Thread):

@@ -49,11 +49,6 @@ class Expired:
         return sum(self.rows.values())
 
 
-def raw_since(store: Store) -> datetime | None:
-    """The retention horizon: per-GPU samples before it have left the store (None: none has)."""
-    return store.raw_since()
-
-
 def horizon(store: Store, keep: timedelta) -> datetime | None:
     """The newest tick minus ``keep``, but not past the finest rollup level's watermark (what
     is older than that is not rolled up yet). None when there is nothing to keep."""
@@ -80,9 +75,9 @@ def expire(store: Store, keep: timedelta, slice_: timedelta = SLICE) -> Expired:
     rows = dict.fromkeys(RAW_TABLES, 0)
     until = horizon(store, keep)
     if until is None:
-        return Expired(rows, raw_since(store), time.monotonic() - t0)
+        return Expired(rows, store.raw_since(), time.monotonic() - t0)
     oldest = store.scalar("SELECT min(ts) FROM node_tick")
-    done = raw_since(store)
+    done = store.raw_since()
     cut = oldest if oldest is not None else until
     while cut < until:
         cut = min(cut + slice_, until)

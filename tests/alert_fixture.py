@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from telemetry.notify import Dispatcher
 from tests.conftest import free_port
 from tests.prom_fixture import binary
 
@@ -106,6 +107,7 @@ class Alertmanager:
                 return self
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
+        self.stop()  # not left running behind a failed start
         raise RuntimeError(f"alertmanager not ready within {timeout} s")
 
     def alerts(self) -> list[dict[str, Any]]:
@@ -114,7 +116,22 @@ class Alertmanager:
             return json.loads(r.read())
 
     def stop(self) -> None:
+        """SIGTERM to the process this fixture started (its pid), SIGKILL if it lingers."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=30)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
         self.proc = None
+
+
+def wait_idle(dispatcher: Dispatcher, timeout_s: float = 30.0) -> bool:
+    """True once every sender's queue is empty and nothing is in flight."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(s.pending == 0 and s.attempt == 0 for s in dispatcher.status()):
+            return True
+        time.sleep(0.05)
+    return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -77,6 +78,14 @@ def dev_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A one-day dev-64 replay (seed 1: 7 unexpected and 3 planned interruptions), built once
     per session; tests must not write to it."""
     return build_store(tmp_path_factory.mktemp("dev") / "dev.duckdb", seed=1, days=1.0)
+
+
+@pytest.fixture
+def day(dev_store: Path, tmp_path: Path) -> Path:
+    """A writable copy of the session's one-day dev-64 store (60 s samples)."""
+    path = tmp_path / "day.duckdb"
+    shutil.copy(dev_store, path)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -31,9 +31,9 @@ from telemetry.alerting import (
     store_alerts,
 )
 from telemetry.errors import FactoryFloorError
-from telemetry.notify import Dispatcher, utcnow, wait_idle
+from telemetry.notify import Dispatcher, utcnow
 from telemetry.store import Store
-from tests.alert_fixture import Alertmanager, Hook
+from tests.alert_fixture import Alertmanager, Hook, wait_idle
 from tests.conftest import cli, free_port, start_server
 
 SECRET = b"a-secret-of-32-characters-000000"

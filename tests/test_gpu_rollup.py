@@ -6,7 +6,6 @@ samples, or a store from before the table that answers with holes."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,18 +15,11 @@ import pytest
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below_per_hour, node_series_level
-from telemetry.retention import expire, raw_since
+from telemetry.retention import expire
 from telemetry.store import Store
 
 HOST = "h100-0003"  # a job node of dev-64
 
-
-@pytest.fixture
-def day(dev_store: Path, tmp_path: Path) -> Path:
-    """A writable copy of the session's one-day dev-64 store (60 s samples)."""
-    path = tmp_path / "day.duckdb"
-    shutil.copy(dev_store, path)
-    return path
 
 
 def _ranges(whole: TimeRange) -> list[TimeRange]:
@@ -97,7 +89,7 @@ def test_the_drill_down_outlives_raw_retention(day: Path) -> None:
         before = gpuq.node_gpu_series(s, HOST, whole)
         hourly = gpus_below_per_hour(s, whole)
         expire(s, timedelta(hours=6))
-        cut = raw_since(s)
+        cut = s.raw_since()
         assert cut is not None and cut > whole.start + timedelta(hours=12)
         assert s.scalar("SELECT min(ts) FROM gpu_samples") >= cut
         after = gpuq.node_gpu_series(s, HOST, whole)

@@ -7,7 +7,6 @@ command line refuses the option where it cannot apply."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -18,19 +17,12 @@ import pytest
 
 from telemetry.queries import TimeRange, data_extent, fleet_series, pick_level
 from telemetry.queries import gpus as gpuq
-from telemetry.retention import RAW_TABLES, expire, horizon, raw_since
+from telemetry.retention import RAW_TABLES, expire, horizon
 from telemetry.store import Store
 from tests.conftest import build_store, cli, free_port
 
 KEEP = timedelta(hours=6)
 
-
-@pytest.fixture
-def day(dev_store: Path, tmp_path: Path) -> Path:
-    """A writable copy of the session's one-day dev-64 store."""
-    path = tmp_path / "day.duckdb"
-    shutil.copy(dev_store, path)
-    return path
 
 
 def _counts(store: Store, tables: tuple[str, ...]) -> dict[str, int]:
@@ -49,7 +41,7 @@ def test_expiry_keeps_the_window_and_every_rollup(day: Path) -> None:
         done = expire(s, KEEP)
 
         assert done.total > 0 and set(done.rows) == set(RAW_TABLES)
-        cut = raw_since(s)
+        cut = s.raw_since()
         assert cut is not None and newest - KEEP - timedelta(minutes=1) <= cut <= newest - KEEP
         for table in RAW_TABLES:  # nothing older than the horizon is left (extra may be empty)
             oldest = s.scalar(f"SELECT min(ts) FROM {table}")
@@ -121,7 +113,7 @@ def test_readers_keep_their_answers_while_expiry_runs(day: Path) -> None:
 def test_a_late_sample_past_the_horizon_does_not_rebuild_its_bucket(day: Path) -> None:
     with Store(str(day)) as s:
         expire(s, KEEP)
-        cut = raw_since(s)
+        cut = s.raw_since()
         assert cut is not None
         level = s.rollup_levels()[0]
         old = cut - timedelta(hours=3)

@@ -284,19 +284,14 @@ def ettr_curve(
     return legend_below(fig, rows=max(1, math.ceil(len(fig.data) / 3)))
 
 
-def ettr_delta(delta: float, gpus: int, usd_per_gpu_hour: float | None = None) -> str:
-    """``+0.12 points vs configured (≈ 1.9 GPU-hours/day gained, $3.80/day at $2.00/GPU-h)``
-    for an ETTR change (0..1)."""
+def ettr_delta(delta: float, gpus: int, money: str | None = None) -> str:
+    """``+0.12 points vs configured (≈ 1.9 GPU-hours/day gained, $3.80/day saved at
+    $2.00/GPU-h)`` for an ETTR change (0..1); ``money`` is the part after the comma."""
     if round(abs(delta) * 100, 2) == 0:
         return "same as at the configured values"
     word = "gained" if delta > 0 else "lost"
     gh = abs(delta) * gpus * 24
-    usd = ""
-    if usd_per_gpu_hour is not None:
-        amount = gh * usd_per_gpu_hour
-        usd = (f", ${amount:,.2f}" if amount < 100 else f", ${amount:,.0f}") + (
-            f"/day {'saved' if delta > 0 else 'spent'} at ${usd_per_gpu_hour:,.2f}/GPU-h"
-        )
+    usd = f", {money}" if money else ""
     return f"{delta * 100:+.2f} points vs configured (≈ {gh:,.1f} GPU-hours/day {word}{usd})"
 
 

@@ -29,7 +29,6 @@ COLOUR_SCALES: dict[str, dict[str, Any]] = {
     "fb": {"colorscale": "Cividis"},
     "clock": {"colorscale": _GOOD_HIGH},
 }
-_SMALL = {"size": 11}
 THRESHOLD_WORDS = {"temp": "hot", "util": "idle"}  # what a value past the threshold means
 GPU_COLOURS = [
     "#636efa",

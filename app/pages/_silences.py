@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html
 
 from app import data
 from app.ui import guarded, operator_token_input, view_inputs
@@ -21,7 +21,7 @@ DURATIONS = [("1 hour", "1h"), ("4 hours", "4h"), ("1 day", "1d"), ("7 days", "7
 
 
 def form() -> html.Div:
-    shown = data.alert_delivery() is not None and data.corrections_allowed()
+    shown = data.delivers_alerts() and data.corrections_allowed()
     return html.Div(
         [
             html.H6("Silence an alert", className="mt-3 mb-1"),
@@ -78,7 +78,7 @@ def form() -> html.Div:
 )
 @guarded("alert", "alert", "alert", remember=False)  # firing alerts change without a write
 def _options(_view: Any, _n: int | None, _msg: Any, _ended: Any):  # type: ignore[no-untyped-def]
-    if data.alert_delivery() is None:
+    if not data.delivers_alerts():
         return [], "", []
     options = [
         {"label": label, "value": json.dumps(matchers, sort_keys=True)}
@@ -132,6 +132,4 @@ def _save(_clicks: Any, alert: Any, duration: Any, by: Any, token: Any) -> Any:
     except Exception as exc:  # shown, never a traceback in the browser
         log.error("silence failed: %s", exc)
         return dbc.Alert(f"Not saved: {type(exc).__name__}", color="danger")
-    if status != 200:
-        return dbc.Alert(msg, color="danger", class_name="py-1 mb-0")
-    return dbc.Alert(msg, color="success", class_name="py-1 mb-0") if msg else no_update
+    return dbc.Alert(msg, color="success" if status == 200 else "danger", class_name="py-1 mb-0")

@@ -105,7 +105,7 @@ def _cards(
     known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
     lost_gh = float(rs["lost_gpu_hours"].sum()) if known and not rs.empty else 0.0
     lost = f"{lost_gh:,.1f}"
-    per = f"at ${prices.gpu_hour:,.2f}/GPU-h ({prices.source})"
+    per = prices.per_gpu_hour()
     gpus = (m or {}).get("gpus")
     stalled_gh = float(tiers["blocking_s"].sum()) / 3600 * gpus if gpus else None
     blocking = int(tiers["blocking_n"].sum()) or not int(tiers["n"].sum())
@@ -232,14 +232,22 @@ def _whatif(  # type: ignore[no-untyped-def]
         msg = "Nothing to model: no checkpoints, or no blocking write time (enter one)."
         return "–", "", "–", msg, figures.empty("Expected ETTR", msg, template=tpl)
     base, what = projection.base, projection.what
+    delta = what.ettr_configured - base.ettr_configured
     return (
         f"{what.ettr_configured * 100:.2f} %",
-        ckfig.ettr_delta(
-            what.ettr_configured - base.ettr_configured,
-            m["gpus"],
-            data.prices((m or {}).get("run_id")).gpu_hour,
-        ),
+        ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
         f"{base.ettr_configured * 100:.2f} %",
         f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s",
         ckfig.ettr_curve(projection.curves, projection.marks, tpl),
     )
+
+
+def _per_day(delta: float, m: dict[str, Any]) -> str | None:
+    """``$3.80/day saved at $2.00/GPU-h``: the what-if's ETTR change in money (the run's
+    prices); None without a GPU count."""
+    prices = data.prices(m.get("run_id"))
+    usd = data.per_day_usd(delta, m.get("gpus"), prices)
+    if usd is None:
+        return None
+    word = "saved" if delta > 0 else "spent"
+    return f"{data.money(abs(usd))}/day {word} {prices.per_gpu_hour(source=False)}"

@@ -138,7 +138,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
                 "cost –"
                 if r["lost_gpu_hours"] is None
                 else f"≈ {data.money(r['lost_gpu_hours'] * prices.gpu_hour)} "
-                f"at ${prices.gpu_hour:,.2f}/GPU-h ({prices.source})"
+                + prices.per_gpu_hour()
             ),
             "fail-lostgh",
         ),

@@ -23,10 +23,11 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``6h``, ``7d``, ``2w`` in seconds; ValueError otherwise."""
+def parse_duration(text: str, allow_zero: bool = False) -> float:
+    """``90s``, ``15m``, ``6h``, ``7d``, ``2w`` in seconds (``0s`` too with ``allow_zero``);
+    ValueError otherwise."""
     m = _DURATION.match(text or "")
-    if not m or float(m[1]) <= 0:
+    if not m or float(m[1]) < 0 or (float(m[1]) == 0 and not allow_zero):
         raise ValueError(f"{text!r} is not a duration like 30m, 6h or 7d")
     return float(m[1]) * _UNITS[m[2]]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.retention import expire, raw_since
+from telemetry.retention import expire
 from telemetry.store import Store
 from tests.conftest import Server, collect_errors, start_server
 
@@ -24,7 +24,7 @@ def expired(dev_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     shutil.copy(dev_store, path)
     with Store(str(path)) as s:
         assert expire(s, timedelta(hours=6)).total > 0
-        assert raw_since(s) is not None
+        assert s.raw_since() is not None
     server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
     yield server
     server.stop()
