@@ -105,11 +105,21 @@ def whole(store: Store) -> TimeRange:
 
 
 def collect_errors(page: Any) -> list[str]:
-    """Console errors, uncaught page errors and failed requests seen by ``page`` from now on."""
+    """Console errors, uncaught page errors and failed requests seen by ``page`` from now on.
+
+    A request the browser itself cancelled (``net::ERR_ABORTED``: a reload or navigation while a
+    callback or interval request was in flight) is not the server failing and is not counted;
+    resets, empty replies and refused connections are."""
     errors: list[str] = []
+
+    def failed(request: Any) -> None:
+        reason = request.failure or ""
+        if "ERR_ABORTED" not in reason:
+            errors.append(f"request failed: {request.url} ({reason})")
+
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.on("requestfailed", failed)
     return errors
 
 
