@@ -35,6 +35,7 @@ from telemetry.queries import overview as overq
 from telemetry.queries import slurm as slurmq
 from telemetry.queries import targets as targetq
 from telemetry.queries import training as trainq
+from telemetry.queries import workload as workq
 from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
@@ -42,6 +43,8 @@ from telemetry.queries.gpus import GpuMetric, Heatmap
 from telemetry.reliability import IntervalAdvice
 from telemetry.store import Store
 from telemetry.summary import run_summary
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+from telemetry.utilization import Basis
 from telemetry.vocabulary import HOT_C, IDLE_PCT
 
 _store: Store | None = None
@@ -354,7 +357,7 @@ def gpu_metric(key: str) -> GpuMetric:
 
 def gpu_threshold(key: str) -> float | None:
     """The operating threshold of a GPU metric (hot, idle) to mark on its charts, if any."""
-    return {"temp": HOT_C, "util": IDLE_PCT}.get(key)
+    return {"temp": HOT_C, "util": IDLE_PCT, "real": IDLE_PCT}.get(key)
 
 
 def gpu_heatmap(tr: TimeRange, key: str) -> Heatmap:
@@ -370,6 +373,15 @@ LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
 
 def gpus_below_per_hour(tr: TimeRange) -> pd.DataFrame:
     return gpu_rollup.gpus_below_per_hour(store(), tr, overq.LOW_UTIL_PCT)
+
+
+def util_basis(tr: TimeRange) -> Basis:
+    """What real utilization was measured from over ``tr`` (``telemetry.utilization``)."""
+    return workq.basis(store(), tr)
+
+
+def workload_classes(tr: TimeRange) -> pd.DataFrame:
+    return workq.classes(store(), tr)
 
 
 def gpu_outliers(tr: TimeRange) -> pd.DataFrame:

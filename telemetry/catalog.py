@@ -53,7 +53,23 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
         (0, 1e18),
     ),
     Column("xid_last", "DCGM_FI_DEV_XID_ERRORS", "", "gauge", "Last XID", (0, MAX_XID)),
+    # Profiling fields behind real utilization and workload classes (``telemetry.utilization``);
+    # added after the first release, so they come last (stores gain them by ALTER TABLE).
+    Column("sm_active", "DCGM_FI_PROF_SM_ACTIVE", "ratio", "gauge", "SM active", (0, 1)),
+    Column("sm_occupancy", "DCGM_FI_PROF_SM_OCCUPANCY", "ratio", "gauge", "SM occupancy", (0, 1)),
+    Column("dram_active", "DCGM_FI_PROF_DRAM_ACTIVE", "ratio", "gauge", "DRAM active", (0, 1)),
+    Column(
+        "gr_active",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "ratio",
+        "gauge",
+        "Graphics engine active",
+        (0, 1),
+    ),
 )
+# Columns a producer may leave out (stored as NULL): the profiling fields, which dcgm-exporter's
+# default counters file partly comments out.
+OPTIONAL_COLUMNS = frozenset({"sm_active", "sm_occupancy", "dram_active", "gr_active"})
 
 COLUMN_BY_FIELD: dict[str, Column] = {c.field: c for c in SAMPLE_COLUMNS}
 COLUMN_BY_NAME: dict[str, Column] = {c.name: c for c in SAMPLE_COLUMNS}

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from telemetry.connection import rollback
+from telemetry.utilization import REAL_SQL
 
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
@@ -34,6 +35,11 @@ GPU_AVG = (
     ("sm_clock_avg", "sm_clock_mhz"),
     ("fb_used_avg", "fb_used_mib"),
     ("mem_temp_avg", "mem_temp_c"),
+    ("tensor_avg", "tensor_active"),
+    ("sm_active_avg", "sm_active"),
+    ("sm_occupancy_avg", "sm_occupancy"),
+    ("dram_avg", "dram_active"),
+    ("real_avg", REAL_SQL),  # an expression over the sample's columns (NULL without them)
 )
 # ... and the maxima: (rollup column, gpu_samples column). The energy counter only grows (until
 # a driver reload resets it), so its maximum is the bucket's last reading: the energy a GPU used
@@ -43,11 +49,12 @@ GPU_MIN = (("energy_mj_min", "energy_mj"),)  # the bucket's first reading (see a
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
 # registered as ``_batch``.
-NODE_TICK_SQL = """INSERT INTO node_tick
+NODE_TICK_SQL = f"""INSERT INTO node_tick
   SELECT b.ts, g.node_id, count(*), sum(util_pct), min(util_pct), sum(temp_c), max(temp_c),
     max(mem_temp_c), sum(power_w), sum(fb_used_mib), sum(sm_clock_mhz), min(sm_clock_mhz),
-    sum(tensor_active)
-  FROM _batch b JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
+    sum(tensor_active), sum({REAL_SQL})
+  FROM ((SELECT * FROM gpu_samples LIMIT 0) UNION ALL BY NAME (SELECT * FROM _batch)) b
+  JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
 
 
 def levels_for(interval_s: float) -> list[int]:
@@ -154,7 +161,8 @@ def _rollup_level(
             SELECT ?, {bucket} AS b, node_id, sum(n), max(n),
               sum(util_s) / sum(n), min(util_min), sum(temp_s) / sum(n), max(temp_max),
               max(mem_temp_max), sum(power_s) / count(*), sum(fb_s) / sum(n),
-              sum(clock_s) / sum(n), min(clock_min), sum(tensor_s) / sum(n)
+              sum(clock_s) / sum(n), min(clock_min), sum(tensor_s) / sum(n),
+              sum(real_s) / nullif(sum(n) FILTER (WHERE real_s IS NOT NULL), 0)
             FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY b, node_id""",
             [level, level, since, until],
         )
@@ -166,7 +174,8 @@ def _rollup_level(
               sum(temp_avg * samples) / sum(samples), max(temp_max), max(mem_temp_max),
               avg(power_w), sum(fb_used_avg * samples) / sum(samples),
               sum(sm_clock_avg * samples) / sum(samples), min(sm_clock_min),
-              sum(tensor_avg * samples) / sum(samples)
+              sum(tensor_avg * samples) / sum(samples),
+              sum(real_avg * samples) / nullif(sum(samples) FILTER (WHERE real_avg IS NOT NULL), 0)
             FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
             GROUP BY b, node_id""",
             [level, level, prev, since, until],
@@ -176,7 +185,8 @@ def _rollup_level(
         SELECT ?, ts, count(*), sum(gpus), sum(util_avg * samples) / sum(samples),
           min(util_min), sum(temp_avg * samples) / sum(samples), max(temp_max), sum(power_w),
           sum(fb_used_avg * samples) / sum(samples), sum(sm_clock_avg * samples) / sum(samples),
-          sum(tensor_avg * samples) / sum(samples)
+          sum(tensor_avg * samples) / sum(samples),
+          sum(real_avg * samples) / nullif(sum(samples) FILTER (WHERE real_avg IS NOT NULL), 0)
         FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?
         GROUP BY ts""",
         [level, level, since, until],

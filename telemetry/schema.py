@@ -13,12 +13,14 @@ import re
 
 import duckdb
 
-from telemetry.catalog import SAMPLE_COLUMNS, field_rows
+from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
 
 SCHEMA_VERSION = "1"
 
 _SAMPLE_COLS_SQL = ",\n  ".join(
-    f"{c.name} {'DOUBLE' if c.kind == 'counter' else 'FLOAT'}" for c in SAMPLE_COLUMNS
+    f"{c.name} {'DOUBLE' if c.kind == 'counter' else 'FLOAT'}"
+    for c in SAMPLE_COLUMNS
+    if c.name not in OPTIONAL_COLUMNS  # added by ADDED_COLUMNS, so every store has one order
 )
 
 SCHEMA = f"""
@@ -127,8 +129,22 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     },
     # Checkpoints found in directories name the path and the writer's format.
     "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
-    # Per-GPU rollups gained the energy counter's first and last reading per bucket.
-    "gpu_rollup": {"energy_mj_max": "DOUBLE", "energy_mj_min": "DOUBLE"},
+    # Per-GPU rollups gained the energy counter's first and last reading per bucket, then the
+    # profiling fields behind real utilization and workload classes (``telemetry.utilization``).
+    "gpu_rollup": {
+        "energy_mj_max": "DOUBLE",
+        "energy_mj_min": "DOUBLE",
+        "tensor_avg": "FLOAT",
+        "sm_active_avg": "FLOAT",
+        "sm_occupancy_avg": "FLOAT",
+        "dram_avg": "FLOAT",
+        "real_avg": "FLOAT",
+    },
+    # The profiling sample columns (``catalog.OPTIONAL_COLUMNS``) and real utilization's sums.
+    "gpu_samples": {c.name: "FLOAT" for c in SAMPLE_COLUMNS if c.name in OPTIONAL_COLUMNS},
+    "node_tick": {"real_s": "DOUBLE"},
+    "node_rollup": {"real_avg": "FLOAT"},
+    "fleet_rollup": {"real_avg": "FLOAT"},
 }
 # Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
 # ingest sink, which opens the store for writing and adds them itself, so a store that lacks
@@ -138,6 +154,10 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "interruptions": tuple(ADDED_COLUMNS["interruptions"]),
     "checkpoints": tuple(ADDED_COLUMNS["checkpoints"]),
     "gpu_rollup": tuple(ADDED_COLUMNS["gpu_rollup"]),
+    "gpu_samples": tuple(ADDED_COLUMNS["gpu_samples"]),
+    "node_tick": tuple(ADDED_COLUMNS["node_tick"]),
+    "node_rollup": tuple(ADDED_COLUMNS["node_rollup"]),
+    "fleet_rollup": tuple(ADDED_COLUMNS["fleet_rollup"]),
 }
 
 
@@ -153,6 +173,11 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
         con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
+    else:  # an older store's catalog learns the columns added since
+        con.executemany(
+            "UPDATE fields SET column_name = ? WHERE field = ? AND column_name IS NULL",
+            [(c.name, c.field) for c in SAMPLE_COLUMNS if c.name in OPTIONAL_COLUMNS],
+        )
     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     # Per-GPU rollups (added after the first release) cover a new store from its first
     # sample; a store that had samples before it had the table, from the first whole hour

@@ -51,8 +51,8 @@ APPENDABLE = (
 )
 # Tables appended by column name: producers may omit columns added later (NULL).
 _BY_NAME = frozenset(
-    {"interruptions", "checkpoints", "signals", "checkpoint_events", "slurm_jobs", "slurm_nodes",
-     "slurm_node_events"}
+    {"gpu_samples", "node_tick", "interruptions", "checkpoints", "signals", "checkpoint_events",
+     "slurm_jobs", "slurm_nodes", "slurm_node_events"}
 )  # fmt: skip
 # Tables whose rows replace the stored row with the same key (a run's end, a job's state).
 _REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes"})

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
-from telemetry.queries import TimeRange, energy
+from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
 from telemetry.store import Store
@@ -175,6 +175,17 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         else round(float(ints["gh"].sum()), 1),
         "slurm_jobs": slurm_jobs(store, run_id),
         "energy": _energy(store, start, end, tokens),
+        "utilization": _utilization(store, start, end),
+    }
+
+
+def _utilization(store: Store, start: Any, end: Any) -> dict[str, Any] | None:
+    """Real utilization and GPU-hours per workload class over the run's time, the whole fleet
+    (``queries.workload``); None when nothing dates the run."""
+    if start is None or end is None or end <= start:
+        return None
+    return workload.totals(store, TimeRange(start, end)) | {
+        "scope": "GPUs of the whole fleet while the run ran"
     }
 
 

@@ -20,7 +20,7 @@ def day(store: Store) -> TimeRange:
 
 
 def test_metric_names_come_from_the_catalog(store: Store, day: TimeRange) -> None:
-    assert set(q.METRICS) == {"util", "temp", "power", "fb", "clock"}
+    assert set(q.METRICS) == {"util", "real", "temp", "power", "fb", "clock"}
     for bad in ("bogus", "util_avg; DROP TABLE nodes", "temp_max"):
         with pytest.raises(ValueError, match="unknown GPU metric"):
             q.heatmap(store, day, bad)

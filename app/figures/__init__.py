@@ -113,7 +113,8 @@ def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE)
 def fleet_timeline(
     df: pd.DataFrame, interruptions: pd.DataFrame, template: str = TEMPLATE
 ) -> go.Figure:
-    """Fleet utilization (%) and hottest-GPU temperature (°C) over time, interruptions marked."""
+    """Fleet utilization (%), real utilization where the GPUs report SM activity, and the
+    hottest GPU's temperature (°C) over time, interruptions marked."""
     title = "Fleet utilization and temperature"
     if df.empty:
         return empty(title, "No GPU samples in this range", template=template)
@@ -128,6 +129,17 @@ def fleet_timeline(
             hovertemplate="%{y:.1f} %<extra>utilization</extra>",
         )
     )
+    if "real_avg" in df and df["real_avg"].notna().any():  # profiling fields reported
+        fig.add_trace(
+            go.Scatter(
+                x=df["ts"],
+                y=df["real_avg"],
+                name="Real utilization, SM activity (%)",
+                mode="lines",
+                line={"color": "#00cc96", "width": 1.5, "dash": "dot"},
+                hovertemplate="%{y:.1f} %<extra>real utilization</extra>",
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=df["ts"],

@@ -24,12 +24,14 @@ _GOOD_HIGH = [
 _TEMP = [[0.0, "#313695"], [0.45, "#74add1"], [0.7, "#fee090"], [0.917, "#f46d43"], [1, "#a50026"]]
 COLOUR_SCALES: dict[str, dict[str, Any]] = {
     "util": {"colorscale": _GOOD_HIGH, "zmin": 0, "zmax": 100},
+    "real": {"colorscale": _GOOD_HIGH, "zmin": 0, "zmax": 100},
     "temp": {"colorscale": _TEMP, "zmin": 25, "zmax": 91},  # 85 °C sits at the orange stop
     "power": {"colorscale": "Viridis"},
     "fb": {"colorscale": "Cividis"},
     "clock": {"colorscale": _GOOD_HIGH},
 }
-THRESHOLD_WORDS = {"temp": "hot", "util": "idle"}  # what a value past the threshold means
+# what a value past the threshold means
+THRESHOLD_WORDS = {"temp": "hot", "util": "idle", "real": "idle"}
 GPU_COLOURS = [
     "#636efa",
     "#ef553b",
@@ -77,13 +79,16 @@ def heatmap(
     bucket_s: float,
     nodes_total: int,
     nodes_shown: int,
+    basis: str = "",
     template: str = TEMPLATE,
 ) -> go.Figure:
     """Node x time cells, most anomalous node on top; a last row averages the nodes without a
-    row of their own. Hover: host, time, value with unit."""
+    row of their own. Hover: host, time, value with unit. ``basis`` (real utilization's) is
+    said in the subtitle, or as the reason a real-utilization heatmap is empty."""
     title = f"{label} per node ({unit})"
     if cells.empty:
-        return empty(title, "No GPU samples in this range", height=360, template=template)
+        why = basis if key == "real" and basis else "No GPU samples in this range"
+        return empty(title, why, height=360, template=template)
     rest = nodes_total - nodes_shown
     labels = cells["host"].where(cells["host"].notna(), f"other {rest:,} nodes (mean)")
     grid = cells.assign(label=labels).pivot_table(
@@ -115,7 +120,8 @@ def heatmap(
         title={
             "subtitle": {
                 "text": f"{which}; worst on top · {bucket_text(bucket_s)} buckets · "
-                "click a node to drill down",
+                + (f"{basis} · " if basis else "")
+                + "click a node to drill down",
                 "font": {"size": 11},
             }
         },
@@ -180,10 +186,14 @@ def distribution(
     return fig
 
 
-def below_per_hour(df: pd.DataFrame, *, util_pct: float, template: str = TEMPLATE) -> go.Figure:
-    """GPUs whose utilization averaged under ``util_pct`` over each hour, as bars, beside the
-    GPUs that reported in that hour (a line): wasted capacity hour by hour."""
-    title = f"GPUs under {util_pct:g} % utilization, per hour"
+def below_per_hour(
+    df: pd.DataFrame, *, util_pct: float, basis: str, real: bool, template: str = TEMPLATE
+) -> go.Figure:
+    """GPUs whose utilization (real utilization when ``real``) averaged under ``util_pct`` over
+    each hour, as bars, beside the GPUs that reported in that hour (a line): wasted capacity
+    hour by hour. ``basis`` says what utilization meant."""
+    what = "real utilization" if real else "utilization"
+    title = f"GPUs under {util_pct:g} % {what}, per hour"
     if df.empty:
         return empty(title, "No GPU samples in this range", height=260, template=template)
     fig = _base(title, 260, template)
@@ -215,7 +225,7 @@ def below_per_hour(df: pd.DataFrame, *, util_pct: float, template: str = TEMPLAT
         yaxis={"title": "GPUs", "rangemode": "tozero"},
         title={
             "subtitle": {
-                "text": "job nodes' GPUs, each GPU's mean over the hour",
+                "text": f"job nodes' GPUs, each GPU's mean over the hour · {basis}",
                 "font": {"size": 11},
             }
         },
@@ -328,3 +338,56 @@ def node_header(info: dict[str, Any] | None, host: str) -> str:
         return f"No node called {host!r} in this store"
     rack = info["rack"] or "rack –"  # a scraped node whose targets file gives no rack
     return f"{rack} · {info['role']} node · {info['gpus']} × {info['model'] or 'GPU'}"
+
+
+CLASS_COLOURS = {  # workload class -> colour: work in greens/blues, waste in reds, idle greys
+    "tensor-bound": "#1a9850",
+    "memory-bound": "#4575b4",
+    "busy-but-light": "#fdae61",
+    "communication-stalled": "#d73027",
+    "idle-but-allocated": "#8c510a",
+    "unallocated": "#bbbbbb",
+}
+
+
+def workload_classes(
+    df: pd.DataFrame, *, texts: dict[str, str], basis: str, template: str = TEMPLATE
+) -> go.Figure:
+    """GPUs in each workload class over time, stacked (``telemetry.queries.workload.classes``);
+    ``texts`` says what each class means (hover), ``basis`` what the fleet reported."""
+    title = "Workload classes: what the GPUs were doing"
+    if df.empty:
+        why = "No GPU reported DCGM profiling fields (tensor or DRAM active) in this range"
+        return empty(title, why, height=300, template=template)
+    fig = _base(title, 300, template)
+    wide = df.pivot_table(index="ts", columns="class", values="gpus", aggfunc="sum").fillna(0.0)
+    x = list(wide.index)
+    for cls, colour in CLASS_COLOURS.items():
+        if cls not in wide.columns:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=wide[cls].round(1).tolist(),
+                name=cls,
+                mode="lines",
+                stackgroup="classes",
+                line={"width": 0.5, "color": colour, "shape": "hv"},
+                fillcolor=colour,
+                hovertemplate=f"%{{y:,.1f}} GPUs {cls}: {texts.get(cls, '')}<extra></extra>",
+            )
+        )
+    interval = bucket_text(float(df["interval_s"].iloc[0]))
+    bucket = bucket_text(float(df["bucket_s"].iloc[0]))
+    fig.update_layout(
+        yaxis={"title": "GPUs", "rangemode": "tozero"},
+        hovermode="x unified",
+        title={
+            "subtitle": {
+                "text": f"each GPU's {interval} interval classified, mean GPUs per {bucket}"
+                f" · {basis}",
+                "font": {"size": 11},
+            }
+        },
+    )
+    return fig

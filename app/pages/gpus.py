@@ -21,7 +21,8 @@ dash.register_page(__name__, path="/gpus", name="GPUs", order=2)
 
 NO_DATA = "No data stored yet: start a replay or the ingest daemon."
 METRIC_OPTIONS = [
-    {"label": "Utilization (%)", "value": "util"},
+    {"label": "Utilization, GPU_UTIL (%)", "value": "util"},
+    {"label": "Real utilization, SM activity (%)", "value": "real"},
     {"label": "Temperature, hottest GPU (°C)", "value": "temp"},
     {"label": "Power per GPU (W)", "value": "power"},
     {"label": "Framebuffer used (MiB)", "value": "fb"},
@@ -76,6 +77,7 @@ def layout(**_query: str) -> html.Div:
                 class_name="g-2",
             ),
             time_graph("gpu-below"),
+            time_graph("gpu-classes"),
             dbc.Card(
                 dbc.CardBody(
                     [
@@ -165,11 +167,13 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
     dist = data.gpu_distribution(tr, m.key)
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
     rev = f"{data.revision(view)}|{m.key}"
+    basis = data.util_basis(tr).text if m.key == "real" else ""
     return (
         gfig.heatmap(
             hm.cells,
             nodes_total=hm.nodes_total,
             nodes_shown=hm.nodes_shown,
+            basis=basis,
             template=tpl,
             **opts,
         ).update_layout(uirevision=rev),
@@ -189,8 +193,32 @@ def _below(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # t
     tr = data.view_range(view)
     if tr is None:
         return figures.empty("GPUs", NO_DATA, template=tpl)
+    basis = data.util_basis(tr)
     fig = gfig.below_per_hour(
-        data.gpus_below_per_hour(tr), util_pct=data.LOW_UTIL_PCT, template=tpl
+        data.gpus_below_per_hour(tr),
+        util_pct=data.LOW_UTIL_PCT,
+        basis=basis.text,
+        real=basis.real,
+        template=tpl,
+    )
+    return fig.update_layout(uirevision=data.revision(view))
+
+
+@callback(
+    Output({"type": TIMECHART, "id": "gpu-classes"}, "figure"),
+    *view_inputs(),
+)
+@guarded("figure")
+def _classes(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = data.template(theme)
+    tr = data.view_range(view)
+    if tr is None:
+        return figures.empty("GPUs", NO_DATA, template=tpl)
+    fig = gfig.workload_classes(
+        data.workload_classes(tr),
+        texts=data.CLASS_TEXT,
+        basis=data.util_basis(tr).text,
+        template=tpl,
     )
     return fig.update_layout(uirevision=data.revision(view))
 

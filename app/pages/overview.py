@@ -99,13 +99,14 @@ def _alerts(df: Any) -> html.Div:
     )
 
 
-def _range_util(series: Any) -> float | None:
-    """The fleet's mean utilization over the range shown (weighted by GPUs reporting)."""
-    if series.empty or "util_avg" not in series:
+def _range_util(series: Any, column: str = "util_avg") -> float | None:
+    """The fleet's mean utilization (or ``column``) over the range shown (weighted by GPUs
+    reporting); None where no bucket has it."""
+    if series.empty or column not in series:
         return None
-    ok = series.dropna(subset=["util_avg"])
+    ok = series.dropna(subset=[column])
     gpus = ok["gpus"].astype(float).sum()
-    return float((ok["util_avg"] * ok["gpus"]).sum() / gpus) if gpus else None
+    return float((ok[column] * ok["gpus"]).sum() / gpus) if gpus else None
 
 
 def _util_sub(fleet: dict[str, Any], series: Any) -> str:
@@ -117,6 +118,9 @@ def _util_sub(fleet: dict[str, Any], series: Any) -> str:
     mean = _range_util(series)
     if mean is not None:
         parts.append(f"{mean:.1f} % over the range")
+    real = _range_util(series, "real_avg")
+    if real is not None:  # what the SMs did: GPU_UTIL counts any kernel as busy
+        parts.append(f"real {real:.1f} % (SM activity)")
     parts.append("hottest GPU " + _or_dash(fleet.get("temp_max"), "{:.0f} °C"))
     return " · ".join(parts)
 

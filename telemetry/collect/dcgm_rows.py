@@ -125,9 +125,7 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
     col = _field_columns(fields)[field_id[known]]
     matrix, duplicates = _fill(col, row[known], values[known], len(keys))
     is_extra = (row >= 0) & ~known
-    _mig_utilization(
-        matrix, fields, field_id[is_extra], row[is_extra], extra_id[is_extra], values[is_extra]
-    )
+    _mig_utilization(matrix)
     rejected = _out_of_range(matrix, np.asarray(row_scrape, np.int64), len(scrapes))
     return GpuRows(
         host=tuple(k[0] for k in keys),
@@ -148,28 +146,17 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
     )
 
 
-GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 _UTIL = next(j for j, c in enumerate(SAMPLE_COLUMNS) if c.name == "util_pct")
+_GR = next(j for j, c in enumerate(SAMPLE_COLUMNS) if c.name == "gr_active")
 
 
-def _mig_utilization(
-    matrix: np.ndarray,
-    fields: tuple[str, ...],
-    field_id: np.ndarray,
-    row: np.ndarray,
-    extra_id: np.ndarray,
-    values: np.ndarray,
-) -> None:
+def _mig_utilization(matrix: np.ndarray) -> None:
     """MIG slices do not report ``GPU_UTIL``; their utilization is the graphics engine's active
     ratio (``PROF_GR_ENGINE_ACTIVE``, 0-1) as a percentage, as NVIDIA recommends. Filled only
     where ``GPU_UTIL`` is missing, so a full GPU's own value always wins."""
-    if GR_ENGINE_ACTIVE not in fields:
-        return
-    pick = (field_id == fields.index(GR_ENGINE_ACTIVE)) & (extra_id == 0)
-    util = matrix[_UTIL]
-    r, v = row[pick], values[pick] * 100.0
-    gap = np.isnan(util[r])
-    util[r[gap]] = v[gap]
+    util, gr = matrix[_UTIL], matrix[_GR]
+    gap = np.isnan(util) & ~np.isnan(gr)
+    util[gap] = gr[gap] * 100.0
 
 
 _LO = np.array([c.valid[0] for c in SAMPLE_COLUMNS])[:, None]

@@ -26,6 +26,7 @@ FLEET_METRICS = {
     "fb_used_avg": ("Framebuffer used", "MiB"),
     "sm_clock_avg": ("SM clock", "MHz"),
     "tensor_avg": ("Tensor pipe active", "ratio"),
+    "real_avg": ("Real utilization", "%"),
 }
 
 
@@ -116,13 +117,15 @@ def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.Data
                       min(util_min) AS util_min, sum(temp_s) / sum(n) AS temp_avg,
                       max(temp_max) AS temp_max, sum(power_s) AS power_w,
                       sum(fb_s) / sum(n) AS fb_used_avg, sum(clock_s) / sum(n) AS sm_clock_avg,
-                      sum(tensor_s) / sum(n) AS tensor_avg, ? AS bucket_s
+                      sum(tensor_s) / sum(n) AS tensor_avg,
+                      sum(real_s) / nullif(sum(n) FILTER (WHERE real_s IS NOT NULL), 0)
+                        AS real_avg, ? AS bucket_s
                FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY ts ORDER BY ts""",
             [level, tr.start, tr.end],
         )
     return store.df(
         """SELECT ts, nodes, gpus, util_avg, util_min, temp_avg, temp_max, power_w,
-                  fb_used_avg, sm_clock_avg, tensor_avg, bucket_s
+                  fb_used_avg, sm_clock_avg, tensor_avg, real_avg, bucket_s
            FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ? ORDER BY ts""",
         [level, tr.start, tr.end],
     )

@@ -1,6 +1,7 @@
 """Queries of the GPUs page's drill-down beyond its four charts: one more per-GPU metric picked
 from a list (the memory clock, kept only as an extra field of scraped stores, framebuffer, HBM
-temperature) and what runs on each GPU of the node (job, pod, namespace, container).
+temperature, real utilization and the profiling fields behind it) and what runs on each GPU
+of the node (job, pod, namespace, container).
 
 Kept beside ``telemetry.queries.gpus`` (the fleet views and the four charts) so that module
 stays within its size; the bucketing is the same (``gpus.nice_bucket``). Metric keys select
@@ -14,13 +15,19 @@ import pandas as pd
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
+from telemetry.utilization import REAL_SQL
 
 # key -> (column of the result, label, unit, the gpu_samples column, or None for the value of
-# MEM_CLOCK_FIELD in gpu_samples_extra). The first is what an unknown pick falls back to.
+# MEM_CLOCK_FIELD in gpu_samples_extra, or REAL). The first is what an unknown pick falls back to.
+REAL = "real"  # not a column: real utilization's expression over the sample's columns
 NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "mem_clock": ("mem_clock_mhz", "Memory clock", "MHz", None),
     "fb": ("fb_used_mib", "Framebuffer used", "MiB", "fb_used_mib"),
     "mem_temp": ("mem_temp_c", "HBM temperature", "°C", "mem_temp_c"),
+    "real": ("real_pct", "Real utilization", "%", REAL),  # ``telemetry.utilization``
+    "sm_active": ("sm_active", "SM active", "ratio", "sm_active"),
+    "tensor": ("tensor_active", "Tensor pipe active", "ratio", "tensor_active"),
+    "dram": ("dram_active", "DRAM active", "ratio", "dram_active"),
 }
 MEM_CLOCK_FIELD = "DCGM_FI_DEV_MEM_CLOCK"  # no column of its own: an extra field
 
@@ -36,6 +43,8 @@ def node_gpu_metric(
     name, _, _, column = NODE_METRICS[key]
     bucket = nice_bucket(store, tr, max_points)
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
+    if column == REAL:
+        value, where = REAL_SQL, f"{REAL_SQL} IS NOT NULL"
     if column is None:
         source, value, where = "gpu_samples_extra", "s.value", "s.field = ?"
     return store.df(

@@ -13,6 +13,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange
 from telemetry.store import Store
+from telemetry.utilization import REAL_SQL
 
 
 def node_series_level(store: Store, tr: TimeRange, bucket: int) -> int | None:
@@ -38,13 +39,15 @@ ROLLED = (
 def gpus_below_per_hour(store: Store, tr: TimeRange, util_pct: float = 80.0) -> pd.DataFrame:
     """Per hour of the range, GPUs of job nodes (as the Overview's alert counts them: a hot
     spare is idle by design): those that reported (``gpus``) and those whose mean utilization
-    over the hour was below ``util_pct`` (``below``); ts is the hour, every hour the range
-    touches counted whole. From the per-GPU hourly rollup where it is whole, from the raw
+    over the hour was below ``util_pct`` (``below``): real utilization where the GPU reported
+    profiling fields, else GPU_UTIL (``telemetry.utilization``); ts is the hour, every hour
+    the range touches counted whole. From the per-GPU hourly rollup where it is whole, from the raw
     samples before that (the same numbers; a store upgraded mid-range reads both)."""
-    rolled = """SELECT ts AS h, gpu_id, util_avg AS u FROM gpu_rollup
+    rolled = """SELECT ts AS h, gpu_id, coalesce(real_avg, util_avg) AS u FROM gpu_rollup
                 WHERE bucket_s = 3600 AND ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
                   AND ts <= ?"""
-    raw = """SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id, avg(util_pct) AS u
+    raw = f"""SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id,
+               coalesce(avg({REAL_SQL}), avg(util_pct)) AS u
              FROM gpu_samples
              WHERE ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
                AND ts < time_bucket(INTERVAL 1 hour, ?::TIMESTAMP) + INTERVAL 1 hour

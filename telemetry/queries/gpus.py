@@ -21,8 +21,10 @@ import pandas as pd
 
 from telemetry.queries import TimeRange, pick_level
 from telemetry.queries.gpu_rollup import ROLLED, node_series_level
+from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
 from telemetry.store import Store
+from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
 # Outlier thresholds (data semantics; colours live in app.figures). HOT_C, IDLE_PCT (here:
@@ -52,6 +54,7 @@ METRICS: dict[str, GpuMetric] = {
     m.key: m
     for m in (
         GpuMetric("util", "GPU utilization", "%", "util_avg", "util_pct", -1, 2.0, 0, 100),
+        GpuMetric("real", "Real utilization", "%", "real_avg", "real", -1, 2.0, 0, 100),
         GpuMetric("temp", "Hottest GPU temperature", "°C", "temp_max", "temp_c", 1, 1.0, 0, 130),
         GpuMetric("power", "GPU power", "W", "power_w", "power_w", 0, 10.0, 0, 2000),
         GpuMetric("fb", "Framebuffer used", "MiB", "fb_used_avg", "fb_used_mib", 0, 1024.0, 0, 3e5),
@@ -60,9 +63,12 @@ METRICS: dict[str, GpuMetric] = {
 }
 
 # Per-node cell columns: (expression over node_tick, over node_rollup, aggregate into a bucket).
-# Power is per GPU (node_rollup.power_w is the node's total).
+# Power is per GPU (node_rollup.power_w is the node's total). Real utilization is NULL where no
+# profiling field was reported; ``eff_avg``, what outliers judge by, falls back on GPU_UTIL.
 _CELL_COLUMNS: dict[str, tuple[str, str, str]] = {
     "util_avg": ("util_s / n", "util_avg", "avg"),
+    "real_avg": ("real_s / n", "real_avg", "avg"),
+    "eff_avg": ("coalesce(real_s, util_s) / n", "coalesce(real_avg, util_avg)", "avg"),
     "util_min": ("util_min", "util_min", "min"),
     "temp_max": ("temp_max", "temp_max", "max"),
     "power_w": ("power_s / n", "power_w / gpus", "avg"),
@@ -244,13 +250,13 @@ def node_gpu_series(
 # 1.5 %), or a job node well below the fleet's utilization. Plus a spread of job nodes as the
 # reference for "the fleet" in stage 2.
 _CANDIDATES_SQL = """WITH c AS MATERIALIZED ({cells}),
-f AS (SELECT ts, avg(util_avg) AS mu FROM c GROUP BY ts),
+f AS (SELECT ts, avg(eff_avg) AS mu FROM c GROUP BY ts),
 g AS (SELECT c.ts, avg(c.sm_clock_avg) AS mc FROM c JOIN f USING (ts)
-      WHERE c.util_avg >= f.mu - 5 GROUP BY c.ts),
+      WHERE c.eff_avg >= f.mu - 5 GROUP BY c.ts),
 flags AS (
   SELECT c.node_id,
-    count(*) FILTER (WHERE f.mu >= ? AND c.util_avg < f.mu - 10) AS idle_cells,
-    count(*) FILTER (WHERE f.mu >= ? AND c.util_avg >= f.mu - 5
+    count(*) FILTER (WHERE f.mu >= ? AND c.eff_avg < f.mu - 10) AS idle_cells,
+    count(*) FILTER (WHERE f.mu >= ? AND c.eff_avg >= f.mu - 5
                      AND c.sm_clock_avg < ? * g.mc) AS slow_cells,
     count(*) FILTER (WHERE c.temp_max >= ?) AS hot_cells
   FROM c JOIN f USING (ts) LEFT JOIN g USING (ts) GROUP BY c.node_id),
@@ -267,13 +273,15 @@ ref AS (
 SELECT g.gpu_id, bool_or(x.reference) AS reference FROM (
   SELECT * FROM cand UNION ALL SELECT * FROM ref) x JOIN gpus g USING (node_id)
 GROUP BY g.gpu_id"""
-_CANDIDATE_COLUMNS = ("util_avg", "temp_max", "sm_clock_avg")
+_CANDIDATE_COLUMNS = ("eff_avg", "temp_max", "sm_clock_avg")
 SLOW_NODE_RATIO = 0.985
 
 # Per-GPU statistics of the candidates' GPUs; the job "runs" at a tick when the reference
-# GPUs' mean utilization is busy.
-_GPU_STATS_SQL = """WITH s AS MATERIALIZED (
-  SELECT ts, gpu_id, util_pct, temp_c, sm_clock_mhz FROM gpu_samples
+# GPUs' mean utilization is busy. Utilization is real utilization where the GPU reported the
+# profiling fields (``real``: a rank spinning in a collective reads 100 % on GPU_UTIL).
+_GPU_STATS_SQL = f"""WITH s AS MATERIALIZED (
+  SELECT ts, gpu_id, coalesce({REAL_SQL}, util_pct) AS util_pct, {REAL_SQL} IS NOT NULL AS real,
+         temp_c, sm_clock_mhz FROM gpu_samples
   WHERE ts IN (SELECT unnest(?::TIMESTAMP[])) AND gpu_id = ANY(?::INTEGER[])),
 run AS (SELECT ts, avg(util_pct) >= ? AS running FROM s
         WHERE gpu_id = ANY(?::INTEGER[]) GROUP BY ts)
@@ -283,7 +291,7 @@ SELECT g.host, g.gpu, n.role, count(*) AS samples,
   avg(s.sm_clock_mhz) FILTER (WHERE s.util_pct >= ?) AS clock_busy,
   avg(s.temp_c) FILTER (WHERE s.util_pct >= ?) AS temp_busy,
   max(s.temp_c) AS temp_peak,
-  count(*) FILTER (WHERE s.temp_c >= ?) AS hot_samples
+  count(*) FILTER (WHERE s.temp_c >= ?) AS hot_samples, bool_or(s.real) AS real
 FROM s JOIN gpus g USING (gpu_id) LEFT JOIN nodes n ON n.node_id = g.node_id
 LEFT JOIN run r USING (ts)
 GROUP BY ALL"""
@@ -343,32 +351,6 @@ def gpu_stats(
     return stats, (None if ref is None or pd.isna(ref) else float(ref)), per_sample_s
 
 
-def xid_gpus(store: Store, tr: TimeRange, limit: int = 200) -> pd.DataFrame:
-    """GPUs with an XID in the range: from ``xid_events`` (count, last time) and from the
-    exporter's sticky last-XID gauge where it changed between the range's first and last
-    sample. Columns host, gpu, xid, count, last_ts, source."""
-    return store.df(
-        """WITH ev AS (
-             SELECT host, gpu, xid, count(*) AS count, max(ts) AS last_ts, 'event' AS source
-             FROM xid_events WHERE ts >= ? AND ts <= ? GROUP BY ALL),
-           ends AS (SELECT min(ts) AS t0, max(ts) AS t1 FROM node_tick WHERE ts >= ? AND ts <= ?),
-           first AS (SELECT gpu_id, xid_last FROM gpu_samples, ends WHERE ts = ends.t0),
-           last AS (SELECT gpu_id, xid_last, ts FROM gpu_samples, ends WHERE ts = ends.t1),
-           gauge AS (
-             SELECT g.host, g.gpu, l.xid_last::SMALLINT AS xid, 1 AS count, l.ts AS last_ts,
-                    'exporter' AS source
-             FROM last l LEFT JOIN first f USING (gpu_id) JOIN gpus g USING (gpu_id)
-             WHERE l.xid_last > 0 AND l.xid_last IS DISTINCT FROM f.xid_last)
-           SELECT * FROM ev
-           UNION ALL
-           SELECT * FROM gauge
-           WHERE NOT EXISTS (SELECT 1 FROM ev WHERE ev.host = gauge.host
-                             AND ev.gpu = gauge.gpu AND ev.xid = gauge.xid)
-           ORDER BY last_ts DESC LIMIT ?""",
-        [tr.start, tr.end, tr.start, tr.end, int(limit)],
-    )
-
-
 def _row(host: str, gpu: int, reason: str, value: float, unit: str, detail: str) -> dict[str, Any]:
     return {
         "host": host,
@@ -410,7 +392,8 @@ def _gpu_reasons(r: Any, ref: float | None, interval_s: float) -> list[dict[str,
     share = r.idle_samples / r.run_samples if r.run_samples else 0.0
     if r.role == "job" and share >= IDLE_MIN_SHARE:
         idle = duration_text(r.idle_samples * interval_s)
-        detail = f"utilization < {IDLE_PCT:.0f} % for {idle} while the job ran"
+        what = "real utilization" if r.real else "utilization"
+        detail = f"{what} < {IDLE_PCT:.0f} % for {idle} while the job ran"
         out.append(_row(r.host, r.gpu, "idle", share * 100.0, "% of run time", detail))
     return out
 

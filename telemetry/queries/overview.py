@@ -16,6 +16,7 @@ from telemetry.queries import TimeRange, latest_sample_and_round
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
+from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import HOT_C
 
 LOW_UTIL_PCT = 80.0  # utilization below this while the job trains is wasted capacity
@@ -158,18 +159,22 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
             )
         )
     if training:
-        low = store.scalar(
-            """SELECT count(*) FROM gpu_samples s JOIN gpus g USING (gpu_id)
-               JOIN nodes n USING (node_id)
-               WHERE s.ts = ? AND s.util_pct < ? AND n.role = 'job'""",
-            [last, LOW_UTIL_PCT],
+        # real utilization where a GPU reports the profiling fields (a rank spinning in a
+        # collective reads 100 % on GPU_UTIL), else GPU_UTIL (``telemetry.utilization``)
+        ((low, real),) = store.rows(
+            f"""SELECT count(*) FILTER (WHERE coalesce({REAL_SQL}, s.util_pct) < ?),
+                       count(*) FILTER (WHERE {REAL_SQL} IS NOT NULL)
+               FROM gpu_samples s JOIN gpus g USING (gpu_id) JOIN nodes n USING (node_id)
+               WHERE s.ts = ? AND n.role = 'job'""",
+            [LOW_UTIL_PCT, last],
         )
         if low:
+            basis = "real utilization" if real else "GPU_UTIL"
             out.append(
                 (
                     "warning",
                     f"{low} GPU(s) < {LOW_UTIL_PCT:.0f} % utilized",
-                    "while the job is training (job nodes as first scheduled)",
+                    f"by {basis}, while the job is training (job nodes as first scheduled)",
                     "GpuLowUtilization",
                 )
             )

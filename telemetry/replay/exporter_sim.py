@@ -89,6 +89,7 @@ class ExporterSimulation:
             for i in range(self.n_hosts)
         ]
         self.latest = {c.name: np.zeros(n) for c in SAMPLE_COLUMNS}
+        self.latest["gr_active"][:] = np.nan  # not simulated (derived from the load on output)
         self.counters = GpuCounters.zeros(n)
         boot = np.random.default_rng([seed, 5]).poisson(0.05, n)  # a few GPUs saw retries
         self.counters.pcie_replays[:] = boot
@@ -139,7 +140,8 @@ class ExporterSimulation:
             ts = table["ts"].to_numpy()
             last = ts == ts[-1]
             for c in SAMPLE_COLUMNS:
-                self.latest[c.name][gid[last]] = table[c.name].to_numpy()[last]
+                if c.name in table.column_names:
+                    self.latest[c.name][gid[last]] = table[c.name].to_numpy()[last]
             util = table["util_pct"].to_numpy().astype(np.float64)
             busy = np.bincount(gid, weights=util, minlength=self.syn.n_gpus) / 100.0
             self.counters.nvlink_bytes[:] += busy * NVLINK_BYTES_PER_S * self.interval_s

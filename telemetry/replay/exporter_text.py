@@ -18,7 +18,7 @@ from functools import cache, cached_property
 import numpy as np
 import pandas as pd
 
-from telemetry.catalog import SAMPLE_COLUMNS
+from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS
 from telemetry.reference import GPU_MODELS, GpuModel, dcgm_fields, xids
 
 XID_WINDOW_S = 300.0  # dcgm-exporter's default window for DCGM_EXP_XID_ERRORS_COUNT
@@ -30,7 +30,10 @@ _DOUBLE_UNITS = frozenset({"W", "ratio 0-1"})  # DCGM_FT_DOUBLE fields; every ot
 PCIE_RX_BYTES_PER_S = 1.2e8  # host -> GPU at full load: input batches
 PCIE_TX_BYTES_PER_S = 4.0e7  # GPU -> host at full load: metrics, logs
 PCIE_IDLE_BYTES_PER_S = 1.0e6  # driver and DCGM polling
-DRAM_PER_TENSOR, DRAM_PER_LOAD = 0.6, 0.05  # HBM activity tracks the matmul pipes
+DRAM_PER_TENSOR, DRAM_PER_LOAD = 0.6, 0.05  # HBM activity tracks the matmul pipes (no column)
+# The simulated exporters run a counters file with the SM profiling fields uncommented, as
+# sites that measure real utilization do (dcgm-exporter ships them commented out).
+PROFILING_ENABLED = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY"})
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,14 @@ class Family:
 
 @cache
 def families() -> tuple[Family, ...]:
-    """The exporter's default metric families in counters-file order, then the XID count."""
+    """The exporter's default metric families plus ``PROFILING_ENABLED``, in counters-file
+    order, then the XID count."""
     fields = dcgm_fields()
-    chosen = [f for f in fields.values() if f.default and f.prom_type != "label"]
+    chosen = [
+        f
+        for f in fields.values()
+        if (f.default or f.field in PROFILING_ENABLED) and f.prom_type != "label"
+    ]
     chosen.append(fields[XID_COUNT])
     return tuple(Family(f.field, f.prom_type, f.help, f.unit in _DOUBLE_UNITS) for f in chosen)
 
@@ -121,9 +129,13 @@ class GpuCounters:
 def _columns(cols: Mapping[str, Sequence[float]]) -> dict[str, np.ndarray]:
     out = {}
     for c in SAMPLE_COLUMNS:
-        if c.name not in cols:
+        if c.name in cols:
+            out[c.name] = np.asarray(cols[c.name], dtype=np.float64)
+        elif c.name not in OPTIONAL_COLUMNS:
             raise ValueError(f"sample lacks column {c.name!r} ({c.field})")
-        out[c.name] = np.asarray(cols[c.name], dtype=np.float64)
+    n = len(out["util_pct"])
+    for name in OPTIONAL_COLUMNS - set(out):
+        out[name] = np.full(n, np.nan)  # not reported: the exporter skips the sample
     lengths = {len(a) for a in out.values()}
     if len(lengths) > 1:
         raise ValueError(f"sample columns differ in length: {sorted(lengths)}")
@@ -149,7 +161,8 @@ def exporter_values(
     if len(k.nvlink_bytes) != n:
         raise ValueError(f"counters for {len(k.nvlink_bytes)} GPUs, sample for {n}")
     load = np.clip(c["util_pct"] / 100.0, 0.0, 1.0)
-    dram = np.clip(DRAM_PER_TENSOR * c["tensor_active"] + DRAM_PER_LOAD * load, 0.0, 1.0)
+    derived = np.clip(DRAM_PER_TENSOR * c["tensor_active"] + DRAM_PER_LOAD * load, 0.0, 1.0)
+    dram = np.where(np.isnan(c["dram_active"]), derived, c["dram_active"])
     out = {col.field: c[col.name] for col in SAMPLE_COLUMNS}
     out |= {
         "DCGM_FI_DEV_MEM_CLOCK": np.full(n, model.mem_clock_mhz),

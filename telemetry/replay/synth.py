@@ -27,6 +27,7 @@ from telemetry.replay.timeline import (
     nominal_tokens_per_s,
     throughput_factor,
 )
+from telemetry.utilization import real_np
 
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 _NOISE_POOL = 1 << 22
@@ -215,7 +216,17 @@ class Synthesizer:
         power = power.clip(55.0, m.tdp_w)
         fb_used = np.round(alive * self.mem_job + 1.0)
         fb_free = m.memory_mib - 512.0 - fb_used
-        tensor = (load * 0.58 * clock_f + self._noise(shape, 0.01) * load).clip(0, 1)
+        # Profiling fields (``telemetry.utilization``). Work is the running share outside
+        # checkpoint stalls; a hung rank keeps a NCCL kernel resident (GPU_UTIL stays high) on
+        # a few SMs with few warps while tensor pipes and HBM sit idle. One noise draw serves
+        # all four, so the seeded random stream is the same as before they existed.
+        work = np.where(in_job, run * (1.0 - 0.85 * block), 0.0).astype(np.float32)
+        spin = np.where(in_job, hung, 0.0).astype(np.float32)
+        jitter = self._noise(shape, 0.01)
+        tensor = (work * 0.58 * clock_f + jitter * work).clip(0, 1)
+        sm_active = (work * 0.93 + spin * 0.14 + jitter * (work + spin)).clip(0, 1)
+        sm_occupancy = (work * 0.24 + spin * 0.02 + 0.5 * jitter * work).clip(0, 1)
+        dram = (work * 0.34 * clock_f + spin * 0.01 + 0.8 * jitter * work).clip(0, 1)
         mem_temp = temp + 6.0 + load * 4.0
         energy = self.energy_mj[None, :] + np.cumsum(power * self.interval_s * 1000.0, axis=0)
         self.energy_mj = energy[-1]
@@ -240,9 +251,14 @@ class Synthesizer:
             "tensor_active": tensor,
             "energy_mj": energy,
             "xid_last": xid,
+            "sm_active": sm_active,
+            "sm_occupancy": sm_occupancy,
+            "dram_active": dram,
         }
         cols = {"ts": _arrow(ts_col.view(np.int64), pa.timestamp("us")), "gpu_id": _arrow(gpu_col)}
         for c in SAMPLE_COLUMNS:
+            if c.name not in values:  # GR engine active: not simulated, stored as NULL
+                continue
             dtype = np.float64 if c.kind == "counter" else np.float32
             cols[c.name] = _arrow(sel(np.asarray(values[c.name], dtype=dtype)))
         return pa.table(cols), self._node_tick(ts, values, keep)
@@ -263,6 +279,7 @@ class Synthesizer:
                 op(out, a[..., i], out=out)
             return out
 
+        v = {**v, "real": real_np(v["sm_active"], v["sm_occupancy"])}
         node_keep = keep.reshape(k, self.n_nodes, gpn)[:, :, 0]
         cols = {
             "ts": np.repeat(ts, self.n_nodes).reshape(k, self.n_nodes),
@@ -278,6 +295,7 @@ class Synthesizer:
             "clock_s": per_node("sm_clock_mhz", "sum"),
             "clock_min": per_node("sm_clock_mhz", "min"),
             "tensor_s": per_node("tensor_active", "sum"),
+            "real_s": per_node("real", "sum"),
         }
         out = {}
         for name, arr in cols.items():

@@ -1,0 +1,139 @@
+"""Real utilization and workload classes, from DCGM's profiling fields.
+
+``DCGM_FI_DEV_GPU_UTIL`` is the share of time *any* kernel ran: one warp on one SM reads as
+100 %, and so does a rank spinning in a NCCL collective while it waits for its peers. The
+profiling fields say how much of the GPU works:
+
+- ``SM_ACTIVE``: the share of SM cycles with at least one warp resident (how many SMs have work);
+- ``SM_OCCUPANCY``: resident warps over the SM's maximum (whether they have enough to hide
+  latency);
+- ``PIPE_TENSOR_ACTIVE`` and ``DRAM_ACTIVE``: whether the tensor pipes and HBM are the ones busy.
+
+**Real utilization** (percent) is SM activity weighted by occupancy: ``100 x SM_ACTIVE x
+min(1, SM_OCCUPANCY / 0.125)``. Below 8 resident warps of 64 (an occupancy of 1/8, two warps
+per scheduler) an SM cannot hide memory latency, so its activity counts in proportion; above
+it counts whole, because the GEMM kernels of training run well at 12-25 % occupancy by design
+and must not read as wasted. Without ``SM_OCCUPANCY`` it is ``100 x SM_ACTIVE``; without either
+(dcgm-exporter's default counters ship neither) ``100 x GR_ENGINE_ACTIVE``, which is time-based
+like ``GPU_UTIL`` but exists on MIG slices; without any, ``GPU_UTIL`` itself. Every view says
+which basis it used (``Basis``), and each GPU falls back on its own (a mixed fleet is judged per
+GPU, never on another GPU's fields).
+
+**Workload class** of a GPU-interval (a 5-minute or hourly per-GPU bucket), first match wins:
+
+1. *unallocated*: GPU_UTIL < 5 % and under 1 GiB of framebuffer used (no process holds it);
+2. *idle-but-allocated*: GPU_UTIL < 5 % with a process holding memory;
+3. *tensor-bound*: tensor pipe active >= 0.30;
+4. *memory-bound*: DRAM active >= 0.40;
+5. *communication-stalled*: a kernel resident most of the time (GPU_UTIL >= 50 %) while the
+   SMs (when reported: SM_ACTIVE < 0.30), tensor pipes (< 0.05) and HBM (< 0.10) sit nearly
+   idle: the signature of a rank spinning in a collective, waiting for its peers;
+6. *busy-but-light*: anything else that runs (small kernels, host-bound input, checkpoint
+   stalls).
+
+A GPU-interval without tensor or DRAM activity (no profiling fields) has no class.
+
+Constants and SQL expressions only (column names fixed here, never from input), plus the NumPy
+twin of the real-utilization expression, which the replay engine uses for its per-node sums
+(tests check both agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from telemetry.vocabulary import BUSY_PCT, IDLE_PCT
+
+OCCUPANCY_ENOUGH = 0.125  # resident warps / max warps from which an active SM counts whole
+ALLOCATED_MIB = 1024.0  # framebuffer a process holds: below it, an idle GPU is unallocated
+TENSOR_BOUND = 0.30
+MEMORY_BOUND = 0.40
+STALLED_SM = 0.30
+STALLED_TENSOR = 0.05
+STALLED_DRAM = 0.10
+
+# Per raw sample (columns of gpu_samples); NULL when the GPU reports no profiling field.
+REAL_SQL = (
+    f"(100 * coalesce(sm_active * least(1, coalesce(sm_occupancy / {OCCUPANCY_ENOUGH}, 1)),"
+    " gr_active))"
+)
+
+CLASSES = (
+    "tensor-bound",
+    "memory-bound",
+    "communication-stalled",
+    "busy-but-light",
+    "idle-but-allocated",
+    "unallocated",
+)
+CLASS_TEXT = {
+    "tensor-bound": "tensor pipes active ≥ 30 %",
+    "memory-bound": "HBM active ≥ 40 %, tensor pipes less",
+    "communication-stalled": "a kernel resident, SMs, tensor pipes and HBM nearly idle "
+    "(waiting on a collective)",
+    "busy-but-light": "running, but neither math nor memory bound",
+    "idle-but-allocated": "no kernel, memory held by a process",
+    "unallocated": "no kernel, no process memory",
+}
+
+
+def real_np(sm: np.ndarray, occ: np.ndarray | None, gr: np.ndarray | None = None) -> np.ndarray:
+    """``REAL_SQL`` for arrays (NaN for missing); the replay's per-node sums use it."""
+    weight = np.ones_like(sm) if occ is None else np.minimum(1.0, occ / OCCUPANCY_ENOUGH)
+    weight = np.where(np.isnan(weight), 1.0, weight)
+    out = 100.0 * sm * weight
+    if gr is not None:
+        out = np.where(np.isnan(out), 100.0 * gr, out)
+    return out
+
+
+def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str) -> str:
+    """The workload class of one interval, as a SQL CASE over the named columns (averages of
+    GPU_UTIL %, framebuffer MiB, tensor ratio, DRAM ratio, SM-active ratio). The names are
+    this package's own column names, never input."""
+    return f"""CASE
+      WHEN {util} IS NULL OR ({tensor} IS NULL AND {dram} IS NULL) THEN NULL
+      WHEN {util} < {IDLE_PCT} AND coalesce({fb}, 0) < {ALLOCATED_MIB} THEN 'unallocated'
+      WHEN {util} < {IDLE_PCT} THEN 'idle-but-allocated'
+      WHEN {tensor} >= {TENSOR_BOUND} THEN 'tensor-bound'
+      WHEN {dram} >= {MEMORY_BOUND} THEN 'memory-bound'
+      WHEN {util} >= {BUSY_PCT} AND coalesce({sm}, 0) < {STALLED_SM}
+        AND coalesce({tensor}, 0) < {STALLED_TENSOR} AND coalesce({dram}, 0) < {STALLED_DRAM}
+        THEN 'communication-stalled'
+      ELSE 'busy-but-light' END"""
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What "utilization" meant over a range: ``key`` is "sm_occupancy", "sm", "gr" or
+    "gpu_util"; ``gpus`` reported the profiling basis, of ``total`` that reported at all."""
+
+    key: str
+    gpus: int
+    total: int
+
+    @property
+    def label(self) -> str:
+        """The basis in a few words, for chart titles."""
+        return {
+            "sm_occupancy": "SM activity × occupancy",
+            "sm": "SM activity",
+            "gr": "graphics engine active",
+            "gpu_util": "GPU_UTIL",
+        }[self.key]
+
+    @property
+    def real(self) -> bool:
+        return self.key != "gpu_util"
+
+    @property
+    def text(self) -> str:
+        """A sentence saying the basis and how much of the fleet it covers."""
+        if not self.real:
+            return "basis GPU_UTIL: no GPU reported DCGM profiling fields in this range"
+        part = ""
+        if self.gpus < self.total:
+            part = f" ({self.gpus:,} of {self.total:,} GPUs; the rest by GPU_UTIL)"
+        return f"basis real utilization: {self.label}{part}"

@@ -1,0 +1,288 @@
+"""Real utilization and workload classes (``telemetry.utilization``) from what a cluster's
+exporters serve, over real HTTP on 127.0.0.1; from dcgm-exporter's default counters (no SM
+fields); without any profiling field; from the replay engine; and rollups equal to raw SQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from telemetry.collect.scrape import Target, scrape_round
+from telemetry.collect.sink import StoreSink
+from telemetry.queries import TimeRange, gpu_rollup, workload
+from telemetry.queries import gpus as gpuq
+from telemetry.reference import GPU_MODELS
+from telemetry.replay.exporter_text import GpuLabels, exporter_values, render_host
+from telemetry.replay.scenarios import get_scenario
+from telemetry.replay.synth import Synthesizer
+from telemetry.replay.timeline import HUNG, RUNNING, simulate
+from telemetry.store import Store
+from telemetry.summary import run_summary
+from telemetry.utilization import REAL_SQL, class_sql
+from tests.conftest import DCGM_FIXTURES, ExporterHandler
+
+T0 = datetime(2026, 3, 1, 12, 0, 0)
+# One GPU per class (GPU_UTIL %, framebuffer MiB, tensor, DRAM, SM active, SM occupancy); the
+# last two repeat training. GPU 2 is the case GPU_UTIL hides: 100 % busy, doing nothing.
+CASES = {
+    0: ("tensor-bound", 98, 70000, 0.55, 0.30, 0.93, 0.25),
+    1: ("memory-bound", 95, 60000, 0.05, 0.70, 0.85, 0.50),
+    2: ("communication-stalled", 100, 70000, 0.00, 0.01, 0.12, 0.02),
+    3: ("busy-but-light", 60, 30000, 0.10, 0.10, 0.50, 0.10),
+    4: ("idle-but-allocated", 0, 70000, 0.0, 0.0, 0.0, 0.0),
+    5: ("unallocated", 0, 0, 0.0, 0.0, 0.0, 0.0),
+    6: ("tensor-bound", 99, 70000, 0.60, 0.35, 0.95, 0.30),
+    7: ("tensor-bound", 97, 70000, 0.50, 0.30, 0.90, 0.20),
+}
+
+
+def _exporter_text(with_sm: bool = True) -> str:
+    """dcgm-exporter text for one host whose eight GPUs do the ``CASES``; without the SM
+    fields when ``with_sm`` is False (dcgm-exporter's default counters)."""
+    rows = [CASES[g] for g in range(8)]
+    cols = {
+        "util_pct": [r[1] for r in rows],
+        "temp_c": [60.0] * 8,
+        "mem_temp_c": [65.0] * 8,
+        "power_w": [500.0] * 8,
+        "sm_clock_mhz": [1980.0] * 8,
+        "fb_used_mib": [r[2] for r in rows],
+        "fb_free_mib": [80000.0 - r[2] for r in rows],
+        "tensor_active": [r[3] for r in rows],
+        "energy_mj": [1.0e10] * 8,
+        "xid_last": [0.0] * 8,
+        "dram_active": [r[4] for r in rows],
+    }
+    if with_sm:
+        cols |= {"sm_active": [r[5] for r in rows], "sm_occupancy": [r[6] for r in rows]}
+    gpus = [
+        GpuLabels(
+            g, f"GPU-0000000{g}-aaaa", f"00000000:{g:02X}:00.0", f"nvidia{g}", "NVIDIA H100",
+            "node-a", "550.90.07",
+        )
+        for g in range(8)
+    ]  # fmt: skip
+    return render_host(gpus, exporter_values(cols, GPU_MODELS["H100"]))
+
+
+@pytest.fixture(scope="module")
+def exporters(exporter: str) -> str:
+    """conftest's exporter server on 127.0.0.1 with three more routes: ``/profiling/metrics``
+    with the SM fields enabled, ``/default/metrics`` with dcgm-exporter's default counters,
+    ``/bare/metrics`` without any DCGM_FI_PROF field (a recorded default scrape with those
+    lines removed)."""
+    bare = "\n".join(
+        ln
+        for ln in (DCGM_FIXTURES / "default_h100.txt").read_text().splitlines()
+        if "DCGM_FI_PROF_" not in ln
+    )
+    ExporterHandler.routes |= {
+        "/profiling/metrics": _exporter_text(True),
+        "/default/metrics": _exporter_text(False),
+        "/bare/metrics": bare + "\n",
+    }
+    return exporter
+
+
+def _scraped(tmp: Path, url: str, rounds: int = 4) -> Store:
+    store = Store(str(tmp / "s.duckdb"))
+    sink = StoreSink(store, 15.0)
+    for i in range(rounds):
+        report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round([Target(url)], 2.0))
+        assert report.up == 1, report
+    return store
+
+
+RANGE = TimeRange(T0, T0 + timedelta(minutes=1))
+
+
+def _classes_per_gpu(store: Store) -> dict[int, str]:
+    cls = class_sql("u", "fb", "t", "d", "sm")
+    rows = store.rows(
+        f"""SELECT g.gpu, any_value({cls}) FROM (
+              SELECT gpu_id, avg(util_pct) AS u, avg(fb_used_mib) AS fb, avg(tensor_active) AS t,
+                     avg(dram_active) AS d, avg(sm_active) AS sm FROM gpu_samples GROUP BY ALL)
+            JOIN gpus g USING (gpu_id) GROUP BY ALL"""
+    )
+    return {int(g): c for g, c in rows}
+
+
+def test_a_scraped_exporter_with_sm_fields_gives_real_utilization_and_every_class(
+    tmp_path: Path, exporters: str
+) -> None:
+    with _scraped(tmp_path, f"{exporters}/profiling/metrics") as store:
+        assert _classes_per_gpu(store) == {g: c[0] for g, c in CASES.items()}
+        per_gpu = dict(
+            store.rows(
+                f"""SELECT g.gpu, avg({REAL_SQL}) FROM gpu_samples
+                    JOIN gpus g USING (gpu_id) GROUP BY ALL"""
+            )
+        )
+        # SM activity x min(1, occupancy / 0.125): training counts whole, the stalled rank
+        # (12 % of SMs, 2 % occupancy) reads 1.9 % while GPU_UTIL says 100 %
+        assert per_gpu[0] == pytest.approx(93.0, abs=0.01)
+        assert per_gpu[2] == pytest.approx(100 * 0.12 * 0.02 / 0.125, abs=0.01)
+        assert per_gpu[3] == pytest.approx(40.0, abs=0.01) and per_gpu[4] == 0.0  # 0.5 x 0.8
+        basis = workload.basis(store, RANGE)
+        assert basis.key == "sm_occupancy" and (basis.gpus, basis.total) == (8, 8)
+        assert basis.text == "basis real utilization: SM activity × occupancy"
+        df = workload.classes(store, RANGE)
+        mean = df.groupby("class")["gpus"].sum() * df["bucket_s"].iloc[0] / 60.0
+        assert mean.round(2).to_dict() == {
+            "busy-but-light": 1.0,
+            "communication-stalled": 1.0,
+            "idle-but-allocated": 1.0,
+            "memory-bound": 1.0,
+            "tensor-bound": 3.0,
+            "unallocated": 1.0,
+        }
+        # the hour's GPUs under 80 %: GPU_UTIL would count 3 (60 %, 0 %, 0 %), real
+        # utilization adds the stalled rank
+        below = gpu_rollup.gpus_below_per_hour(store, RANGE)
+        assert below[["gpus", "below"]].values.tolist() == [[8, 4]]
+        real = gpuq.heatmap(store, RANGE, "real").cells
+        assert real["value"].round(1).unique().tolist() == [
+            round((93 + 85 + 1.92 + 40 + 0 + 0 + 95 + 90) / 8, 1)
+        ]
+
+
+def test_default_counters_degrade_to_the_graphics_engine(tmp_path: Path, exporters: str) -> None:
+    """dcgm-exporter's default counters comment out SM_ACTIVE and SM_OCCUPANCY: real
+    utilization is then the graphics engine's activity, and says so; classes still come from
+    the tensor and DRAM fields it does ship."""
+    with _scraped(tmp_path, f"{exporters}/default/metrics") as store:
+        assert store.scalar("SELECT count(sm_active) FROM gpu_samples") == 0
+        basis = workload.basis(store, RANGE)
+        assert basis.key == "gr" and basis.text == (
+            "basis real utilization: graphics engine active"
+        )
+        gr = store.rows(f"SELECT avg({REAL_SQL}), avg(util_pct) FROM gpu_samples")[0]
+        assert gr[0] == pytest.approx(gr[1], abs=0.01)  # the simulated exporter's GR = util
+        got = _classes_per_gpu(store)
+        assert got[0] == "tensor-bound" and got[1] == "memory-bound" and got[5] == "unallocated"
+        # without SM activity, the stalled rank is known by idle tensor pipes and HBM alone
+        assert got[2] == "communication-stalled"
+
+
+def test_without_profiling_fields_gpu_util_is_the_basis_and_there_are_no_classes(
+    tmp_path: Path, exporters: str
+) -> None:
+    with _scraped(tmp_path, f"{exporters}/bare/metrics") as store:
+        basis = workload.basis(store, RANGE)
+        assert not basis.real and "no GPU reported DCGM profiling fields" in basis.text
+        assert workload.classes(store, RANGE).empty
+        assert gpuq.heatmap(store, RANGE, "real").cells.empty
+        below = gpu_rollup.gpus_below_per_hour(store, RANGE)  # GPU_UTIL's answer
+        utils = store.rows("SELECT count(*) FILTER (WHERE util_pct < 80) FROM gpu_samples")
+        assert below["below"].iloc[0] * 4 == utils[0][0]
+
+
+def _hung_scenario() -> tuple[Synthesizer, float, float]:
+    """A dev-64 timeline with a hang (a rank spinning until the NCCL watchdog fires) and the
+    synthesiser over it; returns the hang's start and end (seconds)."""
+    sc = get_scenario("dev-64").with_overrides(days=3.0)
+    for seed in range(1, 40):
+        tl = simulate(sc, seed)
+        spans = [(a, b) for a, b, s in tl.states if s == HUNG and b - a >= 120]
+        if spans:
+            return Synthesizer(tl, seed, 10.0, "r"), *spans[0]
+    raise AssertionError("no seed of dev-64 hangs for 2 minutes in 3 days")
+
+
+def test_the_replay_produces_the_fields_and_a_hang_reads_as_communication_stalled() -> None:
+    syn, start, end = _hung_scenario()
+    running = next(a for a, b, s in syn.tl.states if s == RUNNING and b - a > 600) + 300
+    hung = np.arange(start + 20, end - 10, 10.0)
+    ticks = np.concatenate([[running], hung])
+    samples, _ = syn.samples(ticks)
+    con = duckdb.connect()
+    con.register("s", samples)  # the replay leaves GR engine active out (stored NULL)
+    cls = class_sql("util_pct", "fb_used_mib", "tensor_active", "dram_active", "sm_active")
+    job = syn.sc.nodes * syn.sc.gpus_per_node
+    got = con.execute(
+        f"""SELECT ts = min(ts) OVER () AS first, {cls} AS c, util_pct, {REAL_SQL} AS real
+            FROM (SELECT *, NULL::FLOAT AS gr_active FROM s) WHERE gpu_id < ?""",
+        [job],
+    ).df()
+    train, hang = got[got["first"]], got[~got["first"]]
+    assert train["c"].eq("tensor-bound").mean() > 0.95 and train["real"].median() > 85
+    # the job's GPUs (nodes swapped out for repair by then sit idle, unallocated)
+    hang = hang[hang["c"] != "unallocated"]
+    assert len(hang) >= 40 * len(ticks[1:]) and hang["c"].eq("communication-stalled").all()
+    assert hang["util_pct"].min() > 90 and hang["real"].max() < 5  # busy by GPU_UTIL, idle SMs
+
+
+def test_rollups_of_real_utilization_equal_raw_sql(store: Store) -> None:
+    """Per-GPU 5-min buckets (the class chart's intervals, the under-80 % hours) and the node
+    and fleet levels (heatmap, fleet series) hold what raw SQL computes."""
+    cols = ("tensor_active", "sm_active", "sm_occupancy", "dram_active")
+    raw = store.df(
+        f"""SELECT time_bucket(INTERVAL 5 minutes, ts) AS ts, gpu_id,
+              {", ".join(f"avg({c}) AS {c}" for c in cols)}, avg({REAL_SQL}) AS real
+            FROM gpu_samples GROUP BY ALL ORDER BY 1, 2"""
+    )
+    rolled = store.df(
+        """SELECT ts, gpu_id, tensor_avg AS tensor_active, sm_active_avg AS sm_active,
+                  sm_occupancy_avg AS sm_occupancy, dram_avg AS dram_active, real_avg AS real
+           FROM gpu_rollup WHERE bucket_s = 300 ORDER BY 1, 2"""
+    )
+    merged = raw.merge(rolled, on=["ts", "gpu_id"], suffixes=("", "_r"))
+    assert len(merged) == len(rolled) > 1000 and merged["real"].notna().all()
+    for c in (*cols, "real"):
+        np.testing.assert_allclose(merged[c], merged[f"{c}_r"], rtol=1e-4, atol=1e-4)
+    node = store.df(
+        f"""SELECT time_bucket(INTERVAL 1 hour, s.ts) AS ts, g.node_id,
+                   avg({REAL_SQL}) AS raw FROM gpu_samples s JOIN gpus g USING (gpu_id)
+            GROUP BY ALL"""
+    ).merge(
+        store.df("SELECT ts, node_id, real_avg FROM node_rollup WHERE bucket_s = 3600"),
+        on=["ts", "node_id"],
+    )
+    np.testing.assert_allclose(node["raw"], node["real_avg"], rtol=1e-4)
+    fleet = store.df(
+        f"""SELECT time_bucket(INTERVAL 1 hour, ts) AS ts, avg({REAL_SQL}) AS raw
+            FROM gpu_samples GROUP BY ALL"""
+    ).merge(store.df("SELECT ts, real_avg FROM fleet_rollup WHERE bucket_s = 3600"), on="ts")
+    assert len(fleet) >= 20
+    np.testing.assert_allclose(fleet["raw"], fleet["real_avg"], rtol=1e-4)
+
+
+def test_the_class_chart_reads_the_same_classes_from_rollups_as_from_raw(
+    store: Store, whole: TimeRange
+) -> None:
+    """The hourly class chart of a day from ``gpu_rollup`` equals classifying raw samples'
+    hourly means."""
+    cls = class_sql("u", "fb", "t", "d", "sm")
+    raw = store.df(
+        f"""SELECT ts, {cls} AS class, count(*)::DOUBLE AS gpus FROM (
+              SELECT time_bucket(INTERVAL 1 hour, ts) AS ts, gpu_id, avg(util_pct) AS u,
+                     avg(fb_used_mib) AS fb, avg(tensor_active) AS t, avg(dram_active) AS d,
+                     avg(sm_active) AS sm FROM gpu_samples GROUP BY ALL)
+            GROUP BY ALL ORDER BY 1, 2"""
+    )
+    sql, params = workload._intervals(store, whole, 3600)
+    assert "gpu_rollup" in sql
+    rolled = store.df(
+        f"SELECT ts, {cls} AS class, count(*)::DOUBLE AS gpus FROM ({sql}) GROUP BY ALL "
+        "ORDER BY 1, 2",
+        params,
+    )
+    pd.testing.assert_frame_equal(raw, rolled)
+    assert set(rolled["class"]) >= {"tensor-bound", "unallocated"}
+
+
+def test_summary_json_states_real_utilization_and_gpu_hours_per_class(store: Store) -> None:
+    (run_id,) = [r[0] for r in store.rows("SELECT run_id FROM runs")]
+    u = run_summary(store, run_id)["utilization"]
+    assert u["basis"] == "sm_occupancy" and "SM activity" in u["basis_text"]
+    assert 60 < u["real_util_pct"] < u["gpu_util_pct"] < 90
+    hours = u["class_gpu_hours"]
+    assert hours["tensor-bound"] > 10 * hours.get("busy-but-light", 0) > 0
+    # every GPU-interval that reported is classified: GPU-hours add up to the samples' time
+    sampled = store.scalar("SELECT count(*) FROM gpu_samples") * u["interval_s"] / 3600.0
+    assert sum(hours.values()) == pytest.approx(sampled, rel=0.01)
