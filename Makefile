@@ -40,6 +40,7 @@ bench: setup
 	$(BIN)/python benchmarks/replay.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/dashboard.py
+	$(BIN)/python benchmarks/workload.py
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/ckptscan.py
 	$(BIN)/python benchmarks/slurm.py

@@ -38,6 +38,7 @@ from telemetry.queries import training as trainq
 from telemetry.queries import workload as workq
 from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
 from telemetry.queries.gpus import GpuMetric, Heatmap
 from telemetry.reliability import IntervalAdvice

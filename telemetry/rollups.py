@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from telemetry.connection import rollback
-from telemetry.utilization import REAL_SQL
+from telemetry.utilization import CLASS_SQL, REAL_SQL
 
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
@@ -120,7 +120,8 @@ def _gpu_level(
     con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
 ) -> None:
     """Per-GPU buckets of ``level`` in [since, until]: from raw samples for the finest level,
-    else from the level below, averages weighted by each bucket's sample count per column."""
+    else from the level below, averages weighted by each bucket's sample count per column; and
+    their workload classes counted (``class_rollup``)."""
     con.execute(
         "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
     )
@@ -137,11 +138,17 @@ def _gpu_level(
         cols += [f"min({c})" for c, _ in GPU_MIN]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
     con.execute(
+        "DELETE FROM class_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
+        [level, since, until],
+    )
+    con.execute(
         f"""INSERT INTO gpu_rollup (bucket_s, ts, gpu_id, samples, {", ".join(names)})
         SELECT ?, time_bucket(to_seconds(?), ts) AS b, gpu_id, {count}, {", ".join(cols)}
         FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
         [level, level, *([prev] if prev is not None else []), since, until],
     )
+    where = "WHERE bucket_s = ? AND ts >= ? AND ts <= ?"
+    con.execute(CLASS_SQL.format(where=where), [level, since, until])
 
 
 def _rollup_level(

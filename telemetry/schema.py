@@ -14,6 +14,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
+from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
 
@@ -56,6 +57,9 @@ CREATE TABLE IF NOT EXISTS gpu_rollup (
   util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
   mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT, energy_mj_max DOUBLE,
   energy_mj_min DOUBLE);
+CREATE TABLE IF NOT EXISTS class_rollup (
+  bucket_s INTEGER, ts TIMESTAMP, class VARCHAR, intervals INTEGER, sm INTEGER, occ INTEGER,
+  real INTEGER);
 CREATE TABLE IF NOT EXISTS alert_silences (
   id VARCHAR, matchers VARCHAR, starts_at TIMESTAMP, ends_at TIMESTAMP, created_by VARCHAR,
   comment VARCHAR);
@@ -182,6 +186,10 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # Per-GPU rollups (added after the first release) cover a new store from its first
     # sample; a store that had samples before it had the table, from the first whole hour
     # after the newest rollup watermark (each level is built from there on).
+    # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
+    # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
+    if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:
+        con.execute(CLASS_SQL.format(where=""))
     con.execute(
         """INSERT OR IGNORE INTO meta
            SELECT 'gpu_rollup_since', CASE WHEN (SELECT count(*) FROM gpu_samples) = 0

@@ -105,13 +105,25 @@ def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str) -> str:
       ELSE 'busy-but-light' END"""
 
 
+# Per-GPU buckets of ``gpu_rollup`` counted per workload class into ``class_rollup`` (how many
+# intervals, and how many of them reported SM activity, occupancy, any real-utilization field),
+# so the class chart and the basis read a few rows per bucket whatever the fleet size. Run by
+# ``telemetry.rollups`` for the buckets it rebuilds (``where`` narrows to them) and once by
+# ``telemetry.schema`` for a store whose per-GPU buckets came before this table.
+CLASS_SQL = f"""INSERT INTO class_rollup
+  SELECT bucket_s, ts,
+    {class_sql("util_avg", "fb_used_avg", "tensor_avg", "dram_avg", "sm_active_avg")} AS class,
+    count(*), count(sm_active_avg), count(sm_occupancy_avg), count(real_avg)
+  FROM gpu_rollup {{where}} GROUP BY ALL"""
+
+
 @dataclass(frozen=True)
 class Basis:
     """What "utilization" meant over a range: ``key`` is "sm_occupancy", "sm", "gr" or
-    "gpu_util"; ``gpus`` reported the profiling basis, of ``total`` that reported at all."""
+    "gpu_util"; ``covered`` GPU-intervals reported a profiling field, of ``total``."""
 
     key: str
-    gpus: int
+    covered: int
     total: int
 
     @property
@@ -134,6 +146,7 @@ class Basis:
         if not self.real:
             return "basis GPU_UTIL: no GPU reported DCGM profiling fields in this range"
         part = ""
-        if self.gpus < self.total:
-            part = f" ({self.gpus:,} of {self.total:,} GPUs; the rest by GPU_UTIL)"
+        if self.covered < self.total:
+            share = self.covered / self.total
+            part = f" ({share:.0%} of GPU-time; the rest by GPU_UTIL)"
         return f"basis real utilization: {self.label}{part}"

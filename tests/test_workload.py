@@ -129,7 +129,7 @@ def test_a_scraped_exporter_with_sm_fields_gives_real_utilization_and_every_clas
         assert per_gpu[2] == pytest.approx(100 * 0.12 * 0.02 / 0.125, abs=0.01)
         assert per_gpu[3] == pytest.approx(40.0, abs=0.01) and per_gpu[4] == 0.0  # 0.5 x 0.8
         basis = workload.basis(store, RANGE)
-        assert basis.key == "sm_occupancy" and (basis.gpus, basis.total) == (8, 8)
+        assert basis.key == "sm_occupancy" and basis.covered == basis.total == 32
         assert basis.text == "basis real utilization: SM activity × occupancy"
         df = workload.classes(store, RANGE)
         mean = df.groupby("class")["gpus"].sum() * df["bucket_s"].iloc[0] / 60.0
@@ -252,28 +252,33 @@ def test_rollups_of_real_utilization_equal_raw_sql(store: Store) -> None:
     np.testing.assert_allclose(fleet["raw"], fleet["real_avg"], rtol=1e-4)
 
 
-def test_the_class_chart_reads_the_same_classes_from_rollups_as_from_raw(
-    store: Store, whole: TimeRange
+@pytest.mark.parametrize("level", [300, 3600])
+def test_class_rollups_hold_what_classifying_raw_samples_gives(
+    store: Store, whole: TimeRange, level: int
 ) -> None:
-    """The hourly class chart of a day from ``gpu_rollup`` equals classifying raw samples'
-    hourly means."""
-    cls = class_sql("u", "fb", "t", "d", "sm")
-    raw = store.df(
-        f"""SELECT ts, {cls} AS class, count(*)::DOUBLE AS gpus FROM (
-              SELECT time_bucket(INTERVAL 1 hour, ts) AS ts, gpu_id, avg(util_pct) AS u,
-                     avg(fb_used_mib) AS fb, avg(tensor_active) AS t, avg(dram_active) AS d,
-                     avg(sm_active) AS sm FROM gpu_samples GROUP BY ALL)
-            GROUP BY ALL ORDER BY 1, 2"""
-    )
-    sql, params = workload._intervals(store, whole, 3600)
-    assert "gpu_rollup" in sql
-    rolled = store.df(
-        f"SELECT ts, {cls} AS class, count(*)::DOUBLE AS gpus FROM ({sql}) GROUP BY ALL "
-        "ORDER BY 1, 2",
-        params,
-    )
-    pd.testing.assert_frame_equal(raw, rolled)
-    assert set(rolled["class"]) >= {"tensor-bound", "unallocated"}
+    """``class_rollup`` (what the class chart and the basis read at fleet scale) equals
+    classifying the raw samples' per-GPU means of each bucket, counts of reporting GPUs too."""
+    sql, params = workload._per_class(store, whole, level)
+    assert "class_rollup" in sql
+    q = "SELECT ts, class, intervals, sm, occ, real FROM ({}) ORDER BY ts, class NULLS FIRST"
+    rolled = store.df(q.format(sql), params)
+    raw = store.df(q.format(workload._RAW_CLASSES), [level, level, whole.start, whole.end])
+    pd.testing.assert_frame_equal(rolled, raw, check_dtype=False)
+    assert set(rolled["class"].dropna()) >= {"tensor-bound", "unallocated", "busy-but-light"}
+
+
+def test_a_store_from_before_class_rollups_gets_them_from_its_per_gpu_buckets(
+    day: Path,
+) -> None:
+    with Store(str(day)) as s:
+        before = s.df("SELECT * FROM class_rollup ORDER BY ALL")
+    con = duckdb.connect(str(day))
+    con.execute("DROP TABLE class_rollup")  # as a store written before the table
+    con.close()
+    with Store(str(day)) as s:  # opened for writing: the schema upgrade fills it
+        after = s.df("SELECT * FROM class_rollup ORDER BY ALL")
+    assert len(before) > 100
+    pd.testing.assert_frame_equal(before, after)
 
 
 def test_summary_json_states_real_utilization_and_gpu_hours_per_class(store: Store) -> None:

@@ -345,11 +345,11 @@ def _node_workload(  # type: ignore[no-untyped-def]
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
         return figures.empty(title, msg, gfig.NODE_CHART_HEIGHT, tpl), "", ""
     df, work = data.node_more(host, tr, key)
-    if df.empty and key == "mem_clock":
+    if df.empty and key in data.EXTRA_FIELDS:
         fig = figures.empty(
             title,
-            f"No memory clock from {host} in this range: it is kept from dcgm-exporter scrapes "
-            "(DCGM_FI_DEV_MEM_CLOCK), not by a replay",
+            f"No {label.lower()} from {host} in this range: it is kept from dcgm-exporter "
+            f"scrapes ({data.EXTRA_FIELDS[key]}), not by a replay",
             gfig.NODE_CHART_HEIGHT,
             tpl,
         )

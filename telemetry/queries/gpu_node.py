@@ -18,7 +18,8 @@ from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
 
 # key -> (column of the result, label, unit, the gpu_samples column, or None for the value of
-# MEM_CLOCK_FIELD in gpu_samples_extra, or REAL). The first is what an unknown pick falls back to.
+# its EXTRA_FIELDS field in gpu_samples_extra, or REAL). The first is what an unknown pick falls
+# back to.
 REAL = "real"  # not a column: real utilization's expression over the sample's columns
 NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "mem_clock": ("mem_clock_mhz", "Memory clock", "MHz", None),
@@ -28,8 +29,15 @@ NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "sm_active": ("sm_active", "SM active", "ratio", "sm_active"),
     "tensor": ("tensor_active", "Tensor pipe active", "ratio", "tensor_active"),
     "dram": ("dram_active", "DRAM active", "ratio", "dram_active"),
+    "pcie_rx": ("pcie_rx_bps", "PCIe received", "B/s", None),
+    "pcie_tx": ("pcie_tx_bps", "PCIe sent", "B/s", None),
 }
-MEM_CLOCK_FIELD = "DCGM_FI_DEV_MEM_CLOCK"  # no column of its own: an extra field
+# Fields without a column of their own (extras), kept from dcgm-exporter scrapes only.
+EXTRA_FIELDS = {
+    "mem_clock": "DCGM_FI_DEV_MEM_CLOCK",
+    "pcie_rx": "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "pcie_tx": "DCGM_FI_PROF_PCIE_TX_BYTES",
+}
 
 
 def node_gpu_metric(
@@ -37,7 +45,8 @@ def node_gpu_metric(
 ) -> pd.DataFrame:
     """One more metric (``NODE_METRICS``) of each GPU of one node, bucketed like
     ``gpus.node_gpu_series``: ts, gpu, the metric's column, bucket_s. Empty when the node has no
-    such samples in the range (a replay keeps no memory clock: only scraped stores have it)."""
+    such samples in the range (a replay keeps no memory clock or PCIe rate: only scraped stores
+    have them)."""
     if key not in NODE_METRICS:
         raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
     name, _, _, column = NODE_METRICS[key]
@@ -54,7 +63,7 @@ def node_gpu_metric(
             WHERE s.ts >= ? AND s.ts <= ? AND {where} AND s.gpu_id IN (
               SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
             GROUP BY ALL ORDER BY g.gpu, 1""",
-        [bucket, bucket, tr.start, tr.end, *([MEM_CLOCK_FIELD] if column is None else [])]
+        [bucket, bucket, tr.start, tr.end, *([EXTRA_FIELDS[key]] if column is None else [])]
         + [str(host)[:200]],
     )
 

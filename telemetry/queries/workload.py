@@ -1,14 +1,14 @@
 """Real utilization's basis and workload classes over a range (see ``telemetry.utilization``).
 
-Per-GPU intervals come from the per-GPU rollup (``gpu_rollup``, 5 min or 1 h) where it is whole,
-else from the raw samples bucketed the same way, so a live last-10-minutes view and a 54-day one
-classify alike. The interval is the finest that keeps the rows read within ``MAX_INTERVALS``
-(5 min up to about a day and a half at 16,384 GPUs; hourly beyond).
+Short ranges of a small fleet classify raw samples, each sample its own interval, exact to the
+live edge. Anything larger reads ``class_rollup``: the per-GPU buckets of ``gpu_rollup`` (5 min
+where the store keeps them, else 1 h) counted per class as they are built, a few rows per
+bucket whatever the fleet size, the same classes as classifying those buckets in SQL (tested).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Any
 
 import pandas as pd
 
@@ -17,52 +17,47 @@ from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL, Basis, class_sql
 
-MAX_INTERVALS = 5_000_000  # GPU-intervals a class chart may classify
+MAX_RAW = 1_000_000  # GPU samples a class chart may classify from raw (15 min of 16,384 at 15 s)
 CLASS_POINTS = 300  # buckets on the class chart
 
-_ROLLED = """SELECT ts, gpu_id, util_avg AS u, fb_used_avg AS fb, tensor_avg AS t, dram_avg AS d,
-  sm_active_avg AS sm, sm_occupancy_avg AS occ, real_avg AS r
-FROM gpu_rollup WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
-  AND ts <= ?"""
-_RAW = """SELECT time_bucket(to_seconds(?), ts) AS ts, gpu_id, avg(util_pct) AS u,
+# Per-(interval, GPU) averages from raw samples (u, fb, t, d, sm, occ, r), for the raw path and
+# for a range before the per-GPU rollups began (an upgraded store).
+_RAW = f"""SELECT time_bucket(to_seconds(?), ts) AS ts, gpu_id, avg(util_pct) AS u,
   avg(fb_used_mib) AS fb, avg(tensor_active) AS t, avg(dram_active) AS d, avg(sm_active) AS sm,
-  avg(sm_occupancy) AS occ, avg({real}) AS r
+  avg(sm_occupancy) AS occ, avg({REAL_SQL}) AS r
 FROM gpu_samples WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?
 GROUP BY ALL"""
+# The same per class: (ts, class, intervals, sm, occ, real) as ``class_rollup`` holds them.
+_RAW_CLASSES = f"""SELECT ts, {class_sql("u", "fb", "t", "d", "sm")} AS class,
+  count(*) AS intervals, count(sm) AS sm, count(occ) AS occ, count(r) AS real
+FROM ({_RAW}) GROUP BY ALL"""
+_ROLLED_CLASSES = """SELECT ts, class, intervals, sm, occ, real FROM class_rollup
+WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?"""
 
 
 def interval_s(store: Store, tr: TimeRange) -> int:
-    """The GPU-interval (seconds) classes are judged on over ``tr``: the sample interval, 5 min
-    or 1 h, the finest keeping the fleet's intervals within ``MAX_INTERVALS``."""
+    """The GPU-interval (seconds) classes are judged on over ``tr``: the sample interval while
+    the range holds at most ``MAX_RAW`` samples, else the finest per-GPU rollup level."""
     gpus = store.scalar("SELECT count(*) FROM gpus") or 1
     sample = max(int(store.sample_interval_s()), 1)
-    for level in (sample, 300, 3600):
-        if level >= sample and gpus * tr.seconds / level <= MAX_INTERVALS:
-            return level
-    return 3600
+    levels = store.gpu_rollup_levels()
+    if gpus * tr.seconds / sample <= MAX_RAW or not levels:
+        return sample
+    return levels[0]
 
 
-def _intervals(store: Store, tr: TimeRange, level: int) -> tuple[str, list[object]]:
-    """SQL of per-(interval, GPU) averages (u, fb, t, d, sm, occ, r) and its parameters."""
-    since: datetime = store.gpu_rollup_since()
-    if level in store.gpu_rollup_levels() and tr.start >= since:
-        return _ROLLED, [level, level, tr.start, tr.end]
-    return _RAW.format(real=REAL_SQL), [level, level, tr.start, tr.end]
+def _per_class(store: Store, tr: TimeRange, level: int) -> tuple[str, list[Any]]:
+    """SQL of (ts, class, intervals, sm, occ, real) per interval bucket over ``tr``."""
+    if level in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since():
+        return _ROLLED_CLASSES, [level, level, tr.start, tr.end]
+    return _RAW_CLASSES, [level, level, tr.start, tr.end]
 
 
 def basis(store: Store, tr: TimeRange) -> Basis:
-    """Which basis real utilization had over ``tr``: GPUs that reported SM activity (and
-    occupancy), the graphics engine's activity, or neither (then GPU_UTIL)."""
-    level = 3600 if tr.seconds > 6 * 3600 else interval_s(store, tr)
-    sql, params = _intervals(store, tr, level)
-    (row,) = store.rows(
-        f"""SELECT count(DISTINCT gpu_id) FILTER (WHERE sm IS NOT NULL),
-                   count(DISTINCT gpu_id) FILTER (WHERE occ IS NOT NULL),
-                   count(DISTINCT gpu_id) FILTER (WHERE r IS NOT NULL),
-                   count(DISTINCT gpu_id)
-            FROM ({sql})""",
-        params,
-    )
+    """Which basis real utilization had over ``tr``: GPU-intervals that reported SM activity
+    (and occupancy), only the graphics engine's activity, or neither (then GPU_UTIL)."""
+    sql, params = _per_class(store, tr, interval_s(store, tr))
+    (row,) = store.rows(f"SELECT sum(sm), sum(occ), sum(real), sum(intervals) FROM ({sql})", params)
     sm, occ, real, total = (int(v or 0) for v in row)
     key = "gpu_util" if not real else "gr" if not sm else "sm" if not occ else "sm_occupancy"
     return Basis(key, real, total)
@@ -75,29 +70,33 @@ def classes(store: Store, tr: TimeRange, max_points: int = CLASS_POINTS) -> pd.D
     level = interval_s(store, tr)
     bucket = max(nice_bucket(store, tr, max_points), level)
     bucket = -(-bucket // level) * level  # whole intervals per bucket
-    sql, params = _intervals(store, tr, level)
-    cls = class_sql("u", "fb", "t", "d", "sm")
+    sql, params = _per_class(store, tr, level)
     return store.df(
-        f"""SELECT time_bucket(to_seconds(?), ts) AS ts, cls AS class,
-                   count(*) * ? / ? AS gpus, ? AS interval_s, ? AS bucket_s
-            FROM (SELECT ts, {cls} AS cls FROM ({sql})) WHERE cls IS NOT NULL
-            GROUP BY ALL ORDER BY 1, 2""",
+        f"""SELECT time_bucket(to_seconds(?), ts) AS ts, class,
+                   sum(intervals) * ? / ? AS gpus, ? AS interval_s, ? AS bucket_s
+            FROM ({sql}) WHERE class IS NOT NULL GROUP BY ALL ORDER BY 1, 2""",
         [bucket, float(level), float(bucket), level, bucket, *params],
     )
 
 
 def totals(store: Store, tr: TimeRange) -> dict[str, object]:
     """Over ``tr``, for ``summary --json``: the basis, mean GPU_UTIL and real utilization over
-    every GPU-interval, and GPU-hours per workload class (intervals of ``interval_s``)."""
+    the fleet's hours (GPU-weighted), and GPU-hours per workload class (intervals of
+    ``interval_s``)."""
     level = interval_s(store, tr)
-    sql, params = _intervals(store, tr, level)
-    cls = class_sql("u", "fb", "t", "d", "sm")
-    means = store.rows(f"SELECT avg(u), avg(r) FROM ({sql})", params)[0]
+    sql, params = _per_class(store, tr, level)
     hours = store.rows(
-        f"""SELECT cls, count(*) * ? / 3600.0 FROM (SELECT {cls} AS cls FROM ({sql}))
-            WHERE cls IS NOT NULL GROUP BY cls ORDER BY cls""",
+        f"""SELECT class, sum(intervals) * ? / 3600.0 FROM ({sql})
+            WHERE class IS NOT NULL GROUP BY class ORDER BY class""",
         [float(level), *params],
     )
+    hourly = 3600 if 3600 in store.rollup_levels() else store.rollup_levels()[-1]
+    means = store.rows(
+        """SELECT sum(util_avg * gpus) / sum(gpus),
+                  sum(real_avg * gpus) / nullif(sum(gpus) FILTER (WHERE real_avg IS NOT NULL), 0)
+           FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?""",
+        [hourly, tr.start, tr.end],
+    )[0]
     b = basis(store, tr)
     return {
         "basis": b.key,

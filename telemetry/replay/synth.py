@@ -223,10 +223,12 @@ class Synthesizer:
         work = np.where(in_job, run * (1.0 - 0.85 * block), 0.0).astype(np.float32)
         spin = np.where(in_job, hung, 0.0).astype(np.float32)
         jitter = self._noise(shape, 0.01)
-        tensor = (work * 0.58 * clock_f + jitter * work).clip(0, 1)
-        sm_active = (work * 0.93 + spin * 0.14 + jitter * (work + spin)).clip(0, 1)
-        sm_occupancy = (work * 0.24 + spin * 0.02 + 0.5 * jitter * work).clip(0, 1)
-        dram = (work * 0.34 * clock_f + spin * 0.01 + 0.8 * jitter * work).clip(0, 1)
+        # Ratios keep 3 decimals: finer is noise no chart shows, and a decimal compresses to
+        # half the bytes of a full-precision float in the store (DuckDB's ALP).
+        tensor = np.round((work * 0.58 * clock_f + jitter * work).clip(0, 1), 3)
+        sm_active = np.round((work * 0.93 + spin * 0.14 + jitter * (work + spin)).clip(0, 1), 3)
+        sm_occupancy = np.round((work * 0.24 + spin * 0.02 + 0.5 * jitter * work).clip(0, 1), 3)
+        dram = np.round((work * 0.34 * clock_f + spin * 0.01 + 0.8 * jitter * work).clip(0, 1), 3)
         mem_temp = temp + 6.0 + load * 4.0
         energy = self.energy_mj[None, :] + np.cumsum(power * self.interval_s * 1000.0, axis=0)
         self.energy_mj = energy[-1]

@@ -68,6 +68,9 @@ def test_a_scraped_node_shows_its_rack_workload_and_memory_clock(
     clocks = _more_series(page, "Memory clock")
     assert list(clocks) == [f"GPU {i}" for i in range(8)]
     assert {v for ys in clocks.values() for v in ys} == {2619.0}  # what the exporter reported
+    _pick(page, "PCIe received (B/s)")
+    rx = _more_series(page, "PCIe received")
+    assert rx["GPU 0"][0] == 107950857.0 and rx["GPU 1"][0] == 112038832.0  # the exporter's
     assert errors == [], errors
 
 
@@ -83,3 +86,7 @@ def test_a_replayed_node_shows_its_job_and_says_it_has_no_memory_clock(
     assert list(fb) == [f"GPU {i}" for i in range(8)] and all(len(v) > 100 for v in fb.values())
     _pick(page, "Memory clock (MHz)")
     expect(page.locator("#gpu-node-more")).to_contain_text("No memory clock from h100-0003")
+    _pick(page, "Real utilization (%)")  # the replay produces the SM profiling fields
+    real = _more_series(page, "Real utilization")
+    values = [v for ys in real.values() for v in ys]
+    assert len(real) == 8 and 0 <= min(values) and 85 < max(values) <= 100
