@@ -50,7 +50,11 @@ def open_connection(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         if read_only and not os.path.exists(path):
             raise StoreError(path, "no such store file (run `factoryfloor replay` to create one)")
     try:
-        return duckdb.connect(path, read_only=read_only)
+        con = duckdb.connect(path, read_only=read_only)
+        # no progress bar (cursors inherit it): DuckDB draws one on stdout for a query past
+        # 2 s, such as a store's upgrade, which would land inside `summary --json` or a log
+        con.execute("SET enable_progress_bar = false")
+        return con
     except duckdb.IOException as exc:
         m = _LOCK_RE.search(str(exc))
         if m:

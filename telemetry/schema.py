@@ -14,6 +14,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
+from telemetry.rollups import fill_energy_used
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -143,6 +144,7 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "sm_occupancy_avg": "FLOAT",
         "dram_avg": "FLOAT",
         "real_avg": "FLOAT",
+        "energy_mj_used": "DOUBLE",
     },
     # The profiling sample columns (``catalog.OPTIONAL_COLUMNS``) and real utilization's sums.
     "gpu_samples": {c.name: "FLOAT" for c in SAMPLE_COLUMNS if c.name in OPTIONAL_COLUMNS},
@@ -169,6 +171,10 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     """Create what a store lacks (every statement is ``IF NOT EXISTS``), fill the field
     catalog of a new store and record the schema version. The caller holds the write lock."""
     con.execute(SCHEMA)
+    had_used = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gpu_rollup' "
+        "AND column_name = 'energy_mj_used'"
+    ).fetchone()[0]
     # Stores created before a column was added get it (appends to ``targets`` are positional,
     # so its columns must exist, in this order, before the first round). Names come from
     # ``ADDED_COLUMNS`` above, never from input.
@@ -186,6 +192,10 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # Per-GPU rollups (added after the first release) cover a new store from its first
     # sample; a store that had samples before it had the table, from the first whole hour
     # after the newest rollup watermark (each level is built from there on).
+    # Per-GPU buckets built before they kept the energy used get it once, level by level.
+    if not had_used:
+        for (level,) in con.execute("SELECT DISTINCT bucket_s FROM gpu_rollup").fetchall():
+            fill_energy_used(con, level, "1970-01-01", "9999-12-31")
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:

@@ -201,7 +201,7 @@ def _energy(store: Store, start: Any, end: Any, tokens: float | None) -> dict[st
         "basis": e.basis,
         "kwh_counter": _round(e.kwh_counter, 1),
         "kwh_power": _round(e.kwh_power, 1),
-        "kwh_per_million_tokens": _round(energy.per_million_tokens(e.kwh, tokens), 4),
+        "kwh_per_million_tokens": _round(energy.per_million_tokens(e.kwh, tokens), 6),
         "scope": "GPUs of the whole fleet while the run ran (not CPUs, network, cooling)",
     }
 

@@ -9,8 +9,11 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
+import pandas as pd
 import pytest
 
+from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day
 from telemetry.store import Store
@@ -53,6 +56,8 @@ def test_a_driver_reload_resets_the_counter_without_losing_energy(day: Path) -> 
                 "energy_mj_min = energy_mj_min - ? WHERE bucket_s = 3600 AND gpu_id = ? "
                 "AND ts >= ?", [base, base, gid, at],
             )  # fmt: skip
+            # and the hours' energy, as the rollup computes it when it builds them
+            rollups.fill_energy_used(con, 3600, whole.start - timedelta(hours=1), whole.end)
         # the same, but for the one sample interval between the last reading before the
         # reload and the first after it
         after = energy(s, whole).kwh_counter
@@ -62,7 +67,7 @@ def test_a_driver_reload_resets_the_counter_without_losing_energy(day: Path) -> 
 def test_without_the_counter_energy_is_power_times_time(day: Path) -> None:
     with Store(str(day)) as s:
         with s.transaction() as con:  # an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
-            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL")
+            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL, energy_mj_used = NULL")
         whole = data_extent(s)
         assert whole is not None
         e = energy(s, whole)
@@ -101,3 +106,29 @@ def test_a_range_inside_the_run_counts_the_hours_it_touches(day: Path) -> None:
         assert part.basis == COUNTER
         assert part.kwh_counter == pytest.approx(raw, rel=0.01)
         assert part.kwh_power == pytest.approx(raw, rel=0.01)
+
+
+def test_each_gpu_hour_keeps_the_energy_its_counter_readings_give(day: Path) -> None:
+    """The per-GPU-hour energy the rollup keeps equals the counter's increments read back from
+    raw samples (the last reading of the hour before to this hour's), and a store from before
+    the column gets the same values when it is next opened for writing."""
+    q = "SELECT gpu_id, ts, energy_mj_used FROM gpu_rollup WHERE bucket_s = 3600 ORDER BY 1, 2"
+    with Store(str(day)) as s:
+        kept = s.df(q)
+        raw = s.df(
+            """WITH h AS (SELECT gpu_id, time_bucket(INTERVAL 1 hour, ts) AS ts,
+                                 arg_max(energy_mj, ts) AS last, arg_min(energy_mj, ts) AS first
+                          FROM gpu_samples GROUP BY ALL),
+                    p AS (SELECT *, lag(ts) OVER w AS pts, lag(last) OVER w AS prev FROM h
+                          WINDOW w AS (PARTITION BY gpu_id ORDER BY ts))
+               SELECT gpu_id, ts, CASE WHEN pts = ts - INTERVAL 1 hour AND last >= prev
+                                       THEN last - prev ELSE last - first END AS energy_mj_used
+               FROM p ORDER BY 1, 2"""
+        )
+    assert len(kept) > 1000
+    pd.testing.assert_frame_equal(kept, raw, check_dtype=False, rtol=1e-12)
+    con = duckdb.connect(str(day))
+    con.execute("ALTER TABLE gpu_rollup DROP COLUMN energy_mj_used")  # an older store
+    con.close()
+    with Store(str(day)) as s:
+        pd.testing.assert_frame_equal(s.df(q), kept)

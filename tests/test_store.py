@@ -365,3 +365,12 @@ def test_a_result_computed_across_a_clear_is_not_kept() -> None:
     worker.join(5)
     assert got == ["old"]
     assert cache.get("q", 1, lambda: "new") == "new"
+
+
+def test_no_progress_bar_can_land_in_a_commands_output(tmp_path: Path) -> None:
+    """DuckDB draws a progress bar on stdout for any query past 2 s (a big store's upgrade):
+    inside `summary --json` that is broken JSON. Every store connection turns it off."""
+    with Store(str(tmp_path / "s.duckdb")) as s:
+        assert s.scalar("SELECT current_setting('enable_progress_bar')") is False
+    with Store(str(tmp_path / "s.duckdb"), read_only=True) as s:
+        assert s.scalar("SELECT current_setting('enable_progress_bar')") is False

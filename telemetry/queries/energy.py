@@ -3,10 +3,11 @@
 Two ways to know it, and every answer says which it used (``basis``):
 
 - **energy counter** (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ since the driver loaded),
-  read from the per-GPU hourly rollup's last reading per hour (``gpu_rollup.energy_mj_max``):
-  a GPU's energy is the sum of its increments from one hour to the next (within its first hour,
-  from its first reading); after a drop (the counter restarted with the driver) the hour counts
-  from its first reading to its last. Exact to the hour the range starts and ends.
+  read from the per-GPU hourly rollup, which keeps each GPU-hour's increment as it is built
+  (``gpu_rollup.energy_mj_used``): from the previous hour's last reading to this hour's (in a
+  GPU's first hour, or the first after a gap, from its first reading); after a drop (the counter
+  restarted with the driver) the hour counts from its first reading to its last. Exact to the
+  hour the range starts and ends.
 - **power x time** where no counter was scraped: each node-hour's mean GPU power times the
   time its samples cover (``node_rollup``: samples / GPUs x the sample interval), so a gap in
   the samples is not counted as drawing power.
@@ -36,17 +37,9 @@ class Energy:
     kwh_power: float | None
 
 
-# A GPU-hour's energy: from the previous hour's last reading to this hour's; in a GPU's first
-# hour, from its first reading; after a drop (a driver reload restarted the counter), this
-# hour's last reading minus its first.
-_COUNTER_SQL = """WITH h AS (
-  SELECT gpu_id, ts, energy_mj_max AS e, energy_mj_min AS e0,
-         lag(energy_mj_max) OVER (PARTITION BY gpu_id ORDER BY ts) AS prev
-  FROM gpu_rollup
-  WHERE bucket_s = ? AND ts >= ? AND ts < ? AND energy_mj_max IS NOT NULL)
-SELECT {group} sum(CASE WHEN prev IS NOT NULL AND e >= prev THEN e - prev ELSE e - e0 END)
-  / 3.6e9 AS kwh
-FROM h WHERE ts >= ? {by}"""
+# A GPU-hour's energy, kept with the hour as it is rolled up (``rollups.ENERGY_USED_SQL``).
+_COUNTER_SQL = """SELECT {group} sum(energy_mj_used) / 3.6e9 AS kwh FROM gpu_rollup
+WHERE bucket_s = ? AND ts >= ? AND ts < ? {by}"""
 
 _POWER_SQL = """SELECT {group} sum(power_w * samples / nullif(gpus, 0)) * ? / 3.6e6 AS kwh
 FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts < ? {by}"""
@@ -66,8 +59,8 @@ def _counter_ok(store: Store, tr: TimeRange) -> bool:
     if HOUR not in store.gpu_rollup_levels() or tr.start < store.gpu_rollup_since():
         return False
     start, end = _hours(tr)
-    (hours, counted), = store.rows(
-        "SELECT count(*), count(energy_mj_max + energy_mj_min) FROM gpu_rollup "
+    ((hours, counted),) = store.rows(
+        "SELECT count(*), count(energy_mj_used) FROM gpu_rollup "
         "WHERE bucket_s = ? AND ts >= ? AND ts < ?",
         [HOUR, start, end],
     )
@@ -78,10 +71,8 @@ def energy(store: Store, tr: TimeRange) -> Energy:
     """The fleet's GPU energy over the whole hours ``tr`` touches."""
     start, end = _hours(tr)
     counter = None
-    if _counter_ok(store, tr):  # from the hour before: the first increment ends in ``start``
-        counter = store.scalar(
-            _COUNTER_SQL.format(group="", by=""), [HOUR, start - timedelta(hours=1), end, start]
-        )
+    if _counter_ok(store, tr):
+        counter = store.scalar(_COUNTER_SQL.format(group="", by=""), [HOUR, start, end])
     power = None
     if HOUR in store.rollup_levels():
         power = store.scalar(
@@ -101,7 +92,7 @@ def energy_per_day(store: Store, tr: TimeRange) -> pd.DataFrame:
     if _counter_ok(store, tr):
         df = store.df(
             _COUNTER_SQL.format(group=day, by="GROUP BY day ORDER BY day"),
-            [HOUR, start - timedelta(hours=1), end, start],
+            [HOUR, start, end],
         )
         if not df.empty and df["kwh"].fillna(0).sum() > 0:
             return df.assign(basis=COUNTER)
