@@ -19,7 +19,8 @@ like ``GPU_UTIL`` but exists on MIG slices; without any, ``GPU_UTIL`` itself. Ev
 which basis it used (``Basis``), and each GPU falls back on its own (a mixed fleet is judged per
 GPU, never on another GPU's fields).
 
-**Workload class** of a GPU-interval (a 5-minute or hourly per-GPU bucket), first match wins:
+**Workload class** of a GPU-interval (one sample, or a GPU's 5-minute or hourly bucket: the
+means of its fields), first match wins:
 
 1. *unallocated*: GPU_UTIL < 5 % and under 1 GiB of framebuffer used (no process holds it);
 2. *idle-but-allocated*: GPU_UTIL < 5 % with a process holding memory;
@@ -60,14 +61,7 @@ REAL_SQL = (
     " gr_active))"
 )
 
-CLASSES = (
-    "tensor-bound",
-    "memory-bound",
-    "communication-stalled",
-    "busy-but-light",
-    "idle-but-allocated",
-    "unallocated",
-)
+# The classes, in the order charts stack them, and what each means in a few words.
 CLASS_TEXT = {
     "tensor-bound": "tensor pipes active ≥ 30 %",
     "memory-bound": "HBM active ≥ 40 %, tensor pipes less",
@@ -79,14 +73,11 @@ CLASS_TEXT = {
 }
 
 
-def real_np(sm: np.ndarray, occ: np.ndarray | None, gr: np.ndarray | None = None) -> np.ndarray:
-    """``REAL_SQL`` for arrays (NaN for missing); the replay's per-node sums use it."""
-    weight = np.ones_like(sm) if occ is None else np.minimum(1.0, occ / OCCUPANCY_ENOUGH)
-    weight = np.where(np.isnan(weight), 1.0, weight)
-    out = 100.0 * sm * weight
-    if gr is not None:
-        out = np.where(np.isnan(out), 100.0 * gr, out)
-    return out
+def real_np(sm: np.ndarray, occ: np.ndarray) -> np.ndarray:
+    """``REAL_SQL`` for arrays of SM activity and occupancy (an occupancy of NaN weighs 1), as
+    the replay engine computes its per-node sums (it simulates no GR engine field)."""
+    weight = np.minimum(1.0, occ / OCCUPANCY_ENOUGH)
+    return 100.0 * sm * np.where(np.isnan(weight), 1.0, weight)
 
 
 def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str) -> str:
@@ -148,5 +139,5 @@ class Basis:
         part = ""
         if self.covered < self.total:
             share = self.covered / self.total
-            part = f" ({share:.0%} of GPU-time; the rest by GPU_UTIL)"
+            part = f" ({100 * share:.0f} % of GPU-time; the rest by GPU_UTIL)"
         return f"basis real utilization: {self.label}{part}"

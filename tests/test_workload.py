@@ -291,3 +291,27 @@ def test_summary_json_states_real_utilization_and_gpu_hours_per_class(store: Sto
     # every GPU-interval that reported is classified: GPU-hours add up to the samples' time
     sampled = store.scalar("SELECT count(*) FROM gpu_samples") * u["interval_s"] / 3600.0
     assert sum(hours.values()) == pytest.approx(sampled, rel=0.01)
+
+
+def test_a_mixed_fleet_is_judged_per_gpu_and_says_how_much_had_the_fields(
+    tmp_path: Path, exporters: str
+) -> None:
+    """One node's exporter sends the SM fields, another sends none: each GPU is judged on its
+    own fields, and the basis says what share of the GPU-time it covers."""
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        urls = [f"{exporters}/profiling/metrics", f"{exporters}/bare/metrics"]
+        for i in range(4):
+            report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round(
+                [Target(u) for u in urls], 2.0))  # fmt: skip
+            assert report.up == 2, report
+        basis = workload.basis(store, RANGE)
+        assert basis.key == "sm_occupancy" and basis.covered * 2 == basis.total
+        assert basis.text.endswith("(50 % of GPU-time; the rest by GPU_UTIL)")
+        below = gpu_rollup.gpus_below_per_hour(store, RANGE)
+        bare_low = store.scalar(
+            "SELECT count(DISTINCT gpu_id) FROM gpu_samples WHERE sm_active IS NULL "
+            "AND gr_active IS NULL AND util_pct < 80"
+        )
+        # the stalled rank by real utilization, the bare node's GPUs by GPU_UTIL
+        assert below["below"].tolist() == [4 + bare_low]
