@@ -57,17 +57,23 @@ ENERGY_USED_SQL = """UPDATE gpu_rollup AS g SET energy_mj_used =
        ELSE g.energy_mj_max - g.energy_mj_min END
 FROM (SELECT gpu_id, ts,
         CASE WHEN lag(ts) OVER w = ts - to_seconds(?) THEN lag(energy_mj_max) OVER w END AS prev
-      FROM gpu_rollup WHERE bucket_s = ? AND ts >= ?::TIMESTAMP - to_seconds(?) AND ts <= ?
+      FROM gpu_rollup WHERE bucket_s = ? AND ts >= ?::TIMESTAMP - to_seconds(?)
+        AND ts <= ?::TIMESTAMP + to_seconds(?)
       WINDOW w AS (PARTITION BY gpu_id ORDER BY ts)) p
-WHERE g.bucket_s = ? AND g.gpu_id = p.gpu_id AND g.ts = p.ts AND g.ts >= ? AND g.ts <= ?"""
+WHERE g.bucket_s = ? AND g.gpu_id = p.gpu_id AND g.ts = p.ts AND g.ts >= ?
+  AND g.ts <= ?::TIMESTAMP + to_seconds(?)"""
 
 
 def fill_energy_used(
     con: duckdb.DuckDBPyConnection, level: int, since: object, until: object
 ) -> None:
-    """``energy_mj_used`` of the per-GPU buckets of ``level`` in [since, until] (see
-    ``ENERGY_USED_SQL``); the caller holds the write lock."""
-    con.execute(ENERGY_USED_SQL, [level, level, since, level, until, level, since, until])
+    """``energy_mj_used`` of the per-GPU buckets of ``level`` in [since, until] and of the
+    bucket after (its energy starts from the last reading of a bucket that may have just been
+    rebuilt by a late round); see ``ENERGY_USED_SQL``. The caller holds the write lock."""
+    con.execute(
+        ENERGY_USED_SQL,
+        [level, level, since, level, until, level, level, since, until, level],
+    )
 
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch

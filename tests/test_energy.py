@@ -108,23 +108,27 @@ def test_a_range_inside_the_run_counts_the_hours_it_touches(day: Path) -> None:
         assert part.kwh_power == pytest.approx(raw, rel=0.01)
 
 
+# Each GPU-hour's energy from the raw counter readings: the last reading of the hour before
+# to this hour's last, or this hour's first to its last (first hour, after a gap, a reload).
+RAW_USED = """WITH h AS (SELECT gpu_id, time_bucket(INTERVAL 1 hour, ts) AS ts,
+                            arg_max(energy_mj, ts) AS last, arg_min(energy_mj, ts) AS first
+                     FROM gpu_samples WHERE energy_mj IS NOT NULL GROUP BY ALL),
+               p AS (SELECT *, lag(ts) OVER w AS pts, lag(last) OVER w AS prev FROM h
+                     WINDOW w AS (PARTITION BY gpu_id ORDER BY ts))
+          SELECT gpu_id, ts, CASE WHEN pts = ts - INTERVAL 1 hour AND last >= prev
+                                  THEN last - prev ELSE last - first END AS energy_mj_used
+          FROM p ORDER BY 1, 2"""
+KEPT_USED = "SELECT gpu_id, ts, energy_mj_used FROM gpu_rollup WHERE bucket_s = 3600 ORDER BY 1, 2"
+
+
 def test_each_gpu_hour_keeps_the_energy_its_counter_readings_give(day: Path) -> None:
     """The per-GPU-hour energy the rollup keeps equals the counter's increments read back from
     raw samples (the last reading of the hour before to this hour's), and a store from before
     the column gets the same values when it is next opened for writing."""
-    q = "SELECT gpu_id, ts, energy_mj_used FROM gpu_rollup WHERE bucket_s = 3600 ORDER BY 1, 2"
+    q = KEPT_USED
     with Store(str(day)) as s:
         kept = s.df(q)
-        raw = s.df(
-            """WITH h AS (SELECT gpu_id, time_bucket(INTERVAL 1 hour, ts) AS ts,
-                                 arg_max(energy_mj, ts) AS last, arg_min(energy_mj, ts) AS first
-                          FROM gpu_samples GROUP BY ALL),
-                    p AS (SELECT *, lag(ts) OVER w AS pts, lag(last) OVER w AS prev FROM h
-                          WINDOW w AS (PARTITION BY gpu_id ORDER BY ts))
-               SELECT gpu_id, ts, CASE WHEN pts = ts - INTERVAL 1 hour AND last >= prev
-                                       THEN last - prev ELSE last - first END AS energy_mj_used
-               FROM p ORDER BY 1, 2"""
-        )
+        raw = s.df(RAW_USED)
     assert len(kept) > 1000
     pd.testing.assert_frame_equal(kept, raw, check_dtype=False, rtol=1e-12)
     con = duckdb.connect(str(day))
@@ -132,3 +136,26 @@ def test_each_gpu_hour_keeps_the_energy_its_counter_readings_give(day: Path) -> 
     con.close()
     with Store(str(day)) as s:
         pd.testing.assert_frame_equal(s.df(q), kept)
+
+
+def test_a_late_reading_at_the_end_of_an_hour_moves_the_next_hours_energy(day: Path) -> None:
+    """A round that lands after the next hour was rolled up, carrying an hour's last counter
+    reading: that hour gains the energy and the next one loses it (it counts from the new last
+    reading), so the total stays what the counter says."""
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        hour = whole.start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=5)
+        gid = s.scalar("SELECT min(gpu_id) FROM gpus")
+        at = hour + timedelta(minutes=59, seconds=59)  # after the hour's last replay tick
+        last, nxt = s.rows(
+            """SELECT max(energy_mj) FILTER (WHERE ts < ?), min(energy_mj) FILTER (WHERE ts >= ?)
+               FROM gpu_samples WHERE gpu_id = ?""", [at, at, gid],
+        )[0]  # fmt: skip
+        with s.transaction() as con:
+            con.execute(
+                "INSERT INTO gpu_samples (ts, gpu_id, energy_mj) VALUES (?, ?, ?)",
+                [at, gid, (last + nxt) / 2],
+            )
+        s.refresh_rollups(since=at)  # as the sink does after a late round
+        pd.testing.assert_frame_equal(s.df(KEPT_USED), s.df(RAW_USED), check_dtype=False)
