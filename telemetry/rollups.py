@@ -52,6 +52,7 @@ GPU_MIN = (("energy_mj_min", "energy_mj"),)  # the bucket's first reading (see a
 # 2.4 s): from the previous bucket's last reading to this one's when the previous bucket is
 # the adjacent one and the counter did not drop; else (a GPU's first bucket, one after a gap,
 # or a driver reload that restarted the counter) from this bucket's first reading to its last.
+ENERGY_LEVEL_S = 3600  # the per-GPU level that keeps it (``queries.energy`` reads hours)
 ENERGY_USED_SQL = """UPDATE gpu_rollup AS g SET energy_mj_used =
   CASE WHEN p.prev IS NOT NULL AND g.energy_mj_max >= p.prev THEN g.energy_mj_max - p.prev
        ELSE g.energy_mj_max - g.energy_mj_min END
@@ -176,7 +177,8 @@ def _gpu_level(
         FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
         [level, level, *([prev] if prev is not None else []), since, until],
     )
-    fill_energy_used(con, level, since, until)
+    if level == ENERGY_LEVEL_S:
+        fill_energy_used(con, level, since, until)
     where = "WHERE bucket_s = ? AND ts >= ? AND ts <= ?"
     con.execute(CLASS_SQL.format(where=where), [level, since, until])
 

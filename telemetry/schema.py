@@ -14,7 +14,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.rollups import fill_energy_used
+from telemetry.rollups import ENERGY_LEVEL_S, fill_energy_used
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -192,10 +192,9 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # Per-GPU rollups (added after the first release) cover a new store from its first
     # sample; a store that had samples before it had the table, from the first whole hour
     # after the newest rollup watermark (each level is built from there on).
-    # Per-GPU buckets built before they kept the energy used get it once, level by level.
+    # Hourly per-GPU buckets built before they kept the energy used get it once.
     if not had_used:
-        for (level,) in con.execute("SELECT DISTINCT bucket_s FROM gpu_rollup").fetchall():
-            fill_energy_used(con, level, "1970-01-01", "9999-12-31")
+        fill_energy_used(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:

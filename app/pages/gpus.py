@@ -185,42 +185,30 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
 
 @callback(
     Output({"type": TIMECHART, "id": "gpu-below"}, "figure"),
+    Output({"type": TIMECHART, "id": "gpu-classes"}, "figure"),
     *view_inputs(),
 )
-@guarded("figure")
-def _below(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+@guarded("figure", "figure")
+def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    """The two charts judged on real utilization, which share its basis."""
     tpl = data.template(theme)
     tr = data.view_range(view)
     if tr is None:
-        return figures.empty("GPUs", NO_DATA, template=tpl)
+        e = figures.empty("GPUs", NO_DATA, template=tpl)
+        return e, e
     basis = data.util_basis(tr)
-    fig = gfig.below_per_hour(
+    rev = data.revision(view)
+    below = gfig.below_per_hour(
         data.gpus_below_per_hour(tr),
         util_pct=data.LOW_UTIL_PCT,
         basis=basis.text,
         real=basis.real,
         template=tpl,
     )
-    return fig.update_layout(uirevision=data.revision(view))
-
-
-@callback(
-    Output({"type": TIMECHART, "id": "gpu-classes"}, "figure"),
-    *view_inputs(),
-)
-@guarded("figure")
-def _classes(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
-    if tr is None:
-        return figures.empty("GPUs", NO_DATA, template=tpl)
-    fig = gfig.workload_classes(
-        data.workload_classes(tr),
-        texts=data.CLASS_TEXT,
-        basis=data.util_basis(tr).text,
-        template=tpl,
+    classes = gfig.workload_classes(
+        data.workload_classes(tr), texts=data.CLASS_TEXT, basis=basis.text, template=tpl
     )
-    return fig.update_layout(uirevision=data.revision(view))
+    return below.update_layout(uirevision=rev), classes.update_layout(uirevision=rev)
 
 
 @callback(

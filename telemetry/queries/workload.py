@@ -53,14 +53,18 @@ def _per_class(store: Store, tr: TimeRange, level: int) -> tuple[str, list[Any]]
     return _RAW_CLASSES, [level, level, tr.start, tr.end]
 
 
-def basis(store: Store, tr: TimeRange) -> Basis:
-    """Which basis real utilization had over ``tr``: GPU-intervals that reported SM activity
-    (and occupancy), only the graphics engine's activity, or neither (then GPU_UTIL)."""
-    sql, params = _per_class(store, tr, interval_s(store, tr))
-    (row,) = store.rows(f"SELECT sum(sm), sum(occ), sum(real), sum(intervals) FROM ({sql})", params)
-    sm, occ, real, total = (int(v or 0) for v in row)
+def _basis(sm: int, occ: int, real: int, total: int) -> Basis:
+    """The basis from GPU-interval counts: with SM activity (and occupancy), only the graphics
+    engine's activity, or no profiling field (GPU_UTIL)."""
     key = "gpu_util" if not real else "gr" if not sm else "sm" if not occ else "sm_occupancy"
     return Basis(key, real, total)
+
+
+def basis(store: Store, tr: TimeRange) -> Basis:
+    """Which basis real utilization had over ``tr`` (``_basis``)."""
+    sql, params = _per_class(store, tr, interval_s(store, tr))
+    (row,) = store.rows(f"SELECT sum(sm), sum(occ), sum(real), sum(intervals) FROM ({sql})", params)
+    return _basis(*(int(v or 0) for v in row))
 
 
 def classes(store: Store, tr: TimeRange, max_points: int = CLASS_POINTS) -> pd.DataFrame:
@@ -85,11 +89,13 @@ def totals(store: Store, tr: TimeRange) -> dict[str, object]:
     ``interval_s``)."""
     level = interval_s(store, tr)
     sql, params = _per_class(store, tr, level)
-    hours = store.rows(
-        f"""SELECT class, sum(intervals) * ? / 3600.0 FROM ({sql})
-            WHERE class IS NOT NULL GROUP BY class ORDER BY class""",
-        [float(level), *params],
+    rows = store.rows(
+        f"""SELECT class, sum(intervals), sum(sm), sum(occ), sum(real) FROM ({sql})
+            GROUP BY class ORDER BY class""",
+        params,
     )
+    b = _basis(*(sum(int(r[i] or 0) for r in rows) for i in (2, 3, 4, 1)))
+    hours = [(c, n * level / 3600.0) for c, n, *_ in rows if c is not None]
     hourly = 3600 if 3600 in store.rollup_levels() else store.rollup_levels()[-1]
     means = store.rows(
         """SELECT sum(util_avg * gpus) / sum(gpus),
@@ -97,7 +103,6 @@ def totals(store: Store, tr: TimeRange) -> dict[str, object]:
            FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?""",
         [hourly, tr.start, tr.end],
     )[0]
-    b = basis(store, tr)
     return {
         "basis": b.key,
         "basis_text": b.text,
