@@ -66,10 +66,26 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
         "Graphics engine active",
         (0, 1),
     ),
+    # Link traffic, which tells a rank moving a collective's data from one stalled waiting for
+    # its peers: PCIe (rates) and NVLink (dcgm-exporter's default cumulative counter, all lanes;
+    # its rate is taken per GPU in SQL, ``telemetry.utilization.link_sql``).
+    Column("pcie_rx_bps", "DCGM_FI_PROF_PCIE_RX_BYTES", "B/s", "gauge", "PCIe received", (0, 1e12)),
+    Column("pcie_tx_bps", "DCGM_FI_PROF_PCIE_TX_BYTES", "B/s", "gauge", "PCIe sent", (0, 1e12)),
+    Column(
+        "nvlink_bytes",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "B",
+        "counter",
+        "NVLink bytes since boot",
+        (0, 1e22),
+    ),
 )
 # Columns a producer may leave out (stored as NULL): the profiling fields, which dcgm-exporter's
-# default counters file partly comments out.
-OPTIONAL_COLUMNS = frozenset({"sm_active", "sm_occupancy", "dram_active", "gr_active"})
+# default counters file partly comments out, and the link counters.
+OPTIONAL_COLUMNS = frozenset(
+    {"sm_active", "sm_occupancy", "dram_active", "gr_active"}
+    | {"pcie_rx_bps", "pcie_tx_bps", "nvlink_bytes"}
+)
 
 COLUMN_BY_FIELD: dict[str, Column] = {c.field: c for c in SAMPLE_COLUMNS}
 COLUMN_BY_NAME: dict[str, Column] = {c.name: c for c in SAMPLE_COLUMNS}

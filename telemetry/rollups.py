@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from telemetry.connection import rollback
-from telemetry.utilization import CLASS_SQL, REAL_SQL
+from telemetry.utilization import CLASS_SQL, NVLINK_BUCKET_SQL, REAL_SQL
 
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
@@ -40,7 +40,11 @@ GPU_AVG = (
     ("sm_occupancy_avg", "sm_occupancy"),
     ("dram_avg", "dram_active"),
     ("real_avg", REAL_SQL),  # an expression over the sample's columns (NULL without them)
+    ("pcie_bps", "pcie_rx_bps + pcie_tx_bps"),
 )
+# ... and rates of counters: (rollup column, aggregate over the raw samples of the bucket),
+# averaged like the above from the level below.
+GPU_RATE = (("nvlink_bps", NVLINK_BUCKET_SQL),)
 # ... and the maxima: (rollup column, gpu_samples column). The energy counter only grows (until
 # a driver reload resets it), so its maximum is the bucket's last reading: the energy a GPU used
 # between two buckets is the difference (``queries.energy``).
@@ -155,15 +159,15 @@ def _gpu_level(
     con.execute(
         "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
     )
-    names = [c for c, _ in GPU_AVG] + [c for c, _ in GPU_MAX] + [c for c, _ in GPU_MIN]
+    names = [c for c, _ in GPU_AVG + GPU_RATE] + [c for c, _ in GPU_MAX + GPU_MIN]
     if prev is None:
-        cols = [f"avg({raw})" for _, raw in GPU_AVG] + [f"max({raw})" for _, raw in GPU_MAX]
-        cols += [f"min({raw})" for _, raw in GPU_MIN]
+        cols = [f"avg({raw})" for _, raw in GPU_AVG] + [agg for _, agg in GPU_RATE]
+        cols += [f"max({raw})" for _, raw in GPU_MAX] + [f"min({raw})" for _, raw in GPU_MIN]
         src, count, where = "gpu_samples", "count(*)", ""
     else:  # weighted by the samples of the buckets that had the column
         cols = [
             f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
-            for c, _ in GPU_AVG
+            for c, _ in GPU_AVG + GPU_RATE
         ] + [f"max({c})" for c, _ in GPU_MAX]
         cols += [f"min({c})" for c, _ in GPU_MIN]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "

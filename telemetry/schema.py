@@ -135,7 +135,8 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     # Checkpoints found in directories name the path and the writer's format.
     "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
     # Per-GPU rollups gained the energy counter's first and last reading per bucket, then the
-    # profiling fields behind real utilization and workload classes (``telemetry.utilization``).
+    # profiling fields behind real utilization and workload classes (``telemetry.utilization``),
+    # then the link traffic that splits communicating ranks from stalled ones.
     "gpu_rollup": {
         "energy_mj_max": "DOUBLE",
         "energy_mj_min": "DOUBLE",
@@ -145,9 +146,16 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "dram_avg": "FLOAT",
         "real_avg": "FLOAT",
         "energy_mj_used": "DOUBLE",
+        "pcie_bps": "FLOAT",
+        "nvlink_bps": "FLOAT",
     },
-    # The profiling sample columns (``catalog.OPTIONAL_COLUMNS``) and real utilization's sums.
-    "gpu_samples": {c.name: "FLOAT" for c in SAMPLE_COLUMNS if c.name in OPTIONAL_COLUMNS},
+    # The profiling and link sample columns (``catalog.OPTIONAL_COLUMNS``) and real
+    # utilization's sums.
+    "gpu_samples": {
+        c.name: "DOUBLE" if c.kind == "counter" else "FLOAT"
+        for c in SAMPLE_COLUMNS
+        if c.name in OPTIONAL_COLUMNS
+    },
     "node_tick": {"real_s": "DOUBLE"},
     "node_rollup": {"real_avg": "FLOAT"},
     "fleet_rollup": {"real_avg": "FLOAT"},

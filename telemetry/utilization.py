@@ -26,13 +26,25 @@ means of its fields), first match wins:
 2. *idle-but-allocated*: GPU_UTIL < 5 % with a process holding memory;
 3. *tensor-bound*: tensor pipe active >= 0.30;
 4. *memory-bound*: DRAM active >= 0.40;
-5. *communication-stalled*: a kernel resident most of the time (GPU_UTIL >= 50 %) while the
-   SMs (when reported: SM_ACTIVE < 0.30), tensor pipes (< 0.05) and HBM (< 0.10) sit nearly
-   idle: the signature of a rank spinning in a collective, waiting for its peers;
-6. *busy-but-light*: anything else that runs (small kernels, host-bound input, checkpoint
+5. *communicating*: a kernel resident most of the time (GPU_UTIL >= 50 %), no math (SMs, when
+   reported, < 0.30; tensor pipes < 0.05) while NVLink and PCIe move >= 1 GB/s: a collective
+   transferring its data (NCCL's kernels hold a few SMs and stream through HBM, so DRAM may
+   be busy short of memory-bound);
+6. *communication-stalled*: the same kernel resident, SMs, tensor pipes and HBM (< 0.10) nearly
+   idle, and the links quiet or not reported: the signature of a rank spinning in a
+   collective, waiting for its peers;
+7. *busy-but-light*: anything else that runs (small kernels, host-bound input, checkpoint
    stalls).
 
-A GPU-interval without tensor or DRAM activity (no profiling fields) has no class.
+A GPU-interval without tensor or DRAM activity (no profiling fields) has no class. Link
+traffic refines the classes only: it does not enter real utilization (moving bytes is not
+computing), and without link fields a communicating rank reads as communication-stalled.
+
+Link traffic is PCIe received + sent (``DCGM_FI_PROF_PCIE_RX/TX_BYTES``, rates in B/s; inter-
+node collectives reach the NIC over PCIe) plus the NVLink rate, the per-GPU slope of
+dcgm-exporter's cumulative ``DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`` (between adjacent samples on
+the raw path; from a bucket's first to its last reading in ``gpu_rollup``; a counter that went
+down, after a driver reload, gives no rate).
 
 Constants and SQL expressions only (column names fixed here, never from input), plus the NumPy
 twin of the real-utilization expression, which the replay engine uses for its per-node sums
@@ -54,6 +66,7 @@ MEMORY_BOUND = 0.40
 STALLED_SM = 0.30
 STALLED_TENSOR = 0.05
 STALLED_DRAM = 0.10
+LINK_BUSY_BPS = 1e9  # NVLink + PCIe bytes/s from which a rank is moving a collective's data
 
 # Per raw sample (columns of gpu_samples); NULL when the GPU reports no profiling field.
 REAL_SQL = (
@@ -65,8 +78,10 @@ REAL_SQL = (
 CLASS_TEXT = {
     "tensor-bound": "tensor pipes active ≥ 30 %",
     "memory-bound": "HBM active ≥ 40 %, tensor pipes less",
-    "communication-stalled": "a kernel resident, SMs, tensor pipes and HBM nearly idle "
-    "(waiting on a collective)",
+    "communicating": "a kernel resident, no math, NVLink/PCIe moving ≥ 1 GB/s "
+    "(a collective transferring)",
+    "communication-stalled": "a kernel resident, SMs, tensor pipes and HBM nearly idle, links "
+    "quiet or not reported (waiting on a collective)",
     "busy-but-light": "running, but neither math nor memory bound",
     "idle-but-allocated": "no kernel, memory held by a process",
     "unallocated": "no kernel, no process memory",
@@ -80,19 +95,42 @@ def real_np(sm: np.ndarray, occ: np.ndarray) -> np.ndarray:
     return 100.0 * sm * np.where(np.isnan(weight), 1.0, weight)
 
 
-def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str) -> str:
+def link_sql(nvlink: str, pcie: str) -> str:
+    """Link traffic (B/s) of an interval from its NVLink and PCIe rates; NULL when neither was
+    reported. Column names are this package's own, never input."""
+    return (
+        f"(CASE WHEN {nvlink} IS NOT NULL OR {pcie} IS NOT NULL"
+        f" THEN coalesce({nvlink}, 0) + coalesce({pcie}, 0) END)"
+    )
+
+
+# The NVLink rate of each raw sample: the counter's increase since the GPU's previous sample
+# over the time between them (a window ``w`` partitioned by GPU, ordered by time).
+NVLINK_RATE_SQL = """(CASE WHEN nvlink_bytes >= lag(nvlink_bytes) OVER w
+  THEN (nvlink_bytes - lag(nvlink_bytes) OVER w) / nullif(epoch(ts - lag(ts) OVER w), 0) END)"""
+# The same over a per-GPU bucket of raw samples (an aggregate): first to last reading.
+NVLINK_BUCKET_SQL = """(CASE WHEN arg_max(nvlink_bytes, ts) >= arg_min(nvlink_bytes, ts)
+  THEN (arg_max(nvlink_bytes, ts) - arg_min(nvlink_bytes, ts)) / nullif(
+    epoch(max(ts) FILTER (WHERE nvlink_bytes IS NOT NULL))
+    - epoch(min(ts) FILTER (WHERE nvlink_bytes IS NOT NULL)), 0) END)"""
+
+
+def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str, link: str) -> str:
     """The workload class of one interval, as a SQL CASE over the named columns (averages of
-    GPU_UTIL %, framebuffer MiB, tensor ratio, DRAM ratio, SM-active ratio). The names are
-    this package's own column names, never input."""
+    GPU_UTIL %, framebuffer MiB, tensor ratio, DRAM ratio, SM-active ratio, link B/s). The
+    names are this package's own column names, never input."""
+    no_math = (
+        f"{util} >= {BUSY_PCT} AND coalesce({sm}, 0) < {STALLED_SM}"
+        f" AND coalesce({tensor}, 0) < {STALLED_TENSOR}"
+    )
     return f"""CASE
       WHEN {util} IS NULL OR ({tensor} IS NULL AND {dram} IS NULL) THEN NULL
       WHEN {util} < {IDLE_PCT} AND coalesce({fb}, 0) < {ALLOCATED_MIB} THEN 'unallocated'
       WHEN {util} < {IDLE_PCT} THEN 'idle-but-allocated'
       WHEN {tensor} >= {TENSOR_BOUND} THEN 'tensor-bound'
       WHEN {dram} >= {MEMORY_BOUND} THEN 'memory-bound'
-      WHEN {util} >= {BUSY_PCT} AND coalesce({sm}, 0) < {STALLED_SM}
-        AND coalesce({tensor}, 0) < {STALLED_TENSOR} AND coalesce({dram}, 0) < {STALLED_DRAM}
-        THEN 'communication-stalled'
+      WHEN {no_math} AND {link} >= {LINK_BUSY_BPS} THEN 'communicating'
+      WHEN {no_math} AND coalesce({dram}, 0) < {STALLED_DRAM} THEN 'communication-stalled'
       ELSE 'busy-but-light' END"""
 
 
@@ -101,9 +139,12 @@ def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str) -> str:
 # so the class chart and the basis read a few rows per bucket whatever the fleet size. Run by
 # ``telemetry.rollups`` for the buckets it rebuilds (``where`` narrows to them) and once by
 # ``telemetry.schema`` for a store whose per-GPU buckets came before this table.
+_ROLLUP_CLASS = class_sql(
+    "util_avg", "fb_used_avg", "tensor_avg", "dram_avg", "sm_active_avg",
+    link_sql("nvlink_bps", "pcie_bps"),
+)  # fmt: skip
 CLASS_SQL = f"""INSERT INTO class_rollup
-  SELECT bucket_s, ts,
-    {class_sql("util_avg", "fb_used_avg", "tensor_avg", "dram_avg", "sm_active_avg")} AS class,
+  SELECT bucket_s, ts, {_ROLLUP_CLASS} AS class,
     count(*), count(sm_active_avg), count(sm_occupancy_avg), count(real_avg)
   FROM gpu_rollup {{where}} GROUP BY ALL"""
 

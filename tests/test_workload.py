@@ -4,6 +4,9 @@ fields); without any profiling field; from the replay engine; and rollups equal 
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,10 +17,15 @@ import pytest
 
 from telemetry.collect.scrape import Target, scrape_round
 from telemetry.collect.sink import StoreSink
-from telemetry.queries import TimeRange, gpu_rollup, workload
+from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS
-from telemetry.replay.exporter_text import GpuLabels, exporter_values, render_host
+from telemetry.replay.exporter_text import (
+    GpuCounters,
+    GpuLabels,
+    exporter_values,
+    render_host,
+)
 from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import HUNG, RUNNING, simulate
@@ -37,13 +45,19 @@ CASES = {
     4: ("idle-but-allocated", 0, 70000, 0.0, 0.0, 0.0, 0.0),
     5: ("unallocated", 0, 0, 0.0, 0.0, 0.0, 0.0),
     6: ("tensor-bound", 99, 70000, 0.60, 0.35, 0.95, 0.30),
-    7: ("tensor-bound", 97, 70000, 0.50, 0.30, 0.90, 0.20),
+    7: ("communicating", 100, 70000, 0.01, 0.15, 0.20, 0.05),
 }
+# GPU 7 moves a collective's data over NVLink: its counter grows by this much per second of
+# scrape time (every request is the next 15 s round); the others' links stay quiet. Without
+# the link fields, GPU 7 would read busy-but-light (HBM at 15 % is not "nearly idle").
+NVLINK_BPS = 50e9
+ROUND_S = 15.0
 
 
-def _exporter_text(with_sm: bool = True) -> str:
-    """dcgm-exporter text for one host whose eight GPUs do the ``CASES``; without the SM
-    fields when ``with_sm`` is False (dcgm-exporter's default counters)."""
+def _exporter_text(with_sm: bool = True, round_no: int = 0) -> str:
+    """dcgm-exporter text for one host whose eight GPUs do the ``CASES`` at round
+    ``round_no``; without the SM fields when ``with_sm`` is False (dcgm-exporter's default
+    counters)."""
     rows = [CASES[g] for g in range(8)]
     cols = {
         "util_pct": [r[1] for r in rows],
@@ -67,7 +81,15 @@ def _exporter_text(with_sm: bool = True) -> str:
         )
         for g in range(8)
     ]  # fmt: skip
-    return render_host(gpus, exporter_values(cols, GPU_MODELS["H100"]))
+    counters = GpuCounters.zeros(8)
+    counters.nvlink_bytes[7] = 1e12 + NVLINK_BPS * ROUND_S * round_no
+    return render_host(gpus, exporter_values(cols, GPU_MODELS["H100"], counters))
+
+
+def _rounds(with_sm: bool) -> Callable[[], str]:
+    """A route serving the next round's text at each request (the NVLink counter advances)."""
+    served = itertools.count()
+    return lambda: _exporter_text(with_sm, next(served))
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +104,8 @@ def exporters(exporter: str) -> str:
         if "DCGM_FI_PROF_" not in ln
     )
     ExporterHandler.routes |= {
-        "/profiling/metrics": _exporter_text(True),
-        "/default/metrics": _exporter_text(False),
+        "/profiling/metrics": _rounds(True),
+        "/default/metrics": _rounds(False),
         "/bare/metrics": bare + "\n",
     }
     return exporter
@@ -102,11 +124,16 @@ RANGE = TimeRange(T0, T0 + timedelta(minutes=1))
 
 
 def _classes_per_gpu(store: Store) -> dict[int, str]:
-    cls = class_sql("u", "fb", "t", "d", "sm")
+    """Each GPU's class over the whole scrape, from its raw samples; link traffic is the mean
+    PCIe rate plus the NVLink counter's first-to-last slope."""
+    cls = class_sql("u", "fb", "t", "d", "sm", "l")
     rows = store.rows(
         f"""SELECT g.gpu, any_value({cls}) FROM (
               SELECT gpu_id, avg(util_pct) AS u, avg(fb_used_mib) AS fb, avg(tensor_active) AS t,
-                     avg(dram_active) AS d, avg(sm_active) AS sm FROM gpu_samples GROUP BY ALL)
+                     avg(dram_active) AS d, avg(sm_active) AS sm,
+                     avg(pcie_rx_bps + pcie_tx_bps) + (max(nvlink_bytes) - min(nvlink_bytes))
+                       / epoch(max(ts) - min(ts)) AS l
+              FROM gpu_samples GROUP BY ALL)
             JOIN gpus g USING (gpu_id) GROUP BY ALL"""
     )
     return {int(g): c for g, c in rows}
@@ -133,22 +160,69 @@ def test_a_scraped_exporter_with_sm_fields_gives_real_utilization_and_every_clas
         assert basis.text == "basis real utilization: SM activity × occupancy"
         df = workload.classes(store, RANGE)
         mean = df.groupby("class")["gpus"].sum() * df["bucket_s"].iloc[0] / 60.0
+        # GPU 7's first round has no NVLink rate yet (a counter needs two readings): its HBM
+        # at 15 % reads busy-but-light then, communicating in the three rounds after
         assert mean.round(2).to_dict() == {
-            "busy-but-light": 1.0,
+            "busy-but-light": 1.25,
+            "communicating": 0.75,
             "communication-stalled": 1.0,
             "idle-but-allocated": 1.0,
             "memory-bound": 1.0,
-            "tensor-bound": 3.0,
+            "tensor-bound": 2.0,
             "unallocated": 1.0,
         }
+        # the per-GPU 5-min bucket judges the same (its NVLink rate from first to last reading)
+        rolled = store.rows(
+            "SELECT class, sum(intervals) FROM class_rollup WHERE bucket_s = 300 GROUP BY 1"
+        )
+        assert dict(rolled) == {c: n for c, n in Counter(c[0] for c in CASES.values()).items()}
         # the hour's GPUs under 80 %: GPU_UTIL would count 3 (60 %, 0 %, 0 %), real
-        # utilization adds the stalled rank
+        # utilization adds the stalled and the communicating rank (SMs idle while links work)
         below = gpu_rollup.gpus_below_per_hour(store, RANGE)
-        assert below[["gpus", "below"]].values.tolist() == [[8, 4]]
+        assert below[["gpus", "below"]].values.tolist() == [[8, 5]]
         real = gpuq.heatmap(store, RANGE, "real").cells
         assert real["value"].round(1).unique().tolist() == [
-            round((93 + 85 + 1.92 + 40 + 0 + 0 + 95 + 90) / 8, 1)
+            round((93 + 85 + 1.92 + 40 + 0 + 0 + 95 + 8) / 8, 1)
         ]
+
+
+def test_link_traffic_tells_a_communicating_rank_from_a_stalled_one(
+    tmp_path: Path, exporters: str
+) -> None:
+    """Both ranks show a kernel resident with no math; the one whose NVLink counter grows is
+    moving a collective's data, the one whose links are quiet is waiting. The drill-down shows
+    the NVLink rate and the PCIe rates the exporter served."""
+    with _scraped(tmp_path, f"{exporters}/profiling/metrics") as store:
+        nv = gpu_node.node_gpu_metric(store, "node-a", RANGE, "nvlink")
+        per_gpu = nv.groupby("gpu")["nvlink_bps"].mean()
+        assert per_gpu[7] == pytest.approx(NVLINK_BPS, rel=1e-6)
+        assert per_gpu.drop(7).eq(0).all() and len(per_gpu) == 8
+        rx = gpu_node.node_gpu_metric(store, "node-a", RANGE, "pcie_rx")
+        assert rx.groupby("gpu")["pcie_rx_bps"].mean()[2] == pytest.approx(1.21e8)  # at 100 %
+        # without the link fields (an older exporter config), GPU 7 has nothing to tell it
+        # from a light kernel, and no rank is called communicating
+        with store.transaction() as con:
+            con.execute("UPDATE gpu_samples SET nvlink_bytes = NULL, pcie_rx_bps = NULL")
+            con.execute("UPDATE gpu_samples SET pcie_tx_bps = NULL")
+        assert _classes_per_gpu(store)[7] == "busy-but-light"
+        assert "communicating" not in set(workload.classes(store, RANGE)["class"])
+
+
+def test_pcie_rates_kept_as_extras_by_an_older_store_still_reach_the_drill_down(
+    tmp_path: Path, exporters: str
+) -> None:
+    with _scraped(tmp_path, f"{exporters}/profiling/metrics") as store:
+        want = gpu_node.node_gpu_metric(store, "node-a", RANGE, "pcie_tx")
+        # as a store written before the PCIe columns kept them: long rows, columns empty
+        with store.transaction() as con:
+            con.execute(
+                """INSERT INTO gpu_samples_extra SELECT ts, gpu_id,
+                     'DCGM_FI_PROF_PCIE_TX_BYTES', pcie_tx_bps FROM gpu_samples"""
+            )
+            con.execute("UPDATE gpu_samples SET pcie_tx_bps = NULL")
+        got = gpu_node.node_gpu_metric(store, "node-a", RANGE, "pcie_tx")
+        assert len(want) == 8 * 4 and want["pcie_tx_bps"].gt(0).all()
+        pd.testing.assert_frame_equal(got, want)
 
 
 def test_default_counters_degrade_to_the_graphics_engine(tmp_path: Path, exporters: str) -> None:
@@ -202,7 +276,7 @@ def test_the_replay_produces_the_fields_and_a_hang_reads_as_communication_stalle
     samples, _ = syn.samples(ticks)
     con = duckdb.connect()
     con.register("s", samples)  # the replay leaves GR engine active out (stored NULL)
-    cls = class_sql("util_pct", "fb_used_mib", "tensor_active", "dram_active", "sm_active")
+    cls = class_sql("util_pct", "fb_used_mib", "tensor_active", "dram_active", "sm_active", "0")
     job = syn.sc.nodes * syn.sc.gpus_per_node
     got = con.execute(
         f"""SELECT ts = min(ts) OVER () AS first, {cls} AS c, util_pct, {REAL_SQL} AS real
@@ -262,7 +336,8 @@ def test_class_rollups_hold_what_classifying_raw_samples_gives(
     assert "class_rollup" in sql
     q = "SELECT ts, class, intervals, sm, occ, real FROM ({}) ORDER BY ts, class NULLS FIRST"
     rolled = store.df(q.format(sql), params)
-    raw = store.df(q.format(workload._RAW_CLASSES), [level, level, whole.start, whole.end])
+    raw_sql, raw_params = workload._raw_classes(store, whole, level)
+    raw = store.df(q.format(raw_sql), raw_params)
     pd.testing.assert_frame_equal(rolled, raw, check_dtype=False)
     assert set(rolled["class"].dropna()) >= {"tensor-bound", "unallocated", "busy-but-light"}
 
@@ -313,5 +388,6 @@ def test_a_mixed_fleet_is_judged_per_gpu_and_says_how_much_had_the_fields(
             "SELECT count(DISTINCT gpu_id) FROM gpu_samples WHERE sm_active IS NULL "
             "AND gr_active IS NULL AND util_pct < 80"
         )
-        # the stalled rank by real utilization, the bare node's GPUs by GPU_UTIL
-        assert below["below"].tolist() == [4 + bare_low]
+        # the stalled and the communicating rank by real utilization, the bare node's GPUs
+        # by GPU_UTIL
+        assert below["below"].tolist() == [5 + bare_low]

@@ -343,6 +343,7 @@ def node_header(info: dict[str, Any] | None, host: str) -> str:
 CLASS_COLOURS = {  # workload class -> colour: work in greens/blues, waste in reds, idle greys
     "tensor-bound": "#1a9850",
     "memory-bound": "#4575b4",
+    "communicating": "#74add1",
     "busy-but-light": "#fdae61",
     "communication-stalled": "#d73027",
     "idle-but-allocated": "#8c510a",

@@ -1,7 +1,7 @@
 """Queries of the GPUs page's drill-down beyond its four charts: one more per-GPU metric picked
 from a list (the memory clock, kept only as an extra field of scraped stores, framebuffer, HBM
-temperature, real utilization and the profiling fields behind it) and what runs on each GPU
-of the node (job, pod, namespace, container).
+temperature, real utilization and the profiling fields behind it, PCIe and NVLink traffic)
+and what runs on each GPU of the node (job, pod, namespace, container).
 
 Kept beside ``telemetry.queries.gpus`` (the fleet views and the four charts) so that module
 stays within its size; the bucketing is the same (``gpus.nice_bucket``). Metric keys select
@@ -15,12 +15,13 @@ import pandas as pd
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
-from telemetry.utilization import REAL_SQL
+from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
 
 # key -> (column of the result, label, unit, the gpu_samples column, or None for the value of
 # its EXTRA_FIELDS field in gpu_samples_extra, or REAL). The first is what an unknown pick falls
 # back to.
 REAL = "real"  # not a column: real utilization's expression over the sample's columns
+NVLINK = "nvlink"  # not a column: the rate of the NVLink counter between a GPU's samples
 NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "mem_clock": ("mem_clock_mhz", "Memory clock", "MHz", None),
     "fb": ("fb_used_mib", "Framebuffer used", "MiB", "fb_used_mib"),
@@ -29,10 +30,13 @@ NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "sm_active": ("sm_active", "SM active", "ratio", "sm_active"),
     "tensor": ("tensor_active", "Tensor pipe active", "ratio", "tensor_active"),
     "dram": ("dram_active", "DRAM active", "ratio", "dram_active"),
-    "pcie_rx": ("pcie_rx_bps", "PCIe received", "B/s", None),
-    "pcie_tx": ("pcie_tx_bps", "PCIe sent", "B/s", None),
+    "pcie_rx": ("pcie_rx_bps", "PCIe received", "B/s", "pcie_rx_bps"),
+    "pcie_tx": ("pcie_tx_bps", "PCIe sent", "B/s", "pcie_tx_bps"),
+    "nvlink": ("nvlink_bps", "NVLink traffic", "B/s", NVLINK),  # the counter's rate
 }
-# Fields without a column of their own (extras), kept from dcgm-exporter scrapes only.
+# Fields without a column of their own (extras), kept from dcgm-exporter scrapes only; and the
+# PCIe rates, extras in stores written before they had columns (read there when the column has
+# nothing for the node).
 EXTRA_FIELDS = {
     "mem_clock": "DCGM_FI_DEV_MEM_CLOCK",
     "pcie_rx": "DCGM_FI_PROF_PCIE_RX_BYTES",
@@ -52,20 +56,33 @@ def node_gpu_metric(
     name, _, _, column = NODE_METRICS[key]
     bucket = nice_bucket(store, tr, max_points)
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
+    params: list[object] = [tr.start, tr.end]
+    extra = ("gpu_samples_extra", "s.value", "s.field = ?", [*params, EXTRA_FIELDS.get(key)])
     if column == REAL:
         value, where = REAL_SQL, f"{REAL_SQL} IS NOT NULL"
-    if column is None:
-        source, value, where = "gpu_samples_extra", "s.value", "s.field = ?"
-    return store.df(
-        f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
-                   ? AS bucket_s
-            FROM {source} s JOIN gpus g USING (gpu_id)
-            WHERE s.ts >= ? AND s.ts <= ? AND {where} AND s.gpu_id IN (
-              SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
-            GROUP BY ALL ORDER BY g.gpu, 1""",
-        [bucket, bucket, tr.start, tr.end, *([EXTRA_FIELDS[key]] if column is None else [])]
-        + [str(host)[:200]],
-    )
+    if column == NVLINK:  # the rate needs each GPU's sample before the range too
+        source = f"""(SELECT ts, gpu_id, {NVLINK_RATE_SQL} AS nv FROM gpu_samples
+                      WHERE ts >= ?::TIMESTAMP - to_seconds(?) AND ts <= ?
+                        AND nvlink_bytes IS NOT NULL
+                      WINDOW w AS (PARTITION BY gpu_id ORDER BY ts))"""
+        value, where = "s.nv", "s.nv IS NOT NULL"
+        params = [tr.start, 2 * int(store.sample_interval_s()) + 1, tr.end, *params]
+    tries = [extra] if column is None else [(source, value, where, params)]
+    if column is not None and key in EXTRA_FIELDS:  # stores from before the column had extras
+        tries.append(extra)
+    for source, value, where, params in tries:
+        df = store.df(
+            f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
+                       ? AS bucket_s
+                FROM {source} s JOIN gpus g USING (gpu_id)
+                WHERE s.ts >= ? AND s.ts <= ? AND {where} AND s.gpu_id IN (
+                  SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
+                GROUP BY ALL ORDER BY g.gpu, 1""",
+            [bucket, bucket, *params, str(host)[:200]],
+        )
+        if not df.empty:
+            break
+    return df
 
 
 def node_workload(store: Store, host: str) -> pd.DataFrame:

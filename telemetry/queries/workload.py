@@ -15,22 +15,42 @@ import pandas as pd
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
-from telemetry.utilization import REAL_SQL, Basis, class_sql
+from telemetry.utilization import (
+    NVLINK_BUCKET_SQL,
+    NVLINK_RATE_SQL,
+    REAL_SQL,
+    Basis,
+    class_sql,
+    link_sql,
+)
 
 MAX_RAW = 1_000_000  # GPU samples a class chart may classify from raw (15 min of 16,384 at 15 s)
 CLASS_POINTS = 300  # buckets on the class chart
 
-# Per-(interval, GPU) averages from raw samples (u, fb, t, d, sm, occ, r), for the raw path and
-# for a range before the per-GPU rollups began (an upgraded store).
-_RAW = f"""SELECT time_bucket(to_seconds(?), ts) AS ts, gpu_id, avg(util_pct) AS u,
+# Per-(interval, GPU) averages from raw samples (u, fb, t, d, sm, occ, r, link B/s), for the
+# raw path and for a range before the per-GPU rollups began (an upgraded store). On the raw
+# path each sample is its own interval and its NVLink rate comes from the GPU's previous
+# sample (one interval before the range is read for it); per bucket, from the bucket's first
+# to its last reading (no window over a long range).
+_RAW = """SELECT time_bucket(to_seconds(?), ts) AS ts, gpu_id, avg(util_pct) AS u,
   avg(fb_used_mib) AS fb, avg(tensor_active) AS t, avg(dram_active) AS d, avg(sm_active) AS sm,
-  avg(sm_occupancy) AS occ, avg({REAL_SQL}) AS r
-FROM gpu_samples WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?
+  avg(sm_occupancy) AS occ, avg({real}) AS r, {link} AS link
+FROM (SELECT *, {nv} AS nv FROM gpu_samples
+      WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) - to_seconds(?) AND ts <= ? {window})
+WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?
 GROUP BY ALL"""
+_PCIE = "avg(pcie_rx_bps + pcie_tx_bps)"
+_PER_SAMPLE = _RAW.format(
+    real=REAL_SQL, nv=NVLINK_RATE_SQL, link=link_sql("avg(nv)", _PCIE),
+    window="WINDOW w AS (PARTITION BY gpu_id ORDER BY ts)",
+)  # fmt: skip
+_PER_BUCKET = _RAW.format(
+    real=REAL_SQL, nv="NULL", link=link_sql(NVLINK_BUCKET_SQL, _PCIE), window=""
+)
 # The same per class: (ts, class, intervals, sm, occ, real) as ``class_rollup`` holds them.
-_RAW_CLASSES = f"""SELECT ts, {class_sql("u", "fb", "t", "d", "sm")} AS class,
+_CLASSES = f"""SELECT ts, {class_sql("u", "fb", "t", "d", "sm", "link")} AS class,
   count(*) AS intervals, count(sm) AS sm, count(occ) AS occ, count(r) AS real
-FROM ({_RAW}) GROUP BY ALL"""
+FROM ({{raw}}) GROUP BY ALL"""
 _ROLLED_CLASSES = """SELECT ts, class, intervals, sm, occ, real FROM class_rollup
 WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?"""
 
@@ -50,7 +70,14 @@ def _per_class(store: Store, tr: TimeRange, level: int) -> tuple[str, list[Any]]
     """SQL of (ts, class, intervals, sm, occ, real) per interval bucket over ``tr``."""
     if level in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since():
         return _ROLLED_CLASSES, [level, level, tr.start, tr.end]
-    return _RAW_CLASSES, [level, level, tr.start, tr.end]
+    return _raw_classes(store, tr, level)
+
+
+def _raw_classes(store: Store, tr: TimeRange, level: int) -> tuple[str, list[Any]]:
+    """``_per_class`` from raw samples (``_RAW``)."""
+    raw = _PER_SAMPLE if level <= store.sample_interval_s() else _PER_BUCKET
+    params = [level, level, tr.start, level, tr.end, level, tr.start, tr.end]
+    return _CLASSES.format(raw=raw), params
 
 
 def _basis(sm: int, occ: int, real: int, total: int) -> Basis:

@@ -142,8 +142,10 @@ class ExporterSimulation:
             for c in SAMPLE_COLUMNS:
                 if c.name in table.column_names:
                     self.latest[c.name][gid[last]] = table[c.name].to_numpy()[last]
-            util = table["util_pct"].to_numpy().astype(np.float64)
-            busy = np.bincount(gid, weights=util, minlength=self.syn.n_gpus) / 100.0
+            # Collectives move data while the SMs work: a hung rank keeps GPU_UTIL at 100 %
+            # with its SMs and links nearly idle (communication-stalled, not communicating).
+            working = table["sm_active"].to_numpy().astype(np.float64)
+            busy = np.bincount(gid, weights=working, minlength=self.syn.n_gpus)
             self.counters.nvlink_bytes[:] += busy * NVLINK_BYTES_PER_S * self.interval_s
         self._take_xids(float(ticks[-1]))
 

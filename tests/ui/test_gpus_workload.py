@@ -70,7 +70,9 @@ def test_a_scraped_node_shows_its_rack_workload_and_memory_clock(
     assert {v for ys in clocks.values() for v in ys} == {2619.0}  # what the exporter reported
     _pick(page, "PCIe received (B/s)")
     rx = _more_series(page, "PCIe received")
-    assert rx["GPU 0"][0] == 107950857.0 and rx["GPU 1"][0] == 112038832.0  # the exporter's
+    # the exporter's rates, as the store keeps them (32-bit floats: 7 significant digits)
+    assert rx["GPU 0"][0] == pytest.approx(107950857.0, rel=1e-7)
+    assert rx["GPU 1"][0] == pytest.approx(112038832.0, rel=1e-7)
     assert errors == [], errors
 
 
