@@ -31,6 +31,7 @@ from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
+from telemetry.queries import outliers as outq
 from telemetry.queries import overview as overq
 from telemetry.queries import slurm as slurmq
 from telemetry.queries import targets as targetq
@@ -386,17 +387,17 @@ def workload_classes(tr: TimeRange) -> pd.DataFrame:
 
 
 def gpu_outliers(tr: TimeRange) -> pd.DataFrame:
-    return gpuq.outliers(store(), tr)
+    return outq.outliers(store(), tr)
 
 
 def outlier_reasons(outliers: pd.DataFrame) -> list[tuple[str, int]]:
     """(reason, GPUs) of an outlier table, in the table's reason order."""
-    return gpuq.reason_counts(outliers)
+    return outq.reason_counts(outliers)
 
 
 def worst_node(tr: TimeRange) -> tuple[str, str] | None:
     """(host, why) of the node the GPUs page opens on before one is chosen; None: no samples."""
-    return gpuq.worst_node(store(), tr)
+    return outq.worst_node(store(), tr)
 
 
 def node_info(host: str) -> dict[str, Any] | None:

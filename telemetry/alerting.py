@@ -350,7 +350,7 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     (or ten sample intervals) by the wall clock (``now``): the alerts above describe the last
     data, and at 3 a.m. a stopped pipeline is the news."""
     from telemetry.queries import TimeRange, data_extent, newest_trained_run
-    from telemetry.queries.gpus import duration_text
+    from telemetry.queries.outliers import duration_text
     from telemetry.queries.overview import active_alerts
     from telemetry.queries.targets import report_time
 

@@ -22,6 +22,7 @@ from telemetry.collect.records import store_records
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import failures as failq
 from telemetry.queries import gpus as gpuq
+from telemetry.queries import outliers as outq
 from telemetry.queries import training as trainq
 from telemetry.store import Store
 from telemetry.summary import run_summary
@@ -310,11 +311,11 @@ def test_downtime_posted_without_durations_is_unknown(tmp_path: Path) -> None:
 
 
 def test_outlier_reasons_give_durations_at_their_own_scale(dev_store: Path) -> None:
-    assert [gpuq.duration_text(s) for s in (10, 180, 5400)] == ["10 s", "3 min", "1.5 h"]
+    assert [outq.duration_text(s) for s in (10, 180, 5400)] == ["10 s", "3 min", "1.5 h"]
     with Store(str(dev_store), read_only=True) as s:
         tr = _whole(s)
         short = TimeRange(tr.start + timedelta(hours=10), tr.start + timedelta(hours=10.4))
-        hot = gpuq.outliers(s, short)
+        hot = outq.outliers(s, short)
     details = list(hot.loc[hot["reason"] == "hot", "detail"])
     assert details and all("for 0.0 h" not in d for d in details)
     assert any(" min (" in d for d in details), details
@@ -326,7 +327,7 @@ def test_the_worst_node_is_the_first_outlier_of_the_inventory(
 ) -> None:
     with Store(str(dev_store), read_only=True) as s:
         tr = _whole(s)
-        first = gpuq.outliers(s, tr).iloc[0]
-        assert gpuq.worst_node(s, tr) == (first["host"], f"{first['reason']} on GPU {first['gpu']}")
-        assert gpuq.worst_node(s, tr) == ("h100-0007", "hot on GPU 5")
-    assert gpuq.worst_node(night, _whole(night)) is None  # no GPU samples: nothing to open on
+        first = outq.outliers(s, tr).iloc[0]
+        assert outq.worst_node(s, tr) == (first["host"], f"{first['reason']} on GPU {first['gpu']}")
+        assert outq.worst_node(s, tr) == ("h100-0007", "hot on GPU 5")
+    assert outq.worst_node(night, _whole(night)) is None  # no GPU samples: nothing to open on

@@ -3,12 +3,16 @@ straggler GPU (h100-0003 GPU 5) and one thermally throttled GPU (h100-0007 GPU 5
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import gpus as q
+from telemetry.queries import outliers as outq
+from telemetry.retention import expire
 from telemetry.store import Store
 
 
@@ -103,7 +107,7 @@ def test_distribution_bins_every_cell_in_sql(store: Store, day: TimeRange) -> No
 
 
 def test_outliers_name_the_straggler_and_the_hot_gpu(store: Store, day: TimeRange) -> None:
-    df = q.outliers(store, day)
+    df = outq.outliers(store, day)
     rows = {(r.host, r.gpu, r.reason): r for r in df.itertuples()}
     straggler = rows[("h100-0003", 5, "straggler")]
     hot = rows[("h100-0007", 5, "hot")]
@@ -131,7 +135,7 @@ def test_outliers_name_the_straggler_and_the_hot_gpu(store: Store, day: TimeRang
 
 
 def test_outliers_list_every_xid_event_decoded(store: Store, day: TimeRange) -> None:
-    df = q.outliers(store, day)
+    df = outq.outliers(store, day)
     xid = df[df["reason"] == "XID"]
     events = store.rows(
         "SELECT host, gpu, xid FROM xid_events WHERE ts BETWEEN ? AND ?", [day.start, day.end]
@@ -142,7 +146,7 @@ def test_outliers_list_every_xid_event_decoded(store: Store, day: TimeRange) -> 
 
 
 def test_idle_means_a_job_node_idle_while_the_job_ran(store: Store, day: TimeRange) -> None:
-    idle = q.outliers(store, day).query("reason == 'idle'")
+    idle = outq.outliers(store, day).query("reason == 'idle'")
     # h100-0001 was drained after XID 143 and h100-0007 for maintenance; the spares, idle by
     # design, are not outliers
     assert set(idle["host"]) == {"h100-0001", "h100-0007"}
@@ -152,7 +156,7 @@ def test_idle_means_a_job_node_idle_while_the_job_ran(store: Store, day: TimeRan
 
 def test_a_quiet_hour_has_no_idle_or_xid_outliers(store: Store, day: TimeRange) -> None:
     hour = TimeRange(day.start + timedelta(hours=2), day.start + timedelta(hours=3))
-    df = q.outliers(store, hour)
+    df = outq.outliers(store, hour)
     assert set(df["reason"]) <= {"hot", "throttled", "straggler"}
     assert ("h100-0003", 5) in set(zip(df.host, df.gpu, strict=True))
 
@@ -187,8 +191,59 @@ def test_node_info(store: Store) -> None:
 
 
 def test_outlier_reasons_are_counted_in_table_order(store: Store, day: TimeRange) -> None:
-    df = q.outliers(store, day)
-    counts = q.reason_counts(df)
-    assert counts == [(r, int((df["reason"] == r).sum())) for r in q.REASON_ORDER]
+    df = outq.outliers(store, day)
+    counts = outq.reason_counts(df)
+    assert counts == [(r, int((df["reason"] == r).sum())) for r in outq.REASON_ORDER]
     assert counts[0] == ("hot", 1) and counts[-1][0] == "idle"
-    assert q.reason_counts(df.iloc[:0]) == []
+    assert outq.reason_counts(df.iloc[:0]) == []
+
+
+def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
+    store: Store, day: TimeRange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``FULL_SCAN_ROWS`` samples (a 54-day run of 16,384 GPUs) the per-GPU statistics
+    read the candidates' 5-min or hourly buckets instead of sampled raw ticks: the same GPUs,
+    sample counts and peak temperatures as every raw sample gives, each GPU's busy clock over
+    the fleet median within 0.2 %, and the same outliers for the same reasons, saying their
+    figures are per bucket."""
+    raw_stats, raw_ref, _ = outq.gpu_stats(store, day)
+    raw = outq.outliers(store, day)
+    assert (raw_stats["grain_s"] == 0).all()
+    monkeypatch.setattr(outq, "FULL_SCAN_ROWS", 0)  # this day of 80 GPUs counts as long
+    stats, ref, per_sample_s = outq.gpu_stats(store, day)
+    assert (stats["grain_s"] == 300).all() and per_sample_s == store.sample_interval_s()
+    both = raw_stats.merge(stats, on=["host", "gpu"], suffixes=("_raw", ""))
+    assert len(both) == len(raw_stats) == len(stats) >= 64
+    assert (both["samples"] == both["samples_raw"]).all()
+    assert (both["temp_peak"] == both["temp_peak_raw"]).all()
+    # busy is judged per bucket mean: a bucket with a checkpoint stall counts whole, which
+    # lowers every GPU's busy clock alike (0.6 % here); what reasons are judged on, each
+    # GPU's clock over the fleet median, moves by at most 0.2 %
+    assert ref == pytest.approx(raw_ref, rel=0.01)
+    busy = both.dropna(subset=["clock_busy_raw"])
+    ratio = (busy["clock_busy"] / ref) / (busy["clock_busy_raw"] / raw_ref)
+    assert ratio.between(0.998, 1.002).all()
+    rolled = outq.outliers(store, day)
+    key = ["host", "gpu", "reason"]
+    assert rolled[key].values.tolist() == raw[key].values.tolist()
+    hot = rolled[rolled["reason"] == "hot"].iloc[0]
+    assert "in 5-min buckets totalling" in hot["detail"]
+    assert "in 5-min means for" in rolled[rolled["reason"] == "idle"].iloc[0]["detail"]
+
+
+def test_outliers_of_a_range_whose_raw_samples_expired_come_from_per_gpu_buckets(
+    dev_store: Path, tmp_path: Path
+) -> None:
+    """After ``--raw-retention`` drops the per-GPU samples, the outlier table of that range
+    still names the straggler and the hot GPU (it would be empty from raw samples)."""
+    shutil.copy(dev_store, tmp_path / "s.duckdb")
+    with Store(str(tmp_path / "s.duckdb")) as s:
+        tr = data_extent(s)
+        assert tr is not None
+        before = outq.outliers(s, tr)
+        expire(s, timedelta(hours=1))
+        assert s.raw_since() is not None and s.raw_since() > tr.start + timedelta(hours=20)
+        after = outq.outliers(s, tr)
+    pairs = set(zip(after.host, after.gpu, after.reason, strict=True))
+    assert {("h100-0003", 5, "straggler"), ("h100-0007", 5, "hot")} <= pairs
+    assert set(before["reason"]) == set(after["reason"])
