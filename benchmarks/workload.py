@@ -61,7 +61,7 @@ def report(store: Store, name: str, repeat: int) -> None:
     end = store.scalar("SELECT max(ts) FROM gpu_samples")
     start = store.scalar("SELECT min(ts) FROM gpu_samples")
     week, day = TimeRange(end - timedelta(days=7), end), TimeRange(end - timedelta(days=1), end)
-    whole = TimeRange(start, end)
+    whole, hours = TimeRange(start, end), TimeRange(end - timedelta(hours=4), end)
     pairs: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
         (
             "heatmap 7 d: real vs GPU_UTIL",
@@ -75,6 +75,7 @@ def report(store: Store, name: str, repeat: int) -> None:
         ),
     ]
     alone: list[tuple[str, Callable[[], object]]] = [
+        ("workload classes 4 h (raw, NVLink rate window)", lambda: workload.classes(store, hours)),
         ("workload classes 24 h", lambda: workload.classes(store, day)),
         ("workload classes 7 d", lambda: workload.classes(store, week)),
         (f"workload classes {whole.seconds / 86400:.0f} d", lambda: workload.classes(store, whole)),
@@ -90,7 +91,8 @@ def report(store: Store, name: str, repeat: int) -> None:
         print(f"  {name:<46} {a * 1000:8.1f} ms   ({a / fleet:.1f}x the fleet series, 7 d)")
     print(f"  {'fleet utilization series 7 d (scale)':<46} {fleet * 1000:8.1f} ms")
     print("  classes: interval", workload.interval_s(store, week), "s at 7 d;",
-          workload.interval_s(store, day), "s at 24 h")  # fmt: skip
+          workload.interval_s(store, day), "s at 24 h;",
+          workload.interval_s(store, hours), "s at 4 h")  # fmt: skip
 
 
 if __name__ == "__main__":
