@@ -14,7 +14,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.rollups import ENERGY_LEVEL_S, fill_energy_used
+from telemetry.rollups import ENERGY_LEVEL_S, add_gpu_level, fill_energy_used
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -136,7 +136,8 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
     # Per-GPU rollups gained the energy counter's first and last reading per bucket, then the
     # profiling fields behind real utilization and workload classes (``telemetry.utilization``),
-    # then the link traffic that splits communicating ranks from stalled ones.
+    # then the link traffic that splits communicating ranks from stalled ones, then what the
+    # outlier table counts per sample (``rollups.GPU_COUNT``; NULL in buckets built before).
     "gpu_rollup": {
         "energy_mj_max": "DOUBLE",
         "energy_mj_min": "DOUBLE",
@@ -148,6 +149,11 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "energy_mj_used": "DOUBLE",
         "pcie_bps": "FLOAT",
         "nvlink_bps": "FLOAT",
+        "hot_n": "INTEGER",
+        "idle_n": "INTEGER",
+        "busy_n": "INTEGER",
+        "busy_clock": "FLOAT",
+        "busy_temp": "FLOAT",
     },
     # The profiling and link sample columns (``catalog.OPTIONAL_COLUMNS``) and real
     # utilization's sums.
@@ -207,6 +213,8 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:
         con.execute(CLASS_SQL.format(where=""))
+    # The 6-hour per-GPU level (added after the hourly one) is built once from the hourly.
+    add_gpu_level(con, 21600, 3600)
     con.execute(
         """INSERT OR IGNORE INTO meta
            SELECT 'gpu_rollup_since', CASE WHEN (SELECT count(*) FROM gpu_samples) = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -17,9 +18,10 @@ from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below_per_hour, node_series_level
 from telemetry.retention import expire
 from telemetry.store import Store
+from telemetry.utilization import REAL_SQL
+from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
 HOST = "h100-0003"  # a job node of dev-64
-
 
 
 def _ranges(whole: TimeRange) -> list[TimeRange]:
@@ -126,7 +128,7 @@ def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
         marks = {f"rollup_watermark_{lv}": str(mid) for lv in s.rollup_levels()}
         s.set_meta({"gpu_rollup_since": str(mid), **marks})
         s.refresh_rollups()
-        assert s.scalar("SELECT min(ts) FROM gpu_rollup") == mid
+        assert s.scalar("SELECT min(ts) FROM gpu_rollup WHERE bucket_s = 3600") == mid
         pd.testing.assert_frame_equal(gpus_below_per_hour(s, whole), hourly, check_dtype=False)
         # and once raw retention has taken the hours up to 5 h after the upgrade, those come
         # from the rollup: only the hours before the upgrade are gone
@@ -138,3 +140,47 @@ def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
         got = gpus_below_per_hour(s, whole)
         kept = hourly[hourly["ts"] >= mid].reset_index(drop=True)
         pd.testing.assert_frame_equal(got.reset_index(drop=True), kept, check_dtype=False)
+
+
+def test_a_store_from_before_the_six_hour_level_gets_it_from_its_hourly_buckets(
+    day: Path,
+) -> None:
+    """The 6-hour per-GPU level (long ranges' outlier statistics) is built once on upgrade
+    from the hourly buckets, the same rows as the rollup refresh built as samples came."""
+    with Store(str(day)) as s:
+        assert 21600 in s.gpu_rollup_levels()
+        before = s.df("SELECT * FROM gpu_rollup WHERE bucket_s = 21600 ORDER BY ts, gpu_id")
+        classes = s.df("SELECT * FROM class_rollup WHERE bucket_s = 21600 ORDER BY ALL")
+    con = duckdb.connect(str(day))
+    con.execute("DELETE FROM gpu_rollup WHERE bucket_s = 21600")  # as before the level
+    con.execute("DELETE FROM class_rollup WHERE bucket_s = 21600")
+    con.close()
+    with Store(str(day)) as s:  # opened for writing: the schema upgrade builds it
+        after = s.df("SELECT * FROM gpu_rollup WHERE bucket_s = 21600 ORDER BY ts, gpu_id")
+        assert 300 < len(before) <= 80 * 5  # 80 GPUs, a day touching five 6-hour buckets
+        pd.testing.assert_frame_equal(before, after)
+        pd.testing.assert_frame_equal(
+            classes, s.df("SELECT * FROM class_rollup WHERE bucket_s = 21600 ORDER BY ALL")
+        )
+
+
+def test_outlier_counts_kept_per_bucket_equal_raw_counts_at_every_level(store: Store) -> None:
+    """Samples hot, idle and busy per GPU, and the clock while busy, summed over a level's
+    buckets, equal what the raw samples count (``rollups.GPU_COUNT``)."""
+    eff = f"coalesce({REAL_SQL}, util_pct)"
+    raw = store.df(
+        f"""SELECT gpu_id, count(*) FILTER (WHERE temp_c >= {HOT_C}) AS hot,
+                   count(*) FILTER (WHERE {eff} < {IDLE_PCT}) AS idle,
+                   count(*) FILTER (WHERE {eff} >= {BUSY_PCT}) AS busy,
+                   avg(sm_clock_mhz) FILTER (WHERE {eff} >= {BUSY_PCT}) AS clock
+            FROM gpu_samples GROUP BY gpu_id ORDER BY gpu_id"""
+    )
+    assert raw["hot"].sum() > 0 and raw["idle"].sum() > 0
+    for level in store.gpu_rollup_levels():
+        rolled = store.df(
+            """SELECT gpu_id, sum(hot_n) AS hot, sum(idle_n) AS idle, sum(busy_n) AS busy,
+                      sum(busy_clock * busy_n) / sum(busy_n) AS clock
+               FROM gpu_rollup WHERE bucket_s = ? GROUP BY gpu_id ORDER BY gpu_id""",
+            [level],
+        )
+        pd.testing.assert_frame_equal(rolled, raw, check_dtype=False, rtol=1e-5, obj=str(level))

@@ -84,28 +84,34 @@ LEFT JOIN run r USING (ts)
 GROUP BY ALL"""
 
 
-# The same from the per-GPU buckets of ``gpu_rollup``, for long ranges: sample counts are the
-# buckets' own, "running", "idle" and "busy" are judged on each bucket's means, the peak is the
-# true maximum, and a hot bucket counts all its samples (``grain_s`` says the figures are per
-# bucket). Reads a few hundred GPUs' buckets instead of sampled ticks of the raw table, and
-# also covers ranges whose raw samples have expired (``--raw-retention``).
+# The same from the per-GPU buckets of ``gpu_rollup``, for long ranges: samples hot, idle and
+# busy and the clock and temperature while busy are the counts each bucket kept of its samples
+# (``rollups.GPU_COUNT``), so they equal what raw samples give; only whether the job was
+# running is judged per bucket (the reference GPUs' mean). Buckets built before they kept the
+# counts are judged on their means (a hot bucket counts whole; ``exact`` is then false). Reads
+# a few hundred GPUs' buckets instead of sampled ticks of the raw table, and also covers
+# ranges whose raw samples have expired (``--raw-retention``).
 _GPU_STATS_ROLLED_SQL = """WITH s AS MATERIALIZED (
   SELECT ts, gpu_id, samples, coalesce(real_avg, util_avg) AS util_pct,
-         real_avg IS NOT NULL AS real, temp_avg, temp_max, sm_clock_avg
+         real_avg IS NOT NULL AS real, temp_max, hot_n IS NOT NULL AS exact,
+         coalesce(hot_n, CASE WHEN temp_max >= ? THEN samples ELSE 0 END) AS hot,
+         coalesce(idle_n, CASE WHEN coalesce(real_avg, util_avg) < ? THEN samples ELSE 0 END)
+           AS idle,
+         coalesce(busy_n, CASE WHEN coalesce(real_avg, util_avg) >= ? THEN samples ELSE 0 END)
+           AS busy,
+         coalesce(busy_clock, sm_clock_avg) AS clock, coalesce(busy_temp, temp_avg) AS temp
   FROM gpu_rollup WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
     AND ts <= ? AND gpu_id = ANY(?::INTEGER[])),
 run AS (SELECT ts, sum(util_pct * samples) / sum(samples) >= ? AS running FROM s
         WHERE gpu_id = ANY(?::INTEGER[]) GROUP BY ts)
 SELECT g.host, g.gpu, n.role, sum(s.samples) AS samples,
   coalesce(sum(s.samples) FILTER (WHERE r.running), 0) AS run_samples,
-  coalesce(sum(s.samples) FILTER (WHERE r.running AND s.util_pct < ?), 0) AS idle_samples,
-  sum(s.sm_clock_avg * s.samples) FILTER (WHERE s.util_pct >= ?)
-    / sum(s.samples) FILTER (WHERE s.util_pct >= ?) AS clock_busy,
-  sum(s.temp_avg * s.samples) FILTER (WHERE s.util_pct >= ?)
-    / sum(s.samples) FILTER (WHERE s.util_pct >= ?) AS temp_busy,
-  max(s.temp_max) AS temp_peak,
-  coalesce(sum(s.samples) FILTER (WHERE s.temp_max >= ?), 0) AS hot_samples,
-  bool_or(s.real) AS real, ? AS grain_s
+  coalesce(sum(s.idle) FILTER (WHERE r.running), 0) AS idle_samples,
+  sum(s.clock * s.busy) / nullif(sum(s.busy) FILTER (WHERE s.clock IS NOT NULL), 0)
+    AS clock_busy,
+  sum(s.temp * s.busy) / nullif(sum(s.busy) FILTER (WHERE s.temp IS NOT NULL), 0) AS temp_busy,
+  max(s.temp_max) AS temp_peak, sum(s.hot) AS hot_samples, bool_or(s.real) AS real,
+  CASE WHEN bool_and(s.exact) THEN 0 ELSE ? END AS grain_s
 FROM s JOIN gpus g USING (gpu_id) LEFT JOIN nodes n ON n.node_id = g.node_id
 LEFT JOIN run r USING (ts)
 GROUP BY ALL"""
@@ -113,7 +119,7 @@ GROUP BY ALL"""
 
 MAX_STAT_TICKS = 240  # long ranges: per-GPU statistics read this many evenly spaced ticks
 FULL_SCAN_ROWS = 20_000_000  # ...unless the range holds fewer sample rows than this
-MAX_ROLLED_ROWS = 1_000_000  # per-GPU buckets a long range's statistics read at most
+MAX_ROLLED_ROWS = 10_000_000  # per-GPU buckets of the fleet a long range's statistics scan
 
 
 def stat_ticks(store: Store, tr: TimeRange) -> tuple[list[Any], float]:
@@ -140,9 +146,12 @@ def stat_ticks(store: Store, tr: TimeRange) -> tuple[list[Any], float]:
     return ticks[::step], store.sample_interval_s() * step
 
 
-def _rolled_level(store: Store, tr: TimeRange, gpus_read: int) -> int | None:
-    """The ``gpu_rollup`` level a long range's statistics read (the finest that keeps at most
-    ``MAX_ROLLED_ROWS`` buckets of the GPUs read), or None to read raw samples: a range that
+def _rolled_level(store: Store, tr: TimeRange) -> int | None:
+    """The ``gpu_rollup`` level a long range's statistics read, or None to read raw samples.
+    The finest level with at most ``MAX_ROLLED_ROWS`` buckets of the whole fleet in the range:
+    the candidates' GPUs are scattered over the fleet, so the scan costs what the level holds
+    for the range, however few GPUs are asked for (hourly for a week of 16,384 GPUs, 6-hourly
+    for 54 days). Raw samples for a range that
     holds at most ``FULL_SCAN_ROWS`` samples of the fleet and whose samples are all kept, or
     one that starts before the per-GPU rollups did (an upgraded store)."""
     gpus = store.scalar("SELECT count(*) FROM gpus") or 1
@@ -152,7 +161,7 @@ def _rolled_level(store: Store, tr: TimeRange, gpus_read: int) -> int | None:
     gone = expired is not None and tr.start < expired
     if not ((long or gone) and levels and tr.start >= store.gpu_rollup_since()):
         return None
-    fits = [lv for lv in levels if gpus_read * tr.seconds / lv <= MAX_ROLLED_ROWS]
+    fits = [lv for lv in levels if gpus * tr.seconds / lv <= MAX_ROLLED_ROWS]
     return fits[0] if fits else levels[-1]
 
 
@@ -172,11 +181,11 @@ def gpu_stats(
     )
     gids = [int(r[0]) for r in rows]
     ref_gids = [int(r[0]) for r in rows if r[1]]
-    level = _rolled_level(store, tr, len(gids))
+    level = _rolled_level(store, tr)
     if level is not None:
         per_sample_s = store.sample_interval_s()
-        sql, params = _GPU_STATS_ROLLED_SQL, [level, level, tr.start, tr.end, gids, BUSY_PCT]
-        params += [ref_gids, IDLE_PCT, *[BUSY_PCT] * 4, HOT_C, level]
+        sql, params = _GPU_STATS_ROLLED_SQL, [HOT_C, IDLE_PCT, BUSY_PCT, level, level]
+        params += [tr.start, tr.end, gids, BUSY_PCT, ref_gids, level]
     else:
         ticks, per_sample_s = stat_ticks(store, tr)
         sql = _GPU_STATS_SQL
