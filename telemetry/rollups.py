@@ -43,12 +43,8 @@ GPU_AVG = (
     ("sm_active_avg", "sm_active"),
     ("sm_occupancy_avg", "sm_occupancy"),
     ("dram_avg", "dram_active"),
-    ("real_avg", REAL_SQL),  # an expression over the sample's columns (NULL without them)
-    ("pcie_bps", "pcie_rx_bps + pcie_tx_bps"),
+    ("real_avg", "_real"),  # REAL_SQL, computed once per sample (see _RAW)
 )
-# ... and rates of counters: (rollup column, aggregate over the raw samples of the bucket),
-# averaged like the above from the level below.
-GPU_RATE = (("nvlink_bps", NVLINK_BUCKET_SQL),)
 # ... and the maxima: (rollup column, gpu_samples column). The energy counter only grows (until
 # a driver reload resets it), so its maximum is the bucket's last reading: the energy a GPU used
 # between two buckets is the difference (``queries.energy``).
@@ -57,13 +53,25 @@ GPU_MIN = (("energy_mj_min", "energy_mj"),)  # the bucket's first reading (see a
 # What the outlier table counts per sample, kept per bucket so long ranges get the same
 # figures as raw samples give: samples hot, idle and busy (by real utilization where the GPU
 # reports it), and the SM clock and temperature while busy (averaged over the busy samples).
-_EFFECTIVE = f"coalesce({REAL_SQL}, util_pct)"
-GPU_COUNT = (
-    ("hot_n", f"temp_c >= {HOT_C}"),
-    ("idle_n", f"{_EFFECTIVE} < {IDLE_PCT}"),
-    ("busy_n", f"{_EFFECTIVE} >= {BUSY_PCT}"),
-)
+GPU_COUNT = (("hot_n", "_hot"), ("idle_n", "_idle"), ("busy_n", "_busy"))
 GPU_BUSY_AVG = (("busy_clock", "sm_clock_mhz"), ("busy_temp", "temp_c"))
+# Raw samples with what the buckets judge computed once per sample (flags summed as integers:
+# cheaper than a FILTER per count over 256 M samples).
+_EFFECTIVE = "coalesce(_real, util_pct)"
+_RAW = f"""(SELECT *, ({_EFFECTIVE} >= {BUSY_PCT})::INT AS _busy,
+    ({_EFFECTIVE} < {IDLE_PCT})::INT AS _idle, (temp_c >= {HOT_C})::INT AS _hot
+  FROM (SELECT *, {REAL_SQL} AS _real FROM gpu_samples))"""
+# Link traffic per bucket (averaged like GPU_AVG from the level below). From raw samples it is
+# a separate UPDATE over only the samples that report a link field: a replay reports none, and
+# two more aggregates over every sample cost a 54-day backfill some 18 s for NULLs.
+GPU_LINK = ("pcie_bps", "nvlink_bps")
+LINK_SQL = f"""UPDATE gpu_rollup AS g SET pcie_bps = x.pcie, nvlink_bps = x.nv
+FROM (SELECT time_bucket(to_seconds(?), ts) AS b, gpu_id, avg(pcie_rx_bps + pcie_tx_bps) AS pcie,
+        {NVLINK_BUCKET_SQL} AS nv
+      FROM gpu_samples WHERE ts >= ? AND ts <= ?
+        AND (nvlink_bytes IS NOT NULL OR pcie_rx_bps IS NOT NULL OR pcie_tx_bps IS NOT NULL)
+      GROUP BY ALL) x
+WHERE g.bucket_s = ? AND g.gpu_id = x.gpu_id AND g.ts = x.b"""
 
 # The energy a GPU used in each bucket (``energy_mj_used``), kept as the buckets are built so
 # a run's energy is a plain sum (a query-time window over every GPU-hour of a 54-day run took
@@ -184,25 +192,28 @@ def _gpu_level(
     con.execute(
         "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
     )
-    names = [c for c, _ in GPU_AVG + GPU_RATE] + [c for c, _ in GPU_MAX + GPU_MIN]
-    names += [c for c, _ in GPU_COUNT + GPU_BUSY_AVG]
-    busy = GPU_COUNT[-1][1]
+    names = [c for c, _ in GPU_AVG + GPU_MAX + GPU_MIN + GPU_COUNT + GPU_BUSY_AVG]
     if prev is None:
-        cols = [f"avg({raw})" for _, raw in GPU_AVG] + [agg for _, agg in GPU_RATE]
+        cols = [f"avg({raw})" for _, raw in GPU_AVG]
         cols += [f"max({raw})" for _, raw in GPU_MAX] + [f"min({raw})" for _, raw in GPU_MIN]
-        cols += [f"count(*) FILTER (WHERE {cond})" for _, cond in GPU_COUNT]
-        cols += [f"avg({raw}) FILTER (WHERE {busy})" for _, raw in GPU_BUSY_AVG]
-        src, count, where = "gpu_samples", "count(*)", ""
+        cols += [f"sum({flag})" for _, flag in GPU_COUNT]
+        cols += [f"avg(CASE WHEN _busy = 1 THEN {raw} END)" for _, raw in GPU_BUSY_AVG]
+        src, count, where = _RAW, "count(*)", ""
     else:  # weighted by the samples of the buckets that had the column
+        names += GPU_LINK
         cols = [
             f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
-            for c, _ in GPU_AVG + GPU_RATE
+            for c, _ in GPU_AVG
         ] + [f"max({c})" for c, _ in GPU_MAX]
         cols += [f"min({c})" for c, _ in GPU_MIN]  # counts: NULL unless every bucket had one
         cols += [f"CASE WHEN count({c}) = count(*) THEN sum({c}) END" for c, _ in GPU_COUNT]
         cols += [
             f"sum({c} * busy_n) / nullif(sum(busy_n) FILTER (WHERE {c} IS NOT NULL), 0)"
             for c, _ in GPU_BUSY_AVG
+        ]
+        cols += [
+            f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
+            for c in GPU_LINK
         ]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
     con.execute(
@@ -215,6 +226,8 @@ def _gpu_level(
         FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
         [level, level, *([prev] if prev is not None else []), since, until],
     )
+    if prev is None:
+        con.execute(LINK_SQL, [level, since, until, level])
     if level == ENERGY_LEVEL_S:
         fill_energy_used(con, level, since, until)
     where = "WHERE bucket_s = ? AND ts >= ? AND ts <= ?"
