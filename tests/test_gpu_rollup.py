@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry.queries import TimeRange, data_extent
+from telemetry.queries import TimeRange, data_extent, gpu_node
 from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below_per_hour, node_series_level
 from telemetry.retention import expire
@@ -184,3 +184,25 @@ def test_outlier_counts_kept_per_bucket_equal_raw_counts_at_every_level(store: S
             [level],
         )
         pd.testing.assert_frame_equal(rolled, raw, check_dtype=False, rtol=1e-5, obj=str(level))
+
+
+@pytest.mark.parametrize("key", ["fb", "real", "tensor"])
+def test_the_drill_down_pick_list_reads_per_gpu_buckets_with_the_raw_answers(
+    store: Store, key: str
+) -> None:
+    """A day of one node's framebuffer, real utilization or tensor activity comes from the
+    5-min per-GPU buckets: the same values as averaging the raw samples of each bucket."""
+    whole = data_extent(store)
+    assert whole is not None
+    got = gpu_node.node_gpu_metric(store, HOST, whole, key)
+    name, _, _, column = gpu_node.NODE_METRICS[key]
+    expr = REAL_SQL if column == gpu_node.REAL else column
+    want = store.df(
+        f"""SELECT time_bucket(INTERVAL 5 minutes, s.ts) AS ts, g.gpu, avg({expr}) AS {name},
+                   300 AS bucket_s
+            FROM gpu_samples s JOIN gpus g USING (gpu_id)
+            WHERE g.host = ? AND {expr} IS NOT NULL GROUP BY ALL ORDER BY g.gpu, 1""",
+        [HOST],
+    )
+    assert got["bucket_s"].iloc[0] == 300 and len(got) == len(want) > 8 * 200
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-4)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from telemetry.queries import TimeRange
+from telemetry.queries.gpu_rollup import node_series_level
 from telemetry.queries.gpus import nice_bucket
 from telemetry.store import Store
 from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
@@ -34,6 +35,24 @@ NODE_METRICS: dict[str, tuple[str, str, str, str | None]] = {
     "pcie_tx": ("pcie_tx_bps", "PCIe sent", "B/s", "pcie_tx_bps"),
     "nvlink": ("nvlink_bps", "NVLink traffic", "B/s", NVLINK),  # the counter's rate
 }
+# Metrics the per-GPU rollup keeps (its column): long ranges read its buckets, as the
+# drill-down's four charts do (``gpu_rollup.node_series_level``), not every raw sample.
+ROLLED_METRICS = {
+    "fb": "fb_used_avg",
+    "mem_temp": "mem_temp_avg",
+    "real": "real_avg",
+    "sm_active": "sm_active_avg",
+    "tensor": "tensor_avg",
+    "dram": "dram_avg",
+    "nvlink": "nvlink_bps",
+}
+_ROLLED_SQL = """SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
+  sum(s.{c} * s.samples) / sum(s.samples) AS {name}, ? AS bucket_s
+FROM gpu_rollup s JOIN gpus g USING (gpu_id)
+WHERE s.bucket_s = ? AND s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND s.ts <= ?
+  AND s.{c} IS NOT NULL AND s.gpu_id IN (
+    SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
+GROUP BY ALL ORDER BY g.gpu, 1"""
 # Fields without a column of their own (extras), kept from dcgm-exporter scrapes only; and the
 # PCIe rates, extras in stores written before they had columns (read there when the column has
 # nothing for the node).
@@ -48,13 +67,20 @@ def node_gpu_metric(
     store: Store, host: str, tr: TimeRange, key: str, max_points: int = 500
 ) -> pd.DataFrame:
     """One more metric (``NODE_METRICS``) of each GPU of one node, bucketed like
-    ``gpus.node_gpu_series``: ts, gpu, the metric's column, bucket_s. Empty when the node has no
-    such samples in the range (a replay keeps no memory clock or PCIe rate: only scraped stores
-    have them)."""
+    ``gpus.node_gpu_series`` (from ``gpu_rollup`` where a level fits the bucket and keeps the
+    metric, each bucket the range touches taken whole): ts, gpu, the metric's column, bucket_s.
+    Empty when the node has no such samples in the range (a replay keeps no memory clock or
+    PCIe rate: only scraped stores have them)."""
     if key not in NODE_METRICS:
         raise ValueError(f"unknown node metric {key!r}; use one of {sorted(NODE_METRICS)}")
     name, _, _, column = NODE_METRICS[key]
     bucket = nice_bucket(store, tr, max_points)
+    level = node_series_level(store, tr, bucket) if key in ROLLED_METRICS else None
+    if level is not None:  # weighted by the samples of the buckets that had the metric
+        return store.df(
+            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name),
+            [bucket, bucket, level, bucket, tr.start, tr.end, str(host)[:200]],
+        )
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
     params: list[object] = [tr.start, tr.end]
     extra = ("gpu_samples_extra", "s.value", "s.field = ?", [*params, EXTRA_FIELDS.get(key)])
