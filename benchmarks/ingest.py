@@ -59,6 +59,8 @@ def _value(field: str, unit: str, rng: random.Random) -> str:
     if unit in _DOUBLE_UNITS:
         scale = 700.0 if unit == "W" else 1.0
         return f"{rng.random() * scale:.6f}"
+    if "PCIE_" in field and "BYTES" in field:  # rates a PCIe Gen5 x16 link can carry
+        return str(rng.randrange(10**9, 64 * 10**9))
     if "ENERGY" in field or "BANDWIDTH" in field or "PCIE_" in field:
         return str(rng.randrange(10**9, 10**13))
     if "CLOCK" in field or "_FB_" in field:
