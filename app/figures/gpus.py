@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.figures import TEMPLATE, _base, empty
+from app.figures import TEMPLATE, _base, empty, legend_below
 
 # Red is bad on every scale: low utilization and clock, high temperature.
 _GOOD_HIGH = [
@@ -391,4 +391,4 @@ def workload_classes(
             }
         },
     )
-    return fig
+    return legend_below(fig)  # seven classes beside the title would cover its subtitle
