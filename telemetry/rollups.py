@@ -205,7 +205,8 @@ def _gpu_level(
             f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
             for c, _ in GPU_AVG
         ] + [f"max({c})" for c, _ in GPU_MAX]
-        cols += [f"min({c})" for c, _ in GPU_MIN]  # counts: NULL unless every bucket had one
+        cols += [f"min({c})" for c, _ in GPU_MIN]
+        # counts: NULL unless every bucket below had one (buckets built before they were kept)
         cols += [f"CASE WHEN count({c}) = count(*) THEN sum({c}) END" for c, _ in GPU_COUNT]
         cols += [
             f"sum({c} * busy_n) / nullif(sum(busy_n) FILTER (WHERE {c} IS NOT NULL), 0)"
