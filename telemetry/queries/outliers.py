@@ -151,9 +151,9 @@ def _rolled_level(store: Store, tr: TimeRange) -> int | None:
     The finest level with at most ``MAX_ROLLED_ROWS`` buckets of the whole fleet in the range:
     the candidates' GPUs are scattered over the fleet, so the scan costs what the level holds
     for the range, however few GPUs are asked for (hourly for a week of 16,384 GPUs, 6-hourly
-    for 54 days). Raw samples for a range that
-    holds at most ``FULL_SCAN_ROWS`` samples of the fleet and whose samples are all kept, or
-    one that starts before the per-GPU rollups did (an upgraded store)."""
+    for 54 days). Raw samples for a range that holds at most ``FULL_SCAN_ROWS`` samples of
+    the fleet and whose samples are all kept, or one that starts before the per-GPU rollups
+    did (an upgraded store)."""
     gpus = store.scalar("SELECT count(*) FROM gpus") or 1
     levels = store.gpu_rollup_levels()
     long = tr.seconds / store.sample_interval_s() * gpus > FULL_SCAN_ROWS
@@ -173,7 +173,8 @@ def gpu_stats(
     and the fleet's SM clock while busy (MHz): the median over all those GPUs, which a few
     outliers cannot move, and the seconds each sample stands for (see ``stat_ticks``). Only
     these GPUs' samples are read, or for long ranges their per-GPU buckets (``_rolled_level``;
-    the frame's ``grain_s`` is then the bucket size)."""
+    the frame's ``grain_s`` is the bucket size where the buckets judged on their means, 0 where
+    the figures are the samples' own)."""
     cells, params, _ = _cells(store, tr, 600, _CANDIDATE_COLUMNS)
     rows = store.rows(
         _CANDIDATES_SQL.format(cells=cells),
