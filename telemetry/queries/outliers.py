@@ -173,7 +173,7 @@ def gpu_stats(
     and the fleet's SM clock while busy (MHz): the median over all those GPUs, which a few
     outliers cannot move, and the seconds each sample stands for (see ``stat_ticks``). Only
     these GPUs' samples are read, or for long ranges their per-GPU buckets (``_rolled_level``;
-    the frame's ``grain_s`` is the bucket size where the buckets judged on their means, 0 where
+    the frame's ``grain_s`` is the bucket size where buckets were judged on their means, 0 where
     the figures are the samples' own)."""
     cells, params, _ = _cells(store, tr, 600, _CANDIDATE_COLUMNS)
     rows = store.rows(
