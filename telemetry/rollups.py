@@ -183,6 +183,14 @@ def add_gpu_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None
     _gpu_level(con, level, prev, "1970-01-01 00:00:00", datetime(9999, 12, 31))
 
 
+def _weighted(column: str, weight: str = "samples") -> str:
+    """A coarser bucket's mean of ``column`` from the finer buckets that had it, each weighted
+    by its ``weight`` (its samples, or its busy samples)."""
+    return (
+        f"sum({column} * {weight}) / nullif(sum({weight}) FILTER (WHERE {column} IS NOT NULL), 0)"
+    )
+
+
 def _gpu_level(
     con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
 ) -> None:
@@ -201,21 +209,12 @@ def _gpu_level(
         src, count, where = _RAW, "count(*)", ""
     else:  # weighted by the samples of the buckets that had the column
         names += GPU_LINK
-        cols = [
-            f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
-            for c, _ in GPU_AVG
-        ] + [f"max({c})" for c, _ in GPU_MAX]
+        cols = [_weighted(c) for c, _ in GPU_AVG] + [f"max({c})" for c, _ in GPU_MAX]
         cols += [f"min({c})" for c, _ in GPU_MIN]
         # counts: NULL unless every bucket below had one (buckets built before they were kept)
         cols += [f"CASE WHEN count({c}) = count(*) THEN sum({c}) END" for c, _ in GPU_COUNT]
-        cols += [
-            f"sum({c} * busy_n) / nullif(sum(busy_n) FILTER (WHERE {c} IS NOT NULL), 0)"
-            for c, _ in GPU_BUSY_AVG
-        ]
-        cols += [
-            f"sum({c} * samples) / nullif(sum(samples) FILTER (WHERE {c} IS NOT NULL), 0)"
-            for c in GPU_LINK
-        ]
+        cols += [_weighted(c, "busy_n") for c, _ in GPU_BUSY_AVG]
+        cols += [_weighted(c) for c in GPU_LINK]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
     con.execute(
         "DELETE FROM class_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
