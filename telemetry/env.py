@@ -18,6 +18,7 @@ MALLOC_TRIM = "FACTORYFLOOR_MALLOC_TRIM"
 REPLY_CACHE = "FACTORYFLOOR_REPLY_CACHE"
 RESULT_CACHE = "FACTORYFLOOR_RESULT_CACHE"
 SQL_AUDIT = "FACTORYFLOOR_SQL_AUDIT"
+CHECK_FIGURES = "FACTORYFLOOR_CHECK_FIGURES"
 
 VARIABLES = {
     STATE_HOME: "base of the daemon's state (the spool is $XDG_STATE_HOME/factoryfloor/spool; "
@@ -28,6 +29,7 @@ VARIABLES = {
     REPLY_CACHE: "0: the server builds every callback reply (benchmarks measure the build)",
     RESULT_CACHE: "0: stores keep no query result, every query runs (cold benchmarks)",
     SQL_AUDIT: "a file every SQL statement of every store is appended to (security tests)",
+    CHECK_FIGURES: "1: every figure sent is checked by plotly.py's validators first (tests)",
 }
 
 
@@ -63,6 +65,10 @@ def reply_cache() -> bool:
 
 def result_cache() -> bool:
     return os.environ.get(RESULT_CACHE, "1") != "0"
+
+
+def check_figures() -> bool:
+    return os.environ.get(CHECK_FIGURES, "0") == "1"
 
 
 def sql_audit_path() -> str | None:

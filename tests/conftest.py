@@ -22,12 +22,17 @@ from typing import Any
 
 import pytest
 
+from telemetry import env
 from telemetry.queries import TimeRange, data_extent
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every figure a test builds or a test's server sends goes through plotly.py's validators first
+# (app.figures.plot builds figures as plain data, unchecked in production): a misspelt property
+# is an error, shown on the chart and in the server log, not a setting the browser ignores.
+os.environ[env.CHECK_FIGURES] = "1"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

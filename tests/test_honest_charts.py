@@ -18,6 +18,7 @@ import pytest
 from app.figures import gpus as gfig
 from app.figures import training as tfig
 from app.figures.failures import interruption_timeline, known
+from app.figures.plot import check
 from telemetry.collect.records import store_records
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import failures as failq
@@ -98,7 +99,9 @@ def test_a_restart_splits_the_loss_line_and_restarts_its_smoothing(night: Store)
     tr = _whole(night)
     series = trainq.overlay_series(night, NIGHT_RUN, tr, None, "step")
     events = trainq.run_events(night, NIGHT_RUN, tr)
-    fig = tfig.loss_figure(series, "step", 0.6, True, events, pd.DataFrame(), 0, "plotly_dark")
+    fig = check(
+        tfig.loss_figure(series, "step", 0.6, True, events, pd.DataFrame(), 0, "plotly_dark")
+    )
     solid = _line(_trace(fig, NIGHT_RUN))
     # never drawn from step 3400 back to 3010, nor from 5200 back to 5010
     assert all(b[0] > a[0] for a, b in _joined(solid))
@@ -121,7 +124,7 @@ def test_a_restart_splits_the_loss_line_and_restarts_its_smoothing(night: Store)
 def test_a_restart_splits_the_throughput_line(dev_store: Path) -> None:
     with Store(str(dev_store), read_only=True) as s:
         series = trainq.overlay_series(s, DEV, _whole(s), None, "step")[DEV]
-    fig = tfig.throughput_figure(series, "step", "plotly_dark", "dev-64")
+    fig = check(tfig.throughput_figure(series, "step", "plotly_dark", "dev-64"))
     line = _line(fig.data[0])
     assert all(b[0] >= a[0] for a, b in _joined(line))  # no jump back to the restored step
     # a break at each of the 9 restarts (and where a row has no throughput)
@@ -134,7 +137,7 @@ def test_the_overview_loss_chart_breaks_at_each_restart(night: Store) -> None:
     from app.figures import loss_curve
 
     series = trainq.mark_restarts(trainq.thinned_metrics(night, NIGHT_RUN, "ts", *_span(night)))
-    line = _line(loss_curve(series, "plotly_dark").data[0])
+    line = _line(check(loss_curve(series, "plotly_dark")).data[0])
     assert _pieces(line) == 3  # two restarts in the night: three pieces
     steps = series["step"].tolist()
     assert len([p for p in line if p]) == len(steps)  # every logged point is still drawn
@@ -149,13 +152,15 @@ def _span(store: Store) -> tuple[datetime, datetime]:
 def test_a_run_without_tokens_is_drawn_by_step_and_says_so(night: Store) -> None:
     tr = _whole(night)
     series = trainq.overlay_series(night, NIGHT_RUN, tr, None, "tokens")
-    fig = tfig.loss_figure(
-        series, "tokens", 0.6, True, pd.DataFrame(), pd.DataFrame(), 0, "plotly_dark"
+    fig = check(
+        tfig.loss_figure(
+            series, "tokens", 0.6, True, pd.DataFrame(), pd.DataFrame(), 0, "plotly_dark"
+        )
     )
     assert fig.layout.title.subtitle.text == f"{NIGHT_RUN} has no tokens metric: shown by step"
     assert fig.layout.xaxis.title.text == "Step"
     assert sum(1 for p in _line(_trace(fig, NIGHT_RUN)) if p) > 500  # the loss line is there
-    thr = tfig.throughput_figure(series[NIGHT_RUN], "tokens", "plotly_dark", NIGHT_RUN)
+    thr = check(tfig.throughput_figure(series[NIGHT_RUN], "tokens", "plotly_dark", NIGHT_RUN))
     assert (
         thr.layout.annotations[0].text == f"{NIGHT_RUN} logs no throughput (tokens/s) in this range"
     )
@@ -167,8 +172,10 @@ def test_an_overlay_run_without_tokens_is_left_out_by_name(dev_store: Path, nigh
         dev = trainq.overlay_series(s, DEV, _whole(s), None, "tokens")[DEV]
     steps_only = trainq.mark_restarts(trainq.train_series(night, NIGHT_RUN, _whole(night)))
     runs = {"dev-64": dev, NIGHT_RUN: steps_only}
-    fig = tfig.loss_figure(
-        runs, "tokens", 0.0, True, pd.DataFrame(), pd.DataFrame(), 4096, "plotly_dark"
+    fig = check(
+        tfig.loss_figure(
+            runs, "tokens", 0.0, True, pd.DataFrame(), pd.DataFrame(), 4096, "plotly_dark"
+        )
     )
     assert fig.layout.xaxis.title.text == "Tokens trained"
     assert fig.layout.title.subtitle.text == f"{NIGHT_RUN} has no tokens metric: not shown"
@@ -183,8 +190,10 @@ def test_marks_on_the_tokens_axis_without_tokens_per_step_follow_the_logged_toke
         dev = trainq.overlay_series(s, DEV, tr, None, "tokens")[DEV]
         events = trainq.run_events(s, DEV, tr)
     # tokens per step unknown (0): the marks still land where the run logged those steps
-    fig = tfig.loss_figure(
-        {"dev": dev}, "tokens", 0.0, True, events, pd.DataFrame(), 0.0, "plotly_dark"
+    fig = check(
+        tfig.loss_figure(
+            {"dev": dev}, "tokens", 0.0, True, events, pd.DataFrame(), 0.0, "plotly_dark"
+        )
     )
     marks = [x for t in fig.data if t.name.endswith("interruption") for x in t.x]
     kept = dev[~dev["rolled_back"]]
@@ -198,7 +207,7 @@ def test_a_silent_period_breaks_each_gpu_line(dev_store: Path) -> None:
     with Store(str(dev_store), read_only=True) as s:
         df = gpuq.node_gpu_series(s, "h100-0007", _whole(s))  # drained 12:30 -> 13:30
     bucket = float(df["bucket_s"].iloc[0])
-    fig = gfig.node_metric(df, "util", "h100-0007")
+    fig = check(gfig.node_metric(df, "util", "h100-0007"))
     assert len(fig.data) == 8
     for trace in fig.data:
         line = _line(trace)
@@ -209,19 +218,24 @@ def test_a_silent_period_breaks_each_gpu_line(dev_store: Path) -> None:
 
 
 def test_break_gaps_leaves_a_steady_series_alone() -> None:
-    ts = pd.date_range("2026-01-05", periods=50, freq="5min")
-    df = pd.DataFrame({"ts": ts, "v": np.arange(50.0)})
-    assert gfig.break_gaps(df, 300, ["v"]).equals(df)
-    holed = gfig.break_gaps(df.drop(index=range(20, 30)), 300, ["v"])
-    assert len(holed) == 41 and holed["v"].isna().sum() == 1
-    assert holed["ts"].is_monotonic_increasing
+    ts = pd.date_range("2026-01-05", periods=50, freq="5min").to_numpy()
+    v = np.arange(50.0)
+    same_ts, same_v = gfig.break_gaps(ts, v, 300)
+    assert (same_ts == ts).all() and (same_v == v).all()
+    kept = np.r_[0:20, 30:50]  # ten buckets silent
+    holed_ts, holed_v = gfig.break_gaps(ts[kept], v[kept], 300)
+    assert len(holed_v) == 41 and np.isnan(holed_v).sum() == 1
+    assert np.isnan(holed_v[20]) and holed_ts[20] == ts[29]  # a bucket before the next sample
+    assert (np.diff(holed_ts) > np.timedelta64(0)).all()
 
 
 # -- 4. log ticks ------------------------------------------------------------------------------
 def test_the_distribution_labels_only_decades_when_it_spans_several(dev_store: Path) -> None:
     with Store(str(dev_store), read_only=True) as s:
         dist = gpuq.distribution(s, _whole(s), "util")
-    fig = gfig.distribution(dist, key="util", label="GPU utilization", unit="%", bucket_s=300)
+    fig = check(
+        gfig.distribution(dist, key="util", label="GPU utilization", unit="%", bucket_s=300)
+    )
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
     few = gfig.log_ticks(pd.Series([2.0, 3.0, 8.0]))  # within a decade: 2 and 5 too
     assert few == {"dtick": "D2"}
@@ -263,7 +277,7 @@ def test_a_run_without_gpus_keeps_its_lost_gpu_hours_unknown(night: Store) -> No
     assert failq.reliability(night, NIGHT_RUN, tr)["lost_gpu_hours"] is None
     lemons = failq.lemons(night, NIGHT_RUN, tr)
     assert lemons.loc[lemons["unexpected"] > 0, "lost_gpu_hours"].isna().all()
-    timeline = interruption_timeline(failq.timeline(night, NIGHT_RUN, tr), tr.start, tr.end)
+    timeline = check(interruption_timeline(failq.timeline(night, NIGHT_RUN, tr), tr.start, tr.end))
     hover = [row[7] for t in timeline.data for row in t.customdata]
     assert hover == ["–", "–"]
     assert list(known(pd.Series([None, 4.2666]))) == ["–", 4.3]

@@ -121,14 +121,19 @@ def test_configured_interval_per_tier() -> None:
 
 def test_figures_over_these_queries(store: Store, whole: TimeRange) -> None:
     from app.figures import checkpoints as ckfig
+    from app.figures.plot import check
 
-    fig = ckfig.timeline(
-        ckq.timeline(store, RUN, whole, max_points=100), ckq.restores(store, RUN, whole)
+    fig = check(
+        ckfig.timeline(
+            ckq.timeline(store, RUN, whole, max_points=100), ckq.restores(store, RUN, whole)
+        )
     )
     assert max(len(t.x) for t in fig.data) <= 100 * 3  # restore lines: 3 values per restore
     assert "Write time (s" in fig.layout.yaxis.title.text
     before = TimeRange(whole.start - timedelta(days=3), whole.start - timedelta(days=2))
-    empty = ckfig.timeline(ckq.timeline(store, RUN, before), ckq.restores(store, RUN, before))
+    empty = check(
+        ckfig.timeline(ckq.timeline(store, RUN, before), ckq.restores(store, RUN, before))
+    )
     assert "No checkpoints or restores" in empty.layout.annotations[0].text
     table = ckfig.tier_table(ckq.tier_stats(store, RUN, before))
     assert list(table["n"]) == [0, 0, 0] and list(table["age"]) == ["never"] * 3

@@ -1,4 +1,5 @@
-"""Pure figure builders: DataFrame and options in, ``plotly.graph_objects.Figure`` out.
+"""Pure figure builders: DataFrame and options in, a figure (``app.figures.plot.Figure``: plotly's
+JSON form, built without plotly.py's object layer) out.
 
 No data access here. An empty frame gives a labelled "no data" figure, never a blank chart.
 Colours and thresholds are presentation decisions and live here.
@@ -11,8 +12,10 @@ import threading
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import plotly.io as pio
+
+from app.figures import plot
+from app.figures.plot import Figure
 
 CATEGORY_COLOURS = {
     "GPU": "#ef553b",
@@ -36,23 +39,19 @@ _TEMPLATE_LOCK = threading.Lock()
 
 
 @functools.cache
-def _template(name: str) -> go.layout.Template:
-    """plotly's template ``name``, trimmed to the layout and the trace types drawn here. Built
-    under a lock: two callbacks building it at once from the same plotly objects (the first
-    page load after start, callbacks run in threads) fail with plotly's "Invalid value"."""
+def _template(name: str) -> dict:
+    """plotly's template ``name`` as data, trimmed to the layout and the trace types drawn
+    here; shared read-only by every figure. Built under a lock: two callbacks building it at
+    once from the same plotly objects (the first page load after start, callbacks run in
+    threads) fail with plotly's "Invalid value"."""
     with _TEMPLATE_LOCK:
-        full = pio.templates[name]
-        data = {t: full.data[t] for t in _TRACE_TYPES}
-        return go.layout.Template(layout=full.layout, data=data)
+        full = pio.templates[name].to_plotly_json()
+        data = {t: full["data"][t] for t in _TRACE_TYPES if t in full["data"]}
+        return {"layout": full["layout"], "data": data}
 
 
-def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
-    # Assigning a template costs plotly.py ~13 ms per figure, as it validates every one of the
-    # template's hundreds of properties again (twice: the default template first). The
-    # template is plotly's own and already valid, so it is set unvalidated (0.5 ms); what
-    # follows is validated as usual. At 50 users this was a third of the server's CPU.
-    fig = go.Figure(layout={"template": _template(template)}, _validate=False)
-    fig._validate = True
+def _base(title: str, height: int = 300, template: str = TEMPLATE) -> Figure:
+    fig = Figure(layout={"template": _template(template)})
     fig.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=height,
@@ -72,7 +71,7 @@ def _base(title: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
     return fig
 
 
-def legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
+def legend_below(fig: Figure, rows: int = 1) -> Figure:
     """Put the legend at the bottom of the figure, under the x-axis title, and make room for
     ``rows`` rows of it. For charts whose legend is too long to sit beside the title: plotly
     anchors a legend at a negative paper ``y`` by its bottom edge, so it grows up into the axis
@@ -87,13 +86,13 @@ def legend_below(fig: go.Figure, rows: int = 1) -> go.Figure:
             "x": 0.0,
             "xanchor": "left",
         },
-        margin={"b": fig.layout.margin.b + room},
-        height=fig.layout.height + room,
+        margin={"b": fig.layout["margin"]["b"] + room},
+        height=fig.layout["height"] + room,
     )
     return fig
 
 
-def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> go.Figure:
+def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> Figure:
     fig = _base(title, height, template)
     fig.add_annotation(
         text=message,
@@ -112,7 +111,7 @@ def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE)
 
 def fleet_timeline(
     df: pd.DataFrame, interruptions: pd.DataFrame, template: str = TEMPLATE
-) -> go.Figure:
+) -> Figure:
     """Fleet utilization (%), real utilization where the GPUs report SM activity, and the
     hottest GPU's temperature (°C) over time, interruptions marked."""
     title = "Fleet utilization and temperature"
@@ -120,7 +119,7 @@ def fleet_timeline(
         return empty(title, "No GPU samples in this range", template=template)
     fig = _base(title, 320, template)
     fig.add_trace(
-        go.Scatter(
+        plot.Scatter(
             x=df["ts"],
             y=df["util_avg"],
             name="Mean utilization (%)",
@@ -131,7 +130,7 @@ def fleet_timeline(
     )
     if "real_avg" in df and df["real_avg"].notna().any():  # profiling fields reported
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=df["ts"],
                 y=df["real_avg"],
                 name="Real utilization, SM activity (%)",
@@ -141,7 +140,7 @@ def fleet_timeline(
             )
         )
     fig.add_trace(
-        go.Scatter(
+        plot.Scatter(
             x=df["ts"],
             y=df["temp_max"],
             name="Hottest GPU (°C)",
@@ -153,7 +152,7 @@ def fleet_timeline(
     )
     for cat, grp in interruptions.groupby("category") if not interruptions.empty else []:
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=grp["ts"],
                 y=[102] * len(grp),
                 mode="markers",
@@ -188,7 +187,7 @@ def gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
     return pd.concat([df, gaps]).sort_index(kind="stable")
 
 
-def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> Figure:
     title = "Training loss"
     if df.empty:
         return empty(title, "No training metrics in this range", template=template)
@@ -196,7 +195,7 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
     if "segment" in df:  # a restart breaks the line: no ramp across the downtime
         df = gapped(df.reset_index(drop=True), ["loss"])
     fig.add_trace(
-        go.Scattergl(
+        plot.Scattergl(
             x=df["ts"],
             y=df["loss"],
             mode="lines",
@@ -215,7 +214,7 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
 
 def power_series(
     df: pd.DataFrame, interruptions: pd.DataFrame | None = None, template: str = TEMPLATE
-) -> go.Figure:
+) -> Figure:
     """Fleet GPU power (kW, or MW for a fleet past 1 MW) with each interruption (x) and the
     restart after it (triangle) marked above the line: the swings a facility sees."""
     title = "Fleet power"
@@ -225,7 +224,7 @@ def power_series(
     scale, unit = (1e6, "MW") if top_w >= 1e6 else (1e3, "kW")
     fig = _base(title, 240, template)
     fig.add_trace(
-        go.Scatter(
+        plot.Scatter(
             x=df["ts"],
             y=df["power_w"] / scale,
             mode="lines",
@@ -247,7 +246,7 @@ def power_series(
             ("restart", back[known], "triangle-up", "#00cc96"),
         ):
             fig.add_trace(
-                go.Scatter(
+                plot.Scatter(
                     x=xs,
                     y=[y] * len(xs),
                     mode="markers",

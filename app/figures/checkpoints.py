@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 
-from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below
+from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below, plot
 from app.figures.failures import known
+from app.figures.plot import Figure
 
 TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
 RESTORE_COLOURS = TIER_COLOURS | {"none": "#ef553b"}
@@ -105,7 +105,7 @@ def restore_table(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _tier_trace(tier: str, grp: pd.DataFrame) -> go.Scatter:
+def _tier_trace(tier: str, grp: pd.DataFrame) -> dict:
     bucketed = bool((grp["n"] > 1).any())
     custom = grp[["n", "step", "write_max_s"]].to_numpy()
     what = (
@@ -113,7 +113,7 @@ def _tier_trace(tier: str, grp: pd.DataFrame) -> go.Scatter:
         if bucketed
         else ("step %{customdata[1]:,}")
     )
-    return go.Scatter(
+    return plot.Scatter(
         x=grp["ts"],
         y=grp["write_mean_s"],
         mode="markers",
@@ -129,8 +129,8 @@ def _tier_trace(tier: str, grp: pd.DataFrame) -> go.Scatter:
 MAX_RESTORE_LINES = 60  # beyond this many, drop lines (a curtain) and keep the markers
 
 
-def _restore_traces(rs: pd.DataFrame) -> list[go.Scatter]:
-    traces: list[go.Scatter] = []
+def _restore_traces(rs: pd.DataFrame) -> list[dict]:
+    traces: list[dict] = []
     for tier, grp in rs.groupby("restored_tier", sort=False):
         colour = RESTORE_COLOURS.get(str(tier), "#b6b6b6")
         if len(rs) <= MAX_RESTORE_LINES:
@@ -138,7 +138,7 @@ def _restore_traces(rs: pd.DataFrame) -> list[go.Scatter]:
             for t in grp["ts"]:
                 xs += [t, t, None]
             traces.append(
-                go.Scatter(
+                plot.Scatter(
                     x=xs,
                     y=[0.0, 0.94, None] * len(grp),
                     yaxis="y2",
@@ -149,7 +149,7 @@ def _restore_traces(rs: pd.DataFrame) -> list[go.Scatter]:
                 )
             )
         traces.append(
-            go.Scatter(
+            plot.Scatter(
                 x=grp["ts"],
                 y=[0.97] * len(grp),
                 yaxis="y2",
@@ -177,7 +177,7 @@ def _log_range(ck: pd.DataFrame) -> list[float] | None:
     return [math.log10(ys.min() / 1.6), math.log10(ys.max() * 4.0)]
 
 
-def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE) -> go.Figure:
+def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE) -> Figure:
     """Checkpoint writes per tier over time (y: write time, s, log scale), failed writes as
     crosses, restores as dotted lines with a marker coloured by the tier restored from."""
     title = "Checkpoints per tier and restores"
@@ -194,7 +194,7 @@ def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE)
     bad = ck[ck["failed"] > 0]
     if not bad.empty:
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=bad["ts"],
                 y=bad["write_max_s"],
                 mode="markers",
@@ -223,7 +223,7 @@ def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE)
 
 def ettr_curve(
     curve: pd.DataFrame, marks: dict[str, tuple[float, float]], template: str = TEMPLATE
-) -> go.Figure:
+) -> Figure:
     """Expected ETTR (%) against checkpoint interval (min, log scale): one line per ``curve``
     label (columns ``interval_s``, ``ettr`` 0..1, ``curve``), with labelled points ``marks``:
     name -> (interval s, ETTR 0..1)."""
@@ -233,7 +233,7 @@ def ettr_curve(
     fig = _base(title, 320, template)
     for i, (label, grp) in enumerate(curve.groupby("curve", sort=False)):
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=grp["interval_s"] / 60.0,
                 y=grp["ettr"] * 100.0,
                 mode="lines",
@@ -253,7 +253,7 @@ def ettr_curve(
     colours["What-if optimum"] = "#ef553b"
     for name, (interval_s, ettr) in marks.items():
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=[interval_s / 60.0],
                 y=[ettr * 100.0],
                 mode="markers",

@@ -7,9 +7,9 @@ from datetime import datetime
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from app.figures import CATEGORY_COLOURS, TEMPLATE, _base, empty
+from app.figures import CATEGORY_COLOURS, TEMPLATE, _base, empty, plot
+from app.figures.plot import Figure
 
 RUN_COLOUR = "#636efa"
 REF_COLOUR = "#8c8c99"
@@ -31,9 +31,7 @@ def basis_note(n_unexpected: int, n_planned: int) -> str:
     )
 
 
-def taxonomy_chart(
-    df: pd.DataFrame, by: str, n_planned: int, template: str = TEMPLATE
-) -> go.Figure:
+def taxonomy_chart(df: pd.DataFrame, by: str, n_planned: int, template: str = TEMPLATE) -> Figure:
     """Grouped horizontal bars, % of unexpected interruptions per component (or category):
     this run vs the Llama 3 405B reference. Counts are in the hover."""
     what = "component" if by == "component" else "category"
@@ -44,7 +42,7 @@ def taxonomy_chart(
     rows = len(df)
     fig = _base(title, max(350, 200 + rows * 26), template)
     fig.add_trace(
-        go.Bar(
+        plot.Bar(
             y=df["key"],
             x=df["ref_pct"],
             orientation="h",
@@ -58,7 +56,7 @@ def taxonomy_chart(
         )
     )
     fig.add_trace(
-        go.Bar(
+        plot.Bar(
             y=df["key"],
             x=df["pct"],
             orientation="h",
@@ -164,7 +162,7 @@ def interruption_timeline(
     end: datetime,
     by: str = "component",
     template: str = TEMPLATE,
-) -> go.Figure:
+) -> Figure:
     """One marker per interruption, x = time, y = component (or category), coloured by
     category; planned ones hollow, manual recoveries as stars. Hover: host/GPU, XID,
     downtime, steps lost, restored tier."""
@@ -180,7 +178,7 @@ def interruption_timeline(
         planned = grp["planned"].astype(bool).to_numpy()
         manual = (grp["recovery"] == "manual").to_numpy()
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=grp["ts"],
                 y=grp[ycol],
                 mode="markers",

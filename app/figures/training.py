@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, gapped, legend_below
+from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, gapped, legend_below, plot
+from app.figures.plot import Figure
 
 X_TITLES = {"step": "Step", "tokens": "Tokens trained", "time": "Time (UTC)"}
 RUN_COLOURS = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3"]
@@ -19,11 +19,14 @@ StepScale = Callable[[Any], Any]  # steps (a Series) -> x positions on the chart
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
     """TensorBoard's smoothing: an exponential moving average, debiased at the start."""
+    values = np.asarray(values, dtype=float)
     if weight <= 0 or len(values) == 0:
-        return np.asarray(values, dtype=float)
-    out = np.empty(len(values))
+        return values
+    if np.isfinite(values).all():  # the same sum, weights w^k over the sum of the weights
+        return pd.Series(values).ewm(alpha=1 - weight, adjust=True).mean().to_numpy()
+    out = np.empty(len(values))  # a NaN carries on to the end, as in TensorBoard
     last, n = 0.0, 0
-    for i, v in enumerate(np.asarray(values, dtype=float)):
+    for i, v in enumerate(values):
         n += 1
         last = last * weight + (1 - weight) * v
         out[i] = last / (1 - weight**n)
@@ -57,14 +60,13 @@ def _with_restarts(df: pd.DataFrame) -> pd.DataFrame:
 
 def _smooth(df: pd.DataFrame, weight: float) -> pd.Series:
     """EMA of the loss, started over at each restart piece (a restore resets the curve)."""
-    return df.groupby("segment", sort=False)["loss"].transform(
-        lambda v: pd.Series(ema(v.to_numpy(), weight), index=v.index)
-    )
+    loss, out = df["loss"].to_numpy(dtype=float), np.empty(len(df))
+    for rows in df.groupby("segment", sort=False).indices.values():
+        out[rows] = ema(loss[rows], weight)
+    return pd.Series(out, index=df.index)
 
 
-def _loss_traces(
-    df: pd.DataFrame, name: str, colour: str, axis: str, weight: float
-) -> list[go.Scattergl]:
+def _loss_traces(df: pd.DataFrame, name: str, colour: str, axis: str, weight: float) -> list[dict]:
     """A run's loss: raw (faint, when smoothing), smoothed, and the rolled-back work (steps
     trained again after a restore) dotted, in the run's colour and legend group."""
     df = _with_restarts(df)
@@ -77,8 +79,8 @@ def _loss_traces(
     x, custom = _x(g, axis), g[["step", "attempt"]].to_numpy()
     hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
 
-    def line(y: str, label: str, width: float, **style: Any) -> go.Scattergl:
-        return go.Scattergl(
+    def line(y: str, label: str, width: float, **style: Any) -> dict:
+        return plot.Scattergl(
             x=x,
             y=g[y],
             mode="lines",
@@ -117,7 +119,7 @@ def loss_figure(
     checkpoints: pd.DataFrame,
     tokens_per_step: float,
     template: str,
-) -> go.Figure:
+) -> Figure:
     """Loss per run (raw faint, smoothed solid, each piece between restarts its own line and
     the rolled-back work dotted); interruptions coloured by category, the rolled-back span of
     each restore shaded, checkpoints per tier as ticks along the bottom. The first run is the
@@ -152,7 +154,7 @@ def loss_figure(
     return _noted(legend_below(fig, rows=2), notes)
 
 
-def _noted(fig: go.Figure, notes: list[str]) -> go.Figure:
+def _noted(fig: Figure, notes: list[str]) -> Figure:
     if notes:
         fig.update_layout(
             title={"subtitle": {"text": " · ".join(notes), "font": {"size": 12}}},
@@ -182,7 +184,7 @@ def _event_x(events: pd.DataFrame, axis: str, to_x: StepScale, col: str) -> pd.S
     return to_x(events[col])
 
 
-def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, to_x: StepScale) -> None:
+def _mark_events(fig: Figure, events: pd.DataFrame, axis: str, to_x: StepScale) -> None:
     if events.empty:
         return
     x0 = _event_x(events, axis, to_x, "restored_step")
@@ -199,7 +201,7 @@ def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, to_x: StepScal
             ys += [0, 1, 1, 0, 0, None]
     if xs:
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=xs,
                 y=ys,
                 yaxis="y2",
@@ -214,7 +216,7 @@ def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, to_x: StepScal
     for cat, grp in events.groupby("category"):
         xs = _event_x(grp, axis, to_x, "failed_step")
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=xs,
                 y=[1.0] * len(grp),
                 yaxis="y2",
@@ -235,14 +237,14 @@ def _mark_events(fig: go.Figure, events: pd.DataFrame, axis: str, to_x: StepScal
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
-def _mark_checkpoints(fig: go.Figure, ck: pd.DataFrame, axis: str, to_x: StepScale) -> None:
+def _mark_checkpoints(fig: Figure, ck: pd.DataFrame, axis: str, to_x: StepScale) -> None:
     if ck.empty:
         return
     levels = {"nvme": 0.02, "pfs": 0.05, "object": 0.08}
     for tier, grp in ck.groupby("tier"):
         xs = grp["ts"] if axis == "time" else to_x(grp["step"])
         fig.add_trace(
-            go.Scatter(
+            plot.Scatter(
                 x=xs,
                 y=[levels.get(str(tier), 0.1)] * len(grp),
                 yaxis="y2",
@@ -263,9 +265,7 @@ def _mark_checkpoints(fig: go.Figure, ck: pd.DataFrame, axis: str, to_x: StepSca
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
-def throughput_figure(
-    df: pd.DataFrame, axis: str, template: str, name: str = "this run"
-) -> go.Figure:
+def throughput_figure(df: pd.DataFrame, axis: str, template: str, name: str = "this run") -> Figure:
     """Tokens per second (left) and MFU in percent (right) of the primary run (``name``), each
     piece between restarts its own line; by step (saying so) when the run has no tokens
     metric, and a message instead of an empty axis when it logs no throughput."""
@@ -282,7 +282,7 @@ def throughput_figure(
     tps = df["tokens_per_s"] / 1e6
     ratio = (df["mfu"] * 100 / tps).median()
     fig.add_trace(
-        go.Scattergl(
+        plot.Scattergl(
             x=_x(g, axis),
             y=g["mtps"],
             mode="lines",
@@ -304,7 +304,7 @@ def throughput_figure(
     if pd.notna(ratio):  # the MFU axis only where the run logs MFU
         per_mtps = float(ratio)
         fig.add_trace(
-            go.Scatter(x=[None], y=[None], yaxis="y2", showlegend=False, hoverinfo="skip")
+            plot.Scatter(x=[None], y=[None], yaxis="y2", showlegend=False, hoverinfo="skip")
         )
         layout["yaxis2"] = {
             "title": "MFU (%)",

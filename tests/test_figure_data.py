@@ -1,0 +1,108 @@
+"""Figures built as plain data (``app.figures.plot``) are what plotly.py would have sent: the
+same JSON for the same figure, plotly's keyword paths and merges, typed arrays, and a property
+plotly does not know is caught by the check the tests run on every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from plotly.io.json import to_json_plotly
+
+from app import figures, ui
+from app.figures import gpus as gfig
+from app.figures import plot
+from app.figures import training as tfig
+from app.figures.failures import interruption_timeline, taxonomy_chart
+from telemetry import env, queries
+from telemetry.queries import data_extent
+from telemetry.queries import failures as failq
+from telemetry.queries import gpus as gpuq
+from telemetry.queries import training as trainq
+from telemetry.store import Store
+
+RUN = "dev-64-s1"
+
+
+def _sent(fig: plot.Figure) -> dict:
+    return json.loads(to_json_plotly(fig.to_plotly_json()))
+
+
+def _plotly_sent(fig: plot.Figure) -> dict:
+    """What plotly.py's own objects send for the same figure."""
+    return json.loads(to_json_plotly(go.Figure(fig.to_dict()).to_plotly_json()))
+
+
+def test_the_store_s_figures_are_sent_as_plotly_sends_them(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        tr = data_extent(s)
+        assert tr is not None
+        series = queries.fleet_series(s, tr)
+        ints = queries.interruptions(s, RUN, tr)
+        heat = gpuq.heatmap(s, tr, "temp")
+        runs = trainq.overlay_series(s, RUN, tr, None, "step")
+        built = [
+            figures.fleet_timeline(series, ints),
+            figures.power_series(series, ints),
+            gfig.heatmap(
+                heat.cells, key="temp", label="Temperature", unit="°C", bucket_s=heat.bucket_s,
+                nodes_total=heat.nodes_total, nodes_shown=heat.nodes_shown,
+            ),
+            tfig.loss_figure(
+                runs, "step", 0.6, True, trainq.run_events(s, RUN, tr), pd.DataFrame(), 0,
+                "plotly_dark",
+            ),
+            interruption_timeline(failq.timeline(s, RUN, tr), tr.start, tr.end),
+            taxonomy_chart(failq.taxonomy(s, RUN, tr, "component"), "component", 0),
+            figures.empty("Nothing", "No data in this range"),
+        ]  # fmt: skip
+    for fig in built:
+        ours, theirs = _sent(fig), _plotly_sent(fig)
+        assert ours == theirs, fig.layout["title"]["text"]
+        assert fig.data or fig.layout.get("annotations")  # something drawn: not vacuous
+
+
+def test_keywords_are_paths_and_updates_merge_as_in_plotly() -> None:
+    fig = plot.Figure().update_layout(
+        title={"text": "T", "font": {"size": 14}}, paper_bgcolor="#000", yaxis={"title": "GPUs"}
+    )
+    fig.update_layout(title_font_color="#fff", title={"subtitle": {"text": "s"}})
+    fig.update_layout(yaxis={"title": None})
+    assert fig.layout == {
+        "title": {"text": "T", "font": {"size": 14, "color": "#fff"}, "subtitle": {"text": "s"}},
+        "paper_bgcolor": "#000",
+        "yaxis": {},
+    }
+    assert go.Figure(fig.to_dict()).layout.title.font.color == "#fff"
+
+
+def test_values_are_sent_as_plotly_js_reads_them() -> None:
+    ts = pd.Series(pd.date_range("2026-01-05", periods=3, freq="h"))
+    fig = plot.Figure().add_trace(
+        plot.Scatter(
+            x=ts, y=pd.Series([1.5, np.nan, 3.0]), customdata=pd.DataFrame({"h": ["a", None, "c"]})
+        )
+    )
+    fig.add_trace(plot.Bar(x=[pd.Timestamp("2026-01-05"), None], y=np.array([1, 2])))
+    sent = _sent(fig)
+    line, bar = sent["data"]
+    assert line["x"][0].startswith("2026-01-05T00:00:00") and line["type"] == "scatter"
+    assert line["y"]["dtype"] == "f8"  # a typed array, as plotly.py sends numbers
+    assert line["customdata"] == [["a"], [None], ["c"]]
+    assert bar["x"] == ["2026-01-05T00:00:00", None]
+    assert sent["data"] == _plotly_sent(fig)["data"]  # (plotly.py adds its default template)
+
+
+def test_a_property_plotly_does_not_know_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    typo = plot.Figure().add_trace(plot.Scatter(x=[1, 2], y=[3, 4], colour="red"))
+    with pytest.raises(ValueError, match="colour"):
+        plot.check(typo)
+    monkeypatch.setenv(env.CHECK_FIGURES, "1")  # as the test suite runs every server
+    with pytest.raises(ValueError, match="colour"):
+        ui._frozen(typo)  # what a page callback's reply goes through
+    monkeypatch.setenv(env.CHECK_FIGURES, "0")  # production: sent unchecked, as built
+    assert ui._frozen(typo)["data"][0]["colour"] == "red"
