@@ -91,16 +91,28 @@ WHERE g.bucket_s = ? AND g.gpu_id = p.gpu_id AND g.ts = p.ts AND g.ts >= ?
   AND g.ts <= ?::TIMESTAMP + to_seconds(?)"""
 
 
+# The fleet's hours: their GPU-hours, those with an energy, and its sum (``queries.energy``
+# reads a run's hours here: 1,296 rows for 54 days instead of 21 M GPU-hours).
+FLEET_ENERGY_SQL = """UPDATE fleet_rollup AS f
+SET gpu_hours = e.n, energy_gpu_hours = e.counted, energy_mj_used = e.mj
+FROM (SELECT ts, count(*) AS n, count(energy_mj_used) AS counted, sum(energy_mj_used) AS mj
+      FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?::TIMESTAMP + to_seconds(?)
+      GROUP BY ts) e
+WHERE f.bucket_s = ? AND f.ts = e.ts"""
+
+
 def fill_energy_used(
     con: duckdb.DuckDBPyConnection, level: int, since: object, until: object
 ) -> None:
     """``energy_mj_used`` of the per-GPU buckets of ``level`` in [since, until] and of the
     bucket after (its energy starts from the last reading of a bucket that may have just been
-    rebuilt by a late round); see ``ENERGY_USED_SQL``. The caller holds the write lock."""
+    rebuilt by a late round); see ``ENERGY_USED_SQL``; and the fleet's sums of those hours
+    (``FLEET_ENERGY_SQL``). The caller holds the write lock."""
     con.execute(
         ENERGY_USED_SQL,
         [level, level, since, level, until, level, level, since, until, level],
     )
+    con.execute(FLEET_ENERGY_SQL, [level, since, until, level, level])
 
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
@@ -271,7 +283,8 @@ def _rollup_level(
             [level, level, prev, since, until],
         )
     con.execute(
-        """INSERT INTO fleet_rollup
+        """INSERT INTO fleet_rollup (bucket_s, ts, nodes, gpus, util_avg, util_min, temp_avg,
+          temp_max, power_w, fb_used_avg, sm_clock_avg, tensor_avg, real_avg)
         SELECT ?, ts, count(*), sum(gpus), sum(util_avg * samples) / sum(samples),
           min(util_min), sum(temp_avg * samples) / sum(samples), max(temp_max), sum(power_w),
           sum(fb_used_avg * samples) / sum(samples), sum(sm_clock_avg * samples) / sum(samples),

@@ -14,7 +14,12 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.rollups import ENERGY_LEVEL_S, add_gpu_level, fill_energy_used
+from telemetry.rollups import (
+    ENERGY_LEVEL_S,
+    FLEET_ENERGY_SQL,
+    add_gpu_level,
+    fill_energy_used,
+)
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -164,7 +169,14 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     },
     "node_tick": {"real_s": "DOUBLE"},
     "node_rollup": {"real_avg": "FLOAT"},
-    "fleet_rollup": {"real_avg": "FLOAT"},
+    # the fleet's GPU energy per hour, summed from the per-GPU hours as they are built
+    # (``rollups.FLEET_ENERGY_SQL``): a run's energy reads its hours, not every GPU-hour
+    "fleet_rollup": {
+        "real_avg": "FLOAT",
+        "gpu_hours": "INTEGER",
+        "energy_gpu_hours": "INTEGER",
+        "energy_mj_used": "DOUBLE",
+    },
 }
 # Of those, the ones the dashboard reads. ``digest``/``unchanged`` are only read back by the
 # ingest sink, which opens the store for writing and adds them itself, so a store that lacks
@@ -189,6 +201,10 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gpu_rollup' "
         "AND column_name = 'energy_mj_used'"
     ).fetchone()[0]
+    had_fleet_energy = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'fleet_rollup' "
+        "AND column_name = 'energy_mj_used'"
+    ).fetchone()[0]
     # Stores created before a column was added get it (appends to ``targets`` are positional,
     # so its columns must exist, in this order, before the first round). Names come from
     # ``ADDED_COLUMNS`` above, never from input.
@@ -209,6 +225,8 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # Hourly per-GPU buckets built before they kept the energy used get it once.
     if not had_used:
         fill_energy_used(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
+    elif not had_fleet_energy:  # the fleet's hours summed once from the per-GPU hours
+        con.execute(FLEET_ENERGY_SQL, [ENERGY_LEVEL_S, "1970-01-01", "9999-12-31"] + [3600] * 2)
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:

@@ -66,10 +66,12 @@ def test_a_driver_reload_resets_the_counter_without_losing_energy(day: Path) -> 
 
 def test_without_the_counter_energy_is_power_times_time(day: Path) -> None:
     with Store(str(day)) as s:
-        with s.transaction() as con:  # an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
-            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL, energy_mj_used = NULL")
         whole = data_extent(s)
         assert whole is not None
+        with s.transaction() as con:  # an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL, energy_mj_min = NULL")
+            # the hours' energy (none) and the fleet's, as the rollup computes them
+            rollups.fill_energy_used(con, 3600, whole.start - timedelta(hours=1), whole.end)
         e = energy(s, whole)
         assert e.basis == POWER and e.kwh_counter is None
         assert e.kwh == pytest.approx(_raw_kwh(s), rel=0.01)
@@ -159,3 +161,50 @@ def test_a_late_reading_at_the_end_of_an_hour_moves_the_next_hours_energy(day: P
             )
         s.refresh_rollups(since=at)  # as the sink does after a late round
         pd.testing.assert_frame_equal(s.df(KEPT_USED), s.df(RAW_USED), check_dtype=False)
+
+
+FLEET_USED = """SELECT ts, gpu_hours, energy_gpu_hours, energy_mj_used FROM fleet_rollup
+                WHERE bucket_s = 3600 ORDER BY ts"""
+PER_GPU_SUMS = """SELECT ts, count(*) AS gpu_hours, count(energy_mj_used) AS energy_gpu_hours,
+                         sum(energy_mj_used) AS energy_mj_used
+                  FROM gpu_rollup WHERE bucket_s = 3600 GROUP BY ts ORDER BY ts"""
+
+
+def test_the_fleet_s_hours_keep_the_sum_of_its_gpu_hours(day: Path) -> None:
+    """A run's energy reads the fleet's hours (one row an hour, not one per GPU-hour): each
+    keeps its GPU-hours and their energy, the same as summing the per-GPU hours, after a late
+    round too; a store from before those columns gets them when next opened for writing; and
+    where a fleet hour lacks them the energy is still the per-GPU hours' sum."""
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        want = energy(s, whole)
+        fleet = s.df(FLEET_USED)
+        assert len(fleet) >= 24 and fleet["energy_gpu_hours"].min() > 0
+        pd.testing.assert_frame_equal(fleet, s.df(PER_GPU_SUMS), check_dtype=False, rtol=1e-12)
+        at = whole.start.replace(minute=0, second=0, microsecond=0) + timedelta(
+            hours=7, minutes=59, seconds=59
+        )
+        gid = s.scalar("SELECT min(gpu_id) FROM gpus")
+        with s.transaction() as con:  # a late round: a GPU's reading 1 MJ higher
+            con.execute(
+                "INSERT INTO gpu_samples (ts, gpu_id, energy_mj) SELECT ?, ?, max(energy_mj) + 1e6 "
+                "FROM gpu_samples WHERE gpu_id = ? AND ts < ?", [at, gid, gid, at],
+            )  # fmt: skip
+        s.refresh_rollups(since=at)
+        late = s.df(FLEET_USED)
+        pd.testing.assert_frame_equal(late, s.df(PER_GPU_SUMS), check_dtype=False, rtol=1e-12)
+        assert not late.equals(fleet)
+        moved = energy(s, whole)
+    con = duckdb.connect(str(day))
+    for column in ("gpu_hours", "energy_gpu_hours", "energy_mj_used"):  # an older store
+        con.execute(f"ALTER TABLE fleet_rollup DROP COLUMN {column}")
+    con.close()
+    with Store(str(day)) as s:
+        pd.testing.assert_frame_equal(s.df(FLEET_USED), late)
+        assert energy(s, whole) == moved
+        with s.transaction() as con:  # hours whose fleet sums are missing: per-GPU hours
+            con.execute("UPDATE fleet_rollup SET gpu_hours = NULL WHERE ts < ?", [at])
+        assert energy(s, whole).kwh == pytest.approx(moved.kwh, rel=1e-12)
+        assert energy(s, whole).basis == COUNTER
+    assert want.kwh is not None and want.basis == COUNTER

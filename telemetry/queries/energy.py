@@ -39,7 +39,8 @@ class Energy:
 
 
 # A GPU-hour's energy, kept with the hour as it is rolled up (``rollups.ENERGY_USED_SQL``).
-_COUNTER_SQL = """SELECT {group} sum(energy_mj_used) / 3.6e9 AS kwh FROM gpu_rollup
+# (``table``: gpu_rollup, or fleet_rollup, which keeps each hour's sum of it)
+_COUNTER_SQL = """SELECT {group} sum(energy_mj_used) / 3.6e9 AS kwh FROM {table}
 WHERE bucket_s = ? AND ts >= ? AND ts < ? {by}"""
 
 _POWER_SQL = """SELECT {group} sum(power_w * samples / nullif(gpus, 0)) * ? / 3.6e6 AS kwh
@@ -53,27 +54,42 @@ def _hours(tr: TimeRange) -> tuple[object, object]:
     return start, end
 
 
-def _counter_ok(store: Store, tr: TimeRange) -> bool:
-    """Whether every GPU-hour of ``tr`` has the counter: an exporter without the field, or
-    hours rolled up before the store kept it, leave it to power x time for the whole range
-    (half a range by counter and half by nothing would read as a drop in energy)."""
+# The same from the fleet's hours (``rollups.FLEET_ENERGY_SQL``): every hour summed (``n``
+# NULL for none), those whose per-GPU sums are kept (``kept``), GPU-hours, counted, kWh.
+_FLEET_SQL = """SELECT count(*), count(gpu_hours), sum(gpu_hours), sum(energy_gpu_hours),
+  sum(energy_mj_used) / 3.6e9 FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts < ?"""
+
+
+def _counter(store: Store, tr: TimeRange) -> tuple[float | None, str]:
+    """The counter's kWh over the whole hours of ``tr`` and the table it was summed from,
+    where every GPU-hour has the counter: an exporter without the field, or hours rolled up
+    before the store kept it, leave it to power x time for the whole range (half a range by
+    counter and half by nothing would read as a drop in energy). From the fleet's hours, or
+    the per-GPU hours where a fleet hour lacks its sums (None, "" without a counter)."""
     if HOUR not in store.gpu_rollup_levels() or tr.start < store.gpu_rollup_since():
-        return False
+        return None, ""
     start, end = _hours(tr)
-    ((hours, counted),) = store.rows(
-        "SELECT count(*), count(energy_mj_used) FROM gpu_rollup "
-        "WHERE bucket_s = ? AND ts >= ? AND ts < ?",
-        [HOUR, start, end],
-    )
-    return hours > 0 and counted == hours
+    ((hours, kept, gpu_hours, counted, kwh),) = store.rows(_FLEET_SQL, [HOUR, start, end])
+    table = "fleet_rollup"
+    if hours == 0 or kept < hours:
+        table = "gpu_rollup"
+        ((gpu_hours, counted),) = store.rows(
+            "SELECT count(*), count(energy_mj_used) FROM gpu_rollup "
+            "WHERE bucket_s = ? AND ts >= ? AND ts < ?",
+            [HOUR, start, end],
+        )
+        if gpu_hours > 0 and counted == gpu_hours:
+            kwh = store.scalar(_COUNTER_SQL.format(table=table, group="", by=""),
+                               [HOUR, start, end])  # fmt: skip
+    if not gpu_hours or counted != gpu_hours:
+        return None, ""
+    return kwh, table
 
 
 def energy(store: Store, tr: TimeRange) -> Energy:
     """The fleet's GPU energy over the whole hours ``tr`` touches."""
     start, end = _hours(tr)
-    counter = None
-    if _counter_ok(store, tr):
-        counter = store.scalar(_COUNTER_SQL.format(group="", by=""), [HOUR, start, end])
+    counter, _ = _counter(store, tr)
     power = None
     if HOUR in store.rollup_levels():
         power = store.scalar(
@@ -90,9 +106,10 @@ def energy_per_day(store: Store, tr: TimeRange) -> pd.DataFrame:
     """kWh per UTC day over ``tr`` (whole hours): day, kwh, basis."""
     start, end = _hours(tr)
     day = "time_bucket(INTERVAL 1 day, ts) AS day,"
-    if _counter_ok(store, tr):
+    _, table = _counter(store, tr)
+    if table:
         df = store.df(
-            _COUNTER_SQL.format(group=day, by="GROUP BY day ORDER BY day"),
+            _COUNTER_SQL.format(table=table, group=day, by="GROUP BY day ORDER BY day"),
             [HOUR, start, end],
         )
         if not df.empty and df["kwh"].fillna(0).sum() > 0:
