@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from app.figures.training import ema
 from telemetry.queries import TimeRange, data_extent
@@ -32,6 +33,40 @@ def test_spikes_are_found_where_the_engine_put_them(dev_store: Path) -> None:
             assert abs(peak - sp.loss) < 1e-4 and sp.loss > sp.baseline * 1.05
         quiet = q.loss_spikes(s, RUN, tr, z=1e6)  # an impossible threshold finds nothing
         assert quiet.empty
+
+
+# What loss_spikes computed in SQL (DuckDB's framed windows), the reference for its pandas
+# rolling windows.
+SPIKES_SQL = """WITH w AS (
+  SELECT ts, step, loss, attempt,
+    avg(loss) OVER p AS mu, stddev_samp(loss) OVER p AS sd, count(*) OVER p AS n,
+    max(loss) OVER (PARTITION BY attempt ORDER BY ts
+                    ROWS BETWEEN CURRENT ROW AND {frame} FOLLOWING) AS ahead
+  FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
+  WINDOW p AS (PARTITION BY attempt ORDER BY ts ROWS BETWEEN {frame} PRECEDING AND 1 PRECEDING)),
+s AS (SELECT *, (n >= ? / 2 AND loss > mu + ? * sd AND loss > mu * (1 + ?)) AS hot FROM w),
+g AS (SELECT *, sum(CASE WHEN hot AND NOT coalesce(prev_hot, false) THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY attempt ORDER BY ts) AS grp
+      FROM (SELECT *, lag(hot) OVER (PARTITION BY attempt ORDER BY ts) AS prev_hot FROM s))
+SELECT min(ts) AS ts, arg_min(step, ts) AS step, arg_min(ahead, ts) AS loss,
+       arg_min(mu, ts) AS baseline, 100 * (arg_min(ahead, ts) / arg_min(mu, ts) - 1) AS jump_pct,
+       attempt
+FROM g WHERE hot GROUP BY attempt, grp ORDER BY ts LIMIT ?"""
+
+
+def test_spikes_equal_the_sql_windows_they_replaced(dev_store: Path) -> None:
+    with Store(str(dev_store), read_only=True) as s:
+        tr = data_extent(s)
+        assert tr is not None
+        found = 0
+        for window, z, jump, limit in ((100, 6.0, 0.05, 50), (20, 3.0, 0.01, 500), (50, 2, 0, 7)):
+            got = q.loss_spikes(s, RUN, tr, window, z, jump, limit)
+            want = s.df(SPIKES_SQL.format(frame=window), [RUN, tr.start, tr.end, window, z, jump,
+                                                            limit])  # fmt: skip
+            assert len(got) == len(want), (window, z)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-9)
+            found += len(got)
+        assert found > 10  # spikes were found: the comparison is not of empty frames
 
 
 def test_events_carry_the_rolled_back_span(dev_store: Path) -> None:

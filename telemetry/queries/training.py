@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pandas.api.indexers import BaseIndexer
 
 from telemetry.queries import TimeRange, thinned_metrics, train_series
 from telemetry.store import Store
@@ -85,36 +86,65 @@ def loss_spikes(
     """Loss spikes in the range, on every logged step (not the thinned series).
 
     A spike starts where the loss exceeds the mean of the previous ``window`` logged steps of
-    the same attempt by ``z`` standard deviations and by at least ``min_jump`` (relative).
-    Consecutive spiking rows form one spike, reported once with the peak loss within
-    ``window`` logged steps of its onset.
+    the same attempt by ``z`` standard deviations and by at least ``min_jump`` (relative),
+    with at least half a window logged before it. Consecutive spiking rows form one spike,
+    reported once with the peak loss within ``window`` logged steps of its onset.
     Columns: ts, step, loss (peak), baseline, jump_pct, attempt.
-    """
-    frame = int(window)  # an int from code, not input: window frames cannot be bound
-    return store.df(
-        f"""WITH w AS (
-              SELECT ts, step, loss, attempt,
-                avg(loss) OVER p AS mu, stddev_samp(loss) OVER p AS sd,
-                count(*) OVER p AS n,
-                max(loss) OVER (PARTITION BY attempt ORDER BY ts
-                                ROWS BETWEEN CURRENT ROW AND {frame} FOLLOWING) AS ahead
-              FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
-              WINDOW p AS (PARTITION BY attempt ORDER BY ts
-                           ROWS BETWEEN {frame} PRECEDING AND 1 PRECEDING)),
-            s AS (
-              SELECT *, (n >= ? / 2 AND loss > mu + ? * sd AND loss > mu * (1 + ?)) AS hot
-              FROM w),
-            g AS (
-              SELECT *, sum(CASE WHEN hot AND NOT coalesce(prev_hot, false) THEN 1 ELSE 0 END)
-                          OVER (PARTITION BY attempt ORDER BY ts) AS grp
-              FROM (SELECT *, lag(hot) OVER (PARTITION BY attempt ORDER BY ts) AS prev_hot
-                    FROM s))
-            SELECT min(ts) AS ts, arg_min(step, ts) AS step, arg_min(ahead, ts) AS loss,
-                   arg_min(mu, ts) AS baseline,
-                   100 * (arg_min(ahead, ts) / arg_min(mu, ts) - 1) AS jump_pct, attempt
-            FROM g WHERE hot GROUP BY attempt, grp ORDER BY ts LIMIT ?""",
-        [run_id, tr.start, tr.end, frame, z, min_jump, limit],
+
+    The rows come from SQL in time order; the moving windows are pandas' rolling windows
+    (a run's 71,000 steps: 35 ms with the fetch, where DuckDB's framed windows took 150 ms;
+    tests/test_queries_training.py holds the SQL they equal)."""
+    df = store.df(
+        """SELECT ts, step, loss, attempt FROM train_metrics
+           WHERE run_id = ? AND ts BETWEEN ? AND ? ORDER BY attempt, ts""",
+        [run_id, tr.start, tr.end],
     )
+    cols = ["ts", "step", "loss", "baseline", "jump_pct", "attempt"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    w, n = int(window), len(df)
+    attempt = df["attempt"].to_numpy(dtype=float)  # NaN: one piece, as SQL's NULL partition
+    first = np.r_[
+        True, (attempt[1:] != attempt[:-1]) & ~(np.isnan(attempt[1:]) & np.isnan(attempt[:-1]))
+    ]
+    row = np.arange(n)
+    starts = np.flatnonzero(first)
+    piece_start = starts[np.cumsum(first) - 1]
+    piece_end = np.r_[starts[1:], n][np.cumsum(first) - 1]
+    lo = np.maximum(row - w, piece_start)  # the previous w rows of the piece
+    loss = df["loss"].astype(float)
+    before = loss.rolling(_Bounds(lo, row), min_periods=1)
+    mu = before.mean().to_numpy()
+    sd = loss.rolling(_Bounds(lo, row), min_periods=2).std().to_numpy()
+    ahead = loss.rolling(_Bounds(row, np.minimum(row + w + 1, piece_end)), min_periods=1).max()
+    x = loss.to_numpy()
+    with np.errstate(invalid="ignore"):
+        hot = (row - lo >= w / 2) & (x > mu + z * sd) & (x > mu * (1 + min_jump))
+    onset = hot & ~(np.r_[False, hot[:-1]] & ~first)
+    spike = np.cumsum(onset)
+    _, at = np.unique(spike[hot], return_index=True)
+    rows = np.flatnonzero(hot)[at]  # the first row of each spike
+    peak, base = ahead.to_numpy()[rows], mu[rows]
+    out = df.iloc[rows].assign(loss=peak, baseline=base, jump_pct=100 * (peak / base - 1))[cols]
+    return out.sort_values("ts", kind="stable").head(int(limit)).reset_index(drop=True)
+
+
+class _Bounds(BaseIndexer):
+    """Each row's window as [start, end) row numbers, for pandas' rolling aggregates."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        super().__init__()
+        self.bounds = (start.astype(np.int64), end.astype(np.int64))
+
+    def get_window_bounds(
+        self,
+        num_values: int = 0,
+        min_periods: int | None = None,
+        center: bool | None = None,
+        closed: str | None = None,
+        step: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.bounds
 
 
 def run_events(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
