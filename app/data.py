@@ -373,8 +373,8 @@ def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
 LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
 
 
-def gpus_below_per_hour(tr: TimeRange) -> pd.DataFrame:
-    return gpu_rollup.gpus_below_per_hour(store(), tr, overq.LOW_UTIL_PCT)
+def gpus_below(tr: TimeRange) -> pd.DataFrame:
+    return gpu_rollup.gpus_below(store(), tr, overq.LOW_UTIL_PCT)
 
 
 def util_basis(tr: TimeRange) -> Basis:

@@ -13,9 +13,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry.queries import TimeRange, data_extent, gpu_node
+from telemetry.queries import TimeRange, data_extent, gpu_node, gpu_rollup
 from telemetry.queries import gpus as gpuq
-from telemetry.queries.gpu_rollup import gpus_below_per_hour, node_series_level
+from telemetry.queries.gpu_rollup import gpus_below, gpus_below_per_hour, node_series_level
 from telemetry.retention import expire
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
@@ -56,6 +56,23 @@ def test_rollup_answers_equal_raw_answers(day: Path) -> None:
                 gpuq.node_gpu_series(s, HOST, tr), series, check_dtype=False, atol=1e-3
             )
             pd.testing.assert_frame_equal(gpus_below_per_hour(s, tr), hourly, check_dtype=False)
+
+
+def test_a_long_range_counts_gpus_under_80_per_6_hours_as_raw_samples_do(
+    day: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``MAX_BELOW_ROWS`` GPU-hours (two weeks of 16,384 GPUs) the chart counts each
+    GPU's 6-hour mean: from the 6-hour buckets, the same as from raw samples."""
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        assert gpus_below(s, whole)["bucket_s"].eq(3600).all()  # a day of 64 GPUs: hourly
+        monkeypatch.setattr(gpu_rollup, "MAX_BELOW_ROWS", 100)  # as if a fleet's 54 days
+        six = gpus_below(s, whole)
+        assert six["bucket_s"].eq(21600).all() and len(six) == 5  # the day's 6-h buckets
+        assert (six["ts"].dt.hour % 6 == 0).all() and six["below"].sum() > 0
+        _raw(s)
+        pd.testing.assert_frame_equal(gpus_below(s, whole, bucket=21600), six, check_dtype=False)
 
 
 def test_a_late_round_rebuilds_its_gpu_bucket(day: Path) -> None:
@@ -191,18 +208,21 @@ def test_the_drill_down_pick_list_reads_per_gpu_buckets_with_the_raw_answers(
     store: Store, key: str
 ) -> None:
     """A day of one node's framebuffer, real utilization or tensor activity comes from the
-    5-min per-GPU buckets: the same values as averaging the raw samples of each bucket."""
+    5-min per-GPU buckets (10-min points: two buckets each): the same values as averaging the
+    raw samples of each point."""
     whole = data_extent(store)
     assert whole is not None
     got = gpu_node.node_gpu_metric(store, HOST, whole, key)
+    assert got["bucket_s"].iloc[0] == 600
+    assert gpu_node.node_series_level(store, whole, 600) == 300
     name, _, _, column = gpu_node.NODE_METRICS[key]
     expr = REAL_SQL if column == gpu_node.REAL else column
     want = store.df(
-        f"""SELECT time_bucket(INTERVAL 5 minutes, s.ts) AS ts, g.gpu, avg({expr}) AS {name},
-                   300 AS bucket_s
+        f"""SELECT time_bucket(INTERVAL 10 minutes, s.ts) AS ts, g.gpu, avg({expr}) AS {name},
+                   600 AS bucket_s
             FROM gpu_samples s JOIN gpus g USING (gpu_id)
             WHERE g.host = ? AND {expr} IS NOT NULL GROUP BY ALL ORDER BY g.gpu, 1""",
         [HOST],
     )
-    assert got["bucket_s"].iloc[0] == 300 and len(got) == len(want) > 8 * 200
+    assert len(got) == len(want) > 8 * 100
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-4)

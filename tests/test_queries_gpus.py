@@ -166,17 +166,18 @@ def test_a_quiet_hour_has_no_idle_or_xid_outliers(store: Store, day: TimeRange) 
 def test_node_series_has_eight_bucketed_gpus(store: Store, day: TimeRange) -> None:
     df = q.node_gpu_series(store, "h100-0003", day)
     assert sorted(df["gpu"].unique()) == list(range(8))
-    assert df.groupby("gpu").size().max() <= 500
-    assert df["bucket_s"].iloc[0] == 300
+    assert df.groupby("gpu").size().max() <= q.NODE_POINTS
+    assert df["bucket_s"].iloc[0] == 600  # a day in 250 points: 10-min buckets
     gpu5 = df[df["gpu"] == 5]["sm_clock_mhz"].mean()
     others = df[df["gpu"] != 5]["sm_clock_mhz"].mean()
     assert gpu5 < 0.9 * others  # the straggler shows in its node's drill-down
-    direct = store.scalar(
-        """SELECT avg(util_pct) FROM gpu_samples JOIN gpus USING (gpu_id)
-           WHERE host = 'h100-0003' AND gpu = 0"""
+    direct = store.scalar(  # the mean of the raw samples' 10-min means
+        """SELECT avg(u) FROM (SELECT time_bucket(INTERVAL 10 minutes, ts), avg(util_pct) AS u
+           FROM gpu_samples JOIN gpus USING (gpu_id)
+           WHERE host = 'h100-0003' AND gpu = 0 GROUP BY ALL)"""
     )
     per_bucket = df[df["gpu"] == 0]["util_pct"].mean()
-    assert per_bucket == pytest.approx(direct, abs=0.5)
+    assert per_bucket == pytest.approx(direct, abs=1e-3)
     assert q.node_gpu_series(store, "no-such-host", day).empty
 
 

@@ -200,14 +200,17 @@ def distribution(
     return fig
 
 
-def below_per_hour(
+def below_per_bucket(
     df: pd.DataFrame, *, util_pct: float, basis: str, real: bool, template: str = TEMPLATE
 ) -> Figure:
     """GPUs whose utilization (real utilization when ``real``) averaged under ``util_pct`` over
-    each hour, as bars, beside the GPUs that reported in that hour (a line): wasted capacity
-    hour by hour. ``basis`` says what utilization meant."""
+    each bucket (an hour; 6 h over long ranges: ``bucket_s``), as bars, beside the GPUs that
+    reported in it (a line): wasted capacity bucket by bucket. ``basis`` says what utilization
+    meant."""
     what = "real utilization" if real else "utilization"
-    title = f"GPUs under {util_pct:g} % {what}, per hour"
+    bucket_s = int(df["bucket_s"].iloc[0]) if not df.empty else 3600
+    per = "hour" if bucket_s == 3600 else bucket_text(bucket_s)
+    title = f"GPUs under {util_pct:g} % {what}, per {per}"
     if df.empty:
         return empty(title, "No GPU samples in this range", height=260, template=template)
     fig = _base(title, 260, template)
@@ -239,7 +242,7 @@ def below_per_hour(
         yaxis={"title": "GPUs", "rangemode": "tozero"},
         title={
             "subtitle": {
-                "text": f"job nodes' GPUs, each GPU's mean over the hour · {basis}",
+                "text": f"job nodes' GPUs, each GPU's mean over the {per} · {basis}",
                 "font": {"size": 11},
             }
         },

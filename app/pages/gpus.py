@@ -198,8 +198,8 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
         return e, e
     basis = data.util_basis(tr)
     rev = data.revision(view)
-    below = gfig.below_per_hour(
-        data.gpus_below_per_hour(tr),
+    below = gfig.below_per_bucket(
+        data.gpus_below(tr),
         util_pct=data.LOW_UTIL_PCT,
         basis=basis.text,
         real=basis.real,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange
 from telemetry.queries.gpu_rollup import node_series_level
-from telemetry.queries.gpus import nice_bucket
+from telemetry.queries.gpus import NODE_POINTS, nice_bucket
 from telemetry.store import Store
 from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
 
@@ -49,10 +49,12 @@ ROLLED_METRICS = {
 _ROLLED_SQL = """SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
   sum(s.{c} * s.samples) / sum(s.samples) AS {name}, ? AS bucket_s
 FROM gpu_rollup s JOIN gpus g USING (gpu_id)
-WHERE s.bucket_s = ? AND s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND s.ts <= ?
-  AND s.{c} IS NOT NULL AND s.gpu_id IN (
+WHERE s.bucket_s = ? AND {whole} AND s.{c} IS NOT NULL AND s.gpu_id IN (
     SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
 GROUP BY ALL ORDER BY g.gpu, 1"""
+# The buckets the range touches, whole: [bucket of the start, the bucket after the end's).
+_WHOLE = """s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+  AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)"""
 # Fields without a column of their own (extras), kept from dcgm-exporter scrapes only; and the
 # PCIe rates, extras in stores written before they had columns (read there when the column has
 # nothing for the node).
@@ -64,7 +66,7 @@ EXTRA_FIELDS = {
 
 
 def node_gpu_metric(
-    store: Store, host: str, tr: TimeRange, key: str, max_points: int = 500
+    store: Store, host: str, tr: TimeRange, key: str, max_points: int = NODE_POINTS
 ) -> pd.DataFrame:
     """One more metric (``NODE_METRICS``) of each GPU of one node, bucketed like
     ``gpus.node_gpu_series`` (from ``gpu_rollup`` where a level fits the bucket and keeps the
@@ -76,23 +78,26 @@ def node_gpu_metric(
     name, _, _, column = NODE_METRICS[key]
     bucket = nice_bucket(store, tr, max_points)
     level = node_series_level(store, tr, bucket) if key in ROLLED_METRICS else None
+    whole: list[object] = [bucket, tr.start, bucket, tr.end, bucket]
     if level is not None:  # weighted by the samples of the buckets that had the metric
         return store.df(
-            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name),
-            [bucket, bucket, level, bucket, tr.start, tr.end, str(host)[:200]],
+            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name, whole=_WHOLE),
+            [bucket, bucket, level, *whole, str(host)[:200]],
         )
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
-    params: list[object] = [tr.start, tr.end]
+    params = whole
     extra = ("gpu_samples_extra", "s.value", "s.field = ?", [*params, EXTRA_FIELDS.get(key)])
     if column == REAL:
         value, where = REAL_SQL, f"{REAL_SQL} IS NOT NULL"
     if column == NVLINK:  # the rate needs each GPU's sample before the range too
         source = f"""(SELECT ts, gpu_id, {NVLINK_RATE_SQL} AS nv FROM gpu_samples
-                      WHERE ts >= ?::TIMESTAMP - to_seconds(?) AND ts <= ?
+                      WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) - to_seconds(?)
+                        AND ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)
                         AND nvlink_bytes IS NOT NULL
                       WINDOW w AS (PARTITION BY gpu_id ORDER BY ts))"""
         value, where = "s.nv", "s.nv IS NOT NULL"
-        params = [tr.start, 2 * int(store.sample_interval_s()) + 1, tr.end, *params]
+        before = 2 * int(store.sample_interval_s()) + 1
+        params = [*whole[:2], before, *whole[2:], *whole]
     tries = [extra] if column is None else [(source, value, where, params)]
     if column is not None and key in EXTRA_FIELDS:  # stores from before the column had extras
         tries.append(extra)
@@ -101,7 +106,7 @@ def node_gpu_metric(
             f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
                        ? AS bucket_s
                 FROM {source} s JOIN gpus g USING (gpu_id)
-                WHERE s.ts >= ? AND s.ts <= ? AND {where} AND s.gpu_id IN (
+                WHERE {_WHOLE} AND {where} AND s.gpu_id IN (
                   SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
                 GROUP BY ALL ORDER BY g.gpu, 1""",
             [bucket, bucket, *params, str(host)[:200]],

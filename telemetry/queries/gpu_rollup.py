@@ -36,35 +36,70 @@ ROLLED = (
 )
 
 
+# Fleet GPU-buckets the under-utilization chart reads at most: past it (two weeks of 16,384
+# GPUs hourly), buckets of 6 h (54 days: 21 M hourly rows, 3.6 M six-hourly).
+MAX_BELOW_ROWS = 6_000_000
+
+
+def below_bucket(store: Store, tr: TimeRange) -> int:
+    """The bucket (s) of the under-utilization chart over ``tr``: an hour, or 6 h where the
+    fleet's GPU-hours in the range pass ``MAX_BELOW_ROWS`` and the 6-hour level covers it."""
+    gpus = store.scalar("SELECT count(*) FROM gpus") or 0
+    coarse = 21600
+    if (
+        gpus * tr.seconds / 3600 > MAX_BELOW_ROWS
+        and coarse in store.gpu_rollup_levels()
+        and tr.start >= store.gpu_rollup_since()
+    ):
+        return coarse
+    return 3600
+
+
 def gpus_below_per_hour(store: Store, tr: TimeRange, util_pct: float = 80.0) -> pd.DataFrame:
-    """Per hour of the range, GPUs of job nodes (as the Overview's alert counts them: a hot
-    spare is idle by design): those that reported (``gpus``) and those whose mean utilization
-    over the hour was below ``util_pct`` (``below``): real utilization where the GPU reported
-    profiling fields, else GPU_UTIL (``telemetry.utilization``); ts is the hour, every hour
-    the range touches counted whole. From the per-GPU hourly rollup where it is whole, from the raw
+    """``gpus_below`` per hour."""
+    return gpus_below(store, tr, util_pct, 3600)
+
+
+def gpus_below(
+    store: Store, tr: TimeRange, util_pct: float = 80.0, bucket: int | None = None
+) -> pd.DataFrame:
+    """Per bucket of the range (an hour, or ``below_bucket``'s when None), GPUs of job nodes
+    (as the Overview's alert counts them: a hot spare is idle by design): those that reported
+    (``gpus``) and those whose mean utilization over the bucket was below ``util_pct``
+    (``below``): real utilization where the GPU reported profiling fields, else GPU_UTIL
+    (``telemetry.utilization``); ts is the bucket, every bucket the range touches counted
+    whole; ``bucket_s`` its size. From the per-GPU rollup where it is whole, from the raw
     samples before that (the same numbers; a store upgraded mid-range reads both)."""
+    bucket = below_bucket(store, tr) if bucket is None else bucket
     rolled = """SELECT ts AS h, gpu_id, coalesce(real_avg, util_avg) AS u FROM gpu_rollup
-                WHERE bucket_s = 3600 AND ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
+                WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
                   AND ts <= ?"""
-    raw = f"""SELECT time_bucket(INTERVAL 1 hour, ts) AS h, gpu_id,
+    raw = f"""SELECT time_bucket(to_seconds(?), ts) AS h, gpu_id,
                coalesce(avg({REAL_SQL}), avg(util_pct)) AS u
              FROM gpu_samples
-             WHERE ts >= time_bucket(INTERVAL 1 hour, ?::TIMESTAMP)
-               AND ts < time_bucket(INTERVAL 1 hour, ?::TIMESTAMP) + INTERVAL 1 hour
+             WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+               AND ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)
              GROUP BY ALL"""
     since = store.gpu_rollup_since()  # a whole hour: the rollup is whole from there on
-    if 3600 not in store.gpu_rollup_levels():
-        src, params = raw, [tr.start, tr.end]
+
+    def raw_params(start: object, end: object) -> list[object]:
+        return [bucket, bucket, start, bucket, end, bucket]
+
+    def rolled_params(start: object, end: object) -> list[object]:
+        return [bucket, bucket, start, end]
+
+    if bucket not in store.gpu_rollup_levels() or tr.end < since:
+        src, params = raw, raw_params(tr.start, tr.end)
     elif tr.start >= since:
-        src, params = rolled, [tr.start, tr.end]
-    elif tr.end < since:
-        src, params = raw, [tr.start, tr.end]
+        src, params = rolled, rolled_params(tr.start, tr.end)
     else:  # a store upgraded in the middle of the range: raw hours before, rollup after
         before = since - timedelta(microseconds=1)
-        src, params = f"{raw} UNION ALL {rolled}", [tr.start, before, since, tr.end]
+        src = f"{raw} UNION ALL {rolled}"
+        params = raw_params(tr.start, before) + rolled_params(since, tr.end)
     return store.df(
-        f"""SELECT h AS ts, count(u) AS gpus, count(*) FILTER (WHERE u < ?) AS below
+        f"""SELECT h AS ts, count(u) AS gpus, count(*) FILTER (WHERE u < ?) AS below,
+              ? AS bucket_s
             FROM ({src}) JOIN gpus USING (gpu_id) JOIN nodes n USING (node_id)
             WHERE n.role = 'job' GROUP BY h ORDER BY h""",
-        [float(util_pct), *params],
+        [float(util_pct), bucket, *params],
     )

@@ -328,12 +328,15 @@ def worst_node(store: Store, tr: TimeRange) -> tuple[str, str] | None:
     (hot, throttled, straggler, XID, idle, worst first) that is a node of the inventory, else
     the node whose utilization strays furthest from the fleet's (the heatmap's top row).
     None without GPU samples in the range."""
+    for r in outliers(store, tr).itertuples():
+        if node_info(store, r.host) is not None:
+            # any reason but an XID event was read from the range's samples: there are some
+            if r.reason == "XID" and heatmap(store, tr, "util", max_rows=2).cells.empty:
+                return None
+            gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
+            return str(r.host), f"{r.reason}{gpu}"
     cells = heatmap(store, tr, "util", max_rows=2).cells
     if cells.empty:
         return None
-    for r in outliers(store, tr).itertuples():
-        if node_info(store, r.host) is not None:
-            gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
-            return str(r.host), f"{r.reason}{gpu}"
     top = cells.loc[cells["rank"] == 1, "host"].dropna()
     return (str(top.iloc[0]), "furthest from the fleet's utilization") if len(top) else None

@@ -105,8 +105,8 @@ def test_the_gpus_page_opens_on_the_worst_node_with_its_gaps(
     page.wait_for_function(f"() => {util}?._fullData?.length === 8")
     for gpu in range(8):
         points = page.evaluate(POINTS, ["#gpu-node-util", f"GPU {gpu}"])
-        # drained 12:30 -> 13:30: one break, not a ramp across the hour
-        assert len(points) > 200 and points.count(None) == 1, gpu
+        # a day in 10-min buckets; drained 12:30 -> 13:30: one break, not a ramp across it
+        assert len(points) > 120 and points.count(None) == 1, gpu
     dist = page.locator("#gpu-dist .ytick text")
     expect(dist.first).to_be_visible()
     labels = dist.evaluate_all("els => els.map(e => e.textContent)")
