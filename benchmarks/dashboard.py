@@ -187,14 +187,54 @@ def pct(xs: list[float], q: float) -> float:
 
 def measure(
     store: str, repeat: int, cold: bool = False
-) -> tuple[dict[str, float], dict[str, dict]]:
+) -> tuple[dict[str, float], dict[str, dict], list[dict]]:
     proc, url = serve(store, rebuild=True, cold=cold)
     try:
         renders, requests = record(url)
-        return renders, replay(url, requests, repeat)
+        return renders, replay(url, requests, repeat), requests
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def first_view(store: str, requests: list[dict], repeat: int) -> dict[str, float]:
+    """A server as a user starts it (query results and replies remembered): seconds from the
+    process start to the Overview drawn in Chromium, its resident memory then (MB), and the
+    p50/p95 of every recorded callback answered again within the same store version (the
+    first answer of each is built and not timed: the next viewers' latency)."""
+    t0 = time.perf_counter()
+    proc, url = serve(store)
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.goto(url + "/#range=all")
+            page.wait_for_function(READY_JS, timeout=60000, polling=50)
+            first = time.perf_counter() - t0 - 0.3  # minus READY_JS's settle time
+            browser.close()
+        rss = _rss_mb(proc.pid)
+        replay(url, requests, 1)  # every reply built once
+        stats = replay(url, requests, repeat)
+        times = [t for st in stats.values() for t in st["times"]]
+        return {
+            "first_s": first,
+            "rss_mb": rss,
+            "p50_ms": pct(times, 0.5) * 1e3,
+            "p95_ms": pct(times, 0.95) * 1e3,
+            "worst_p95_ms": max(pct(st["times"], 0.95) for st in stats.values()) * 1e3,
+        }
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def build(path: str, scenario: str, interval: float | None) -> None:
@@ -224,9 +264,10 @@ def main() -> None:
             build(big, "llama3-405b", args.interval)
         small = os.path.join(tmp, "dev.duckdb")
         build(small, "dev-64", None)
-        base_r, base_s = measure(small, args.repeat)
-        big_r, big_s = measure(big, args.repeat)
-        cold_r, cold_s = measure(big, max(args.repeat // 2, 3), cold=True)
+        base_r, base_s, _ = measure(small, args.repeat)
+        big_r, big_s, requests = measure(big, args.repeat)
+        cold_r, cold_s, _ = measure(big, max(args.repeat // 2, 3), cold=True)
+        user = first_view(big, requests, max(args.repeat // 2, 3))
     print(
         f"{'callback (outputs)':<60} {'p50 ms':>7} {'p95 ms':>7} {'fig KB':>7} "
         f"{'dev-64 p95':>10} {'ratio':>6}"
@@ -259,8 +300,15 @@ def main() -> None:
         print(f"{path:<14} {big_r[path]:9.2f} {cold_r[path]:7.2f} {base_r[path]:9.2f}")
     print(
         f"worst callback p95: cold {worst_cold:.0f} ms (issue 16 target <= 100), "
-        f"warm {worst_p95:.0f} ms (target <= 20); slowest page cold "
+        f"rebuilt from cached results {worst_p95:.0f} ms, remembered "
+        f"{user['worst_p95_ms']:.1f} ms (warm target <= 20); slowest page cold "
         f"{max(cold_r.values()):.2f} s (target <= 1.5)"
+    )
+    print(
+        f"as a user starts it (results and replies remembered): first view {user['first_s']:.2f}"
+        f" s after the process started (target <= 3), RSS then {user['rss_mb']:.0f} MB; "
+        f"a callback answered again within a store version p50 {user['p50_ms']:.1f} / p95 "
+        f"{user['p95_ms']:.1f} ms, worst callback p95 {user['worst_p95_ms']:.1f} ms"
     )
     print()
     print(

@@ -32,7 +32,7 @@ TEMPLATE = "plotly_dark"
 
 # The trace types these builders draw; a template's defaults for the other twenty (3D, maps,
 # carpets...) would be validated, copied and sent with every figure for nothing.
-_TRACE_TYPES = ("scatter", "scattergl", "bar", "heatmap", "histogram")
+_TRACE_TYPES = ("scatter", "bar", "heatmap", "histogram")
 
 
 _TEMPLATE_LOCK = threading.Lock()
@@ -195,7 +195,7 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> Figure:
     if "segment" in df:  # a restart breaks the line: no ramp across the downtime
         df = gapped(df.reset_index(drop=True), ["loss"])
     fig.add_trace(
-        plot.Scattergl(
+        plot.Scatter(
             x=df["ts"],
             y=df["loss"],
             mode="lines",

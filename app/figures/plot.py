@@ -89,14 +89,13 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def trace(kind: str, **props: Any) -> dict[str, Any]:
-    """A trace of type ``kind`` (``scatter``, ``scattergl``, ``bar``, ``heatmap``)."""
+    """A trace of type ``kind`` (``scatter``, ``bar``, ``heatmap``)."""
     out: dict[str, Any] = {"type": kind}
     _merge(out, props)
     return out
 
 
 Scatter = functools.partial(trace, "scatter")
-Scattergl = functools.partial(trace, "scattergl")
 Bar = functools.partial(trace, "bar")
 Heatmap = functools.partial(trace, "heatmap")
 

@@ -80,7 +80,7 @@ def _loss_traces(df: pd.DataFrame, name: str, colour: str, axis: str, weight: fl
     hover = "step %{customdata[0]:,} · attempt %{customdata[1]}<br>loss %{y:.4f}<extra>"
 
     def line(y: str, label: str, width: float, **style: Any) -> dict:
-        return plot.Scattergl(
+        return plot.Scatter(
             x=x,
             y=g[y],
             mode="lines",
@@ -282,7 +282,7 @@ def throughput_figure(df: pd.DataFrame, axis: str, template: str, name: str = "t
     tps = df["tokens_per_s"] / 1e6
     ratio = (df["mfu"] * 100 / tps).median()
     fig.add_trace(
-        plot.Scattergl(
+        plot.Scatter(
             x=_x(g, axis),
             y=g["mtps"],
             mode="lines",
