@@ -75,6 +75,19 @@ def _base_port(text: str) -> int:
     return 0 if text == "0" else _port(text)
 
 
+MAX_NODES = 16_384  # 131,072 GPUs: twice the largest fleet issue #16 asks to measure
+
+
+def _node_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of nodes") from None
+    if not 1 <= n <= MAX_NODES:
+        raise argparse.ArgumentTypeError(f"{n} nodes: give 1 to {MAX_NODES:,}")
+    return n
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -213,6 +226,7 @@ def _scenario_args(r: argparse.ArgumentParser) -> None:
     _opt(r, "--interval", "sample_interval_s", type=_positive_float)
     _opt(r, "--start", "start", type=_start)
     _opt(r, "--days", "days", type=_positive_float)
+    _opt(r, "--nodes", "nodes", type=_node_count)
     _opt(r, "--nvme-interval-s", "nvme_interval_s", type=_positive_float)
     _opt(r, "--pfs-every", "pfs_every", type=int)
     _opt(r, "--object-every", "object_every", type=int)

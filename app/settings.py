@@ -65,6 +65,11 @@ class Settings:
     sample_interval_s: float | None = setting(None, "per-GPU sample interval, seconds")
     start: datetime | None = setting(None, "simulated start time (ISO, UTC)")
     days: float | None = setting(None, "override the scenario's duration")
+    nodes: int | None = setting(
+        None,
+        "override the scenario's job nodes (a larger or smaller fleet; its hot spares and the "
+        "lemon nodes that exist stay)",
+    )
     nvme_interval_s: float | None = setting(None, "NVMe checkpoint interval")
     pfs_every: int | None = setting(None, "copy every Nth NVMe checkpoint to the PFS")
     object_every: int | None = setting(None, "copy every Nth PFS checkpoint to objects")

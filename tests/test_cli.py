@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.store import Store
 from tests.conftest import build_store, cli, free_port
 
 
@@ -20,6 +21,8 @@ from tests.conftest import build_store, cli, free_port
         (["serve", "--store", "x.duckdb", "--port", "99999"], "not a TCP port"),
         (["serve", "--store", "x.duckdb", "--port", "http"], "not a TCP port"),
         (["frobnicate"], "invalid choice"),
+        (["replay", "--scenario", "dev-64", "--store", "x", "--nodes", "0"], "give 1 to 16,384"),
+        (["replay", "--scenario", "dev-64", "--store", "x", "--nodes", "4k"], "whole number"),
         (
             ["replay", "--scenario", "dev-64", "--store", "x", "--backfill", "--speed", "2"],
             "not allowed with",
@@ -44,10 +47,16 @@ def test_runtime_errors_are_one_line_too(tmp_path: Path) -> None:
             ["replay", "--scenario", "dev-64", "--store", str(tmp_path / "no" / "s.duckdb")],
             "does not exist",
         ),
+        (  # 18 slow or hot GPUs do not fit on 2 nodes
+            ["replay", "--scenario", "llama3-405b", "--store", str(tmp_path / "n.duckdb")]
+            + ["--nodes", "2"],
+            "give at least 3 nodes",
+        ),
     ]:
         r = cli(*args)
         assert r.returncode == 1, (args, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and expected in r.stderr, r.stderr
+    assert not (tmp_path / "n.duckdb").exists()  # the refused replay created no store
 
 
 def test_scenarios_lists_the_three_with_descriptions() -> None:
@@ -87,6 +96,21 @@ def test_replay_then_summary_json(tmp_path: Path) -> None:
     # Replaying the same run into the same store again is refused, not duplicated.
     again = cli(*args, "--no-progress")
     assert again.returncode == 1 and "already in store" in again.stderr
+
+
+def test_replay_of_a_larger_fleet_than_the_scenario_s(tmp_path: Path) -> None:
+    """``--nodes`` resizes the simulated fleet (issue #16 measures 65,536 GPUs with it): the
+    job nodes asked for, the scenario's hot spares beside them, and the summary says so."""
+    store = tmp_path / "big.duckdb"
+    r = cli("replay", "--scenario", "dev-64", "--store", str(store), "--nodes", "12",
+            "--days", "0.05", "--no-progress")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run,) = json.loads(cli("summary", "--store", str(store), "--json", check=True).stdout)["runs"]
+    assert run["gpus"] == 96
+    with Store(str(store), read_only=True) as s:
+        assert s.rows("SELECT role, count(*) FROM nodes GROUP BY role ORDER BY role") == [
+            ("job", 12), ("spare", 2)
+        ]  # fmt: skip
 
 
 def test_replay_into_an_owned_store_says_who_owns_it(tmp_path: Path) -> None:

@@ -46,6 +46,16 @@ def scenario_from(s: Settings) -> Scenario:
     for name, val in (("pfs_every", s.pfs_every), ("object_every", s.object_every)):
         if val is not None and val < 1:
             raise FactoryFloorError(f"--{name.replace('_', '-')} must be >= 1")
+    if s.nodes is not None and s.nodes * sc.gpus_per_node < sc.stragglers + sc.throttled:
+        raise FactoryFloorError(
+            f"--nodes {s.nodes} is too few for {sc.name}: it simulates {sc.stragglers} slow and "
+            f"{sc.throttled} hot GPUs among the job's; give at least "
+            f"{-(-(sc.stragglers + sc.throttled) // sc.gpus_per_node)} nodes"
+        )
+    if s.nodes is not None:  # the lemon nodes that exist in the smaller fleet
+        sc = sc.with_overrides(
+            nodes=s.nodes, lemon_nodes=tuple(n for n in sc.lemon_nodes if n < s.nodes)
+        )
     return sc.with_overrides(
         days=s.days,
         start=s.start,
