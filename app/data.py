@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -77,6 +79,21 @@ def bind(store: Store) -> None:
     if store is not old:  # after the swap: whatever is computed from here on is of the new store
         for hook in _on_bind:
             hook()
+
+
+# Reads a view needs that do not depend on each other run at once: each query has its own
+# DuckDB cursor, and DuckDB works outside the GIL, so the first viewer after a write waits for
+# the slowest of them, not their sum. Three workers: two cores, and Python's share between.
+_READS = ThreadPoolExecutor(max_workers=3, thread_name_prefix="ff-read")
+
+
+def together(*reads: Callable[[], Any]) -> list[Any]:
+    """The results of ``reads`` (functions of no argument), run concurrently, in order; the
+    first error is raised. Within a read, ``together`` runs its reads one after another (a
+    worker waiting on the pool it belongs to could wait for ever)."""
+    if threading.current_thread().name.startswith("ff-read"):
+        return [read() for read in reads]
+    return [f.result() for f in [_READS.submit(read) for read in reads]]
 
 
 def store() -> Store:

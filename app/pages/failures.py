@@ -208,9 +208,13 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
     run_id = data.run_of(view)
-    xid = data.xid_table(run_id, tr)
-    cards = _cards(data.failure_summary(run_id, tr), xid, data.prices(run_id))
-    return cards, _xid_table(xid), _lemon_table(data.lemons(run_id, tr))
+    xid, summary, lemons = data.together(
+        lambda: data.xid_table(run_id, tr),
+        lambda: data.failure_summary(run_id, tr),
+        lambda: data.lemons(run_id, tr),
+    )
+    cards = _cards(summary, xid, data.prices(run_id))
+    return cards, _xid_table(xid), _lemon_table(lemons)
 
 
 @callback(
@@ -226,8 +230,10 @@ def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     if tr is None:
         return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
     by, run_id = data.taxonomy_key(by), data.run_of(view)
-    df = data.taxonomy(run_id, tr, by)
-    planned = data.failure_summary(run_id, tr)["planned"]
+    df, summary = data.together(
+        lambda: data.taxonomy(run_id, tr, by), lambda: data.failure_summary(run_id, tr)
+    )
+    planned = summary["planned"]
     fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=data.revision(view))
     return fig, _tax_table(df, by)
 

@@ -163,8 +163,9 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
     m = data.gpu_metric(key if isinstance(key, str) and key else "util")
-    hm = data.gpu_heatmap(tr, m.key)
-    dist = data.gpu_distribution(tr, m.key)
+    hm, dist = data.together(
+        lambda: data.gpu_heatmap(tr, m.key), lambda: data.gpu_distribution(tr, m.key)
+    )
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
     rev = f"{data.revision(view)}|{m.key}"
     basis = data.util_basis(tr).text if m.key == "real" else ""
@@ -196,17 +197,21 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
     if tr is None:
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
-    basis = data.util_basis(tr)
+    basis, under, classes_df = data.together(
+        lambda: data.util_basis(tr),
+        lambda: data.gpus_below(tr),
+        lambda: data.workload_classes(tr),
+    )
     rev = data.revision(view)
     below = gfig.below_per_bucket(
-        data.gpus_below(tr),
+        under,
         util_pct=data.LOW_UTIL_PCT,
         basis=basis.text,
         real=basis.real,
         template=tpl,
     )
     classes = gfig.workload_classes(
-        data.workload_classes(tr), texts=data.CLASS_TEXT, basis=basis.text, template=tpl
+        classes_df, texts=data.CLASS_TEXT, basis=basis.text, template=tpl
     )
     return below.update_layout(uirevision=rev), classes.update_layout(uirevision=rev)
 
@@ -291,8 +296,10 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
             for c in NODE_CHART_IDS
         ]
         return no_update, "", *figs
-    info = data.node_info(host)
-    series = data.node_gpu_series(host, tr) if info else None
+    info, series = data.together(
+        lambda: data.node_info(host), lambda: data.node_gpu_series(host, tr)
+    )
+    series = series if info else None
     rev = f"{data.revision(view)}|{host}"
     figs = [
         gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)

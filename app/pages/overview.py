@@ -6,6 +6,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
+import pandas as pd
 from dash import Output, callback, html
 
 from app import data, figures
@@ -247,10 +248,10 @@ def _checkpoint_card(ages: Any) -> Any:
     )
 
 
-def _hot_table() -> Any:
+def _hot_table(hottest: pd.DataFrame) -> Any:
     return table(
         "ov-hot-table",
-        data.hottest_gpus(8).round(1),
+        hottest.round(1),
         {
             # Short headers: the table shares a row with the charts and must fit at 1366 px.
             "host": "Host",
@@ -315,27 +316,36 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Fleet", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], e, e, e, "", "", "", []
-    ints = data.interruptions(run_id, tr)
-    series = data.fleet_series(tr)
+    live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
+    at = data.target_time(tr, live)
+    run = run_id is not None
+    ints, series, latest, summary, train, ages, health, alerts, hot = data.together(
+        lambda: data.interruptions(run_id, tr),
+        lambda: data.fleet_series(tr),
+        data.fleet_latest,
+        lambda: data.summary(run_id) if run else None,
+        lambda: data.train_series(run_id, tr) if run else None,
+        lambda: data.checkpoint_ages(run_id, tr.end) if run else None,
+        lambda: data.target_health(at),
+        lambda: data.active_alerts(run_id, tr, at),
+        lambda: data.hottest_gpus(8),
+    )
     rev = data.revision(view)
-    cards = _fleet_cards(data.fleet_latest(), series)
+    cards = _fleet_cards(latest, series)
     if run_id is None:
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""
     else:
-        cards += _run_cards(data.summary(run_id), data.recent_interruptions(ints, tr.end))
-        loss = figures.loss_curve(data.train_series(run_id, tr), tpl).update_layout(uirevision=rev)
-        ckpt = _checkpoint_card(data.checkpoint_ages(run_id, tr.end))
-    live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
-    at = data.target_time(tr, live)
-    health = data.target_health(at)
+        cards += _run_cards(summary, data.recent_interruptions(ints, tr.end))
+        loss = figures.loss_curve(train, tpl).update_layout(uirevision=rev)
+        ckpt = _checkpoint_card(ages)
     return (
         cards,
         figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
         figures.power_series(series, ints, tpl).update_layout(uirevision=rev),
         loss,
         ckpt,
-        _alerts(data.active_alerts(run_id, tr, at)),
-        _hot_table(),
+        _alerts(alerts),
+        _hot_table(hot),
         _targets(health) if health is not None else [],
     )

@@ -126,20 +126,24 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         e = empty("Training", "No training metrics stored yet", template=tpl)
         return e, e, ""
     run = view["run"]
-    series = data.overlay_series(run, tr, overlay, axis)
+    series, events, marks, spikes = data.together(
+        lambda: data.overlay_series(run, tr, overlay, axis),
+        lambda: data.run_events(run, tr),
+        lambda: data.checkpoint_marks(run, tr),
+        lambda: data.loss_spikes(run, tr),
+    )
     loss = fig.loss_figure(
         {data.run_label(r): df for r, df in series.items()},
         axis,
         float(smoothing or 0),
         bool(log_y),
-        data.run_events(run, tr),
-        data.checkpoint_marks(run, tr),
+        events,
+        marks,
         data.tokens_per_step(run),
         tpl,
     )
     thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl, data.run_label(run))
     rev = f"{data.revision(view)}|{axis}"
-    spikes = data.loss_spikes(run, tr)
     spikes_view = (
         table(
             "tr-spike-table",
