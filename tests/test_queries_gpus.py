@@ -201,6 +201,30 @@ def test_outlier_reasons_are_counted_in_table_order(store: Store, day: TimeRange
     assert outq.reason_counts(df.iloc[:0]) == []
 
 
+def test_a_large_fleet_searches_coarser_node_cells_and_finds_the_same_outliers(
+    store: Store, day: TimeRange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``CANDIDATE_CELLS`` node cells (600 buckets of 3,333 nodes) the candidate search
+    reads fewer, coarser buckets, so its cost stays flat as the fleet grows; the outliers of
+    the dev day (a hot, a throttled and a slow GPU, XIDs, drained nodes idle) are the same
+    when its ten nodes get hourly-sized cells (24 buckets a node)."""
+    full = outq.outliers(store, day)
+    assert {"hot", "throttled", "straggler", "XID", "idle"} <= set(full["reason"])
+    seen: list[str] = []
+    cells = outq._cells
+
+    def spy(store_: Store, tr: TimeRange, max_cols: int, columns: tuple[str, ...]):  # type: ignore[no-untyped-def]
+        out = cells(store_, tr, max_cols, columns)
+        seen.append(f"{max_cols}:{out[2]}")
+        return out
+
+    monkeypatch.setattr(outq, "_cells", spy)
+    monkeypatch.setattr(outq, "CANDIDATE_CELLS", 10 * 24)  # as if the fleet were huge
+    coarse = outq.outliers(store, day)
+    assert seen and seen[0].startswith("24:") and int(seen[0].split(":")[1]) >= 3600
+    pd.testing.assert_frame_equal(coarse, full)
+
+
 def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
     dev_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
