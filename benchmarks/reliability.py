@@ -409,6 +409,13 @@ def _user(
 LOAD_RANGES = ("all", "7d", "24h", "6h")  # users look at different windows of the same run
 
 
+def _sample_rss(pid: int, until: float, out: list[float]) -> None:
+    """The process's RSS (MB) every second until ``until`` (monotonic), appended to ``out``."""
+    while time.monotonic() < until:
+        out.append(_rss_mb(pid))
+        time.sleep(1.0)
+
+
 def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: int) -> list[Row]:
     from benchmarks.dashboard import PAGES, record
 
@@ -466,6 +473,8 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
         errs: list[str] = []
         lock = threading.Lock()
         until = time.monotonic() + seconds
+        rss = [_rss_mb(procs[0].pid)]  # idle, its caches warm from the recording; then peak
+        threading.Thread(target=_sample_rss, args=(procs[0].pid, until, rss), daemon=True).start()
         threads = [
             threading.Thread(target=_user, args=(url, pages, until, i, lat, errs, lock))
             for i in range(users)
@@ -502,7 +511,8 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
             "held": not errs and p95 <= 1.0,
             "lost": 0,
             "detail": f"callback p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, "
-            f"{len(errs)} errors{': ' + errs[0] if errs else ''}",
+            f"{len(errs)} errors{': ' + errs[0] if errs else ''}; server RSS {rss[0]:.0f} MB "
+            f"idle, {max(rss):.0f} MB peak under the load",
         },
         {
             "suite": "load",

@@ -3,7 +3,8 @@ in, frames and dicts out (no page holds the store)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import pandas as pd
 import pytest
@@ -74,3 +75,35 @@ def test_a_view_gets_frames_and_dicts(bound: Store, whole: TimeRange) -> None:
     assert data.taxonomy_key("component; DROP TABLE runs") == data.taxonomy_key(7) == "component"
     assert (data.gpu_threshold("temp"), data.gpu_threshold("util")) == (85.0, 5.0)
     assert data.gpu_threshold("power") is None
+
+
+def test_together_runs_a_view_s_reads_at_once_and_in_order() -> None:
+    """Reads that each wait for the other finish only if they run at the same time; results
+    come back in the order asked; a failing read's error reaches the caller."""
+    meet = threading.Barrier(3, timeout=10)
+
+    def read(value: int) -> Callable[[], int]:
+        return lambda: (meet.wait(), value)[1]
+
+    assert data.together(read(1), read(2), read(3)) == [1, 2, 3]
+
+    def broken() -> int:
+        raise ValueError("disk hiccup")
+
+    with pytest.raises(ValueError, match="disk hiccup"):
+        data.together(lambda: 1, broken)
+
+
+def test_a_view_s_reads_at_once_equal_the_same_reads_in_turn(
+    bound: Store, whole: TimeRange
+) -> None:
+    reads = (
+        lambda: data.fleet_series(whole),
+        lambda: data.interruptions(RUN, whole),
+        lambda: data.summary(RUN),
+    )
+    at_once = data.together(*reads)
+    in_turn = [r() for r in reads]
+    pd.testing.assert_frame_equal(at_once[0], in_turn[0])
+    pd.testing.assert_frame_equal(at_once[1], in_turn[1])
+    assert at_once[2] == in_turn[2]
