@@ -170,14 +170,15 @@ class Figure:
         return {"data": _sent(self.data), "layout": layout}
 
 
-def _sent(value: Any, key: str = "") -> Any:
-    """``value`` with its dicts and lists copied and its numeric arrays as plotly.js typed
-    arrays (plotly.py's ``convert_to_base64``, without walking the template)."""
+def _sent(value: Any, key: str | None = "") -> Any:
+    """``value`` with its dicts and lists copied and the numeric arrays that are a property's
+    value (``key``; None for a list's items) as plotly.js typed arrays: plotly.py's
+    ``convert_to_base64``, without walking the template."""
     if isinstance(value, dict):
         return {k: _sent(v, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [_sent(v) for v in value]
-    if isinstance(value, np.ndarray) and not is_skipped_key(key):
+        return [_sent(v, None) for v in value]
+    if key is not None and isinstance(value, np.ndarray) and not is_skipped_key(key):
         return to_typed_array_spec(value)
     return value
 
