@@ -112,6 +112,14 @@ def fill_energy_used(
         ENERGY_USED_SQL,
         [level, level, since, level, until, level, level, since, until, level],
     )
+    fill_fleet_energy(con, level, since, until)
+
+
+def fill_fleet_energy(
+    con: duckdb.DuckDBPyConnection, level: int, since: object, until: object
+) -> None:
+    """The fleet's sums (``FLEET_ENERGY_SQL``) of the per-GPU buckets of ``level`` in
+    [since, until] and of the bucket after. The caller holds the write lock."""
     con.execute(FLEET_ENERGY_SQL, [level, since, until, level, level])
 
 

@@ -14,12 +14,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.rollups import (
-    ENERGY_LEVEL_S,
-    FLEET_ENERGY_SQL,
-    add_gpu_level,
-    fill_energy_used,
-)
+from telemetry.rollups import ENERGY_LEVEL_S, add_gpu_level, fill_energy_used, fill_fleet_energy
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -226,7 +221,7 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     if not had_used:
         fill_energy_used(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
     elif not had_fleet_energy:  # the fleet's hours summed once from the per-GPU hours
-        con.execute(FLEET_ENERGY_SQL, [ENERGY_LEVEL_S, "1970-01-01", "9999-12-31"] + [3600] * 2)
+        fill_fleet_energy(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:

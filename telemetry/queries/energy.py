@@ -54,8 +54,8 @@ def _hours(tr: TimeRange) -> tuple[object, object]:
     return start, end
 
 
-# The same from the fleet's hours (``rollups.FLEET_ENERGY_SQL``): every hour summed (``n``
-# NULL for none), those whose per-GPU sums are kept (``kept``), GPU-hours, counted, kWh.
+# The same from the fleet's hours (``rollups.FLEET_ENERGY_SQL``): the hours, those that keep
+# the per-GPU sums (``gpu_hours`` not NULL), their GPU-hours, those with an energy, and kWh.
 _FLEET_SQL = """SELECT count(*), count(gpu_hours), sum(gpu_hours), sum(energy_gpu_hours),
   sum(energy_mj_used) / 3.6e9 FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts < ?"""
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange
 from telemetry.queries.gpu_rollup import node_series_level
-from telemetry.queries.gpus import NODE_POINTS, nice_bucket
+from telemetry.queries.gpus import NODE_POINTS, WHOLE_BUCKETS_SQL, nice_bucket, whole_buckets
 from telemetry.store import Store
 from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
 
@@ -52,9 +52,6 @@ FROM gpu_rollup s JOIN gpus g USING (gpu_id)
 WHERE s.bucket_s = ? AND {whole} AND s.{c} IS NOT NULL AND s.gpu_id IN (
     SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
 GROUP BY ALL ORDER BY g.gpu, 1"""
-# The buckets the range touches, whole: [bucket of the start, the bucket after the end's).
-_WHOLE = """s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
-  AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)"""
 # Fields without a column of their own (extras), kept from dcgm-exporter scrapes only; and the
 # PCIe rates, extras in stores written before they had columns (read there when the column has
 # nothing for the node).
@@ -78,10 +75,10 @@ def node_gpu_metric(
     name, _, _, column = NODE_METRICS[key]
     bucket = nice_bucket(store, tr, max_points)
     level = node_series_level(store, tr, bucket) if key in ROLLED_METRICS else None
-    whole: list[object] = [bucket, tr.start, bucket, tr.end, bucket]
+    whole = whole_buckets(bucket, tr)
     if level is not None:  # weighted by the samples of the buckets that had the metric
         return store.df(
-            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name, whole=_WHOLE),
+            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name, whole=WHOLE_BUCKETS_SQL),
             [bucket, bucket, level, *whole, str(host)[:200]],
         )
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
@@ -106,7 +103,7 @@ def node_gpu_metric(
             f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, avg({value}) AS {name},
                        ? AS bucket_s
                 FROM {source} s JOIN gpus g USING (gpu_id)
-                WHERE {_WHOLE} AND {where} AND s.gpu_id IN (
+                WHERE {WHOLE_BUCKETS_SQL} AND {where} AND s.gpu_id IN (
                   SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
                 GROUP BY ALL ORDER BY g.gpu, 1""",
             [bucket, bucket, *params, str(host)[:200]],

@@ -184,6 +184,16 @@ def nice_bucket(store: Store, tr: TimeRange, max_points: int) -> int:
 NODE_POINTS = 250
 
 
+# The buckets a range touches, whole: [the start's bucket, the bucket after the end's), of
+# a table aliased ``s``; its parameters are ``whole_buckets(bucket, tr)``.
+WHOLE_BUCKETS_SQL = """s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+  AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)"""
+
+
+def whole_buckets(bucket: int, tr: TimeRange) -> list[Any]:
+    return [bucket, tr.start, bucket, tr.end, bucket]
+
+
 def node_gpu_series(
     store: Store, host: str, tr: TimeRange, max_points: int = NODE_POINTS, min_bucket: int = 0
 ) -> pd.DataFrame:
@@ -212,22 +222,18 @@ def node_gpu_series(
             f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, {cols},
                        max(s.xid_last) AS xid_last, ? AS bucket_s
                 FROM gpu_rollup s JOIN gpus g USING (gpu_id)
-                WHERE s.bucket_s = ? AND s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
-                  AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)
-                  AND s.gpu_id = ANY(?::INTEGER[])
+                WHERE s.bucket_s = ? AND {WHOLE_BUCKETS_SQL} AND s.gpu_id = ANY(?::INTEGER[])
                 GROUP BY ALL ORDER BY g.gpu, 1""",
-            [bucket, bucket, level, bucket, tr.start, bucket, tr.end, bucket, gids],
+            [bucket, bucket, level, *whole_buckets(bucket, tr), gids],
         )
     return store.df(
-        """SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
+        f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
                   avg(s.util_pct) AS util_pct, avg(s.temp_c) AS temp_c,
                   avg(s.power_w) AS power_w, avg(s.sm_clock_mhz) AS sm_clock_mhz,
                   avg(s.fb_used_mib) AS fb_used_mib, max(s.xid_last) AS xid_last,
                   ? AS bucket_s
            FROM gpu_samples s JOIN gpus g USING (gpu_id)
-           WHERE s.ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
-             AND s.ts < time_bucket(to_seconds(?), ?::TIMESTAMP) + to_seconds(?)
-             AND s.gpu_id = ANY(?::INTEGER[])
+           WHERE {WHOLE_BUCKETS_SQL} AND s.gpu_id = ANY(?::INTEGER[])
            GROUP BY ALL ORDER BY g.gpu, 1""",
-        [bucket, bucket, bucket, tr.start, bucket, tr.end, bucket, gids],
+        [bucket, bucket, *whole_buckets(bucket, tr), gids],
     )
