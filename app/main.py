@@ -21,7 +21,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from app import data, guard
+from app import data, guard, plotlyjs
 from app.ui import TIMECHART
 from telemetry.store import Store
 
@@ -336,6 +336,7 @@ def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
     app.layout = _layout
     _register_shell_callbacks(app)
     guard.install_envelope_check(app.server, lambda: app.callback_map)
+    plotlyjs.install(app.server, app.config.requests_pathname_prefix)
     return app
 
 

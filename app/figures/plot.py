@@ -185,7 +185,12 @@ def _sent(value: Any, key: str | None = "") -> Any:
 
 def check(fig: Figure | dict[str, Any]) -> Any:
     """``fig`` through plotly.py's validators: a ``plotly.graph_objects.Figure`` (for tests to
-    read as objects), or ValueError naming the property plotly does not know."""
+    read as objects), or ValueError naming the property plotly does not know, or a trace type
+    the browser's plotly.js bundle lacks."""
     import plotly.graph_objects as go
 
-    return go.Figure(fig.to_dict() if isinstance(fig, Figure) else fig)
+    from app import plotlyjs
+
+    as_dict = fig.to_dict() if isinstance(fig, Figure) else fig
+    plotlyjs.check_traces(t.get("type", "scatter") for t in as_dict.get("data", []))
+    return go.Figure(as_dict)
