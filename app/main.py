@@ -36,10 +36,16 @@ RANGE_OPTIONS = [
     ("custom", "Zoomed window"),
 ]
 
+# The head's script sets the theme before anything is drawn, and takes the browser's own trim
+# and number parsing before Dash's polyfill replaces them (put back by assets/05-natives.js).
 _INDEX = """<!DOCTYPE html>
 <html lang="en" data-bs-theme="dark">
 <head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}
-<script>try{if(localStorage.getItem("ff-theme")==="light")document.documentElement.setAttribute("data-bs-theme","light")}catch(e){}</script>
+<script>try{if(localStorage.getItem("ff-theme")==="light")document.documentElement.setAttribute("data-bs-theme","light")}catch(e){}
+window.ffNatives=[[String.prototype,"trim"],[String.prototype,"trimStart"],
+[String.prototype,"trimEnd"],[String.prototype,"trimLeft"],[String.prototype,"trimRight"],
+[window,"parseInt"],[window,"parseFloat"],[Number,"parseInt"],[Number,"parseFloat"]]
+.map(function(p){return [p[0],p[1],p[0][p[1]]]});</script>
 </head>
 <body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body>
 </html>"""

@@ -75,3 +75,19 @@ def test_charts_draw_with_the_bundle(dev_server: Server, page: Page) -> None:
 def test_the_bundle_ships_with_the_package() -> None:
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert '"static/*"' in pyproject
+
+
+def test_the_browsers_own_trim_and_parsing_are_put_back(dev_server: Server, page: Page) -> None:
+    # Dash's polyfill (core-js 2) swaps them for JavaScript versions, which plotly.js calls
+    # for every marker's colour; assets/05-natives.js restores the ones taken before it ran.
+    page.goto(dev_server.url + "/checkpoints#range=all")
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length > 0")
+    swapped = page.evaluate(
+        "() => window.ffNatives.filter(([obj, name, fn]) => obj[name] !== fn)"
+        ".map(([obj, name]) => name)"
+    )
+    assert swapped == []
+    assert page.evaluate("() => window.ffNatives.length") == 9
+    # the native trim keeps U+180E (not white space since Unicode 6.3); core-js's strips it
+    assert page.evaluate("() => '\\u180e x'.trim().length") == 3
+    assert page.evaluate("() => parseInt(' 42px') + parseFloat('2.5e1 ')") == 67
