@@ -13,6 +13,9 @@ Pages only read it.
 
 from __future__ import annotations
 
+import logging
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -27,6 +30,7 @@ from telemetry.store import Store
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 REFRESH_MS = 10_000
+DEFAULT_THEME = "dark"  # a browser that has not chosen light (the theme switch, localStorage)
 RANGE_OPTIONS = [
     ("1h", "Last hour"),
     ("6h", "Last 6 h"),
@@ -310,7 +314,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     # The theme is set on <html> (Bootstrap's colour mode) and kept in localStorage, which the
     # page's <head> reads before anything is drawn: a light page does not flash dark on reload.
     app.clientside_callback(
-        "function(light){var t = light ? 'light' : 'dark';"
+        "function(light){var t = light ? 'light' : '" + DEFAULT_THEME + "';"
         " document.documentElement.setAttribute('data-bs-theme', t);"
         " try { localStorage.setItem('ff-theme', t); } catch (e) {} return t;}",
         Output("theme-store", "data"),
@@ -344,6 +348,26 @@ def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
     guard.install_envelope_check(app.server, lambda: app.callback_map)
     plotlyjs.install(app.server, app.config.requests_pathname_prefix)
     return app
+
+
+def warm_landing() -> threading.Thread:
+    """Build the landing view (the Overview of the newest run, whole range, default theme) on a
+    thread of its own, started with the server: the first person to open the dashboard after a
+    start asks for it about half a second later (the page's scripts load first), and then waits
+    for this build (the caches' single flight) instead of starting it, with DuckDB's blocks
+    already read. A failure is only logged: the browser's request builds the view again and
+    shows the error."""
+
+    def run() -> None:
+        try:
+            view = _view_from_url("", [o["value"] for o in data.run_options()])
+            sys.modules[dash.page_registry["pages.overview"]["module"]].warm(view, DEFAULT_THEME)
+        except Exception:  # noqa: BLE001 (a warm-up never stops the server)
+            logging.getLogger("factoryfloor.app").exception("warming the landing view failed")
+
+    thread = threading.Thread(target=run, name="warm-landing", daemon=True)
+    thread.start()
+    return thread
 
 
 def run_server(app: dash.Dash, host: str, port: int) -> None:

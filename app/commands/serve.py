@@ -62,7 +62,7 @@ def serve_dashboard(
     """Serve ``s.store`` on ``s.host:s.port`` until interrupted; with ``replay_sc`` replayed
     live into it, the ``collected`` sources run into it, and the ingest API if asked."""
     from app import guard
-    from app.main import create_app, run_server
+    from app.main import create_app, run_server, warm_landing
     from app.memory import keep_rss_flat
     from telemetry.collect.http_api import IngestService, make_blueprint
     from telemetry.label_api import make_label_blueprint
@@ -113,6 +113,7 @@ def serve_dashboard(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )
     signal.signal(signal.SIGTERM, _interrupt)  # systemd's stop: shut down as on Ctrl-C
+    warm_landing()
     try:
         run_server(app, s.host, s.port)
     except OSError as exc:

@@ -349,3 +349,9 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         _hot_table(hot),
         _targets(health) if health is not None else [],
     )
+
+
+def warm(view: dict[str, Any], theme: str) -> None:
+    """Build ``view``'s reply into the reply memo (and its reads into the store's cache), as
+    the first browser to ask for it would."""
+    _update(view, None, theme)

@@ -1,0 +1,53 @@
+"""The landing view is built as the server starts: the first browser's Overview request, exactly
+as Chromium sends it, is answered from that build, not computed again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from app import data, ui
+from app.main import create_app, warm_landing
+from telemetry.store import Store
+from tests.conftest import Server
+
+
+def _computed_again(*_args: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("computed again")
+
+
+def test_the_first_overview_request_is_answered_from_the_warm_up(
+    dev_server: Server, page: Page, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bodies: list[str] = []
+
+    def keep(request: Any) -> None:
+        if "_dash-update-component" in request.url and "ov-cards" in (request.post_data or ""):
+            bodies.append(request.post_data)
+
+    page.on("request", keep)
+    page.goto(dev_server.url + "/")  # a browser that has chosen nothing: the landing view
+    page.wait_for_function(
+        "() => document.querySelector('#ov-fleet .js-plotly-plot')?.data?.length > 0"
+    )
+    assert len(bodies) == 1
+
+    app = create_app(store)  # a server starting on the same store
+    warm_landing().join(timeout=120)
+    monkeypatch.setattr(data, "fleet_series", _computed_again)
+    monkeypatch.setattr(data, "interruptions", _computed_again)
+    client = app.server.test_client()
+    headers = {"Content-Type": "application/json"}
+    reply = client.post("/_dash-update-component", data=bodies[0], headers=headers)
+    assert reply.status_code == 200
+    text = reply.get_data(as_text=True)
+    assert "ov-fleet" in text and "Mean utilization" in text
+    assert "computed again" not in text
+
+    ui._REPLIES.clear()  # without the warm-up the same request builds the view itself
+    text = client.post("/_dash-update-component", data=bodies[0], headers=headers).get_data(
+        as_text=True
+    )
+    assert "Could not load this view: RuntimeError: computed again" in text
