@@ -3,15 +3,17 @@ as Chromium sends it, is answered from that build, not computed again."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from app import data, ui
+from app import cli, data, ui
 from app.main import create_app, warm_landing
 from telemetry.store import Store
-from tests.conftest import Server
+from tests.conftest import Server, free_port
 
 
 def _computed_again(*_args: Any, **_kwargs: Any) -> Any:
@@ -51,3 +53,24 @@ def test_the_first_overview_request_is_answered_from_the_warm_up(
         as_text=True
     )
     assert "Could not load this view: RuntimeError: computed again" in text
+
+
+def test_a_server_stopped_while_it_warms_up_closes_its_store(
+    day: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stopped at once (Ctrl-C right after start): the warm-up is still reading. Closing the
+    # store under its query raised "connection is busy" and aborted the process at exit.
+    import app.main
+
+    built: list[threading.Thread] = []
+
+    def warm() -> threading.Thread:
+        built.append(warm_landing())
+        return built[-1]
+
+    monkeypatch.setattr(app.main, "warm_landing", warm)
+    monkeypatch.setattr(app.main, "run_server", lambda *_args: None)
+    assert cli.main(["serve", "--store", str(day), "--port", str(free_port())]) == 0
+    assert len(built) == 1 and not built[0].is_alive()
+    with Store(str(day)) as again:  # closed cleanly: it opens for writing again
+        assert again.rows("SELECT count(*) FROM runs")[0][0] > 0

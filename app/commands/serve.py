@@ -113,7 +113,7 @@ def serve_dashboard(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )
     signal.signal(signal.SIGTERM, _interrupt)  # systemd's stop: shut down as on Ctrl-C
-    warm_landing()
+    workers.append(warm_landing())  # joined below: the store is not closed under its query
     try:
         run_server(app, s.host, s.port)
     except OSError as exc:
