@@ -16,6 +16,7 @@ result cache in ``telemetry.cache`` and the rollups in ``telemetry.rollups``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -105,8 +106,22 @@ class Store:
         with self._write_lock:
             schema.create(self._con)
 
-    def close(self) -> None:
-        self._con.close()
+    def close(self, wait_s: float = 10.0) -> None:
+        """Close the store once no reader is inside a query. DuckDB refuses to close a
+        connection whose cursor is running one ("connection is busy"), and a process that
+        exits with a thread still inside DuckDB aborts: a server stopped while a request or
+        the landing view's warm-up reads lets them finish, for up to ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._con.close()
+                return
+            except duckdb.ResourceInUseException:
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        self.path, f"a reader was still inside a query after {wait_s:g} s"
+                    ) from None
+                time.sleep(0.02)
 
     def __enter__(self) -> Store:
         return self

@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -374,3 +376,42 @@ def test_no_progress_bar_can_land_in_a_commands_output(tmp_path: Path) -> None:
         assert s.scalar("SELECT current_setting('enable_progress_bar')") is False
     with Store(str(tmp_path / "s.duckdb"), read_only=True) as s:
         assert s.scalar("SELECT current_setting('enable_progress_bar')") is False
+
+
+# A query that keeps a cursor busy for about a second on this machine.
+_LONG = "SELECT count(*) FROM range(300000000) t(i) WHERE i % 7 = 3"
+
+
+def _reading(store: Store) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    started = threading.Event()
+
+    def read() -> None:
+        started.set()
+        out.append(store.scalar(_LONG))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    started.wait()
+    time.sleep(0.1)  # inside the query by now
+    return thread, out
+
+
+def test_close_waits_for_a_reader_inside_a_query(tmp_path: Path) -> None:
+    # A server stopped while a request reads: DuckDB refused the close ("connection is
+    # busy") and the process aborted at exit with the thread still inside DuckDB.
+    store = Store(str(tmp_path / "s.duckdb"))
+    thread, out = _reading(store)
+    assert thread.is_alive()
+    store.close()
+    thread.join()
+    assert out == [42857143]  # the reader's answer arrived whole before the close
+
+
+def test_close_gives_up_on_a_reader_that_does_not_finish(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "s.duckdb"))
+    thread, _ = _reading(store)
+    with pytest.raises(StoreError, match="a reader was still inside a query after 0.05 s"):
+        store.close(wait_s=0.05)
+    thread.join()
+    store.close()
