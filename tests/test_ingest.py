@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +18,7 @@ from telemetry.collect.scrape import Target, load_targets, normalise, scrape_rou
 from telemetry.collect.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES as FIXTURES
-from tests.conftest import cli
+from tests.conftest import ROOT, cli
 from tests.faults import exporter_farm
 
 
@@ -150,3 +153,25 @@ def test_replay_exporters_to_store_end_to_end(tmp_path: Path) -> None:
         assert s.scalar("SELECT count(*) FROM gpu_samples") >= 64
         assert s.scalar("SELECT count(*) FROM targets WHERE up") >= 8
         assert s.scalar("SELECT avg(util_pct) FROM gpu_samples") > 10  # a running job
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_daemon_stores_the_round_in_progress_first(
+    tmp_path: Path, exporter: str, sig: signal.Signals
+) -> None:
+    # Stopped while its scrape of a 3 s exporter is in flight: the round is stored, then the
+    # daemon exits 0 (killed mid-round it stored nothing: that scrape cannot be taken again).
+    store = tmp_path / "s.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "ingest", "--store", str(store),
+         "--target", f"{exporter}/slow/metrics", "--interval", "30", "--timeout", "10"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(2.0)  # started (~1 s) and inside the scrape, which answers at 3 s
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"{sig.name}: stopping after the round in progress" in err
+    with Store(str(store), read_only=True) as s:
+        assert s.scalar("SELECT count(*) FROM gpu_samples") == 8  # the default fixture's GPUs
+        assert s.scalar("SELECT count(DISTINCT ts) FROM targets") == 1
