@@ -46,29 +46,13 @@ def graph_config(name: str) -> dict[str, Any]:
     }
 
 
-# What a chart shows until its callback answers: nothing, at a chart's usual height. dcc.Graph
-# draws its figure as soon as plotly.js is loaded, usually before the answer; its default (no
-# data, plotly's default axes) cost 100-250 ms of the browser's main thread per chart in text
-# measurement, nine times on the GPUs page, and showed meaningless 0-1 axes for a moment.
-BLANK = {
-    "data": [],
-    "layout": {
-        "height": 300,
-        "xaxis": {"visible": False},
-        "yaxis": {"visible": False},
-        "paper_bgcolor": "rgba(0,0,0,0)",
-        "plot_bgcolor": "rgba(0,0,0,0)",
-    },
-}
-
-
 def time_graph(name: str, **style: Any) -> html.Div:
     """A chart with a time x-axis: zooming it narrows the time range on every page. The outer
     ``id`` (``name``) is stable for tests and CSS; the graph's own id is pattern-matched."""
     return html.Div(
         dcc.Graph(
             id={"type": TIMECHART, "id": name},
-            figure=BLANK,
+            figure=figures.PLACEHOLDER,
             config=graph_config(name),
             style=style,
         ),
@@ -85,7 +69,9 @@ def operator_token_input(id_: str) -> dbc.Input:
 
 
 def graph(name: str) -> html.Div:
-    chart = dcc.Graph(id={"type": "chart", "id": name}, figure=BLANK, config=graph_config(name))
+    chart = dcc.Graph(
+        id={"type": "chart", "id": name}, figure=figures.PLACEHOLDER, config=graph_config(name)
+    )
     return html.Div(chart, id=name)
 
 

@@ -50,7 +50,25 @@ def _template(name: str) -> dict:
         return {"layout": full["layout"], "data": data}
 
 
-def _base(title: str, height: int = 300, template: str = TEMPLATE) -> Figure:
+HEIGHT = 300  # a chart's usual height (px)
+# What a chart shows until its callback answers (``app.ui``'s graphs): nothing, at the usual
+# height, on the page's own background. dcc.Graph draws its figure as soon as plotly.js is
+# loaded, usually before the answer; its default (no data, plotly's default axes) cost
+# 100-250 ms of the browser's main thread per chart in text measurement, nine times on the
+# GPUs page, and showed meaningless 0-1 axes for a moment.
+PLACEHOLDER = {
+    "data": [],
+    "layout": {
+        "height": HEIGHT,
+        "xaxis": {"visible": False},
+        "yaxis": {"visible": False},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+    },
+}
+
+
+def _base(title: str, height: int = HEIGHT, template: str = TEMPLATE) -> Figure:
     fig = Figure(layout={"template": _template(template)})
     fig.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
@@ -92,7 +110,7 @@ def legend_below(fig: Figure, rows: int = 1) -> Figure:
     return fig
 
 
-def empty(title: str, message: str, height: int = 300, template: str = TEMPLATE) -> Figure:
+def empty(title: str, message: str, height: int = HEIGHT, template: str = TEMPLATE) -> Figure:
     fig = _base(title, height, template)
     fig.add_annotation(
         text=message,
