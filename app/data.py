@@ -329,7 +329,8 @@ def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
 
 
 def summary(run_id: str) -> dict[str, Any]:
-    return run_summary(store(), run_id)
+    """The run's figures the Overview's cards show (``run_summary`` without its detail)."""
+    return run_summary(store(), run_id, detail=False)
 
 
 def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:

@@ -107,3 +107,21 @@ def test_a_view_s_reads_at_once_equal_the_same_reads_in_turn(
     pd.testing.assert_frame_equal(at_once[0], in_turn[0])
     pd.testing.assert_frame_equal(at_once[1], in_turn[1])
     assert at_once[2] == in_turn[2]
+
+
+def test_the_overview_s_cards_show_the_run_summary_s_own_figures(bound: Store) -> None:
+    """The Overview reads the summary without its detail (the interruption list with every
+    evidence parsed, tiers, restores, Slurm jobs, utilization): what it does read is the full
+    summary's, figure for figure, and the energy by the same basis."""
+    from telemetry.summary import run_summary
+
+    full, cards = run_summary(bound, RUN), data.summary(RUN)
+    detail = {"checkpoints", "restores", "slurm_jobs", "utilization"}
+    assert set(full) - set(cards) == detail and not set(cards) - set(full)
+    assert "list" in full["interruptions"] and len(full["interruptions"]["list"]) > 0
+    assert cards["interruptions"] == {k: v for k, v in full["interruptions"].items() if k != "list"}
+    for key in set(cards) - {"interruptions", "energy"}:
+        assert cards[key] == full[key], key
+    # the counter answers on a replay: power x time is not read for the cards
+    assert full["energy"]["basis"] == "energy counter" and full["energy"]["kwh_power"] > 0
+    assert cards["energy"] == full["energy"] | {"kwh_power": None}

@@ -86,12 +86,14 @@ def _counter(store: Store, tr: TimeRange) -> tuple[float | None, str]:
     return kwh, table
 
 
-def energy(store: Store, tr: TimeRange) -> Energy:
-    """The fleet's GPU energy over the whole hours ``tr`` touches."""
+def energy(store: Store, tr: TimeRange, both: bool = True) -> Energy:
+    """The fleet's GPU energy over the whole hours ``tr`` touches; without ``both``, power x
+    time only where the counter does not answer (``kwh_power`` None otherwise: a 54-day
+    fleet's node-hours are the slowest read of the Overview's cards)."""
     start, end = _hours(tr)
     counter, _ = _counter(store, tr)
     power = None
-    if HOUR in store.rollup_levels():
+    if HOUR in store.rollup_levels() and (both or not counter):
         power = store.scalar(
             _POWER_SQL.format(group="", by=""), [store.sample_interval_s(), HOUR, start, end]
         )
