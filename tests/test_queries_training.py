@@ -98,6 +98,13 @@ def test_ema_matches_tensorboard_smoothing() -> None:
     assert out[0] == 1.0  # debiased: the first point is the first value
     assert np.allclose(out, [1.0, 5 / 3, 17 / 7, 49 / 15])
     assert np.allclose(ema(xs, 0.0), xs)
+    # the same as pandas' adjusted EWM on a long noisy series, and a NaN carries on to the end
+    noisy = np.random.default_rng(3).normal(3.0, 0.5, 5000)
+    want = pd.Series(noisy).ewm(alpha=1 - 0.95, adjust=True).mean().to_numpy()
+    assert np.allclose(ema(noisy, 0.95), want, rtol=1e-12)
+    holed = noisy[:10].copy()
+    holed[4] = np.nan
+    assert np.isfinite(ema(holed, 0.6)[:4]).all() and np.isnan(ema(holed, 0.6)[4:]).all()
 
 
 def test_overview_alerts_name_what_needs_attention(dev_store: Path) -> None:

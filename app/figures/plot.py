@@ -20,6 +20,7 @@ instead of being ignored by the browser.
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 # the property names of the layout and of the traces drawn here that contain an underscore
 # (plotly.py's list for them): not split into a path
 _UNSPLIT = frozenset({"paper_bgcolor", "plot_bgcolor", "error_x", "error_y", "copy_ystyle"})
-_NATIVE = frozenset({str, int, float, bool, type(None)})
+_NATIVE = frozenset({str, int, float, bool, type(None), datetime})  # orjson's own
 
 
 def plain(value: Any) -> Any:

@@ -18,19 +18,21 @@ StepScale = Callable[[Any], Any]  # steps (a Series) -> x positions on the chart
 
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
-    """TensorBoard's smoothing: an exponential moving average, debiased at the start."""
+    """TensorBoard's smoothing: an exponential moving average, debiased at the start (for
+    finite values the same as pandas' ``ewm(alpha=1 - weight, adjust=True)``); a NaN carries
+    on to the end, as in TensorBoard. One pass in Python: a chart's series is at most a few
+    thousand points, and a run has a piece per restart (386 on the 54-day llama3 run), where
+    pandas' per-call cost (~0.35 ms) made the smoothing most of the Training page's build."""
     values = np.asarray(values, dtype=float)
     if weight <= 0 or len(values) == 0:
         return values
-    if np.isfinite(values).all():  # the same sum, weights w^k over the sum of the weights
-        return pd.Series(values).ewm(alpha=1 - weight, adjust=True).mean().to_numpy()
-    out = np.empty(len(values))  # a NaN carries on to the end, as in TensorBoard
-    last, n = 0.0, 0
-    for i, v in enumerate(values):
-        n += 1
-        last = last * weight + (1 - weight) * v
-        out[i] = last / (1 - weight**n)
-    return out
+    out = []
+    last, keep, new, bias = 0.0, float(weight), 1.0 - weight, 1.0
+    for v in values.tolist():
+        last = last * keep + new * v
+        bias *= keep  # weight ** (points so far)
+        out.append(last / (1.0 - bias))
+    return np.array(out)
 
 
 def _x(df: pd.DataFrame, axis: str) -> pd.Series:
@@ -184,6 +186,15 @@ def _event_x(events: pd.DataFrame, axis: str, to_x: StepScale, col: str) -> pd.S
     return to_x(events[col])
 
 
+def _listed(values: Any) -> list:
+    """A column's values as a list of JSON-ready items: times as ``datetime`` (missing as
+    None), numbers as floats."""
+    a = np.asarray(values)
+    if a.dtype.kind == "M":  # via microseconds: nanosecond times would become integers
+        a = a.astype("datetime64[us]").astype(object)
+    return a.tolist()
+
+
 def _mark_events(fig: Figure, events: pd.DataFrame, axis: str, to_x: StepScale) -> None:
     if events.empty:
         return
@@ -192,10 +203,11 @@ def _mark_events(fig: Figure, events: pd.DataFrame, axis: str, to_x: StepScale) 
     if axis == "time":  # shade the downtime: failure to resumed training
         x0, x1 = events["ts"], events["resumed"]
     # All shaded spans as one filled trace (one add_vrect per span costs ~50 ms each in
-    # plotly.py: 20 s for the 437 interruptions of a 54-day run).
+    # plotly.py: 20 s for the 437 interruptions of a 54-day run). Ends as plain datetimes
+    # (or numbers), converted once: a list of pandas Timestamps costs ~2 us per item later.
     xs: list = []
     ys: list = []
-    for a, b in zip(x0, x1, strict=True):
+    for a, b in zip(_listed(x0), _listed(x1), strict=True):
         if b != a:
             xs += [a, a, b, b, a, None]
             ys += [0, 1, 1, 0, 0, None]
@@ -213,12 +225,14 @@ def _mark_events(fig: Figure, events: pd.DataFrame, axis: str, to_x: StepScale) 
                 name="Rolled back / down",
             )
         )
-    for cat, grp in events.groupby("category"):
-        xs = _event_x(grp, axis, to_x, "failed_step")
+    # per category, by row position: a sub-frame per category cost pandas' overhead each
+    at = np.asarray(_event_x(events, axis, to_x, "failed_step"))
+    custom = events[["component", "host", "restored_tier", "lost_steps"]].astype(str).to_numpy()
+    for cat, rows in events.groupby("category").indices.items():
         fig.add_trace(
             plot.Scatter(
-                x=xs,
-                y=[1.0] * len(grp),
+                x=at[rows],
+                y=[1.0] * len(rows),
                 yaxis="y2",
                 mode="markers",
                 name=f"{cat} interruption",
@@ -227,7 +241,7 @@ def _mark_events(fig: Figure, events: pd.DataFrame, axis: str, to_x: StepScale) 
                     "size": 11,
                     "color": CATEGORY_COLOURS.get(str(cat), "#b6b6b6"),
                 },
-                customdata=grp[["component", "host", "restored_tier", "lost_steps"]].astype(str),
+                customdata=custom[rows],
                 hovertemplate=(
                     "%{customdata[0]} on %{customdata[1]}<br>restored from "
                     "%{customdata[2]}, %{customdata[3]} steps lost<extra>" + str(cat) + "</extra>"
@@ -241,12 +255,13 @@ def _mark_checkpoints(fig: Figure, ck: pd.DataFrame, axis: str, to_x: StepScale)
     if ck.empty:
         return
     levels = {"nvme": 0.02, "pfs": 0.05, "object": 0.08}
-    for tier, grp in ck.groupby("tier"):
-        xs = grp["ts"] if axis == "time" else to_x(grp["step"])
+    at = np.asarray(ck["ts"] if axis == "time" else to_x(ck["step"]))
+    custom = ck[["step", "status"]].astype(str).to_numpy()
+    for tier, rows in ck.groupby("tier").indices.items():  # by position, as _mark_events
         fig.add_trace(
             plot.Scatter(
-                x=xs,
-                y=[levels.get(str(tier), 0.1)] * len(grp),
+                x=at[rows],
+                y=[levels.get(str(tier), 0.1)] * len(rows),
                 yaxis="y2",
                 mode="markers",
                 name=f"{TIER_NAMES.get(str(tier), tier)} checkpoint",
@@ -255,7 +270,7 @@ def _mark_checkpoints(fig: Figure, ck: pd.DataFrame, axis: str, to_x: StepScale)
                     "size": 8,
                     "color": TIER_COLOURS.get(str(tier), "#999"),
                 },
-                customdata=grp[["step", "status"]].astype(str),
+                customdata=custom[rows],
                 hovertemplate="step %{customdata[0]} (%{customdata[1]})<extra>"
                 + str(tier)
                 + " checkpoint</extra>",
