@@ -168,15 +168,20 @@ def fleet_timeline(
             hovertemplate="%{y:.1f} °C<extra>hottest GPU</extra>",
         )
     )
-    for cat, grp in interruptions.groupby("category") if not interruptions.empty else []:
+    ints = interruptions if not interruptions.empty else pd.DataFrame(
+        columns=["ts", "category", "component", "host"]
+    )
+    at, custom = ints["ts"].to_numpy(), ints[["component", "host"]].astype(str).to_numpy()
+    # per category by row position (a sub-frame per category costs pandas' overhead each)
+    for cat, rows in ints.groupby("category").indices.items():
         fig.add_trace(
             plot.Scatter(
-                x=grp["ts"],
-                y=[102] * len(grp),
+                x=at[rows],
+                y=[102] * len(rows),
                 mode="markers",
                 name=f"{cat} interruption",
                 marker={"symbol": "x", "size": 9, "color": CATEGORY_COLOURS.get(cat, "#ccc")},
-                customdata=grp[["component", "host"]].astype(str).to_numpy(),
+                customdata=custom[rows],
                 hovertemplate="%{customdata[0]} on %{customdata[1]}<extra>" + cat + "</extra>",
             )
         )
