@@ -187,9 +187,8 @@ def timeline(ck: pd.DataFrame, restores: pd.DataFrame, template: str = TEMPLATE)
     if bucketed:
         title += " (time buckets: mean write time per bucket)"
     fig = _base(title, 340, template)
-    for tier in [t for t in TIER_COLOURS if t in set(ck["tier"])] + sorted(
-        set(ck["tier"]) - set(TIER_COLOURS)
-    ):
+    seen = set(ck["tier"].unique().tolist())  # not set(column): Arrow strings one by one
+    for tier in [t for t in TIER_COLOURS if t in seen] + sorted(seen - set(TIER_COLOURS)):
         fig.add_trace(_tier_trace(tier, ck[ck["tier"] == tier]))
     bad = ck[ck["failed"] > 0]
     if not bad.empty:
