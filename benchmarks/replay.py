@@ -6,7 +6,7 @@
 Prints rows written per second by a full backfill (simulation, synthesis, inserts, rollups) and,
 measured in the same run on the same disk, the rate at which DuckDB bulk-inserts the same
 number of rows of the same schema from ready-made Arrow batches (the ceiling).
-Targets (issue #2): full backfill under 5 minutes, at >= 40% of the ceiling.
+Targets: full backfill under 5 minutes, at >= 40% of the ceiling (issue #2); >= 60% (#16).
 """
 
 from __future__ import annotations
@@ -88,8 +88,9 @@ def main() -> None:
     )
     ratio = rate / c_rate
     print(
-        f"ratio               {ratio:.0%} of ceiling (target >= 40%: "
-        f"{'PASS' if ratio >= 0.4 else 'FAIL'})"
+        f"ratio               {ratio:.0%} of ceiling (issue 2: >= 40%: "
+        f"{'PASS' if ratio >= 0.4 else 'FAIL'}; issue 16: >= 60%: "
+        f"{'PASS' if ratio >= 0.6 else 'FAIL'})"
     )
 
 

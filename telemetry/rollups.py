@@ -11,12 +11,15 @@ Per GPU, ``gpu_rollup`` keeps 5 min and 1 h buckets of the drill-down's columns,
 transaction and under the same watermark as the node level of that size: one node's GPUs over
 a day read 288 rows per GPU instead of every raw sample of the fleet in that day (5.9 M at
 16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour, and both outlive
-the raw samples when ``--raw-retention`` drops them.
+the raw samples when ``--raw-retention`` drops them. A replay hands over the per-GPU rows of
+the buckets its windows hold whole (``telemetry.replay.partials``): a refresh keeps a bucket
+whose rows count exactly the samples beneath it and builds the others (``_stale``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import duckdb
 
@@ -216,7 +219,68 @@ def _gpu_level(
 ) -> None:
     """Per-GPU buckets of ``level`` in [since, until]: from raw samples for the finest level,
     else from the level below, averages weighted by each bucket's sample count per column; and
-    their workload classes counted (``class_rollup``)."""
+    their workload classes counted (``class_rollup``). Buckets whose rows already account for
+    every sample beneath them are kept (``_stale``): a replay's whole buckets, handed over with
+    its samples, and buckets no sample joined since they were built."""
+    for lo, hi in _stale(con, level, prev, since, until):
+        _build_gpu_level(con, level, prev, lo, hi)
+    if prev is None:
+        con.execute(LINK_SQL, [level, since, until, level])
+    if level == ENERGY_LEVEL_S:
+        fill_energy_used(con, level, since, until)
+    con.execute(
+        "DELETE FROM class_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
+        [level, since, until],
+    )
+    where = "WHERE bucket_s = ? AND ts >= ? AND ts <= ?"
+    con.execute(CLASS_SQL.format(where=where), [level, since, until])
+
+
+def _stale(
+    con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: Any, until: Any
+) -> list[tuple[Any, Any]]:
+    """The buckets of ``level`` in [since, until] to build again, as ranges of whole buckets:
+    those whose per-GPU rows do not count exactly the samples beneath them (raw samples, or
+    the level below). Samples are only ever appended, and a bucket's rows are built from all of
+    its samples, so equal counts mean the same samples: a bucket a scrape also wrote into,
+    or one still filling, is rebuilt."""
+    have = dict(
+        con.execute(
+            "SELECT ts, sum(samples) FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ? "
+            "GROUP BY ts",
+            [level, since, until],
+        ).fetchall()
+    )
+    if len(have) <= 1:  # at most the bucket still filling (a scrape's, a live replay's)
+        return [(since, until)]
+    if prev is None:
+        below = con.execute(
+            "SELECT time_bucket(to_seconds(?), ts) AS b, count(*) FROM gpu_samples "
+            "WHERE ts >= ? AND ts <= ? GROUP BY b",
+            [level, since, until],
+        ).fetchall()
+    else:
+        below = con.execute(
+            "SELECT time_bucket(to_seconds(?), ts) AS b, sum(samples) FROM gpu_rollup "
+            "WHERE bucket_s = ? AND ts >= ? AND ts <= ? GROUP BY b",
+            [level, prev, since, until],
+        ).fetchall()
+    counts = dict(below)
+    stale = sorted({b for b, n in counts.items() if have.get(b) != n} | (set(have) - set(counts)))
+    step, tick = timedelta(seconds=level), timedelta(microseconds=1)
+    ranges: list[tuple[Any, Any]] = []
+    for b in stale:
+        if ranges and ranges[-1][1] + tick == b:
+            ranges[-1] = (ranges[-1][0], b + step - tick)
+        else:
+            ranges.append((b, b + step - tick))
+    return ranges
+
+
+def _build_gpu_level(
+    con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: object, until: object
+) -> None:
+    """The per-GPU rows of ``level`` in [since, until] (whole buckets), built anew."""
     con.execute(
         "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
     )
@@ -237,21 +301,11 @@ def _gpu_level(
         cols += [_weighted(c) for c in GPU_LINK]
         src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
     con.execute(
-        "DELETE FROM class_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
-        [level, since, until],
-    )
-    con.execute(
         f"""INSERT INTO gpu_rollup (bucket_s, ts, gpu_id, samples, {", ".join(names)})
         SELECT ?, time_bucket(to_seconds(?), ts) AS b, gpu_id, {count}, {", ".join(cols)}
         FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
         [level, level, *([prev] if prev is not None else []), since, until],
     )
-    if prev is None:
-        con.execute(LINK_SQL, [level, since, until, level])
-    if level == ENERGY_LEVEL_S:
-        fill_energy_used(con, level, since, until)
-    where = "WHERE bucket_s = ? AND ts >= ? AND ts <= ?"
-    con.execute(CLASS_SQL.format(where=where), [level, since, until])
 
 
 def _rollup_level(

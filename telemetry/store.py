@@ -35,6 +35,7 @@ from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
 APPENDABLE = (
     "gpu_samples",
     "node_tick",
+    "gpu_buckets",
     "gpu_samples_extra",
     "train_metrics",
     "interruptions",
@@ -52,9 +53,12 @@ APPENDABLE = (
 )
 # Tables appended by column name: producers may omit columns added later (NULL).
 _BY_NAME = frozenset(
-    {"gpu_samples", "node_tick", "interruptions", "checkpoints", "signals", "checkpoint_events",
-     "slurm_jobs", "slurm_nodes", "slurm_node_events"}
+    {"gpu_samples", "node_tick", "gpu_buckets", "interruptions", "checkpoints", "signals",
+     "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events"}
 )  # fmt: skip
+# Batch names stored under another table's name: a producer's whole per-GPU buckets
+# (``telemetry.replay.partials``) are rollup rows.
+_INTO = {"gpu_buckets": "gpu_rollup"}
 # Tables whose rows replace the stored row with the same key (a run's end, a job's state).
 _REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes"})
 
@@ -242,11 +246,15 @@ class Store:
 
         GPU samples also get their per-(tick, node) partial sums computed from the batch while
         it is in memory (``node_tick``), which every rollup level is built from. A producer
-        that already holds per-node arrays (the replay engine) may pass ``node_tick`` itself;
-        tests check that it equals what this SQL computes."""
+        that already holds per-node arrays (the replay engine) may pass ``node_tick`` itself,
+        and the per-GPU rollup rows of the buckets its batch holds whole (``gpu_buckets``: the
+        refresh keeps a bucket whose rows account for every sample in it); tests check that
+        both equal what the store's SQL computes from the samples."""
         for table in batches:
             if table not in APPENDABLE:
                 raise ValueError(f"table {table!r} is not appendable")
+        if "gpu_buckets" in batches and "gpu_samples" not in batches:
+            raise ValueError("gpu_buckets come only with the GPU samples they sum")
         total = 0
         with self._writing() as con:
             con.begin()
@@ -263,7 +271,8 @@ class Store:
                         con.register("_batch", data)
                         verb = "INSERT OR REPLACE" if table in _REPLACING else "INSERT"
                         by = " BY NAME" if table in _BY_NAME else ""
-                        con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
+                        into = _INTO.get(table, table)
+                        con.execute(f"{verb} INTO {into}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
                             con.execute(rollups.NODE_TICK_SQL)
                         con.unregister("_batch")

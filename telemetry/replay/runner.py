@@ -27,6 +27,7 @@ from telemetry.replay.scenarios import Scenario
 from telemetry.replay.source import ReplaySource
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import checkpoint_bytes, simulate
+from telemetry.rollups import gpu_levels_for
 from telemetry.store import Store
 
 ROLLUP_EVERY_S = 5.0  # during a backfill, rollups (what the dashboard reads) lag by at most this
@@ -152,9 +153,23 @@ def prepare(
     _register(store, sc, seed, syn, interval)
     end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
     ticks = np.arange(interval, end + 1e-9, interval)
+    align = 0
     if batch_ticks is None:
-        batch_ticks = max(1, int(1_000_000 // syn.n_gpus))
-    return ReplaySource(syn, ticks, batch_ticks)
+        batch_ticks, align = window_ticks(syn.n_gpus, interval)
+    return ReplaySource(syn, ticks, batch_ticks, align)
+
+
+def window_ticks(gpus: int, interval_s: float) -> tuple[int, int]:
+    """Ticks per backfill window (about a million samples) and the per-GPU bucket (s) its ends
+    fall on: the coarsest level kept at this interval (``rollups.gpu_levels_for``) of which a
+    whole number of buckets makes at most twice that, so every window hands its buckets over
+    whole (``replay.partials``); 0 where none fits."""
+    ticks = max(1, int(1_000_000 // gpus))
+    for level in reversed(gpu_levels_for(interval_s)):
+        per = level / interval_s
+        if per == int(per) and per <= 2 * ticks:
+            return int(per) * max(1, round(ticks / per)), level
+    return ticks, 0
 
 
 def _backfill(

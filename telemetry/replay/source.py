@@ -29,10 +29,13 @@ class ReplaySource:
     produces = (Tables,)
     health_rows = False  # every window carries its own row
 
-    def __init__(self, syn: Synthesizer, ticks: np.ndarray, batch_ticks: int) -> None:
+    def __init__(
+        self, syn: Synthesizer, ticks: np.ndarray, batch_ticks: int, align_s: int = 0
+    ) -> None:
         self.syn = syn
         self.ticks = ticks
         self.batch_ticks = max(1, batch_ticks)
+        self.align_s = align_s  # window ends fall on these buckets' boundaries (0: anywhere)
         self.interval_s = syn.interval_s  # simulated seconds between ticks
         self.target = f"{self.name}:{syn.run_id}"
         self.done = 0  # ticks handed out
@@ -50,14 +53,33 @@ class ReplaySource:
 
         due = int(np.searchsorted(self.ticks, t + _TICK_SLACK_S, side="right"))
         while self.done < due:
-            chunk = self.ticks[self.done : min(self.done + self.batch_ticks, due)]
+            end = self._cut(self.done, min(self.done + self.batch_ticks, due))
+            chunk = self.ticks[self.done : end]
             t1 = float(chunk[-1])
-            w = self.syn.window(chunk, self.t_prev, t1)
+            edges = (
+                float(self.ticks[self.done - 1]) if self.done else None,
+                float(self.ticks[end]) if end < len(self.ticks) else None,
+            )
+            w = self.syn.window(chunk, self.t_prev, t1, edges)
             self.done += len(chunk)
             self.t_prev = t1
             ts = self.syn.abs_time(t1)
             row = Health(self.target, True, last_success=ts, rows=w.sample_rows)
             yield Tables({**w.tables, "targets": health_table(ts, [row])}, ts, w.sample_rows)
+
+    def _cut(self, lo: int, hi: int) -> int:
+        """Where a window of ticks [lo, hi) ends: before the last boundary of the store's
+        coarsest per-GPU bucket in it (``align_s``), so that windows hold whole buckets,
+        which the synthesiser hands over summed (``replay.partials``); ``hi`` when the
+        window holds no boundary or ends the ticks."""
+        if not self.align_s or hi >= len(self.ticks) or hi - lo < 2:
+            return hi
+        span = self.align_s * 1_000_000
+        bucket = [self.syn.abs_us(float(t)) // span for t in self.ticks[lo : hi + 1]]
+        for i in range(hi - lo, 0, -1):  # the last tick that starts a bucket
+            if bucket[i] != bucket[i - 1]:
+                return lo + i
+        return hi
 
     def poll(self, now: datetime) -> Iterator[Tables]:
         return self.until((now - self.syn.sc.start).total_seconds())

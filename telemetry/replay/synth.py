@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.reference import GPU_MODELS
+from telemetry.replay.partials import arrow as _arrow
+from telemetry.replay.partials import gpu_buckets, node_tick
 from telemetry.replay.timeline import (
     DOWN,
     HUNG,
@@ -27,7 +29,7 @@ from telemetry.replay.timeline import (
     nominal_tokens_per_s,
     throughput_factor,
 )
-from telemetry.utilization import real_np
+from telemetry.rollups import gpu_levels_for
 
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 _NOISE_POOL = 1 << 22
@@ -46,15 +48,6 @@ class Window:
     def sample_rows(self) -> int:
         t = self.tables.get("gpu_samples")
         return 0 if t is None else len(t)
-
-
-def _arrow(a: np.ndarray, type_: pa.DataType | None = None) -> pa.Array:
-    """Zero-copy NumPy -> Arrow for a contiguous numeric array without nulls (``pa.array``
-    validates and copies, which cost a third of the synthesis time)."""
-    a = np.ascontiguousarray(a)
-    return pa.Array.from_buffers(
-        type_ or pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)]
-    )
 
 
 def _cum_fraction(intervals: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -180,6 +173,15 @@ class Synthesizer:
     def samples(self, ticks: np.ndarray) -> tuple[pa.Table, pa.Table]:
         """Per-GPU samples for the tick times (seconds since start), and their per-(tick, node)
         partial sums for the store's rollups. Nodes in repair are silent."""
+        tables = self.sample_tables(ticks)
+        return tables["gpu_samples"], tables["node_tick"]
+
+    def sample_tables(
+        self, ticks: np.ndarray, edges: tuple[float | None, float | None] | None = None
+    ) -> dict[str, pa.Table]:
+        """``samples``' two tables by name and, given ``edges`` (the ticks just before and
+        after these, None at the run's ends), the per-GPU rollup rows of the buckets these
+        ticks hold whole (``gpu_buckets``, see ``replay.partials``)."""
         sc, m, k = self.sc, self.model, len(ticks)
         shape = (k, self.n_gpus)
         roles = self._role_matrix(ticks)[:, self.node_of]  # (k, gpus)
@@ -263,51 +265,21 @@ class Synthesizer:
                 continue
             dtype = np.float64 if c.kind == "counter" else np.float32
             cols[c.name] = _arrow(sel(np.asarray(values[c.name], dtype=dtype)))
-        return pa.table(cols), self._node_tick(ts, values, keep)
-
-    def _node_tick(self, ts: np.ndarray, v: dict[str, np.ndarray], keep: np.ndarray) -> pa.Table:
-        """Per-(tick, node) sums, mins and maxes; the same numbers as the store's SQL."""
-        k, gpn = len(ts), self.sc.gpus_per_node
-
-        ones = np.ones(gpn, dtype=np.float32)
-
-        def per_node(name: str, how: str) -> np.ndarray:
-            a = np.asarray(v[name], dtype=np.float32).reshape(k, self.n_nodes, gpn)
-            if how == "sum":  # a BLAS product is ~7x faster than sum(axis=2) on 8-wide rows
-                return (a @ ones).astype(np.float64)
-            out = a[..., 0].copy()
-            op = np.minimum if how == "min" else np.maximum
-            for i in range(1, gpn):
-                op(out, a[..., i], out=out)
-            return out
-
-        v = {**v, "real": real_np(v["sm_active"], v["sm_occupancy"])}
-        node_keep = keep.reshape(k, self.n_nodes, gpn)[:, :, 0]
-        cols = {
-            "ts": np.repeat(ts, self.n_nodes).reshape(k, self.n_nodes),
-            "node_id": np.broadcast_to(np.arange(self.n_nodes, dtype=np.int32), (k, self.n_nodes)),
-            "n": np.full((k, self.n_nodes), gpn, dtype=np.int32),
-            "util_s": per_node("util_pct", "sum"),
-            "util_min": per_node("util_pct", "min"),
-            "temp_s": per_node("temp_c", "sum"),
-            "temp_max": per_node("temp_c", "max"),
-            "mem_temp_max": per_node("mem_temp_c", "max"),
-            "power_s": per_node("power_w", "sum"),
-            "fb_s": per_node("fb_used_mib", "sum"),
-            "clock_s": per_node("sm_clock_mhz", "sum"),
-            "clock_min": per_node("sm_clock_mhz", "min"),
-            "tensor_s": per_node("tensor_active", "sum"),
-            "real_s": per_node("real", "sum"),
+        out = {
+            "gpu_samples": pa.table(cols),
+            "node_tick": node_tick(ts, values, keep, self.n_nodes),
         }
-        out = {}
-        for name, arr in cols.items():
-            arr = np.asarray(arr)[node_keep]
-            if name in ("util_min", "temp_max", "mem_temp_max", "clock_min"):
-                arr = arr.astype(np.float32)
-            out[name] = (
-                _arrow(arr.view(np.int64), pa.timestamp("us")) if name == "ts" else _arrow(arr)
-            )
-        return pa.table(out)
+        if edges is not None and (levels := gpu_levels_for(self.interval_s)):
+            us = [None if e is None else self.abs_us(e) for e in edges]
+            whole = gpu_buckets(ts.view(np.int64), values, keep, levels, *us)
+            if whole is not None:
+                out["gpu_buckets"] = whole
+        return out
+
+    def abs_us(self, t: float) -> int:
+        """Simulated seconds ``t`` as microseconds since the epoch (the store's timestamps)."""
+        start = np.datetime64(self.sc.start, "us").view(np.int64)
+        return int(start + np.array(t * 1e6).astype(np.int64))  # as ``sample_tables`` has it
 
     def _xid_matrix(self, ticks: np.ndarray) -> np.ndarray:
         out = np.repeat(self.xid_last[None, :], len(ticks), axis=0)
@@ -471,10 +443,17 @@ class Synthesizer:
             )
         return out
 
-    def window(self, ticks: np.ndarray, t0: float, t1: float) -> Window:
+    def window(
+        self,
+        ticks: np.ndarray,
+        t0: float,
+        t1: float,
+        edges: tuple[float | None, float | None] | None = None,
+    ) -> Window:
+        """Everything in (t0, t1]; ``edges`` as in ``sample_tables``."""
         tables: dict[str, pa.Table | pd.DataFrame] = {}
         if len(ticks):
-            tables["gpu_samples"], tables["node_tick"] = self.samples(ticks)
+            tables.update(self.sample_tables(ticks, edges))
         m = self.metrics(t0, t1)
         if len(m):
             tables["train_metrics"] = m
