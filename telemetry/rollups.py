@@ -153,10 +153,14 @@ def refresh(
     until: datetime | None = None,
     since: datetime | None = None,
     gpu_levels: list[int] | None = None,
+    handed_over: bool = False,
 ) -> None:
     """Recompute node and fleet rollups of ``levels`` (and per-GPU ones of ``gpu_levels``)
-    from the last complete bucket of each level on; see ``Store.refresh_rollups``. The caller
-    holds the write lock."""
+    from the last complete bucket of each level on; see ``Store.refresh_rollups``. With
+    ``handed_over`` (a batch since the last refresh brought whole per-GPU buckets), per-GPU
+    buckets whose rows count their samples are kept (``_stale``); without, every per-GPU
+    bucket in the range is built again, as a scrape's refresh needs. The caller holds the
+    write lock."""
     gpu_levels = gpu_levels or []
     newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
     if newest is None:
@@ -181,7 +185,7 @@ def refresh(
             for lo, hi in ranges:
                 _rollup_level(con, level, prev, lo, hi)
                 if level in gpu_levels:
-                    _gpu_level(con, level, prev_gpu, lo, hi)
+                    _gpu_level(con, level, prev_gpu, lo, hi, handed_over)
             new_mark = con.execute(
                 "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
             ).fetchone()[0]
@@ -215,14 +219,20 @@ def _weighted(column: str, weight: str = "samples") -> str:
 
 
 def _gpu_level(
-    con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
+    con: duckdb.DuckDBPyConnection,
+    level: int,
+    prev: int | None,
+    since: str,
+    until: datetime,
+    handed_over: bool = False,
 ) -> None:
     """Per-GPU buckets of ``level`` in [since, until]: from raw samples for the finest level,
     else from the level below, averages weighted by each bucket's sample count per column; and
     their workload classes counted (``class_rollup``). Buckets whose rows already account for
-    every sample beneath them are kept (``_stale``): a replay's whole buckets, handed over with
-    its samples, and buckets no sample joined since they were built."""
-    for lo, hi in _stale(con, level, prev, since, until):
+    every sample beneath them are kept (``_stale``) when buckets were ``handed_over``: a
+    replay's whole buckets, and buckets no sample joined since they were built."""
+    stale = _stale(con, level, prev, since, until) if handed_over else [(since, until)]
+    for lo, hi in stale:
         _build_gpu_level(con, level, prev, lo, hi)
     if prev is None:
         con.execute(LINK_SQL, [level, since, until, level])
@@ -251,7 +261,7 @@ def _stale(
             [level, since, until],
         ).fetchall()
     )
-    if len(have) <= 1:  # at most the bucket still filling (a scrape's, a live replay's)
+    if len(have) <= 1:  # at most one bucket, still filling: nothing to keep
         return [(since, until)]
     if prev is None:
         below = con.execute(

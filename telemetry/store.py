@@ -90,6 +90,7 @@ class Store:
         self._con = audited(open_connection(path, read_only), self._audit)
         self._write_lock = threading.Lock()
         self._version = 0
+        self._handed_over = False  # a batch brought whole per-GPU buckets since the refresh
         self._cache = ResultCache() if env.result_cache() else ResultCache(max_bytes=0)
         if path != ":memory:" and (foreign := schema.foreign(self._con)):
             self._con.close()
@@ -286,6 +287,7 @@ class Store:
             except BaseException:
                 rollback(con)
                 raise
+            self._handed_over |= "gpu_buckets" in batches
         return total
 
     # -- rollups ---------------------------------------------------------------------------
@@ -327,7 +329,11 @@ class Store:
         if since is not None and horizon is not None and since < horizon:
             since = horizon  # older buckets' ticks are gone: keep them
         with self._writing() as con:
-            rollups.refresh(con, self.rollup_levels(), until, since, self.gpu_rollup_levels())
+            rollups.refresh(
+                con, self.rollup_levels(), until, since, self.gpu_rollup_levels(),
+                self._handed_over,
+            )  # fmt: skip
+            self._handed_over = False
 
 
 def open_store(path: str, read_only: bool = False) -> Store:
