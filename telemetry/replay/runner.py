@@ -235,15 +235,19 @@ def _live(
         raise ValueError("speed must be positive (simulated seconds per wall second)")
     rows = 0
     wall0, sim0 = time.monotonic(), source.t_prev
-    for t in source.ticks[source.done :]:
-        due = wall0 + (float(t) - sim0) / speed
-        delay = due - time.monotonic()
+    while source.left:
+        t = float(source.ticks[source.done])  # the next tick
+        delay = wall0 + (t - sim0) / speed - time.monotonic()
         if stop is not None:
             if stop.wait(max(delay, 0.0)):
                 break
         elif delay > 0:
             time.sleep(delay)
-        for w in collect(source, sink, source.syn.abs_time(float(t))):  # one window: tick t
+        # every tick due by now, in one write and one rollup refresh: at a speed whose ticks
+        # come faster than a refresh (~0.2 s), the replay keeps to the clock instead of
+        # falling behind one refresh per tick
+        now = max(t, sim0 + (time.monotonic() - wall0) * speed)
+        for w in collect(source, sink, source.syn.abs_time(min(now, end))):
             rows += w.rows
         store.refresh_rollups()
         if progress:
