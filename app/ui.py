@@ -224,14 +224,11 @@ def _reply_bytes(value: Any) -> int:
     return 32
 
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
 def _frozen(value: Any) -> Any:
     """The reply as sent, built once here: figures and components as their JSON form, so
     that Dash serialises a reply in one pass of orjson (given a component, plotly's encoder
     falls back to walking the whole reply in Python, every figure's arrays included)."""
-    if type(value) in _LEAVES:  # most of a reply: a table's cells
+    if type(value) in plot.JSON_LEAVES:  # most of a reply: a table's cells
         return value
     if isinstance(value, Figure):
         if env.check_figures():  # the test suite: plotly.py's validators first

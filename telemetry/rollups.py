@@ -261,8 +261,6 @@ def _stale(
             [level, since, until],
         ).fetchall()
     )
-    if len(have) <= 1:  # at most one bucket, still filling: nothing to keep
-        return [(since, until)]
     if prev is None:
         below = con.execute(
             "SELECT time_bucket(to_seconds(?), ts) AS b, count(*) FROM gpu_samples "

@@ -90,9 +90,11 @@ CLASS_TEXT = {
 
 def real_np(sm: np.ndarray, occ: np.ndarray) -> np.ndarray:
     """``REAL_SQL`` for arrays of SM activity and occupancy (an occupancy of NaN weighs 1), as
-    the replay engine computes its per-node sums (it simulates no GR engine field)."""
-    weight = np.minimum(1.0, occ / OCCUPANCY_ENOUGH)
-    return 100.0 * sm * np.where(np.isnan(weight), 1.0, weight)
+    DuckDB computes it on the stored FLOAT columns: in float32, in the same order. The replay
+    engine's per-node sums and per-GPU buckets use it (it simulates no GR engine field)."""
+    sm, occ = sm.astype(np.float32, copy=False), occ.astype(np.float32, copy=False)
+    weight = np.minimum(np.float32(1), occ / np.float32(OCCUPANCY_ENOUGH))
+    return np.float32(100) * (sm * np.where(np.isnan(weight), np.float32(1), weight))
 
 
 def link_sql(nvlink: str, pcie: str) -> str:

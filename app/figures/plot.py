@@ -30,7 +30,8 @@ from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 # the property names of the layout and of the traces drawn here that contain an underscore
 # (plotly.py's list for them): not split into a path
 _UNSPLIT = frozenset({"paper_bgcolor", "plot_bgcolor", "error_x", "error_y", "copy_ystyle"})
-_NATIVE = frozenset({str, int, float, bool, type(None), datetime})  # orjson's own
+# values JSON-ready as they are (orjson's own types)
+JSON_LEAVES = frozenset({str, int, float, bool, type(None), datetime})
 
 
 def plain(value: Any) -> Any:
@@ -45,7 +46,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if all(type(v) in _NATIVE for v in value):  # most lists: numbers or text already
+        if all(type(v) in JSON_LEAVES for v in value):  # most lists: numbers or text already
             return list(value)
         return [plain(v) for v in value]
     if value is pd.NaT or value is pd.NA:

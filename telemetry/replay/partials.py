@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.rollups import GPU_AVG, GPU_BUSY_AVG, GPU_COUNT, GPU_MAX, GPU_MIN
-from telemetry.utilization import OCCUPANCY_ENOUGH, real_np
+from telemetry.utilization import real_np
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
 
@@ -78,13 +78,6 @@ def node_tick(ts: np.ndarray, v: dict[str, np.ndarray], keep: np.ndarray, n_node
             arr = arr.astype(np.float32)
         out[name] = arrow(arr.view(np.int64), pa.timestamp("us")) if name == "ts" else arrow(arr)
     return pa.table(out)
-
-
-def real_f32(sm: np.ndarray, occ: np.ndarray) -> np.ndarray:
-    """``REAL_SQL`` as DuckDB computes it on FLOAT columns: in float32, in the same order."""
-    sm, occ = sm.astype(np.float32, copy=False), occ.astype(np.float32, copy=False)
-    weight = np.minimum(np.float32(1), occ / np.float32(OCCUPANCY_ENOUGH))
-    return np.float32(100) * (sm * np.where(np.isnan(weight), np.float32(1), weight))
 
 
 def gpu_buckets(
@@ -154,7 +147,7 @@ def _tick_sums(
         got["energy_mj"] = np.asarray(values["energy_mj"], dtype=np.float64)
     effective = got["util_pct"]  # coalesce(_real, util_pct), as the SQL judges a sample
     if "sm_active" in got and "sm_occupancy" in got:
-        got["_real"] = real_f32(got["sm_active"], got["sm_occupancy"])
+        got["_real"] = real_np(got["sm_active"], got["sm_occupancy"])
         effective = np.where(np.isnan(got["_real"]), effective, got["_real"])
     flags = {
         "_busy": (effective >= BUSY_PCT) & keep,
