@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import select
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +17,7 @@ from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
 from telemetry.summary import store_summary
-from tests.conftest import build_store
+from tests.conftest import ROOT, build_store
 
 TABLES = (
     "gpu_samples",
@@ -140,3 +144,38 @@ def test_live_mode_is_paced_and_stops_cleanly(tmp_path: Path) -> None:
 def test_bad_interval_is_refused(tmp_path: Path, bad: float) -> None:
     with Store(str(tmp_path / "s.duckdb")) as store, pytest.raises(ValueError):
         replay(store, get_scenario("dev-64").with_overrides(days=0.01), 0, interval_s=bad or -0.0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_a_stopped_live_replay_ends_after_its_window_with_its_rollups(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # `factoryfloor replay --speed 60`, as the README has it, stopped by a user: it stores the
+    # window in progress and brings the rollups up to it, then says so and exits 0 (it printed
+    # DuckDB's "Query interrupted" traceback from the middle of a rollup refresh before)
+    path = tmp_path / "live.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "replay", "--scenario", "dev-64", "--store", str(path),
+         "--speed", "60"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 60)
+    if not ready:
+        proc.kill()
+    started = proc.stderr.readline() if ready else ""  # written once the handlers are in place
+    assert "replaying dev-64 (seed 0) live at 60x" in started, started
+    time.sleep(3.0)  # some ticks stored, each followed by a rollup refresh
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"{sig.name}: stopping after the window in progress" in err
+    assert "Traceback" not in err and "interrupted" not in err.lower(), err
+    assert out.startswith("stopped dev-64-s0: "), out
+    with Store(str(path), read_only=True) as s:
+        samples = s.scalar("SELECT count(*) FROM gpu_samples")
+        assert samples >= 64 * 3  # at least a few ticks of the 64 GPUs
+        finest = s.scalar("SELECT min(bucket_s) FROM gpu_rollup")
+        rolled = s.scalar("SELECT sum(samples) FROM gpu_rollup WHERE bucket_s = ?", [finest])
+        assert rolled == samples  # the rollups reach the last sample stored
+    assert f"{samples:,} GPU samples" in out

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
+import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from app.settings import Settings
@@ -32,6 +35,31 @@ def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) ->
     kept = f"{days:g} days" if days >= 2 and days == int(days) else f"{hours:.4g} h"
     log(f"raw retention: per-GPU samples kept {kept}, rollups for ever")
     return RetentionKeeper(store, timedelta(seconds=keep_s), log).start(stop)
+
+
+@contextlib.contextmanager
+def stopping_gently(stop: threading.Event, what: str) -> Iterator[None]:
+    """SIGTERM (systemd's stop, ``kill``) and a first Ctrl-C set ``stop``, so the command ends
+    after ``what`` is stored, not in the middle of it: an interrupted write is rolled back
+    (a daemon's scrape cannot be taken again; a replay's rollups would be left behind). A
+    second Ctrl-C stops at once."""
+
+    def ask(signum: int, _frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        name = signal.Signals(signum).name
+        log(f"{name}: stopping after {what} (Ctrl-C again to stop at once)")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only (an in-process caller's thread)
+        return
+    before = {sig: signal.signal(sig, ask) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def err(msg: str, code: int = 1) -> int:

@@ -5,13 +5,10 @@ owns the store has taken each round)."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from app.commands.common import log, retention_keeper
+from app.commands.common import log, retention_keeper, stopping_gently
 from app.settings import Settings
 from telemetry import sources
 from telemetry.collect.daemon import run_rounds
@@ -31,32 +28,8 @@ def run(s: Settings) -> int:
     ctx = SourceContext("ingest", s.interval_s, s.timeout_s, log)
     built = sources.build("ingest", s.sources, ctx)
     stop = threading.Event()
-    with _stopping_after_the_round(stop):
+    with stopping_gently(stop, "the round in progress"):
         return _run(s, built, stop)
-
-
-@contextlib.contextmanager
-def _stopping_after_the_round(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM (systemd's stop, ``kill``) and a first Ctrl-C end the daemon after the round in
-    progress is stored or spooled, not in the middle of it: an interrupted write is rolled
-    back, and that round's scrape cannot be taken again. A second Ctrl-C stops at once."""
-
-    def ask(signum: int, _frame: object) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-        name = signal.Signals(signum).name
-        log(f"{name}: stopping after the round in progress (Ctrl-C again to stop at once)")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals reach the main thread only (an in-process caller's thread)
-        return
-    before = {sig: signal.signal(sig, ask) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.commands.common import err, retention_keeper, scenario_from
+from app.commands.common import err, log, retention_keeper, scenario_from, stopping_gently
 from app.settings import EXPORTER_BASE_PORT, LIVE_SPEED, Settings
 from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
@@ -56,14 +56,21 @@ def run(s: Settings) -> int:
         stop = threading.Event()
         keeper = retention_keeper(store, s.raw_retention, stop)
         try:
-            res = replay(
-                store,
-                sc,
-                s.seed,
-                interval_s=s.sample_interval_s,
-                speed=s.speed,
-                progress=update,
-            )
+            with stopping_gently(stop, "the window in progress and the rollups"):
+                if s.speed is not None:
+                    log(
+                        f"replaying {sc.name} (seed {s.seed}) live at {s.speed:g}x into "
+                        f"{s.store}; Ctrl-C or SIGTERM stops it"
+                    )
+                res = replay(
+                    store,
+                    sc,
+                    s.seed,
+                    interval_s=s.sample_interval_s,
+                    speed=s.speed,
+                    progress=update,
+                    stop=stop,
+                )
         except ValueError as exc:
             raise FactoryFloorError(str(exc)) from None
         finally:
@@ -84,8 +91,9 @@ def run(s: Settings) -> int:
                     f"{done.horizon:%Y-%m-%d %H:%M} UTC left the store; rollups kept",
                     file=sys.stderr,
                 )
+    verb = "stopped" if res.stopped else "replayed"
     print(
-        f"replayed {res.run_id}: {res.sample_rows:,} GPU samples, "
+        f"{verb} {res.run_id}: {res.sample_rows:,} GPU samples, "
         f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "
         f"({res.rows_per_s:,.0f} rows/s) into {s.store}"
     )

@@ -39,8 +39,9 @@ Progress = Callable[[float, float, int], None]  # (sim seconds done, sim seconds
 class ReplayResult:
     run_id: str
     sample_rows: int
-    sim_seconds: float
+    sim_seconds: float  # replayed: the run's end, or where ``stop`` ended it
     wall_seconds: float
+    stopped: bool = False  # ``stop`` was set before the run's end
 
     @property
     def rows_per_s(self) -> float:
@@ -133,7 +134,9 @@ def replay(
     if speed is not None and source.left:
         rows += _live(store, source, sink, speed, end, progress, stop)
     store.refresh_rollups()
-    return ReplayResult(source.syn.run_id, rows, end, time.perf_counter() - started)
+    done = min(source.t_prev, end)
+    stopped = bool(source.left) and stop is not None and stop.is_set()
+    return ReplayResult(source.syn.run_id, rows, done, time.perf_counter() - started, stopped)
 
 
 def prepare(
