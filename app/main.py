@@ -138,6 +138,7 @@ def _layout() -> html.Div:
             dcc.Store(id="view"),
             dcc.Store(id="theme-store"),
             dcc.Store(id="export-run"),  # the shown run, for the names of CSV exports
+            dcc.Store(id="zoom-relayouts"),  # time charts' relayouts that may be zooms
             _navbar(),
             dbc.Container(
                 [
@@ -235,19 +236,42 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             raise dash.exceptions.PreventUpdate
         return new, data.fragment(new), new["run"], opts_out, new["range"]
 
+    # Every chart reports a relayout as it is first drawn (``{"autosize": true}``): 3-9 per
+    # page load. The browser passes on only those that name the x axis's range, so page loads
+    # make no request here; which of those is a zoom is still ``_zoom``'s call, on the server.
+    app.clientside_callback(
+        """function(relayouts){
+          var ctx = window.dash_clientside.callback_context, out = [];
+          (ctx.triggered || []).forEach(function(t){
+            var v = t.value;
+            if (v && typeof v === 'object' && Object.keys(v).some(function(k){
+                  return k.indexOf('xaxis.range') === 0 || k === 'xaxis.autorange';}))
+              out.push(v);
+          });
+          if (!out.length) return window.dash_clientside.no_update;
+          window.ffZooms = (window.ffZooms || 0) + 1;
+          return {n: window.ffZooms, relayouts: out};
+        }""",
+        Output("zoom-relayouts", "data"),
+        Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
+        prevent_initial_call=True,
+    )
+
     @app.callback(
         Output("url", "hash", allow_duplicate=True),
-        Input({"type": TIMECHART, "id": ALL}, "relayoutData"),
+        Input("zoom-relayouts", "data"),
         State("view", "data"),
         prevent_initial_call=True,
     )
-    def _zoom_to_url(_relayouts, view):  # type: ignore[no-untyped-def]
+    def _zoom_to_url(relayouts, view):  # type: ignore[no-untyped-def]
         """A zoom (or a double-click reset) on any time chart: the zoomed window, in the URL."""
-        if not isinstance(ctx.triggered_id, dict) or view is None:
+        if not isinstance(relayouts, dict) or view is None:
             raise dash.exceptions.PreventUpdate
         # Several charts can fire in one batch (an autosize beside the user's zoom): the
         # first that is a zoom or a reset counts, wherever it is in the list.
-        zooms = [z for t in ctx.triggered if (z := _zoom(t.get("value"))) is not None]
+        events = relayouts.get("relayouts")
+        events = events if isinstance(events, list) else []
+        zooms = [z for v in events if (z := _zoom(v)) is not None]
         if not zooms:
             raise dash.exceptions.PreventUpdate
         zoom = zooms[0]

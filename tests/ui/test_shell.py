@@ -165,35 +165,29 @@ def test_a_chart_relayout_during_a_link_change_keeps_the_new_view(
 
 
 def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Server) -> None:
-    """Two charts can report in one request (an autosize, then the user's zoom). The zoom is
+    """Two charts can report in one batch (an autosize, then the user's zoom). The zoom is
     what counts, wherever it is in the batch; before, only the first entry was read and the
-    zoom was dropped."""
+    zoom was dropped. (The browser passes the batch's relayouts on; the server picks.)"""
     import json
     import urllib.request
 
     with urllib.request.urlopen(dev_server.url + "/_dash-dependencies", timeout=30) as r:
         deps = json.loads(r.read())
-    dep = next(d for d in deps if any(i["property"] == "relayoutData" for i in d["inputs"]))
-    charts = [{"type": "timechart", "id": name} for name in ("fleet", "loss")]
-    values = [
-        {"autosize": True},
+    dep = next(d for d in deps if any(i["id"] == "zoom-relayouts" for i in d["inputs"]))
+    relayouts = [
+        {"xaxis.autorange": False, "autosize": True},  # names the axis, is not a zoom
         {"xaxis.range[0]": "2026-01-05 10:00", "xaxis.range[1]": "2026-01-05 12:00"},
     ]
     body = {
         "output": dep["output"],
         "outputs": {"id": "url", "property": dep["output"].split(".")[1]},
         "inputs": [
-            [
-                {"id": c, "property": "relayoutData", "value": v}
-                for c, v in zip(charts, values, strict=True)
-            ]
+            {"id": "zoom-relayouts", "property": "data", "value": {"n": 1, "relayouts": relayouts}}
         ],
         "state": [
             {"id": "view", "property": "data", "value": {"run": "dev-64-s1", "range": "all"}}
         ],
-        "changedPropIds": [
-            json.dumps(c, separators=(",", ":"), sort_keys=True) + ".relayoutData" for c in charts
-        ],
+        "changedPropIds": ["zoom-relayouts.data"],
     }
     req = urllib.request.Request(
         dev_server.url + "/_dash-update-component",
@@ -205,6 +199,38 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
         reply = json.loads(r.read())
     link = reply["response"]["url"]["hash"]
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
+
+
+def test_loading_a_page_asks_the_server_nothing_about_zooms(page: Page, dev_server: Server) -> None:
+    """Every chart reports a relayout as it is first drawn; the browser keeps those to itself
+    (before, each batch of them was a request that answered 204), and a real zoom still goes
+    to the server."""
+    import json
+
+    zoom_requests: list[str] = []
+
+    def seen(request) -> None:  # type: ignore[no-untyped-def]
+        if "/_dash-update-component" in request.url:
+            output = json.loads(request.post_data or "{}").get("output", "")
+            if output.startswith("url.hash@"):  # the zoom's own output (allow_duplicate)
+                zoom_requests.append(output)
+
+    page.on("request", seen)
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
+    page.wait_for_function(FLEET_READY)
+    page.wait_for_load_state("networkidle")  # every chart drawn, each with its autosize
+    assert zoom_requests == []
+    drag = page.locator("#ov-power .nsewdrag").first
+    drag.scroll_into_view_if_needed()
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.40, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
+    page.mouse.up()
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=20000)
+    assert len(zoom_requests) == 1
 
 
 def test_the_light_theme_stays_on_reload_and_in_opened_links(
