@@ -345,11 +345,13 @@ STALE_AFTER_S = 300.0  # no new round for this long (or 10 sample intervals): da
 
 
 def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
-    """The alerts the live Overview shows for the newest run (while it has not ended) over the
-    last 6 hours of data, and ``DataStale`` when no source has written for ``STALE_AFTER_S``
-    (or ten sample intervals) by the wall clock (``now``): the alerts above describe the last
-    data, and at 3 a.m. a stopped pipeline is the news."""
-    from telemetry.queries import TimeRange, data_extent, newest_trained_run
+    """The alerts the live Overview shows over the last 6 hours of data, for every run that
+    is live there (``queries.live_runs``: the newest run, and any other that logged a step in
+    those hours, while not ended), and ``DataStale`` when no source has written for
+    ``STALE_AFTER_S`` (or ten sample intervals) by the wall clock (``now``): the alerts above
+    describe the last data, and at 3 a.m. a stopped pipeline is the news. An alert of the
+    fleet (hot GPUs, XIDs, targets) is listed once, whichever run's view found it."""
+    from telemetry.queries import TimeRange, data_extent, live_runs
     from telemetry.queries.outliers import duration_text
     from telemetry.queries.overview import active_alerts
     from telemetry.queries.targets import report_time
@@ -357,15 +359,15 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     extent = data_extent(store)
     if extent is None:
         return []
-    run = newest_trained_run(store)
-    ended = store.scalar("SELECT max(end_ts) FROM runs WHERE run_id = ?", [run]) if run else None
-    if ended is not None and ended <= extent.end:
-        run = None  # a run that ended: "not training" and overdue checkpoints are not news
     tr = TimeRange(max(extent.start, extent.end - timedelta(hours=6)), extent.end)
     # judged as the live Overview judges them: targets and stalls at the newest round of any
     # source (followed logs keep reporting while the job is silent)
     at = report_time(store, extent.end, live=True)
-    out = from_overview(active_alerts(store, run, tr, targets_at=at), run)
+    out: list[Alert] = []
+    for run in live_runs(store, tr) or [None]:
+        for alert in from_overview(active_alerts(store, run, tr, targets_at=at), run):
+            if all(alert.fingerprint != a.fingerprint for a in out):
+                out.append(alert)
     now = now or datetime.now(UTC).replace(tzinfo=None)
     newest = max(at, extent.end)
     quiet = (now - newest).total_seconds()

@@ -394,3 +394,35 @@ def test_a_silence_can_be_ended_early(dev_store: Path, tmp_path: Path) -> None:
         assert apply_end_silence(s, {"id": sid})[0] == 404  # already over
         assert apply_end_silence(s, {"id": 7})[0] == 400
         assert apply_end_silence(s, ["x"])[0] == 400
+
+
+def test_every_live_run_is_judged_not_only_the_newest(day: Path) -> None:
+    # Two jobs train on one cluster: the older one stopped logging steps 40 minutes before
+    # the newest data and has not ended. Its "not training" is news, with its own run label;
+    # before, only the newest run was judged and this went unsaid.
+    from telemetry.queries import data_extent
+
+    with Store(str(day)) as s:
+        extent = data_extent(s)
+        assert extent is not None
+        end = extent.end
+        with s.transaction() as con:
+            for run, start, last in (
+                ("older-job", end - timedelta(hours=5), end - timedelta(minutes=40)),
+                ("newer-job", end - timedelta(hours=4), end),
+            ):
+                con.execute("INSERT INTO runs (run_id, name, start_ts) VALUES (?, ?, ?)",
+                            [run, run, start])  # fmt: skip
+                con.executemany(
+                    "INSERT INTO train_metrics (run_id, ts, step, loss, attempt) "
+                    "VALUES (?, ?, ?, 2.0, 1)",
+                    [[run, last - timedelta(minutes=2 * k), 1000 - k] for k in range(60)],
+                )
+        alerts = store_alerts(s, now=end)
+    found = {(a.labels["alertname"], a.labels.get("run")) for a in alerts}
+    assert ("JobNotTraining", "older-job") in found
+    assert ("JobNotTraining", "newer-job") not in found
+    # the fleet's alerts are listed once, without a run: the day's four XIDs
+    xids = [a.labels for a in alerts if a.labels["alertname"] == "XidSeen"]
+    assert sorted(x["xid"] for x in xids) == ["140", "143", "46", "95"]
+    assert all("run" not in x for x in xids)

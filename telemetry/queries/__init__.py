@@ -77,6 +77,25 @@ def newest_trained_run(store: Store) -> str | None:
     return rows[0][0] if rows else None
 
 
+def live_runs(store: Store, tr: TimeRange) -> list[str]:
+    """The runs a live view judges at ``tr.end``, newest first: the newest run with training
+    metrics, and every other run that logged a step in ``tr``; none that ended by ``tr.end``
+    (a finished run's "not training" is not news)."""
+    rows = store.rows(
+        """WITH trained AS (SELECT DISTINCT run_id FROM train_metrics),
+                recent AS (SELECT DISTINCT run_id FROM train_metrics WHERE ts BETWEEN ? AND ?),
+                ranked AS (
+                  SELECT r.run_id, r.end_ts, r.run_id IN (SELECT run_id FROM recent) AS recent,
+                         row_number() OVER (ORDER BY r.start_ts DESC NULLS LAST, r.run_id DESC)
+                           AS k
+                  FROM runs r WHERE r.run_id IN (SELECT run_id FROM trained))
+           SELECT run_id FROM ranked
+           WHERE (k = 1 OR recent) AND (end_ts IS NULL OR end_ts > ?) ORDER BY k""",
+        [tr.start, tr.end, tr.end],
+    )
+    return [r[0] for r in rows]
+
+
 def run_span(store: Store, run_id: str) -> TimeRange | None:
     """From a run's start to its end, widened to its own training metrics; the end is None
     while the run has none recorded (a live run). None when nothing dates the run."""
