@@ -67,10 +67,17 @@ class ResultCache:
     """
 
     def __init__(
-        self, max_bytes: int = 128 * 2**20, sizeof: Callable[[Any], int] | None = None
+        self,
+        max_bytes: int = 128 * 2**20,
+        sizeof: Callable[[Any], int] | None = None,
+        stale: Callable[[Any, int], bool] | None = None,
     ) -> None:
         self.max_bytes = max_bytes
         self._sizeof = sizeof or _size
+        # whether a result kept at a version is of no use any more: by default, any older
+        # than the newest version seen; a store whose results depend on some tables only
+        # says which (``Store._stale``)
+        self._stale = stale
         self._items: OrderedDict[Any, tuple[int, Any, int]] = OrderedDict()
         self._bytes = 0
         self._newest = 0  # the newest store version seen
@@ -141,7 +148,8 @@ class ResultCache:
                 return  # computed before clear(), from what was then bound
             if version > self._newest:  # a write happened: older results are of no use now
                 self._newest = version
-                for k in [k for k, item in self._items.items() if item[0] < version]:
+                old_ = self._stale or (lambda _k, v: v < version)
+                for k in [k for k, item in self._items.items() if old_(k, item[0])]:
                     self._bytes -= self._items.pop(k)[2]
             # A result of an older version is still stored: callers that asked at that version
             # are waiting on this computation and must find it, not recompute one by one.

@@ -27,6 +27,8 @@ from telemetry.connection import rollback
 from telemetry.utilization import CLASS_SQL, NVLINK_BUCKET_SQL, REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
+# What a refresh writes (``Store`` keeps cached results of other tables across it).
+TABLES = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup", "meta")
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
 # Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour one serves statistics

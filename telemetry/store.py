@@ -15,6 +15,7 @@ result cache in ``telemetry.cache`` and the rollups in ``telemetry.rollups``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from telemetry import env, rollups, schema
 from telemetry.cache import ResultCache, params_key
 from telemetry.connection import audited, io_reason, open_connection, rollback
 from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
+from telemetry.versions import TableVersions
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
 APPENDABLE = (
@@ -91,7 +93,8 @@ class Store:
         self._write_lock = threading.Lock()
         self._version = 0
         self._handed_over = False  # a batch brought whole per-GPU buckets since the refresh
-        self._cache = ResultCache() if env.result_cache() else ResultCache(max_bytes=0)
+        size = ResultCache().max_bytes if env.result_cache() else 0
+        self._cache = ResultCache(max_bytes=size, stale=self._stale)
         if path != ":memory:" and (foreign := schema.foreign(self._con)):
             self._con.close()
             shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
@@ -105,6 +108,7 @@ class Store:
         elif path != ":memory:" and schema.outdated(self._con):
             self._con.close()
             self._con = audited(_upgrade(path), self._audit)
+        self._tables = TableVersions(self._con)  # which write each cached result depends on
 
     # -- lifecycle -------------------------------------------------------------------------
     def _init_schema(self) -> None:
@@ -150,7 +154,7 @@ class Store:
             finally:
                 cur.close()
 
-        out = self._cache.get(("df", sql, params_key(params)), self._version, run)
+        out = self._cache.get(("df", sql, params_key(params)), self._read_version(sql), run)
         return out.copy(deep=True)
 
     def rows(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -163,7 +167,8 @@ class Store:
             finally:
                 cur.close()
 
-        return list(self._cache.get(("rows", sql, params_key(params)), self._version, run))
+        key = ("rows", sql, params_key(params))
+        return list(self._cache.get(key, self._read_version(sql), run))
 
     def scalar(self, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> Any:
         def run() -> Any:
@@ -174,7 +179,7 @@ class Store:
             finally:
                 cur.close()
 
-        return self._cache.get(("scalar", sql, params_key(params)), self._version, run)
+        return self._cache.get(("scalar", sql, params_key(params)), self._read_version(sql), run)
 
     def cache_stats(self) -> dict[str, int]:
         c = self._cache
@@ -185,12 +190,25 @@ class Store:
         """Bumped by every write in this process; cached query results are valid within one."""
         return self._version
 
+    def _read_version(self, sql: str) -> int:
+        """The version a result of ``sql`` is cached under: that of the last write to a table
+        it reads (``telemetry.versions``), so a scrape round keeps the training results."""
+        return self._tables.of(sql, self._version)
+
+    def _stale(self, key: Any, version: int) -> bool:
+        """A cached result that a write since has made useless (the cache drops it)."""
+        return self._read_version(key[1]) != version
+
     def meta(self) -> dict[str, str]:
         return dict(self.rows("SELECT key, value FROM meta"))
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
-    def _writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _writing(
+        self, tables: Iterator[str] | list[str] | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The write lock and connection; ``tables``: those the write may touch (None: any,
+        and the table names are read again, since such a write may create one)."""
         if self.read_only:
             raise StoreError(self.path, "opened read-only; writes go through the owning process")
         with self._write_lock:
@@ -202,12 +220,17 @@ class Store:
                 raise StoreError(self.path, io_reason(exc)) from None
             finally:
                 self._version += 1  # after the commit: readers from now on see the new data
+                self._tables.wrote(self._version, tables)
+                if tables is None:
+                    with contextlib.suppress(duckdb.Error):  # names kept; results still safe
+                        self._tables.reload(self._con)
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def transaction(self, tables: list[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """One atomic write for the modules that replace derived rows (``telemetry.derive``):
-        everything inside is committed together or rolled back whole."""
-        with self._writing() as con:
+        everything inside is committed together or rolled back whole. ``tables``: the tables
+        it may write (None: any; cached results of every table are then recomputed)."""
+        with self._writing(tables) as con:
             con.begin()
             try:
                 yield con
@@ -217,7 +240,7 @@ class Store:
                 raise
 
     def set_meta(self, values: dict[str, str]) -> None:
-        with self._writing() as con:
+        with self._writing(["meta"]) as con:
             con.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 [(k, str(v)) for k, v in values.items()],
@@ -257,7 +280,9 @@ class Store:
         if "gpu_buckets" in batches and "gpu_samples" not in batches:
             raise ValueError("gpu_buckets come only with the GPU samples they sum")
         total = 0
-        with self._writing() as con:
+        touched = [_INTO.get(t, t) for t in batches] + ["ingest_batches"]
+        touched += ["node_tick"] if "gpu_samples" in batches else []
+        with self._writing(touched) as con:
             con.begin()
             try:
                 if batch_id is not None:
@@ -328,7 +353,7 @@ class Store:
         horizon = self.raw_since()
         if since is not None and horizon is not None and since < horizon:
             since = horizon  # older buckets' ticks are gone: keep them
-        with self._writing() as con:
+        with self._writing(list(rollups.TABLES)) as con:
             rollups.refresh(
                 con, self.rollup_levels(), until, since, self.gpu_rollup_levels(),
                 self._handed_over,
