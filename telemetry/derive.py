@@ -193,7 +193,7 @@ def derive_run(store: Store, run_id: str) -> Derived:
     key = _DIGEST_KEY + run_id
     if store.meta().get(key) == digest:
         return Derived(run_id, len(df), False, by_component)
-    with store.transaction() as con:
+    with store.transaction(["interruptions", "meta"]) as con:
         con.execute("DELETE FROM interruptions WHERE run_id = ? AND source = ?", [run_id, SOURCE])
         if len(df):
             con.register("_derived", df)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -204,9 +204,7 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
-    def _writing(
-        self, tables: Iterator[str] | list[str] | None = None
-    ) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _writing(self, tables: Iterable[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """The write lock and connection; ``tables``: those the write may touch (None: any,
         and the table names are read again, since such a write may create one)."""
         if self.read_only:

@@ -186,7 +186,7 @@ class Receiver:
         table, ignored, refused = staged_rows(req, request_id)
         with self._lock:
             try:
-                with self.store.transaction() as con:
+                with self.store.transaction(["remote_write_staging", "ingest_batches"]) as con:
                     if con.execute(
                         "SELECT 1 FROM ingest_batches WHERE batch_id = ?", [request_id]
                     ).fetchone():
@@ -279,7 +279,7 @@ class Receiver:
         digest = hashlib.sha256(f"{start}:{','.join(requests)}".encode()).hexdigest()[:32]
         fetches = self.rg.fetches(snap, {})
         self.write(Round(ts, fetches, window_ms / 1000.0, f"rw-round-{digest}"))
-        with self.store.transaction() as con:
+        with self.store.transaction(["remote_write_staging"]) as con:
             con.execute(
                 "DELETE FROM remote_write_staging WHERE ts_ms >= ? AND ts_ms < ? "
                 "AND request IN (SELECT unnest(?::VARCHAR[]))",
