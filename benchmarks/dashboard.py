@@ -17,6 +17,11 @@ Then **cold** (issue #16): a second server on the big store keeps no query resul
 (FACTORYFLOOR_RESULT_CACHE=0), so every callback runs every statement it needs, as the first
 viewer after a write does; an upper bound, since within one store version callbacks that ask
 the same query share it. Targets: cold p95 <= 100 ms, warm p95 <= 20 ms, page <= 1.5 s.
+
+Last, **under ingest** (issue #16): a server as users meet it (results and replies
+remembered) takes a scrape round of every node of the store through its ingest API every
+10 s, while the recorded callbacks are replayed; each round is a new store version. The
+rounds are written into a copy of ``--store`` (``--no-ingest`` skips this part).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,14 +75,19 @@ def _port() -> int:
 
 
 def serve(
-    store: str, rebuild: bool = False, cold: bool = False, poll_s: float = 0.25
+    store: str,
+    rebuild: bool = False,
+    cold: bool = False,
+    poll_s: float = 0.25,
+    extra_args: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _port()
     extra = {env.REPLY_CACHE: "0"} if rebuild else {}
     if cold:  # nothing kept between queries: every callback runs all of its SQL, as after a write
         extra[env.RESULT_CACHE] = "0"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--store", store, "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "serve", "--store", store, "--port", str(port)]
+        + (extra_args or []),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -232,6 +244,79 @@ def first_view(store: str, requests: list[dict], repeat: int) -> dict[str, float
         proc.wait(timeout=10)
 
 
+def under_ingest(
+    store: str, requests: list[dict], repeat: int, every_s: float = 10.0
+) -> tuple[dict[str, dict], list[float]]:
+    """The recorded callbacks replayed against a server as users meet it (results and replies
+    remembered) while a scrape round of every node of ``store`` arrives through the ingest API
+    every ``every_s`` seconds (``serve --accept-ingest``, ``POST /api/v1/scrape``: parse,
+    store, rollups, as from ``ingest --server``). Each round is a new store version, so the
+    first request after it pays what the round made stale. ``store`` is written to: pass a copy.
+    The requests are replayed in turn until ``repeat`` rounds are stored. Returns the
+    replay's statistics and each round's seconds in the server."""
+    import random
+    import threading
+
+    from benchmarks.ingest import render_host
+    from telemetry.collect.scrape import Fetch, Target
+    from telemetry.collect.wire import CONTENT_TYPE, encode_parts
+    from telemetry.store import Store
+
+    with Store(store, read_only=True) as s:
+        hosts = [r[0] for r in s.rows("SELECT host FROM nodes ORDER BY node_id")]
+        last = s.scalar("SELECT max(ts) FROM gpu_samples")
+        interval = s.sample_interval_s()
+    rng = random.Random(0)
+    fetches = [
+        Fetch(Target(f"http://{h}:9400/metrics"), render_host(h, rng), None, 0.0) for h in hosts
+    ]
+    # the store is a replay: ingest into it is refused unless asked for (its GPUs are
+    # simulated; these rounds are the benchmark's write load, into a copy)
+    proc, url = serve(store, poll_s=0.1, extra_args=["--accept-ingest", "--ingest-into-replay"])
+    stop, rounds, errors = threading.Event(), [], []
+
+    def write() -> None:
+        try:
+            _write()
+        except Exception as exc:  # reported after the replay, which goes on without rounds
+            errors.append(exc)
+
+    def _write() -> None:
+        k = 0
+        while not stop.wait(every_s if k else 0.0):
+            k += 1
+            ts = last + timedelta(seconds=interval * k)
+            t0 = time.perf_counter()
+            for n, body in enumerate(encode_parts(ts, fetches, interval)):
+                headers = {"Content-Type": CONTENT_TYPE, "Content-Encoding": "gzip",
+                           "X-Batch-Id": f"bench-{k}-{n}"}  # fmt: skip
+                req = urllib.request.Request(url + "/api/v1/scrape", data=body, headers=headers)
+                with urllib.request.urlopen(req, timeout=120) as resp:
+                    resp.read()
+            rounds.append(time.perf_counter() - t0)
+
+    writer = threading.Thread(target=write, name="bench-ingest", daemon=True)
+    try:
+        replay(url, requests, 1)  # every reply built once before the rounds start
+        writer.start()
+        stats: dict[str, dict] = {}
+        t_end = time.monotonic() + 600
+        # every request again and again until ``repeat`` rounds have been stored meanwhile
+        while (len(rounds) < repeat or not stats) and time.monotonic() < t_end and not errors:
+            for name, st in replay(url, requests, 1).items():
+                kept = stats.setdefault(name, {"times": [], "max_fig": 0})
+                kept["times"] += st["times"]
+                kept["max_fig"] = max(kept["max_fig"], st["max_fig"])
+        return stats, rounds
+    finally:
+        stop.set()
+        writer.join(timeout=180)
+        proc.terminate()
+        proc.wait(timeout=30)
+        if errors:
+            raise RuntimeError(f"the ingest rounds failed: {errors[0]}") from errors[0]
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -259,6 +344,11 @@ def main() -> None:
     ap.add_argument("--store", help="an existing llama3-405b store (built if omitted)")
     ap.add_argument("--interval", type=float, help="sample interval when building")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument(
+        "--no-ingest",
+        action="store_true",
+        help="skip the run under a scrape round every 10 s (it writes to a copy of --store)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         big = args.store or os.path.join(tmp, "llama.duckdb")
@@ -270,6 +360,13 @@ def main() -> None:
         big_r, big_s, requests = measure(big, args.repeat)
         cold_r, cold_s, _ = measure(big, max(args.repeat // 2, 3), cold=True)
         user = first_view(big, requests, max(args.repeat // 2, 3))
+        live_s, rounds = {}, []
+        if not args.no_ingest:
+            written = big
+            if args.store:  # the rounds are stored: into a copy, never the caller's store
+                written = os.path.join(tmp, "written.duckdb")
+                shutil.copy(big, written)
+            live_s, rounds = under_ingest(written, requests, 6)
     print(
         f"{'callback (outputs)':<60} {'p50 ms':>7} {'p95 ms':>7} {'fig KB':>7} "
         f"{'dev-64 p95':>10} {'ratio':>6}"
@@ -306,6 +403,23 @@ def main() -> None:
         f"{user['worst_p95_ms']:.1f} ms (warm target <= 20); slowest page cold "
         f"{max(cold_r.values()):.2f} s (target <= 1.5)"
     )
+    if live_s:
+        print()
+        print(
+            f"under ingest: a scrape round of every node through POST /api/v1/scrape every "
+            f"10 s ({len(rounds)} rounds, each stored in {pct(rounds, 0.5):.1f} s p50, "
+            f"{max(rounds):.1f} s max); results and replies remembered, as users meet it"
+        )
+        print(
+            f"{'callback (outputs)':<60} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'cold p95':>8}"
+        )
+        for name, st in sorted(live_s.items(), key=lambda kv: -pct(kv[1]["times"], 0.95)):
+            c = cold_s.get(name)
+            c95 = pct(c["times"], 0.95) * 1e3 if c else float("nan")
+            print(
+                f"{name:<60} {pct(st['times'], 0.5) * 1e3:7.0f} "
+                f"{pct(st['times'], 0.95) * 1e3:7.0f} {max(st['times']) * 1e3:7.0f} {c95:8.0f}"
+            )
     print(
         f"as a user starts it (results and replies remembered): first view {user['first_s']:.2f}"
         f" s after the process started (target <= 3; the server answered after "
