@@ -364,9 +364,11 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     # source (followed logs keep reporting while the job is silent)
     at = report_time(store, extent.end, live=True)
     out: list[Alert] = []
+    seen: set[str] = set()
     for run in live_runs(store, tr) or [None]:
         for alert in from_overview(active_alerts(store, run, tr, targets_at=at), run):
-            if all(alert.fingerprint != a.fingerprint for a in out):
+            if alert.fingerprint not in seen:
+                seen.add(alert.fingerprint)
                 out.append(alert)
     now = now or datetime.now(UTC).replace(tzinfo=None)
     newest = max(at, extent.end)

@@ -52,10 +52,8 @@ def test_back_and_forward_move_through_views(page: Page, dev_server: Server) -> 
     expect(page.locator("#range-select")).to_contain_text("Last hour")
 
 
-def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Server) -> None:
-    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
-    page.wait_for_function(FLEET_READY)
-    page.wait_for_load_state("networkidle")  # the first renders are done; now the user zooms
+def _drag_across_power(page: Page) -> None:
+    """A user's zoom: drag across a tenth of the Overview's power chart; the range follows."""
     drag = page.locator("#ov-power .nsewdrag").first
     drag.scroll_into_view_if_needed()  # the power chart sits below the fold at 1280x720
     box = drag.bounding_box()
@@ -66,6 +64,13 @@ def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Se
     page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
     page.mouse.up()
     expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=20000)
+
+
+def test_zooming_a_chart_narrows_the_range_everywhere(page: Page, dev_server: Server) -> None:
+    page.goto(dev_server.url + "/#run=dev-64-s1&range=all")
+    page.wait_for_function(FLEET_READY)
+    page.wait_for_load_state("networkidle")  # the first renders are done; now the user zooms
+    _drag_across_power(page)
     # The *other* chart now shows only the dragged window: about a tenth of the day.
     page.wait_for_function(
         f"() => {{ const x = ({FLEET_X})(); return x.length > 0 && "
@@ -220,16 +225,7 @@ def test_loading_a_page_asks_the_server_nothing_about_zooms(page: Page, dev_serv
     page.wait_for_function(FLEET_READY)
     page.wait_for_load_state("networkidle")  # every chart drawn, each with its autosize
     assert zoom_requests == []
-    drag = page.locator("#ov-power .nsewdrag").first
-    drag.scroll_into_view_if_needed()
-    box = drag.bounding_box()
-    assert box is not None
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.40, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
-    page.mouse.up()
-    expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=20000)
+    _drag_across_power(page)
     assert len(zoom_requests) == 1
 
 
