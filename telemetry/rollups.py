@@ -1,19 +1,20 @@
 """Rollups: per-node and fleet aggregates by time bucket, kept current as samples arrive.
 
 Every batch of GPU samples is reduced, while it is in memory, to per-(tick, node) partial sums
-(``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h and 6 h
-are built from those, each level from the one below it. A chart then asks for a time range and
-a point budget and reads the finest level that fits, so a 10-minute range and a 54-day range
-cost the same. Apart from ``telemetry.store`` because how aggregates are kept is its own
-concern; the store only calls ``refresh`` under its write lock.
+(``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h, 6 h and
+a day are built from those, each level from the one below it. A chart then asks for a time
+range and a point budget and reads the finest level that fits, so a 10-minute range and a
+54-day range cost the same. Apart from ``telemetry.store`` because how aggregates are kept is
+its own concern; the store only calls ``refresh`` under its write lock.
 
-Per GPU, ``gpu_rollup`` keeps 5 min and 1 h buckets of the drill-down's columns, in the same
-transaction and under the same watermark as the node level of that size: one node's GPUs over
-a day read 288 rows per GPU instead of every raw sample of the fleet in that day (5.9 M at
-16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour, and both outlive
-the raw samples when ``--raw-retention`` drops them. A replay hands over the per-GPU rows of
-the buckets its windows hold whole (``telemetry.replay.partials``): a refresh keeps a bucket
-whose rows count exactly the samples beneath it and builds the others (``_stale``).
+Per GPU, ``gpu_rollup`` keeps 5 min, 1 h, 6 h and daily buckets of the drill-down's columns,
+in the same transaction and under the same watermark as the node level of that size: one
+node's GPUs over a day read 288 rows per GPU instead of every raw sample of the fleet in that
+day (5.9 M at 16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour,
+and both outlive the raw samples when ``--raw-retention`` drops them. A replay hands over the
+per-GPU rows of the buckets its windows hold whole (``telemetry.replay.partials``): a refresh
+keeps a bucket whose rows count exactly the samples beneath it and builds the others
+(``_stale``).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 # What a refresh writes (``Store`` keeps cached results of other tables across it).
 TABLES = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup", "meta")
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
-ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
-# Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour one serves statistics
-# over long ranges of a large fleet (the outlier table over a 54-day run of 16,384 GPUs reads
-# 3.6 M six-hour rows where the hourly level holds 21 M: candidates' GPUs are scattered over
-# the fleet, so every bucket of the range is scanned whatever few GPUs are asked for).
-GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600)
+ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600, 86400)
+# Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour and daily ones serve
+# statistics over long ranges of a large fleet (the outlier table over a 54-day run of 16,384
+# GPUs reads 0.9 M daily rows where the 6-hour level holds 3.6 M and the hourly 21 M:
+# candidates' GPUs are scattered over the fleet, so every bucket of the range is scanned
+# whatever few GPUs are asked for).
+GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600, 86400)
 # The columns a per-GPU bucket keeps: (rollup column, gpu_samples column), averaged...
 GPU_AVG = (
     ("util_avg", "util_pct"),
@@ -199,6 +201,25 @@ def refresh(
         prev = level
         if level in gpu_levels:
             prev_gpu = level
+
+
+def add_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None:
+    """Node, fleet and per-GPU buckets of ``level`` from those of ``prev``, for a store that
+    kept ``prev`` before it kept ``level``: built once over the whole history, with the
+    watermark of ``prev`` (the refresh builds each level only from its watermark on, and a
+    store that is only read is never refreshed). Does nothing when the store has a watermark
+    for ``level`` or none for ``prev``. The caller holds the write lock."""
+    marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    have, below = f"rollup_watermark_{level}", f"rollup_watermark_{prev}"
+    if have in marks or below not in marks:
+        return
+    _rollup_level(con, level, prev, "1970-01-01 00:00:00", datetime(9999, 12, 31))
+    add_gpu_level(con, level, prev)
+    con.execute(
+        "INSERT OR REPLACE INTO meta SELECT ?, strftime(time_bucket(to_seconds(?), ?::TIMESTAMP), "
+        "'%Y-%m-%d %H:%M:%S')",
+        [have, level, marks[below]],
+    )
 
 
 def add_gpu_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None:

@@ -14,7 +14,13 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.rollups import ENERGY_LEVEL_S, add_gpu_level, fill_energy_used, fill_fleet_energy
+from telemetry.rollups import (
+    ENERGY_LEVEL_S,
+    add_gpu_level,
+    add_level,
+    fill_energy_used,
+    fill_fleet_energy,
+)
 from telemetry.utilization import CLASS_SQL
 
 SCHEMA_VERSION = "1"
@@ -228,6 +234,8 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(CLASS_SQL.format(where=""))
     # The 6-hour per-GPU level (added after the hourly one) is built once from the hourly.
     add_gpu_level(con, 21600, 3600)
+    # The daily level (added after the 6-hour one), node, fleet and per GPU, from the 6-hour.
+    add_level(con, 86400, 21600)
     con.execute(
         """INSERT OR IGNORE INTO meta
            SELECT 'gpu_rollup_since', CASE WHEN (SELECT count(*) FROM gpu_samples) = 0

@@ -181,6 +181,31 @@ def test_a_store_from_before_the_six_hour_level_gets_it_from_its_hourly_buckets(
         )
 
 
+def test_a_store_from_before_the_daily_level_gets_it_from_its_six_hour_buckets(
+    day: Path,
+) -> None:
+    """The daily level (the outlier table over a 54-day run reads it) is built once on
+    upgrade, node, fleet and per GPU, from the 6-hour buckets: the same rows and watermark as
+    the rollup refresh built as samples came, so a store that is only read has it too."""
+    tables = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup")
+    mark = "SELECT value FROM meta WHERE key = 'rollup_watermark_86400'"
+    with Store(str(day)) as s:
+        assert 86400 in s.rollup_levels() and 86400 in s.gpu_rollup_levels()
+        before = {t: s.df(f"SELECT * FROM {t} WHERE bucket_s = 86400 ORDER BY ALL") for t in tables}
+        before_mark = s.scalar(mark)
+    con = duckdb.connect(str(day))
+    for t in tables:  # as before the level
+        con.execute(f"DELETE FROM {t} WHERE bucket_s = 86400")
+    con.execute("DELETE FROM meta WHERE key = 'rollup_watermark_86400'")
+    con.close()
+    with Store(str(day)) as s:  # opened for writing: the schema upgrade builds it
+        assert 0 < len(before["gpu_rollup"]) <= 80 * 2  # 80 GPUs, a day touching two days
+        for t in tables:
+            after = s.df(f"SELECT * FROM {t} WHERE bucket_s = 86400 ORDER BY ALL")
+            pd.testing.assert_frame_equal(before[t], after, obj=t)
+        assert s.scalar(mark) == before_mark
+
+
 def test_outlier_counts_kept_per_bucket_equal_raw_counts_at_every_level(store: Store) -> None:
     """Samples hot, idle and busy per GPU, and the clock while busy, summed over a level's
     buckets, equal what the raw samples count (``rollups.GPU_COUNT``)."""
