@@ -22,10 +22,12 @@ from urllib.parse import parse_qs
 
 import dash
 import dash_bootstrap_components as dbc
+import flask
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from app import data, guard, plotlyjs
 from app.ui import TIMECHART
+from telemetry import env
 from telemetry.store import Store
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -370,8 +372,15 @@ def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
     app.layout = _layout
     _register_shell_callbacks(app)
     guard.install_envelope_check(app.server, lambda: app.callback_map)
+    if env.result_cache_per_request():  # cold benchmarks: every callback as after a write
+        app.server.before_request(lambda: _forget_before_callbacks(store))
     plotlyjs.install(app.server, app.config.requests_pathname_prefix)
     return app
+
+
+def _forget_before_callbacks(store: Store) -> None:
+    if flask.request.path.endswith("/_dash-update-component"):
+        store.forget_results()
 
 
 def warm_landing() -> threading.Thread:

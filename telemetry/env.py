@@ -27,7 +27,8 @@ VARIABLES = {
     OPERATOR_TOKEN: "operator token when no --operator-token-file is given (corrections)",
     MALLOC_TRIM: "0: the server does not cap malloc arenas or trim free pages",
     REPLY_CACHE: "0: the server builds every callback reply (benchmarks measure the build)",
-    RESULT_CACHE: "0: stores keep no query result, every query runs (cold benchmarks)",
+    RESULT_CACHE: "0: stores keep no query result, every query runs; request: every callback "
+    "request starts with none, as the first after a write (cold benchmarks)",
     SQL_AUDIT: "a file every SQL statement of every store is appended to (security tests)",
     CHECK_FIGURES: "1: every figure sent is checked by plotly.py's validators first (tests)",
 }
@@ -65,6 +66,11 @@ def reply_cache() -> bool:
 
 def result_cache() -> bool:
     return os.environ.get(RESULT_CACHE, "1") != "0"
+
+
+def result_cache_per_request() -> bool:
+    """Each callback request starts with no query result kept (``RESULT_CACHE=request``)."""
+    return os.environ.get(RESULT_CACHE, "1") == "request"
 
 
 def check_figures() -> bool:

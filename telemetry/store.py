@@ -181,6 +181,11 @@ class Store:
 
         return self._cache.get(("scalar", sql, params_key(params)), self._read_version(sql), run)
 
+    def forget_results(self) -> None:
+        """Drop every cached query result, as a write to every table would: the next reader
+        of each query runs it (the cold benchmark starts every request so)."""
+        self._cache.clear()
+
     def cache_stats(self) -> dict[str, int]:
         c = self._cache
         return {"cache_hits": c.hits, "cache_misses": c.misses, "cache_bytes": c._bytes}

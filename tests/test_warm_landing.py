@@ -12,6 +12,7 @@ from playwright.sync_api import Page
 
 from app import cli, data, ui
 from app.main import create_app, warm_landing
+from telemetry import env
 from telemetry.store import Store
 from tests.conftest import Server, free_port
 
@@ -74,3 +75,26 @@ def test_a_server_stopped_while_it_warms_up_closes_its_store(
     assert len(built) == 1 and not built[0].is_alive()
     with Store(str(day)) as again:  # closed cleanly: it opens for writing again
         assert again.rows("SELECT count(*) FROM runs")[0][0] > 0
+
+
+def test_the_cold_benchmarks_server_answers_every_callback_as_after_a_write(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FACTORYFLOOR_RESULT_CACHE=request (benchmarks/dashboard.py's cold run): each callback
+    request finds no query result kept, while a page load keeps them."""
+    monkeypatch.setenv(env.RESULT_CACHE, "request")
+    client = create_app(store).server.test_client()
+    sql = "SELECT count(*) FROM runs"
+
+    def misses_after(path: str, method: str) -> int:
+        store.scalar(sql)  # kept
+        before = store.cache_stats()["cache_misses"]
+        getattr(client, method)(path, data="{}", headers={"Content-Type": "application/json"})
+        store.scalar(sql)
+        return store.cache_stats()["cache_misses"] - before
+
+    assert misses_after("/", "get") == 0
+    assert misses_after("/_dash-update-component", "post") == 1
+    monkeypatch.setenv(env.RESULT_CACHE, "1")  # as users meet it: results kept across requests
+    client = create_app(store).server.test_client()
+    assert misses_after("/_dash-update-component", "post") == 0
