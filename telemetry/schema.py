@@ -16,10 +16,13 @@ import duckdb
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
 from telemetry.rollups import (
     ENERGY_LEVEL_S,
+    FILL_NOW_SQL,
+    NOW_COLUMNS,
     add_gpu_level,
     add_level,
     fill_energy_used,
     fill_fleet_energy,
+    now_window_us,
 )
 from telemetry.utilization import CLASS_SQL
 
@@ -30,6 +33,8 @@ _SAMPLE_COLS_SQL = ",\n  ".join(
     for c in SAMPLE_COLUMNS
     if c.name not in OPTIONAL_COLUMNS  # added by ADDED_COLUMNS, so every store has one order
 )
+
+_NOW_COLS_SQL = ", ".join(f"{c} FLOAT" for c in NOW_COLUMNS)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -48,6 +53,8 @@ CREATE TABLE IF NOT EXISTS gpu_samples (
 CREATE OR REPLACE VIEW gpu_samples_v AS
   SELECT s.*, g.host, g.gpu, g.uuid, g.model, g.mig_instance, g.namespace, g.pod, g.hpc_job
   FROM gpu_samples s JOIN gpus g USING (gpu_id);
+CREATE TABLE IF NOT EXISTS gpu_now (
+  gpu_id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL, {_NOW_COLS_SQL});
 CREATE TABLE IF NOT EXISTS gpu_samples_extra (
   ts TIMESTAMP NOT NULL, gpu_id INTEGER NOT NULL, field VARCHAR NOT NULL, value DOUBLE);
 CREATE TABLE IF NOT EXISTS node_tick (
@@ -197,6 +204,9 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
 def create(con: duckdb.DuckDBPyConnection) -> None:
     """Create what a store lacks (every statement is ``IF NOT EXISTS``), fill the field
     catalog of a new store and record the schema version. The caller holds the write lock."""
+    had_now = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_now'"
+    ).fetchone()[0]
     con.execute(SCHEMA)
     had_used = con.execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gpu_rollup' "
@@ -236,6 +246,8 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     add_gpu_level(con, 21600, 3600)
     # The daily level (added after the 6-hour one), node, fleet and per GPU, from the 6-hour.
     add_level(con, 86400, 21600)
+    if not had_now:  # each GPU's newest sample (added after the samples), from the samples
+        con.execute(FILL_NOW_SQL, [now_window_us(con)])
     con.execute(
         """INSERT OR IGNORE INTO meta
            SELECT 'gpu_rollup_since', CASE WHEN (SELECT count(*) FROM gpu_samples) = 0

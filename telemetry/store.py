@@ -276,7 +276,8 @@ class Store:
         that already holds per-node arrays (the replay engine) may pass ``node_tick`` itself,
         and the per-GPU rollup rows of the buckets its batch holds whole (``gpu_buckets``: the
         refresh keeps a bucket whose rows account for every sample in it); tests check that
-        both equal what the store's SQL computes from the samples."""
+        both equal what the store's SQL computes from the samples. The batch's newest samples
+        also replace their GPUs' rows in ``gpu_now`` where newer (``rollups.NOW_SQL``)."""
         for table in batches:
             if table not in APPENDABLE:
                 raise ValueError(f"table {table!r} is not appendable")
@@ -284,7 +285,7 @@ class Store:
             raise ValueError("gpu_buckets come only with the GPU samples they sum")
         total = 0
         touched = [_INTO.get(t, t) for t in batches] + ["ingest_batches"]
-        touched += ["node_tick"] if "gpu_samples" in batches else []
+        touched += ["node_tick", "gpu_now"] if "gpu_samples" in batches else []
         with self._writing(touched) as con:
             con.begin()
             try:
@@ -304,6 +305,8 @@ class Store:
                         con.execute(f"{verb} INTO {into}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
                             con.execute(rollups.NODE_TICK_SQL)
+                        if table == "gpu_samples":
+                            con.execute(rollups.NOW_SQL, [rollups.now_window_us(con)])
                         con.unregister("_batch")
                         total += n
                 if batch_id is not None:

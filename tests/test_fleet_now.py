@@ -49,3 +49,31 @@ def test_two_daemons_rounds_make_one_fleet(tmp_path: Path) -> None:
         fleet = fleet_latest(store)
         assert fleet["reporting"] == 8 and fleet["failed"] == 8 and fleet["util_avg"] == 0
         assert set(hottest_gpus(store, 16)["host"]) == {"spare"}
+
+
+def test_the_kept_now_is_every_gpus_newest_sample_however_rounds_arrive(tmp_path: Path) -> None:
+    """``gpu_now`` (what the Overview's "now" reads instead of scanning every sample) holds
+    each GPU's newest sample, whatever order rounds arrive in: in parts, late, a backlog."""
+    newest_raw = """SELECT gpu_id, ts, temp_c, util_pct FROM gpu_samples
+        WHERE ts >= (SELECT max(ts) FROM gpu_samples) - INTERVAL 30 SECOND
+        QUALIFY row_number() OVER (PARTITION BY gpu_id ORDER BY ts DESC) = 1 ORDER BY gpu_id"""
+    kept = """SELECT gpu_id, ts, temp_c, util_pct FROM gpu_now
+        WHERE ts >= (SELECT max(ts) FROM gpu_samples) - INTERVAL 30 SECOND ORDER BY gpu_id"""
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        sink.write(T0, [Fetch(Target(JOB), _text("job"), None, 0.03),
+                        Fetch(Target(SPARE), _idle("spare"), None, 0.03)])  # fmt: skip
+        sink.write(T0 + timedelta(seconds=15), [Fetch(Target(JOB), _text("job"), None, 0.03)])
+        assert store.rows(kept) == store.rows(newest_raw)  # the spare's T0 is still its newest
+        # the spare's round of T0 + 10 s comes after the job's of T0 + 15 s (another daemon)
+        sink.write(T0 + timedelta(seconds=10), [Fetch(Target(SPARE), _idle("spare"), None, 0.03)])
+        # and a backlog of the job's, older than what is kept, changes nothing
+        sink.write(T0 - timedelta(minutes=5), [Fetch(Target(JOB), _idle("job"), None, 0.03)])
+        rows = store.rows(kept)
+        assert rows == store.rows(newest_raw) and len(rows) == 16
+        assert {r[1] for r in rows} == {T0 + timedelta(seconds=15), T0 + timedelta(seconds=10)}
+        fleet = fleet_latest(store)
+        assert fleet["reporting"] == 16 and fleet["idle"] == 8  # the spare's idle GPUs are now
+        # a restart of the store reads the same: the table is on disk, not in the process
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        assert store.rows(kept) == rows

@@ -159,6 +159,14 @@ class Latest(NamedTuple):
     all_down: bool
 
 
+def now_table(store: Store, at: datetime | None) -> str:
+    """Where the GPUs' samples at ``at`` (None: now) are read from: ``gpu_now`` (each GPU's
+    newest sample, kept as batches arrive: ``rollups.NOW_SQL``) when ``at`` is at or after the
+    newest sample, else ``gpu_samples`` (a range that ends in the past)."""
+    newest = store.scalar("SELECT max(ts) FROM gpu_now")
+    return "gpu_now" if newest is not None and (at is None or at >= newest) else "gpu_samples"
+
+
 def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
     """:class:`Latest` at or before ``at``, read in one statement (one snapshot: two queries
     would see a round written between them as "all down").
@@ -167,9 +175,10 @@ def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
     scrape. Per target, so that with several ingest daemons one daemon's round of dead
     exporters does not hide the GPUs another daemon still reaches. Only scrape targets count:
     a training job that keeps posting metrics says nothing about the exporters."""
+    samples = now_table(store, at)  # a fixed table name, never input
     at = at or datetime.max
     (row,) = store.rows(
-        f"""WITH s AS (SELECT max(ts) AS last FROM gpu_samples WHERE ts <= ?),
+        f"""WITH s AS (SELECT max(ts) AS last FROM {samples} WHERE ts <= ?),
                 since AS (SELECT arg_max(up, t.ts) AS up FROM targets t, s
                           WHERE t.ts >= s.last AND t.ts <= ? AND {SCRAPED} GROUP BY t.target)
            SELECT (SELECT last FROM s),
@@ -187,10 +196,15 @@ def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
 # Each GPU's newest sample within one sample interval of the newest sample anywhere: the fleet
 # "now". Not the samples stamped with the newest time alone: with several ingest daemons (or a
 # round delivered in parts) the newest round holds only part of the fleet, and the Overview
-# then read, say, a spare node's idle GPUs as the whole fleet's utilization (0.0 %).
-_NOW = """SELECT * FROM gpu_samples
+# then read, say, a spare node's idle GPUs as the whole fleet's utilization (0.0 %). Read from
+# ``gpu_now`` (one row per GPU, see ``now_table``), else from the samples.
+_NOW = {
+    "gpu_now": """SELECT * FROM gpu_now
+          WHERE ts > CAST(? AS TIMESTAMP) - to_microseconds(?) AND ts <= CAST(? AS TIMESTAMP)""",
+    "gpu_samples": """SELECT * FROM gpu_samples
           WHERE ts > CAST(? AS TIMESTAMP) - to_microseconds(?) AND ts <= CAST(? AS TIMESTAMP)
-          QUALIFY row_number() OVER (PARTITION BY gpu_id ORDER BY ts DESC) = 1"""
+          QUALIFY row_number() OVER (PARTITION BY gpu_id ORDER BY ts DESC) = 1""",
+}
 
 
 def _now_params(store: Store, last: datetime | None) -> list[object]:
@@ -218,7 +232,7 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
             "failed": n,
         }
     (row,) = store.rows(
-        f"""WITH s AS ({_NOW})
+        f"""WITH s AS ({_NOW[now_table(store, last)]})
            SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
                   count(*) FILTER (WHERE temp_c >= ? OR sm_clock_mhz < 0.85 * (
                       SELECT max(sm_clock_mhz) FROM s)
@@ -250,7 +264,7 @@ def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
     if all_down:
         last = None  # matches no row: the table shows its empty state
     return store.df(
-        f"""WITH s AS ({_NOW})
+        f"""WITH s AS ({_NOW[now_table(store, last)]})
            SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
                   round(s.util_pct::DOUBLE, 1) AS util_pct,
                   round(s.sm_clock_mhz::DOUBLE) AS sm_clock_mhz,

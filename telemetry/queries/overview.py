@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from telemetry.derive import open_stall
-from telemetry.queries import TimeRange, latest_sample_and_round
+from telemetry.queries import TimeRange, latest_sample_and_round, now_table
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
@@ -139,8 +139,10 @@ def _xid_alerts(store: Store, now: datetime) -> list[tuple[str, str, str, str]]:
 
 def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str, str, str, str]]:
     out: list[tuple[str, str, str, str]] = []
+    # the samples at ``last``: the newest of their GPUs when ``last`` is the newest sample
+    samples = now_table(store, last)  # a fixed table name, never input
     hot = store.df(
-        """SELECT g.host, g.gpu, s.temp_c FROM gpu_samples s JOIN gpus g USING (gpu_id)
+        f"""SELECT g.host, g.gpu, s.temp_c FROM {samples} s JOIN gpus g USING (gpu_id)
            WHERE s.ts = ? AND s.temp_c >= ? ORDER BY s.temp_c DESC""",
         [last, HOT_C],
     )
@@ -148,7 +150,7 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
         top = ", ".join(f"{r.host}/{r.gpu} {r.temp_c:.0f} °C" for r in hot.head(3).itertuples())
         out.append(("warning", f"{len(hot)} GPU(s) ≥ {HOT_C:.0f} °C", top, "GpuHot"))
     expected = store.scalar("SELECT count(*) FROM gpus")
-    reporting = store.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?", [last])
+    reporting = store.scalar(f"SELECT count(*) FROM {samples} WHERE ts = ?", [last])
     if expected and reporting < expected:
         out.append(
             (
@@ -164,7 +166,7 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
         ((low, real),) = store.rows(
             f"""SELECT count(*) FILTER (WHERE coalesce({REAL_SQL}, s.util_pct) < ?),
                        count(*) FILTER (WHERE {REAL_SQL} IS NOT NULL)
-               FROM gpu_samples s JOIN gpus g USING (gpu_id) JOIN nodes n USING (node_id)
+               FROM {samples} s JOIN gpus g USING (gpu_id) JOIN nodes n USING (node_id)
                WHERE s.ts = ? AND n.role = 'job'""",
             [LOW_UTIL_PCT, last],
         )
