@@ -52,12 +52,15 @@ def data_extent(store: Store) -> TimeRange | None:
     round (rounds keep being stored when every exporter is down, so the range, and with it
     "last hour", moves on through an outage instead of stopping at the last sample). Other
     sources' health rows are not data: an import of last month's logs keeps last month's range.
-    Where raw retention expired old samples, the GPU history starts at the finest rollup."""
+    Where raw retention expired old samples, the GPU history starts at the finest rollup.
+    The GPU samples' times are read from their per-node sums (``node_tick``, written in the
+    same transaction, one row per node and tick, expired with them): an eighth of the rows to
+    plan over."""
     expired = store.raw_since() is not None
     rolled = "SELECT min(ts), NULL FROM fleet_rollup WHERE bucket_s = ?" if expired else ""
     (row,) = store.rows(
         f"""SELECT min(lo), max(hi) FROM (
-             SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples
+             SELECT min(ts) AS lo, max(ts) AS hi FROM node_tick
              UNION ALL {rolled or "SELECT NULL, NULL"}
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics
              UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})""",
