@@ -110,7 +110,9 @@ def heatmap(
     """The metric per node and time bucket, at most ``max_rows`` x ``max_cols`` cells.
 
     Nodes are ranked by their mean deviation from the fleet median of each bucket (in the bad
-    direction: low utilization or clock, high temperature; either way for power and memory).
+    direction: low utilization or clock, high temperature; either way for power and memory);
+    equal scores (to 9 decimals: a parallel sum's last bits vary) by node, so rows keep their
+    order from one refresh to the next.
     With more nodes than rows, the ``max_rows - 1`` worst keep their own row and the rest are
     averaged into one row (``host`` NULL, ``nodes`` = how many it averages)."""
     m = metric(key)
@@ -122,14 +124,14 @@ def heatmap(
         ref AS (SELECT ts, avg(v) AS ref FROM v GROUP BY ts),
         score AS (SELECT node_id, avg({_DEVIATION[m.direction]}) AS score
                   FROM v JOIN ref USING (ts) GROUP BY node_id),
-        ranked AS (SELECT node_id, row_number() OVER (ORDER BY score DESC, node_id) AS rank,
+        ranked AS (SELECT node_id, row_number() OVER (ORDER BY round(score, 9) DESC, node_id)
+                          AS rank,
                           count(*) OVER () AS total FROM score)
-        SELECT v.ts, r.rank, coalesce(n.host, 'node ' || v.node_id) AS host, n.rack, n.role,
-               1 AS nodes, v.v AS value, r.total
-        FROM v JOIN ranked r USING (node_id) LEFT JOIN nodes n USING (node_id)
+        SELECT v.ts, r.rank, v.node_id, 1 AS nodes, v.v AS value, r.total
+        FROM v JOIN ranked r USING (node_id)
         WHERE r.rank <= ? OR r.total <= ?
         UNION ALL
-        SELECT v.ts, ? + 1, NULL, NULL, NULL, count(*), avg(v.v), any_value(r.total)
+        SELECT v.ts, ? + 1, NULL, count(*), avg(v.v), any_value(r.total)
         FROM v JOIN ranked r USING (node_id)
         WHERE r.rank > ? AND r.total > ?
         GROUP BY v.ts
@@ -138,7 +140,23 @@ def heatmap(
     )
     total = int(df["total"].iloc[0]) if not df.empty else 0
     shown = total if total <= max_rows else keep
-    return Heatmap(df.drop(columns="total"), m, bucket, total, shown)
+    cells = _named(store, df).drop(columns="total")
+    return Heatmap(cells, m, bucket, total, shown)
+
+
+def _named(store: Store, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (cells by ``node_id``) with each node's host, rack and role in its place, read
+    for the few nodes shown: strings on each of 43 K cells cost a 54-day heatmap ~15 ms to
+    fetch. A node missing from the inventory is "node N"; the averaged row has none."""
+    ids = [int(i) for i in df["node_id"].dropna().unique()]
+    names = store.df(
+        "SELECT node_id, host, rack, role FROM nodes WHERE node_id IN (SELECT unnest(?))", [ids]
+    )
+    out = df.merge(names, on="node_id", how="left")
+    missing = out["host"].isna() & out["node_id"].notna()
+    out.loc[missing, "host"] = "node " + out.loc[missing, "node_id"].astype(str)
+    cols = ["ts", "rank", "host", "rack", "role", "nodes", "value", "total"]
+    return out[cols]
 
 
 def distribution(store: Store, tr: TimeRange, key: str, max_cols: int = 300) -> pd.DataFrame:
