@@ -9,12 +9,16 @@ return free pages once a minute keeps RSS at what the process really holds.
 
 glibc only; elsewhere (musl, macOS) this does nothing. ``FACTORYFLOOR_MALLOC_TRIM=0`` turns it
 off (to measure the difference).
+
+And keep Python's full garbage collections short (``freeze_startup``): the objects the server
+holds from its start on (modules, the app, its layouts and callbacks) are left out of them.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import threading
 
 from telemetry import env
@@ -51,3 +55,15 @@ def keep_rss_flat(stop: threading.Event) -> threading.Thread | None:
     thread = threading.Thread(target=run, name="malloc-trim", daemon=True)
     thread.start()
     return thread
+
+
+def freeze_startup() -> int:
+    """Move every object alive now (the server's modules, app and callbacks, built once) out of
+    the garbage collector's reach, after one collection; returns how many. A full (oldest
+    generation) collection walked them all, ~55 ms, on whichever request crossed its threshold:
+    at llama3 scale, 40 cold requests of each view, the slowest Training reply 144-177 ms
+    against a median of 79-83 (frozen: 95-103), the Overview's 179-181 (141-146). Objects made
+    later are collected as before."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

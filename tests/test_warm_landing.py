@@ -98,3 +98,22 @@ def test_the_cold_benchmarks_server_answers_every_callback_as_after_a_write(
     monkeypatch.setenv(env.RESULT_CACHE, "1")  # as users meet it: results kept across requests
     client = create_app(store).server.test_client()
     assert misses_after("/_dash-update-component", "post") == 0
+
+
+def test_a_started_server_leaves_what_it_built_out_of_full_collections(
+    day: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The objects `serve` holds from its start (the app, layouts, callbacks) are frozen out
+    of Python's garbage collection, so a full collection during a request does not walk them
+    (one cost a Training reply ~55 ms at llama3 scale)."""
+    import gc
+
+    import app.main
+
+    seen: list[int] = []
+    monkeypatch.setattr(app.main, "run_server", lambda *_a: seen.append(gc.get_freeze_count()))
+    try:
+        assert cli.main(["serve", "--store", str(day), "--port", str(free_port())]) == 0
+        assert seen and seen[0] > 10_000  # dash, plotly, pandas and the app's own objects
+    finally:
+        gc.unfreeze()

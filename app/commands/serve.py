@@ -63,7 +63,7 @@ def serve_dashboard(
     live into it, the ``collected`` sources run into it, and the ingest API if asked."""
     from app import guard
     from app.main import create_app, run_server, warm_landing
-    from app.memory import keep_rss_flat
+    from app.memory import freeze_startup, keep_rss_flat
     from telemetry.collect.http_api import IngestService, make_blueprint
     from telemetry.label_api import make_label_blueprint
     from telemetry.store import open_store
@@ -102,6 +102,7 @@ def serve_dashboard(
             f"WARNING: listening on {s.host} without a token: anyone who can reach port "
             f"{s.port} sees the dashboard (and may post to the ingest API). Pass --token-file."
         )
+    freeze_startup()  # what is built by now lives as long as the server
     for w in workers:
         w.start()
     keeper = retention_keeper(store, s.raw_retention, stop)
