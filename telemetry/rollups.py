@@ -1,14 +1,15 @@
 """Rollups: per-node and fleet aggregates by time bucket, kept current as samples arrive.
 
 Every batch of GPU samples is reduced, while it is in memory, to per-(tick, node) partial sums
-(``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h, 6 h and
-a day are built from those, each level from the one below it. A chart then asks for a time
+(``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h and 6 h
+are built from those, each level from the one below it. A chart then asks for a time
 range and a point budget and reads the finest level that fits, so a 10-minute range and a
 54-day range cost the same. Apart from ``telemetry.store`` because how aggregates are kept is
 its own concern; the store only calls ``refresh`` under its write lock.
 
-Per GPU, ``gpu_rollup`` keeps 5 min, 1 h, 6 h and daily buckets of the drill-down's columns,
-in the same transaction and under the same watermark as the node level of that size: one
+Per GPU, ``gpu_rollup`` keeps 5 min, 1 h and 6 h buckets of the drill-down's columns (and
+complete days, ``keep_days``), in the same transaction and under the same watermark as the
+node level of that size: one
 node's GPUs over a day read 288 rows per GPU instead of every raw sample of the fleet in that
 day (5.9 M at 16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour,
 and both outlive the raw samples when ``--raw-retention`` drops them. A replay hands over the
@@ -31,13 +32,20 @@ from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 # What a refresh writes (``Store`` keeps cached results of other tables across it).
 TABLES = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup", "meta")
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
-ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600, 86400)
-# Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour and daily ones serve
-# statistics over long ranges of a large fleet (the outlier table over a 54-day run of 16,384
-# GPUs reads 0.9 M daily rows where the 6-hour level holds 3.6 M and the hourly 21 M:
-# candidates' GPUs are scattered over the fleet, so every bucket of the range is scanned
-# whatever few GPUs are asked for).
-GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600, 86400)
+ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
+# Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour one serves statistics
+# over long ranges of a large fleet (the outlier table over a 54-day run of 16,384 GPUs reads
+# 3.6 M six-hour rows where the hourly level holds 21 M: candidates' GPUs are scattered over
+# the fleet, so every bucket of the range is scanned whatever few GPUs are asked for).
+GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600)
+# Per-GPU days (``gpu_rollup`` rows of ``DAY_S``), kept for complete days only, from their
+# 6-hour buckets: statistics over weeks read those (0.9 M rows for 54 days of 16,512 GPUs,
+# ~20 ms, where the 6-hour level's 3.6 M took ~50) and the 6-hour buckets of the day still
+# filling, from ``DAY_MARK`` (the first day not kept) on. A day is built once, when the data
+# passes its end, so a scrape round does not rebuild the day it falls in (that cost ~48 ms a
+# round at 16,384 GPUs); a late round rebuilds its own day.
+DAY_S, DAY_FROM = 86400, 21600
+DAY_MARK = "gpu_day_mark"
 # The columns a per-GPU bucket keeps: (rollup column, gpu_samples column), averaged...
 GPU_AVG = (
     ("util_avg", "util_pct"),
@@ -233,25 +241,47 @@ def refresh(
         prev = level
         if level in gpu_levels:
             prev_gpu = level
+    if DAY_FROM in gpu_levels:
+        con.begin()
+        try:
+            keep_days(con, until, since)
+            con.commit()
+        except BaseException:
+            rollback(con)
+            raise
 
 
-def add_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None:
-    """Node, fleet and per-GPU buckets of ``level`` from those of ``prev``, for a store that
-    kept ``prev`` before it kept ``level``: built once over the whole history, with the
-    watermark of ``prev`` (the refresh builds each level only from its watermark on, and a
-    store that is only read is never refreshed). Does nothing when the store has a watermark
-    for ``level`` or none for ``prev``. The caller holds the write lock."""
-    marks = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    have, below = f"rollup_watermark_{level}", f"rollup_watermark_{prev}"
-    if have in marks or below not in marks:
-        return
-    _rollup_level(con, level, prev, "1970-01-01 00:00:00", datetime(9999, 12, 31))
-    add_gpu_level(con, level, prev)
-    con.execute(
-        "INSERT OR REPLACE INTO meta SELECT ?, strftime(time_bucket(to_seconds(?), ?::TIMESTAMP), "
-        "'%Y-%m-%d %H:%M:%S')",
-        [have, level, marks[below]],
-    )
+def keep_days(con: duckdb.DuckDBPyConnection, newest: datetime, since: object = None) -> None:
+    """Build the per-GPU days (``DAY_S``) that ``newest`` (the newest sample) has passed the
+    end of and that are not kept yet, and the day of ``since`` (the oldest time just written)
+    when that one was kept already; then move ``DAY_MARK`` to the day still filling. From the
+    6-hour buckets, which the refresh has brought up to ``newest`` first. The caller holds
+    the write lock, in a transaction."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [DAY_MARK]).fetchone()
+    filling = con.execute(
+        "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [DAY_S, newest]
+    ).fetchone()[0]
+    if row is not None:
+        mark = datetime.fromisoformat(row[0])
+    else:  # the first day with 6-hour buckets
+        mark = con.execute(
+            "SELECT time_bucket(to_seconds(?), min(ts)) FROM gpu_rollup WHERE bucket_s = ?",
+            [DAY_S, DAY_FROM],
+        ).fetchone()[0]
+        if mark is None:
+            return
+    day, tick = timedelta(seconds=DAY_S), timedelta(microseconds=1)
+    if since is not None:
+        late = con.execute(
+            "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [DAY_S, since]
+        ).fetchone()[0]
+        if late < mark:
+            _build_gpu_level(con, DAY_S, DAY_FROM, late, late + day - tick)
+    if mark < filling:
+        _build_gpu_level(con, DAY_S, DAY_FROM, mark, filling - tick)
+    if row is None or mark < filling:
+        kept = str(max(mark, filling))
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [DAY_MARK, kept])
 
 
 def add_gpu_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None:

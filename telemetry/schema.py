@@ -15,13 +15,15 @@ import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
 from telemetry.rollups import (
+    DAY_MARK,
+    DAY_S,
     ENERGY_LEVEL_S,
     FILL_NOW_SQL,
     NOW_COLUMNS,
     add_gpu_level,
-    add_level,
     fill_energy_used,
     fill_fleet_energy,
+    keep_days,
     now_window_us,
 )
 from telemetry.utilization import CLASS_SQL
@@ -241,11 +243,14 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:
-        con.execute(CLASS_SQL.format(where=""))
+        con.execute(CLASS_SQL.format(where=f"WHERE bucket_s <> {DAY_S}"))  # days: no classes
     # The 6-hour per-GPU level (added after the hourly one) is built once from the hourly.
     add_gpu_level(con, 21600, 3600)
-    # The daily level (added after the 6-hour one), node, fleet and per GPU, from the 6-hour.
-    add_level(con, 86400, 21600)
+    # Per-GPU days (added after the 6-hour level) are built once from the 6-hour buckets.
+    if not con.execute("SELECT count(*) FROM meta WHERE key = ?", [DAY_MARK]).fetchone()[0]:
+        newest = con.execute("SELECT max(ts) FROM node_tick").fetchone()[0]
+        if newest is not None:
+            keep_days(con, newest)
     if not had_now:  # each GPU's newest sample (added after the samples), from the samples
         con.execute(FILL_NOW_SQL, [now_window_us(con)])
     con.execute(

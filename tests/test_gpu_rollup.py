@@ -6,13 +6,14 @@ samples, or a store from before the table that answers with holes."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
 
+from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent, gpu_node, gpu_rollup
 from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below, gpus_below_per_hour, node_series_level
@@ -181,29 +182,53 @@ def test_a_store_from_before_the_six_hour_level_gets_it_from_its_hourly_buckets(
         )
 
 
-def test_a_store_from_before_the_daily_level_gets_it_from_its_six_hour_buckets(
+def test_complete_days_are_kept_per_gpu_from_their_six_hour_buckets(day: Path) -> None:
+    """Per-GPU days (the outlier table over weeks reads them) are kept for complete days only,
+    each the sums of its 6-hour buckets; the day still filling is left to the 6-hour buckets.
+    A store from before them gets the same rows and mark when it is opened for writing."""
+    daily = "SELECT * FROM gpu_rollup WHERE bucket_s = 86400 ORDER BY ALL"
+    sums = """SELECT time_bucket(INTERVAL 1 day, ts) AS ts, gpu_id, sum(samples) AS n,
+                     sum(hot_n) AS hot, sum(busy_n) AS busy, max(temp_max) AS peak
+              FROM gpu_rollup WHERE bucket_s = 21600 AND ts < ? GROUP BY ALL ORDER BY ALL"""
+    with Store(str(day)) as s:
+        mark = datetime.fromisoformat(s.meta()[rollups.DAY_MARK])
+        newest = s.scalar("SELECT max(ts) FROM node_tick")
+        assert mark == datetime(2026, 1, 6) and newest >= mark  # the 5th is whole, kept
+        kept = s.df(daily)
+        assert set(kept["ts"]) == {datetime(2026, 1, 5)} and len(kept) == 80
+        got = s.df(
+            """SELECT ts, gpu_id, samples AS n, hot_n AS hot, busy_n AS busy, temp_max AS peak
+               FROM gpu_rollup WHERE bucket_s = 86400 ORDER BY ALL"""
+        )
+        pd.testing.assert_frame_equal(got, s.df(sums, [mark]), check_dtype=False)
+    con = duckdb.connect(str(day))  # as before days were kept
+    con.execute("DELETE FROM gpu_rollup WHERE bucket_s = 86400")
+    con.execute("DELETE FROM meta WHERE key = ?", [rollups.DAY_MARK])
+    con.close()
+    with Store(str(day)) as s:  # opened for writing: the schema upgrade builds them
+        pd.testing.assert_frame_equal(s.df(daily), kept)
+        assert s.meta()[rollups.DAY_MARK] == str(mark)
+
+
+def test_a_round_within_a_day_leaves_its_kept_days_and_a_late_one_rebuilds_its_own(
     day: Path,
 ) -> None:
-    """The daily level (the outlier table over a 54-day run reads it) is built once on
-    upgrade, node, fleet and per GPU, from the 6-hour buckets: the same rows and watermark as
-    the rollup refresh built as samples came, so a store that is only read has it too."""
-    tables = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup")
-    mark = "SELECT value FROM meta WHERE key = 'rollup_watermark_86400'"
+    """A refresh in the day still filling writes no day (a scrape round does not rebuild the
+    day it falls in); a round for a kept day rebuilds that day from its 6-hour buckets."""
     with Store(str(day)) as s:
-        assert 86400 in s.rollup_levels() and 86400 in s.gpu_rollup_levels()
-        before = {t: s.df(f"SELECT * FROM {t} WHERE bucket_s = 86400 ORDER BY ALL") for t in tables}
-        before_mark = s.scalar(mark)
-    con = duckdb.connect(str(day))
-    for t in tables:  # as before the level
-        con.execute(f"DELETE FROM {t} WHERE bucket_s = 86400")
-    con.execute("DELETE FROM meta WHERE key = 'rollup_watermark_86400'")
-    con.close()
-    with Store(str(day)) as s:  # opened for writing: the schema upgrade builds it
-        assert 0 < len(before["gpu_rollup"]) <= 80 * 2  # 80 GPUs, a day touching two days
-        for t in tables:
-            after = s.df(f"SELECT * FROM {t} WHERE bucket_s = 86400 ORDER BY ALL")
-            pd.testing.assert_frame_equal(before[t], after, obj=t)
-        assert s.scalar(mark) == before_mark
+        kept = "SELECT rowid, samples FROM gpu_rollup WHERE bucket_s = 86400 ORDER BY 1"
+        before = s.rows(kept)
+        s.refresh_rollups()
+        assert s.rows(kept) == before and before
+        gpu = s.scalar("SELECT min(gpu_id) FROM gpus")
+        one = "SELECT temp_max, samples FROM gpu_rollup WHERE bucket_s = 86400 AND gpu_id = ?"
+        peak, n = s.rows(one, [gpu])[0]
+        assert peak < 99.0
+        late = pd.DataFrame({"ts": [datetime(2026, 1, 5, 12, 0, 30)], "gpu_id": [gpu],
+                             "util_pct": [1.0], "temp_c": [99.0]})  # fmt: skip
+        s.append("gpu_samples", late)
+        s.refresh_rollups(since=late["ts"].iloc[0].to_pydatetime())
+        assert s.rows(one, [gpu])[0] == (99.0, n + 1)
 
 
 def test_outlier_counts_kept_per_bucket_equal_raw_counts_at_every_level(store: Store) -> None:

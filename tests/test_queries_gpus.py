@@ -86,9 +86,8 @@ def test_rows_beyond_the_cap_are_averaged_into_one(store: Store, day: TimeRange)
 
 
 def test_long_ranges_regroup_the_coarsest_rollup(store: Store, day: TimeRange) -> None:
-    four = TimeRange(day.end - timedelta(days=4), day.end)  # 4 daily buckets, 2 columns
-    hm = q.heatmap(store, four, "temp", max_cols=2)
-    assert hm.bucket_s == 2 * 86400 and hm.cells["ts"].nunique() <= 3  # 2 days from daily
+    hm = q.heatmap(store, day, "temp", max_cols=3)
+    assert hm.bucket_s == 43200 and hm.cells["ts"].nunique() <= 3  # 12 h from 6 h buckets
     hottest = store.scalar(
         """SELECT max(temp_max) FROM node_rollup JOIN nodes USING (node_id)
            WHERE bucket_s = 21600 AND host = 'h100-0007' AND ts BETWEEN ? AND ?""",
@@ -266,6 +265,27 @@ def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
     assert old[key].values.tolist() == raw[key].values.tolist()
     assert "in 5-min buckets totalling" in old[old["reason"] == "hot"].iloc[0]["detail"]
     assert "in 5-min means for" in old[old["reason"] == "idle"].iloc[0]["detail"]
+
+
+def test_weeks_read_the_kept_days_and_the_day_still_filling_with_the_raw_figures(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over weeks of a large fleet the statistics read per-GPU days: the complete days kept,
+    and the 6-hour buckets of the day still filling (from the day mark on), so no sample is
+    missed or counted twice: the same counts, peaks and busy means as every raw sample."""
+    day = data_extent(store)
+    assert day is not None
+    raw_stats, _, _ = outq.gpu_stats(store, day)
+    monkeypatch.setattr(outq, "FULL_SCAN_ROWS", 0)  # this day of 80 GPUs counts as long...
+    monkeypatch.setattr(outq, "MAX_ROLLED_ROWS", 100)  # ...and as weeks: one row a GPU fits
+    assert outq._rolled_level(store, day) == 86400
+    stats, _, _ = outq.gpu_stats(store, day)
+    both = raw_stats.merge(stats, on=["host", "gpu"], suffixes=("_raw", ""))
+    assert len(both) == len(raw_stats) == len(stats) >= 64
+    for col in ("samples", "temp_peak", "hot_samples", "grain_s"):
+        assert (both[col] == both[f"{col}_raw"]).all(), col
+    for col in ("clock_busy", "temp_busy"):
+        np.testing.assert_allclose(both[col], both[f"{col}_raw"], rtol=1e-5)
 
 
 def test_outliers_of_a_range_whose_raw_samples_expired_come_from_per_gpu_buckets(

@@ -8,6 +8,7 @@ nodes' GPUs and a spread of reference job nodes are read per GPU.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from telemetry.queries import TimeRange
 from telemetry.queries.gpus import _cells, heatmap, node_info
 from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
+from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
@@ -95,7 +97,8 @@ GROUP BY ALL"""
 # running is judged per bucket (the reference GPUs' mean). Buckets built before they kept the
 # counts are judged on their means (a hot bucket counts whole; ``exact`` is then false). Reads
 # a few hundred GPUs' buckets instead of sampled ticks of the raw table, and also covers
-# ranges whose raw samples have expired (``--raw-retention``).
+# ranges whose raw samples have expired (``--raw-retention``). Days (``rollups.DAY_S``) are
+# kept whole only: before the day mark they are read, from it on the 6-hour buckets.
 _GPU_STATS_ROLLED_SQL = """WITH s AS MATERIALIZED (
   SELECT ts, gpu_id, samples, coalesce(real_avg, util_avg) AS util_pct,
          real_avg IS NOT NULL AS real, temp_max, hot_n IS NOT NULL AS exact,
@@ -105,7 +108,9 @@ _GPU_STATS_ROLLED_SQL = """WITH s AS MATERIALIZED (
          coalesce(busy_n, CASE WHEN coalesce(real_avg, util_avg) >= ? THEN samples ELSE 0 END)
            AS busy,
          coalesce(busy_clock, sm_clock_avg) AS clock, coalesce(busy_temp, temp_avg) AS temp
-  FROM gpu_rollup WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
+  FROM gpu_rollup
+  WHERE ((bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts < ?)
+         OR (bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts >= ?))
     AND ts <= ? AND gpu_id = ANY(?::INTEGER[])),
 run AS (SELECT ts, sum(util_pct * samples) / sum(samples) >= ? AS running FROM s
         WHERE gpu_id = ANY(?::INTEGER[]) GROUP BY ts)
@@ -155,8 +160,9 @@ def _rolled_level(store: Store, tr: TimeRange) -> int | None:
     """The ``gpu_rollup`` level a long range's statistics read, or None to read raw samples.
     The finest level with at most ``MAX_ROLLED_ROWS`` buckets of the whole fleet in the range:
     the candidates' GPUs are scattered over the fleet, so the scan costs what the level holds
-    for the range, however few GPUs are asked for (hourly for a week of 16,384 GPUs, daily
-    for 54 days: 0.9 M rows, ~15 ms, where the 6-hour level's 3.6 M took ~50 ms; whether the
+    for the range, however few GPUs are asked for (hourly for a week of 16,384 GPUs, days for
+    54 days: 0.9 M rows, ~20 ms, where the 6-hour level's 3.6 M took ~50 ms; the complete days
+    kept, ``rollups.keep_days``, and the 6-hour buckets of the day still filling; whether the
     job ran is then judged per day). Raw samples for a range that holds at most
     ``FULL_SCAN_ROWS`` samples of the fleet and whose samples are all kept, or one that starts
     before the per-GPU rollups did (an upgraded store)."""
@@ -167,8 +173,25 @@ def _rolled_level(store: Store, tr: TimeRange) -> int | None:
     gone = expired is not None and tr.start < expired
     if not ((long or gone) and levels and tr.start >= store.gpu_rollup_since()):
         return None
+    if DAY_FROM in levels and _days_kept(store) is not None:
+        levels = [*levels, DAY_S]
     fits = [lv for lv in levels if gpus * tr.seconds / lv <= MAX_ROLLED_ROWS]
     return fits[0] if fits else levels[-1]
+
+
+def _days_kept(store: Store) -> datetime | None:
+    """Where the per-GPU days end (``rollups.DAY_MARK``: the first day not kept), or None."""
+    mark = store.meta().get(DAY_MARK)
+    return datetime.fromisoformat(mark) if mark else None
+
+
+def _level_bounds(store: Store, level: int, tr: TimeRange) -> list[Any]:
+    """Parameters of ``_GPU_STATS_ROLLED_SQL``'s two sources: the buckets of ``level`` the
+    range touches; for days, those before the day mark and the 6-hour buckets from it on."""
+    if level != DAY_S:
+        return [level, level, tr.start, datetime.max, level, level, tr.start, datetime.max]
+    mark = _days_kept(store)
+    return [DAY_S, DAY_S, tr.start, mark, DAY_FROM, DAY_FROM, tr.start, mark]
 
 
 def gpu_stats(
@@ -193,8 +216,9 @@ def gpu_stats(
     level = _rolled_level(store, tr)
     if level is not None:
         per_sample_s = store.sample_interval_s()
-        sql, params = _GPU_STATS_ROLLED_SQL, [HOT_C, IDLE_PCT, BUSY_PCT, level, level]
-        params += [tr.start, tr.end, gids, BUSY_PCT, ref_gids, level]
+        sql, params = _GPU_STATS_ROLLED_SQL, [HOT_C, IDLE_PCT, BUSY_PCT]
+        params += _level_bounds(store, level, tr)
+        params += [tr.end, gids, BUSY_PCT, ref_gids, level]
     else:
         ticks, per_sample_s = stat_ticks(store, tr)
         sql = _GPU_STATS_SQL
