@@ -225,6 +225,17 @@ def test_a_large_fleet_searches_coarser_node_cells_and_finds_the_same_outliers(
     pd.testing.assert_frame_equal(coarse, full)
 
 
+def _same_figures(raw_stats: pd.DataFrame, stats: pd.DataFrame) -> None:
+    """Per-GPU statistics from rollups that equal those of every raw sample (all but "the job
+    was running", judged per bucket): counts and peaks exactly, busy means to float32."""
+    both = raw_stats.merge(stats, on=["host", "gpu"], suffixes=("_raw", ""))
+    assert len(both) == len(raw_stats) == len(stats) >= 64
+    for col in ("samples", "temp_peak", "hot_samples", "grain_s"):
+        assert (both[col] == both[f"{col}_raw"]).all(), col
+    for col in ("clock_busy", "temp_busy"):
+        np.testing.assert_allclose(both[col], both[f"{col}_raw"], rtol=1e-5)
+
+
 def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
     dev_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,12 +256,7 @@ def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
         assert outq._rolled_level(store, day) == 300
         stats, ref, per_sample_s = outq.gpu_stats(store, day)
         assert per_sample_s == store.sample_interval_s()
-        both = raw_stats.merge(stats, on=["host", "gpu"], suffixes=("_raw", ""))
-        assert len(both) == len(raw_stats) == len(stats) >= 64
-        for col in ("samples", "temp_peak", "hot_samples", "grain_s"):
-            assert (both[col] == both[f"{col}_raw"]).all(), col
-        for col in ("clock_busy", "temp_busy"):
-            np.testing.assert_allclose(both[col], both[f"{col}_raw"], rtol=1e-5)
+        _same_figures(raw_stats, stats)
         assert ref == pytest.approx(raw_ref, rel=1e-5)
         got = outq.outliers(store, day)
         key = ["host", "gpu", "reason"]
@@ -280,12 +286,7 @@ def test_weeks_read_the_kept_days_and_the_day_still_filling_with_the_raw_figures
     monkeypatch.setattr(outq, "MAX_ROLLED_ROWS", 100)  # ...and as weeks: one row a GPU fits
     assert outq._rolled_level(store, day) == 86400
     stats, _, _ = outq.gpu_stats(store, day)
-    both = raw_stats.merge(stats, on=["host", "gpu"], suffixes=("_raw", ""))
-    assert len(both) == len(raw_stats) == len(stats) >= 64
-    for col in ("samples", "temp_peak", "hot_samples", "grain_s"):
-        assert (both[col] == both[f"{col}_raw"]).all(), col
-    for col in ("clock_busy", "temp_busy"):
-        np.testing.assert_allclose(both[col], both[f"{col}_raw"], rtol=1e-5)
+    _same_figures(raw_stats, stats)
 
 
 def test_outliers_of_a_range_whose_raw_samples_expired_come_from_per_gpu_buckets(
