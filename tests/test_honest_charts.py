@@ -345,3 +345,16 @@ def test_the_worst_node_is_the_first_outlier_of_the_inventory(
         assert outq.worst_node(s, tr) == (first["host"], f"{first['reason']} on GPU {first['gpu']}")
         assert outq.worst_node(s, tr) == ("h100-0007", "hot on GPU 5")
     assert outq.worst_node(night, _whole(night)) is None  # no GPU samples: nothing to open on
+
+
+def test_the_worst_node_is_found_without_reading_xids_when_a_sample_names_it(
+    dev_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hot, throttled or straggling GPU comes before any XID in the table, so the drill-down
+    opens on it without the XID query (the first viewer after a write waits less)."""
+    with Store(str(dev_store), read_only=True) as s:
+        tr = _whole(s)
+        want = outq.worst_node(s, tr)
+        s.forget_results()
+        monkeypatch.setattr(outq, "xid_gpus", lambda *_a: pytest.fail("XIDs were read"))
+        assert outq.worst_node(s, tr) == want == ("h100-0007", "hot on GPU 5")

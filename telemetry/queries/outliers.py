@@ -30,6 +30,8 @@ STRAGGLER_RATIO = 0.92  # busy SM clock below this share of the fleet median
 THROTTLE_RATIO = 0.95  # a smaller clock drop counts when the GPU is also hot
 THROTTLE_TEMP_C = 80.0  # mean temperature while busy that makes a clock drop thermal
 REASON_ORDER = ("hot", "throttled", "straggler", "XID", "idle")  # table order
+_BEFORE_XID = REASON_ORDER[: REASON_ORDER.index("XID")]  # read from the samples alone
+MAX_NODES = 40  # candidate nodes the table reads per GPU
 
 
 # Nodes likely to hold an outlier GPU, from per-node cells compared with the fleet in the same
@@ -319,7 +321,7 @@ def _collapse_idle_nodes(rows: list[dict[str, Any]], stats: pd.DataFrame) -> lis
     return out
 
 
-def outliers(store: Store, tr: TimeRange, max_nodes: int = 40) -> pd.DataFrame:
+def outliers(store: Store, tr: TimeRange, max_nodes: int = MAX_NODES) -> pd.DataFrame:
     """Outlier GPUs in the range, one row per (GPU, reason): host, gpu (index), reason (XID,
     hot, throttled, straggler, idle), value (rounded), unit, detail (why, in words).
 
@@ -332,10 +334,16 @@ def outliers(store: Store, tr: TimeRange, max_nodes: int = 40) -> pd.DataFrame:
       samples in which the fleet ran the job (fleet mean utilization >= ``BUSY_PCT``).
     """
     stats, ref, interval = gpu_stats(store, tr, max_nodes)
-    rows = _xid_rows(xid_gpus(store, tr))
-    for r in stats.itertuples():
-        rows += _gpu_reasons(r, ref, interval)
-    rows = _collapse_idle_nodes(rows, stats)
+    rows = _xid_rows(xid_gpus(store, tr)) + _stat_rows(stats, ref, interval)
+    return _in_order(_collapse_idle_nodes(rows, stats))
+
+
+def _stat_rows(stats: pd.DataFrame, ref: float | None, interval: float) -> list[dict[str, Any]]:
+    return [row for r in stats.itertuples() for row in _gpu_reasons(r, ref, interval)]
+
+
+def _in_order(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """``rows`` as the table shows them: by ``REASON_ORDER``, the worst of each first."""
     cols = ["host", "gpu", "reason", "value", "unit", "detail"]
     df = pd.DataFrame(rows, columns=cols)
     if df.empty:
@@ -359,14 +367,19 @@ def worst_node(store: Store, tr: TimeRange) -> tuple[str, str] | None:
     """The node the GPUs page opens on, and why: the host of the first row of ``outliers``
     (hot, throttled, straggler, XID, idle, worst first) that is a node of the inventory, else
     the node whose utilization strays furthest from the fleet's (the heatmap's top row).
-    None without GPU samples in the range."""
-    for r in outliers(store, tr).itertuples():
-        if node_info(store, r.host) is not None:
-            # any reason but an XID event was read from the range's samples: there are some
-            if r.reason == "XID" and heatmap(store, tr, "util", max_rows=2).cells.empty:
-                return None
-            gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
-            return str(r.host), f"{r.reason}{gpu}"
+    None without GPU samples in the range. Rows read from the samples alone come before any
+    XID, so when one of them names a node the XIDs are not read (the first viewer after a
+    write skips that query)."""
+    stats, ref, interval = gpu_stats(store, tr, MAX_NODES)
+    early = [r for r in _stat_rows(stats, ref, interval) if r["reason"] in _BEFORE_XID]
+    for table in (lambda: _in_order(early), lambda: outliers(store, tr)):
+        for r in table().itertuples():
+            if node_info(store, r.host) is not None:
+                # any reason but an XID event was read from the range's samples: there are some
+                if r.reason == "XID" and heatmap(store, tr, "util", max_rows=2).cells.empty:
+                    return None
+                gpu = f" on GPU {r.gpu}" if isinstance(r.gpu, int) else ""
+                return str(r.host), f"{r.reason}{gpu}"
     cells = heatmap(store, tr, "util", max_rows=2).cells
     if cells.empty:
         return None
