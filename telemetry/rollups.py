@@ -2,20 +2,19 @@
 
 Every batch of GPU samples is reduced, while it is in memory, to per-(tick, node) partial sums
 (``node_tick``, see ``NODE_TICK_SQL``); node and fleet rollups at 1 min, 5 min, 1 h and 6 h
-are built from those, each level from the one below it. A chart then asks for a time
-range and a point budget and reads the finest level that fits, so a 10-minute range and a
-54-day range cost the same. Apart from ``telemetry.store`` because how aggregates are kept is
-its own concern; the store only calls ``refresh`` under its write lock.
+are built from those, each level from the one below it. A chart then asks for a time range and
+a point budget and reads the finest level that fits, so a 10-minute range and a 54-day range
+cost the same. Apart from ``telemetry.store`` because how aggregates are kept is its own
+concern; the store only calls ``refresh`` under its write lock.
 
 Per GPU, ``gpu_rollup`` keeps 5 min, 1 h and 6 h buckets of the drill-down's columns (and
 complete days, ``keep_days``), in the same transaction and under the same watermark as the
-node level of that size: one
-node's GPUs over a day read 288 rows per GPU instead of every raw sample of the fleet in that
-day (5.9 M at 16,384 GPUs and 15 s), "GPUs under 80 % per hour" reads one row per GPU-hour,
-and both outlive the raw samples when ``--raw-retention`` drops them. A replay hands over the
-per-GPU rows of the buckets its windows hold whole (``telemetry.replay.partials``): a refresh
-keeps a bucket whose rows count exactly the samples beneath it and builds the others
-(``_stale``).
+node level of that size: one node's GPUs over a day read 288 rows per GPU instead of every
+raw sample of the fleet in that day (5.9 M at 16,384 GPUs and 15 s), "GPUs under 80 % per
+hour" reads one row per GPU-hour, and both outlive the raw samples when ``--raw-retention``
+drops them. A replay hands over the per-GPU rows of the buckets its windows hold whole
+(``telemetry.replay.partials``): a refresh keeps a bucket whose rows count exactly the samples
+beneath it and builds the others (``_stale``).
 """
 
 from __future__ import annotations
