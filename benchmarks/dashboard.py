@@ -39,8 +39,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -88,7 +91,6 @@ def serve(
     extra = {env.REPLY_CACHE: "0"} if rebuild else {}
     if cold:  # "request": each callback request starts with no result (as after a write);
         extra[env.RESULT_CACHE] = cold  # "0": no result kept at all, not even within one
-
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--store", store, "--port", str(port)]
         + (extra_args or []),
@@ -201,27 +203,30 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def measure(
-    store: str, repeat: int, cold: str = ""
-) -> tuple[dict[str, float], dict[str, dict], list[dict]]:
-    proc, url = serve(store, rebuild=True, cold=cold)
+@contextmanager
+def served(store: str, **kw: Any) -> Iterator[str]:
+    """``serve(store, **kw)``'s URL while the block runs; the server is stopped after it."""
+    proc, url = serve(store, **kw)
     try:
-        renders, requests = record(url)
-        return renders, replay(url, requests, repeat), requests
+        yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def measure(
+    store: str, repeat: int, cold: str = ""
+) -> tuple[dict[str, float], dict[str, dict], list[dict]]:
+    with served(store, rebuild=True, cold=cold) as url:
+        renders, requests = record(url)
+        return renders, replay(url, requests, repeat), requests
 
 
 def replayed(store: str, requests: list[dict], repeat: int, cold: str) -> dict[str, dict]:
     """The recorded ``requests`` replayed against a server that rebuilds every reply, with
     the result cache ``cold`` says (see ``serve``)."""
-    proc, url = serve(store, rebuild=True, cold=cold)
-    try:
+    with served(store, rebuild=True, cold=cold) as url:
         return replay(url, requests, repeat)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def first_view(store: str, requests: list[dict], repeat: int) -> dict[str, float]:
