@@ -28,8 +28,6 @@ from telemetry.connection import rollback
 from telemetry.utilization import CLASS_SQL, NVLINK_BUCKET_SQL, REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
-# What a refresh writes (``Store`` keeps cached results of other tables across it).
-TABLES = ("node_rollup", "fleet_rollup", "gpu_rollup", "class_rollup", "meta")
 # Rollup levels in seconds; a store keeps those at or above its sample interval.
 ROLLUP_LEVELS_S: tuple[int, ...] = (60, 300, 3600, 21600)
 # Per-GPU levels (``gpu_rollup``), a subset of the above. The 6-hour one serves statistics
@@ -45,6 +43,29 @@ GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600)
 # round at 16,384 GPUs); a late round rebuilds its own day.
 DAY_S, DAY_FROM = 86400, 21600
 DAY_MARK = "gpu_day_mark"
+# Each per-GPU level is a table of its own (``gpu_table``), and ``gpu_rollup`` the view of
+# them all, which readers ask with ``bucket_s = ?``: in one table the levels' rows shared
+# every row group (each refresh appends its hours and 6-hour buckets together), so reading the
+# 3.6 M six-hour rows of a 54-day run scanned the 21 M hourly ones too (the drill-down's node
+# series 33 ms, 11 ms on its own level). Writers name the level's table and report the view
+# too (``GPU_TABLES``, ``telemetry.versions``): the name every reader's SQL uses.
+GPU_VIEW = "gpu_rollup"
+GPU_TABLE_LEVELS: tuple[int, ...] = (*GPU_LEVELS_S, DAY_S)
+
+
+def gpu_table(level: int) -> str:
+    """The table of the per-GPU level ``level`` (seconds; one of ``GPU_TABLE_LEVELS``, so
+    never a name from input)."""
+    if level not in GPU_TABLE_LEVELS:
+        raise ValueError(f"no per-GPU rollup level of {level} s")
+    return f"{GPU_VIEW}_{level}"
+
+
+# The per-GPU rollup under each name a query may use (the view and its tables).
+GPU_TABLES = (GPU_VIEW, *map(gpu_table, GPU_TABLE_LEVELS))
+# What a refresh writes (``Store`` keeps cached results of other tables across it).
+TABLES = ("node_rollup", "fleet_rollup", *GPU_TABLES, "class_rollup", "meta")
+
 # The columns a per-GPU bucket keeps: (rollup column, gpu_samples column), averaged...
 GPU_AVG = (
     ("util_avg", "util_pct"),
@@ -79,13 +100,13 @@ _RAW = f"""(SELECT *, ({_EFFECTIVE} >= {BUSY_PCT})::INT AS _busy,
 # a separate UPDATE over only the samples that report a link field: a replay reports none, and
 # two more aggregates over every sample cost a 54-day backfill some 18 s for NULLs.
 GPU_LINK = ("pcie_bps", "nvlink_bps")
-LINK_SQL = f"""UPDATE gpu_rollup AS g SET pcie_bps = x.pcie, nvlink_bps = x.nv
+LINK_SQL = f"""UPDATE {{table}} AS g SET pcie_bps = x.pcie, nvlink_bps = x.nv
 FROM (SELECT time_bucket(to_seconds(?), ts) AS b, gpu_id, avg(pcie_rx_bps + pcie_tx_bps) AS pcie,
         {NVLINK_BUCKET_SQL} AS nv
       FROM gpu_samples WHERE ts >= ? AND ts <= ?
         AND (nvlink_bytes IS NOT NULL OR pcie_rx_bps IS NOT NULL OR pcie_tx_bps IS NOT NULL)
       GROUP BY ALL) x
-WHERE g.bucket_s = ? AND g.gpu_id = x.gpu_id AND g.ts = x.b"""
+WHERE g.gpu_id = x.gpu_id AND g.ts = x.b"""
 
 # The energy a GPU used in each bucket (``energy_mj_used``), kept as the buckets are built so
 # a run's energy is a plain sum (a query-time window over every GPU-hour of a 54-day run took
@@ -93,48 +114,42 @@ WHERE g.bucket_s = ? AND g.gpu_id = x.gpu_id AND g.ts = x.b"""
 # the adjacent one and the counter did not drop; else (a GPU's first bucket, one after a gap,
 # or a driver reload that restarted the counter) from this bucket's first reading to its last.
 ENERGY_LEVEL_S = 3600  # the per-GPU level that keeps it (``queries.energy`` reads hours)
-ENERGY_USED_SQL = """UPDATE gpu_rollup AS g SET energy_mj_used =
+ENERGY_USED_SQL = f"""UPDATE {gpu_table(ENERGY_LEVEL_S)} AS g SET energy_mj_used =
   CASE WHEN p.prev IS NOT NULL AND g.energy_mj_max >= p.prev THEN g.energy_mj_max - p.prev
        ELSE g.energy_mj_max - g.energy_mj_min END
 FROM (SELECT gpu_id, ts,
         CASE WHEN lag(ts) OVER w = ts - to_seconds(?) THEN lag(energy_mj_max) OVER w END AS prev
-      FROM gpu_rollup WHERE bucket_s = ? AND ts >= ?::TIMESTAMP - to_seconds(?)
+      FROM {gpu_table(ENERGY_LEVEL_S)} WHERE ts >= ?::TIMESTAMP - to_seconds(?)
         AND ts <= ?::TIMESTAMP + to_seconds(?)
       WINDOW w AS (PARTITION BY gpu_id ORDER BY ts)) p
-WHERE g.bucket_s = ? AND g.gpu_id = p.gpu_id AND g.ts = p.ts AND g.ts >= ?
+WHERE g.gpu_id = p.gpu_id AND g.ts = p.ts AND g.ts >= ?
   AND g.ts <= ?::TIMESTAMP + to_seconds(?)"""
 
 
 # The fleet's hours: their GPU-hours, those with an energy, and its sum (``queries.energy``
 # reads a run's hours here: 1,296 rows for 54 days instead of 21 M GPU-hours).
-FLEET_ENERGY_SQL = """UPDATE fleet_rollup AS f
+FLEET_ENERGY_SQL = f"""UPDATE fleet_rollup AS f
 SET gpu_hours = e.n, energy_gpu_hours = e.counted, energy_mj_used = e.mj
 FROM (SELECT ts, count(*) AS n, count(energy_mj_used) AS counted, sum(energy_mj_used) AS mj
-      FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?::TIMESTAMP + to_seconds(?)
+      FROM {gpu_table(ENERGY_LEVEL_S)} WHERE ts >= ? AND ts <= ?::TIMESTAMP + to_seconds(?)
       GROUP BY ts) e
 WHERE f.bucket_s = ? AND f.ts = e.ts"""
 
 
-def fill_energy_used(
-    con: duckdb.DuckDBPyConnection, level: int, since: object, until: object
-) -> None:
-    """``energy_mj_used`` of the per-GPU buckets of ``level`` in [since, until] and of the
-    bucket after (its energy starts from the last reading of a bucket that may have just been
+def fill_energy_used(con: duckdb.DuckDBPyConnection, since: object, until: object) -> None:
+    """``energy_mj_used`` of the per-GPU hours (``ENERGY_LEVEL_S``) in [since, until] and of
+    the hour after (its energy starts from the last reading of an hour that may have just been
     rebuilt by a late round); see ``ENERGY_USED_SQL``; and the fleet's sums of those hours
     (``FLEET_ENERGY_SQL``). The caller holds the write lock."""
-    con.execute(
-        ENERGY_USED_SQL,
-        [level, level, since, level, until, level, level, since, until, level],
-    )
-    fill_fleet_energy(con, level, since, until)
+    h = ENERGY_LEVEL_S
+    con.execute(ENERGY_USED_SQL, [h, since, h, until, h, since, until, h])
+    fill_fleet_energy(con, since, until)
 
 
-def fill_fleet_energy(
-    con: duckdb.DuckDBPyConnection, level: int, since: object, until: object
-) -> None:
-    """The fleet's sums (``FLEET_ENERGY_SQL``) of the per-GPU buckets of ``level`` in
-    [since, until] and of the bucket after. The caller holds the write lock."""
-    con.execute(FLEET_ENERGY_SQL, [level, since, until, level, level])
+def fill_fleet_energy(con: duckdb.DuckDBPyConnection, since: object, until: object) -> None:
+    """The fleet's sums (``FLEET_ENERGY_SQL``) of the per-GPU hours in [since, until] and of
+    the hour after. The caller holds the write lock."""
+    con.execute(FLEET_ENERGY_SQL, [since, until, ENERGY_LEVEL_S, ENERGY_LEVEL_S])
 
 
 # The fleet "now" (``gpu_now``): each GPU's newest sample, for every GPU that sent one in the
@@ -177,6 +192,18 @@ NODE_TICK_SQL = f"""INSERT INTO node_tick
     sum(tensor_active), sum({REAL_SQL})
   FROM ((SELECT * FROM gpu_samples LIMIT 0) UNION ALL BY NAME (SELECT * FROM _batch)) b
   JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
+
+
+def insert_gpu_buckets(con: duckdb.DuckDBPyConnection, rows: int) -> None:
+    """A producer's whole per-GPU buckets (``rows`` of them, registered as ``_batch``, see
+    ``Store.append_many``), each into its level's table. A row of no kept level is refused
+    (``ValueError``; the caller rolls the batch back). The caller holds the write lock."""
+    stored = 0
+    for level in GPU_LEVELS_S:
+        sql = f"INSERT INTO {gpu_table(level)} BY NAME SELECT * FROM _batch WHERE bucket_s = ?"
+        stored += int(con.execute(sql, [level]).fetchone()[0])
+    if stored != rows:
+        raise ValueError(f"gpu_buckets: {rows - stored} rows of no per-GPU level {GPU_LEVELS_S}")
 
 
 def levels_for(interval_s: float) -> list[int]:
@@ -264,8 +291,7 @@ def keep_days(con: duckdb.DuckDBPyConnection, newest: datetime, since: object = 
         mark = datetime.fromisoformat(row[0])
     else:  # the first day with 6-hour buckets
         mark = con.execute(
-            "SELECT time_bucket(to_seconds(?), min(ts)) FROM gpu_rollup WHERE bucket_s = ?",
-            [DAY_S, DAY_FROM],
+            f"SELECT time_bucket(to_seconds(?), min(ts)) FROM {gpu_table(DAY_FROM)}", [DAY_S]
         ).fetchone()[0]
         if mark is None:
             return
@@ -288,8 +314,12 @@ def add_gpu_level(con: duckdb.DuckDBPyConnection, level: int, prev: int) -> None
     before it kept ``level`` (the refresh builds a level only from its watermark on). Does
     nothing when the store has no ``prev`` bucket or already has ``level``'s. The caller holds
     the write lock."""
-    has = "SELECT count(*) FROM (SELECT 1 FROM gpu_rollup WHERE bucket_s = ? LIMIT 1)"
-    if con.execute(has, [level]).fetchone()[0] or not con.execute(has, [prev]).fetchone()[0]:
+
+    def has(lv: int) -> bool:
+        row = con.execute(f"SELECT count(*) FROM (FROM {gpu_table(lv)} LIMIT 1)").fetchone()
+        return bool(row[0])
+
+    if has(level) or not has(prev):
         return
     _gpu_level(con, level, prev, "1970-01-01 00:00:00", datetime(9999, 12, 31))
 
@@ -319,9 +349,9 @@ def _gpu_level(
     for lo, hi in stale:
         _build_gpu_level(con, level, prev, lo, hi)
     if prev is None:
-        con.execute(LINK_SQL, [level, since, until, level])
+        con.execute(LINK_SQL.format(table=gpu_table(level)), [level, since, until])
     if level == ENERGY_LEVEL_S:
-        fill_energy_used(con, level, since, until)
+        fill_energy_used(con, since, until)
     con.execute(
         "DELETE FROM class_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?",
         [level, since, until],
@@ -340,9 +370,9 @@ def _stale(
     or one still filling, is rebuilt."""
     have = dict(
         con.execute(
-            "SELECT ts, sum(samples) FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ? "
+            f"SELECT ts, sum(samples) FROM {gpu_table(level)} WHERE ts >= ? AND ts <= ? "
             "GROUP BY ts",
-            [level, since, until],
+            [since, until],
         ).fetchall()
     )
     if prev is None:
@@ -353,9 +383,9 @@ def _stale(
         ).fetchall()
     else:
         below = con.execute(
-            "SELECT time_bucket(to_seconds(?), ts) AS b, sum(samples) FROM gpu_rollup "
-            "WHERE bucket_s = ? AND ts >= ? AND ts <= ? GROUP BY b",
-            [level, prev, since, until],
+            f"SELECT time_bucket(to_seconds(?), ts) AS b, sum(samples) FROM {gpu_table(prev)} "
+            "WHERE ts >= ? AND ts <= ? GROUP BY b",
+            [level, since, until],
         ).fetchall()
     counts = dict(below)
     stale = sorted({b for b, n in counts.items() if have.get(b) != n} | (set(have) - set(counts)))
@@ -373,16 +403,15 @@ def _build_gpu_level(
     con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: object, until: object
 ) -> None:
     """The per-GPU rows of ``level`` in [since, until] (whole buckets), built anew."""
-    con.execute(
-        "DELETE FROM gpu_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ?", [level, since, until]
-    )
+    table = gpu_table(level)
+    con.execute(f"DELETE FROM {table} WHERE ts >= ? AND ts <= ?", [since, until])
     names = [c for c, _ in GPU_AVG + GPU_MAX + GPU_MIN + GPU_COUNT + GPU_BUSY_AVG]
     if prev is None:
         cols = [f"avg({raw})" for _, raw in GPU_AVG]
         cols += [f"max({raw})" for _, raw in GPU_MAX] + [f"min({raw})" for _, raw in GPU_MIN]
         cols += [f"sum({flag})" for _, flag in GPU_COUNT]
         cols += [f"avg(CASE WHEN _busy = 1 THEN {raw} END)" for _, raw in GPU_BUSY_AVG]
-        src, count, where = _RAW, "count(*)", ""
+        src, count = _RAW, "count(*)"
     else:  # weighted by the samples of the buckets that had the column
         names += GPU_LINK
         cols = [_weighted(c) for c, _ in GPU_AVG] + [f"max({c})" for c, _ in GPU_MAX]
@@ -391,12 +420,12 @@ def _build_gpu_level(
         cols += [f"CASE WHEN count({c}) = count(*) THEN sum({c}) END" for c, _ in GPU_COUNT]
         cols += [_weighted(c, "busy_n") for c, _ in GPU_BUSY_AVG]
         cols += [_weighted(c) for c in GPU_LINK]
-        src, count, where = "gpu_rollup", "sum(samples)", "bucket_s = ? AND "
+        src, count = gpu_table(prev), "sum(samples)"
     con.execute(
-        f"""INSERT INTO gpu_rollup (bucket_s, ts, gpu_id, samples, {", ".join(names)})
+        f"""INSERT INTO {table} (bucket_s, ts, gpu_id, samples, {", ".join(names)})
         SELECT ?, time_bucket(to_seconds(?), ts) AS b, gpu_id, {count}, {", ".join(cols)}
-        FROM {src} WHERE {where}ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
-        [level, level, *([prev] if prev is not None else []), since, until],
+        FROM {src} WHERE ts >= ? AND ts <= ? GROUP BY b, gpu_id""",
+        [level, level, since, until],
     )
 
 

@@ -4,7 +4,8 @@ that a DuckDB file is a Factory Floor store at all.
 Kept apart from ``telemetry.store`` (which opens and writes) because the schema changes for
 its own reasons: a new table or column is added here, with the upgrade that brings older
 stores up to it, without touching how batches are written. Tables are only ever added, never
-changed, so an upgrade touches no data.
+changed, so an upgrade touches no data; once, the per-GPU rollup's rows were moved from one
+table into one per level (``_gpu_level_tables``), in one transaction.
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
+from telemetry.connection import rollback
 from telemetry.rollups import (
     DAY_MARK,
     DAY_S,
     ENERGY_LEVEL_S,
     FILL_NOW_SQL,
+    GPU_TABLE_LEVELS,
+    GPU_VIEW,
     NOW_COLUMNS,
     add_gpu_level,
     fill_energy_used,
     fill_fleet_energy,
+    gpu_table,
     keep_days,
     now_window_us,
 )
@@ -68,11 +73,6 @@ CREATE TABLE IF NOT EXISTS node_rollup (
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
   power_w FLOAT, fb_used_avg FLOAT, sm_clock_avg FLOAT, sm_clock_min FLOAT,
   tensor_avg FLOAT);
-CREATE TABLE IF NOT EXISTS gpu_rollup (
-  bucket_s INTEGER, ts TIMESTAMP, gpu_id INTEGER, samples INTEGER,
-  util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
-  mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT, energy_mj_max DOUBLE,
-  energy_mj_min DOUBLE);
 CREATE TABLE IF NOT EXISTS class_rollup (
   bucket_s INTEGER, ts TIMESTAMP, class VARCHAR, intervals INTEGER, sm INTEGER, occ INTEGER,
   real INTEGER);
@@ -130,6 +130,13 @@ CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
 """
+
+# The per-GPU rollup's columns as first released (``ADDED_COLUMNS`` adds the rest, in order):
+# one table per level and the view ``gpu_rollup`` of them (``_gpu_level_tables``).
+_GPU_ROLLUP_COLS = """bucket_s INTEGER, ts TIMESTAMP, gpu_id INTEGER, samples INTEGER,
+  util_avg FLOAT, temp_avg FLOAT, power_w FLOAT, sm_clock_avg FLOAT, fb_used_avg FLOAT,
+  mem_temp_avg FLOAT, temp_max FLOAT, xid_last FLOAT, energy_mj_max DOUBLE,
+  energy_mj_min DOUBLE"""
 
 # Columns added to tables after the first release, in table order (see ``create``).
 ADDED_COLUMNS: dict[str, dict[str, str]] = {
@@ -210,20 +217,16 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_now'"
     ).fetchone()[0]
     con.execute(SCHEMA)
-    had_used = con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gpu_rollup' "
-        "AND column_name = 'energy_mj_used'"
-    ).fetchone()[0]
-    had_fleet_energy = con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'fleet_rollup' "
-        "AND column_name = 'energy_mj_used'"
-    ).fetchone()[0]
+    had_used = _has_column(con, "energy_mj_used", GPU_VIEW, gpu_table(ENERGY_LEVEL_S))
+    had_fleet_energy = _has_column(con, "energy_mj_used", "fleet_rollup")
     # Stores created before a column was added get it (appends to ``targets`` are positional,
     # so its columns must exist, in this order, before the first round). Names come from
     # ``ADDED_COLUMNS`` above, never from input.
     for table, columns in ADDED_COLUMNS.items():
         for column, kind in columns.items():
-            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+            if table != GPU_VIEW:  # its level tables get theirs in _gpu_level_tables
+                con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+    _gpu_level_tables(con)
     if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
         con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
     else:  # an older store's catalog learns the columns added since
@@ -237,9 +240,9 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # after the newest rollup watermark (each level is built from there on).
     # Hourly per-GPU buckets built before they kept the energy used get it once.
     if not had_used:
-        fill_energy_used(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
+        fill_energy_used(con, "1970-01-01", "9999-12-31")
     elif not had_fleet_energy:  # the fleet's hours summed once from the per-GPU hours
-        fill_fleet_energy(con, ENERGY_LEVEL_S, "1970-01-01", "9999-12-31")
+        fill_fleet_energy(con, "1970-01-01", "9999-12-31")
     # Workload classes per per-GPU bucket (added after the per-GPU rollups): a store that has
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:
@@ -261,6 +264,52 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
                (SELECT max(value::TIMESTAMP) FROM meta WHERE key LIKE 'rollup_watermark_%'),
                (SELECT min(ts) FROM gpu_samples))) + INTERVAL 1 hour, '%Y-%m-%d %H:%M:%S') END"""
     )
+
+
+def _has_column(con: duckdb.DuckDBPyConnection, column: str, *tables: str) -> bool:
+    """Whether one of ``tables`` (base tables, not views) has ``column``."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_columns() JOIN duckdb_tables() USING (table_name) "
+            "WHERE list_contains(?, table_name) AND column_name = ?",
+            [list(tables), column],
+        ).fetchone()[0]
+    )
+
+
+def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """One table per per-GPU level and the view ``gpu_rollup`` of them all (see
+    ``rollups.GPU_VIEW``), each table with every column of ``ADDED_COLUMNS``. A store that kept
+    every level in one table ``gpu_rollup`` has its rows moved into the level tables, and that
+    table dropped, in one transaction: a failure leaves it as it was. The caller holds the
+    write lock."""
+    kind = con.execute(
+        "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [GPU_VIEW]
+    ).fetchone()
+    single = kind is not None and kind[0] == "BASE TABLE"
+    tables = [gpu_table(level) for level in GPU_TABLE_LEVELS]
+    con.begin()
+    try:
+        for table in ([GPU_VIEW] if single else []) + tables:
+            con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({_GPU_ROLLUP_COLS})")
+            for column, kind in ADDED_COLUMNS[GPU_VIEW].items():
+                con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+        if single:
+            move = f"SELECT * FROM {GPU_VIEW} WHERE bucket_s = ?"
+            moved = sum(
+                con.execute(f"INSERT INTO {table} BY NAME {move}", [level]).fetchone()[0]
+                for level, table in zip(GPU_TABLE_LEVELS, tables, strict=True)
+            )
+            held = con.execute(f"SELECT count(*) FROM {GPU_VIEW}").fetchone()[0]
+            if moved != held:  # a level this version does not know: keep the table as it is
+                raise RuntimeError(f"{GPU_VIEW}: {held - moved} rows of an unknown level")
+            con.execute(f"DROP TABLE {GPU_VIEW}")
+        union = " UNION ALL ".join(f"SELECT * FROM {table}" for table in tables)
+        con.execute(f"CREATE OR REPLACE VIEW {GPU_VIEW} AS {union}")
+        con.commit()
+    except BaseException:
+        rollback(con)
+        raise
 
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:

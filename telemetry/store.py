@@ -58,9 +58,9 @@ _BY_NAME = frozenset(
     {"gpu_samples", "node_tick", "gpu_buckets", "interruptions", "checkpoints", "signals",
      "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events"}
 )  # fmt: skip
-# Batch names stored under another table's name: a producer's whole per-GPU buckets
-# (``telemetry.replay.partials``) are rollup rows.
-_INTO = {"gpu_buckets": "gpu_rollup"}
+# Batch names stored under other tables' names: a producer's whole per-GPU buckets
+# (``telemetry.replay.partials``) are rollup rows, one table per level.
+_INTO = {"gpu_buckets": rollups.GPU_TABLES}
 # Tables whose rows replace the stored row with the same key (a run's end, a job's state).
 _REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes"})
 
@@ -104,11 +104,17 @@ class Store:
                 "it is left untouched. Give a new path or a store made by `factoryfloor`.",
             )
         if not read_only:
-            self._init_schema()
+            try:
+                self._init_schema()
+            except Exception as exc:  # closed, so the file can be opened again
+                self._con.close()
+                raise StoreError(path, f"bringing it up to this version failed: {exc}") from exc
         elif path != ":memory:" and schema.outdated(self._con):
             self._con.close()
             self._con = audited(_upgrade(path), self._audit)
-        self._tables = TableVersions(self._con)  # which write each cached result depends on
+        # which write each cached result depends on (the per-GPU levels' writers report
+        # their view's name)
+        self._tables = TableVersions(self._con, tracked=[rollups.GPU_VIEW])
 
     # -- lifecycle -------------------------------------------------------------------------
     def _init_schema(self) -> None:
@@ -284,7 +290,7 @@ class Store:
         if "gpu_buckets" in batches and "gpu_samples" not in batches:
             raise ValueError("gpu_buckets come only with the GPU samples they sum")
         total = 0
-        touched = [_INTO.get(t, t) for t in batches] + ["ingest_batches"]
+        touched = [n for t in batches for n in _INTO.get(t, (t,))] + ["ingest_batches"]
         touched += ["node_tick", "gpu_now"] if "gpu_samples" in batches else []
         with self._writing(touched) as con:
             con.begin()
@@ -301,8 +307,10 @@ class Store:
                         con.register("_batch", data)
                         verb = "INSERT OR REPLACE" if table in _REPLACING else "INSERT"
                         by = " BY NAME" if table in _BY_NAME else ""
-                        into = _INTO.get(table, table)
-                        con.execute(f"{verb} INTO {into}{by} SELECT * FROM _batch")
+                        if table == "gpu_buckets":  # one table per level (rollups.GPU_VIEW)
+                            rollups.insert_gpu_buckets(con, n)
+                        else:
+                            con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
                             con.execute(rollups.NODE_TICK_SQL)
                         if table == "gpu_samples":

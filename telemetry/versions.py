@@ -9,7 +9,9 @@ no write touched stay valid, and are still shared.
 
 What is safe when unsure: a write that does not say which tables it touched counts as a write
 to all of them, and a query whose SQL names no known table, or names a view (whose tables are
-not spelled out here), takes the store's own version, as every query did before.
+not spelled out here), takes the store's own version, as every query did before. The
+exception is a view whose every writer reports it by name (``tracked``: the per-GPU rollup,
+one table per level under the view ``gpu_rollup``, see ``telemetry.rollups``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import duckdb
 class TableVersions:
     """The version of the last write per table, and a query's version from them."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, tracked: Iterable[str] = ()) -> None:
+        self._tracked = frozenset(name.lower() for name in tracked)
         self._written: dict[str, int] = {}
         self._everything = 0  # the last write that did not say which tables it touched
         self._lock = threading.Lock()
@@ -37,7 +40,7 @@ class TableVersions:
             "SELECT table_name, false FROM duckdb_tables() "
             "UNION ALL SELECT view_name, true FROM duckdb_views() WHERE NOT internal"
         ).fetchall()
-        self._views = frozenset(name.lower() for name, view in rows if view)
+        self._views = frozenset(name.lower() for name, view in rows if view) - self._tracked
         names = sorted({name.lower() for name, _ in rows}, key=len, reverse=True)
         # a name as a whole word: ``runs`` in "FROM runs r", not in "reruns" or "runs_x" (a
         # column of the same name makes a query depend on that table too: safe, if wasteful)

@@ -52,12 +52,12 @@ def test_a_driver_reload_resets_the_counter_without_losing_energy(day: Path) -> 
                 "AND ts = ?", [gid, at - timedelta(hours=1)],
             ).fetchone()[0]  # fmt: skip
             con.execute(
-                "UPDATE gpu_rollup SET energy_mj_max = energy_mj_max - ?, "
-                "energy_mj_min = energy_mj_min - ? WHERE bucket_s = 3600 AND gpu_id = ? "
-                "AND ts >= ?", [base, base, gid, at],
+                "UPDATE gpu_rollup_3600 SET energy_mj_max = energy_mj_max - ?, "
+                "energy_mj_min = energy_mj_min - ? WHERE gpu_id = ? AND ts >= ?",
+                [base, base, gid, at],
             )  # fmt: skip
             # and the hours' energy, as the rollup computes it when it builds them
-            rollups.fill_energy_used(con, 3600, whole.start - timedelta(hours=1), whole.end)
+            rollups.fill_energy_used(con, whole.start - timedelta(hours=1), whole.end)
         # the same, but for the one sample interval between the last reading before the
         # reload and the first after it
         after = energy(s, whole).kwh_counter
@@ -69,9 +69,10 @@ def test_without_the_counter_energy_is_power_times_time(day: Path) -> None:
         whole = data_extent(s)
         assert whole is not None
         with s.transaction() as con:  # an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
-            con.execute("UPDATE gpu_rollup SET energy_mj_max = NULL, energy_mj_min = NULL")
+            for table in rollups.GPU_TABLES[1:]:  # each level's table
+                con.execute(f"UPDATE {table} SET energy_mj_max = NULL, energy_mj_min = NULL")
             # the hours' energy (none) and the fleet's, as the rollup computes them
-            rollups.fill_energy_used(con, 3600, whole.start - timedelta(hours=1), whole.end)
+            rollups.fill_energy_used(con, whole.start - timedelta(hours=1), whole.end)
         e = energy(s, whole)
         assert e.basis == POWER and e.kwh_counter is None
         assert e.kwh == pytest.approx(_raw_kwh(s), rel=0.01)
@@ -134,7 +135,8 @@ def test_each_gpu_hour_keeps_the_energy_its_counter_readings_give(day: Path) -> 
     assert len(kept) > 1000
     pd.testing.assert_frame_equal(kept, raw, check_dtype=False, rtol=1e-12)
     con = duckdb.connect(str(day))
-    con.execute("ALTER TABLE gpu_rollup DROP COLUMN energy_mj_used")  # an older store
+    for table in rollups.GPU_TABLES[1:]:  # an older store
+        con.execute(f"ALTER TABLE {table} DROP COLUMN energy_mj_used")
     con.close()
     with Store(str(day)) as s:
         pd.testing.assert_frame_equal(s.df(q), kept)

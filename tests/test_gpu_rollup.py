@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from telemetry import rollups
+from telemetry.errors import StoreError
 from telemetry.queries import TimeRange, data_extent, gpu_node, gpu_rollup
 from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below, gpus_below_per_hour, node_series_level
@@ -132,7 +133,9 @@ def test_a_store_from_before_the_table_reads_raw_where_the_rollup_has_holes(
         want = gpuq.node_gpu_series(s, HOST, whole)
         hourly = gpus_below_per_hour(s, whole)
         with s.transaction() as con:  # as a store written before the table existed
-            con.execute("DROP TABLE gpu_rollup")
+            con.execute("DROP VIEW gpu_rollup")
+            for table in rollups.GPU_TABLES[1:]:
+                con.execute(f"DROP TABLE {table}")
             con.execute("DELETE FROM meta WHERE key = 'gpu_rollup_since'")
     with Store(str(day)) as s:  # the upgrade adds the table, whole from the next hour on
         since = s.gpu_rollup_since()
@@ -170,7 +173,7 @@ def test_a_store_from_before_the_six_hour_level_gets_it_from_its_hourly_buckets(
         before = s.df("SELECT * FROM gpu_rollup WHERE bucket_s = 21600 ORDER BY ts, gpu_id")
         classes = s.df("SELECT * FROM class_rollup WHERE bucket_s = 21600 ORDER BY ALL")
     con = duckdb.connect(str(day))
-    con.execute("DELETE FROM gpu_rollup WHERE bucket_s = 21600")  # as before the level
+    con.execute("DELETE FROM gpu_rollup_21600")  # as before the level
     con.execute("DELETE FROM class_rollup WHERE bucket_s = 21600")
     con.close()
     with Store(str(day)) as s:  # opened for writing: the schema upgrade builds it
@@ -202,7 +205,7 @@ def test_complete_days_are_kept_per_gpu_from_their_six_hour_buckets(day: Path) -
         )
         pd.testing.assert_frame_equal(got, s.df(sums, [mark]), check_dtype=False)
     con = duckdb.connect(str(day))  # as before days were kept
-    con.execute("DELETE FROM gpu_rollup WHERE bucket_s = 86400")
+    con.execute("DELETE FROM gpu_rollup_86400")
     con.execute("DELETE FROM meta WHERE key = ?", [rollups.DAY_MARK])
     con.close()
     with Store(str(day)) as s:  # opened for writing: the schema upgrade builds them
@@ -216,7 +219,7 @@ def test_a_round_within_a_day_leaves_its_kept_days_and_a_late_one_rebuilds_its_o
     """A refresh in the day still filling writes no day (a scrape round does not rebuild the
     day it falls in); a round for a kept day rebuilds that day from its 6-hour buckets."""
     with Store(str(day)) as s:
-        kept = "SELECT rowid, samples FROM gpu_rollup WHERE bucket_s = 86400 ORDER BY 1"
+        kept = "SELECT rowid, samples FROM gpu_rollup_86400 ORDER BY 1"
         before = s.rows(kept)
         s.refresh_rollups()
         assert s.rows(kept) == before and before
@@ -276,3 +279,67 @@ def test_the_drill_down_pick_list_reads_per_gpu_buckets_with_the_raw_answers(
     )
     assert len(got) == len(want) > 8 * 100
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-4)
+
+
+def _one_table(path: Path, extra: str = "") -> None:
+    """Make the store at ``path`` keep every per-GPU level in one table ``gpu_rollup``, as
+    stores did before one table per level (``extra``: SQL run on it before closing)."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE _one AS FROM gpu_rollup")
+    con.execute("DROP VIEW gpu_rollup")
+    for table in rollups.GPU_TABLES[1:]:
+        con.execute(f"DROP TABLE {table}")
+    con.execute("ALTER TABLE _one RENAME TO gpu_rollup")
+    if extra:
+        con.execute(extra)
+    con.close()
+
+
+def test_a_store_with_every_level_in_one_table_gets_one_table_per_level(day: Path) -> None:
+    """A store from before one table per per-GPU level is read as it is when served read-only,
+    and has its rows moved, none lost or changed, when it is opened for writing; the refresh
+    then writes the level tables."""
+    every = "SELECT * FROM gpu_rollup ORDER BY bucket_s, ts, gpu_id"
+    with Store(str(day)) as s:
+        want = s.df(every)
+        whole = data_extent(s)
+        assert whole is not None
+        series = gpuq.node_gpu_series(s, HOST, whole)
+    assert set(want["bucket_s"]) == {300, 3600, 21600, 86400}
+    _one_table(day)
+    with Store(str(day), read_only=True) as s:
+        pd.testing.assert_frame_equal(s.df(every), want)
+        pd.testing.assert_frame_equal(gpuq.node_gpu_series(s, HOST, whole), series)
+    with Store(str(day)) as s:
+        kinds = dict(
+            s.rows("SELECT table_name, table_type FROM information_schema.tables "
+                   "WHERE table_name LIKE 'gpu_rollup%'")
+        )  # fmt: skip
+        assert kinds == {"gpu_rollup": "VIEW"} | dict.fromkeys(rollups.GPU_TABLES[1:], "BASE TABLE")
+        pd.testing.assert_frame_equal(s.df(every), want)
+        for level in rollups.GPU_TABLE_LEVELS:
+            n = s.scalar(f"SELECT count(*) FROM {rollups.gpu_table(level)}")
+            assert n == (want["bucket_s"] == level).sum() > 0
+        pd.testing.assert_frame_equal(gpuq.node_gpu_series(s, HOST, whole), series)
+        gpu = s.scalar("SELECT min(gpu_id) FROM gpus")  # a late round: its hour rebuilt
+        at = whole.start + timedelta(hours=3, seconds=1)
+        hour = "SELECT samples FROM gpu_rollup_3600 WHERE gpu_id = ? AND ts = ?"
+        start = at.replace(minute=0, second=0, microsecond=0)
+        before = s.scalar(hour, [gpu, start])
+        s.append("gpu_samples", pd.DataFrame({"ts": [at], "gpu_id": [gpu], "util_pct": [1.0]}))
+        s.refresh_rollups(since=at)
+        assert s.scalar(hour, [gpu, start]) == before + 1 > 1
+
+
+def test_a_level_this_version_does_not_know_leaves_the_one_table_as_it_was(day: Path) -> None:
+    with Store(str(day)) as s:
+        want = s.df("SELECT * FROM gpu_rollup ORDER BY ALL")
+    _one_table(day, "INSERT INTO gpu_rollup (bucket_s, gpu_id, samples) VALUES (60, 1, 1)")
+    with pytest.raises(StoreError, match="up to this version failed.*1 rows of an unknown level"):
+        Store(str(day))
+    con = duckdb.connect(str(day), read_only=True)
+    got = con.execute("SELECT * FROM gpu_rollup WHERE bucket_s <> 60 ORDER BY ALL").df()
+    split = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'gpu_rollup_%'"
+    assert con.execute(split).fetchone()[0] == 0
+    con.close()
+    pd.testing.assert_frame_equal(got, want)

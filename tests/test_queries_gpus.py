@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import gpus as q
 from telemetry.queries import outliers as outq
@@ -266,7 +267,8 @@ def test_long_ranges_read_per_gpu_buckets_and_find_the_same_outliers(
         np.testing.assert_allclose(got.loc[~same, "value"], raw.loc[~same, "value"], atol=0.5)
         # buckets from before the counts: judged on each bucket's mean, and said so
         with store.transaction() as con:
-            con.execute("UPDATE gpu_rollup SET hot_n = NULL, idle_n = NULL, busy_n = NULL")
+            for table in rollups.GPU_TABLES[1:]:  # each level's table
+                con.execute(f"UPDATE {table} SET hot_n = NULL, idle_n = NULL, busy_n = NULL")
         old = outq.outliers(store, day)
     assert old[key].values.tolist() == raw[key].values.tolist()
     assert "in 5-min buckets totalling" in old[old["reason"] == "hot"].iloc[0]["detail"]

@@ -91,3 +91,23 @@ def test_results_no_write_made_useless_survive_the_sweep_of_older_ones(tmp_path:
         kept = [key[1] for key in store._cache._items]
         assert TRAIN in kept  # still valid, still kept
         assert len([q for q in kept if "gpu_samples WHERE" in q]) == 1  # older rounds' dropped
+
+
+def test_the_per_gpu_rollup_view_keeps_its_results_until_its_levels_are_written(
+    tmp_path: Path,
+) -> None:
+    """``gpu_rollup`` is a view of one table per level whose writers name it: a training write
+    keeps its results, a round's refresh renews them."""
+    rolled = "SELECT count(*), sum(samples) FROM gpu_rollup WHERE bucket_s = ?"
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        store.append_many({"gpus": _gpus(), "train_metrics": _steps(0, 5)})
+        store.append("gpu_samples", _samples([T0], 4, 50.0))
+        store.refresh_rollups()
+        assert store.rows(rolled, [300]) == [(4, 4)]
+        before = _misses(store)
+        store.append("train_metrics", _steps(5, 3))
+        assert store.rows(rolled, [300]) == [(4, 4)] and _misses(store) == before
+        store.append("gpu_samples", _samples([T0 + timedelta(seconds=15)], 4, 60.0))
+        store.refresh_rollups()
+        before = _misses(store)
+        assert store.rows(rolled, [300]) == [(4, 8)] and _misses(store) == before + 1
