@@ -317,6 +317,7 @@ def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
     tables, and the added columns that the dashboard reads."""
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
+    want += [gpu_table(level) for level in GPU_TABLE_LEVELS]  # readers name a level's table
     missing = [t for t in want if t not in have]
     for table, read in READ_COLUMNS.items():
         if table in have:

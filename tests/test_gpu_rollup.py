@@ -296,8 +296,8 @@ def _one_table(path: Path, extra: str = "") -> None:
 
 
 def test_a_store_with_every_level_in_one_table_gets_one_table_per_level(day: Path) -> None:
-    """A store from before one table per per-GPU level is read as it is when served read-only,
-    and has its rows moved, none lost or changed, when it is opened for writing; the refresh
+    """A store from before one table per per-GPU level has its rows moved, none lost or
+    changed, when it is opened, read-only too (the readers name a level's table); the refresh
     then writes the level tables."""
     every = "SELECT * FROM gpu_rollup ORDER BY bucket_s, ts, gpu_id"
     with Store(str(day)) as s:
@@ -307,9 +307,10 @@ def test_a_store_with_every_level_in_one_table_gets_one_table_per_level(day: Pat
         series = gpuq.node_gpu_series(s, HOST, whole)
     assert set(want["bucket_s"]) == {300, 3600, 21600, 86400}
     _one_table(day)
-    with Store(str(day), read_only=True) as s:
+    with Store(str(day), read_only=True) as s:  # upgraded first (``store._upgrade``)
         pd.testing.assert_frame_equal(s.df(every), want)
         pd.testing.assert_frame_equal(gpuq.node_gpu_series(s, HOST, whole), series)
+    _one_table(day)
     with Store(str(day)) as s:
         kinds = dict(
             s.rows("SELECT table_name, table_type FROM information_schema.tables "

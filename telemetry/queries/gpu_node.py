@@ -15,6 +15,7 @@ import pandas as pd
 from telemetry.queries import TimeRange
 from telemetry.queries.gpu_rollup import node_series_level
 from telemetry.queries.gpus import NODE_POINTS, WHOLE_BUCKETS_SQL, nice_bucket, whole_buckets
+from telemetry.rollups import gpu_table
 from telemetry.store import Store
 from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
 
@@ -48,8 +49,8 @@ ROLLED_METRICS = {
 }
 _ROLLED_SQL = """SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,
   sum(s.{c} * s.samples) / sum(s.samples) AS {name}, ? AS bucket_s
-FROM gpu_rollup s JOIN gpus g USING (gpu_id)
-WHERE s.bucket_s = ? AND {whole} AND s.{c} IS NOT NULL AND s.gpu_id IN (
+FROM {table} s JOIN gpus g USING (gpu_id)
+WHERE {whole} AND s.{c} IS NOT NULL AND s.gpu_id IN (
     SELECT gpu_id FROM gpus JOIN nodes USING (node_id) WHERE nodes.host = ?)
 GROUP BY ALL ORDER BY g.gpu, 1"""
 # Fields without a column of their own (extras), kept from dcgm-exporter scrapes only; and the
@@ -78,8 +79,10 @@ def node_gpu_metric(
     whole = whole_buckets(bucket, tr)
     if level is not None:  # weighted by the samples of the buckets that had the metric
         return store.df(
-            _ROLLED_SQL.format(c=ROLLED_METRICS[key], name=name, whole=WHOLE_BUCKETS_SQL),
-            [bucket, bucket, level, *whole, str(host)[:200]],
+            _ROLLED_SQL.format(
+                table=gpu_table(level), c=ROLLED_METRICS[key], name=name, whole=WHOLE_BUCKETS_SQL
+            ),
+            [bucket, bucket, *whole, str(host)[:200]],
         )
     source, value, where = "gpu_samples", f"s.{column}", f"s.{column} IS NOT NULL"
     params = whole

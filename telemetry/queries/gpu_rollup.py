@@ -12,6 +12,7 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
+from telemetry.rollups import GPU_TABLE_LEVELS, gpu_table
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
 
@@ -71,9 +72,8 @@ def gpus_below(
     whole; ``bucket_s`` its size. From the per-GPU rollup where it is whole, from the raw
     samples before that (the same numbers; a store upgraded mid-range reads both)."""
     bucket = below_bucket(store, tr) if bucket is None else bucket
-    rolled = """SELECT ts AS h, gpu_id, coalesce(real_avg, util_avg) AS u FROM gpu_rollup
-                WHERE bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)
-                  AND ts <= ?"""
+    rolled = """SELECT ts AS h, gpu_id, coalesce(real_avg, util_avg) AS u FROM {table}
+                WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?"""
     raw = f"""SELECT time_bucket(to_seconds(?), ts) AS h, gpu_id,
                coalesce(avg({REAL_SQL}), avg(util_pct)) AS u
              FROM gpu_samples
@@ -86,8 +86,11 @@ def gpus_below(
         return [bucket, bucket, start, bucket, end, bucket]
 
     def rolled_params(start: object, end: object) -> list[object]:
-        return [bucket, bucket, start, end]
+        return [bucket, start, end]
 
+    # the level's own table, not the view of all levels: a join over the view's UNION loses
+    # the statistics that make the join with ``gpus`` direct (45 ms against 7 at llama3 scale)
+    rolled = rolled.format(table=gpu_table(bucket)) if bucket in GPU_TABLE_LEVELS else ""
     if bucket not in store.gpu_rollup_levels() or tr.end < since:
         src, params = raw, raw_params(tr.start, tr.end)
     elif tr.start >= since:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange, pick_level
 from telemetry.queries.gpu_rollup import ROLLED, node_series_level
+from telemetry.rollups import gpu_table
 from telemetry.store import Store
 
 
@@ -240,10 +241,10 @@ def node_gpu_series(
         return store.df(
             f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu, {cols},
                        max(s.xid_last) AS xid_last, ? AS bucket_s
-                FROM gpu_rollup s JOIN gpus g USING (gpu_id)
-                WHERE s.bucket_s = ? AND {WHOLE_BUCKETS_SQL} AND s.gpu_id = ANY(?::INTEGER[])
+                FROM {gpu_table(level)} s JOIN gpus g USING (gpu_id)
+                WHERE {WHOLE_BUCKETS_SQL} AND s.gpu_id = ANY(?::INTEGER[])
                 GROUP BY ALL ORDER BY g.gpu, 1""",
-            [bucket, bucket, level, *whole_buckets(bucket, tr), gids],
+            [bucket, bucket, *whole_buckets(bucket, tr), gids],
         )
     return store.df(
         f"""SELECT time_bucket(to_seconds(?), s.ts) AS ts, g.gpu,

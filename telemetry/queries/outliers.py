@@ -17,7 +17,7 @@ from telemetry.queries import TimeRange
 from telemetry.queries.gpus import _cells, heatmap, node_info
 from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
-from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S
+from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
@@ -110,10 +110,8 @@ _GPU_STATS_ROLLED_SQL = """WITH s AS MATERIALIZED (
          coalesce(busy_n, CASE WHEN coalesce(real_avg, util_avg) >= ? THEN samples ELSE 0 END)
            AS busy,
          coalesce(busy_clock, sm_clock_avg) AS clock, coalesce(busy_temp, temp_avg) AS temp
-  FROM gpu_rollup
-  WHERE ((bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts < ?)
-         OR (bucket_s = ? AND ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts >= ?))
-    AND ts <= ? AND gpu_id = ANY(?::INTEGER[])),
+  FROM ({source})
+  WHERE ts <= ? AND gpu_id = ANY(?::INTEGER[])),
 run AS (SELECT ts, sum(util_pct * samples) / sum(samples) >= ? AS running FROM s
         WHERE gpu_id = ANY(?::INTEGER[]) GROUP BY ts)
 SELECT g.host, g.gpu, n.role, sum(s.samples) AS samples,
@@ -187,13 +185,20 @@ def _days_kept(store: Store) -> datetime | None:
     return datetime.fromisoformat(mark) if mark else None
 
 
-def _level_bounds(store: Store, level: int, tr: TimeRange) -> list[Any]:
-    """Parameters of ``_GPU_STATS_ROLLED_SQL``'s two sources: the buckets of ``level`` the
+# The buckets of one per-GPU level from those touching a range's start on (its own table: see
+# ``rollups.GPU_VIEW``), and with an end or a start of their own (days, then 6-hour buckets).
+_LEVEL_FROM = "SELECT * FROM {table} WHERE ts >= time_bucket(to_seconds(?), ?::TIMESTAMP)"
+
+
+def _level_source(store: Store, level: int, tr: TimeRange) -> tuple[str, list[Any]]:
+    """``_GPU_STATS_ROLLED_SQL``'s source and its parameters: the buckets of ``level`` the
     range touches; for days, those before the day mark and the 6-hour buckets from it on."""
     if level != DAY_S:
-        return [level, level, tr.start, datetime.max, level, level, tr.start, datetime.max]
+        return _LEVEL_FROM.format(table=gpu_table(level)), [level, tr.start]
+    days, six = (_LEVEL_FROM.format(table=gpu_table(lv)) for lv in (DAY_S, DAY_FROM))
     mark = _days_kept(store)
-    return [DAY_S, DAY_S, tr.start, mark, DAY_FROM, DAY_FROM, tr.start, mark]
+    sql = f"{days} AND ts < ? UNION ALL {six} AND ts >= ?"
+    return sql, [DAY_S, tr.start, mark, DAY_FROM, tr.start, mark]
 
 
 def gpu_stats(
@@ -218,8 +223,9 @@ def gpu_stats(
     level = _rolled_level(store, tr)
     if level is not None:
         per_sample_s = store.sample_interval_s()
-        sql, params = _GPU_STATS_ROLLED_SQL, [HOT_C, IDLE_PCT, BUSY_PCT]
-        params += _level_bounds(store, level, tr)
+        source, bounds = _level_source(store, level, tr)
+        sql = _GPU_STATS_ROLLED_SQL.format(source=source)
+        params = [HOT_C, IDLE_PCT, BUSY_PCT, *bounds]
         params += [tr.end, gids, BUSY_PCT, ref_gids, level]
     else:
         ticks, per_sample_s = stat_ticks(store, tr)
