@@ -24,6 +24,7 @@ from typing import Any
 
 import duckdb
 
+from telemetry.cellflags import set_flags
 from telemetry.connection import rollback
 from telemetry.utilization import CLASS_SQL, NVLINK_BUCKET_SQL, REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
@@ -429,6 +430,11 @@ def _build_gpu_level(
     )
 
 
+# The node rollup's columns its levels are built into (the cell flags are set afterwards).
+_NODE_COLUMNS = """bucket_s, ts, node_id, samples, gpus, util_avg, util_min, temp_avg, temp_max,
+  mem_temp_max, power_w, fb_used_avg, sm_clock_avg, sm_clock_min, tensor_avg, real_avg"""
+
+
 def _rollup_level(
     con: duckdb.DuckDBPyConnection, level: int, prev: int | None, since: str, until: datetime
 ) -> None:
@@ -442,7 +448,7 @@ def _rollup_level(
         # One node_tick row per (tick, node): a node's GPUs at one tick arrive in one batch
         # (one replay window, one scrape of that node's exporter).
         con.execute(
-            f"""INSERT INTO node_rollup
+            f"""INSERT INTO node_rollup ({_NODE_COLUMNS})
             SELECT ?, {bucket} AS b, node_id, sum(n), max(n),
               sum(util_s) / sum(n), min(util_min), sum(temp_s) / sum(n), max(temp_max),
               max(mem_temp_max), sum(power_s) / count(*), sum(fb_s) / sum(n),
@@ -453,7 +459,7 @@ def _rollup_level(
         )
     else:
         con.execute(
-            f"""INSERT INTO node_rollup
+            f"""INSERT INTO node_rollup ({_NODE_COLUMNS})
             SELECT ?, {bucket} AS b, node_id, sum(samples), max(gpus),
               sum(util_avg * samples) / sum(samples), min(util_min),
               sum(temp_avg * samples) / sum(samples), max(temp_max), max(mem_temp_max),
@@ -465,6 +471,7 @@ def _rollup_level(
             GROUP BY b, node_id""",
             [level, level, prev, since, until],
         )
+    set_flags(con, level, since, until)
     con.execute(
         """INSERT INTO fleet_rollup (bucket_s, ts, nodes, gpus, util_avg, util_min, temp_avg,
           temp_max, power_w, fb_used_avg, sm_clock_avg, tensor_avg, real_avg)

@@ -15,6 +15,7 @@ import re
 import duckdb
 
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
+from telemetry.cellflags import FLAG_COLUMNS, set_flags
 from telemetry.connection import rollback
 from telemetry.rollups import (
     DAY_MARK,
@@ -185,7 +186,9 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         if c.name in OPTIONAL_COLUMNS
     },
     "node_tick": {"real_s": "DOUBLE"},
-    "node_rollup": {"real_avg": "FLOAT"},
+    # ... and whether each cell is idle, slow or hot against the fleet in its bucket
+    # (``telemetry.cellflags``: the outlier table's candidate search counts them).
+    "node_rollup": {"real_avg": "FLOAT", **dict.fromkeys(FLAG_COLUMNS, "BOOLEAN")},
     # the fleet's GPU energy per hour, summed from the per-GPU hours as they are built
     # (``rollups.FLEET_ENERGY_SQL``): a run's energy reads its hours, not every GPU-hour
     "fleet_rollup": {
@@ -219,6 +222,7 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(SCHEMA)
     had_used = _has_column(con, "energy_mj_used", GPU_VIEW, gpu_table(ENERGY_LEVEL_S))
     had_fleet_energy = _has_column(con, "energy_mj_used", "fleet_rollup")
+    had_flags = _has_column(con, FLAG_COLUMNS[0], "node_rollup")
     # Stores created before a column was added get it (appends to ``targets`` are positional,
     # so its columns must exist, in this order, before the first round). Names come from
     # ``ADDED_COLUMNS`` above, never from input.
@@ -247,6 +251,9 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     # those buckets gets its classes once, from them (``rollups.CLASS_SQL``).
     if con.execute("SELECT count(*) FROM class_rollup").fetchone()[0] == 0:
         con.execute(CLASS_SQL.format(where=f"WHERE bucket_s <> {DAY_S}"))  # days: no classes
+    if not had_flags:  # cell flags (added after the node rollups) set once for every cell
+        for (level,) in con.execute("SELECT DISTINCT bucket_s FROM node_rollup").fetchall():
+            set_flags(con, level, "1970-01-01", "9999-12-31")
     # The 6-hour per-GPU level (added after the hourly one) is built once from the hourly.
     add_gpu_level(con, 21600, 3600)
     # Per-GPU days (added after the 6-hour level) are built once from the 6-hour buckets.

@@ -212,14 +212,14 @@ def test_a_large_fleet_searches_coarser_node_cells_and_finds_the_same_outliers(
     full = outq.outliers(store, day)
     assert {"hot", "throttled", "straggler", "XID", "idle"} <= set(full["reason"])
     seen: list[str] = []
-    cells = outq._cells
+    grid = outq.cell_grid
 
-    def spy(store_: Store, tr: TimeRange, max_cols: int, columns: tuple[str, ...]):  # type: ignore[no-untyped-def]
-        out = cells(store_, tr, max_cols, columns)
-        seen.append(f"{max_cols}:{out[2]}")
+    def spy(store_: Store, tr: TimeRange, max_cols: int) -> tuple[int, int, bool]:
+        out = grid(store_, tr, max_cols)
+        seen.append(f"{max_cols}:{out[1]}")
         return out
 
-    monkeypatch.setattr(outq, "_cells", spy)
+    monkeypatch.setattr(outq, "cell_grid", spy)
     monkeypatch.setattr(outq, "CANDIDATE_CELLS", 10 * 24)  # as if the fleet were huge
     coarse = outq.outliers(store, day)
     assert seen and seen[0].startswith("24:") and int(seen[0].split(":")[1]) >= 3600

@@ -73,15 +73,22 @@ def metric(key: str) -> GpuMetric:
     return METRICS[key]
 
 
+def cell_grid(store: Store, tr: TimeRange, max_cols: int) -> tuple[int, int, bool]:
+    """The per-node cells of at most ``max_cols`` buckets over ``tr``: the level they are read
+    from and their bucket (seconds), and whether the level is ``node_tick`` (else
+    ``node_rollup``). The bucket is coarser than the level only when even the coarsest level
+    has too many."""
+    level = pick_level(store, tr, max_cols)
+    bucket = level * max(1, math.ceil(tr.seconds / level / max_cols))
+    return level, bucket, level not in store.rollup_levels()
+
+
 def _cells(
     store: Store, tr: TimeRange, max_cols: int, columns: tuple[str, ...]
 ) -> tuple[str, list[Any], int]:
     """SQL of per-(bucket, node) cells with the named ``_CELL_COLUMNS``, its parameters and
-    the bucket (seconds). Reads node_tick or the finest rollup that fits ``max_cols`` buckets,
-    regrouped to a coarser bucket only when even the coarsest level has too many."""
-    level = pick_level(store, tr, max_cols)
-    bucket = level * max(1, math.ceil(tr.seconds / level / max_cols))
-    tick = level not in store.rollup_levels()
+    the bucket (seconds), on ``cell_grid``'s level and bucket."""
+    level, bucket, tick = cell_grid(store, tr, max_cols)
     source = "node_tick WHERE" if tick else "node_rollup WHERE bucket_s = ? AND"
     params: list[Any] = [*([] if tick else [level]), tr.start, tr.end]
     exprs = {name: _CELL_COLUMNS[name][0 if tick else 1] for name in columns}

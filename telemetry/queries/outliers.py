@@ -13,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from telemetry.cellflags import JUDGED_SQL
 from telemetry.queries import TimeRange
-from telemetry.queries.gpus import _cells, heatmap, node_info
+from telemetry.queries.gpus import _cells, cell_grid, heatmap, node_info
 from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
 from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
@@ -37,19 +38,13 @@ MAX_NODES = 40  # candidate nodes the table reads per GPU
 # Nodes likely to hold an outlier GPU, from per-node cells compared with the fleet in the same
 # bucket (fleet-wide dips such as restarts and checkpoint stalls cancel out): a hot GPU, a node
 # as busy as the fleet but slower (one GPU at 0.88 of its peers lowers its node's mean clock by
-# 1.5 %), or a job node well below the fleet's utilization. Plus a spread of job nodes as the
-# reference for "the fleet" in stage 2.
-_CANDIDATES_SQL = """WITH c AS MATERIALIZED ({cells}),
-f AS (SELECT ts, avg(eff_avg) AS mu FROM c GROUP BY ts),
-g AS (SELECT c.ts, avg(c.sm_clock_avg) AS mc FROM c JOIN f USING (ts)
-      WHERE c.eff_avg >= f.mu - 5 GROUP BY c.ts),
-flags AS (
-  SELECT c.node_id,
-    count(*) FILTER (WHERE f.mu >= ? AND c.eff_avg < f.mu - 10) AS idle_cells,
-    count(*) FILTER (WHERE f.mu >= ? AND c.eff_avg >= f.mu - 5
-                     AND c.sm_clock_avg < ? * g.mc) AS slow_cells,
-    count(*) FILTER (WHERE c.temp_max >= ?) AS hot_cells
-  FROM c JOIN f USING (ts) LEFT JOIN g USING (ts) GROUP BY c.node_id),
+# 1.5 %), or a job node well below the fleet's utilization (``telemetry.cellflags``: the flags
+# are kept with the node rollups, or judged here from node_tick's cells and regrouped ones).
+# Plus a spread of job nodes as the reference for "the fleet" in stage 2.
+_CANDIDATES_SQL = """WITH flags AS (
+  SELECT node_id, count(*) FILTER (WHERE idle_cell) AS idle_cells,
+    count(*) FILTER (WHERE slow_cell) AS slow_cells, count(*) FILTER (WHERE hot_cell) AS hot_cells
+  FROM ({flagged}) GROUP BY node_id),
 cand AS (
   SELECT flags.node_id, false AS reference FROM flags JOIN nodes n USING (node_id)
   WHERE (idle_cells > 0 AND n.role = 'job') OR slow_cells > 0 OR hot_cells > 0
@@ -69,7 +64,9 @@ _CANDIDATE_COLUMNS = ("eff_avg", "temp_max", "sm_clock_avg")
 # not 5-minute ones (16.5 M: 70-90 ms cold). A hot cell keeps its peak at any size; an idle or
 # slow spell short against the bucket may not make its node a candidate.
 CANDIDATE_CELLS = 2_000_000
-SLOW_NODE_RATIO = 0.985
+# The node rollup's kept flags (``cellflags``) of one level over a range.
+_KEPT_FLAGS = """SELECT node_id, idle_cell, slow_cell, hot_cell FROM node_rollup
+WHERE bucket_s = ? AND ts >= ? AND ts <= ?"""
 
 # Per-GPU statistics of the candidates' GPUs; the job "runs" at a tick when the reference
 # GPUs' mean utilization is busy. Utilization is real utilization where the GPU reported the
@@ -213,10 +210,14 @@ def gpu_stats(
     the figures are the samples' own)."""
     nodes = store.scalar("SELECT count(*) FROM nodes") or 1
     cols = max(24, min(600, CANDIDATE_CELLS // nodes))
-    cells, params, _ = _cells(store, tr, cols, _CANDIDATE_COLUMNS)
+    level, bucket, tick = cell_grid(store, tr, cols)
+    if tick or bucket != level:  # cells the node rollup does not keep: judged here
+        cells, params, _ = _cells(store, tr, cols, _CANDIDATE_COLUMNS)
+        flagged = JUDGED_SQL.format(cells=cells)
+    else:
+        flagged, params = _KEPT_FLAGS, [level, tr.start, tr.end]
     rows = store.rows(
-        _CANDIDATES_SQL.format(cells=cells),
-        [*params, BUSY_PCT, BUSY_PCT, SLOW_NODE_RATIO, HOT_C, int(max_nodes), reference_nodes],
+        _CANDIDATES_SQL.format(flagged=flagged), [*params, int(max_nodes), reference_nodes]
     )
     gids = [int(r[0]) for r in rows]
     ref_gids = [int(r[0]) for r in rows if r[1]]
