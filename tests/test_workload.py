@@ -364,7 +364,9 @@ def test_summary_json_states_real_utilization_and_gpu_hours_per_class(store: Sto
     hours = u["class_gpu_hours"]
     assert hours["tensor-bound"] > 10 * hours.get("busy-but-light", 0) > 0
     # every GPU-interval that reported is classified: GPU-hours add up to the samples' time
-    sampled = store.scalar("SELECT count(*) FROM gpu_samples") * u["interval_s"] / 3600.0
+    # (judged on 5-minute buckets over the whole run: ``interval_s``)
+    assert u["interval_s"] == 300
+    sampled = store.scalar("SELECT count(*) FROM gpu_samples") * store.sample_interval_s() / 3600
     assert sum(hours.values()) == pytest.approx(sampled, rel=0.01)
 
 
