@@ -293,13 +293,16 @@ def thinned_metrics(
     where = f"run_id = ? AND {column} BETWEEN ? AND ?"  # column checked above
     n = store.scalar(f"SELECT count(*) FROM train_metrics WHERE {where}", [run_id, lo, hi])
     k = max(int(n // max_points) + 1, 1)
+    # each group's highest loss by a grouped max joined back (a window partitioned by group
+    # sorted every row again: 20 ms against 14 for a 54-day run's 71 K rows)
     return store.df(
-        f"""WITH t AS (
+        f"""WITH t AS MATERIALIZED (
               SELECT {_SERIES_COLS}, row_number() OVER (ORDER BY ts) - 1 AS i
               FROM train_metrics WHERE {where}),
-            b AS (SELECT *, max(loss) OVER (PARTITION BY i // ?) AS bucket_max FROM t)
-            SELECT {_SERIES_COLS} FROM b WHERE i % ? = 0 OR loss = bucket_max ORDER BY ts""",
-        [run_id, lo, hi, k, k],
+            m AS (SELECT i // ? AS g, max(loss) AS bucket_max FROM t GROUP BY g)
+            SELECT {_SERIES_COLS} FROM t LEFT JOIN m ON m.g = t.i // ?
+            WHERE t.i % ? = 0 OR t.loss = m.bucket_max ORDER BY ts""",
+        [run_id, lo, hi, k, k, k],
     )
 
 
