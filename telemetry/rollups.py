@@ -45,11 +45,13 @@ GPU_LEVELS_S: tuple[int, ...] = (300, 3600, 21600)
 DAY_S, DAY_FROM = 86400, 21600
 DAY_MARK = "gpu_day_mark"
 # Each per-GPU level is a table of its own (``gpu_table``), and ``gpu_rollup`` the view of
-# them all, which readers ask with ``bucket_s = ?``: in one table the levels' rows shared
-# every row group (each refresh appends its hours and 6-hour buckets together), so reading the
-# 3.6 M six-hour rows of a 54-day run scanned the 21 M hourly ones too (the drill-down's node
-# series 33 ms, 11 ms on its own level). Writers name the level's table and report the view
-# too (``GPU_TABLES``, ``telemetry.versions``): the name every reader's SQL uses.
+# them all (``bucket_s = ?`` picks a level). In one table the levels' rows shared every row
+# group (a replay window hands over its hours and 6-hour buckets together), so reading the
+# 3.6 M six-hour rows of a 54-day run scanned the filters of all 25.9 M: the outlier table's
+# per-GPU statistics 47 ms, 25 on its own level; the drill-down's node series 27, 15. The
+# queries of one level name its table: a join over the view's UNION ALL is planned without
+# the statistics that make the join with ``gpus`` direct. Writers report the view and the
+# tables (``GPU_TABLES``, ``telemetry.versions``), so results read through either are renewed.
 GPU_VIEW = "gpu_rollup"
 GPU_TABLE_LEVELS: tuple[int, ...] = (*GPU_LEVELS_S, DAY_S)
 
