@@ -12,7 +12,7 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.rollups import GPU_TABLE_LEVELS, gpu_table
+from telemetry.rollups import gpu_table
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
 
@@ -88,17 +88,25 @@ def gpus_below(
     def rolled_params(start: object, end: object) -> list[object]:
         return [bucket, start, end]
 
-    # the level's own table, not the view of all levels: a join over the view's UNION loses
-    # the statistics that make the join with ``gpus`` direct (45 ms against 7 at llama3 scale)
-    rolled = rolled.format(table=gpu_table(bucket)) if bucket in GPU_TABLE_LEVELS else ""
     if bucket not in store.gpu_rollup_levels() or tr.end < since:
         src, params = raw, raw_params(tr.start, tr.end)
-    elif tr.start >= since:
+        return _below(store, src, params, util_pct, bucket)
+    # the level's own table, not the view of all levels: a join over the view's UNION loses
+    # the statistics that make the join with ``gpus`` direct (45 ms against 7 at llama3 scale)
+    rolled = rolled.format(table=gpu_table(bucket))
+    if tr.start >= since:
         src, params = rolled, rolled_params(tr.start, tr.end)
     else:  # a store upgraded in the middle of the range: raw hours before, rollup after
         before = since - timedelta(microseconds=1)
         src = f"{raw} UNION ALL {rolled}"
         params = raw_params(tr.start, before) + rolled_params(since, tr.end)
+    return _below(store, src, params, util_pct, bucket)
+
+
+def _below(
+    store: Store, src: str, params: list[object], util_pct: float, bucket: int
+) -> pd.DataFrame:
+    """``gpus_below``'s counts per bucket from ``src`` (h, gpu_id, u) and its parameters."""
     return store.df(
         f"""SELECT h AS ts, count(u) AS gpus, count(*) FILTER (WHERE u < ?) AS below,
               ? AS bucket_s
