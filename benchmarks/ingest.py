@@ -10,7 +10,10 @@ the daemon does, and prints samples per second for:
 * prometheus_client's ``text_string_to_metric_families`` (the reference, parse only);
 * ``telemetry.collect.exposition.parse``, first round (label-block cache cold: every host new)
   and a later round (cache warm: the same targets again, the steady state of a scrape loop);
-* parse every scrape, then ``round_rows`` and the round's two Arrow tables (the store's batch);
+* ``telemetry.collect.roundparse.parse_round``: the whole round at once in Arrow's kernels,
+  as the store's sink parses (cold: no label block remembered; warm: the last round's);
+* the round parsed at once, then ``round_rows`` and the round's two Arrow tables (the store's
+  batch);
 * end to end: ``StoreSink.write`` of the round into a DuckDB file in a temporary directory
   (parse, ``round_rows``, Arrow, one append transaction, rollup refresh), DuckDB on one thread;
   the first round (cold caches, every GPU new) and the steady state (later rounds);
@@ -43,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from telemetry.collect import dcgm_rows, exposition  # noqa: E402
+from telemetry.collect import dcgm_rows, exposition, roundparse  # noqa: E402
 from telemetry.collect.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
 from telemetry.collect.sink import StoreSink  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
@@ -107,9 +110,14 @@ def ours(text: str) -> int:
     return len(exposition.parse(text))
 
 
+def ours_round(texts: list[str]) -> int:
+    """A round parsed at once, in Arrow's kernels (``roundparse``), as the store's sink does."""
+    return sum(len(s) for s in roundparse.parse_round(texts))
+
+
 def ours_to_arrow(texts: list[str]) -> int:
-    """A round as the store gets it: every scrape parsed, then one batch and its two tables."""
-    rows = dcgm_rows.round_rows([exposition.parse(t) for t in texts])
+    """A round as the store gets it: parsed at once, then one batch and its two tables."""
+    rows = dcgm_rows.round_rows(roundparse.parse_round(texts))
     rows.table()
     rows.extras_table()
     return rows.samples
@@ -177,6 +185,7 @@ def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[fl
 def clear_caches() -> None:
     """Forget what parsing and reshaping remember across rounds, as for targets never seen."""
     exposition.clear_caches()
+    roundparse.clear_cache()
     dcgm_rows.clear_caches()
 
 
@@ -205,6 +214,8 @@ def main() -> None:
     n = timed(ours, texts)[1]
     cold_s = best(ours, texts, args.rounds, cold=True)
     warm_s = best(ours, texts, args.rounds)
+    round_cold_s = best(ours_round, [texts], args.rounds, cold=True)
+    round_warm_s = best(ours_round, [texts], args.rounds)
     arrow_cold_s = best(ours_to_arrow, [texts], args.rounds, cold=True)
     arrow_warm_s = best(ours_to_arrow, [texts], args.rounds)
     e2e_cold_s, e2e_s, stored = end_to_end(texts, args.dir, args.rounds + 1)
@@ -220,6 +231,8 @@ def main() -> None:
     for label, s in (
         ("parse, cold cache", cold_s),
         ("parse, warm cache", warm_s),
+        ("parse round, cold cache", round_cold_s),
+        ("parse round, warm cache", round_warm_s),
         ("+ round_rows + Arrow, cold", arrow_cold_s),
         ("+ round_rows + Arrow, warm", arrow_warm_s),
         ("end to end, first round", e2e_cold_s),

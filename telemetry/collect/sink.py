@@ -37,8 +37,9 @@ import pyarrow as pa
 
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
 from telemetry.collect.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
-from telemetry.collect.exposition import LabelSet, Scrape, parse
+from telemetry.collect.exposition import LabelSet, Scrape
 from telemetry.collect.inventory import DEFAULT_ROLE, Changes, Inventory, Labelled, label_rows
+from telemetry.collect.roundparse import parse_round
 from telemetry.collect.scrape import Fetch
 from telemetry.store import Store
 
@@ -191,7 +192,7 @@ class StoreSink:
             self._seen = self._load_seen(ts)
             self._xid_counts_loaded = True
         up = [f for f in fetches if f.text is not None]
-        scrapes = [parse(f.text or "") for f in up]
+        scrapes = parse_round([f.text or "" for f in up])
         rows = round_rows(scrapes, [f.target.host for f in up])
         labelled = label_rows(rows, [f.target.labels for f in up])
         ids, new_keys, nodes, gpus = self._register(rows, labelled)
