@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.collect import roundparse
+from telemetry.collect import exposition, roundparse
 from telemetry.collect.exposition import BLANK_MIN, Scrape, parse
 from telemetry.collect.roundparse import parse_round
 from tests.test_exposition import CLEAN, FIXTURES, HYPOTHESIS, exposition_text, fixture, mutated
@@ -116,18 +116,38 @@ def test_text_arrow_cannot_hold_is_parsed_as_parse_does() -> None:
     same_round([host("a"), 'x{a="\ud800"} 1\n', host("b")])  # a lone surrogate
 
 
-def test_label_blocks_are_remembered_for_one_round() -> None:
+def test_label_blocks_are_parsed_once_while_the_fleet_shows_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+    labels = exposition._labels
+    monkeypatch.setattr(exposition, "_labels", lambda b: parsed.append(b) or labels(b))
     roundparse.clear_cache()
-    parse_round([host("a"), host("b")])
-    assert len(roundparse._blocks) == 4
-    parse_round([host("c")])  # a later round remembers only its own blocks
-    assert sorted(roundparse._blocks) == sorted(
-        f'gpu="{g}",UUID="GPU-c-{g}",device="nvidia{g}",Hostname="c"' for g in range(2)
-    )
+    fleet = [host(h) for h in "abcd"]
+    parse_round(fleet)
+    assert len(parsed) == 8  # 4 hosts x 2 GPUs
+    parse_round(fleet)
+    parse_round(fleet[:2])  # a round in parts, as a daemon per target group sends them
+    parse_round(fleet[2:])
+    assert len(parsed) == 8  # none parsed again
+    for _ in range(3):
+        parse_round([host("e")])  # the fleet changes: the memory holds at most twice its peak
+    assert len(parsed) == 10 and len(roundparse._blocks) <= 2 * 8
     broken = 'x{gpu="0",gpu="1"} 1\n'  # a duplicate label: refused, and remembered so
     for _ in range(2):
         (s,) = same_round([broken])
         assert s.errors and "duplicate label name" in s.errors[0].reason
+
+
+def test_memory_of_a_fleet_larger_than_the_fixed_cache_follows_it() -> None:
+    memory = exposition.Generations()
+    for _ in range(3):
+        for k in range(exposition.BLOCK_CACHE + 10):  # more than parse()'s LRU holds
+            if memory.get(k) is None:
+                memory.put(k, k)
+        memory.turn()
+    assert len(memory) == exposition.BLOCK_CACHE + 10
+    assert memory.get(5) == 5 and memory.get(-1) is None
 
 
 def test_an_empty_round() -> None:

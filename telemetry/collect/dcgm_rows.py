@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.exposition import BLOCK_CACHE, LabelSet, Scrape, label_maps
+from telemetry.collect.exposition import Generations, LabelSet, Scrape, label_maps
 
 # dcgm-exporter attribution label -> column of the store's ``gpus`` table.
 ATTRIBUTION: dict[str, str] = {
@@ -115,6 +115,7 @@ def round_rows(scrapes: Sequence[Scrape], hosts: Sequence[str | None] | None = N
     """
     hosts = list(hosts) if hosts is not None else [None] * len(scrapes)
     keys, row_scrape, set_row, set_extra, extra_sets, attrs = _set_rows(scrapes, hosts)
+    _keys.turn()
     offsets = np.cumsum([0] + [len(s.label_sets) for s in scrapes])
     label_ids = _cat([s.label_ids + offsets[i] for i, s in enumerate(scrapes)], np.int64)
     field_id, fields = _field_ids(scrapes)
@@ -226,9 +227,19 @@ def _set_rows(
     )
 
 
-@lru_cache(maxsize=BLOCK_CACHE)
+_keys = Generations()  # (label set, host) -> _gpu_key's answer, while the fleet shows it
+
+
 def _gpu_key(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
     """(host, gpu, MIG instance) of a label set, its attribution values, its other labels."""
+    got = _keys.get((labels, host))
+    if got is None:
+        got = _key_of(labels, host)
+        _keys.put((labels, host), got)
+    return got  # type: ignore[return-value]
+
+
+def _key_of(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
     found = dict(labels)
     gpu = found.get("gpu", "")
     where = found.get("Hostname") or found.get("hostname") or host
@@ -262,7 +273,7 @@ def _fill(
 
 def clear_caches() -> None:
     """Forget the GPU keys of label sets (for benchmarks; the parser has its own caches)."""
-    _gpu_key.cache_clear()
+    _keys.clear()
 
 
 def _cat(arrays: list[np.ndarray], dtype: type = np.float64) -> np.ndarray:

@@ -302,10 +302,48 @@ def _label_ids(blocks: Sequence[str]) -> tuple[np.ndarray, tuple[LabelSet, ...]]
 
 
 # A dcgm-exporter GPU shows ~3 label blocks (its base labels, the XID counter's window label,
-# job attribution while a pod runs): 16,384 GPUs need ~49K. This cache and dcgm_rows' per-block
-# GPU keys hold ~1.9 KB per block together, so ~120 MB at most; smaller, a 2,048-node round
-# evicts every block before it is seen again and parsing runs cold (~2x slower) on every round.
+# job attribution while a pod runs): 16,384 GPUs need ~49K. ``parse`` of one text at a time
+# keeps this many (~1 KB each); a scrape loop's rounds (``roundparse``) remember theirs in
+# ``Generations``, sized by the fleet itself.
 BLOCK_CACHE = 1 << 16
+
+
+class Generations:
+    """What a scrape loop computes per label block (or label set), kept as long as the fleet
+    shows it: entries used since the last turn are ``new``, the rest ``old``. ``turn`` (after
+    a round) drops ``old`` once ``new`` is as large, so the memory follows the fleet (at most
+    twice its largest round) where a fixed-size LRU smaller than the fleet would miss on every
+    lookup. A round split in parts (a daemon per target group) turns only when its parts
+    together are as large as the last whole round."""
+
+    def __init__(self) -> None:
+        self.old: dict = {}
+        self.new: dict = {}
+
+    def get(self, key: object, default: object = None) -> object:
+        got = self.new.get(key, _MISSING)
+        if got is _MISSING:
+            got = self.old.get(key, _MISSING)
+            if got is _MISSING:
+                return default
+            self.new[key] = got
+        return got
+
+    def put(self, key: object, value: object) -> None:
+        self.new[key] = value
+
+    def turn(self) -> None:
+        if len(self.new) >= len(self.old):
+            self.old, self.new = self.new, {}
+
+    def clear(self) -> None:
+        self.old, self.new = {}, {}
+
+    def __len__(self) -> int:
+        return len(self.old.keys() | self.new.keys())
+
+
+_MISSING = object()
 
 
 MAX_LABEL_BLOCK = 4096  # a dcgm-exporter GPU's labels take ~250 characters

@@ -15,8 +15,9 @@ depends on which path ran (``tests/test_roundparse.py`` compares both on generat
 mutated text).
 
 Label blocks are remembered from one round to the next (a target shows the same blocks every
-round), as many as the last round had: the memory follows the fleet, and a fleet larger than a
-fixed cache never parses every block again on every round.
+round) for as long as the fleet shows them (``exposition.Generations``): the memory follows the
+fleet, and a fleet larger than a fixed cache does not parse every block again on every round.
+The kernels run on batches of ``CHUNK`` texts, whose copies fit in memory already in use.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry.collect import exposition
-from telemetry.collect.exposition import BLANK_MIN, LabelSet, Scrape, parse
+from telemetry.collect.exposition import BLANK_MIN, Generations, LabelSet, Scrape, parse
 
 # ``[ \t]*VALUE[ \t]*``: exactly what ``parse``'s fast path converts (``float`` on ASCII text
 # without ``_``, ``\r``, ``\v``, ``\f`` or ``\x1c``-``\x1f``). RE2 matches it without captures.
@@ -39,7 +40,11 @@ _TAIL = (
     r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])[ \t]*$"
 )
 
-_blocks: dict[str, LabelSet | None] = {}  # the last round's label blocks (None: refused)
+_blocks = Generations()  # label block -> its labels (None: refused), while the fleet shows it
+_UNSEEN = object()
+# Texts per batch of kernels: a whole 16,384-node round at once (770 MB of text) spends more
+# on fresh memory for each step's copy than on the work; batches of this size reuse it.
+CHUNK = 128
 
 
 def clear_cache() -> None:
@@ -49,6 +54,14 @@ def clear_cache() -> None:
 
 def parse_round(texts: Sequence[str], blank_min: float = BLANK_MIN) -> list[Scrape]:
     """Every text parsed, as ``[parse(t, blank_min=blank_min) for t in texts]`` would."""
+    out: list[Scrape] = []
+    for i in range(0, len(texts), CHUNK):
+        out += _parse_chunk(texts[i : i + CHUNK], blank_min)
+    _blocks.turn()
+    return out
+
+
+def _parse_chunk(texts: Sequence[str], blank_min: float) -> list[Scrape]:
     if not texts:
         return []
     try:
@@ -174,24 +187,19 @@ def _halves(split: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 def _label_sets(blocks: list[str]) -> tuple[list[LabelSet], np.ndarray]:
-    """Each block's labels (``()`` when refused) and which were refused, remembering this
-    round's blocks for the next."""
-    global _blocks
-    before, now = _blocks, {}
+    """Each block's labels (``()`` when refused) and which were refused, remembered or parsed."""
     sets: list[LabelSet] = []
     refused = np.zeros(len(blocks), bool)
     for j, block in enumerate(blocks):
-        if block in before:
-            got = before[block]
-        else:
+        got = _blocks.get(block, _UNSEEN)
+        if got is _UNSEEN:
             parsed = exposition._labels(block)
             got = None if isinstance(parsed, str) else parsed
-        now[block] = got
+            _blocks.put(block, got)
         if got is None:
             refused[j] = True
             got = ()
         sets.append(got)
-    _blocks = now
     return sets, refused
 
 
