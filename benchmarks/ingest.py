@@ -53,6 +53,7 @@ from telemetry.reference import dcgm_fields  # noqa: E402
 from telemetry.store import Store  # noqa: E402
 
 GPUS_PER_HOST = 8
+LLAMA3_NODES = 2064  # the llama3-405b scenario's nodes, each an exporter of the farm
 START = datetime(2026, 3, 1)  # the benchmark stores' first round
 PCI = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]  # a DGX H100's GPU buses
 _DOUBLE_UNITS = ("W", "ratio 0-1")  # DCGM double fields, printed with %f; the rest are int64
@@ -149,14 +150,16 @@ def end_to_end(texts: list[str], store_dir: str | None, rounds: int) -> tuple[fl
 
 def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[float, float, int]]:
     """Whole scrape rounds against simulated dcgm-exporters over HTTP: ``replay llama3-405b
-    --serve-exporters`` in a subprocess (2,064 endpoints on 127.0.0.1), the first ``hosts`` of
-    them scraped concurrently, then the round written by ``StoreSink`` into a DuckDB file.
+    --serve-exporters`` in a subprocess (2,064 endpoints on 127.0.0.1; ``--nodes hosts`` when
+    more are asked for), the first ``hosts`` of them scraped concurrently, then the round
+    written by ``StoreSink`` into a DuckDB file, as the daemon's round does one after the other.
     Returns per round (fetch wall seconds, write wall seconds, targets up)."""
     with tempfile.TemporaryDirectory(dir=store_dir, prefix="ingest-farm-") as tmp:
         targets_file = os.path.join(tmp, "targets.json")
         farm = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "replay", "--scenario", "llama3-405b",
-             "--days", "1", "--serve-exporters", "--exporter-base-port", "0",
+             "--days", "1", *(["--nodes", str(hosts)] if hosts > LLAMA3_NODES else []),
+             "--serve-exporters", "--exporter-base-port", "0",
              "--targets-file", targets_file, "--no-progress"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -206,6 +209,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="runs of ours; the best is reported")
     ap.add_argument("--ref-rounds", type=int, default=2, help="runs of the reference")
     ap.add_argument("--farm-rounds", type=int, default=3, help="scrape rounds (0: skip)")
+    ap.add_argument(
+        "--farm-hosts", type=int, default=None, help="exporters in the farm (default: --hosts)"
+    )
     ap.add_argument("--dir", default=None, help="where the benchmark stores go (default: tmp)")
     args = ap.parse_args()
     print(f"load average              {_load()} (2 cores shared with other work)")
@@ -242,15 +248,16 @@ def main() -> None:
     met = "met" if n / e2e_s >= 500_000 and ref_s / e2e_s >= 20 else "MISSED"
     print(f"target                    end to end >= 500,000 samples/s and >= 20x: {met}")
     if args.farm_rounds:
-        farm = farm_rounds(args.hosts, args.farm_rounds, args.dir)
+        hosts = args.farm_hosts or args.hosts
+        farm = farm_rounds(hosts, args.farm_rounds, args.dir)
         for k, (fetch_s, write_s, up) in enumerate(farm):
             print(
                 f"farm round {k + 1:<15}{fetch_s + write_s:8.3f} s  (fetch {fetch_s:.2f} s + "
-                f"write {write_s:.2f} s, {up:,}/{args.hosts:,} targets up)"
+                f"write {write_s:.2f} s, {up:,}/{hosts:,} targets up)"
             )
         worst = max(f + w for f, w, _ in farm)
-        met = "met" if worst <= 15.0 and all(up == args.hosts for *_, up in farm) else "MISSED"
-        print(f"target                    every {args.hosts:,}-node round within 15 s: {met}")
+        met = "met" if worst <= 15.0 and all(up == hosts for *_, up in farm) else "MISSED"
+        print(f"target                    every {hosts:,}-exporter round within 15 s: {met}")
     print(f"load average              {_load()}")
 
 

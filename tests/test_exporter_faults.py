@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.collect import scrape
 from telemetry.collect.scrape import MAX_BODY_BYTES, Target, scrape_round
 from telemetry.collect.sink import StoreSink
 from telemetry.store import Store
@@ -294,6 +295,18 @@ def test_more_targets_than_workers_still_end_on_time(faulty: dict[str, str]) -> 
         "not",
     ]
     assert "ran out before its turn" in (fetches[2].error or "")
+
+
+def test_hung_exporters_get_threads_of_their_own(faulty: dict[str, str]) -> None:
+    # More hung exporters than the threads a round starts with: each gets a thread beside it
+    # once it is slow, so the answering ones are still fetched at once, not after the deadline.
+    hung = [Target(faulty["hung"]) for _ in range(scrape.QUICK_WORKERS + 4)]
+    good = [Target(faulty["/good"]) for _ in range(20)]
+    t0 = time.monotonic()
+    fetches = scrape_round(hung + good, TIMEOUT_S)
+    assert time.monotonic() - t0 < TIMEOUT_S + 1.0
+    assert all(f.error and f.error.startswith("timed out") for f in fetches[: len(hung)])
+    assert all(f.error is None and f.text for f in fetches[len(hung) :])
 
 
 def test_ingest_once_over_every_fault_exits_promptly(

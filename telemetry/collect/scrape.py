@@ -25,10 +25,12 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
+
+from telemetry.collect.httpbody import Down as _Down
+from telemetry.collect.httpbody import Inflater as _Inflater
 
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^[0-9A-Fa-f:.]+$")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # one node's page is ~60 KB; larger bodies are refused
@@ -37,6 +39,9 @@ SCRAPE_INTERVAL_S = 15.0  # seconds between rounds, unless configured (the one d
 SCRAPE_TIMEOUT_S = 5.0  # what one round may take per target, unless configured
 MAX_REDIRECTS = 5
 ROUND_GRACE_S = 0.5  # how long past its timeout a round waits for fetches that overran it
+QUICK_WORKERS = 8  # threads a round fetches answering exporters with (see ``scrape_round``)
+SLOW_FETCH_S = 0.25  # a fetch running longer than this gets another thread started beside it
+_WATCH_S = 0.05  # how often a round looks for slow fetches
 _READ_BYTES = 65536
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _PROMETHEUS_TYPES = frozenset({"text/plain", "application/openmetrics-text"})
@@ -185,14 +190,6 @@ class _DeadlineSocket:
 
     def close(self) -> None:
         pass
-
-
-class _Down(Exception):
-    """A fetch failed for the reason given (the words stored as the target's error)."""
-
-    def __init__(self, reason: str, status: int | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
 
 
 def _connect(host: str, port: int, deadline: float) -> socket.socket:
@@ -371,41 +368,6 @@ def _check_head(resp: http.client.HTTPResponse, max_bytes: int) -> tuple[int | N
     return declared, encoding in _GZIP
 
 
-class _Inflater:
-    """A gzip body inflated piece by piece, each with the room left below ``max_bytes`` as its
-    limit. Concatenated members (``cat a.gz b.gz``; Go's reader takes them) follow in turn."""
-
-    def __init__(self, max_bytes: int, status: int) -> None:
-        self.max_bytes, self.status = max_bytes, status
-        self.out = bytearray()
-        self._d = zlib.decompressobj(wbits=31)  # gzip framing only
-
-    def feed(self, data: bytes) -> None:
-        while data:
-            room = self.max_bytes + 1 - len(self.out)
-            try:
-                self.out += self._d.decompress(data, room)
-            except zlib.error as exc:
-                why = f"not gzip data although its Content-Encoding says gzip ({exc})"
-                raise _Down(why, self.status) from None
-            if len(self.out) > self.max_bytes or self._d.unconsumed_tail:
-                raise _Down(
-                    f"gzip body larger than {self.max_bytes:,} bytes once decompressed",
-                    self.status,
-                )
-            data = self._d.unused_data if self._d.eof else b""
-            if data:
-                self._d = zlib.decompressobj(wbits=31)
-
-    def finish(self) -> bytes:
-        if not self._d.eof:
-            raise _Down(
-                f"truncated gzip body (ends after {len(self.out):,} decompressed bytes)",
-                self.status,
-            )
-        return bytes(self.out)
-
-
 def _read_body(
     resp: http.client.HTTPResponse,
     max_bytes: int,
@@ -455,7 +417,12 @@ def scrape_round(
     fetch shares the round's deadline, and a fetch still stuck after it (name resolution)
     is reported as timed out and left to finish on its own (daemon threads: it cannot hold
     the process up either). A target whose turn comes after the deadline (more targets than
-    workers, the earlier ones slow) is down as not scraped."""
+    workers, the earlier ones slow) is down as not scraped.
+
+    A round starts ``QUICK_WORKERS`` threads and adds one beside each fetch that has run
+    longer than ``SLOW_FETCH_S`` (a hung or slow exporter), up to ``workers``: answering
+    exporters are fetched by a few threads (64 runnable threads spent a third of the round's
+    CPU taking turns at the interpreter), and slow ones still wait side by side."""
     if not targets:
         return []
     t0 = time.monotonic()
@@ -466,22 +433,38 @@ def scrape_round(
         todo.put(i)
     left = [len(targets)]
     lock, all_done = threading.Lock(), threading.Event()
+    since: list[float | None] = []  # per thread: when its fetch in progress started
 
-    def work() -> None:
+    def work(me: int) -> None:
         while True:
             try:
                 i = todo.get_nowait()
             except queue.Empty:
+                since[me] = None
                 return
+            since[me] = time.monotonic()
             results[i] = _fetch_in_round(targets[i], timeout_s, deadline, max_bytes, workers)
+            since[me] = None
             with lock:
                 left[0] -= 1
                 if not left[0]:
                     all_done.set()
 
-    for _ in range(min(workers, len(targets))):
-        threading.Thread(target=work, name="scrape", daemon=True).start()
-    all_done.wait(timeout_s + ROUND_GRACE_S)
+    def add(threads: int) -> None:
+        for _ in range(max(0, min(threads, workers - len(since), todo.qsize()))):
+            since.append(None)
+            threading.Thread(
+                target=work, args=(len(since) - 1,), name="scrape", daemon=True
+            ).start()
+
+    add(QUICK_WORKERS)
+    end = t0 + timeout_s + ROUND_GRACE_S
+    while not all_done.wait(min(_WATCH_S, max(end - time.monotonic(), 0.0))):
+        now = time.monotonic()
+        if now >= end:
+            break
+        slow = sum(1 for s in list(since) if s is not None and now - s > SLOW_FETCH_S)
+        add(QUICK_WORKERS + slow - len(since))
     stuck = f"timed out after {timeout_s:g} s (the fetch did not return; name resolution?)"
     return [
         r or Fetch(t, None, stuck, time.monotonic() - t0)
