@@ -5,6 +5,7 @@ vectorised path for what exporters write, remembering only the last round's labe
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -120,8 +121,10 @@ def test_label_blocks_are_parsed_once_while_the_fleet_shows_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     parsed: list[str] = []
-    labels = exposition._labels
-    monkeypatch.setattr(exposition, "_labels", lambda b: parsed.append(b) or labels(b))
+    blocks = roundparse._parse_blocks
+    monkeypatch.setattr(
+        roundparse, "_parse_blocks", lambda a, texts: parsed.extend(texts) or blocks(a, texts)
+    )
     roundparse.clear_cache()
     fleet = [host(h) for h in "abcd"]
     parse_round(fleet)
@@ -137,6 +140,54 @@ def test_label_blocks_are_parsed_once_while_the_fleet_shows_them(
     for _ in range(2):
         (s,) = same_round([broken])
         assert s.errors and "duplicate label name" in s.errors[0].reason
+
+
+def labels_alone(block: str) -> object:
+    got = exposition._labels(block)
+    return None if isinstance(got, str) else got
+
+
+BLOCKS = [
+    'gpu="0",UUID="GPU-1",Hostname="a"',
+    'gpu="0",UUID="GPU-1",Hostname="a",',  # a trailing comma
+    'a="",b=""',  # empty values
+    'a="1",a="2"',  # a repeated name: refused
+    '__name__="x",a="1"',  # a reserved name: refused
+    'a="é ünïcode",b="x y"',
+    'a="with \\"escaped\\" quotes",b="1"',  # escapes: not plain, read alone
+    'a = "1"',  # spaces: read alone
+    'a="1",,b="2"',
+    "",
+    'a="' + "x" * 5000 + '"',  # longer than MAX_LABEL_BLOCK: refused
+    '9a="1"',
+]
+
+
+def test_blocks_split_at_once_read_as_alone() -> None:
+    got = roundparse._parse_blocks(pa.array(BLOCKS, pa.large_string()), BLOCKS)
+    assert got == [labels_alone(b) for b in BLOCKS]
+    assert got[0] == (("gpu", "0"), ("UUID", "GPU-1"), ("Hostname", "a")) and got[3] is None
+
+
+@HYPOTHESIS
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True),
+                st.text(max_size=8).filter(
+                    lambda v: '"' not in v and "\\" not in v and "\n" not in v
+                ),
+            ),
+            min_size=1,
+            max_size=5,
+        ).map(lambda pairs: ",".join(f'{k}="{v}"' for k, v in pairs)),
+        max_size=6,
+    )
+)
+def test_generated_blocks_split_at_once_read_as_alone(blocks: list[str]) -> None:
+    arrow = pa.array(blocks, pa.large_string())
+    assert roundparse._parse_blocks(arrow, blocks) == [labels_alone(b) for b in blocks]
 
 
 def test_memory_of_a_fleet_larger_than_the_fixed_cache_follows_it() -> None:

@@ -210,11 +210,12 @@ def _set_rows(
                 set_row.append(-1)
                 set_extra.append(0)
                 continue
-            if key not in rows:
-                rows[key] = len(rows)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = len(rows)
                 row_scrape.append(i)
                 attrs.append(attr)
-            set_row.append(rows[key])
+            set_row.append(row)
             set_extra.append(extra_index.setdefault(rest, len(extra_index)))
     columns = list(zip(*attrs, strict=True)) if attrs else [()] * len(ATTRIBUTION)
     return (
@@ -227,16 +228,20 @@ def _set_rows(
     )
 
 
-_keys = Generations()  # (label set, host) -> _gpu_key's answer, while the fleet shows it
+# id(label set) -> (label set, host, _key_of's answer), while the fleet shows it. Keyed by
+# identity: the parser hands the same label set object to every round while it remembers the
+# block, and hashing a label set (a tuple of pairs, its hash never cached) cost more than the
+# rest of the lookup. The entry holds the set itself, so its id cannot pass to another object.
+_keys = Generations()
 
 
 def _gpu_key(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
     """(host, gpu, MIG instance) of a label set, its attribution values, its other labels."""
-    got = _keys.get((labels, host))
-    if got is None:
-        got = _key_of(labels, host)
-        _keys.put((labels, host), got)
-    return got  # type: ignore[return-value]
+    got = _keys.get(id(labels))
+    if got is None or got[0] is not labels or got[1] != host:  # type: ignore[index]
+        got = (labels, host, _key_of(labels, host))
+        _keys.put(id(labels), got)
+    return got[2]  # type: ignore[index]
 
 
 def _key_of(labels: LabelSet, host: str | None) -> tuple[GpuKey | None, tuple, LabelSet]:
