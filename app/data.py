@@ -315,8 +315,9 @@ def hottest_gpus(limit: int = 8) -> pd.DataFrame:
     return queries.hottest_gpus(store(), limit)
 
 
-def interruptions(run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
-    return queries.interruptions(store(), run_id, tr)
+def interruption_marks(run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
+    """The interruptions in ``tr`` with what a chart marks them with (``MARK_COLUMNS``)."""
+    return queries.interruptions(store(), run_id, tr, queries.MARK_COLUMNS)
 
 
 def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
@@ -359,6 +360,11 @@ def target_counts(health: pd.DataFrame) -> dict[str, int]:
 def train_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
     """The run's metrics in the range, with its restarts marked (``mark_restarts``)."""
     return trainq.mark_restarts(queries.train_series(store(), run_id, tr))
+
+
+def loss_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """The run's loss in the range (``LOSS_COLS``), with its restarts marked."""
+    return trainq.mark_restarts(queries.loss_series(store(), run_id, tr))
 
 
 def overlay_series(run_id: str, tr: TimeRange, overlay: Any, axis: str) -> dict[str, pd.DataFrame]:

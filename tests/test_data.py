@@ -99,7 +99,7 @@ def test_a_view_s_reads_at_once_equal_the_same_reads_in_turn(
 ) -> None:
     reads = (
         lambda: data.fleet_series(whole),
-        lambda: data.interruptions(RUN, whole),
+        lambda: data.interruption_marks(RUN, whole),
         lambda: data.summary(RUN),
     )
     at_once = data.together(*reads)
@@ -125,3 +125,28 @@ def test_the_overview_s_cards_show_the_run_summary_s_own_figures(bound: Store) -
     # the counter answers on a replay: power x time is not read for the cards
     assert full["energy"]["basis"] == "energy counter" and full["energy"]["kwh_power"] > 0
     assert cards["energy"] == full["energy"] | {"kwh_power": None}
+
+
+def test_interruption_marks_are_the_interruptions_columns_the_charts_mark(
+    bound: Store, whole: TimeRange
+) -> None:
+    from telemetry import queries
+
+    marks = data.interruption_marks(RUN, whole)
+    full = queries.interruptions(bound, RUN, whole)
+    assert len(marks) == len(full) > 0
+    assert list(marks.columns) == [c.strip() for c in queries.MARK_COLUMNS.split(",")]
+    pd.testing.assert_frame_equal(marks, full[list(marks.columns)])
+    with pytest.raises(ValueError, match="not \\* or MARK_COLUMNS"):
+        queries.interruptions(bound, RUN, whole, "1; DROP TABLE runs")
+
+
+def test_the_overview_s_loss_is_the_training_series_loss(bound: Store, whole: TimeRange) -> None:
+    from telemetry import queries
+
+    loss, full = data.loss_series(RUN, whole), data.train_series(RUN, whole)
+    assert len(loss) == len(full) > 0
+    cols = [c.strip() for c in queries.LOSS_COLS.split(",")] + ["segment", "rolled_back"]
+    pd.testing.assert_frame_equal(loss, full[cols])
+    with pytest.raises(ValueError, match="not a known list"):
+        queries.thinned_metrics(bound, RUN, "ts", whole.start, whole.end, 10, "loss; --")

@@ -320,11 +320,11 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     at = data.target_time(tr, live)
     run = run_id is not None
     ints, series, latest, summary, train, ages, health, alerts, hot = data.together(
-        lambda: data.interruptions(run_id, tr),
+        lambda: data.interruption_marks(run_id, tr),
         lambda: data.fleet_series(tr),
         data.fleet_latest,
         lambda: data.summary(run_id) if run else None,
-        lambda: data.train_series(run_id, tr) if run else None,
+        lambda: data.loss_series(run_id, tr) if run else None,
         lambda: data.checkpoint_ages(run_id, tr.end) if run else None,
         lambda: data.target_health(at),
         lambda: data.active_alerts(run_id, tr, at),

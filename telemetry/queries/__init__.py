@@ -279,17 +279,27 @@ def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
 
 
 _SERIES_COLS = "ts, step, tokens, loss, lr, grad_norm, tokens_per_s, mfu, attempt"
+LOSS_COLS = "ts, step, loss, attempt"  # what a loss chart draws (and breaks at restarts)
 _SPAN_COLUMNS = ("ts", "step")  # what a metrics series may be cut by
 
 
 def thinned_metrics(
-    store: Store, run_id: str, column: str, lo: object, hi: object, max_points: int = 2000
+    store: Store,
+    run_id: str,
+    column: str,
+    lo: object,
+    hi: object,
+    max_points: int = 2000,
+    columns: str = _SERIES_COLS,
 ) -> pd.DataFrame:
     """A run's training metrics with ``column`` (``ts`` or ``step``) between ``lo`` and ``hi``,
     every attempt, thinned to about ``max_points`` rows by keeping every k-th logged row plus
-    the highest loss of each group of k, so loss spikes survive the thinning."""
+    the highest loss of each group of k, so loss spikes survive the thinning. ``columns``: all
+    the metrics, or ``LOSS_COLS`` (a fixed list, never input) for a loss chart."""
     if column not in _SPAN_COLUMNS:
         raise ValueError(f"cannot cut a metrics series by {column!r}")
+    if columns not in (_SERIES_COLS, LOSS_COLS):
+        raise ValueError(f"thinned_metrics: columns {columns!r} is not a known list")
     where = f"run_id = ? AND {column} BETWEEN ? AND ?"  # column checked above
     n = store.scalar(f"SELECT count(*) FROM train_metrics WHERE {where}", [run_id, lo, hi])
     k = max(int(n // max_points) + 1, 1)
@@ -297,10 +307,10 @@ def thinned_metrics(
     # sorted every row again: 20 ms against 14 for a 54-day run's 71 K rows)
     return store.df(
         f"""WITH t AS MATERIALIZED (
-              SELECT {_SERIES_COLS}, row_number() OVER (ORDER BY ts) - 1 AS i
+              SELECT {columns}, row_number() OVER (ORDER BY ts) - 1 AS i
               FROM train_metrics WHERE {where}),
             m AS (SELECT i // ? AS g, max(loss) AS bucket_max FROM t GROUP BY g)
-            SELECT {_SERIES_COLS} FROM t LEFT JOIN m ON m.g = t.i // ?
+            SELECT {columns} FROM t LEFT JOIN m ON m.g = t.i // ?
             WHERE t.i % ? = 0 OR t.loss = m.bucket_max ORDER BY ts""",
         [run_id, lo, hi, k, k, k],
     )
@@ -311,8 +321,24 @@ def train_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 200
     return thinned_metrics(store, run_id, "ts", tr.start, tr.end, max_points)
 
 
-def interruptions(store: Store, run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
-    sql = "SELECT * FROM interruptions WHERE (? IS NULL OR run_id = ?)"
+def loss_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000) -> pd.DataFrame:
+    """``train_series``'s rows with only ``LOSS_COLS``: the Overview's loss chart."""
+    return thinned_metrics(store, run_id, "ts", tr.start, tr.end, max_points, LOSS_COLS)
+
+
+# What a chart marks an interruption with: when, what, where, and when training came back.
+MARK_COLUMNS = "ts, category, component, host, detect_s, restart_s"
+
+
+def interruptions(
+    store: Store, run_id: str | None, tr: TimeRange | None = None, columns: str = "*"
+) -> pd.DataFrame:
+    """The run's interruptions (every run's with ``run_id`` None) in ``tr``, oldest first;
+    ``columns`` is ``*`` or ``MARK_COLUMNS`` (a fixed list, never input): the markers need six
+    of them, not the evidence."""
+    if columns not in ("*", MARK_COLUMNS):
+        raise ValueError(f"interruptions: columns {columns!r} is not * or MARK_COLUMNS")
+    sql = f"SELECT {columns} FROM interruptions WHERE (? IS NULL OR run_id = ?)"
     params: list[object] = [run_id, run_id]
     if tr is not None:
         sql += " AND ts BETWEEN ? AND ?"
