@@ -216,14 +216,16 @@ def test_every_callback_the_app_declares_passes_the_guard_as_the_browser_sends_i
         assert envelope_problem(body, callbacks) is None, output
 
 
-def test_our_callbacks_take_values_of_the_wrong_type_as_no_choice() -> None:
+def test_our_callbacks_take_values_of_the_wrong_type_as_no_choice(store: object) -> None:
     """Values a browser never sends but a crafted POST may (found by the fuzz run): a dict for
     the URL fragment, a list for a component or a metric. Each is read as no choice, never an
     exception (which the guard would answer with a 400 and a log line)."""
     from dash import no_update
 
-    from app.main import _view_from_url
+    from app.main import _view_from_url, create_app
     from app.pages._interruptions import _category
+
+    create_app(store)  # type: ignore[arg-type]  # bound here, not by whichever test ran before
 
     view = _view_from_url({"run": "x"}, ["a", "b"])  # type: ignore[arg-type]
     assert view["run"] == "b"  # the newest run, as for an empty fragment
