@@ -49,10 +49,21 @@ def params_key(params: list[Any] | tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _size(value: Any) -> int:
     if isinstance(value, pd.DataFrame):
-        return int(value.memory_usage(index=True, deep=False).sum()) + 1024
+        return _frame_bytes(value) + 1024
     if isinstance(value, list):
         return 64 * len(value) * (len(value[0]) if value and isinstance(value[0], tuple) else 1)
     return 64
+
+
+def _frame_bytes(df: pd.DataFrame) -> int:
+    """What ``df.memory_usage(index=True, deep=False).sum()`` says, from the frame's blocks: the
+    same bytes in microseconds, where ``memory_usage`` builds a Series per column (0.5-0.8 ms
+    a frame, paid for every result a cold view stores: ~7 ms of the Overview's)."""
+    try:
+        blocks = df._mgr.blocks  # pandas' internals: the public call is the fallback
+        return int(sum(getattr(b.values, "nbytes", 0) for b in blocks) + df.index.nbytes)
+    except AttributeError:
+        return int(df.memory_usage(index=True, deep=False).sum())
 
 
 class ResultCache:

@@ -415,3 +415,28 @@ def test_close_gives_up_on_a_reader_that_does_not_finish(tmp_path: Path) -> None
         store.close(wait_s=0.05)
     thread.join()
     store.close()
+
+
+def test_a_result_s_bytes_are_what_pandas_says(tmp_path: Path) -> None:
+    """The cache's byte bound counts a frame as ``memory_usage`` does, read from its blocks."""
+    import pandas as pd
+
+    from telemetry.cache import _frame_bytes
+
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        frames = [
+            store.df(
+                "SELECT range AS i, range * 1.5 AS x, 'gpu-' || range AS host, "
+                "TIMESTAMP '2026-03-01' + to_seconds(range) AS ts, "
+                "CASE WHEN range % 2 = 0 THEN NULL ELSE range END AS maybe "
+                "FROM range(1000)"
+            ),
+            store.df("SELECT 1 AS a WHERE false"),
+        ]
+    frames += [
+        pd.DataFrame({"c": pd.Categorical(["a", "b"] * 50), "n": pd.array(range(100), "Int64")}),
+        pd.DataFrame(),
+    ]
+    for df in frames:
+        assert _frame_bytes(df) == int(df.memory_usage(index=True, deep=False).sum())
+    assert _frame_bytes(frames[0]) > 1000 * 8 * 3  # the columns' buffers, not a constant
