@@ -40,7 +40,7 @@ def test_the_first_overview_request_is_answered_from_the_warm_up(
     app = create_app(store)  # a server starting on the same store
     warm_landing().join(timeout=120)
     monkeypatch.setattr(data, "fleet_series", _computed_again)
-    monkeypatch.setattr(data, "interruptions", _computed_again)
+    monkeypatch.setattr(data, "interruption_marks", _computed_again)
     client = app.server.test_client()
     headers = {"Content-Type": "application/json"}
     reply = client.post("/_dash-update-component", data=bodies[0], headers=headers)
