@@ -50,10 +50,10 @@ from telemetry.collect import dcgm_rows, exposition, roundparse  # noqa: E402
 from telemetry.collect.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
 from telemetry.collect.sink import StoreSink  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
+from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402
 
 GPUS_PER_HOST = 8
-LLAMA3_NODES = 2064  # the llama3-405b scenario's nodes, each an exporter of the farm
 START = datetime(2026, 3, 1)  # the benchmark stores' first round
 PCI = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]  # a DGX H100's GPU buses
 _DOUBLE_UNITS = ("W", "ratio 0-1")  # DCGM double fields, printed with %f; the rest are int64
@@ -154,11 +154,13 @@ def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[fl
     more are asked for), the first ``hosts`` of them scraped concurrently, then the round
     written by ``StoreSink`` into a DuckDB file, as the daemon's round does one after the other.
     Returns per round (fetch wall seconds, write wall seconds, targets up)."""
+    sc = get_scenario("llama3-405b")
+    served = sc.nodes + sc.spare_nodes  # each node an exporter of the farm
     with tempfile.TemporaryDirectory(dir=store_dir, prefix="ingest-farm-") as tmp:
         targets_file = os.path.join(tmp, "targets.json")
         farm = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "replay", "--scenario", "llama3-405b",
-             "--days", "1", *(["--nodes", str(hosts)] if hosts > LLAMA3_NODES else []),
+             "--days", "1", *(["--nodes", str(hosts)] if hosts > served else []),
              "--serve-exporters", "--exporter-base-port", "0",
              "--targets-file", targets_file, "--no-progress"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,15 +36,12 @@ from telemetry.collect.exposition import BLANK_MIN, Generations, LabelSet, Scrap
 
 # ``[ \t]*VALUE[ \t]*``: exactly what ``parse``'s fast path converts (``float`` on ASCII text
 # without ``_``, ``\r``, ``\v``, ``\f`` or ``\x1c``-``\x1f``). RE2 matches it without captures.
-_TAIL = (
-    r"^[ \t]*[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-    r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])[ \t]*$"
-)
+_TAIL = rf"^[ \t]*{exposition._VALUE}[ \t]*$"
 
 _blocks = Generations()  # label block -> its labels (None: refused), while the fleet shows it
 _UNSEEN = object()
-# What exporters write: name="value" pairs without escapes (``exposition._PLAIN_BLOCK_RE``).
-_PLAIN_BLOCK = rf'^(?:{exposition._LABEL}="[^"\\\n]*",)*{exposition._LABEL}="[^"\\\n]*",?$'
+# What exporters write: name="value" pairs without escapes, as ``parse`` judges them.
+_PLAIN_BLOCK = f"^{exposition._PLAIN_BLOCK_RE.pattern}$"
 # Texts per batch of kernels: a whole 16,384-node round at once (770 MB of text) spends more
 # on fresh memory for each step's copy than on the work; batches of this size reuse it.
 CHUNK = 128
@@ -123,13 +120,11 @@ def _columns(body: pa.Array, line_text: np.ndarray, n_texts: int) -> _Cols:
     """The body lines split and checked. A line that does not split into ``NAME{``, ``LABELS}``
     and a tail is left out, and its text marked to be parsed by ``parse``."""
     bad = np.zeros(n_texts, bool)
-    head, line_text = _split(body, "{", False, line_text, bad)
+    head, keep = _split_keep(body, "{", False)
+    line_text, head = _drop(keep, bad, line_text, head)
     names, rest = _halves(head)
     tail, keep = _split_keep(rest, "}", True)
-    if keep is not None:
-        bad[line_text[~keep]] = True
-        names, line_text = names.filter(pa.array(keep)), line_text[keep]
-        tail = tail.filter(pa.array(keep))
+    line_text, names, tail = _drop(keep, bad, line_text, names, tail)
     blocks, tails = _halves(tail)
     ok = pc.match_substring_regex(tails, _TAIL).to_numpy(zero_copy_only=False)
     bad_line = ~ok
@@ -163,16 +158,16 @@ class _Cols(NamedTuple):
     values: np.ndarray  # float64 per line
 
 
-def _split(
-    lines: pa.Array, sep: str, reverse: bool, line_text: np.ndarray, bad: np.ndarray
-) -> tuple[pa.Array, np.ndarray]:
-    """``lines`` split once at ``sep`` (the last one when ``reverse``), leaving out the lines
-    without it and marking their texts in ``bad``."""
-    split, keep = _split_keep(lines, sep, reverse)
+def _drop(
+    keep: np.ndarray | None, bad: np.ndarray, line_text: np.ndarray, *arrays: pa.Array
+) -> tuple[Any, ...]:
+    """``line_text`` and ``arrays`` without the lines ``keep`` leaves out (None: keep all),
+    their texts marked in ``bad`` (``parse`` will say why)."""
     if keep is None:
-        return split, line_text
+        return (line_text, *arrays)
     bad[line_text[~keep]] = True
-    return split.filter(pa.array(keep)), line_text[keep]
+    mask = pa.array(keep)
+    return (line_text[keep], *(a.filter(mask) for a in arrays))
 
 
 def _split_keep(lines: pa.Array, sep: str, reverse: bool) -> tuple[pa.Array, np.ndarray | None]:
