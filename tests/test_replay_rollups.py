@@ -61,14 +61,16 @@ def test_the_buckets_a_backfill_keeps_are_the_stores_own(
 
 
 def test_the_windows_hold_whole_buckets_and_hand_them_over(tmp_path: Path) -> None:
-    """A backfill cuts its windows at the 6-hour boundaries (llama3-405b: 72 ticks of 5 min
+    """A backfill cuts its windows at the 6-hour boundaries (llama3-405b: 144 ticks of 5 min
     per window, 16,512 GPUs), so each window carries every bucket of its hours summed."""
-    assert window_ticks(16_512, 300.0) == (72, 21_600)
-    assert window_ticks(512, 10.0) == (2_160, 21_600)
-    assert window_ticks(65_536, 300.0) == (12, 3_600)  # 6 h would be 4.7 M samples a window
-    sc = get_scenario("dev-64").with_overrides(days=1.1, nodes=64)  # 512 GPUs: 6 h a window
-    with Store(str(tmp_path / "s.duckdb")) as s:
-        source = prepare(s, sc, 3)
+    assert window_ticks(16_512, 300.0) == (144, 21_600)
+    assert window_ticks(512, 10.0) == (4_320, 21_600)
+    assert window_ticks(65_536, 300.0) == (24, 3_600)  # 6 h would be 4.7 M samples a window
+    assert window_ticks(16_512, 300.0, 1_000_000) == (72, 21_600)
+    assert window_ticks(512, 10.0, 1_000_000) == (2_160, 21_600)
+    sc = get_scenario("dev-64").with_overrides(days=1.1, nodes=64)  # 512 GPUs
+    with Store(str(tmp_path / "s.duckdb")) as s:  # windows of 1 M samples: 6 h each
+        source = prepare(s, sc, 3, window_samples=1_000_000)
         windows = list(source.until(sc.duration_s))
     six_h, step = 21_600 * 1_000_000, 10 * 1_000_000
     assert len(windows) > 4
