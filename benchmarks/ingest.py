@@ -16,7 +16,8 @@ the daemon does, and prints samples per second for:
   batch);
 * end to end: ``StoreSink.write`` of the round into a DuckDB file in a temporary directory
   (parse, ``round_rows``, Arrow, one append transaction, rollup refresh), DuckDB on one thread;
-  the first round (cold caches, every GPU new) and the steady state (later rounds);
+  the first round (cold caches, every GPU new), the fastest later round, and the mean of the
+  later rounds (the steady state: DuckDB's checkpoints included, which the fastest leaves out);
 
 and, last, whole scrape rounds against ``replay llama3-405b --serve-exporters`` (simulated
 exporters in a subprocess on 127.0.0.1): concurrent HTTP fetch of ``--hosts`` targets plus the
@@ -124,12 +125,16 @@ def ours_to_arrow(texts: list[str]) -> int:
     return rows.samples
 
 
-def end_to_end(texts: list[str], store_dir: str | None, rounds: int) -> tuple[float, float, int]:
+def end_to_end(
+    texts: list[str], store_dir: str | None, rounds: int
+) -> tuple[float, float, float, int]:
     """Exposition text -> committed rows, one core: every round goes through ``StoreSink.write``
     (parse, ``round_rows``, Arrow, one ``append_many`` transaction into a DuckDB file, rollup
     refresh) with DuckDB on one thread. Returns CPU seconds of the first round (caches cold,
-    every GPU new), the fastest later round (the scrape loop's steady state) and the samples
-    per round, checked against what the store says it took."""
+    every GPU new), of the fastest later round and the mean of the later rounds (the scrape
+    loop's steady state: it includes the checkpoints DuckDB makes as its log fills, about one
+    round in two at 2,048 nodes), and the samples per round, checked against what the store
+    says it took."""
     clear_caches()
     fetches = [
         Fetch(Target(f"http://dgx-h100-{i:04d}:9400/metrics"), t, None, 0.0)
@@ -145,7 +150,8 @@ def end_to_end(texts: list[str], store_dir: str | None, rounds: int) -> tuple[fl
                 sink.write(START + timedelta(seconds=15 * k), fetches)
                 times.append(time.process_time() - t0)
             stored = store.scalar("SELECT sum(samples) FROM targets WHERE ts = ?", [START])
-    return times[0], min(times[1:] or times), int(stored)
+    later = times[1:] or times
+    return times[0], min(later), sum(later) / len(later), int(stored)
 
 
 def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[float, float, int]]:
@@ -210,6 +216,9 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=2048, help="8-GPU hosts (default 2,048)")
     ap.add_argument("--rounds", type=int, default=5, help="runs of ours; the best is reported")
     ap.add_argument("--ref-rounds", type=int, default=2, help="runs of the reference")
+    ap.add_argument(
+        "--store-rounds", type=int, default=20, help="rounds written end to end (default 20)"
+    )
     ap.add_argument("--farm-rounds", type=int, default=3, help="scrape rounds (0: skip)")
     ap.add_argument(
         "--farm-hosts", type=int, default=None, help="exporters in the farm (default: --hosts)"
@@ -226,7 +235,8 @@ def main() -> None:
     round_warm_s = best(ours_round, [texts], args.rounds)
     arrow_cold_s = best(ours_to_arrow, [texts], args.rounds, cold=True)
     arrow_warm_s = best(ours_to_arrow, [texts], args.rounds)
-    e2e_cold_s, e2e_s, stored = end_to_end(texts, args.dir, args.rounds + 1)
+    store_rounds = max(2, args.store_rounds)
+    e2e_cold_s, e2e_s, e2e_mean_s, stored = end_to_end(texts, args.dir, store_rounds)
     ref_s = best(reference, texts, args.ref_rounds)
     assert timed(reference, texts[:1])[1] * len(texts) == n
     assert stored == n, f"the store took {stored:,} samples of {n:,}"
@@ -244,11 +254,14 @@ def main() -> None:
         ("+ round_rows + Arrow, cold", arrow_cold_s),
         ("+ round_rows + Arrow, warm", arrow_warm_s),
         ("end to end, first round", e2e_cold_s),
-        ("end to end, steady state", e2e_s),
+        ("end to end, fastest round", e2e_s),
+        (f"end to end, mean of {store_rounds - 1}", e2e_mean_s),
     ):
         print(f"{label:<26}{s:8.3f} s  {n / s:>10,.0f} samples/s  {ref_s / s:5.1f}x reference")
-    met = "met" if n / e2e_s >= 500_000 and ref_s / e2e_s >= 20 else "MISSED"
-    print(f"target                    end to end >= 500,000 samples/s and >= 20x: {met}")
+    met = "met" if n / e2e_mean_s >= 500_000 and ref_s / e2e_mean_s >= 20 else "MISSED"
+    print(f"target                    end to end (mean) >= 500,000 samples/s and >= 20x: {met}")
+    met = "met" if n / e2e_mean_s >= 1_000_000 and n / e2e_cold_s >= 800_000 else "MISSED"
+    print(f"target (#16)              mean >= 1,000,000 samples/s, first >= 800,000: {met}")
     if args.farm_rounds:
         hosts = args.farm_hosts or args.hosts
         farm = farm_rounds(hosts, args.farm_rounds, args.dir)
