@@ -217,7 +217,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="runs of ours; the best is reported")
     ap.add_argument("--ref-rounds", type=int, default=2, help="runs of the reference")
     ap.add_argument(
-        "--store-rounds", type=int, default=20, help="rounds written end to end (default 20)"
+        "--store-rounds",
+        type=int,
+        default=41,
+        help="rounds written end to end (default 41: the first, then two whole 5-minute "
+        "periods of 15 s rounds, each with its one build of the per-GPU hours)",
     )
     ap.add_argument("--farm-rounds", type=int, default=3, help="scrape rounds (0: skip)")
     ap.add_argument(

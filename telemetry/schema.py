@@ -14,6 +14,7 @@ import re
 
 import duckdb
 
+from telemetry.batch_sql import FILL_NOW_SQL, NOW_COLUMNS, now_window_us
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
 from telemetry.cellflags import FLAG_COLUMNS, set_flags
 from telemetry.connection import rollback
@@ -21,16 +22,13 @@ from telemetry.rollups import (
     DAY_MARK,
     DAY_S,
     ENERGY_LEVEL_S,
-    FILL_NOW_SQL,
     GPU_TABLE_LEVELS,
     GPU_VIEW,
-    NOW_COLUMNS,
     add_gpu_level,
     fill_energy_used,
     fill_fleet_energy,
     gpu_table,
     keep_days,
-    now_window_us,
 )
 from telemetry.utilization import CLASS_SQL
 

@@ -27,7 +27,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from telemetry import env, rollups, schema
+from telemetry import batch_sql, env, rollups, schema
 from telemetry.cache import ResultCache, params_key
 from telemetry.connection import audited, io_reason, open_connection, rollback
 from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
@@ -283,7 +283,7 @@ class Store:
         and the per-GPU rollup rows of the buckets its batch holds whole (``gpu_buckets``: the
         refresh keeps a bucket whose rows account for every sample in it); tests check that
         both equal what the store's SQL computes from the samples. The batch's newest samples
-        also replace their GPUs' rows in ``gpu_now`` where newer (``rollups.NOW_SQL``)."""
+        also replace their GPUs' rows in ``gpu_now`` where newer (``batch_sql.NOW_SQL``)."""
         for table in batches:
             if table not in APPENDABLE:
                 raise ValueError(f"table {table!r} is not appendable")
@@ -308,13 +308,13 @@ class Store:
                         verb = "INSERT OR REPLACE" if table in _REPLACING else "INSERT"
                         by = " BY NAME" if table in _BY_NAME else ""
                         if table == "gpu_buckets":  # one table per level (rollups.GPU_VIEW)
-                            rollups.insert_gpu_buckets(con, n)
+                            batch_sql.insert_gpu_buckets(con, n)
                         else:
                             con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
                         if table == "gpu_samples" and "node_tick" not in batches:
-                            con.execute(rollups.NODE_TICK_SQL)
+                            con.execute(batch_sql.NODE_TICK_SQL)
                         if table == "gpu_samples":
-                            con.execute(rollups.NOW_SQL, [rollups.now_window_us(con)])
+                            con.execute(batch_sql.NOW_SQL, [batch_sql.now_window_us(con)])
                         con.unregister("_batch")
                         total += n
                 if batch_id is not None:
@@ -352,7 +352,9 @@ class Store:
         value = self.meta().get("raw_since")
         return datetime.fromisoformat(value) if value else None
 
-    def refresh_rollups(self, until: datetime | None = None, since: datetime | None = None) -> None:
+    def refresh_rollups(
+        self, until: datetime | None = None, since: datetime | None = None, lazy: bool = False
+    ) -> None:
         """Recompute node and fleet rollups from the last complete bucket of each level on.
 
         Buckets from each level's watermark up to ``until`` (default: the newest sample) are
@@ -363,6 +365,9 @@ class Store:
         daemon's backlog) has its own bucket rebuilt too, and only that one, so a backlog of
         many late rounds costs one bucket each, not a rebuild up to now each. ``until`` never
         goes below the newest stored tick, so newer buckets are never left deleted.
+        ``lazy`` (a scrape round's refresh) brings the per-GPU hours and 6 hours up to date
+        only when a bucket of the finest per-GPU level (5 minutes) has closed since their last
+        build: between, their newest bucket lags by at most that bucket.
         """
         horizon = self.raw_since()
         if since is not None and horizon is not None and since < horizon:
@@ -370,7 +375,7 @@ class Store:
         with self._writing(list(rollups.TABLES)) as con:
             rollups.refresh(
                 con, self.rollup_levels(), until, since, self.gpu_rollup_levels(),
-                self._handed_over,
+                self._handed_over, lazy,
             )  # fmt: skip
             self._handed_over = False
 

@@ -322,3 +322,40 @@ def test_a_late_round_does_not_reset_a_stale_targets_count(tmp_path: Path) -> No
         assert rows[0] == (at(1), False) and rows[-1] == (at(14), True) and len(rows) == 6
     with Store(str(tmp_path / "s.duckdb")) as store:  # a restarted sink agrees
         assert StoreSink(store, 15.0, stale_after=4).write(at(15), [fetch(same)]).stale == 1
+
+
+def test_a_rounds_refresh_builds_the_per_gpu_hours_when_five_minutes_close(
+    tmp_path: Path,
+) -> None:
+    """A scrape round's refresh keeps the finest per-GPU level (5 min) current and builds the
+    hours and 6 hours when a 5-minute bucket closes, so they lag by at most 5 minutes; the
+    fleet's hourly energy stays filled meanwhile, and a full refresh brings every level up."""
+    fetches = [
+        fetch(default_text(host), f"http://{host}:9400/metrics") for host in ("node-a", "node-b")
+    ]
+
+    def counts(store: Store) -> dict[int, int]:
+        rows = store.rows("SELECT bucket_s, sum(samples) FROM gpu_rollup GROUP BY ALL")
+        return {int(level): int(n) for level, n in rows}
+
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        samples = "SELECT count(*) FROM gpu_samples"
+        sink.write(at(0), fetches)  # 12:00:00: the first round builds every level
+        first = store.scalar(samples)
+        assert counts(store) == {300: first, 3600: first, 21600: first}
+        for k in range(1, 20):  # 12:00:15 ... 12:04:45, within the first 5 minutes
+            sink.write(at(k), fetches)
+        now = store.scalar(samples)
+        assert counts(store) == {300: now, 3600: first, 21600: first}
+        energy = "SELECT gpu_hours FROM fleet_rollup WHERE bucket_s = 3600 AND ts = ?"
+        gpus = store.scalar("SELECT count(*) FROM gpus")
+        assert store.scalar(energy, [T0]) == gpus == 16  # their hours as last built, not NULL
+        sink.write(at(20), fetches)  # 12:05:00: the first 5 minutes closed
+        now = store.scalar(samples)
+        assert counts(store) == {300: now, 3600: now, 21600: now}
+        sink.write(at(21), fetches)
+        assert counts(store)[3600] == now < store.scalar(samples)
+        store.refresh_rollups()  # a full refresh (a replay's, a store opened) builds them all
+        now = store.scalar(samples)
+        assert counts(store) == {300: now, 3600: now, 21600: now}

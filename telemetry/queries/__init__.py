@@ -164,7 +164,7 @@ class Latest(NamedTuple):
 
 def now_table(store: Store, at: datetime | None) -> str:
     """Where the GPUs' samples at ``at`` (None: now) are read from: ``gpu_now`` (each GPU's
-    newest sample, kept as batches arrive: ``rollups.NOW_SQL``) when ``at`` is at or after the
+    newest sample, kept as batches arrive: ``batch_sql.NOW_SQL``) when ``at`` is at or after the
     newest sample, else ``gpu_samples`` (a range that ends in the past)."""
     newest = store.scalar("SELECT max(ts) FROM gpu_now")
     return "gpu_now" if newest is not None and (at is None or at >= newest) else "gpu_samples"
