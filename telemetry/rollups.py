@@ -208,14 +208,14 @@ def refresh(
                 _rollup_level(con, level, prev, lo, hi)
                 if level not in gpu_levels:
                     continue
-                newest = i == len(ranges) - 1  # not a late round's own bucket
-                if lazy and prev_gpu is not None and newest:
+                current = i == len(ranges) - 1  # up to now, not a late round's own bucket
+                if lazy and prev_gpu is not None and current:
                     if not _due(marks.get(built), until, gpu_levels[0]):
                         if level == ENERGY_LEVEL_S:  # the fleet's hours were just rebuilt
                             fill_fleet_energy(con, lo, hi)
                         continue
                 _gpu_level(con, level, prev_gpu, lo, hi, handed_over)
-                if prev_gpu is not None and newest:
+                if prev_gpu is not None and current:
                     con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [built, str(until)])
             new_mark = con.execute(
                 "SELECT time_bucket(to_seconds(?), ?::TIMESTAMP)", [level, until]
@@ -228,6 +228,8 @@ def refresh(
         prev = level
         if level in gpu_levels:
             prev_gpu = level
+    # lazy or not, the round that passes a day's end (a 5-minute boundary) has just built the
+    # day's last 6 hours above
     if DAY_FROM in gpu_levels:
         con.begin()
         try:

@@ -359,3 +359,19 @@ def test_a_rounds_refresh_builds_the_per_gpu_hours_when_five_minutes_close(
         store.refresh_rollups()  # a full refresh (a replay's, a store opened) builds them all
         now = store.scalar(samples)
         assert counts(store) == {300: now, 3600: now, 21600: now}
+
+
+def test_the_round_that_passes_midnight_keeps_the_whole_day_per_gpu(tmp_path: Path) -> None:
+    """Per-GPU days are built from the 6-hour buckets when the data passes the day's end; the
+    round that does is the first of a 5-minute bucket, so a scrape's (lazy) refresh has built
+    the day's last 6 hours, with every sample of the day, just before."""
+    fetches = [fetch(default_text("node-a"))]
+    start = datetime(2026, 3, 1, 23, 55, 0)
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        sink = StoreSink(store, 15.0)
+        for k in range(22):  # 23:55:00 ... 00:00:15
+            sink.write(start + timedelta(seconds=15 * k), fetches)
+        day = "SELECT sum(samples) FROM gpu_rollup WHERE bucket_s = 86400 AND ts = ?"
+        before = "SELECT count(*) FROM gpu_samples WHERE ts < ?"
+        midnight = datetime(2026, 3, 2)
+        assert store.scalar(day, [datetime(2026, 3, 1)]) == store.scalar(before, [midnight]) == 160
