@@ -138,6 +138,25 @@ def test_ingest_cli_once(tmp_path: Path, exporter: str) -> None:
     assert "Traceback" not in missing.stderr
 
 
+def test_an_ingest_run_leaves_every_rollup_level_whole(tmp_path: Path, exporter: str) -> None:
+    """A round builds the per-GPU hours and 6 hours only when a 5-minute bucket closes; an
+    ingest process that stops brings them up to its last round, so a store at rest (here two
+    runs from cron within one 5-minute bucket) counts every sample at every level."""
+    left = 300 - time.time() % 300
+    if left < 30:  # both runs within one 5-minute bucket, or the second would build them
+        time.sleep(left + 1)
+    store = tmp_path / "s.duckdb"
+    for _ in range(2):
+        target = f"{exporter}/default_h100/metrics"
+        r = cli("ingest", "--target", target, "--store", str(store), "--once")
+        assert r.returncode == 0, r.stderr
+    with Store(str(store), read_only=True) as s:
+        samples = s.scalar("SELECT count(*) FROM gpu_samples")
+        levels = dict(s.rows("SELECT bucket_s, sum(samples) FROM gpu_rollup GROUP BY ALL"))
+    assert samples == 16
+    assert levels == {300: 16, 3600: 16, 21600: 16}
+
+
 def test_replay_exporters_to_store_end_to_end(tmp_path: Path) -> None:
     """The whole path without a GPU: simulated exporters -> ingest -> store."""
     farm, targets = exporter_farm(tmp_path, "dev-64", "--speed", "10")

@@ -123,3 +123,12 @@ def check_port_free(host: str, port: int) -> None:
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}"
                 + (hint if exc.errno == errno.EADDRINUSE else "")
             ) from None
+
+
+def finish_rollups(sink: object) -> None:
+    """The rollup levels a round builds only every 5 minutes, brought up to the last round
+    before the store closes; a failure (a full disk) leaves them to the next refresh."""
+    try:
+        sink.finish()  # type: ignore[attr-defined]
+    except Exception as exc:
+        log(f"rollups: the last rounds reach the hourly levels at the next refresh: {exc}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit
 
-from app.commands.common import log, retention_keeper, stopping_gently
+from app.commands.common import finish_rollups, log, retention_keeper, stopping_gently
 from app.settings import Settings
 from telemetry import sources
 from telemetry.collect.daemon import run_rounds
@@ -56,6 +56,7 @@ def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:
             stop.set()
             if keeper is not None:
                 keeper.join(timeout=30)
+            finish_rollups(sink)
     # --once from cron: did every source get something through?
     return 0 if not s.once or all(any(h.up for h in src.health()) for src in built) else 1
 

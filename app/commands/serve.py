@@ -14,7 +14,14 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from app.commands.common import check_bind, check_port_free, is_loopback, log, retention_keeper
+from app.commands.common import (
+    check_bind,
+    check_port_free,
+    finish_rollups,
+    is_loopback,
+    log,
+    retention_keeper,
+)
 from app.settings import LIVE_SPEED, Settings
 from telemetry import sources
 from telemetry.alerting import AlertConfig, load_config
@@ -127,6 +134,7 @@ def serve_dashboard(
             w.join(timeout=10)
         if service is not None:
             _flush_remote_write(service)
+            finish_rollups(service)
         store.close()
     return 0
 

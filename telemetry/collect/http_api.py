@@ -211,6 +211,11 @@ class IngestService:
             self.counters["rejected_records"] += len(rep.rejected)
         return written
 
+    def finish(self) -> None:
+        """At shutdown, after the collection loops stopped: ``StoreWriter.finish``."""
+        with self._lock:
+            self.writer.finish()
+
     def write_round(
         self, ts: datetime, fetches: list[Fetch], interval_s: float, batch_id: str | None = None
     ) -> dict[str, Any]:

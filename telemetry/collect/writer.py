@@ -47,6 +47,7 @@ class StoreWriter:
         self.store = store
         self.into_replay = into_replay
         self.rounds: StoreSink | None = None
+        self._lagging = False  # rounds stored since the last ``finish``
         if interval_s is not None:
             self.rounds = StoreSink(store, interval_s, into_replay=into_replay)
 
@@ -94,6 +95,14 @@ class StoreWriter:
         line = "derived " + ("; ".join(parts) if parts else "nothing (no real run with steps)")
         return Written(ok=True, line=line, rows=sum(d.interruptions for d in done), report=done)
 
+    def finish(self) -> None:
+        """When batches stop: the per-GPU hours and 6 hours, which a round's refresh builds
+        only when a 5-minute bucket closes (``StoreSink.write``), brought up to the last round,
+        so a store at rest holds every sample at every level. Raises what the store raises."""
+        if self._lagging:
+            self.store.refresh_rollups()
+            self._lagging = False
+
     def _round(self, batch: Round) -> Written:
         if self.rounds is None:  # ValueError: a replay store (unless into_replay)
             self.rounds = StoreSink(self.store, batch.interval_s, into_replay=self.into_replay)
@@ -102,6 +111,7 @@ class StoreWriter:
         except DuplicateBatchError:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)
+        self._lagging = True
         line = f"round {batch.ts.isoformat()} stored: {round_line(rep)}"
         return Written(ok=True, line=line, rows=rep.samples, report=rep)
 
