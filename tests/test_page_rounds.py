@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 # Inputs written by other callbacks on purpose, and why.
 CHAINED = {

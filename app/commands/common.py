@@ -10,12 +10,16 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.settings import Settings
 from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
 from telemetry.replay.scenarios import Scenario, get_scenario
+
+if TYPE_CHECKING:
+    from telemetry.collect.http_api import IngestService
+    from telemetry.collect.writer import StoreWriter
 
 
 def log(line: str) -> None:
@@ -125,10 +129,10 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def finish_rollups(sink: object) -> None:
+def finish_rollups(sink: StoreWriter | IngestService) -> None:
     """The rollup levels a round builds only every 5 minutes, brought up to the last round
     before the store closes; a failure (a full disk) leaves them to the next refresh."""
     try:
-        sink.finish()  # type: ignore[attr-defined]
+        sink.finish()
     except Exception as exc:
         log(f"rollups: the last rounds reach the hourly levels at the next refresh: {exc}")
