@@ -41,11 +41,15 @@ def test_heatmap_covers_every_node_in_bounded_cells(store: Store, day: TimeRange
     assert hm.bucket_s == 300  # a day at <= 300 columns: the 5-minute rollup
     assert hm.cells["ts"].nunique() <= 300
     assert hm.cells["host"].nunique() == 10 and hm.cells["host"].notna().all()
+    # the first cell is the bucket holding the range's start (the first sample is a minute
+    # into it), as the per-GPU levels are read: that bucket used to be left out
+    first = store.scalar("SELECT time_bucket(INTERVAL 300 SECOND, ?::TIMESTAMP)", [day.start])
+    assert first < day.start and hm.cells["ts"].min() == first
     # a cell is the rollup's value: h100-0003's mean utilization over the day matches SQL
     direct = store.scalar(
         """SELECT avg(util_avg) FROM node_rollup JOIN nodes USING (node_id)
            WHERE bucket_s = 300 AND host = 'h100-0003' AND ts BETWEEN ? AND ?""",
-        [day.start, day.end],
+        [first, day.end],
     )
     mine = hm.cells.loc[hm.cells["host"] == "h100-0003", "value"].mean()
     assert mine == pytest.approx(direct, rel=1e-6)
@@ -100,7 +104,8 @@ def test_long_ranges_regroup_the_coarsest_rollup(store: Store, day: TimeRange) -
 def test_distribution_bins_every_cell_in_sql(store: Store, day: TimeRange) -> None:
     dist = q.distribution(store, day, "temp")
     cells = store.scalar(
-        "SELECT count(*) FROM node_rollup WHERE bucket_s = 300 AND ts BETWEEN ? AND ?",
+        "SELECT count(*) FROM node_rollup WHERE bucket_s = 300 AND ts BETWEEN "
+        "time_bucket(INTERVAL 300 SECOND, ?::TIMESTAMP) AND ?",  # from the start's bucket
         [day.start, day.end],
     )
     assert dist["cells"].sum() == cells

@@ -90,15 +90,21 @@ def _cells(
     the bucket (seconds), on ``cell_grid``'s level and bucket."""
     level, bucket, tick = cell_grid(store, tr, max_cols)
     source = "node_tick WHERE" if tick else "node_rollup WHERE bucket_s = ? AND"
+    # from the cell holding the range's start, as the per-GPU levels are read (raw ticks, a
+    # cell each, from the start itself)
     params: list[Any] = [*([] if tick else [level]), tr.start, tr.end]
+    since = "ts >= ? AND ts <= ?"
+    if not (tick and bucket == level):
+        params.insert(-2, bucket)
+        since = "ts >= time_bucket(to_seconds(?), ?::TIMESTAMP) AND ts <= ?"
     exprs = {name: _CELL_COLUMNS[name][0 if tick else 1] for name in columns}
     if bucket == level:  # already one row per (bucket, node): no regrouping
         cols = ", ".join(f"{e} AS {name}" for name, e in exprs.items())
-        return f"SELECT ts, node_id, {cols} FROM {source} ts >= ? AND ts <= ?", params, bucket
+        return f"SELECT ts, node_id, {cols} FROM {source} {since}", params, bucket
     cols = ", ".join(f"{_CELL_COLUMNS[n][2]}({e}) AS {n}" for n, e in exprs.items())
     sql = (
         f"SELECT time_bucket(to_seconds(?), ts) AS ts, node_id, {cols} "
-        f"FROM {source} ts >= ? AND ts <= ? GROUP BY ALL"
+        f"FROM {source} {since} GROUP BY ALL"
     )
     return sql, [bucket, *params], bucket
 
