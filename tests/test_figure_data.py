@@ -106,3 +106,19 @@ def test_a_property_plotly_does_not_know_fails_the_check(monkeypatch: pytest.Mon
         ui._frozen(typo)  # what a page callback's reply goes through
     monkeypatch.setenv(env.CHECK_FIGURES, "0")  # production: sent unchecked, as built
     assert ui._frozen(typo)["data"][0]["colour"] == "red"
+
+
+def test_the_reporting_line_sits_below_the_top_of_the_under_80_chart() -> None:
+    """Plotly's autorange ends at a line's largest value: the GPUs reporting (the whole fleet,
+    flat) were drawn on the plot's top edge, where they could not be read."""
+    df = pd.DataFrame(
+        {
+            "ts": pd.date_range("2026-11-27", periods=3, freq="h"),
+            "gpus": [64, 64, 56],
+            "below": [0, 56, 8],
+            "bucket_s": 3600,
+        }
+    )
+    fig = _sent(gfig.below_per_bucket(df, util_pct=80, basis="GPU_UTIL", real=False))
+    low, high = fig["layout"]["yaxis"]["range"]
+    assert low == 0 and 64 * 1.05 < high < 64 * 1.3

@@ -237,9 +237,12 @@ def below_per_bucket(
             hovertemplate="%{y:,} GPUs reporting<extra></extra>",
         )
     )
+    # room above the reporting line: autorange ends at its value and the line sat on the
+    # plot's top edge, where nobody could read it
+    top = float(max(df["gpus"].max(), df["below"].max()))
     fig.update_layout(
         bargap=0.1,
-        yaxis={"title": "GPUs", "rangemode": "tozero"},
+        yaxis={"title": "GPUs", "range": [0, top * 1.12 or 1]},
         title={
             "subtitle": {
                 "text": f"job nodes' GPUs, each GPU's mean over the {per} · {basis}",
