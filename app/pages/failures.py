@@ -89,9 +89,11 @@ def layout(**_query: str) -> html.Div:
             ),
             dbc.Row(
                 [
-                    # Side by side only on wide screens: each has 9-10 columns to show whole.
-                    dbc.Col(_section("XIDs in this range, decoded", "", "fail-xid"), xxl=7),
-                    dbc.Col(_section('Bad-node ("lemon") ranking', "", "fail-lemon"), xxl=5),
+                    # One above the other: each has 9-10 columns to show whole, and side by
+                    # side (from 1,400 px) the XID table ran 150-200 px past its card on
+                    # 1,440-1,536 px laptops (tests/ui/test_fit.py)
+                    dbc.Col(_section("XIDs in this range, decoded", "", "fail-xid"), width=12),
+                    dbc.Col(_section('Bad-node ("lemon") ranking', "", "fail-lemon"), width=12),
                 ],
                 class_name="g-2 mb-2",
             ),

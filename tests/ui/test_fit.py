@@ -1,4 +1,5 @@
-"""Every page fits a 1366 x 768 laptop and a 1920 x 1080 screen: no table runs past its card
+"""Every page fits 1366 x 768, 1440 x 900 and 1536 x 864 laptops (Bootstrap's widest layout
+starts at 1,400 px) and a 1920 x 1080 screen: no table runs past its card
 (nor scrolls sideways inside it), no cell is cut with an ellipsis, the page itself never
 scrolls sideways, and no chart's legend covers an axis or chart title."""
 
@@ -59,7 +60,11 @@ OVERFLOWS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)], ids=["1366", "1920"])
+@pytest.mark.parametrize(
+    "size",
+    [(1366, 768), (1440, 900), (1536, 864), (1920, 1080)],
+    ids=["1366", "1440", "1536", "1920"],
+)
 @pytest.mark.parametrize("path", list(PAGES))
 def test_every_table_and_chart_fits(
     page: Page, dev_server: Server, path: str, size: tuple[int, int]
