@@ -358,3 +358,30 @@ def test_the_worst_node_is_found_without_reading_xids_when_a_sample_names_it(
         s.forget_results()
         monkeypatch.setattr(outq, "xid_gpus", lambda *_a: pytest.fail("XIDs were read"))
         assert outq.worst_node(s, tr) == want == ("h100-0007", "hot on GPU 5")
+
+
+@pytest.mark.parametrize("axis", ["step", "time"])
+def test_the_loss_and_throughput_charts_share_their_x_range_and_plot_area(
+    dev_store: Path, axis: str
+) -> None:
+    """One above the other, a step (or a time) falls at the same place on both charts: the
+    same x range and the same fixed side margins (each chart's own autorange and margins had
+    put step 5,000 135 px apart)."""
+    with Store(str(dev_store), read_only=True) as s:
+        tr = _whole(s)
+        series = trainq.overlay_series(s, DEV, tr, None, axis)
+        events = trainq.run_events(s, DEV, tr)
+    span = tfig.shared_x_range(series, axis)
+    loss = check(
+        tfig.loss_figure(
+            series, axis, 0.6, True, events, pd.DataFrame(), 0, "plotly_dark", x_range=span
+        )
+    )
+    thr = check(tfig.throughput_figure(series[DEV], axis, "plotly_dark", DEV, x_range=span))
+    x = series[DEV]["ts" if axis == "time" else "step"]
+    lo, hi = (pd.Timestamp(v) for v in span) if axis == "time" else span
+    assert lo < x.min() and x.max() < hi and (hi - lo) < (x.max() - x.min()) * 1.03
+    for fig in (loss, thr):
+        assert list(fig.layout.xaxis.range) == span
+        assert (fig.layout.margin.l, fig.layout.margin.r) == (72, 64)
+        assert fig.layout.yaxis.automargin is False

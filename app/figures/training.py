@@ -52,6 +52,42 @@ def axis_for(df: pd.DataFrame, axis: str, name: str) -> tuple[str, str]:
     return axis, ""
 
 
+# Both Training charts draw their plot area between the same margins (the y axes' labels
+# set, not grown to fit: throughput's ticks are wider than the loss's) and over the same x
+# range (``shared_x_range``), so a step falls at the same place on both: each chart's own
+# autorange and margins had put step 5,000 135 px apart.
+ALIGNED = {"margin": {"l": 72, "r": 64}}
+
+
+def shared_x_range(runs: dict[str, pd.DataFrame], axis: str) -> list | None:
+    """The x range of the loss and throughput charts: every run the loss chart draws (the
+    first is the primary, whose tokens decide the axis, see ``axis_for``), padded 1 % a side;
+    None when no run has a point."""
+    if not runs:
+        return None
+    name, primary = next(iter(runs.items()))
+    axis = axis_for(primary, axis, name)[0]
+    ends = []
+    for df in runs.values():
+        if df.empty or (axis == "tokens" and not has_tokens(df)):
+            continue
+        x = _x(df, axis).dropna()
+        if len(x):
+            ends += [x.min(), x.max()]
+    if not ends:
+        return None
+    lo, hi = min(ends), max(ends)
+    if axis == "time":
+        pad = max((hi - lo) * 0.01, pd.Timedelta(minutes=1))
+        return [str(lo - pad), str(hi + pad)]
+    pad = max(float(hi - lo) * 0.01, 1.0)
+    return [float(lo) - pad, float(hi) + pad]
+
+
+def _x_axis(axis: str, x_range: list | None) -> dict:
+    return {"title": X_TITLES[axis]} | ({"range": x_range} if x_range else {})
+
+
 def _with_restarts(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``segment``/``rolled_back`` (``mark_restarts``), if a caller did not add them:
     one piece, nothing rolled back."""
@@ -121,6 +157,7 @@ def loss_figure(
     checkpoints: pd.DataFrame,
     tokens_per_step: float,
     template: str,
+    x_range: list | None = None,
 ) -> Figure:
     """Loss per run (raw faint, smoothed solid, each piece between restarts its own line and
     the rolled-back work dotted); interruptions coloured by category, the rolled-back span of
@@ -147,9 +184,14 @@ def loss_figure(
     _mark_events(fig, events, axis, to_x)
     _mark_checkpoints(fig, checkpoints, axis, to_x)
     fig.update_layout(
-        xaxis={"title": X_TITLES[axis]},
-        yaxis={"title": "Loss (nats/token)", "type": "log" if log_y else "linear"},
+        xaxis=_x_axis(axis, x_range),
+        yaxis={
+            "title": "Loss (nats/token)",
+            "type": "log" if log_y else "linear",
+            "automargin": False,
+        },
         hovermode="closest",
+        **ALIGNED,
     )
     # below the chart: with a run, its rolled-back work, the down spans, three categories and
     # three tiers, the legend wraps and would run into the title
@@ -280,10 +322,17 @@ def _mark_checkpoints(fig: Figure, ck: pd.DataFrame, axis: str, to_x: StepScale)
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
-def throughput_figure(df: pd.DataFrame, axis: str, template: str, name: str = "this run") -> Figure:
+def throughput_figure(
+    df: pd.DataFrame,
+    axis: str,
+    template: str,
+    name: str = "this run",
+    x_range: list | None = None,
+) -> Figure:
     """Tokens per second (left) and MFU in percent (right) of the primary run (``name``), each
     piece between restarts its own line; by step (saying so) when the run has no tokens
-    metric, and a message instead of an empty axis when it logs no throughput."""
+    metric, and a message instead of an empty axis when it logs no throughput. Over
+    ``x_range`` (the loss chart's, ``shared_x_range``) when given."""
     title = "Throughput and MFU"
     if df.empty:
         return empty(title, "No training metrics in this range", 260, template)
@@ -312,9 +361,14 @@ def throughput_figure(df: pd.DataFrame, axis: str, template: str, name: str = "t
     lo, hi = float(tps.min()), float(tps.max())
     pad = max((hi - lo) * 0.1, hi * 0.002)
     layout = {
-        "xaxis": {"title": X_TITLES[axis]},
-        "yaxis": {"title": "Throughput (M tokens/s)", "range": [lo - pad, hi + pad]},
+        "xaxis": _x_axis(axis, x_range),
+        "yaxis": {
+            "title": "Throughput (M tokens/s)",
+            "range": [lo - pad, hi + pad],
+            "automargin": False,
+        },
         "showlegend": False,
+        **ALIGNED,
     }
     if pd.notna(ratio):  # the MFU axis only where the run logs MFU
         per_mtps = float(ratio)
@@ -329,6 +383,7 @@ def throughput_figure(df: pd.DataFrame, axis: str, template: str, name: str = "t
             "range": [(lo - pad) * per_mtps, (hi + pad) * per_mtps],
             "tickmode": "auto",
             "tickformat": ".1f",
+            "automargin": False,
         }
     fig.update_layout(**layout)
     return _noted(fig, [note] if note else [])

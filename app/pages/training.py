@@ -132,8 +132,10 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         lambda: data.checkpoint_marks(run, tr),
         lambda: data.loss_spikes(run, tr),
     )
+    runs = {data.run_label(r): df for r, df in series.items()}
+    span = fig.shared_x_range(runs, axis)  # both charts over the same steps, one above the other
     loss = fig.loss_figure(
-        {data.run_label(r): df for r, df in series.items()},
+        runs,
         axis,
         float(smoothing or 0),
         bool(log_y),
@@ -141,8 +143,11 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         marks,
         data.tokens_per_step(run),
         tpl,
+        x_range=span,
     )
-    thr = fig.throughput_figure(series.get(run, pd.DataFrame()), axis, tpl, data.run_label(run))
+    thr = fig.throughput_figure(
+        series.get(run, pd.DataFrame()), axis, tpl, data.run_label(run), x_range=span
+    )
     rev = f"{data.revision(view)}|{axis}"
     spikes_view = (
         table(
