@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -127,11 +128,28 @@ def empty(title: str, message: str, height: int = HEIGHT, template: str = TEMPLA
     return fig
 
 
+# Charts stacked on one page over the same x range draw their plot areas between the same
+# side margins (the y axes' labels set, not grown to fit, and room for a right-hand axis),
+# so one time or step falls at the same place on each: autorange and automargins had put the
+# Overview's three time charts, and the Training page's two, out of line by up to 135 px.
+ALIGNED = {"margin": {"l": 72, "r": 64}}
+
+
+def time_axis(x_range: list | None) -> dict[str, Any]:
+    """A time x axis, over ``x_range`` (the view's window: the same on every chart of a page)
+    when given."""
+    return {"title": "Time (UTC)"} | ({"range": x_range} if x_range else {})
+
+
 def fleet_timeline(
-    df: pd.DataFrame, interruptions: pd.DataFrame, template: str = TEMPLATE
+    df: pd.DataFrame,
+    interruptions: pd.DataFrame,
+    template: str = TEMPLATE,
+    x_range: list | None = None,
 ) -> Figure:
     """Fleet utilization (%), real utilization where the GPUs report SM activity, and the
-    hottest GPU's temperature (°C) over time, interruptions marked."""
+    hottest GPU's temperature (°C) over time, interruptions marked; over ``x_range`` when
+    given, between ``ALIGNED`` margins."""
     title = "Fleet utilization and temperature"
     if df.empty:
         return empty(title, "No GPU samples in this range", template=template)
@@ -168,8 +186,10 @@ def fleet_timeline(
             hovertemplate="%{y:.1f} °C<extra>hottest GPU</extra>",
         )
     )
-    ints = interruptions if not interruptions.empty else pd.DataFrame(
-        columns=["ts", "category", "component", "host"]
+    ints = (
+        interruptions
+        if not interruptions.empty
+        else pd.DataFrame(columns=["ts", "category", "component", "host"])
     )
     at, custom = ints["ts"].to_numpy(), ints[["component", "host"]].astype(str).to_numpy()
     # per category by row position (a sub-frame per category costs pandas' overhead each)
@@ -186,7 +206,7 @@ def fleet_timeline(
             )
         )
     fig.update_layout(
-        yaxis={"title": "Utilization (%)", "range": [0, 105]},
+        yaxis={"title": "Utilization (%)", "range": [0, 105], "automargin": False},
         yaxis2={
             "title": "Temperature (°C)",
             "overlaying": "y",
@@ -194,8 +214,10 @@ def fleet_timeline(
             "showgrid": False,
             "range": [20, 100],
             "tickmode": "auto",  # its own round ticks, not the left axis' grid (96.2, 81...)
+            "automargin": False,
         },
-        xaxis={"title": "Time (UTC)"},
+        xaxis=time_axis(x_range),
+        **ALIGNED,
     )
     return legend_below(fig, rows=2)
 
@@ -210,7 +232,9 @@ def gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
     return pd.concat([df, gaps]).sort_index(kind="stable")
 
 
-def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> Figure:
+def loss_curve(df: pd.DataFrame, template: str = TEMPLATE, x_range: list | None = None) -> Figure:
+    """The Overview's loss over time, a restart breaking the line; over ``x_range`` when
+    given, between ``ALIGNED`` margins."""
     title = "Training loss"
     if df.empty:
         return empty(title, "No training metrics in this range", template=template)
@@ -230,16 +254,22 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE) -> Figure:
         )
     )
     fig.update_layout(
-        yaxis={"title": "Loss (nats/token)", "type": "log"}, xaxis={"title": "Time (UTC)"}
+        yaxis={"title": "Loss (nats/token)", "type": "log", "automargin": False},
+        xaxis=time_axis(x_range),
+        **ALIGNED,
     )
     return fig
 
 
 def power_series(
-    df: pd.DataFrame, interruptions: pd.DataFrame | None = None, template: str = TEMPLATE
+    df: pd.DataFrame,
+    interruptions: pd.DataFrame | None = None,
+    template: str = TEMPLATE,
+    x_range: list | None = None,
 ) -> Figure:
     """Fleet GPU power (kW, or MW for a fleet past 1 MW) with each interruption (x) and the
-    restart after it (triangle) marked above the line: the swings a facility sees."""
+    restart after it (triangle) marked above the line: the swings a facility sees. Over
+    ``x_range`` when given, between ``ALIGNED`` margins."""
     title = "Fleet power"
     if df.empty:
         return empty(title, "No GPU samples in this range", template=template)
@@ -279,8 +309,9 @@ def power_series(
                 )
             )
     fig.update_layout(
-        yaxis={"title": f"Power ({unit})", "rangemode": "tozero"},
-        xaxis={"title": "Time (UTC)"},
+        yaxis={"title": f"Power ({unit})", "rangemode": "tozero", "automargin": False},
+        xaxis=time_axis(x_range),
         showlegend=not ints.empty,
+        **ALIGNED,
     )
     return fig

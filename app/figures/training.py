@@ -8,7 +8,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.figures import CATEGORY_COLOURS, TIER_COLOURS, _base, empty, gapped, legend_below, plot
+from app.figures import (
+    ALIGNED,
+    CATEGORY_COLOURS,
+    TIER_COLOURS,
+    _base,
+    empty,
+    gapped,
+    legend_below,
+    plot,
+)
 from app.figures.plot import Figure
 
 X_TITLES = {"step": "Step", "tokens": "Tokens trained", "time": "Time (UTC)"}
@@ -50,13 +59,6 @@ def axis_for(df: pd.DataFrame, axis: str, name: str) -> tuple[str, str]:
     if axis == "tokens" and not df.empty and not has_tokens(df):
         return "step", f"{name} has no tokens metric: shown by step"
     return axis, ""
-
-
-# Both Training charts draw their plot area between the same margins (the y axes' labels
-# set, not grown to fit: throughput's ticks are wider than the loss's) and over the same x
-# range (``shared_x_range``), so a step falls at the same place on both: each chart's own
-# autorange and margins had put step 5,000 135 px apart.
-ALIGNED = {"margin": {"l": 72, "r": 64}}
 
 
 def shared_x_range(runs: dict[str, pd.DataFrame], axis: str) -> list | None:

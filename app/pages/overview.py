@@ -331,18 +331,22 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         lambda: data.hottest_gpus(8),
     )
     rev = data.revision(view)
+    # the three time charts, one above the other, over the same window (1 % a side, so a
+    # marker at either end is drawn whole)
+    pad = (tr.end - tr.start) * 0.01
+    span = [str(tr.start - pad), str(tr.end + pad)]
     cards = _fleet_cards(latest, series)
     if run_id is None:
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""
     else:
         cards += _run_cards(summary, data.recent_interruptions(ints, tr.end))
-        loss = figures.loss_curve(train, tpl).update_layout(uirevision=rev)
+        loss = figures.loss_curve(train, tpl, span).update_layout(uirevision=rev)
         ckpt = _checkpoint_card(ages)
     return (
         cards,
-        figures.fleet_timeline(series, ints, tpl).update_layout(uirevision=rev),
-        figures.power_series(series, ints, tpl).update_layout(uirevision=rev),
+        figures.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
+        figures.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
         loss,
         ckpt,
         _alerts(alerts),
