@@ -5,6 +5,7 @@ plotly does not know is caught by the check the tests run on every figure."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,12 @@ def test_the_reporting_line_sits_below_the_top_of_the_under_80_chart() -> None:
     fig = _sent(gfig.below_per_bucket(df, util_pct=80, basis="GPU_UTIL", real=False))
     low, high = fig["layout"]["yaxis"]["range"]
     assert low == 0 and 64 * 1.05 < high < 64 * 1.3
+
+
+def test_a_window_of_one_instant_still_gets_an_x_range_plotly_can_draw() -> None:
+    """A store of one scrape round is a window of one instant: the Overview's time charts
+    get 30 s a side instead of an empty range; a longer window gets 1 % a side."""
+    t = datetime(2026, 11, 27, 12)
+    assert figures.window_range(t, t) == ["2026-11-27 11:59:30", "2026-11-27 12:00:30"]
+    day = figures.window_range(t, t + timedelta(days=1))
+    assert day == ["2026-11-27 11:45:36", "2026-11-28 12:14:24"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -133,6 +134,14 @@ def empty(title: str, message: str, height: int = HEIGHT, template: str = TEMPLA
 # so one time or step falls at the same place on each: autorange and automargins had put the
 # Overview's three time charts, and the Training page's two, out of line by up to 135 px.
 ALIGNED = {"margin": {"l": 72, "r": 64}}
+
+
+def window_range(start: datetime, end: datetime) -> list[str]:
+    """The x range of a page's time charts over the view's window ``start``-``end``: 1 % a
+    side, so a marker at either end is drawn whole, and at least 30 s (a store of one scrape
+    round is a window of one instant, which plotly cannot draw)."""
+    pad = max((end - start) * 0.01, timedelta(seconds=30))
+    return [str(start - pad), str(end + pad)]
 
 
 def time_axis(x_range: list | None) -> dict[str, Any]:

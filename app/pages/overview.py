@@ -331,10 +331,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         lambda: data.hottest_gpus(8),
     )
     rev = data.revision(view)
-    # the three time charts, one above the other, over the same window (1 % a side, so a
-    # marker at either end is drawn whole)
-    pad = (tr.end - tr.start) * 0.01
-    span = [str(tr.start - pad), str(tr.end + pad)]
+    span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
     cards = _fleet_cards(latest, series)
     if run_id is None:
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
