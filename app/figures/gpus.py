@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.figures import TEMPLATE, _base, empty, legend_below, plot
+from app.figures import ALIGNED, TEMPLATE, _base, empty, legend_below, plot, time_axis
 from app.figures.plot import Figure
 
 # Red is bad on every scale: low utilization and clock, high temperature.
@@ -201,12 +201,19 @@ def distribution(
 
 
 def below_per_bucket(
-    df: pd.DataFrame, *, util_pct: float, basis: str, real: bool, template: str = TEMPLATE
+    df: pd.DataFrame,
+    *,
+    util_pct: float,
+    basis: str,
+    real: bool,
+    template: str = TEMPLATE,
+    x_range: list | None = None,
 ) -> Figure:
     """GPUs whose utilization (real utilization when ``real``) averaged under ``util_pct`` over
     each bucket (an hour; 6 h over long ranges: ``bucket_s``), as bars, beside the GPUs that
     reported in it (a line): wasted capacity bucket by bucket. ``basis`` says what utilization
-    meant."""
+    meant. Over ``x_range`` when given, between ``ALIGNED`` margins (the classes chart is
+    drawn below it)."""
     what = "real utilization" if real else "utilization"
     bucket_s = int(df["bucket_s"].iloc[0]) if not df.empty else 3600
     per = "hour" if bucket_s == 3600 else bucket_text(bucket_s)
@@ -242,7 +249,9 @@ def below_per_bucket(
     top = float(max(df["gpus"].max(), df["below"].max()))
     fig.update_layout(
         bargap=0.1,
-        yaxis={"title": "GPUs", "range": [0, top * 1.12 or 1]},
+        yaxis={"title": "GPUs", "range": [0, top * 1.12 or 1], "automargin": False},
+        xaxis=time_axis(x_range),
+        **ALIGNED,
         title={
             "subtitle": {
                 "text": f"job nodes' GPUs, each GPU's mean over the {per} · {basis}",
@@ -375,10 +384,16 @@ CLASS_COLOURS = {  # workload class -> colour: work in greens/blues, waste in re
 
 
 def workload_classes(
-    df: pd.DataFrame, *, texts: dict[str, str], basis: str, template: str = TEMPLATE
+    df: pd.DataFrame,
+    *,
+    texts: dict[str, str],
+    basis: str,
+    template: str = TEMPLATE,
+    x_range: list | None = None,
 ) -> Figure:
     """GPUs in each workload class over time, stacked (``telemetry.queries.workload.classes``);
-    ``texts`` says what each class means (hover), ``basis`` what the fleet reported."""
+    ``texts`` says what each class means (hover), ``basis`` what the fleet reported. Over
+    ``x_range`` when given, between ``ALIGNED`` margins."""
     title = "Workload classes: what the GPUs were doing"
     if df.empty:
         why = "No GPU reported DCGM profiling fields (tensor or DRAM active) in this range"
@@ -404,8 +419,10 @@ def workload_classes(
     interval = bucket_text(float(df["interval_s"].iloc[0]))
     bucket = bucket_text(float(df["bucket_s"].iloc[0]))
     fig.update_layout(
-        yaxis={"title": "GPUs", "rangemode": "tozero"},
+        yaxis={"title": "GPUs", "rangemode": "tozero", "automargin": False},
+        xaxis=time_axis(x_range),
         hovermode="x unified",
+        **ALIGNED,
         title={
             "subtitle": {
                 "text": f"each GPU's {interval} interval classified, mean GPUs per {bucket}"

@@ -203,15 +203,17 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
         lambda: data.workload_classes(tr),
     )
     rev = data.revision(view)
+    span = figures.window_range(tr.start, tr.end)  # one above the other, in line
     below = gfig.below_per_bucket(
         under,
         util_pct=data.LOW_UTIL_PCT,
         basis=basis.text,
         real=basis.real,
         template=tpl,
+        x_range=span,
     )
     classes = gfig.workload_classes(
-        classes_df, texts=data.CLASS_TEXT, basis=basis.text, template=tpl
+        classes_df, texts=data.CLASS_TEXT, basis=basis.text, template=tpl, x_range=span
     )
     return below.update_layout(uirevision=rev), classes.update_layout(uirevision=rev)
 

@@ -14,6 +14,10 @@ from tests.ui.test_readable import SETTLED
 STACKS = {
     "overview": ("/#run=dev-64-s1&range=all", ["ov-fleet", "ov-loss", "ov-power"]),
     "training by step": ("/training#run=dev-64-s1&range=all", ["tr-loss", "tr-throughput"]),
+    "GPUs, judged on real utilization": (
+        "/gpus#run=dev-64-s1&range=all",
+        ["gpu-below", "gpu-classes"],
+    ),
 }
 
 # each chart's plot area (left and right edge, px) and x axis range as drawn
