@@ -226,6 +226,10 @@ def below_per_bucket(
     fig.add_trace(
         plot.Bar(
             x=x,
+            # each bar over its own bucket, not centred on the bucket's start (half an hour
+            # early beside the charts around it)
+            xperiod=bucket_s * 1000,
+            xperiodalignment="middle",
             y=df["below"].tolist(),
             name=f"under {util_pct:g} %",
             marker={"color": "#ef553b", "line": {"width": 0}},
