@@ -114,6 +114,10 @@ def heatmap(
     fig.add_trace(
         plot.Heatmap(
             x=stamps,
+            # each cell over its own bucket, not centred on the bucket's start (an hour's
+            # cell half an hour early beside the page's other time charts)
+            xperiod=bucket_s * 1000,
+            xperiodalignment="middle",
             y=[names[r] for r in ranks.tolist()],
             z=np.round(z, 1).astype(np.float32),  # a typed array: compact, NaN = no sample
             colorbar={"title": {"text": unit, "side": "right"}, "thickness": 12},
