@@ -385,3 +385,49 @@ def test_the_loss_and_throughput_charts_share_their_x_range_and_plot_area(
         assert list(fig.layout.xaxis.range) == span
         assert (fig.layout.margin.l, fig.layout.margin.r) == (72, 64)
         assert fig.layout.yaxis.automargin is False
+
+
+def test_a_silence_of_the_whole_fleet_is_blank_in_the_heatmap() -> None:
+    """Plotly sizes a heatmap cell up to its neighbours: with no column for the hours nobody
+    reported, the cells before and after a fleet-wide outage were stretched across it."""
+    hours = pd.to_datetime(["2026-11-27 00:00", "2026-11-27 01:00", "2026-11-27 02:00"])
+    hours = hours.append(pd.to_datetime(["2026-11-27 07:00", "2026-11-27 08:00"]))
+    cells = pd.DataFrame(
+        {
+            "ts": list(hours) * 2,
+            "rank": [1] * 5 + [2] * 5,
+            "host": ["h100-0001"] * 5 + ["h100-0002"] * 5,
+            "value": [50.0, 51, 52, 70, 71, 40, 41, 42, 60, 61],
+        }
+    )
+    heat = check(
+        gfig.heatmap(
+            cells, key="temp", label="Temperature", unit="°C", bucket_s=3600,
+            nodes_total=2, nodes_shown=2,
+        )
+    )  # fmt: skip
+    trace = heat.data[0]
+    x = pd.to_datetime(list(trace.x))
+    # a blank column an hour after the last report and an hour before the next
+    assert list(x.strftime("%H:%M")) == [
+        "00:00",
+        "01:00",
+        "02:00",
+        "03:00",
+        "06:00",
+        "07:00",
+        "08:00",
+    ]
+    z = np.asarray(trace.z, dtype=float)
+    assert np.isnan(z[:, 3:5]).all() and not np.isnan(z[:, [0, 1, 2, 5, 6]]).any()
+    assert z[0, 5] == 70 and z[1, 2] == 42  # the reported cells keep their values
+    # one bucket missing (or a round come late) is not called a silence
+    late = cells[cells["ts"] != pd.Timestamp("2026-11-27 01:00")].copy()
+    late = late[late["ts"] <= pd.Timestamp("2026-11-27 02:00")]
+    short = check(
+        gfig.heatmap(
+            late, key="temp", label="Temperature", unit="°C", bucket_s=3600,
+            nodes_total=2, nodes_shown=2,
+        )
+    )  # fmt: skip
+    assert len(short.data[0].x) == 2

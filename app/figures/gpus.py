@@ -74,6 +74,28 @@ def table(
     return row_keys, col_keys, grid
 
 
+def _silences(stamps: np.ndarray, z: np.ndarray, bucket_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """``stamps`` (time order) and ``z``'s columns with a column of no value (NaN) a bucket after
+    and a bucket before every gap longer than two buckets and a half (raw ticks come late by
+    a few seconds; a late round is not a silence). Plotly sizes a heatmap cell up to its
+    neighbours, so a silence of the whole fleet (an exporter outage, a collector down) was
+    drawn as the cells on either side stretched across it."""
+    if len(stamps) < 2:
+        return stamps, z
+    step = np.timedelta64(int(round(bucket_s * 1e9)), "ns")
+    stamps = stamps.astype("datetime64[ns]")
+    gaps = np.flatnonzero(np.diff(stamps) > 2 * step + step // 2)
+    if not len(gaps):
+        return stamps, z
+    after, before = stamps[gaps] + step, stamps[gaps + 1] - step
+    new = np.stack([after, before], axis=1).ravel()
+    at = np.repeat(gaps + 1, 2)
+    keep = np.ones(len(new), bool)
+    keep[1::2] = before > after  # a gap of two buckets needs one column
+    new, at = new[keep], at[keep]
+    return np.insert(stamps, at, new), np.insert(z, at, np.nan, axis=1)
+
+
 def _scale(key: str, z: np.ndarray) -> dict[str, Any]:
     """The metric's colour scale; data-driven ranges ignore idle cells (below half the peak),
     so that a few percent of clock or power still shows between busy nodes."""
@@ -108,6 +130,7 @@ def heatmap(
     rest = nodes_total - nodes_shown
     labels = cells["host"].where(cells["host"].notna(), f"other {rest:,} nodes (mean)")
     ranks, stamps, z = table(cells["rank"], cells["ts"], cells["value"], np.nan)
+    stamps, z = _silences(stamps, z, bucket_s)
     names = dict(zip(cells["rank"].tolist(), labels.tolist(), strict=True))
     rows = len(ranks)
     fig = _base(title, int(min(max(140 + 14 * rows, 360), 760)), template)
