@@ -144,10 +144,10 @@ def window_range(start: datetime, end: datetime) -> list[str]:
     return [str(start - pad), str(end + pad)]
 
 
-def time_axis(x_range: list | None) -> dict[str, Any]:
-    """A time x axis, over ``x_range`` (the view's window: the same on every chart of a page)
-    when given."""
-    return {"title": "Time (UTC)"} | ({"range": x_range} if x_range else {})
+def time_axis(x_range: list | None, title: str = "Time (UTC)") -> dict[str, Any]:
+    """An x axis (time unless ``title`` says otherwise), over ``x_range`` (the same on every
+    chart stacked on a page) when given."""
+    return {"title": title} | ({"range": x_range} if x_range else {})
 
 
 def fleet_timeline(

@@ -17,6 +17,8 @@ from app.figures import (
     gapped,
     legend_below,
     plot,
+    time_axis,
+    window_range,
 )
 from app.figures.plot import Figure
 
@@ -63,8 +65,8 @@ def axis_for(df: pd.DataFrame, axis: str, name: str) -> tuple[str, str]:
 
 def shared_x_range(runs: dict[str, pd.DataFrame], axis: str) -> list | None:
     """The x range of the loss and throughput charts: every run the loss chart draws (the
-    first is the primary, whose tokens decide the axis, see ``axis_for``), padded 1 % a side;
-    None when no run has a point."""
+    first is the primary, whose tokens decide the axis, see ``axis_for``), padded 1 % a side
+    (by wall clock as ``window_range`` pads); None when no run has a point."""
     if not runs:
         return None
     name, primary = next(iter(runs.items()))
@@ -79,15 +81,10 @@ def shared_x_range(runs: dict[str, pd.DataFrame], axis: str) -> list | None:
     if not ends:
         return None
     lo, hi = min(ends), max(ends)
-    if axis == "time":
-        pad = max((hi - lo) * 0.01, pd.Timedelta(minutes=1))
-        return [str(lo - pad), str(hi + pad)]
+    if axis == "time":  # as the Overview's time charts are padded
+        return window_range(lo, hi)
     pad = max(float(hi - lo) * 0.01, 1.0)
     return [float(lo) - pad, float(hi) + pad]
-
-
-def _x_axis(axis: str, x_range: list | None) -> dict:
-    return {"title": X_TITLES[axis]} | ({"range": x_range} if x_range else {})
 
 
 def _with_restarts(df: pd.DataFrame) -> pd.DataFrame:
@@ -186,7 +183,7 @@ def loss_figure(
     _mark_events(fig, events, axis, to_x)
     _mark_checkpoints(fig, checkpoints, axis, to_x)
     fig.update_layout(
-        xaxis=_x_axis(axis, x_range),
+        xaxis=time_axis(x_range, X_TITLES[axis]),
         yaxis={
             "title": "Loss (nats/token)",
             "type": "log" if log_y else "linear",
@@ -363,7 +360,7 @@ def throughput_figure(
     lo, hi = float(tps.min()), float(tps.max())
     pad = max((hi - lo) * 0.1, hi * 0.002)
     layout = {
-        "xaxis": _x_axis(axis, x_range),
+        "xaxis": time_axis(x_range, X_TITLES[axis]),
         "yaxis": {
             "title": "Throughput (M tokens/s)",
             "range": [lo - pad, hi + pad],
