@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(w, "--operator-token-file", "operator_token_file", metavar="FILE")
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
     _opt(w, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
+    _opt(w, "--rw-interval", "rw_interval_s", type=_positive_float, metavar="SECONDS")
+    _opt(w, "--rw-max-age", "rw_max_age_s", type=_duration, metavar="DURATION")
+    _opt(w, "--rw-max-future", "rw_max_future_s", type=_duration, metavar="DURATION")
     _opt(v, "--alerts", "alerts_file", metavar="FILE")
     _price_args(v)
 
@@ -251,6 +254,7 @@ def _dashboard_args(v: argparse.ArgumentParser) -> None:
     _opt(v, "--host", "host")
     _opt(v, "--port", "port", type=_port)
     _flag(v, "--allow-remote", "allow_remote")
+    _opt(v, "--allowed-host", "allowed_hosts", action="append", metavar="NAME", default=None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,6 +95,28 @@ class Settings:
     accept_ingest: bool = setting(
         False, "accept forwarded scrape rounds, training metrics and run events on /api/v1/"
     )
+    rw_interval_s: float = setting(
+        15.0,
+        "remote_write: the senders' scrape interval, seconds, the grid their samples are cut "
+        "into rounds on (default {default:g}); a faster sender loses nothing, it makes more "
+        "rounds",
+    )
+    rw_max_age_s: float = setting(
+        7 * 86400.0,
+        "remote_write: refuse samples older than this behind the server's clock (a duration; "
+        "default 7d)",
+    )
+    rw_max_future_s: float = setting(
+        600.0,
+        "remote_write: refuse samples stamped this far ahead of the server's clock (a "
+        "duration; default 10m)",
+    )
+    allowed_hosts: list[str] = setting(
+        None,
+        "host names the server answers to besides its bound address's (repeatable): a "
+        "request with any other Host header is refused (DNS rebinding)",
+        factory=list,
+    )
     ingest_into_replay: bool = setting(
         False,
         "load tests: let scrapes of a replay's own simulated exporters land in its store "

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS node_tick (
   temp_max FLOAT, mem_temp_max FLOAT, power_s DOUBLE, fb_s DOUBLE, clock_s DOUBLE,
   clock_min FLOAT, tensor_s DOUBLE);
 CREATE TABLE IF NOT EXISTS node_rollup (
-  bucket_s INTEGER, ts TIMESTAMP, node_id INTEGER, samples INTEGER, gpus SMALLINT,
+  bucket_s INTEGER, ts TIMESTAMP, node_id INTEGER, samples INTEGER, gpus INTEGER,
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, mem_temp_max FLOAT,
   power_w FLOAT, fb_used_avg FLOAT, sm_clock_avg FLOAT, sm_clock_min FLOAT,
   tensor_avg FLOAT);
@@ -229,6 +229,7 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
             if table != GPU_VIEW:  # its level tables get theirs in _gpu_level_tables
                 con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
     _gpu_level_tables(con)
+    _widen(con)
     if con.execute("SELECT count(*) FROM fields").fetchone()[0] == 0:
         con.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)", field_rows())
     else:  # an older store's catalog learns the columns added since
@@ -269,6 +270,21 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
                (SELECT max(value::TIMESTAMP) FROM meta WHERE key LIKE 'rollup_watermark_%'),
                (SELECT min(ts) FROM gpu_samples))) + INTERVAL 1 hour, '%Y-%m-%d %H:%M:%S') END"""
     )
+
+
+# Columns first made narrower than what the ingest API accepts (a node of 32,768 GPUs
+# overflowed a SMALLINT count, and every later rollup failed): widened in place.
+WIDENED = {("node_rollup", "gpus"): "INTEGER"}
+
+
+def _widen(con: duckdb.DuckDBPyConnection) -> None:
+    for (table, column), kind in WIDENED.items():
+        have = con.execute(
+            "SELECT data_type FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()
+        if have is not None and have[0] != kind:
+            con.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET DATA TYPE {kind}")
 
 
 def _has_column(con: duckdb.DuckDBPyConnection, column: str, *tables: str) -> bool:

@@ -96,7 +96,8 @@ def test_prometheus_remote_write_stores_what_a_direct_scrape_stores(
 
 def _check_refusals(srv: Server) -> None:
     labels = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "n1", "job": "dcgm"}
-    body = encode([(labels, [(55.0, 1_700_000_000_000)])])
+    now_ms = int(time.time() * 1000)  # within the receiver's accepted window (7 days back)
+    body = encode([(labels, [(55.0, now_ms - 3_600_000)])])
     assert post(srv, body, token=None)[0] == 401
     assert post(srv, body, token="wrong")[0] == 401
     status, reply = post(srv, body, ctype="application/json")

@@ -87,7 +87,13 @@ def serve_dashboard(
             "source); a read-only dashboard leaves the store as it is"
         )
     store = open_store(s.store, read_only=not writes)
-    service = IngestService(store, into_replay=s.ingest_into_replay) if writes else None
+    service = (
+        IngestService(store, into_replay=s.ingest_into_replay, rw_policy=_rw_policy(s))
+        if writes
+        else None
+    )
+    if service is not None and s.accept_ingest:
+        _resume_remote_write(service)
     stop = threading.Event()
     keep_rss_flat(stop)  # before any worker or request thread allocates
     workers = []
@@ -166,6 +172,23 @@ def _bind_history(collected: list[Source]) -> None:
 
     clients = [srv.client for src in collected if src.name == "prometheus" for srv in src.servers]  # type: ignore[attr-defined]
     data.bind_history(PromHistory(clients) if clients else None)
+
+
+def _rw_policy(s: Settings) -> Any:
+    from telemetry.collect.remote_write import Policy
+
+    return Policy(
+        window_s=s.rw_interval_s, max_age_s=s.rw_max_age_s, max_future_s=s.rw_max_future_s
+    )
+
+
+def _resume_remote_write(service: Any) -> None:
+    """What a killed server left staged reaches the store now, not at the next request."""
+    from telemetry.collect.remote_write import resume
+
+    n = resume(service)
+    if n:
+        log(f"remote_write: {n} round(s) staged before the last stop written")
 
 
 def _interrupt(_sig: int, _frame: object) -> None:

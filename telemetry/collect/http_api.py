@@ -185,8 +185,10 @@ class IngestService:
         into_replay: bool = False,
         clock: Clock = utcnow,
         limits: Limits | None = None,
+        rw_policy: Any = None,
     ) -> None:
         self.store = store
+        self.rw_policy = rw_policy  # remote_write's ``Policy`` (None: its defaults)
         self.limits = limits or Limits()
         self.gate = WriteGate(self.limits.max_writes, self.limits.retry_after_s)
         self.writer = StoreWriter(store, into_replay=into_replay)
@@ -210,6 +212,12 @@ class IngestService:
             self.counters["records"] += rep.stored
             self.counters["rejected_records"] += len(rep.rejected)
         return written
+
+    def ready_for_rounds(self, interval_s: float) -> None:
+        """ValueError now if the store cannot take scrape rounds (it holds a replay), before a
+        caller acknowledges data it could never store."""
+        with self._lock:
+            self.writer.round_sink(interval_s)
 
     def finish(self) -> None:
         """At shutdown, after the collection loops stopped: ``StoreWriter.finish``."""

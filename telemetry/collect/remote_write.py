@@ -7,26 +7,40 @@ labels and (value, timestamp ms) samples); the same token, size limits and JSON 
 rest of the ingest API apply, under the protocol's status rules: 2xx stored, 4xx never resent
 (bad body), 5xx resent by the sender.
 
-Remote write cuts a scrape into batches of ~2,000 samples across shards, so one GPU's series
-of one scrape may come in several requests, while the store keeps one row per GPU per round.
-So a request is first staged, durably and exactly once: its samples go to
-``remote_write_staging`` in the transaction that records its batch id, a digest of the body
-(the sender resends the very same bytes after a lost reply, so a resend is a duplicate). Once
-the data's own clock is an interval past a window (one scrape interval, learnt from the ``up``
-series), the window's samples are regrouped per ``instance`` into exporter pages and written
-as one ``Round`` through the ingest service, like a direct scrape, then taken out of staging.
-The round's batch id names the window and the requests it was built from, so a crash between
-writing and unstaging writes nothing twice; samples that arrive after their window was written
-(a shard that was retrying) make a round of their own, never a loss.
+Remote write cuts a scrape into batches of ~2,000 samples across shards, sent in parallel and
+resent after a lost reply or a sender's restart, so one target's scrape may come in several
+requests, in any order, while the store keeps one row per GPU per round. A 2xx means every
+sample of the request is in the store, or in ``remote_write_staging`` (the same transaction
+that records its batch id, a digest of the body: a resend of the very same bytes is a
+duplicate), from which it reaches the store exactly once, also across a crash:
+
+- Windows are a fixed grid of ``Policy.window_s`` (the scrape interval; never learnt from the
+  order requests arrive in). Once the data's own clock is a window plus ``SETTLE_S`` past one,
+  its staged rows are *claimed* (one transaction names them with a claim id), written as
+  rounds whose batch ids derive from the claim, then unstaged. A crash between any two steps
+  is finished on the next promotion: a claimed round already stored is a duplicate.
+- A window is cut into rounds by scrape, never merged: Prometheus stamps every sample of one
+  scrape of a target with the scrape's time, so each target's k-th scrape in the window goes
+  to the window's k-th round. Two scrapes of one target in a window (a sender scraping faster
+  than the window) are two rounds, not one overwriting the other.
+- Parts that arrive after their window was written (a shard that was retrying) are staged and
+  make a round of their own, never a loss.
+- Samples stamped outside ``[now - max_age, now + max_future]`` of the server's clock are
+  refused (counted and named in the reply and in the ``remote_write`` target's health), so a
+  1970 or year-2200 timestamp neither reaches the charts nor stalls later windows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -34,22 +48,44 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from telemetry.collect.prom_source import META, Regrouper, Snapshot, _naive
-from telemetry.collect.seam import Round
-from telemetry.errors import DuplicateBatchError
+from telemetry.collect.seam import Health, HealthBatch, Round, Written
+from telemetry.errors import DuplicateBatchError, StoreError
 from telemetry.store import Store
 
 CONTENT_TYPE = "application/x-protobuf"
 MAX_BODY = 32 * 2**20  # compressed; Prometheus sends ~2,000 samples (~100 KB) per request
-MAX_DECODED = 256 * 2**20
+MAX_DECODED = 32 * 2**20  # vmagent's largest block is 8 MB; Prometheus's ~0.5 MB
 MAX_LABELS_CHARS = 4096  # as the text parser: a series' labels beyond this are refused
 KEEP = re.compile(r"^(?:DCGM_\w*|up|scrape_duration_seconds)$")
-DEFAULT_WINDOW_S = 15.0
 # A window is written once the data is an interval plus this past it: a sender's shards each
 # send at least every 5 s (Prometheus's batch_send_deadline), so its parts have come by then.
 SETTLE_S = 5.0
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Characters a host, instance or label value may not carry: controls (CR, LF, NUL split log
+# lines and exposition text) and Unicode's bidirectional overrides, which make a name display
+# as another ("run-\u202egnp.exe" shows as "run-exe.png").
+_UNSAFE = re.compile("[\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 STAGING_SQL = """CREATE TABLE IF NOT EXISTS remote_write_staging (
-  request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE)"""
+  request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE,
+  claim VARCHAR)"""
+TARGET = "remote_write"  # the receiver's own row in the targets table
+_log = logging.getLogger("factoryfloor.ingest")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the receiver accepts. ``window_s``: the senders' scrape interval, the grid rounds
+    are cut on; ``max_age_s`` / ``max_future_s``: how far a sample's time may lie behind or
+    ahead of the server's clock; ``max_series``: series per request (Prometheus sends at most
+    ``max_samples_per_send``, 2,000 by default); ``decode_wait_s``: how long a request waits for
+    one of ``decoders`` slots before a 503 (bounded memory under a flood)."""
+
+    window_s: float = 15.0
+    max_age_s: float = 7 * 86400.0
+    max_future_s: float = 600.0
+    max_series: int = 100_000
+    decoders: int = 2
+    decode_wait_s: float = 20.0
 
 
 class RemoteWriteError(ValueError):
@@ -127,31 +163,56 @@ def decode(body: bytes) -> Any:
     return req
 
 
-def staged_rows(req: Any, request_id: str) -> tuple[pa.Table, int, int]:
-    """The DCGM and target-health samples of a request as staging rows, and how many samples
-    were ignored (other metrics) or refused (labels without a name, over the length limit)."""
+@dataclass
+class Staged:
+    """A request's samples as staging rows, and what was left out of them, with why."""
+
+    table: pa.Table
+    ignored: int = 0  # samples of other metrics
+    refused: int = 0  # samples refused (``reasons`` says why, per kind)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def reason(self) -> str | None:
+        """The refusals in one line, most frequent first (None: none)."""
+        if not self.refused:
+            return None
+        parts = [f"{n:,} {why}" for why, n in self.reasons.most_common()]
+        return f"{self.refused:,} sample(s) refused: " + "; ".join(parts)
+
+
+def staged_rows(req: Any, request_id: str, bounds_ms: tuple[int, int] | None = None) -> Staged:
+    """The DCGM and target-health samples of a request as staging rows; samples of other
+    metrics are ignored, and refused: series with labels that are unnamed, over the length
+    limit or carry control or bidirectional-override characters, and samples stamped outside
+    ``bounds_ms`` ((oldest, newest) in ms since the epoch)."""
     cols: dict[str, list[Any]] = {k: [] for k in ("ts_ms", "instance", "name", "labels", "value")}
-    ignored = refused = 0
+    out = Staged(pa.table({}))
+    lo, hi = bounds_ms or (-(2**62), 2**62)
     for ts in req.timeseries:
         labels = sorted((lab.name, lab.value) for lab in ts.labels)
         d = dict(labels)
         name = d.pop("__name__", "")
         if not KEEP.match(name):
-            ignored += len(ts.samples)
+            out.ignored += len(ts.samples)
             continue
-        rest = [(k, v) for k, v in labels if k != "__name__"]
-        text = json.dumps(rest, separators=(",", ":"))
-        if len(text) > MAX_LABELS_CHARS or not all(_LABEL.fullmatch(k) for k, _ in rest):
-            refused += len(ts.samples)
+        why = _series_refusal(labels)
+        if why is not None:
+            out.refused += len(ts.samples)
+            out.reasons[why] += len(ts.samples)
             continue
+        text = json.dumps([(k, v) for k, v in labels if k != "__name__"], separators=(",", ":"))
         for s in ts.samples:
+            if not lo <= s.timestamp <= hi:
+                out.refused += 1
+                out.reasons[_time_refusal(s.timestamp, lo, hi)] += 1
+                continue
             cols["ts_ms"].append(s.timestamp)
             cols["instance"].append(d.get("instance", ""))
             cols["name"].append(name)
             cols["labels"].append(text)
             cols["value"].append(s.value)
     n = len(cols["ts_ms"])
-    table = pa.table(
+    out.table = pa.table(
         {
             "request": pa.array([request_id] * n, pa.string()),
             "ts_ms": pa.array(cols["ts_ms"], pa.int64()),
@@ -159,63 +220,169 @@ def staged_rows(req: Any, request_id: str) -> tuple[pa.Table, int, int]:
             "name": pa.array(cols["name"], pa.string()),
             "labels": pa.array(cols["labels"], pa.string()),
             "value": pa.array(cols["value"], pa.float64()),
+            "claim": pa.nulls(n, pa.string()),
         }
     )
-    return table, ignored, refused
+    return out
+
+
+def _series_refusal(labels: list[tuple[str, str]]) -> str | None:
+    if not all(_LABEL.fullmatch(k) for k, _ in labels):
+        return "with a label name that is not [A-Za-z_][A-Za-z0-9_]*"
+    if sum(len(k) + len(v) + 6 for k, v in labels) > MAX_LABELS_CHARS:
+        return f"with labels over {MAX_LABELS_CHARS:,} characters"
+    if any(_UNSAFE.search(v) for _, v in labels):
+        return "with a control or bidirectional-override character in a label value"
+    return None
+
+
+def _time_refusal(ts_ms: int, lo: int, hi: int) -> str:
+    side = "before" if ts_ms < lo else "after"
+    return (
+        f"stamped {_iso(ts_ms)}, {side} the accepted window "
+        f"{_iso(lo)} .. {_iso(hi)} (the server's clock; --rw-max-age, --rw-max-future)"
+    )
+
+
+def _iso(ts_ms: int) -> str:
+    try:
+        return _naive(ts_ms / 1000.0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{ts_ms} ms"
 
 
 class Receiver:
     """Stages requests and promotes complete windows into rounds through ``write`` (the ingest
     service's ``write``: one writer at a time)."""
 
-    def __init__(self, store: Store, write: Callable[[Round], Any]) -> None:
-        self.store, self.write = store, write
+    def __init__(
+        self,
+        store: Store,
+        write: Callable[[Any], Written],
+        policy: Policy | None = None,
+        clock: Callable[[], datetime] | None = None,
+        ready: Callable[[float], None] | None = None,
+    ) -> None:
+        """``ready(interval_s)`` raises ValueError when the store cannot take rounds, so such
+        a request is refused (409) before it is staged and acknowledged."""
+        from telemetry.collect.daemon import utcnow
+
+        self.store, self.write, self.ready = store, write, ready
+        self.policy = policy or Policy()
+        self.clock = clock or utcnow
         self.rg = Regrouper()
-        self.window_s: float | None = None
         self._lock = threading.Lock()
-        self._newest: int | None = None  # the newest sample time staged (ms)
+        self.decoding = threading.BoundedSemaphore(self.policy.decoders)
         self._oldest: int | None = None  # the oldest still staged (None: to be read)
+        self._warning: str | None = None  # the last refusal, on the receiver's health row
         with store.transaction() as con:
             con.execute(STAGING_SQL)
-        self.counters = {"requests": 0, "duplicates": 0, "samples": 0, "rounds": 0}
+            con.execute("ALTER TABLE remote_write_staging ADD COLUMN IF NOT EXISTS claim VARCHAR")
+        # the newest sample time staged (ms); after a restart, what the crashed process staged
+        self._newest: int | None = store.scalar("SELECT max(ts_ms) FROM remote_write_staging")
+        self.counters = {"requests": 0, "duplicates": 0, "samples": 0, "rounds": 0, "refused": 0}
+
+    @property
+    def window_ms(self) -> int:
+        return max(int(self.policy.window_s * 1000), 1)
+
+    def bounds_ms(self) -> tuple[int, int]:
+        """(oldest, newest) sample time accepted now, ms since the epoch."""
+        now = self.clock()
+        now_ms = int((now if now.tzinfo else now.replace(tzinfo=UTC)).timestamp() * 1000)
+        p = self.policy
+        return now_ms - int(p.max_age_s * 1000), now_ms + int(p.max_future_s * 1000)
 
     def accept(self, body: bytes) -> dict[str, Any]:
         """Stage one request (exactly once) and write every window it completes."""
         request_id = "rw-" + hashlib.sha256(body).hexdigest()[:40]
-        req = decode(body)
-        table, ignored, refused = staged_rows(req, request_id)
+        if not self.decoding.acquire(timeout=self.policy.decode_wait_s):
+            raise Busy(f"{self.policy.decoders} remote_write bodies already being decoded")
+        try:
+            req = decode(body)
+            if len(req.timeseries) > self.policy.max_series:
+                raise TooLarge(
+                    f"{len(req.timeseries):,} series in one request, over the "
+                    f"{self.policy.max_series:,} limit (lower the sender's max_samples_per_send)"
+                )
+            staged = staged_rows(req, request_id, self.bounds_ms())
+            del req
+        finally:
+            self.decoding.release()
+        table = staged.table
+        if self.ready is not None:
+            self.ready(self.window_ms / 1000.0)
         with self._lock:
+            if staged.refused and not table.num_rows:  # nothing to stage: a 4xx, not stored
+                self.counters["refused"] += staged.refused
+                self._health(staged.reason())
+                raise Refused(staged.reason() or "refused", staged.refused)
             try:
-                with self.store.transaction(["remote_write_staging", "ingest_batches"]) as con:
-                    if con.execute(
-                        "SELECT 1 FROM ingest_batches WHERE batch_id = ?", [request_id]
-                    ).fetchone():
-                        raise DuplicateBatchError(request_id, None)
-                    con.register("_staged", table)
-                    con.execute("INSERT INTO remote_write_staging SELECT * FROM _staged")
-                    con.unregister("_staged")
-                    con.execute(
-                        "INSERT INTO ingest_batches VALUES "
-                        "(?, current_timestamp::TIMESTAMP, 'remote_write', ?)",
-                        [request_id, table.num_rows],
-                    )
+                self._stage(request_id, table)
             except DuplicateBatchError:
                 self.counters["duplicates"] += 1
                 return {"duplicate": True, "batch_id": request_id}
             self.counters["requests"] += 1
             self.counters["samples"] += table.num_rows
+            self.counters["refused"] += staged.refused
+            self._health(staged.reason())
             if table.num_rows:
                 newest = pa.compute.max(table["ts_ms"]).as_py()
                 self._newest = max(self._newest or newest, newest)
-            rounds = self.promote() if self._due() else 0
-        return {
+            rounds = self._promote_due()
+        reply = {
             "duplicate": False,
             "batch_id": request_id,
             "samples": table.num_rows,
-            "ignored": ignored,
-            "refused": refused,
+            "ignored": staged.ignored,
+            "refused": staged.refused,
             "rounds": rounds,
         }
+        if staged.refused:
+            reply["refused_reason"] = staged.reason()
+        return reply
+
+    def _stage(self, request_id: str, table: pa.Table) -> None:
+        with self.store.transaction(["remote_write_staging", "ingest_batches"]) as con:
+            if con.execute(
+                "SELECT 1 FROM ingest_batches WHERE batch_id = ?", [request_id]
+            ).fetchone():
+                raise DuplicateBatchError(request_id, None)
+            con.register("_staged", table)
+            con.execute("INSERT INTO remote_write_staging SELECT * FROM _staged")
+            con.unregister("_staged")
+            con.execute(
+                "INSERT INTO ingest_batches VALUES "
+                "(?, current_timestamp::TIMESTAMP, 'remote_write', ?)",
+                [request_id, table.num_rows],
+            )
+
+    def _promote_due(self) -> int:
+        """The rounds the data has completed, written; a failure to write them is logged and
+        shown on the receiver's health row, and does not fail the request: its samples are
+        staged, and the next promotion tries again."""
+        if not self._due():
+            return 0
+        try:
+            return self.promote()
+        except Exception as exc:  # noqa: BLE001 (staged data stays; the error is shown)
+            why = f"staged rounds not written yet: {type(exc).__name__}: {str(exc)[:300]}"
+            _log.warning("remote_write: %s", why)
+            self._health(why)
+            return 0
+
+    def _health(self, warning: str | None) -> None:
+        """The receiver's row in the targets table: up, with the last refusal while requests
+        keep having some; written when that changes, not on every request."""
+        if warning == self._warning:
+            return
+        self._warning = warning
+        now = self.clock()
+        health = Health(TARGET, True, warning, last_success=now, rejected=self.counters["refused"])
+        try:
+            self.write(HealthBatch(now, [health]))
+        except StoreError:  # the samples are staged: a health row is not worth failing for
+            self._warning = None
 
     def _due(self) -> bool:
         """Whether the data has moved far enough past the oldest staged window (kept in memory,
@@ -224,68 +391,106 @@ class Receiver:
             self._oldest = self.store.scalar("SELECT min(ts_ms) FROM remote_write_staging")
         if self._oldest is None or self._newest is None:
             return False
-        window_ms = int(self._window_s() * 1000)
-        return self._newest >= self._oldest // window_ms * window_ms + window_ms + SETTLE_S * 1000
+        w = self.window_ms
+        return self._newest >= self._oldest // w * w + 2 * w + SETTLE_S * 1000  # as ``promote``
 
     def promote(self, flush: bool = False) -> int:
-        """Write every staged window the data has moved an interval past (all with ``flush``)."""
-        newest = self.store.scalar("SELECT max(ts_ms) FROM remote_write_staging")
+        """Write every staged window the data has moved a window past (all with ``flush``),
+        after finishing any claimed before a crash. The rounds written."""
         self._oldest = None  # read again after this promotion
+        written = sum(self._write_claim(c) for (c,) in self.store.rows(
+            "SELECT DISTINCT claim FROM remote_write_staging WHERE claim IS NOT NULL ORDER BY 1"
+        ))  # fmt: skip
+        newest = self.store.scalar("SELECT max(ts_ms) FROM remote_write_staging")
         if newest is None:
-            return 0
-        window_ms = int(self._window_s() * 1000)
-        limit = newest + window_ms if flush else newest - window_ms - int(SETTLE_S * 1000)
+            return written
+        w = self.window_ms
+        limit = newest + w if flush else newest - w - int(SETTLE_S * 1000)
         starts = self.store.rows(
             "SELECT DISTINCT ts_ms // ? * ? AS w FROM remote_write_staging "
-            "WHERE ts_ms // ? * ? + ? <= ? ORDER BY w",
-            [window_ms, window_ms, window_ms, window_ms, window_ms, limit],
+            "WHERE ts_ms // ? * ? <= ? - ? ORDER BY w",
+            [w, w, w, w, limit, w],
         )
         for (start,) in starts:
-            self._promote_window(int(start), window_ms)
-        return len(starts)
+            claim = self._claim(int(start))
+            if claim is not None:
+                written += self._write_claim(claim)
+        return written
 
-    def _window_s(self) -> float:
-        """The scrape interval, from the spacing of each target's staged ``up`` samples."""
-        if self.window_s is None:
-            gaps = self.store.rows(
-                "SELECT median(d) FROM (SELECT ts_ms - lag(ts_ms) OVER "
-                "(PARTITION BY instance ORDER BY ts_ms) AS d FROM remote_write_staging "
-                "WHERE name = 'up') WHERE d > 0"
-            )
-            if gaps and gaps[0][0]:
-                self.window_s = max(float(gaps[0][0]) / 1000.0, 0.001)
-        return self.window_s or DEFAULT_WINDOW_S
-
-    def _promote_window(self, start: int, window_ms: int) -> None:
-        rows = self.store.rows(
-            "SELECT request, ts_ms, name, labels, value FROM remote_write_staging "
-            "WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms",
-            [start, start + window_ms],
+    def _claim(self, start: int) -> str | None:
+        """Name the window's staged rows (those no claim holds yet) with a claim id derived
+        from them, in one transaction. None: nothing to claim."""
+        end = start + self.window_ms
+        requests = self.store.rows(
+            "SELECT DISTINCT request FROM remote_write_staging "
+            "WHERE ts_ms >= ? AND ts_ms < ? AND claim IS NULL ORDER BY 1",
+            [start, end],
         )
-        requests = sorted({r[0] for r in rows})
+        if not requests:
+            return None
+        ids = ",".join(r[0] for r in requests)
+        claim = "rw-round-" + hashlib.sha256(f"{start}:{ids}".encode()).hexdigest()[:32]
+        with self.store.transaction(["remote_write_staging"]) as con:
+            con.execute(
+                "UPDATE remote_write_staging SET claim = ? "
+                "WHERE ts_ms >= ? AND ts_ms < ? AND claim IS NULL",
+                [claim, start, end],
+            )
+        return claim
+
+    def _write_claim(self, claim: str) -> int:
+        """Write a claim's rows as one round per scrape of its targets, then unstage them.
+        Raises ``StoreError`` when the store refuses a round (the rows stay staged)."""
+        rows = self.store.rows(
+            "SELECT instance, ts_ms, name, labels, value, dense_rank() OVER "
+            "(PARTITION BY instance ORDER BY ts_ms) AS k FROM remote_write_staging "
+            "WHERE claim = ? ORDER BY k, ts_ms",
+            [claim],
+        )
+        rounds: dict[int, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            rounds.setdefault(int(row[5]), []).append(row)
+        for k, part in rounds.items():
+            written = self.write(self._round(part, f"{claim}-{k}"))
+            if not written.ok:
+                raise StoreError(f"remote_write round not stored: {written.error}")
+        with self.store.transaction(["remote_write_staging"]) as con:
+            con.execute("DELETE FROM remote_write_staging WHERE claim = ?", [claim])
+        self.counters["rounds"] += len(rounds)
+        return len(rounds)
+
+    def _round(self, rows: list[tuple[Any, ...]], batch_id: str) -> Round:
+        """One scrape of each target (rows of instance, ts_ms, name, labels, value) as a round
+        stamped with the latest of their times."""
         snap = Snapshot(samples=len(rows))
-        latest = max(r[1] for r in rows)
-        meta = [r for r in rows if r[2] in META]
-        for _, _, name, labels, value in meta:
-            self.rg.meta(snap, name, dict(_labels(labels)), value)
-        lines: dict[tuple[str, str], str] = {}  # a series' last sample in the window wins
-        for _, _, name, labels, value in rows:
+        for _, _, name, labels, value, _ in rows:
+            if name in META:
+                self.rg.meta(snap, name, dict(_labels(labels)), value)
+        lines: dict[tuple[str, str], str] = {}  # a sample resent in another request: once
+        for _, _, name, labels, value, _ in rows:
             if name not in META:
                 inst, head = self.rg.prefix(name, _labels(labels))
                 lines[(inst, head)] = head + repr(value)
         for (inst, _), line in lines.items():
             snap.lines.setdefault(inst, []).append(line)
-        ts = _naive(latest / 1000.0)
-        digest = hashlib.sha256(f"{start}:{','.join(requests)}".encode()).hexdigest()[:32]
-        fetches = self.rg.fetches(snap, {})
-        self.write(Round(ts, fetches, window_ms / 1000.0, f"rw-round-{digest}"))
-        with self.store.transaction(["remote_write_staging"]) as con:
-            con.execute(
-                "DELETE FROM remote_write_staging WHERE ts_ms >= ? AND ts_ms < ? "
-                "AND request IN (SELECT unnest(?::VARCHAR[]))",
-                [start, start + window_ms, requests],
-            )
-        self.counters["rounds"] += 1
+        ts = _naive(max(r[1] for r in rows) / 1000.0)
+        return Round(ts, self.rg.fetches(snap, {}), self.window_ms / 1000.0, batch_id)
+
+
+class Busy(Exception):
+    """Every decoding slot stayed taken: the sender should retry (503)."""
+
+
+class Refused(ValueError):
+    """Every sample of a request was refused (400, with why)."""
+
+    def __init__(self, reason: str, samples: int) -> None:
+        super().__init__(reason)
+        self.samples = samples
+
+
+class TooLarge(Exception):
+    """A request over a per-request bound (413: the sender must send smaller batches)."""
 
 
 @lru_cache(maxsize=1 << 16)
@@ -298,20 +503,36 @@ _receivers_lock = threading.Lock()
 
 
 def receiver(service: Any) -> Receiver:
-    """The receiver of an ingest service (made on the first request)."""
+    """The receiver of an ingest service (made on first use, with the service's
+    ``rw_policy`` and clock)."""
     with _receivers_lock:
         rec = _receivers.get(id(service))
         if rec is None:
-            rec = _receivers[id(service)] = Receiver(service.store, service.write)
+            policy = getattr(service, "rw_policy", None)
+            clock = getattr(service, "clock", None)
+            ready = getattr(service, "ready_for_rounds", None)
+            rec = Receiver(service.store, service.write, policy, clock, ready)
+            _receivers[id(service)] = rec
         return rec
+
+
+def resume(service: Any) -> int:
+    """At start: finish what a stopped or killed server left staged (claimed rounds, and the
+    windows its data had already moved past). The rounds written."""
+    rec = receiver(service)
+    with rec._lock:
+        return rec.promote()
 
 
 def flush(service: Any) -> int:
     """Write every window still staged for ``service`` (at shutdown: the last windows would
-    otherwise wait, invisible, for the next request after a restart). The windows written."""
+    otherwise wait, invisible, for the next request after a restart). The rounds written."""
     with _receivers_lock:
         rec = _receivers.get(id(service))
-    return rec.promote(flush=True) if rec is not None else 0
+    if rec is None:
+        return 0
+    with rec._lock:
+        return rec.promote(flush=True)
 
 
 def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]) -> None:
@@ -319,7 +540,6 @@ def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]
     from flask import Response, request
 
     from telemetry.collect.http_api import ApiError, _json
-    from telemetry.errors import StoreError
 
     @bp.post("/write")
     def remote_write() -> Response:
@@ -334,9 +554,14 @@ def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]
             reply = receiver(svc).accept(data)
         except RemoteWriteError as exc:
             raise ApiError(400, str(exc)) from None
+        except Refused as exc:
+            raise ApiError(400, str(exc), refused=exc.samples) from None
+        except TooLarge as exc:
+            raise ApiError(413, str(exc)) from None
+        except Busy as exc:  # 5xx: Prometheus retries, with backoff
+            raise ApiError(503, f"{exc}; retry", retry_after_s=5) from None
         except ValueError as exc:  # the store holds replayed data
             raise ApiError(409, str(exc)) from None
         except StoreError as exc:
             raise ApiError(507, str(exc)) from None
         return _json(200, reply)
-

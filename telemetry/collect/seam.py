@@ -171,7 +171,7 @@ def health_table(ts: datetime, health: Iterable[Health]) -> pa.Table:
         pa.array([h.duration_s for h in hs], pa.float64()),
         pa.array([h.rows for h in hs], pa.int32()),
         pa.array([h.rejected for h in hs], pa.int32()),
-        pa.array([None if h.up else h.error for h in hs], pa.string()),
+        pa.array([h.error for h in hs], pa.string()),  # an up source may carry a warning
         pa.array([False] * n, pa.bool_()),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int32()),

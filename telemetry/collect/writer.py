@@ -103,11 +103,17 @@ class StoreWriter:
             self.store.refresh_rollups()
             self._lagging = False
 
+    def round_sink(self, interval_s: float) -> StoreSink:
+        """The sink rounds go to, made on first use; ValueError for a store that cannot take
+        scrape rounds (it holds a replay, unless ``into_replay``)."""
+        if self.rounds is None:
+            self.rounds = StoreSink(self.store, interval_s, into_replay=self.into_replay)
+        return self.rounds
+
     def _round(self, batch: Round) -> Written:
-        if self.rounds is None:  # ValueError: a replay store (unless into_replay)
-            self.rounds = StoreSink(self.store, batch.interval_s, into_replay=self.into_replay)
         try:
-            rep = self.rounds.write(batch.ts, batch.fetches, batch_id=batch.batch_id)
+            sink = self.round_sink(batch.interval_s)  # ValueError: a replay store
+            rep = sink.write(batch.ts, batch.fetches, batch_id=batch.batch_id)
         except DuplicateBatchError:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)
