@@ -9,6 +9,12 @@ request body limits, and browser security headers.
   ``MAX_DASH_BODY`` (or a POST that does not declare its length) is refused with 413/411 before
   it is read, and a JSON body nested too deeply to parse with 400. The ingest API under
   ``/api/v1/`` checks its own limits.
+* **Host.** A request must name this server in its ``Host`` header: an IP address, ``localhost``,
+  this machine's own names when it listens beyond loopback, or a name given with
+  ``--allowed-host``. A page on a foreign name that re-resolves to 127.0.0.1 (DNS rebinding)
+  is refused with 421, so it can neither read the dashboard nor post to the ingest API.
+* **Header size.** Headers over ``MAX_HEADER_BYTES`` in all get 431, in JSON like every other
+  error (the WSGI server's own, higher limit would answer in plain text).
 * **Headers.** No sniffing, no framing, no referrer, and a Content-Security-Policy that allows
   scripts, styles and connections from this origin only (Dash's renderer needs inline
   scripts; Plotly needs blob:/data: images for its PNG export).
@@ -19,11 +25,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import ipaddress
 import json
 import logging
+import socket
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,6 +45,7 @@ log = logging.getLogger("factoryfloor.guard")
 _throttle = LogThrottle(log)
 
 MAX_DASH_BODY = 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024
 MAX_PATTERN_ITEMS = 10_000  # components one pattern input may match
 COOKIE = "ff_session"
 _OWN_BODIES = ("ingest_api", "factoryfloor_labels")  # blueprints that read their own bodies
@@ -89,7 +98,59 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def install(server: Flask, token: str | None) -> None:
+def allowed_hosts(bound: str, extra: Collection[str] = ()) -> frozenset[str]:
+    """The host names a server bound to ``bound`` answers to, besides any IP address:
+    ``localhost``, the names given, and this machine's own names when it listens beyond
+    loopback (lower case, without a port)."""
+    names = {"localhost", *(n.strip().lower().rstrip(".") for n in extra if n.strip())}
+    if not _is_loopback(bound):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        if not _is_ip(bound):
+            names.add(bound.lower())
+    return frozenset(names)
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def host_refused(host_header: str, allowed: Collection[str]) -> str | None:
+    """Why a ``Host`` header names another server (None: it names this one)."""
+    name = host_header.strip().lower()
+    if name.startswith("["):  # [v6]:port
+        name = name[: name.find("]") + 1] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    name = name.rstrip(".")
+    if _is_ip(name) or name in allowed:
+        return None
+    shown = "".join(c if c.isprintable() else "?" for c in name[:80])
+    return (
+        f"this server does not answer to the host name {shown!r} (DNS rebinding is refused); "
+        "start it with --allowed-host NAME to allow that name"
+    )
+
+
+def _headers_size() -> int:
+    return sum(len(k) + len(v) + 4 for k, v in request.headers.items())
+
+
+def install(
+    server: Flask, token: str | None, hosts: Collection[str] = frozenset({"localhost"})
+) -> None:
+    """The token, body, host and header checks before every request, and the security
+    headers after it (see the module's docstring). ``hosts``: ``allowed_hosts(...)``."""
 
     def authorised() -> bool:
         if token is None:
@@ -113,6 +174,10 @@ def install(server: Flask, token: str | None) -> None:
 
     @server.before_request
     def _guard() -> Response | None:
+        if _headers_size() > MAX_HEADER_BYTES:
+            return _error(431, f"request headers over {MAX_HEADER_BYTES:,} bytes in all")
+        if why := host_refused(request.headers.get("Host", ""), hosts):
+            return _error(421, why)
         # The ingest and corrections APIs check their own bodies (their own limits and JSON
         # errors), after taking a write slot: a slow body then holds a slot, and the cap on
         # writes in flight bounds how many can (reading it here would bypass the cap).

@@ -404,4 +404,7 @@ def warm_landing() -> threading.Thread:
 
 
 def run_server(app: dash.Dash, host: str, port: int) -> None:
-    app.run(host=host, port=port, debug=False, threaded=True)
+    """Serve with waitress (``app.wsgi``), a production WSGI server, until interrupted."""
+    from app import wsgi
+
+    wsgi.serve(app.server, host, port)

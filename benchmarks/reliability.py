@@ -156,7 +156,26 @@ def _outage_row(o: faults.Outage) -> Row:
     }
 
 
-KILLS = ("daemon", "store", "server")  # the kill suites, by what is killed (--kills)
+KILLS = ("daemon", "store", "server", "rw")  # the kill suites, by what is killed (--kills)
+
+
+def _rw_row(tmp: Path, cycles: int) -> Row:
+    """SIGKILL the server while 4 senders post 200 remote_write shards out of order."""
+    from tests.rw_faults import drill
+
+    d = tmp / "remote_write"
+    d.mkdir()
+    v = drill(d, requests=200, senders=4, kills=max(1, min(cycles // 10, 10)), seed=5)
+    return {
+        "suite": "faults",
+        "check": "SIGKILL server (remote_write, 4 senders, shards out of order)",
+        "tried": v.kills,
+        "held": v.ok,
+        "lost": v.lost,
+        "detail": f"{v.acked}/{v.requests} requests acked; {v.stored:,}/{v.expected:,} samples "
+        f"of acked requests stored, {v.duplicated} duplicated, {v.wrong} wrong; "
+        f"{v.seconds:.0f} s",
+    }
 
 
 def suite_faults(
@@ -170,7 +189,7 @@ def suite_faults(
     rows = []
     try:
         for kill, (name, run) in zip(
-            KILLS,
+            KILLS[:3],
             [
                 (
                     "SIGKILL ingest daemon (forwarding)",
@@ -194,6 +213,8 @@ def suite_faults(
             t0 = time.monotonic()
             v = run(d)
             rows.append(_kill_row(name, v, time.monotonic() - t0))
+        if "rw" in kills:
+            rows.append(_rw_row(tmp, cycles))
         if outage_minutes > 0:
             d = tmp / "outage"
             d.mkdir()
@@ -708,7 +729,8 @@ def main() -> int:
     ap.add_argument(
         "--kills",
         default=",".join(KILLS),
-        help="kill suites of the faults suite: daemon (forwarding), store (--store), server",
+        help="kill suites of the faults suite: daemon (forwarding), store (--store), server, "
+        "rw (remote_write senders)",
     )
     ap.add_argument(
         "--pytest-rows",

@@ -19,6 +19,7 @@ REPLY_CACHE = "FACTORYFLOOR_REPLY_CACHE"
 RESULT_CACHE = "FACTORYFLOOR_RESULT_CACHE"
 SQL_AUDIT = "FACTORYFLOOR_SQL_AUDIT"
 CHECK_FIGURES = "FACTORYFLOOR_CHECK_FIGURES"
+REQUEST_READ_S = "FACTORYFLOOR_REQUEST_READ_S"
 
 VARIABLES = {
     STATE_HOME: "base of the daemon's state (the spool is $XDG_STATE_HOME/factoryfloor/spool; "
@@ -31,6 +32,8 @@ VARIABLES = {
     "request starts with none, as the first after a write (cold benchmarks)",
     SQL_AUDIT: "a file every SQL statement of every store is appended to (security tests)",
     CHECK_FIGURES: "1: every figure sent is checked by plotly.py's validators first (tests)",
+    REQUEST_READ_S: "seconds a request may take to arrive whole before the server cuts it off "
+    "(default 60; tests shorten it)",
 }
 
 
@@ -79,3 +82,12 @@ def check_figures() -> bool:
 
 def sql_audit_path() -> str | None:
     return os.environ.get(SQL_AUDIT)
+
+
+def request_read_s(default: float) -> float:
+    """Seconds a request may take to arrive whole (``REQUEST_READ_S``), or ``default``."""
+    try:
+        value = float(_get(REQUEST_READ_S) or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default

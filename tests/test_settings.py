@@ -61,5 +61,5 @@ def test_the_environment_is_read_when_asked(
     assert Settings().operator_token() == "operator-token-0123456789"
     assert set(env.VARIABLES) == {
         env.STATE_HOME, env.TOKEN, env.OPERATOR_TOKEN, env.MALLOC_TRIM, env.REPLY_CACHE,
-        env.RESULT_CACHE, env.SQL_AUDIT, env.CHECK_FIGURES,
+        env.RESULT_CACHE, env.SQL_AUDIT, env.CHECK_FIGURES, env.REQUEST_READ_S,
     }  # fmt: skip

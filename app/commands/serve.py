@@ -107,7 +107,7 @@ def serve_dashboard(
     app_data.bind_prices(s.prices())
     app = create_app(store, operator_token=operator)
     _bind_history(collected)
-    guard.install(app.server, token)
+    guard.install(app.server, token, guard.allowed_hosts(s.host, s.allowed_hosts or ()))
     app.server.register_blueprint(make_blueprint(service, token, accept=s.accept_ingest))
     app.server.register_blueprint(make_label_blueprint(store, operator))
     if token is None and not is_loopback(s.host):

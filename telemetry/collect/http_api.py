@@ -308,6 +308,8 @@ def _json_doc(data: bytes) -> Any:
         raise ApiError(400, f"body is not JSON ({exc})") from None
     except RecursionError:
         raise ApiError(400, "body is not JSON this server accepts (nested too deeply)") from None
+    except ValueError as exc:  # an integer of thousands of digits (Python's int limit)
+        raise ApiError(400, f"body is not JSON this server accepts ({exc})") from None
 
 
 def _round(data: bytes, max_decoded: int) -> tuple[datetime, float, list[Fetch]]:

@@ -56,8 +56,12 @@ STATUSES = ("ok", "failed")
 RECOVERIES = ("automated", "manual")
 METRICS = ("loss", "tokens", "lr", "grad_norm", "tokens_per_s", "mfu")
 _MAX_IGNORED_KEYS = 20
+# Unicode's bidirectional controls: in a name they make it display as another
+# ("run-\u202egnp.exe" shows as "run-exe.png"). Free text (descriptions) may need them.
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+UNSAFE_NAME = re.compile(f"[\x00-\x1f\x7f{BIDI}]")  # what an id, host or label value may not hold
 _CONTROL = {  # ids allow no control character; free text allows tabs and line breaks
-    "str": re.compile(r"[\x00-\x1f\x7f]"),
+    "str": UNSAFE_NAME,
     "text": re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"),
 }
 _MAX_DURATION_S = 1e8  # ~3 years: longer durations are unit mistakes
@@ -209,8 +213,9 @@ def _text(f: Field, value: Any, limit: int) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise _Bad(f"{f.name} is not valid Unicode text") from None
-    if _CONTROL[f.kind].search(value):
-        raise _Bad(f"{f.name} contains control characters")
+    if found := _CONTROL[f.kind].search(value):
+        what = "a bidirectional-override" if found[0] > "\x7f" else "a control"
+        raise _Bad(f"{f.name} contains {what} character (U+{ord(found[0]):04X})")
     if f.required and not value.strip():
         raise _Bad(f"{f.name} is empty")
     if f.choices and value not in f.choices:

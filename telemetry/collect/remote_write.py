@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from telemetry.collect.prom_source import META, Regrouper, Snapshot, _naive
+from telemetry.collect.records import UNSAFE_NAME
 from telemetry.collect.seam import Health, HealthBatch, Round, Written
 from telemetry.errors import DuplicateBatchError, StoreError
 from telemetry.store import Store
@@ -61,10 +62,6 @@ KEEP = re.compile(r"^(?:DCGM_\w*|up|scrape_duration_seconds)$")
 # send at least every 5 s (Prometheus's batch_send_deadline), so its parts have come by then.
 SETTLE_S = 5.0
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Characters a host, instance or label value may not carry: controls (CR, LF, NUL split log
-# lines and exposition text) and Unicode's bidirectional overrides, which make a name display
-# as another ("run-\u202egnp.exe" shows as "run-exe.png").
-_UNSAFE = re.compile("[\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 STAGING_SQL = """CREATE TABLE IF NOT EXISTS remote_write_staging (
   request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE,
   claim VARCHAR)"""
@@ -231,7 +228,7 @@ def _series_refusal(labels: list[tuple[str, str]]) -> str | None:
         return "with a label name that is not [A-Za-z_][A-Za-z0-9_]*"
     if sum(len(k) + len(v) + 6 for k, v in labels) > MAX_LABELS_CHARS:
         return f"with labels over {MAX_LABELS_CHARS:,} characters"
-    if any(_UNSAFE.search(v) for _, v in labels):
+    if any(UNSAFE_NAME.search(v) for _, v in labels):
         return "with a control or bidirectional-override character in a label value"
     return None
 
