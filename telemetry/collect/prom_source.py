@@ -412,35 +412,37 @@ def _opt(flag: str, help: str, **kw: Any) -> Option:
     return Option(flag, {"help": help, **kw})
 
 
+# The same options on ``ingest`` and ``serve``: a server that reads a Prometheus live also reads
+# expired per-GPU series back from it for the drill-down (``prom_history``).
+OPTIONS = (
+    _opt(
+        "--prometheus",
+        "read DCGM series from this Prometheus, VictoriaMetrics, Thanos or Mimir "
+        "(base URL, path prefix kept; repeatable) instead of scraping exporters",
+        action="append",
+        default=[],
+        metavar="URL",
+    ),
+    SINCE,
+    _opt("--prometheus-match", f"series selector (default {DEFAULT_MATCH})",
+         metavar="SELECTOR"),  # fmt: skip
+    _opt("--prometheus-mode", "live rounds from /federate, instant queries, or the "
+         "first that works (default auto)",
+         choices=("auto", "federate", "query")),  # fmt: skip
+    _opt("--prometheus-tenant", "tenant ID sent as X-Scope-OrgID (Mimir, Cortex)",
+         metavar="ID"),  # fmt: skip
+    _opt("--prometheus-user", "HTTP basic auth user", metavar="USER"),
+    _opt("--prometheus-password-file", "file holding the basic auth password",
+         metavar="FILE"),  # fmt: skip
+    _opt("--prometheus-token-file", "file holding a bearer token", metavar="FILE"),
+    _opt("--prometheus-ca-file", "CA certificate(s) that sign the server's TLS "
+         "certificate", metavar="FILE"),  # fmt: skip
+)
+
 SPEC = SourceSpec(
     name="prometheus",
     summary="DCGM series read from a Prometheus-compatible server (federate, query_range)",
-    options={
-        "ingest": (
-            _opt(
-                "--prometheus",
-                "read DCGM series from this Prometheus, VictoriaMetrics, Thanos or Mimir "
-                "(base URL, path prefix kept; repeatable) instead of scraping exporters",
-                action="append",
-                default=[],
-                metavar="URL",
-            ),
-            SINCE,
-            _opt("--prometheus-match", f"series selector (default {DEFAULT_MATCH})",
-                 metavar="SELECTOR"),  # fmt: skip
-            _opt("--prometheus-mode", "live rounds from /federate, instant queries, or the "
-                 "first that works (default auto)",
-                 choices=("auto", "federate", "query")),  # fmt: skip
-            _opt("--prometheus-tenant", "tenant ID sent as X-Scope-OrgID (Mimir, Cortex)",
-                 metavar="ID"),  # fmt: skip
-            _opt("--prometheus-user", "HTTP basic auth user", metavar="USER"),
-            _opt("--prometheus-password-file", "file holding the basic auth password",
-                 metavar="FILE"),  # fmt: skip
-            _opt("--prometheus-token-file", "file holding a bearer token", metavar="FILE"),
-            _opt("--prometheus-ca-file", "CA certificate(s) that sign the server's TLS "
-                 "certificate", metavar="FILE"),  # fmt: skip
-        ),
-    },
+    options={"ingest": OPTIONS, "serve": OPTIONS},
     build=build,
     ask="--prometheus URL",
 )
