@@ -12,8 +12,11 @@ to send:
   ``group_interval`` after the last, an unchanged one again after ``repeat_interval``; a
   resolved alert is forgotten only once a notification carrying it was delivered (one that
   was not leaves the group changed, so it goes again). The body is Alertmanager's webhook
-  shape; ``X-FactoryFloor-Signature: sha256=<hex>`` is the HMAC-SHA256 of the body with the
-  receiver's secret.
+  shape. With a secret, ``X-FactoryFloor-Timestamp: <unix s>`` and
+  ``X-FactoryFloor-Signature: sha256=<hex>``, the HMAC-SHA256 of ``<timestamp>.<body>`` with
+  the receiver's secret (as Stripe and Slack sign): a receiver checks the signature and that
+  the timestamp is recent (``verify_signature``), so a captured notification cannot be
+  replayed later.
 
 Silenced alerts go to no receiver: a webhook hears nothing more of one (not "resolved"),
 Alertmanager is told it ended (or it would keep paging). Each receiver has its own sender
@@ -31,6 +34,7 @@ import json
 import logging
 import queue
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -49,6 +53,34 @@ HOLD_MIN_S = 300.0
 
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+SIGNATURE_TOLERANCE_S = 300  # how old a signed notification a receiver should still accept
+
+
+def sign(secret: bytes, timestamp: str, body: bytes) -> str:
+    """``X-FactoryFloor-Signature`` of a webhook body sent at ``timestamp`` (unix s, text)."""
+    mac = hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+def verify_signature(
+    secret: bytes,
+    timestamp: str,
+    body: bytes,
+    signature: str,
+    now_s: float | None = None,
+    tolerance_s: float = SIGNATURE_TOLERANCE_S,
+) -> bool:
+    """Whether a webhook notification is Factory Floor's and recent: ``signature`` and
+    ``timestamp`` as received in its two headers, ``body`` as received (bytes). A replay of an
+    old notification fails the time check; a changed body or timestamp fails the HMAC."""
+    if not timestamp.isdigit():
+        return False
+    now_s = time.time() if now_s is None else now_s
+    if abs(now_s - int(timestamp)) > tolerance_s:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.encode())
 
 
 @dataclass
@@ -181,8 +213,9 @@ class Sender:
         """(None, _) when accepted, else (why, whether to try again)."""
         headers = {"Content-Type": "application/json", "User-Agent": "factoryfloor-alerts"}
         if self.receiver.secret is not None:
-            sig = hmac.new(self.receiver.secret, body, hashlib.sha256).hexdigest()
-            headers["X-FactoryFloor-Signature"] = f"sha256={sig}"
+            stamp = str(int(time.time()))
+            headers["X-FactoryFloor-Timestamp"] = stamp
+            headers["X-FactoryFloor-Signature"] = sign(self.receiver.secret, stamp, body)
         req = urllib.request.Request(self.receiver.url + path, body, headers, method="POST")
         try:
             with _OPENER.open(req, timeout=self.receiver.timeout_s) as r:

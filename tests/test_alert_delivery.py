@@ -31,7 +31,7 @@ from telemetry.alerting import (
     store_alerts,
 )
 from telemetry.errors import FactoryFloorError
-from telemetry.notify import Dispatcher, utcnow
+from telemetry.notify import Dispatcher, utcnow, verify_signature
 from telemetry.store import Store
 from tests.alert_fixture import Alertmanager, Hook, wait_idle
 from tests.conftest import cli, free_port, start_server
@@ -103,8 +103,15 @@ def test_a_webhook_gets_one_signed_notification_per_group(hook: Hook) -> None:
     assert note["groupLabels"] == {"alertname": "GpuHot"}
     assert note["commonLabels"] == {"alertname": "GpuHot", "severity": "warning"}
     _, headers, body = hook.received[0]
-    want = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+    stamp = headers["x-factoryfloor-timestamp"]
+    assert abs(int(stamp) - time.time()) < 60
+    want = "sha256=" + hmac.new(SECRET, stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
     assert headers["x-factoryfloor-signature"] == want
+    assert verify_signature(SECRET, stamp, body, want)
+    # the same notification replayed ten minutes later, or with another body, is refused
+    assert not verify_signature(SECRET, stamp, body, want, now_s=int(stamp) + 600)
+    assert not verify_signature(SECRET, stamp, body.replace(b"firing", b"resolved"), want)
+    assert not verify_signature(SECRET, str(int(stamp) + 1), body, want)
     # unchanged: quiet until the repeat interval, then once more
     d.evaluate(sixteen, [], t0 + timedelta(minutes=30))
     assert wait_idle(d) and len(hook.bodies()) == 1

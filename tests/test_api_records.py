@@ -288,7 +288,7 @@ def _raw(port: int, path: str, headers: dict[str, str], body: bytes) -> socket.s
     """A request whose headers and the first ``body`` bytes are sent, the rest held back."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode() + body)
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode() + body)
     return sock
 
 
