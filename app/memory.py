@@ -1,6 +1,6 @@
 """Keep the server's resident memory flat over weeks of uptime.
 
-The dashboard server answers each request on a new thread (werkzeug's threaded mode), and
+The dashboard server answers requests on a pool of worker threads (waitress, ``app.wsgi``), and
 glibc's malloc gives threads their own arenas (up to 8 per core). Freed memory in those arenas
 is reused unevenly and seldom returned to the system, so RSS creeps up while the Python heap
 and DuckDB's own memory stay flat (measured in a 15-minute soak: Python heap 107-111 MB and
