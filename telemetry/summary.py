@@ -149,7 +149,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "lost_gpu_hours": None
         if ints.empty or ints["gh"].isna().all()
         else round(float(ints["gh"].sum()), 1),
-        "energy": _energy(store, start, end, tokens, both=detail),
+        "energy": _energy(store, run_id, start, end, tokens, both=detail),
     }
     if detail:
         out["interruptions"]["list"] = _interruption_list(store, run_id)
@@ -201,22 +201,33 @@ def _utilization(store: Store, start: Any, end: Any) -> dict[str, Any] | None:
 
 
 def _energy(
-    store: Store, start: Any, end: Any, tokens: float | None, both: bool = True
+    store: Store, run_id: str, start: Any, end: Any, tokens: float | None, both: bool = True
 ) -> dict[str, Any]:
-    """The fleet's GPU energy over the run's time (``queries.energy``: which basis, and
-    per million tokens; ``both`` bases, or power x time only without a counter); nulls when
-    nothing dates the run or measured power."""
+    """The run's GPU energy over its time (``queries.energy``: its own GPUs where the store
+    knows them, else the fleet's, said in ``scope``; which basis, and per million tokens;
+    ``both`` bases, or power x time only without a counter); nulls when nothing dates the run
+    or measured power."""
+    scope = "GPUs of the whole fleet while the run ran (not CPUs, network, cooling)"
+    e: energy.Energy | None = None
     if start is None or end is None or end <= start:
         e = energy.Energy(None, None, None, None)
     else:
-        e = energy.energy(store, TimeRange(start, end), both)
+        e = energy.run_energy(store, run_id, TimeRange(start, end), both)
+        if e is not None:
+            jobs, nodes = energy.run_jobs(store, run_id)
+            scope = (
+                f"GPUs of the run's {jobs} Slurm job(s) on {nodes} node(s) while they ran "
+                "(not CPUs, network, cooling)"
+            )
+        else:
+            e = energy.energy(store, TimeRange(start, end), both)
     return {
         "kwh": _round(e.kwh, 1),
         "basis": e.basis,
         "kwh_counter": _round(e.kwh_counter, 1),
         "kwh_power": _round(e.kwh_power, 1),
         "kwh_per_million_tokens": _round(energy.per_million_tokens(e.kwh, tokens), 6),
-        "scope": "GPUs of the whole fleet while the run ran (not CPUs, network, cooling)",
+        "scope": scope,
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent
-from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day
+from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day, run_energy
 from telemetry.store import Store
 from tests.conftest import cli
 
@@ -210,3 +210,44 @@ def test_the_fleet_s_hours_keep_the_sum_of_its_gpu_hours(day: Path) -> None:
         assert energy(s, whole).kwh == pytest.approx(moved.kwh, rel=1e-12)
         assert energy(s, whole).basis == COUNTER
     assert want.kwh is not None and want.basis == COUNTER
+
+
+def _job(s: Store, run_id: str, job: int, hosts: list[str], start: object, end: object) -> None:
+    with s.transaction(["slurm_jobs"]) as con:
+        con.execute(
+            "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, hosts, state, "
+            "start_ts, end_ts, run_id) VALUES ('c', ?, 0, ?, ?, 'COMPLETED', ?, ?, ?)",
+            [job, str(job), hosts, start, end, run_id],
+        )
+
+
+def test_overlapping_runs_each_count_their_own_gpus(day: Path) -> None:
+    """Two runs on one cluster at the same time, each on half the nodes (their Slurm jobs say
+    which): each counts its own GPUs' energy, not the whole fleet's; together they make the
+    fleet's. A run whose GPUs the store does not know keeps the fleet's, and says so."""
+    with Store(str(day)) as s:
+        whole = data_extent(s)
+        assert whole is not None
+        hosts = [r[0] for r in s.rows("SELECT host FROM nodes ORDER BY host")]
+        half = len(hosts) // 2
+        (run,) = [r[0] for r in s.rows("SELECT run_id FROM runs")]
+        _job(s, run, 1, hosts[:half], whole.start, whole.end)
+        _job(s, "neighbour", 2, hosts[half:], whole.start, whole.end)
+        fleet = energy(s, whole)
+        mine, theirs = run_energy(s, run, whole), run_energy(s, "neighbour", whole)
+        assert mine is not None and theirs is not None
+        assert mine.basis == COUNTER == theirs.basis
+        assert mine.kwh is not None and theirs.kwh is not None and fleet.kwh is not None
+        assert mine.kwh < 0.8 * fleet.kwh and theirs.kwh < 0.8 * fleet.kwh
+        assert mine.kwh + theirs.kwh == pytest.approx(fleet.kwh, rel=1e-4)  # float sums
+        raw = float(s.scalar(
+            "SELECT sum(power_w) FROM gpu_samples_v WHERE list_contains(?, host)", [hosts[:half]]
+        )) * s.sample_interval_s() / 3.6e6  # fmt: skip
+        assert mine.kwh == pytest.approx(raw, rel=0.01)
+        assert mine.kwh_power == pytest.approx(raw, rel=0.01)
+        assert run_energy(s, "unknown-run", whole) is None
+    r = cli("summary", "--store", str(day), "--json")
+    assert r.returncode == 0, r.stderr
+    e = {x["run_id"]: x for x in json.loads(r.stdout)["runs"]}[run]["energy"]
+    assert e["kwh"] == pytest.approx(mine.kwh, abs=0.1)
+    assert f"1 Slurm job(s) on {half} node(s)" in e["scope"]

@@ -12,6 +12,10 @@ Two ways to know it, and every answer says which it used (``basis``):
   time its samples cover (``node_rollup``: samples / GPUs x the sample interval), so a gap in
   the samples is not counted as drawing power.
 
+A run's energy is its own GPUs' where the store knows them (``run_energy``): the GPUs of its
+Slurm jobs' nodes in the hours each job ran, so two runs sharing a cluster do not each count the whole fleet. Where the store does not
+know a run's GPUs, the fleet's energy over the run's time is the answer, and says so.
+
 GPU energy only: not CPUs, networking, storage or cooling (a facility's PUE multiplies it).
 """
 
@@ -128,3 +132,62 @@ def per_million_tokens(kwh: float | None, tokens: float | None) -> float | None:
     if kwh is None or not tokens:
         return None
     return kwh / (tokens / 1e6)
+
+
+# The hours of a run's GPUs: a per-GPU (or per-node) hour counts when one of the run's Slurm
+# jobs held its node at some time in the hour. By node, not by dcgm-exporter's ``hpc_job``: the
+# store keeps a GPU's latest label only, which names the job after, not the job then. (Training
+# jobs take whole nodes; a node shared by two runs' jobs counts for both.)
+_JOBS_CTE = """WITH j AS (
+  SELECT job_id, hosts, time_bucket(INTERVAL 1 hour, start_ts) AS first_hour,
+         coalesce(end_ts, polled_ts) AS end_ts
+  FROM slurm_jobs WHERE run_id = ? AND start_ts IS NOT NULL AND hosts IS NOT NULL)"""
+
+_RUN_COUNTER_SQL = _JOBS_CTE + """
+SELECT count(*), count(r.energy_mj_used), sum(r.energy_mj_used) / 3.6e9
+FROM gpu_rollup r JOIN gpus g USING (gpu_id)
+WHERE r.bucket_s = ? AND r.ts >= ? AND r.ts < ? AND EXISTS (
+  SELECT 1 FROM j WHERE r.ts >= j.first_hour AND r.ts < j.end_ts
+    AND list_contains(j.hosts, g.host))"""
+
+_RUN_POWER_SQL = _JOBS_CTE + """
+SELECT sum(r.power_w * r.samples / nullif(r.gpus, 0)) * ? / 3.6e6
+FROM node_rollup r JOIN nodes n USING (node_id)
+WHERE r.bucket_s = ? AND r.ts >= ? AND r.ts < ? AND EXISTS (
+  SELECT 1 FROM j WHERE r.ts >= j.first_hour AND r.ts < j.end_ts
+    AND list_contains(j.hosts, n.host))"""
+
+
+def run_jobs(store: Store, run_id: str) -> tuple[int, int]:
+    """(Slurm jobs of ``run_id`` that name their nodes, distinct nodes among them): (0, 0) when
+    the store does not know the run's GPUs."""
+    ((jobs, hosts),) = store.rows(
+        "SELECT count(DISTINCT (cluster, job_id_raw, requeue)), count(DISTINCT h) FROM ("
+        "  SELECT cluster, job_id_raw, requeue, unnest(hosts) AS h FROM slurm_jobs"
+        "  WHERE run_id = ? AND start_ts IS NOT NULL)",
+        [run_id],
+    )
+    return int(jobs), int(hosts)
+
+
+def run_energy(store: Store, run_id: str, tr: TimeRange, both: bool = True) -> Energy | None:
+    """The GPU energy of ``run_id``'s own GPUs over the whole hours of ``tr`` (its Slurm jobs'
+    GPUs in the hours they ran; see the module's docstring), by the counter where every such
+    GPU-hour has it, else power x time; None when the store does not know the run's GPUs."""
+    if run_jobs(store, run_id)[0] == 0:
+        return None
+    start, end = _hours(tr)
+    counter = None
+    if HOUR in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since():
+        ((hours, counted, kwh),) = store.rows(_RUN_COUNTER_SQL, [run_id, HOUR, start, end])
+        if hours and counted == hours:
+            counter = float(kwh)
+    power = None
+    if HOUR in store.rollup_levels() and (both or not counter):
+        got = store.scalar(
+            _RUN_POWER_SQL, [run_id, store.sample_interval_s(), HOUR, start, end]
+        )
+        power = float(got) if got is not None else None
+    if counter is not None and counter > 0:
+        return Energy(counter, COUNTER, counter, power)
+    return Energy(power, POWER if power is not None else None, None, power)
