@@ -80,7 +80,7 @@ class Policy:
     window_s: float = 15.0
     max_age_s: float = 7 * 86400.0
     max_future_s: float = 600.0
-    max_series: int = 100_000
+    max_series: int = 50_000  # vmagent sends at most 10,000 rows a block
     decoders: int = 2
     decode_wait_s: float = 20.0
 
