@@ -13,8 +13,9 @@ Two ways to know it, and every answer says which it used (``basis``):
   the samples is not counted as drawing power.
 
 A run's energy is its own GPUs' where the store knows them (``run_energy``): the GPUs of its
-Slurm jobs' nodes in the hours each job ran, so two runs sharing a cluster do not each count the whole fleet. Where the store does not
-know a run's GPUs, the fleet's energy over the run's time is the answer, and says so.
+Slurm jobs' nodes in the hours each job ran, so two runs sharing a cluster do not each count
+the whole fleet. Where the store does not know a run's GPUs, the fleet's energy over the run's
+time is the answer, and says so.
 
 GPU energy only: not CPUs, networking, storage or cooling (a facility's PUE multiplies it).
 """
