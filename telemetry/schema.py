@@ -125,6 +125,12 @@ CREATE TABLE IF NOT EXISTS slurm_nodes (
 CREATE TABLE IF NOT EXISTS slurm_node_events (
   ts TIMESTAMP, host VARCHAR, state VARCHAR, reason VARCHAR, reason_user VARCHAR,
   reason_ts TIMESTAMP, polled_ts TIMESTAMP);
+CREATE TABLE IF NOT EXISTS hangs (
+  run_id VARCHAR, ts TIMESTAMP, process_group VARCHAR, pg_desc VARCHAR, seq_id BIGINT,
+  op VARCHAR, input_sizes VARCHAR, dtypes VARCHAR, ranks INTEGER, missing_ranks INTEGER[],
+  stuck_ranks INTEGER, culprit_rank INTEGER, culprit_host VARCHAR, hosts VARCHAR[],
+  culprit_frames VARCHAR[], waiting_frames VARCHAR[], mismatched VARCHAR[], story VARCHAR,
+  source VARCHAR);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);

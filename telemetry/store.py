@@ -52,11 +52,12 @@ APPENDABLE = (
     "slurm_jobs",
     "slurm_nodes",
     "slurm_node_events",
+    "hangs",
 )
 # Tables appended by column name: producers may omit columns added later (NULL).
 _BY_NAME = frozenset(
     {"gpu_samples", "node_tick", "gpu_buckets", "interruptions", "checkpoints", "signals",
-     "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events"}
+     "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events", "hangs"}
 )  # fmt: skip
 # Batch names stored under other tables' names: a producer's whole per-GPU buckets
 # (``telemetry.replay.partials``) are rollup rows, one table per level.

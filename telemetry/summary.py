@@ -151,6 +151,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         else round(float(ints["gh"].sum()), 1),
         "energy": _energy(store, run_id, start, end, tokens, both=detail),
     }
+    out["hangs"] = hangs(store, run_id)
     if detail:
         out["interruptions"]["list"] = _interruption_list(store, run_id)
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
@@ -229,6 +230,21 @@ def _energy(
         "kwh_per_million_tokens": _round(energy.per_million_tokens(e.kwh, tokens), 6),
         "scope": scope,
     }
+
+
+def hangs(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's hangs found in flight-recorder dumps, oldest first: the collective the ranks
+    diverged on, the ranks that never called it and their hosts, the culprit."""
+    rows = store.rows(
+        """SELECT ts, process_group, pg_desc, seq_id, op, input_sizes, ranks, missing_ranks,
+                  stuck_ranks, culprit_rank, culprit_host, hosts, culprit_frames, story
+           FROM hangs WHERE run_id = ? ORDER BY ts NULLS LAST, seq_id""",
+        [run_id],
+    )
+    keys = ("ts", "process_group", "pg_desc", "seq_id", "op", "input_sizes", "ranks",
+            "missing_ranks", "stuck_ranks", "culprit_rank", "culprit_host", "hosts",
+            "culprit_frames", "story")  # fmt: skip
+    return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
 def slurm_jobs(store: Store, run_id: str) -> list[dict[str, Any]]:

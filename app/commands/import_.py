@@ -30,17 +30,26 @@ SHOW_REJECTIONS = 5
 SHOW_INTERRUPTIONS = 20
 
 
-def _split(s: Settings) -> dict[str, dict[str, Any]]:
-    """The sources' values with the text logs moved from the import source to the cluster's."""
+def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The sources' values with the text logs moved from the import source to the cluster's,
+    and the PyTorch flight-recorder dumps (files, or directories of them) taken out."""
+    from telemetry.collect import flight_recorder
+
     given = {name: dict(v) for name, v in s.sources.items()}
     imp, cl = given.setdefault("import", {}), given.setdefault("cluster", {})
     files = list(imp.get("files") or [])
+    dumps = [f for f in files if flight_recorder.recognises(f)]
+    if dumps and not imp.get("run"):
+        raise FactoryFloorError(
+            f"{dumps[0]}: flight-recorder dumps do not name their run; add --run"
+        )
+    files = [f for f in files if f not in dumps]
     text = [f for f in files if is_text_log(f)]
     if text and (imp.get("kind") or "train_metrics") != "train_metrics":
         raise FactoryFloorError(f"{text[0]}: a text log; --kind applies to .jsonl, .csv files")
     imp["files"] = [f for f in files if f not in text]
     cl["files"], cl["run"] = text, imp.get("run")
-    return given
+    return given, dumps
 
 
 def run(s: Settings) -> int:
@@ -48,16 +57,17 @@ def run(s: Settings) -> int:
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it
-    given = _split(s)
+    given, dumps = _split(s)
     if not (
-        given["import"]["files"]
+        dumps
+        or given["import"]["files"]
         or given["cluster"]["files"]
         or given["cluster"].get("checkpoints")
         or given.get("slurm", {}).get("slurm")
     ):
         raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH, or --slurm")
     ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
-    built = sources.build("import", given, ctx)
+    built = sources.build("import", given, ctx) if _any_source(given) else []
     records = [b for b in built if isinstance(b, ImportSource)]
     cluster = [b for b in built if isinstance(b, ClusterSource)]
     slurm = [b for b in built if isinstance(b, SlurmSource)]
@@ -81,6 +91,9 @@ def run(s: Settings) -> int:
                 down = "; ".join(h.error or "down" for h in source.health())
                 raise FactoryFloorError(f"nothing read from Slurm: {down}")
             _show_slurm(source)
+        if dumps:
+            assert given["import"].get("run")  # _split requires it
+            _import_hangs(store, writer, dumps, given["import"]["run"])
         empty = [f.log.path for src in records for f in src.files if not f.usable]
         for source in cluster:
             empty += _show_cluster(source)
@@ -88,6 +101,33 @@ def run(s: Settings) -> int:
     if empty:
         return err(f"nothing stored from {', '.join(empty)}: no valid records")
     return 0
+
+
+def _any_source(given: dict[str, dict[str, Any]]) -> bool:
+    return bool(
+        given["import"]["files"]
+        or given["cluster"]["files"]
+        or given["cluster"].get("checkpoints")
+        or given.get("slurm", {}).get("slurm")
+    )
+
+
+def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> None:
+    """Store the hang the flight-recorder dumps at ``paths`` show, and print its story."""
+    from telemetry.collect import flight_recorder as fr
+
+    got = fr.import_dumps(store, writer.write, paths, run)
+    print(f"{got.where}: {got.read:,} flight-recorder dumps of {got.ranks:,} ranks read")
+    for why in got.errors[:SHOW_REJECTIONS]:
+        print(f"  unreadable: {why}")
+    if got.hang is None:
+        print("  no hang: every process group's ranks completed the same collectives")
+        return
+    again = " (already imported)" if got.duplicate else ""
+    print(f"  hang{again}: {got.hang.story()}")
+    frames = got.hang.culprit_frames
+    for frame in ([f for f in frames if "/torch/" not in f] or frames)[:4]:
+        print(f"    the culprit's last collective was called from {frame}")
 
 
 def _show(f: ImportedFile, kind: str) -> None:
