@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/ckptscan.py
 	$(BIN)/python benchmarks/slurm.py
+	$(BIN)/python benchmarks/flight_recorder.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

@@ -62,8 +62,8 @@ def rank_of(path: str) -> int | None:
 
 def _sniff(head: bytes) -> str | None:
     """``pickle``, ``json`` or None from a file's first bytes."""
-    if head.startswith(_PICKLE_START) and b"pg_status" in head[:HEAD_BYTES] or (
-        head.startswith(_PICKLE_START) and b"entries" in head[:HEAD_BYTES]
+    if head.startswith(_PICKLE_START) and any(
+        k in head[:HEAD_BYTES] for k in (b"pg_config", b"pg_status", b"entries")
     ):
         return "pickle"
     text = head.lstrip()
@@ -243,7 +243,7 @@ class Hang:
         if self.missing_ranks:
             who = _ranks_text(self.missing_ranks, self.hosts)
             return (
-                f"{op} in {where}: {len(self.missing_ranks)} of {self.ranks} rank(s) never "
+                f"{op} in {where}: {len(self.missing_ranks):,} of {self.ranks:,} rank(s) never "
                 f"called it: {who}; the other ranks waited for it"
             )
         if self.mismatched:
