@@ -32,6 +32,7 @@ from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
+from telemetry.queries import hangs as hangq
 from telemetry.queries import outliers as outq
 from telemetry.queries import overview as overq
 from telemetry.queries import slurm as slurmq
@@ -147,8 +148,13 @@ def runs() -> pd.DataFrame:
 
 
 def run_options() -> list[dict[str, str]]:
-    """The runs as dropdown options (label: the run's name), oldest first."""
-    return [{"label": r.name, "value": r.run_id} for r in runs().itertuples()]
+    """The runs as dropdown options (label: the run's name, or its id when it has none: a run
+    known from a log or a dump only; a null label broke every page's dropdown), oldest first."""
+    return [
+        {"label": r.name if isinstance(r.name, str) and r.name else str(r.run_id),
+         "value": r.run_id}
+        for r in runs().itertuples()
+    ]  # fmt: skip
 
 
 def default_run(runs: list[str]) -> str | None:
@@ -161,7 +167,8 @@ def default_run(runs: list[str]) -> str | None:
 def run_label(run_id: str) -> str:
     df = runs()
     names = dict(zip(df["run_id"], df["name"], strict=True))
-    return str(names.get(run_id, run_id))
+    name = names.get(run_id)
+    return name if isinstance(name, str) and name else run_id
 
 
 def extent() -> TimeRange | None:
@@ -619,6 +626,11 @@ def xid_table(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
 
 def lemons(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
     return failq.lemons(store(), run_id, tr)
+
+
+def hangs(run_id: str | None) -> list[dict[str, Any]]:
+    """The run's hangs from flight-recorder dumps (``queries.hangs``), as row dicts."""
+    return list(hangq.hangs(store(), run_id).to_dict("records"))
 
 
 # Interruptions one by one, their evidence, and operators' corrections of their causes.

@@ -20,6 +20,7 @@ import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.queries import TimeRange, energy, workload
+from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
 from telemetry.store import Store
@@ -235,16 +236,22 @@ def _energy(
 def hangs(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's hangs found in flight-recorder dumps, oldest first: the collective the ranks
     diverged on, the ranks that never called it and their hosts, the culprit."""
-    rows = store.rows(
-        """SELECT ts, process_group, pg_desc, seq_id, op, input_sizes, ranks, missing_ranks,
-                  stuck_ranks, culprit_rank, culprit_host, hosts, culprit_frames, story
-           FROM hangs WHERE run_id = ? ORDER BY ts NULLS LAST, seq_id""",
-        [run_id],
-    )
-    keys = ("ts", "process_group", "pg_desc", "seq_id", "op", "input_sizes", "ranks",
+    keep = ("ts", "process_group", "pg_desc", "seq_id", "op", "input_sizes", "ranks",
             "missing_ranks", "stuck_ranks", "culprit_rank", "culprit_host", "hosts",
             "culprit_frames", "story")  # fmt: skip
-    return [dict(zip(keys, r, strict=True)) for r in rows]
+    out = []
+    for row in hangq.hangs(store, run_id).to_dict("records"):
+        out.append({k: _plain(row[k]) for k in keep})
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """A value as JSON takes it: arrays as lists, NaN and NaT as null, numpy as Python."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NaT:
+        return None
+    return v
 
 
 def slurm_jobs(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from dash import Input, Output, callback, dcc, html
 
 from app import data, figures
 from app.figures import failures as ffig
-from app.pages import _interruptions, _slurm
+from app.pages import _hangs, _interruptions, _slurm
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/failures", name="Failures", order=3)
@@ -74,6 +74,7 @@ def layout(**_query: str) -> html.Div:
     return html.Div(
         [
             dbc.Row(id="fail-cards", class_name="g-2 mb-2"),
+            _hangs.section(),
             html.Div(
                 [html.Span("Group by", className="small text-body-secondary me-2"), by],
                 className="d-flex align-items-center",
@@ -254,3 +255,9 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     df = data.failure_timeline(data.run_of(view), tr)
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
     return fig.update_layout(uirevision=data.revision(view))
+
+
+@callback(Output("fail-hangs", "children"), *view_inputs(themed=False))
+@guarded("alert")
+def _hang_cards(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
+    return [_hangs.card(h) for h in data.hangs(data.run_of(view))]
