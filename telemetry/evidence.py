@@ -27,6 +27,7 @@ import pandas as pd
 
 from telemetry.reference import llama3_interruptions, xids
 from telemetry.signals import (  # the signal vocabulary, defined once
+    COLLECTIVE_HANG,
     CUDA_ECC,
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
@@ -94,6 +95,9 @@ CAUSES: dict[str, Rule] = {
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
     # Numerics or a bug most often; silent data corruption cannot be told apart from logs.
     NAN_LOSS: _rule(5, "Software Bug", 0.4, "NaN/Inf loss", False),
+    # The rank the others waited for (flight recorder): what the timeouts of the waiting ranks
+    # say, with the culprit's host; anything that explains the culprit's stall ranks above.
+    COLLECTIVE_HANG: _rule(6, "NCCL Watchdog Timeouts", 0.65, "collective hang, flight recorder"),
     NCCL_TIMEOUT: _rule(6, "NCCL Watchdog Timeouts", 0.55, "NCCL watchdog timeout", False),
     TRACEBACK: _rule(7, "Software Bug", 0.4, "Python traceback", False),
 }
@@ -205,7 +209,8 @@ class Evidence:
         if self.kind == XID:
             ref = xids().get(self.xid if self.xid is not None else -1)
             return f"XID {self.xid}{where}" + (f" ({ref.message})" if ref else "")
-        detail = f" ({self.detail})" if self.kind == TRACEBACK and self.detail else ""
+        told = self.kind in (TRACEBACK, COLLECTIVE_HANG) and self.detail
+        detail = f" ({self.detail})" if told else ""
         return f"{self.rule.label if self.rule else self.kind}{where}{detail}"
 
 

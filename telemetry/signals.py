@@ -44,6 +44,9 @@ SLURM_OOM = "slurm_oom"
 SLURM_NODE_DOWN = "slurm_node_down"  # drained or down with a reason naming no XID or GPU
 SLURM_NODE_GPU = "slurm_node_gpu"  # drained or down with a reason naming a GPU
 SLURM_MAINTENANCE = "slurm_maintenance"  # a node in a maintenance reservation
+# From PyTorch's flight recorder (``collect.flight_recorder``): a collective one rank never
+# called while the others waited in it; the signal's host is that rank's.
+COLLECTIVE_HANG = "collective_hang"
 
 SIGNAL_KINDS = (
     XID,
@@ -67,8 +70,10 @@ SIGNAL_KINDS = (
     SLURM_NODE_DOWN,
     SLURM_NODE_GPU,
     SLURM_MAINTENANCE,
+    COLLECTIVE_HANG,
 )
-SOURCES = ("log", "kernel", "slurm", "dcgm")  # training/job logs, kernel logs, later ones
+# training/job logs, kernel logs, the scheduler, exporters, flight-recorder dumps
+SOURCES = ("log", "kernel", "slurm", "dcgm", "flight_recorder")
 SIGNAL_COLUMNS = (
     "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source"
 )

@@ -10,11 +10,13 @@ import json
 import os
 import pickle
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from telemetry.collect import flight_recorder as fr
+from telemetry.store import Store
 from tests.conftest import cli
 from tests.fr_fixture import _fr_store, run_job  # noqa: F401 (a fixture)
 
@@ -30,7 +32,8 @@ def test_import_names_the_rank_the_others_waited_for(
     again = cli("import", "--store", str(store), "--run", "atlas-70b", str(dumps))
     assert again.returncode == 0 and "(already imported)" in again.stdout
     r = cli("summary", "--store", str(store), "--json")
-    (hang,) = json.loads(r.stdout)["runs"][0]["hangs"]
+    (run,) = [x for x in json.loads(r.stdout)["runs"] if x["run_id"] == "atlas-70b"]
+    (hang,) = run["hangs"]
     assert hang["seq_id"] == 11 and hang["op"] == "gloo:all_reduce"
     assert hang["missing_ranks"] == [4] and hang["culprit_rank"] == 4
     assert hang["culprit_host"] == "gpu-c" and hang["hosts"] == ["gpu-c"]
@@ -78,3 +81,39 @@ def test_a_dump_that_would_run_code_is_refused(tmp_path: Path) -> None:
     r = cli("import", "--store", str(store), "--run", "x", str(bad))
     assert not os.path.exists("/tmp/ff-pwned")
     assert "Traceback" not in r.stderr
+
+
+def test_the_interruption_names_the_culprit_host(
+    fr_store: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """A job log whose progress stops a minute before the hang and resumes after a restart,
+    imported with the dumps: the interruption's cause is the hang, on the culprit's host (not
+    on no host, as the waiting ranks' watchdog timeouts would have it)."""
+    src, dumps, _ = fr_store
+    store = tmp_path / "s.duckdb"
+    shutil.copy(src, store)
+    hang, _ = fr.find_hang(fr.dump_files(str(dumps)))
+    assert hang is not None and hang.ts is not None
+    lines = []  # TorchTitan's progress lines, verbatim format (torchtitan/train.py)
+    for i in range(60):
+        t = hang.ts - timedelta(minutes=11) + timedelta(seconds=10 * i)
+        lines.append(f"[rank0]:[titan] {t:%Y-%m-%d %H:%M:%S},000 - root - INFO - step: {i + 1}"
+                     f"  loss:  7.{i:02d}  memory: 33.12GiB(41.86%)  tps: 6,123")  # fmt: skip
+    for i in range(30):
+        t = hang.ts + timedelta(minutes=15) + timedelta(seconds=10 * i)
+        lines.append(f"[rank0]:[titan] {t:%Y-%m-%d %H:%M:%S},000 - root - INFO - step: {61 + i}"
+                     f"  loss:  6.{i:02d}  memory: 33.12GiB(41.86%)  tps: 6,123")  # fmt: skip
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    r = cli("import", "--store", str(store), "--run", "atlas-70b", str(log))
+    assert r.returncode == 0, r.stderr
+    r = cli("summary", "--store", str(store), "--json")
+    (run,) = [x for x in json.loads(r.stdout)["runs"] if x["run_id"] == "atlas-70b"]
+    ints = run["interruptions"]
+    assert ints["unexpected"] == 1, ints
+    with Store(str(store), read_only=True) as s:
+        (host, component, desc) = s.rows(
+            "SELECT host, component, description FROM interruptions WHERE run_id = 'atlas-70b'"
+        )[0]
+    assert host == "gpu-c" and component == "NCCL Watchdog Timeouts", (host, desc)
+    assert "rank 4 never called gloo:all_reduce #11, 5 ranks waited" in desc

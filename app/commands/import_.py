@@ -22,7 +22,7 @@ from telemetry.collect.cluster_source import ClusterSource
 from telemetry.collect.daemon import collect, utcnow
 from telemetry.collect.formats import is_text_log
 from telemetry.collect.import_source import ImportedFile, ImportSource
-from telemetry.collect.seam import SourceContext
+from telemetry.collect.seam import Derive, SourceContext
 from telemetry.collect.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
 
@@ -92,8 +92,10 @@ def run(s: Settings) -> int:
                 raise FactoryFloorError(f"nothing read from Slurm: {down}")
             _show_slurm(source)
         if dumps:
-            assert given["import"].get("run")  # _split requires it
-            _import_hangs(store, writer, dumps, given["import"]["run"])
+            run = given["import"].get("run")
+            assert run is not None  # _split requires it
+            if _import_hangs(store, writer, dumps, run):
+                derived = writer.write(Derive(runs=(run,))).report or derived
         empty = [f.log.path for src in records for f in src.files if not f.usable]
         for source in cluster:
             empty += _show_cluster(source)
@@ -112,8 +114,9 @@ def _any_source(given: dict[str, dict[str, Any]]) -> bool:
     )
 
 
-def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> None:
-    """Store the hang the flight-recorder dumps at ``paths`` show, and print its story."""
+def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> bool:
+    """Store the hang the flight-recorder dumps at ``paths`` show, and print its story;
+    whether a new one was stored (the run's interruptions are then derived again)."""
     from telemetry.collect import flight_recorder as fr
 
     got = fr.import_dumps(store, writer.write, paths, run)
@@ -122,12 +125,13 @@ def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> None:
         print(f"  unreadable: {why}")
     if got.hang is None:
         print("  no hang: every process group's ranks completed the same collectives")
-        return
+        return False
     again = " (already imported)" if got.duplicate else ""
     print(f"  hang{again}: {got.hang.story()}")
     frames = got.hang.culprit_frames
     for frame in ([f for f in frames if "/torch/" not in f] or frames)[:4]:
         print(f"    the culprit's last collective was called from {frame}")
+    return not got.duplicate
 
 
 def _show(f: ImportedFile, kind: str) -> None:

@@ -518,6 +518,25 @@ def hang_table(hang: Hang, run_id: str, source: str) -> Any:
     return pa.table(row)
 
 
+def signal_frame(hang: Hang, run_id: str, source: str) -> Any:
+    """The hang as a ``signals`` row: at the time the waiting ranks enqueued the collective,
+    on the culprit's host."""
+    from telemetry.signals import COLLECTIVE_HANG, Signal, clean_line, signals_frame
+
+    culprit = hang.culprit
+    host = hang.hosts.get(culprit) if culprit is not None else None
+    story = clean_line(hang.story())
+    where = f"{source}: rank {culprit}" if culprit is not None else source
+    short = f"{hang.op or 'collective'} #{hang.seq_id}"
+    if hang.missing_ranks:
+        short = f"rank {culprit} never called {short}, {hang.ranks - 1:,} ranks waited"
+    elif culprit is not None:
+        short = f"rank {culprit} did not complete {short}"
+    sig = Signal(hang.ts, COLLECTIVE_HANG, host, None, None, short, where, story,
+                 "flight_recorder")  # fmt: skip
+    return signals_frame([sig], run_id)
+
+
 @dataclass(frozen=True)
 class Imported:
     where: str  # the path given, or how many
@@ -548,7 +567,9 @@ def import_dumps(store: Any, write: Any, paths: list[str], run: str) -> Imported
     batch_id = "fr-" + hashlib.sha256(
         f"{run}:{hang.process_group}:{hang.seq_id}:{hang.ts}:{sorted(set(ranks))}".encode()
     ).hexdigest()[:40]
-    written = write(Tables({"hangs": hang_table(hang, run, where)}, hang.ts or datetime.now(),
-                           0, batch_id, "a hang"))  # fmt: skip
+    tables = {"hangs": hang_table(hang, run, where)}
+    if hang.ts is not None:  # the interruption inference weighs it with the logs' signals
+        tables["signals"] = signal_frame(hang, run, where)
+    written = write(Tables(tables, hang.ts or datetime.now(), 0, batch_id, "a hang"))
     read = len(files) - len(errors)
     return Imported(where, read, len(set(ranks)), errors, hang, bool(written.duplicate))
