@@ -98,6 +98,25 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def body_limit(path: str) -> int:
+    """The most a request to ``path`` may declare: each endpoint's own limit (the ingest API's,
+    remote_write's, the operator API's), the dashboard's for the rest. The WSGI server reads
+    no body over it (``app.wsgi``): the endpoint refuses it from its headers alone."""
+    from telemetry.collect.http_api import Limits
+    from telemetry.collect.remote_write import MAX_BODY
+    from telemetry.label_api import MAX_LABEL_BODY
+
+    if not path.startswith("/api/v1/"):
+        return MAX_DASH_BODY
+    if path == "/api/v1/scrape":
+        return Limits.round_body
+    if path == "/api/v1/write":
+        return MAX_BODY
+    if path.startswith(("/api/v1/interruptions/label", "/api/v1/alerts/")):
+        return MAX_LABEL_BODY
+    return Limits.json_body
+
+
 def allowed_hosts(bound: str, extra: Collection[str] = ()) -> frozenset[str]:
     """The host names a server bound to ``bound`` answers to, besides any IP address:
     ``localhost``, the names given, and this machine's own names when it listens beyond

@@ -405,6 +405,6 @@ def warm_landing() -> threading.Thread:
 
 def run_server(app: dash.Dash, host: str, port: int) -> None:
     """Serve with waitress (``app.wsgi``), a production WSGI server, until interrupted."""
-    from app import wsgi
+    from app import guard, wsgi
 
-    wsgi.serve(app.server, host, port)
+    wsgi.serve(app.server, host, port, body_limit=guard.body_limit)

@@ -8,15 +8,22 @@ client holds a connection, never a worker. On top of waitress's own limits (``LI
 threads, open connections, idle connections closed, header and body sizes) a request that is
 still arriving ``REQUEST_READ_S`` after its first byte is cut off: a drip-fed body or header
 cannot hold a connection for ever either.
+
+A body the endpoint would refuse is not read at all: when a request declares more than its
+path takes (``body_limit``), or sends a chunked body with no length, waitress hands it over at
+the end of its headers with no body and closes the connection after the answer, so the app
+answers 413 or 411 in JSON at once, as it did before a byte of the body was read.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
@@ -36,6 +43,18 @@ LIMITS: dict[str, Any] = {
     "backlog": 1024,
     "ident": "factoryfloor",
 }
+
+
+def _parser(body_limit: Callable[[str], int]) -> type[HTTPRequestParser]:
+    class _Parser(HTTPRequestParser):  # type: ignore[misc]
+        def parse_header(self, header_plus: bytes) -> None:
+            super().parse_header(header_plus)
+            if self.chunked or self.content_length > body_limit(self.path or "/"):
+                # the app answers from the headers alone (411 with no length, 413 over it)
+                self.body_rcv, self.chunked, self.content_length = None, False, 0
+                self.connection_close = True  # the unread body must not be read as a request
+
+    return _Parser
 
 
 class _Channel(HTTPChannel):
@@ -66,15 +85,23 @@ class _Server(TcpWSGIServer):  # type: ignore[misc]
                 channel.will_close = True
 
 
-def serve(app: Any, host: str, port: int, **overrides: Any) -> None:
+def serve(
+    app: Any, host: str, port: int, body_limit: Callable[[str], int] | None = None,
+    **overrides: Any,
+) -> None:  # fmt: skip
     """Serve the WSGI ``app`` on ``host:port`` until KeyboardInterrupt (SIGTERM is turned
-    into one by ``serve``); OSError when the address cannot be bound."""
+    into one by ``serve``); OSError when the address cannot be bound. ``body_limit(path)``:
+    the most a request to ``path`` may declare before the app refuses it unread."""
     adj = Adjustments(host=host, port=port, **{**LIMITS, **overrides})
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
     socket_map: dict[int, Any] = {}
+    channel = _Channel
+    if body_limit is not None:
+        channel = type("_LimitedChannel", (_Channel,), {"parser_class": _parser(body_limit)})
     server = None
     for sockinfo in adj.listen:
         server = _Server(app, socket_map, dispatcher=dispatcher, adj=adj, sockinfo=sockinfo)
+        server.channel_class = channel
     assert server is not None
     server.run()  # returns on KeyboardInterrupt, after the workers stopped

@@ -125,6 +125,9 @@ CREATE TABLE IF NOT EXISTS slurm_nodes (
 CREATE TABLE IF NOT EXISTS slurm_node_events (
   ts TIMESTAMP, host VARCHAR, state VARCHAR, reason VARCHAR, reason_user VARCHAR,
   reason_ts TIMESTAMP, polled_ts TIMESTAMP);
+CREATE TABLE IF NOT EXISTS remote_write_staging (
+  request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE,
+  claim VARCHAR);
 CREATE TABLE IF NOT EXISTS hangs (
   run_id VARCHAR, ts TIMESTAMP, process_group VARCHAR, pg_desc VARCHAR, seq_id BIGINT,
   op VARCHAR, input_sizes VARCHAR, dtypes VARCHAR, ranks INTEGER, missing_ranks INTEGER[],
@@ -190,6 +193,8 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         if c.name in OPTIONAL_COLUMNS
     },
     "node_tick": {"real_s": "DOUBLE"},
+    # remote_write's staged rows are claimed by the round being written (crash-safe promotion)
+    "remote_write_staging": {"claim": "VARCHAR"},
     # ... and whether each cell is idle, slow or hot against the fleet in its bucket
     # (``telemetry.cellflags``: the outlier table's candidate search counts them).
     "node_rollup": {"real_avg": "FLOAT", **dict.fromkeys(FLAG_COLUMNS, "BOOLEAN")},

@@ -117,9 +117,9 @@ def _any_source(given: dict[str, dict[str, Any]]) -> bool:
 def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> bool:
     """Store the hang the flight-recorder dumps at ``paths`` show, and print its story;
     whether a new one was stored (the run's interruptions are then derived again)."""
-    from telemetry.collect import flight_recorder as fr
+    from telemetry.collect.fr_import import import_dumps
 
-    got = fr.import_dumps(store, writer.write, paths, run)
+    got = import_dumps(store, writer.write, paths, run)
     print(f"{got.where}: {got.read:,} flight-recorder dumps of {got.ranks:,} ranks read")
     for why in got.errors[:SHOW_REJECTIONS]:
         print(f"  unreadable: {why}")

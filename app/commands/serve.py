@@ -184,7 +184,7 @@ def _rw_policy(s: Settings) -> Any:
 
 def _resume_remote_write(service: Any) -> None:
     """What a killed server left staged reaches the store now, not at the next request."""
-    from telemetry.collect.remote_write import resume
+    from telemetry.collect.rw_receiver import resume
 
     n = resume(service)
     if n:
@@ -197,7 +197,7 @@ def _interrupt(_sig: int, _frame: object) -> None:
 
 def _flush_remote_write(service: object) -> None:
     """remote_write windows still staged are written before the store closes."""
-    from telemetry.collect.remote_write import flush
+    from telemetry.collect.rw_receiver import flush
 
     try:
         n = flush(service)

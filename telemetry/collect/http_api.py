@@ -450,7 +450,7 @@ def make_blueprint(
             f"/{name}", f"post_{name}", lambda name=name: records(name), methods=["POST"]
         )
 
-    from telemetry.collect.remote_write import add_route  # Prometheus remote_write 1.0
+    from telemetry.collect.rw_receiver import add_route  # Prometheus remote_write 1.0
 
     add_route(bp, _writable, _body)
     methods = {"health": "GET", "scrape": "POST", **dict.fromkeys(RECORD_ENDPOINTS, "POST")}

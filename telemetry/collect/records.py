@@ -214,8 +214,8 @@ def _text(f: Field, value: Any, limit: int) -> str:
     except UnicodeEncodeError:
         raise _Bad(f"{f.name} is not valid Unicode text") from None
     if found := _CONTROL[f.kind].search(value):
-        what = "a bidirectional-override" if found[0] > "\x7f" else "a control"
-        raise _Bad(f"{f.name} contains {what} character (U+{ord(found[0]):04X})")
+        what = "a bidirectional-override character" if found[0] > "\x7f" else "control characters"
+        raise _Bad(f"{f.name} contains {what} (U+{ord(found[0]):04X})")
     if f.required and not value.strip():
         raise _Bad(f"{f.name} is empty")
     if f.choices and value not in f.choices:
