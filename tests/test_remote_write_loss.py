@@ -5,10 +5,7 @@ reads the store file after a clean stop (SIGTERM: the server writes what it stil
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,18 +13,13 @@ from typing import Any
 from telemetry.collect.remote_write import encode
 from telemetry.store import Store
 from tests.conftest import Server, start_server
+from tests.test_prom_remote_write import post as post_as
 
 INTERVAL_MS = 15_000
 
 
 def post(srv: Server, body: bytes) -> tuple[int, dict[str, Any]]:
-    headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy"}
-    req = urllib.request.Request(srv.url + "/api/v1/write", body, headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post_as(srv, body, token=None)  # these servers are on loopback with no token
 
 
 def scrape(host: str, ts_ms: int, temps: list[float], gpu0: int = 0) -> list[Any]:

@@ -65,24 +65,7 @@ def _threads(pid: int) -> int:
 
 def _dribble(port: int, head: bytes, stop: threading.Event, out: list[bytes]) -> None:
     """Send ``head`` a byte at a time, one a second, until ``stop``; keep what comes back."""
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.settimeout(0.05)
-        for i in range(len(head)):
-            if stop.is_set():
-                return
-            try:
-                s.sendall(head[i : i + 1])
-            except OSError:
-                out.append(b"<closed>")
-                return
-            try:
-                got = s.recv(4096)
-            except TimeoutError:
-                got = None
-            if got is not None:
-                out.append(got or b"<closed>")
-                return
-            stop.wait(1.0)
+    _dribble_on(socket.create_connection(("127.0.0.1", port), timeout=60), head, stop, out)
 
 
 def test_slow_clients_hold_no_worker_and_are_cut_off(server: Server) -> None:
