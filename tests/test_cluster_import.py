@@ -173,3 +173,27 @@ def test_checkpoint_directories_alone_and_no_input_at_all(night: Night, tmp_path
     ]
     r = cli("import", "--store", str(tmp_path / "t.duckdb"))
     assert r.returncode == 1 and "give at least one FILE or --checkpoints" in r.stderr
+
+
+def test_a_quiet_kernel_log_is_nothing_of_note_not_an_error(tmp_path: Path) -> None:
+    """A node's kernel log with no XID or failure line, in the three forms nodes write it
+    (rsyslog RFC 3339, BSD syslog, ``dmesg -T``): the import says so and exits 0. A job log of
+    nothing recognisable is still an error (its format was not understood)."""
+    forms = {
+        "node-1-kern.log": "2026-03-01T09:00:00.123456+00:00 node-1 kernel: [   10.000000] "
+        "usb 1-1: new high-speed USB device number 2 using xhci_hcd\n",
+        "node-2-syslog": "Mar  1 09:00:00 node-2 kernel: EXT4-fs (nvme0n1p1): mounted "
+        "filesystem with ordered data mode\n",
+        "node-3.dmesg.txt": "[Sun Mar  1 09:00:00 2026] mlx5_core 0000:18:00.0: "
+        "mlx5_pcie_event:301: PCIe slot advertised sufficient power (75W).\n",
+    }
+    store = tmp_path / "s.duckdb"
+    for name, line in forms.items():
+        (tmp_path / name).write_text(line * 3)
+        r = cli("import", "--store", str(store), "--run", "r", str(tmp_path / name))
+        assert r.returncode == 0, (name, r.stdout, r.stderr)
+        assert f"nothing of note in {tmp_path / name}" in r.stdout, r.stdout
+    job = tmp_path / "slurm-1.out"
+    job.write_text("hello\nworld\n")
+    r = cli("import", "--store", str(store), "--run", "r", str(job))
+    assert r.returncode == 1 and "no valid records" in r.stderr

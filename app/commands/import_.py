@@ -22,6 +22,7 @@ from telemetry.collect.cluster_source import ClusterSource
 from telemetry.collect.daemon import collect, utcnow
 from telemetry.collect.formats import is_text_log
 from telemetry.collect.import_source import ImportedFile, ImportSource
+from telemetry.collect.logline import is_kernel_log
 from telemetry.collect.seam import Derive, SourceContext
 from telemetry.collect.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
@@ -167,7 +168,10 @@ def _show_cluster(source: ClusterSource) -> list[str]:
         if len(a.problems) > SHOW_REJECTIONS:
             print(f"  ... and {len(a.problems) - SHOW_REJECTIONS:,} more unreadable lines")
         if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks):
-            empty.append(a.path)
+            if not a.problems and is_kernel_log(a.path):  # a quiet node: nothing went wrong
+                print(f"  nothing of note in {a.path} (a kernel log: no XID or failure line)")
+            else:
+                empty.append(a.path)
     for tier, root in source.checkpoints:
         counts = source.checkpoint_counts.get(tier, {})
         found = ", ".join(f"{n:,} {st}" for st, n in sorted(counts.items())) or "none found"

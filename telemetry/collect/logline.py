@@ -382,6 +382,25 @@ def traceback_step(rest: str) -> str:
     return "exception" if _EXCEPTION.match(rest) else "other"
 
 
+def is_kernel_log(path: str, sample_bytes: int = 16384) -> bool:
+    """Whether the file at ``path`` reads as a kernel log (syslog, journal or ``dmesg`` lines
+    from the kernel) by its first lines: most of them carry a kernel header or a boot time.
+    False for a file that cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(sample_bytes).decode("utf-8", "replace")
+    except OSError:
+        return False
+    lines = [ln for ln in head.splitlines()[:50] if ln.strip()]
+    if not lines:
+        return False
+    kernel = 0
+    for ln in lines:
+        kind, _, _, is_kernel = stamp(PREFIX.sub("", ln, count=1))
+        kernel += bool(is_kernel or kind == "boot")
+    return kernel * 2 > len(lines)
+
+
 # -- file names --------------------------------------------------------------------------------
 _KERNEL_WORD = r"(?:kern|kernel|syslog|dmesg|messages|journal)"
 _HOST_NAMED = re.compile(
