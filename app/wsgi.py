@@ -9,10 +9,11 @@ threads, open connections, idle connections closed, header and body sizes) a req
 still arriving ``REQUEST_READ_S`` after its first byte is cut off: a drip-fed body or header
 cannot hold a connection for ever either.
 
-A body the endpoint would refuse is not read at all: when a request declares more than its
-path takes (``body_limit``), or sends a chunked body with no length, waitress hands it over at
-the end of its headers with no body and closes the connection after the answer, so the app
-answers 413 or 411 in JSON at once, as it did before a byte of the body was read.
+A body the endpoint would refuse is not kept: when a request declares more than its path
+takes (``body_limit``), waitress hands it to the app at the end of its headers with no body,
+so the app answers 413 in JSON at once, and the bytes that follow are discarded as they come
+(a client still sending them then reads the answer, not a reset); a chunked body (no length)
+is answered 411 the same way and the connection closed after.
 """
 
 from __future__ import annotations
@@ -47,26 +48,71 @@ LIMITS: dict[str, Any] = {
 
 def _parser(body_limit: Callable[[str], int]) -> type[HTTPRequestParser]:
     class _Parser(HTTPRequestParser):  # type: ignore[misc]
+        unread = 0  # body bytes declared and not read: the channel discards them
+
         def parse_header(self, header_plus: bytes) -> None:
             super().parse_header(header_plus)
-            if self.chunked or self.content_length > body_limit(self.path or "/"):
-                # the app answers from the headers alone (411 with no length, 413 over it)
-                self.body_rcv, self.chunked, self.content_length = None, False, 0
-                self.connection_close = True  # the unread body must not be read as a request
+            if self.chunked:  # the app answers 411; the chunks' end is not sought
+                self.body_rcv, self.chunked, self.connection_close = None, False, True
+            elif self.content_length > body_limit(self.path or "/"):  # the app answers 413
+                self.unread, self.content_length, self.body_rcv = self.content_length, 0, None
+
+        def received(self, data: bytes) -> int:
+            n = int(super().received(data))
+            if self.completed and self.unread and n < len(data):  # body bytes after the head
+                take = min(len(data) - n, self.unread)
+                self.unread -= take
+                return n + take
+            return n
 
     return _Parser
 
 
 class _Channel(HTTPChannel):
-    """A connection that remembers when the request it is reading began."""
+    """A connection that remembers when the request it is reading began, and discards the
+    body of a request answered from its headers (so the client, still sending it, reads the
+    answer instead of a reset, and the connection stays in step for the next request)."""
 
     reading_since: float | None = None
+    discarding: Any = None  # the parser whose declared body is being discarded
+    close_after_discard = False  # the answer is sent; close once the body is discarded
+
+    def _lingering(self) -> bool:
+        d = self.discarding
+        return bool(d is not None and d.unread and not self.will_close)
+
+    def readable(self) -> bool:
+        return bool(self._lingering() and not self.requests) or bool(super().readable())
+
+    def writable(self) -> bool:
+        if self.close_after_discard and not self.total_outbufs_len:
+            return False  # nothing to send while the body is discarded: no busy loop
+        return bool(super().writable())
+
+    def handle_write(self) -> None:
+        if self.close_when_flushed and self._lingering():  # closing now would reset the
+            self.close_when_flushed, self.close_after_discard = False, True  # client's send
+        super().handle_write()
 
     def received(self, data: bytes) -> bool:
+        if self.discarding is not None and self.discarding.unread:
+            take = min(len(data), self.discarding.unread)
+            self.discarding.unread -= take
+            self.last_activity = time.time()
+            data = data[take:]
+            if not self.discarding.unread and self.close_after_discard:
+                self.close_after_discard, self.will_close = False, True
+            if not data or self.will_close:
+                return True
+        self.discarding = None
         if self.request is None:
             self.reading_since = None
         done = super().received(data)
-        if self.request is None:
+        for req in self.requests:
+            if getattr(req, "unread", 0):
+                self.discarding = req
+                self.reading_since = self.reading_since or time.time()
+        if self.request is None and self.discarding is None:
             self.reading_since = None
         elif self.reading_since is None:
             self.reading_since = time.time()
