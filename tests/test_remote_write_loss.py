@@ -10,7 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telemetry.collect.remote_write import encode
+import pytest
+
+from telemetry.collect.remote_write import Policy, encode
+from telemetry.collect.rw_receiver import Busy, Receiver
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 from tests.test_prom_remote_write import post as post_as
@@ -169,3 +172,16 @@ def test_32768_gpus_under_one_hostname_do_not_stop_the_rollups(tmp_path: Path) -
         assert s.scalar("SELECT max(gpus) FROM node_rollup") == 32_768
         assert s.scalar("SELECT count(*) FROM gpu_samples s JOIN gpus g USING (gpu_id) "
                         "WHERE g.host = 'n1'") == 3  # fmt: skip
+
+
+def test_decodes_beyond_the_budget_wait_then_get_busy(tmp_path: Path) -> None:
+    """At most ``Policy.decoders`` bodies are decoded at once (each may cost ~2.5 s and
+    hundreds of MB); one more waits ``decode_wait_s`` and is then told to retry (503 over
+    HTTP, which Prometheus resends), never decoded beside them."""
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        rec = Receiver(store, lambda batch: None, Policy(decoders=1, decode_wait_s=0.2))
+        assert rec.decoding.acquire(timeout=1)  # another request is decoding
+        with pytest.raises(Busy, match="1 remote_write bodies already being decoded"):
+            rec.accept(encode(scrape("n1", t0_ms(), [40.0])))
+        rec.decoding.release()
+        assert rec.accept(encode(scrape("n1", t0_ms(), [40.0])))["samples"] == 2
