@@ -225,7 +225,7 @@ def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_pa
         time.sleep(3)
         job = slurm_cluster.sbatch("-J", "ff-late", "--wrap", "exit 3")
         slurm_cluster.wait_state(job, ("FAILED",), 60)
-        time.sleep(4)
+        time.sleep(10)  # sacct shows a job end once slurmdbd has it: seconds, more under load
     finally:
         proc.terminate()  # SIGTERM: what was stored is committed
         _, err = proc.communicate(timeout=60)
