@@ -40,7 +40,6 @@ _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TARGET = "remote_write"  # the receiver's own row in the targets table
 # Prometheus's staleness marker: a NaN with this bit pattern, sent when a series ends (a target
 # gone, Prometheus stopping). It is not a reading: an `up` of it would show the target down.
-STALE_NAN = struct.unpack(">d", bytes.fromhex("7ff0000000000002"))[0]
 _STALE_BITS = bytes.fromhex("7ff0000000000002")
 
 
