@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
+from telemetry.ranks import rank_hosts
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT, TIERS
@@ -96,7 +97,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
     lo = metrics["ts"].min() - _MARGIN
     hi = metrics["ts"].max() + _MARGIN
     signals = store.df(
-        """SELECT ts, host, gpu, kind, xid, detail, origin, line, source FROM signals
+        """SELECT ts, host, gpu, kind, xid, detail, origin, line, source, rank FROM signals
            WHERE (run_id = ? OR run_id IS NULL) AND ts BETWEEN ? AND ?
            ORDER BY ts, origin""",
         [run_id, lo, hi],
@@ -117,6 +118,8 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         )
     }
     gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
+    ranked = signals["rank"].notna() & signals["host"].isna()
+    wanted = sorted({int(r) for r in signals.loc[ranked, "rank"]})
     return {
         "metrics": metrics,
         "signals": signals,
@@ -139,6 +142,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         "run_hosts": hosts or None,
         "gpus": None if gpus is None or pd.isna(gpus) else int(gpus),
         "tier_roots": tier_roots(store, run_id),
+        "rank_hosts": rank_hosts(store, run_id, wanted) if wanted else {},
         "run_id": run_id,
     }
 

@@ -2,14 +2,28 @@
 
 Every cluster already says why a job died, in several voices at once: the kernel log of one
 node (``NVRM: Xid 79``), dcgm-exporter's XID gauge, Slurm (``DUE TO NODE FAILURE``), NCCL on
-every rank (watchdog timeouts, IB errors) and the Python traceback at the end. Most of these
-are symptoms of one cause. ``CAUSES`` and ``XID_COMPONENTS`` are the one table that says which
-voice explains a stop and how it maps onto the Llama 3 taxonomy the store uses: hardware (an
-XID or uncorrectable ECC) outranks a Slurm node failure, which outranks network errors, which
-outrank CUDA software errors, which outrank a NaN loss, a bare NCCL watchdog timeout and a
-bare traceback. A Slurm preemption or time limit says outright that the stop was planned, so
-it ranks first. The strongest item in a stop's window is the cause; every other failure
-signal there is its symptom (a watchdog ten minutes after an XID 79 is the XID's symptom).
+every rank (watchdog timeouts, IB errors), the Python traceback of each rank and the launcher
+tearing the rest down. On a multi-node job one rank's failure makes every other rank log
+"remote process exited" and IB completion errors: a thousand lines of *cascade* for one line
+that *initiated* it. So each item is first given its role (``roles``):
+
+- *initiating*: a failure of its own (an XID, ECC, CUDA error or OOM, a segfault or Python
+  exception on one rank, a NaN loss, a node failure, a rank missing from a collective);
+- *cascade*: what other ranks log because of it (NCCL "remote process exited", peer and
+  socket errors, IB errors after another rank failed, watchdog timeouts of the ranks that
+  waited, tracebacks whose exception is one of those);
+- *teardown*: the launcher and scheduler ending the job (torchrun's SIGTERMs and its
+  ``ChildFailedError`` summary, srun killing tasks, a job ending FAILED);
+- *context*: anything else in the window (a cancellation, a checkpoint line).
+
+The cause is the **earliest initiating item**, with its rank and host; network errors are
+initiating only when they come before every other initiating item (by more than
+``CLOCK_SKEW_S``): a link that went down first. Hardware on the same host explains a software
+error there (``SAME_FAULT_S``): an XID 79 explains the CUDA error its rank then raised. A Slurm
+preemption or time limit says outright that the stop was planned, and wins. Only when nothing
+initiates does the old ranking decide among the rest (``CAUSES``: IB over the NCCL error it
+causes over a bare watchdog timeout). ``CAUSES`` and ``XID_COMPONENTS`` are the one table that
+maps each voice onto the Llama 3 taxonomy the store uses.
 
 Confidence is the rule's own (about 0.9 for hardware on the run's hosts, 0.5-0.6 for a bare
 watchdog), less ``UNKNOWN_HOSTS_PENALTY`` for host-specific evidence when the run's hosts are
@@ -33,6 +47,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
     IB_ERROR,
+    LAUNCHER_SIGNAL,
     NAN_LOSS,
     NCCL_ERROR,
     NCCL_TIMEOUT,
@@ -48,6 +63,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     SLURM_TASK_KILLED,
     SLURM_TIME_LIMIT,
     TRACEBACK,
+    WORKER_EXIT,
     XID,
 )
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
@@ -56,6 +72,23 @@ UNKNOWN = "Unknown"
 NO_CAUSE_CONFIDENCE = 0.2
 UNKNOWN_HOSTS_PENALTY = 0.15
 XID_DUPLICATE_S = 120.0  # a dcgm XID this close to the same kernel-log XID is that XID
+CLOCK_SKEW_S = 5.0  # a network error this much before the first initiating item started it
+SAME_FAULT_S = 120.0  # hardware on a host this close to a software error there explains it
+
+INITIATING, CASCADE, TEARDOWN, CONTEXT = "initiating", "cascade", "teardown", "context"
+NETWORK_KINDS = frozenset({IB_ERROR, NCCL_ERROR})  # cascade unless they came first
+WAITING_KINDS = frozenset({NCCL_TIMEOUT})  # ranks that waited: cascade whenever a cause exists
+TEARDOWN_KINDS = frozenset(
+    {WORKER_EXIT, LAUNCHER_SIGNAL, SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED}
+)
+# The exception a rank's traceback ends in: the launcher stopping it, or the collective it was
+# in failing because another rank went away (torch.distributed's DistBackendError et al.).
+_TEARDOWN_EXC = ("ChildFailedError", "SignalException", "KeyboardInterrupt", "SystemExit")
+_CASCADE_EXC = (
+    "DistBackendError", "DistNetworkError", "DistStoreError", "Connection reset by peer",
+    "Connection closed by peer", "Broken pipe", "was aborted", "is aborted", "Socket Timeout",
+    "recvBytes", "sendBytes", "Watchdog caught", "NCCL communicator", "remote process exited",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -162,8 +195,9 @@ def is_empty(df: pd.DataFrame | None) -> bool:
 
 
 def item(ts: int, kind: str, role: str = "context", **kw: Any) -> dict[str, Any]:
-    """One evidence object as stored (JSON): ts, kind, host, gpu, xid, origin, line, role."""
-    return {
+    """One evidence object as stored (JSON): ts, kind, host, gpu, xid, origin, line, role,
+    and the rank that wrote it where known."""
+    out = {
         "ts": pd.Timestamp(int(ts)).isoformat(),
         "kind": kind,
         "host": kw.get("host"),
@@ -173,6 +207,9 @@ def item(ts: int, kind: str, role: str = "context", **kw: Any) -> dict[str, Any]
         "line": kw.get("line"),
         "role": role,
     }
+    if kw.get("rank") is not None:
+        out["rank"] = opt_int(kw["rank"])
+    return out
 
 
 @dataclass
@@ -188,10 +225,12 @@ class Evidence:
     line: str | None
     detail: str | None
     rule: Rule | None
+    rank: int | None = None
+    seq: int = 0  # the order it was gathered in (file order among equal times)
 
     @property
     def failing(self) -> bool:
-        return self.rule is not None or self.kind in SYMPTOM_KINDS
+        return self.rule is not None or self.kind in SYMPTOM_KINDS or self.kind in TEARDOWN_KINDS
 
     def key(self) -> tuple[Any, ...]:
         g, x = (-1 if v is None else v for v in (self.gpu, self.xid))
@@ -199,12 +238,15 @@ class Evidence:
         return (self.ts, rank, self.host or "", g, x, self.kind, self.origin or "", self.line or "")
 
     def item(self, role: str) -> dict[str, Any]:
-        kw = {"host": self.host, "gpu": self.gpu, "xid": self.xid, "origin": self.origin}
+        kw = {"host": self.host, "gpu": self.gpu, "xid": self.xid, "origin": self.origin,
+              "rank": self.rank}  # fmt: skip
         return item(self.ts, self.kind, role, line=self.line, **kw)
 
     def text(self) -> str:
-        """The cause in words, e.g. ``XID 79 on node-7 GPU 3 (GPU has fallen off the bus)``."""
-        where = f" on {self.host}" if self.host else ""
+        """The cause in words, e.g. ``XID 79 on node-7 GPU 3 (GPU has fallen off the bus)`` or
+        ``CUDA out of memory on rank 5 on node-3``."""
+        where = f" on rank {self.rank}" if self.rank is not None and self.kind != XID else ""
+        where += f" on {self.host}" if self.host else ""
         where += f" GPU {self.gpu}" if self.gpu is not None else ""
         if self.kind == XID:
             ref = xids().get(self.xid if self.xid is not None else -1)
@@ -230,10 +272,13 @@ def gather(
     run_hosts: set[str] | None,
     w0: np.ndarray,
     w1: np.ndarray,
+    rank_hosts: dict[int, str] | None = None,
 ) -> list[list[Evidence]]:
     """Per window [w0, w1] (ns), its signals and XID events on the run's hosts (a host-less
     line is the job's own), in a deterministic order. An XID event repeating a kernel-log XID
-    (same host and code within ``XID_DUPLICATE_S``) is dropped; its GPU fills the line's."""
+    (same host and code within ``XID_DUPLICATE_S``) is dropped; its GPU fills the line's. A
+    line that names its rank but not its host gets the rank's host from ``rank_hosts``."""
+    hosts_of = rank_hosts or {}
     per: list[list[Evidence]] = [[] for _ in w0]
     kernel: dict[tuple[int, str | None, int], list[Evidence]] = {}
 
@@ -242,13 +287,16 @@ def gather(
 
     if not is_empty(signals):
         s, js = _windowed(signals, w0, w1)  # type: ignore[arg-type]
-        cols = [column(s, c) for c in ("kind", "host", "gpu", "xid", "origin", "line", "detail")]
-        for j, t, kind, host, gpu, xid, origin, line, detail in zip(
+        names = ("kind", "host", "gpu", "xid", "origin", "line", "detail", "rank")
+        cols = [column(s, c) for c in names]
+        for j, t, kind, host, gpu, xid, origin, line, detail, rank in zip(
             js, s["_ts"], *cols, strict=True
         ):
-            host, xid, kind = opt_str(host), opt_int(xid), str(kind)
+            host, xid, kind, rank = opt_str(host), opt_int(xid), str(kind), opt_int(rank)
             if not ours(host):
                 continue
+            if host is None and rank is not None:
+                host = hosts_of.get(rank)
             rule = (xid_rule(xid) if xid is not None else None) if kind == XID else CAUSES.get(kind)
             e = Evidence(
                 int(t),
@@ -260,6 +308,8 @@ def gather(
                 opt_str(line),
                 opt_str(detail),
                 rule,
+                rank,
+                len(per[j]),
             )
             per[j].append(e)
             if kind == XID and xid is not None:
@@ -290,6 +340,8 @@ def gather(
                     f"XID {xid}{where}: {msg}",
                     msg,
                     xid_rule(xid),
+                    None,
+                    len(per[j]),
                 )
             )
     for evs in per:
@@ -300,31 +352,106 @@ def gather(
 @dataclass(frozen=True)
 class Explanation:
     cause: Evidence | None
-    ordered: list[tuple[Evidence, str]]  # (evidence, role): cause, symptoms, then context
+    # (evidence, role): the cause, its symptoms (other initiating items), the cascade, the
+    # teardown, then context
+    ordered: list[tuple[Evidence, str]]
     confidence: float
     node_lost: bool  # a node failure or an XID that drains the node
     cancelled: bool  # a person or script cancelled the job
 
     @property
     def symptoms(self) -> int:
-        return sum(role == "symptom" for _, role in self.ordered)
+        """Failure items other than the cause: its symptoms, cascade and teardown."""
+        return sum(role not in ("cause", CONTEXT) for _, role in self.ordered)
+
+    @property
+    def cascade_ranks(self) -> int:
+        """Other ranks whose lines were set aside as the cascade of the cause."""
+        own = self.cause.rank if self.cause is not None else None
+        return len({e.rank for e, role in self.ordered
+                    if role == CASCADE and e.rank is not None and e.rank != own})
 
     @property
     def first_failure_ns(self) -> int | None:
         return min((e.ts for e, role in self.ordered if role != "context"), default=None)
 
 
-def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
-    """The strongest evidence of a window is its cause: lowest rank, then the most specific
-    (highest confidence: an InfiniBand error over the NCCL error it causes), then earliest."""
-    cause = min(
-        (e for e in evs if e.rule),
-        key=lambda e: (e.rule.rank, -e.rule.confidence),  # type: ignore[union-attr]
+def roles(evs: list[Evidence]) -> list[str]:
+    """Each item's role before a cause is chosen (module doc): initiating, cascade, teardown
+    or context. A traceback takes the role of the failure its exception line carries."""
+    by_origin = {e.origin: e for e in evs if e.kind != TRACEBACK and e.origin and e.failing}
+    out = []
+    for e in evs:
+        if not e.failing:
+            out.append(CONTEXT)
+        elif e.kind in TEARDOWN_KINDS or e.kind in SYMPTOM_KINDS:
+            out.append(TEARDOWN)
+        elif e.kind in WAITING_KINDS or e.kind in NETWORK_KINDS:
+            out.append(CASCADE)
+        elif e.kind == TRACEBACK:
+            text = f"{e.detail or ''} {e.line or ''}"
+            other = by_origin.get(e.origin)
+            if other is not None:
+                out.append(CASCADE if other.kind in NETWORK_KINDS | WAITING_KINDS else INITIATING)
+            elif any(x in text for x in _TEARDOWN_EXC):
+                out.append(TEARDOWN)
+            elif any(x in text for x in _CASCADE_EXC):
+                out.append(CASCADE)
+            else:
+                out.append(INITIATING)
+        else:
+            out.append(INITIATING)
+    return out
+
+
+def _first(evs: list[Evidence]) -> Evidence:
+    return min(evs, key=lambda e: (e.ts, e.rule.rank if e.rule else 99, e.seq))
+
+
+def _choose(evs: list[Evidence], role: list[str]) -> Evidence | None:
+    """The cause (module doc): planned first; else the earliest initiating item (network
+    errors counting as initiating only when they came first), explained by hardware on its
+    host; else the strongest of the rest by ``CAUSES``."""
+    ruled = [(e, r) for e, r in zip(evs, role, strict=True) if e.rule is not None]
+    planned = [e for e, _ in ruled if e.rule.category == PLANNED_CATEGORY]  # type: ignore[union-attr]
+    if planned:
+        return _first(planned)
+    init = [e for e, r in ruled if r == INITIATING]
+    net = [e for e, _ in ruled if e.kind in NETWORK_KINDS]
+    if net and init:
+        early = _first(init).ts - CLOCK_SKEW_S * 1e9
+        net = [e for e in net if e.ts < early]
+    if init or net:
+        first = _first(init + net)
+        if first.kind in NETWORK_KINDS:  # the most specific network voice at that time
+            near = [e for e in net if e.ts <= first.ts + CLOCK_SKEW_S * 1e9]
+            return min(near, key=lambda e: (-e.rule.confidence, e.ts, e.seq))  # type: ignore[union-attr]
+        span = np.inf if first.kind == COLLECTIVE_HANG else SAME_FAULT_S * 1e9
+        stronger = [
+            e for e in init
+            if e.rule.rank < first.rule.rank  # type: ignore[union-attr]
+            and e.host is not None and first.host in (None, e.host)
+            and abs(e.ts - first.ts) <= span
+        ]  # fmt: skip
+        return _first(stronger) if stronger else first
+    return min(
+        (e for e, _ in ruled),
+        key=lambda e: (e.rule.rank, -e.rule.confidence, e.ts, e.seq),  # type: ignore[union-attr]
         default=None,
     )
+
+
+def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
+    """The cause of a window's evidence (module doc) and every item's role beside it: the
+    cause, ``symptom`` (other initiating items), ``cascade``, ``teardown``, ``context``."""
+    role = roles(evs)
+    cause = _choose(evs, role)
     ordered = [(cause, "cause")] if cause else []
-    ordered += [(e, "symptom") for e in evs if e.failing and e is not cause]
-    ordered += [(e, "context") for e in evs if not e.failing]
+    for want, name in ((INITIATING, "symptom"), (CASCADE, CASCADE), (TEARDOWN, TEARDOWN),
+                       (CONTEXT, CONTEXT)):  # fmt: skip
+        ordered += [
+            (e, name) for e, r in zip(evs, role, strict=True) if r == want and e is not cause
+        ]
     conf = NO_CAUSE_CONFIDENCE
     if cause is not None and cause.rule is not None:
         vague = not hosts_known and cause.rule.host_specific and cause.host is not None

@@ -67,6 +67,7 @@ COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
     "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
     "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
+    "rank",
 )  # fmt: skip
 SOURCE = "inferred"
 K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
@@ -305,6 +306,7 @@ def infer_interruptions(
     run_hosts: set[str] | None = None,
     gpus: int | None = None,
     tier_roots: Mapping[str, Sequence[str]] | None = None,
+    rank_hosts: Mapping[int, str] | None = None,
     run_id: str | None = None,
     k: float = K,
     min_stall_s: float = MIN_STALL_S,
@@ -321,6 +323,7 @@ def infer_interruptions(
     sources (ts[, source]; 'inferred' rows are ignored): a stop whose window holds one within
     ``posted_slack_s`` is left to it. ``run_hosts``: the run's hosts (None = all). ``gpus``:
     the run's GPU count (None: lost GPU-hours unknown). ``tier_roots``: {tier: [roots]}.
+    ``rank_hosts``: {rank: host} for signals that name their rank and not their host.
     Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
     Raises ``ValueError`` when metrics lack ts/step or hold several runs.
     """
@@ -342,7 +345,7 @@ def infer_interruptions(
     log_every = max(round(float(np.median(d_step[normal]))), 1) if normal.any() else 1
     starts, ends = s.ts[idx], s.ts[idx + 1]
     w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
-    evidence = gather(signals, xid_events, run_hosts, w0, ends)
+    evidence = gather(signals, xid_events, run_hosts, w0, ends, dict(rank_hosts or {}))
     ck = _checkpoints(checkpoints)
     spans = _save_spans(ck, ckpt_events)
     pt = np.array([], np.int64)
@@ -389,26 +392,28 @@ def _row(
     ordered = ex.ordered
     items = [e.item(role) for e, role in ordered[: EVIDENCE_CAP - 1]] + [rs.item]
     if len(ordered) > EVIDENCE_CAP - 1:
-        rest = len(ordered) - (EVIDENCE_CAP - 1)
-        items.append(item(end, "more", line=f"{rest:,} more items not shown") | {"count": rest})
+        items.append(_more(ordered[EVIDENCE_CAP - 1 :], end))
     downtime = (end - start) / 1e9
     first = ex.first_failure_ns
     detect = max((first - start) / 1e9, 0.0) if first is not None else None
     lost = max(last - rs.step, 0)
     rework = lost * step_s if step_s is not None else None
-    cause, n = ex.cause, ex.symptoms
+    cause, n, k = ex.cause, ex.symptoms, ex.cascade_ranks
     rule = cause.rule if cause is not None else None
     tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
     desc = (
         f"Step stalled at {last:,} for {_dur(downtime)}; "
         + (cause.text() if cause is not None else "no failure signal on the run's hosts")
-        + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None else "")
+        + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None and not k else "")
+        + (f"; the cascade on {k:,} other rank{'s' if k > 1 else ''} ({n:,} lines) set aside"
+           if k else "")
         + f"; resumed from step {'~' if rs.how == 'estimate' else ''}{rs.step:,} ({tier})"
         + (f", {lost:,} steps lost" if lost else "")
     )
     return {
         "ts": pd.Timestamp(start),
         "host": cause.host if cause else None,
+        "rank": cause.rank if cause else None,
         "gpu": cause.gpu if cause else None,
         "component": rule.component if rule else UNKNOWN,
         "category": rule.category if rule else UNKNOWN,
@@ -429,6 +434,20 @@ def _row(
     }
 
 
+def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:
+    """One item for the evidence not kept: how many, by role and kind, from how many ranks."""
+    by: dict[tuple[str, str], list[Any]] = {}
+    for e, role in rest:
+        by.setdefault((role, e.kind), []).append(e)
+    parts = []
+    for (role, kind), evs in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        ranks = {e.rank for e in evs if e.rank is not None}
+        who = f" from {len(ranks):,} rank{'s' if len(ranks) > 1 else ''}" if ranks else ""
+        parts.append(f"{len(evs):,} {role} {kind}{who}")
+    line = f"{len(rest):,} more items not shown: " + "; ".join(parts)
+    return item(end, "more", line=line) | {"count": len(rest)}
+
+
 def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
@@ -441,6 +460,7 @@ _DTYPES: dict[str, Any] = {
     "planned": bool,
     "node_lost": bool,
     "restored_step": "Int64",
+    "rank": "Int32",
     "lost_steps": "Int64",
 }
 _FLOATS = ("detect_s", "restart_s", "rework_s", "lost_gpu_hours", "confidence")

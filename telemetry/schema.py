@@ -134,6 +134,8 @@ CREATE TABLE IF NOT EXISTS hangs (
   stuck_ranks INTEGER, culprit_rank INTEGER, culprit_host VARCHAR, hosts VARCHAR[],
   culprit_frames VARCHAR[], waiting_frames VARCHAR[], mismatched VARCHAR[], story VARCHAR,
   source VARCHAR);
+CREATE TABLE IF NOT EXISTS rank_hosts (
+  run_id VARCHAR, rank INTEGER, host VARCHAR, how VARCHAR, origin VARCHAR);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
@@ -161,7 +163,10 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "labelled_at": "TIMESTAMP",
         "orig_component": "VARCHAR",
         "orig_category": "VARCHAR",
+        "rank": "INTEGER",  # the culprit's rank (the first failing one, not its cascade)
     },
+    # the rank (training process) that wrote a log line, where the line or its prefix says
+    "signals": {"rank": "INTEGER"},
     # Checkpoints found in directories name the path and the writer's format.
     "checkpoints": {"path": "VARCHAR", "format": "VARCHAR"},
     # Per-GPU rollups gained the energy counter's first and last reading per bucket, then the

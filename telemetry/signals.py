@@ -47,6 +47,11 @@ SLURM_MAINTENANCE = "slurm_maintenance"  # a node in a maintenance reservation
 # From PyTorch's flight recorder (``collect.flight_recorder``): a collective one rank never
 # called while the others waited in it; the signal's host is that rank's.
 COLLECTIVE_HANG = "collective_hang"
+# From the launcher (torchrun/torch.distributed.elastic): a worker it saw exit (``failed
+# (exitcode: 1) local_rank: 3``, the ``ChildFailedError`` summary) and the signals it sent the
+# rest (``Sending process N closing signal SIGTERM``). The teardown of a failure, never its cause.
+WORKER_EXIT = "worker_exit"
+LAUNCHER_SIGNAL = "launcher_signal"
 
 SIGNAL_KINDS = (
     XID,
@@ -71,11 +76,13 @@ SIGNAL_KINDS = (
     SLURM_NODE_GPU,
     SLURM_MAINTENANCE,
     COLLECTIVE_HANG,
+    WORKER_EXIT,
+    LAUNCHER_SIGNAL,
 )
 # training/job logs, kernel logs, the scheduler, exporters, flight-recorder dumps
 SOURCES = ("log", "kernel", "slurm", "dcgm", "flight_recorder")
 SIGNAL_COLUMNS = (
-    "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source"
+    "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source", "rank"
 )
 
 CHECKPOINT_EVENT_KINDS = ("save_start", "save_end", "load")
@@ -105,6 +112,7 @@ class Signal:
     origin: str  # file:line
     line: str  # the raw line, cleaned (clean_line)
     source: str = "log"  # one of SOURCES
+    rank: int | None = None  # the training process (global rank) that wrote the line
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +128,11 @@ class CheckpointEvent:
 def signals_frame(signals: Iterable[Signal], run_id: str | None) -> pd.DataFrame:
     """Signals as the store's ``signals`` table: columns ``SIGNAL_COLUMNS`` in that order."""
     rows = [
-        (s.ts, run_id, s.host, s.gpu, s.kind, s.xid, s.detail, s.origin, s.line, s.source)
+        (s.ts, run_id, s.host, s.gpu, s.kind, s.xid, s.detail, s.origin, s.line, s.source, s.rank)
         for s in signals
     ]
     df = pd.DataFrame(rows, columns=list(SIGNAL_COLUMNS))
     df["ts"] = pd.to_datetime(df["ts"])
-    for col in ("gpu", "xid"):
+    for col in ("gpu", "xid", "rank"):
         df[col] = df[col].astype("Int64")
     return df

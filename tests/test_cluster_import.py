@@ -62,7 +62,7 @@ def test_interruptions_causes_restores_and_lost_steps_are_derived(
     assert items[0]["role"] == "cause" and items[0]["origin"].endswith("/node-7-kern.log:2")
     assert "NVRM: Xid (PCI:0000:3b:00): 79" in items[0]["line"]
     watchdog = [e for e in items if e["kind"] == "nccl_timeout"]
-    assert watchdog and watchdog[0]["role"] == "symptom"  # of the XID 79, ten minutes before
+    assert watchdog and watchdog[0]["role"] == "cascade"  # of the XID 79, ten minutes before
 
 
 def test_checkpoints_per_tier_with_the_half_written_one_failed(imported: tuple[Path, str]) -> None:

@@ -96,7 +96,7 @@ def test_a_job_that_failed_twice_gets_two_interruptions_with_their_causes(store:
     assert df["host"].iloc[0] == "node-7" and int(df["xid"].iloc[0]) == 79
     ev = json.loads(df["evidence"].iloc[0])
     assert ev[0]["role"] == "cause" and ev[0]["kind"] == "xid"
-    assert any(e["kind"] == "nccl_timeout" and e["role"] == "symptom" for e in ev)
+    assert any(e["kind"] == "nccl_timeout" and e["role"] == "cascade" for e in ev)
     # The run's GPU count is unknown: lost GPU-hours are unknown, never 0.
     assert df["lost_gpu_hours"].isna().all()
 

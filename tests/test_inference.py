@@ -139,10 +139,10 @@ def test_a_job_that_failed_twice_with_different_causes() -> None:
         10,
     )
     roles = [(e["kind"], e["role"]) for e in evidence(second)]
-    assert roles[:2] == [("ib_error", "cause"), ("traceback", "symptom")]
+    assert roles[:2] == [("ib_error", "cause"), ("traceback", "cascade")]  # its NCCL error
 
 
-def test_a_watchdog_ten_minutes_after_an_xid_is_its_symptom() -> None:
+def test_a_watchdog_ten_minutes_after_an_xid_is_its_cascade() -> None:
     signals = pd.DataFrame(
         [
             sig(995, "xid", "node-7", 5, 79, origin="node-7-kern.log:12"),
@@ -154,7 +154,7 @@ def test_a_watchdog_ten_minutes_after_an_xid_is_its_symptom() -> None:
     ev = evidence(row)
     assert [(e["kind"], e["role"], e["origin"]) for e in ev[:2]] == [
         ("xid", "cause", "node-7-kern.log:12"),
-        ("nccl_timeout", "symptom", "slurm-81234.out:4410"),
+        ("nccl_timeout", "cascade", "slurm-81234.out:4410"),
     ]
     assert ev[0]["ts"] == "2026-03-02T08:16:35" and ev[0]["gpu"] == 5
 

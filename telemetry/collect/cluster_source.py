@@ -240,6 +240,16 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
                     "source": ["kernel"] * len(xids),
                 }
             )
+    if batch.rank_hosts and run:
+        out["rank_hosts"] = pd.DataFrame(
+            {
+                "run_id": [run] * len(batch.rank_hosts),
+                "rank": pd.array([r[0] for r in batch.rank_hosts], dtype="Int32"),
+                "host": [r[1] for r in batch.rank_hosts],
+                "how": [r[2] for r in batch.rank_hosts],
+                "origin": [r[3] for r in batch.rank_hosts],
+            }
+        )
     events = [e for e in batch.checkpoint_events if e.ts is not None]
     if events:
         out["checkpoint_events"] = pd.DataFrame(

@@ -12,26 +12,12 @@ from typing import Any
 
 from telemetry.collect.flight_recorder import MAX_SUSPECTS, Hang, dump_files, find_hang, rank_of
 
-DEFAULT_RANKS_PER_NODE = 8
-
 
 def rank_hosts(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:
-    """Each rank's host where the store knows the run's nodes: its newest Slurm job's node list
-    in order (``srun``/``torchrun`` number nodes so), ``gpus / nodes`` of the run's record ranks
-    per node (default 8). Empty when no job of the run names its nodes."""
-    rows = store.rows(
-        "SELECT hosts FROM slurm_jobs WHERE run_id = ? AND hosts IS NOT NULL AND len(hosts) > 0 "
-        "ORDER BY coalesce(start_ts, submit_ts) DESC NULLS LAST LIMIT 1",
-        [run_id],
-    )
-    if not rows:
-        return {}
-    hosts = list(rows[0][0])
-    shape = store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
-    per = DEFAULT_RANKS_PER_NODE
-    if shape and shape[0][0] and shape[0][1]:
-        per = max(int(shape[0][0]) // int(shape[0][1]), 1)
-    return {r: hosts[r // per] for r in ranks if 0 <= r // per < len(hosts)}
+    """Each rank's host as the run's logs or its Slurm node list say (``telemetry.ranks``)."""
+    from telemetry.ranks import rank_hosts as resolve
+
+    return resolve(store, run_id, ranks)
 
 
 def hang_table(hang: Hang, run_id: str, source: str) -> Any:

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import PurePath
 
 from telemetry import signals as sig
+from telemetry.collect.logranks import launcher, split_prefix
 
 # Substrings that any line worth reading contains. RE2 (pyarrow) and Python's re both compile
 # it; keep to the syntax they share (no \w or \b: their meaning differs on non-ASCII text).
@@ -50,6 +51,9 @@ PREFILTER = "|".join(
         r"Traceback",
         r"srun: error",
         r"CANCELLED AT",
+        r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
+        r" (?:time|host|rank|exitcode) +: ",  # torchrun's ChildFailedError summary
+        r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+",  # which host each rank is on
     ]
 )
 PREFILTER_RE = re.compile(PREFILTER)
@@ -124,10 +128,10 @@ def _header_host(body: str, end: int) -> tuple[str | None, bool]:
 
 
 def strip_prefix(text: str) -> tuple[str, str]:
-    """(label, rest): the ``[rank3]:`` / ``[default3]:`` / srun ``--label`` ``3: `` prefix that
-    launchers put before each line of a rank's output, and the line without it."""
-    m = PREFIX.match(text)
-    return (m.group(0), text[m.end():]) if m else ("", text)
+    """(label, rest): the ``[rank3]:`` / ``[default3]:`` / srun ``--label`` ``3: `` prefixes
+    that launchers put before each line of a rank's output, and the line without them."""
+    label, rest, _ = split_prefix(text)
+    return label, rest
 
 
 # -- training progress -------------------------------------------------------------------------
@@ -322,12 +326,12 @@ _CUDA_START = re.compile(r"CUDA error|Cuda failure|cudaError|torch\.\w*OutOfMemo
 
 # (kind, detail, xid, pci, host, gpu, time text)
 Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]
-
-
 def failure(body: str) -> Failure | None:
     """The failure signature a line carries, if any."""
     if "NCCL INFO" in body:
         return None
+    if ("exitcode" in body or "signal" in body or "Signal" in body) and (f := launcher(body)):
+        return f
     if "Xid" in body and (m := _XID.search(body)):
         rest = (m.group(3) or "").strip()
         detail = f"Xid {m.group(2)}: {rest}" if rest else f"Xid {m.group(2)}"

@@ -43,14 +43,18 @@ import pyarrow.compute as pc
 from telemetry import signals as sig
 from telemetry.collect import logfast
 from telemetry.collect import logline as ll
+from telemetry.collect import logranks as lr
 from telemetry.collect.importers import BadLine, ImportFileError
 from telemetry.collect.logclock import LogClock
 from telemetry.signals import CheckpointEvent, Signal, clean_line
 
+# (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
+RankHost = tuple[int, str, str, str]
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 MAX_BAD = 20
 TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
+_LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 _SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
 
 
@@ -62,6 +66,7 @@ class LogBatch:
     metric_origins: list[str]
     checkpoint_events: list[CheckpointEvent]
     signals: list[Signal]
+    rank_hosts: list[RankHost] = field(default_factory=list)
 
 
 @dataclass
@@ -77,6 +82,7 @@ class LogScan:
     unrecognised: int
     bad: list[BadLine] = field(default_factory=list)  # the first MAX_BAD
     counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
+    rank_hosts: list[RankHost] = field(default_factory=list)
 
 
 class LogParser:
@@ -108,17 +114,22 @@ class LogParser:
         self.metric_origins: list[str] = []
         self.checkpoint_events: list[CheckpointEvent] = []
         self.signals: list[Signal] = []
+        self.rank_hosts: list[RankHost] = []
         self.bad: list[BadLine] = []
         self.counts: Counter[str] = Counter()
         self.lines = 0
         self.next_lineno = 1
-        self._drained = (0, 0, 0)
+        self._drained = (0, 0, 0, 0)
         self._ctx_lo = 0  # block offset up to which the clock knows the most recent time
         self._blk = b""  # the block being read, and where the current line starts/ends in it
         self._s = self._e = 0
         self._tqdm: int | None = None
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
         self._load_open = False
+        self._rank: int | None = None  # the rank the current line's prefix names
+        self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
+        self._mapped: set[tuple[int, str]] = set()
+        self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
         self._mlines: list[int] = []  # line of each metric of the block being read
         self._followed: set[int] = set()  # lines of the block read inside a traceback
         self._long: bytes | None = None  # tail of a line longer than MAX_LINE_BYTES so far
@@ -165,14 +176,15 @@ class LogParser:
 
     def drain(self) -> LogBatch:
         """Metrics, checkpoint events and signals found since the last call."""
-        m, e, s = self._drained
+        m, e, s, r = self._drained
         out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
-                       self.signals[s:])
+                       self.signals[s:], self.rank_hosts[r:])
         if self.keep:
-            self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals))
+            self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals),
+                             len(self.rank_hosts))
         else:
             self.metrics, self.metric_origins = [], []
-            self.checkpoint_events, self.signals = [], []
+            self.checkpoint_events, self.signals, self.rank_hosts = [], [], []
         return out
 
     @property
@@ -183,7 +195,8 @@ class LogParser:
         counts = dict(self.counts)
         counts["unrecognised"] = self.unrecognised
         return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
-                       self.signals, self.lines, self.unrecognised, list(self.bad), counts)
+                       self.signals, self.lines, self.unrecognised, list(self.bad), counts,
+                       self.rank_hosts)
 
     # -- blocks --------------------------------------------------------------------------------
     def _absorb(self, data: bytes) -> None:
@@ -320,7 +333,7 @@ class LogParser:
             return self._text(parts[-1], lineno) or bar if parts else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
-        prefix, body = ll.strip_prefix(raw)
+        prefix, body, self._rank = lr.split_prefix(raw)
         if self._tb and prefix in self._tb:
             done = self._in_traceback(prefix, body, raw, lineno)
             if done is not None:
@@ -349,10 +362,56 @@ class LogParser:
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
+        if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):
+            return self._nccl_init(n, lineno)
+        if ":" in body and (fld := lr.summary_field(body)):
+            return self._summary(fld, raw, lineno)
         if f := ll.failure(body):
             self._signal(f, body, raw, lineno)
             return True
         return False
+
+    # -- which rank runs where -----------------------------------------------------------------
+    def _map(self, rank: int, host: str, how: str, lineno: int) -> None:
+        if (rank, host) not in self._mapped:
+            self._mapped.add((rank, host))
+            self.rank_hosts.append((rank, host, how, self._origin(lineno)))
+
+    def _nccl_init(self, n: tuple[str, int, int, int, int], lineno: int) -> bool:
+        host, pid, _dev, rank, nranks = n
+        have = self._pids.get((host, pid))
+        if have is None or nranks > have[1]:  # the communicator of every rank says it best
+            self._pids[(host, pid)] = (rank, nranks)
+        self._map(rank, host, f"nccl nranks={nranks}", lineno)
+        self.counts["nccl_ranks"] += 1
+        return True
+
+    def _summary(self, fld: tuple[str, Any], raw: str, lineno: int) -> bool:
+        """A field of torchrun's failure summary: an entry (time, host, rank, exitcode) is a
+        worker's exit, with the rank's host."""
+        name, value = fld
+        if name == "time":
+            self._entry = {"time": value}
+            return True
+        if self._entry is None:
+            return False
+        self._entry[name] = value
+        if name != "exitcode":
+            return name in ("host", "rank", "error_file", "traceback")
+        entry, self._entry = self._entry, None
+        if "rank" not in entry:
+            return True
+        rank, local = entry["rank"]
+        code, pid = value
+        host = entry.get("host")
+        if host:
+            self._map(rank, host, "torchrun summary", lineno)
+        where = f" on {host}" if host else ""
+        detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
+        ts = self.clock.utc(entry["time"])
+        self._add_signal(Signal(ts, sig.WORKER_EXIT, host, None, None, f"{detail} (pid {pid})",
+                                self._origin(lineno), clean_line(raw), "log", rank), "line")
+        return True
 
     def _in_traceback(self, prefix: str, body: str, raw: str, lineno: int) -> bool | None:
         what = ll.traceback_step(body)
@@ -430,7 +489,7 @@ class LogParser:
 
     def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
         self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
-                                self._origin(lineno), clean_line(raw), "log"), how)
+                                self._origin(lineno), clean_line(raw), "log", self._rank), how)
 
     def _checkpoint(self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str,
                     lineno: int) -> bool:
@@ -460,9 +519,16 @@ class LogParser:
         kernel = st[3] or st[0] == "boot" or kind == sig.XID
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
+        rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
+        if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
+            rank = lr.rank_in(body)
+            if rank is None and self._pids and (hp := lr.nccl_pid(body)):
+                rank = self._pids.get(hp, (None,))[0]
+        if rank is not None and host is not None and not kernel:
+            self._map(rank, host, "log line", lineno)
         host = host or st[2] or self.host
         self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
-                                clean_line(raw), "kernel" if kernel else "log"), how)
+                                clean_line(raw), "kernel" if kernel else "log", rank), how)
 
     def _add_signal(self, s: Signal, how: str) -> None:
         self.signals.append(s)
