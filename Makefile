@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/ckptscan.py
 	$(BIN)/python benchmarks/slurm.py
 	$(BIN)/python benchmarks/flight_recorder.py
+	$(BIN)/python benchmarks/cascade.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

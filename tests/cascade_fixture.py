@@ -108,14 +108,16 @@ def build(
     kind: str = "oom",
     first_steps: int = 400,
     ckpt_step: int = 300,
+    nccl_lines: bool = True,
 ) -> Path:
     """Write the job log at ``path``: progress to ``first_steps``, the culprit's failure, the
-    cascade on every other rank, torchrun's teardown, then a restart from ``ckpt_step``."""
+    cascade on every other rank, torchrun's teardown, then a restart from ``ckpt_step``.
+    Without ``nccl_lines`` no line says which host each rank ran on."""
     world = nodes * per_node
     last = world - 1
     tail = f"{last // per_node}: [default{last % per_node}]:"
     lines: list[str] = []
-    for r in range(world):
+    for r in range(world if nccl_lines else 0):
         node, local = divmod(r, per_node)
         pid = 20000 + r
         lines.append(

@@ -103,3 +103,37 @@ def test_the_rank_a_line_names(line: str, rank: int | None) -> None:
 def test_pg_ranks_of_subgroups_are_not_global_ranks() -> None:
     assert lr.rank_in("[PG ID 0 PG GUID 0(default_pg) Rank 7] Exception (either an error") == 7
     assert lr.rank_in("[PG ID 2 PG GUID 9 Rank 4] Timeout at NCCL work: 610") is None
+
+
+@pytest.mark.parametrize(("given", "node"), [((), 0), (("--ranks-per-node", "2"), 2)])
+def test_ranks_no_log_placed_take_their_place_in_the_slurm_node_list(
+    tmp_path: Path, given: tuple[str, ...], node: int
+) -> None:
+    """Without NCCL's communicator lines the culprit's host comes from the run's Slurm job:
+    its node list in order, ``--ranks-per-node`` ranks to a node (default 8)."""
+    from telemetry.store import Store
+
+    log = cf.build(tmp_path / "job.out", culprit=5, nccl_lines=False)
+    store = tmp_path / "s.duckdb"
+    with Store(str(store)) as s, s.transaction(["slurm_jobs"]) as con:
+        con.execute(
+            "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, hosts, state, "
+            "start_ts, run_id, run_source) VALUES ('c', 81234, 0, '81234', ['n0', 'n1', 'n2', "
+            "'n3'], 'FAILED', TIMESTAMP '2025-02-18 07:00:00', ?, 'mapped')",  # --run-from-job
+            [cf.RUN],
+        )
+    _import(tmp_path, log, extra=given)
+    (row,) = _interruptions(store)
+    assert (row["rank"], row["host"]) == (5, f"n{node}")
+
+
+def test_ranks_per_node_must_be_a_sensible_number(tmp_path: Path) -> None:
+    log = cf.build(tmp_path / "job.out")
+    store = tmp_path / "s.duckdb"
+    done = subprocess.run(
+        [*CLI, "import", "--store", str(store), "--run", cf.RUN, "--ranks-per-node", "0",
+         str(log)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0 and "--ranks-per-node 0" in done.stderr
+    assert "Traceback" not in done.stderr and not store.exists()

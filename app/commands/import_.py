@@ -95,6 +95,10 @@ def run(s: Settings) -> int:
         if dumps:
             run = given["import"].get("run")
             assert run is not None  # _split requires it
+            if per_node := given["cluster"].get("ranks_per_node"):
+                from telemetry.ranks import remember_ranks_per_node
+
+                remember_ranks_per_node(store, run, per_node)
             if _import_hangs(store, writer, dumps, run):
                 derived = writer.write(Derive(runs=(run,))).report or derived
         empty = [f.log.path for src in records for f in src.files if not f.usable]

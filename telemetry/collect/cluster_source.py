@@ -285,10 +285,12 @@ class ClusterSource:
         interval_s: float = FOLLOW_INTERVAL_S,
         positions: str | None = None,
         grace_s: float | None = None,
+        ranks_per_node: int | None = None,
     ) -> None:
         from telemetry.collect import ckptdirs
 
         self.run, self.tz, self.follow = run, tz, follow
+        self.ranks_per_node = ranks_per_node
         self.interval_s = interval_s if follow else 0.0
         self.globs = list(globs)
         self.checkpoints = list(checkpoints)
@@ -403,7 +405,8 @@ class ClusterSource:
             roots: dict[str, list[str]] = {}
             for tier, root in self.checkpoints:
                 roots.setdefault(tier, []).append(os.path.abspath(root))
-            yield Derive(tuple(sorted(self.runs_touched)) or None, roots, self.run)
+            yield Derive(tuple(sorted(self.runs_touched)) or None, roots, self.run,
+                         self.ranks_per_node)
 
     def _note_year(self, batch: Any) -> None:
         for m in batch.metrics[-1:]:
@@ -504,6 +507,9 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         except ValueError as exc:
             raise FactoryFloorError(f"--log-tz: {exc}") from None
     run = values.get("run")
+    per_node = values.get("ranks_per_node")
+    if per_node is not None and not 1 <= per_node <= 1024:
+        raise FactoryFloorError(f"--ranks-per-node {per_node}: give a number from 1 to 1024")
     follow = ctx.command in ("ingest", "serve")
     if follow and globs and not run:
         raise FactoryFloorError("--logs needs --run: the run these logs belong to")
@@ -517,6 +523,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         follow=follow,
         interval_s=min(FOLLOW_INTERVAL_S, ctx.interval_s),
         positions=_positions_file(ctx.store, key) if follow else None,
+        ranks_per_node=per_node,
     )
 
 
@@ -543,14 +550,23 @@ _LOGS = Option(
     },
 )
 _RUN = Option("--run", {"help": "the run the followed logs and checkpoints belong to"})
+_PER_NODE = Option(
+    "--ranks-per-node",
+    {
+        "type": int,
+        "metavar": "N",
+        "help": "ranks on each node of the run's Slurm node list, for ranks no log placed on a "
+        "host (default: the run's GPUs per node, else 8)",
+    },
+)
 
 SPEC = SourceSpec(
     name="cluster",
     summary="training and kernel logs (text) and checkpoint directories per tier",
     options={
-        "import": (_CKPT, _TZ),
-        "ingest": (_LOGS, _CKPT, _TZ, _RUN),
-        "serve": (_LOGS, _CKPT, _TZ, _RUN),
+        "import": (_CKPT, _TZ, _PER_NODE),
+        "ingest": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
+        "serve": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
     },
     build=build,
     ask="--logs GLOB or --checkpoints TIER=PATH",

@@ -87,6 +87,10 @@ class StoreWriter:
 
         if batch.run and batch.tier_roots:
             derive.remember_tier_roots(self.store, batch.run, batch.tier_roots)
+        if batch.run and batch.ranks_per_node:
+            from telemetry.ranks import remember_ranks_per_node
+
+            remember_ranks_per_node(self.store, batch.run, batch.ranks_per_node)
         done = derive.derive(self.store, batch.runs)
         parts = [
             f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
