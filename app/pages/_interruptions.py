@@ -36,7 +36,8 @@ COLUMNS = {
     "run_id": "Run",
     "evidence_text": "Evidence lines",
 }
-ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "context": "secondary"}
+ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "cascade": "info",
+                "teardown": "light", "context": "secondary"}  # fmt: skip
 
 
 def section() -> dbc.Row:
@@ -150,7 +151,10 @@ def _rows(df: pd.DataFrame) -> pd.DataFrame:
         ],
         lost_steps_text=["–" if pd.isna(n) else f"{int(n):,}" for n in df["lost_steps"]],
         downtime_min=["–" if pd.isna(d) else f"{float(d) / 60.0:.1f}" for d in df["downtime_s"]],
-        host=df["host"].fillna("–"),
+        host=[
+            ("–" if pd.isna(h) else str(h)) + ("" if pd.isna(r) else f" · rank {int(r)}")
+            for h, r in zip(df["host"], df["rank"], strict=True)
+        ],
         corrected=[
             "" if pd.isna(by) else f"by {by} (was {orig})"
             for by, orig in zip(df["labelled_by"], df["orig_component"], strict=True)
@@ -208,6 +212,7 @@ def _item(e: dict[str, Any]) -> html.Li:
     where = " ".join(
         str(x)
         for x in (
+            "" if e.get("rank") is None else f"rank {e['rank']}",
             e.get("host") or "",
             "" if e.get("gpu") is None else f"GPU {e['gpu']}",
             "" if e.get("xid") is None else f"XID {e['xid']}",

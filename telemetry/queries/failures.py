@@ -310,14 +310,15 @@ def interruption_list(
 ) -> pd.DataFrame:
     """Every interruption in the range, newest first (``limit`` of them), with where it came
     from: ts, end_ts, run_id, component, category, planned, source ('inferred', 'replay', or
-    the posting path), confidence (inferred only), host, gpu, xid, restored_tier,
+    the posting path), confidence (inferred only), host, rank (the culprit's), gpu, xid,
+    restored_tier,
     restored_step, lost_steps, downtime_s, lost_gpu_hours, evidence_n (items of evidence),
     labelled_by, labelled_at, orig_component (the inferred cause an operator corrected),
     description, evidence_text (the evidence in one line each item: role, kind, host, origin,
     line; for CSV export)."""
     df = store.df(
         f"""SELECT ts, end_ts, run_id, component, category, planned,
-                   coalesce(source, 'posted') AS source, confidence, host, gpu, xid,
+                   coalesce(source, 'posted') AS source, confidence, host, rank, gpu, xid,
                    restored_tier, restored_step, lost_steps, detect_s + restart_s AS downtime_s,
                    lost_gpu_hours,
                    CASE WHEN evidence IS NULL THEN 0
