@@ -294,7 +294,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     and evidence (parsed), as ``summary --json`` shows them."""
     df = store.df(
         f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
-                  confidence, host, gpu, xid, restored_tier, restored_step, lost_steps,
+                  confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
                   detect_s + restart_s AS downtime_s, lost_gpu_hours, labelled_by,
                   orig_component, description, evidence
            FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
@@ -305,7 +305,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         row = {k: (None if _missing(v) else v) for k, v in rec.items()}
         for k in ("ts", "end_ts"):
             row[k] = None if row[k] is None else row[k].isoformat()
-        for k in ("gpu", "xid", "restored_step", "lost_steps"):
+        for k in ("gpu", "rank", "xid", "restored_step", "lost_steps"):
             row[k] = _int(row[k])
         row["planned"] = bool(row["planned"])
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []

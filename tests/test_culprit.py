@@ -61,6 +61,11 @@ def test_the_first_failing_rank_is_the_cause_not_the_network_cascade(
     roles = {(e["kind"], e["role"]) for e in ev if e["kind"] != "more"}
     assert ("nccl_error", "cascade") in roles and ("ib_error", "cascade") in roles
     assert not any(e["role"] == "cause" for e in ev[1:])
+    summary = subprocess.run([*CLI, "summary", "--store", str(store), "--json"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    (run,) = json.loads(summary.stdout)["runs"]
+    (listed,) = run["interruptions"]["list"]
+    assert (listed["rank"], listed["host"]) == (5, cf.host(1))
     more = ev[-1]
     assert more["kind"] == "more" and "teardown worker_exit" in more["line"]
 
