@@ -142,3 +142,63 @@ def test_ranks_per_node_must_be_a_sensible_number(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode != 0 and "--ranks-per-node 0" in done.stderr
     assert "Traceback" not in done.stderr and not store.exists()
+
+
+# -- progress lines without a time of their own (issue 36, 3) ------------------------------------
+
+
+def test_untimed_iteration_lines_are_timed_by_their_pace_not_the_last_stamp(
+    tmp_path: Path,
+) -> None:
+    """Megatron-DeepSpeed prints its iteration lines without a time; the last time the log
+    showed is the job's start. The stop is when the last progress happened (its steps x the
+    logged time per iteration after the previous point), not the start carried forward."""
+    lines = ["[2025-02-18 07:00:00,000] [INFO] [launch.py:256:main] process 4242 spawned"]
+    for step in range(10, 610, 10):  # 5.0 s per iteration: step 600 at ~07:50
+        lines.append(
+            f" iteration {step:>8}/  100000 | consumed samples: {step * 512:>10} | "
+            "elapsed time per iteration (ms): 5000.0 | learning rate: 1.000E-04 | "
+            "global batch size:   512 | lm loss: 2.500000E+00 | loss scale: 4096.0 |"
+        )
+    log = tmp_path / "megatron-deepspeed.out"
+    log.write_text("\n".join(lines) + "\n")
+    scan = parse_file(log)
+    last = scan.metrics[-1]
+    assert last["step"] == 600 and last["ts"].strftime("%H:%M:%S") == "07:49:10"  # 590 x 5 s
+    assert scan.counts["metrics_ts_from_pace"] == 59
+
+
+def test_hf_log_dicts_take_the_time_of_the_bar_before_them(tmp_path: Path) -> None:
+    """Hugging Face Trainer's log dicts carry neither time nor step; tqdm's bar before each
+    (``120/1000 [05:23<39:30, ...]``) gives both, its clock counted from when it started."""
+    bar = " {pct:>3}%|█▏        | {n}/1000 [{mm:02d}:{ss:02d}<39:30,  2.69s/it]"
+    parts = []
+    for n in range(0, 301, 100):
+        secs = int(n * 2.69)
+        parts.append(bar.format(pct=n // 10, n=n, mm=secs // 60, ss=secs % 60))
+        if n:
+            parts.append(f"{{'loss': 2.{n // 100}, 'grad_norm': 0.9, 'learning_rate': 5e-05, "
+                         "'epoch': 0.1}\n")  # fmt: skip
+    text = ("[INFO|trainer.py:2134] 2025-02-18 07:00:00,123 >> ***** Running training *****\n"
+            + "\r".join(parts))  # fmt: skip
+    log = tmp_path / "hf.out"
+    log.write_text(text + "\n")
+    scan = parse_file(log)
+    got = [(m["step"], m["ts"].strftime("%H:%M:%S")) for m in scan.metrics]
+    assert got == [(100, "07:04:29"), (200, "07:08:58"), (300, "07:13:27")]
+
+
+def test_a_step_printed_by_several_ranks_is_one_point(tmp_path: Path) -> None:
+    """TorchTitan without --local-ranks-filter: every rank prints each step (tee prefixes)."""
+    lines = []
+    for step in (1, 2, 3):
+        for rank in range(4):
+            lines.append(
+                f"[rank{rank}]:[titan] 2025-02-18 07:00:0{step},000 - root - INFO - "
+                f"step: {step}  loss:  7.0{rank}  memory: 33.12GiB(41.86%)  tps: 6,123"
+            )
+    log = tmp_path / "titan.out"
+    log.write_text("\n".join(lines) + "\n")
+    scan = parse_file(log)
+    assert [m["step"] for m in scan.metrics] == [1, 2, 3]
+    assert scan.counts["metrics_repeated_by_ranks"] == 9

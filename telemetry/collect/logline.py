@@ -24,6 +24,7 @@ PREFILTER = "|".join(
     [
         r"iteration +[0-9]+/",  # Megatron-LM progress
         r"step: *[0-9]",  # TorchTitan progress
+        r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"\{['\"]",  # Hugging Face Trainer log dicts
         r"%\|",  # tqdm progress bars (the step of an HF log dict)
@@ -137,12 +138,16 @@ def strip_prefix(text: str) -> tuple[str, str]:
 # -- training progress -------------------------------------------------------------------------
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+\s*\|")
 _MEG_FIELDS = re.compile(
-    r"\| (learning rate|lm loss|grad norm|number of nan iterations|[A-Za-z0-9_ -]*loss): +([^ |]+)"
+    r"\| (learning rate|lm loss|grad norm|number of nan iterations|elapsed time per iteration "
+    r"\(ms\)|[A-Za-z0-9_ -]*loss): +([^ |]+)"
 )
 _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)")
-_TQDM = re.compile(r"(?:^|\s)\d{1,3}%\|[^|]*\|\s*(\d+)/(\d+) ?\[")
+_TQDM = re.compile(r"(?:^|\s)\d{1,3}%\|[^|]*\|\s*(\d+)/(\d+) ?\[(?:(\d+):)?(\d+):(\d\d)[<,\]]?")
+# DeepSpeed's pipeline engine (runtime/pipe/engine.py train_batch), no time of its own:
+#   steps: 100 loss: 2.1234 iter time (s): 1.234 samples/sec: 103.511
+_DS_STEPS = re.compile(r"steps: (\d+) loss: ([-+]?[\w.]+) iter time \(s\): ([0-9.]+)")
 HF_FIELDS = {"loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm",
              "num_input_tokens_seen": "tokens"}
 
@@ -174,9 +179,19 @@ def megatron(body: str) -> dict[str, float | None] | None:
     loss = f.get("lm loss")
     if loss is None:
         loss = next((v for k, v in f.items() if k.endswith("loss")), None)
+    ms = _float(f.get("elapsed time per iteration (ms)"))
     return {"step": int(m.group(1)), "loss": _float(loss), "lr": _float(f.get("learning rate")),
             "grad_norm": _float(f.get("grad norm")),
-            "nan_iterations": _float(f.get("number of nan iterations"))}
+            "nan_iterations": _float(f.get("number of nan iterations")),
+            "iter_s": None if ms is None else ms / 1000.0}
+
+
+def deepspeed_steps(body: str) -> dict[str, float | None] | None:
+    """DeepSpeed's ``steps: N loss: X iter time (s): T`` line as {step, loss, iter_s}."""
+    m = _DS_STEPS.search(body)
+    if m is None:
+        return None
+    return {"step": int(m.group(1)), "loss": number(m.group(2)), "iter_s": _float(m.group(3))}
 
 
 def _word_after(line: str, key: str) -> str | None:
@@ -229,10 +244,20 @@ def hf_dict(segment: str) -> dict[str, float] | str | None:
 
 def tqdm_step(segment: str) -> int | None:
     """The position of a tqdm bar without a description (``12%|█▏  | 120/1000 [...]``)."""
+    bar = tqdm_bar(segment)
+    return None if bar is None else bar[0]
+
+
+def tqdm_bar(segment: str) -> tuple[int, int, float | None] | None:
+    """(position, total, seconds since the bar started) of a tqdm bar without a description:
+    ``12%|█▏  | 120/1000 [05:23<39:30,  2.69s/it]`` (tqdm's ``format_interval``: ``MM:SS``
+    or ``H:MM:SS``); the seconds are None when the bar does not show them."""
     m = _TQDM.search(segment)
     if m is None or segment[: m.start()].strip():
         return None
-    return int(m.group(1))
+    h, mm, ss = m.group(3), m.group(4), m.group(5)
+    elapsed = None if mm is None else int(h or 0) * 3600 + int(mm) * 60 + int(ss)
+    return int(m.group(1)), int(m.group(2)), elapsed
 
 
 # -- checkpoints -------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from math import isfinite
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,14 @@ class LogParser:
         self._blk = b""  # the block being read, and where the current line starts/ends in it
         self._s = self._e = 0
         self._tqdm: int | None = None
+        self._bars: dict[int, datetime | None] = {}  # a tqdm bar's total -> when it started
+        self._bar_elapsed: dict[int, float] = {}
+        self._bar_ts: datetime | None = None  # the time the last bar showed
+        self._progress: tuple[int, datetime] | None = None  # the last progress point's step, time
+        self._recent: dict[int, str] = {}  # step -> the prefix of the rank that printed it
+        self._last_step = -1
+        self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
+        self._label = ""  # the current line's launcher prefix
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
         self._load_open = False
         self._rank: int | None = None  # the rank the current line's prefix names
@@ -243,6 +251,7 @@ class LogParser:
         self._walk(block, base, cand_arr.astype(np.int64), offs)
         if fast is not None:
             self._merge_fast(block, base, offs, first, *fast)
+        self._pace(first)
         self._s = len(block) + 1
         self._context()  # carry the most recent time into the next block
         self._blk, self._ctx_lo = b"", 0
@@ -325,15 +334,14 @@ class LogParser:
     def _text(self, raw: str, lineno: int) -> bool:
         if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
             parts = [p for p in raw.split("\r") if p.strip()]
-            bar = False
-            for p in reversed(parts[:-1]):
-                if "%|" in p and (k := ll.tqdm_step(p)) is not None:
-                    self._tqdm, bar = k, True
-                    break
-            return self._text(parts[-1], lineno) or bar if parts else False
+            bars = [b for p in parts[:-1] if "%|" in p and (b := ll.tqdm_bar(p)) is not None]
+            for b in bars[:1] + bars[-1:] if len(bars) > 1 else bars:
+                self._bar(b)  # the first: when the bar started; the last: where it got to
+            return self._text(parts[-1], lineno) or bool(bars) if parts else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
         prefix, body, self._rank = lr.split_prefix(raw)
+        self._label = prefix
         if self._tb and prefix in self._tb:
             done = self._in_traceback(prefix, body, raw, lineno)
             if done is not None:
@@ -344,6 +352,8 @@ class LogParser:
         if "iteration" in body and (f := ll.megatron(body)):
             return self._metric(f, body, raw, lineno)
         if "step:" in body and (f := ll.titan(body)):
+            return self._metric(f, body, raw, lineno)
+        if "steps:" in body and (f := ll.deepspeed_steps(body)):
             return self._metric(f, body, raw, lineno)
         if "{" in body and (d := ll.hf_dict(body)) is not None:
             if isinstance(d, str):
@@ -356,9 +366,11 @@ class LogParser:
                     return False
                 d["step"] = self._tqdm
                 self.counts["metrics_step_from_progress_bar"] += 1
+            if d["step"] == self._tqdm and self._bar_ts is not None:
+                d["bar_ts"] = self._bar_ts  # the bar's clock says when
             return self._metric(d, body, raw, lineno)
-        if "%|" in body and (k := ll.tqdm_step(body)) is not None:
-            self._tqdm = k
+        if "%|" in body and (b := ll.tqdm_bar(body)) is not None:
+            self._bar(b)
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
@@ -458,10 +470,24 @@ class LogParser:
 
     def _metric(self, f: dict[str, Any], body: str, raw: str, lineno: int) -> bool:
         ts, how, _ = self._when(body)
+        step = f.pop("step")
+        iter_s, bar_ts = f.pop("iter_s", None), f.pop("bar_ts", None)
+        if step < self._last_step:
+            self._recent.clear()  # went back: a restart, whose steps are new points
+        self._last_step = step
+        printed = self._recent.get(step)
+        if printed is not None and printed != self._label:
+            self.counts["metrics_repeated_by_ranks"] += 1  # one step, several ranks: one point
+            return True
+        self._recent[step] = self._label
+        if len(self._recent) > 4096:
+            self._recent.pop(next(iter(self._recent)))
         rec: dict[str, Any] = {"run": self.run} if self.run else {}
+        if how != "line" and (iter_s or bar_ts):  # timed once the block is read (_pace)
+            self._paced[id(rec)] = (iter_s, bar_ts)
         if ts is not None:
             rec["ts"] = ts
-        rec["step"] = step = f.pop("step")
+        rec["step"] = step
         loss = f.pop("loss", None)
         nan_iters = f.pop("nan_iterations", None)
         if loss is not None:
@@ -486,6 +512,45 @@ class LogParser:
         if how != "line":
             self.counts[f"metrics_ts_from_{how}"] += 1
         return True
+
+    def _bar(self, bar: tuple[int, int, float | None]) -> None:
+        """A tqdm bar: its position is the step of the log dicts after it, and its elapsed
+        time, counted from when it started (the most recent time before it first showed, less
+        what it showed then), is their time."""
+        step, total, elapsed = bar
+        self._tqdm = step
+        if elapsed is None:
+            self._bar_ts = None
+            return
+        if total not in self._bars or elapsed < self._bar_elapsed.get(total, 0.0):
+            t = self._context()  # a new bar (or the same total started again: a restart)
+            self._bars[total] = None if t is None else t - timedelta(seconds=elapsed)
+        self._bar_elapsed[total] = elapsed
+        origin = self._bars[total]
+        self._bar_ts = None if origin is None else origin + timedelta(seconds=elapsed)
+
+    def _pace(self, first: int) -> None:
+        """Time the progress lines of the block just read that have no time of their own by
+        their pace, in line order: the bar's clock, else the previous progress point's time
+        plus the steps since at the logged time per iteration (Megatron's ``elapsed time per
+        iteration``, DeepSpeed's ``iter time``); never before the most recent time the log
+        showed (which they carry until then), so the last progress before a crash is when it
+        happened, not when the log last printed a time."""
+        for rec in self.metrics[first:]:
+            pace = self._paced.pop(id(rec), None) if self._paced else None
+            step, ts = rec["step"], rec.get("ts")
+            if pace is not None:
+                iter_s, est = pace
+                if est is None and iter_s and self._progress and step > self._progress[0]:
+                    est = self._progress[1] + timedelta(seconds=(step - self._progress[0]) * iter_s)
+                if est is not None and (ts is None or est > ts):
+                    had = "context" if ts is not None else "none"
+                    self.counts[f"metrics_ts_from_{had}"] -= 1
+                    self.counts["metrics_ts_from_pace"] += 1
+                    rec["ts"] = ts = est
+            if ts is not None:
+                self._progress = (step, ts)
+        self._paced.clear()
 
     def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
         self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
