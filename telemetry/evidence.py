@@ -51,6 +51,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     NAN_LOSS,
     NCCL_ERROR,
     NCCL_TIMEOUT,
+    PLANNED_EXIT,
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
     SLURM_MAINTENANCE,
@@ -113,6 +114,7 @@ def _planned(label: str) -> Rule:
 # The whole ranking and mapping (module doc). XIDs are resolved per code by XID_COMPONENTS.
 CAUSES: dict[str, Rule] = {
     SLURM_PREEMPTED: _planned("Slurm preemption"),
+    PLANNED_EXIT: _planned("planned exit of the trainer"),
     SLURM_TIME_LIMIT: _planned("Slurm time limit"),
     SLURM_MAINTENANCE: _planned("Slurm maintenance reservation"),
     # A drain/down reason naming a GPU (no XID code: those are XID signals, ranked per code).

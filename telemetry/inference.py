@@ -13,7 +13,11 @@ Stops (found vectorised over the whole step stream; only the rare stops get per-
 - a **step going backwards** (a restore from an older checkpoint);
 - a **new attempt**: the ``attempt`` column changes, or a checkpoint ``load`` line falls between
   two progress points (a quick restart that neither stalls long nor goes back a logged step).
-A stall with no progress after it yet is not an interruption: see ``current_stall``.
+A stall with no progress after it yet is not an interruption (see ``current_stall``), unless
+the data ends with its cause after the last progress: a Slurm time limit or preemption, a crash
+nobody restarted. That stop is an interruption without an end (``_ended``), whose lost steps are
+those since the newest checkpoint. A trainer's planned exit there (``exiting program``,
+``Training completed``) is a finished run, and a planned exit before a restart is planned.
 
 Per stop: ``ts`` = last progress before it, ``end_ts`` = next progress. Restored step: a ``load``
 checkpoint event in between, else the newest ``ok`` checkpoint on a surviving tier that ended
@@ -61,6 +65,7 @@ from telemetry.evidence import (
     opt_str,
     to_ns,
 )
+from telemetry.signals import PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 COLUMNS = (
@@ -76,6 +81,7 @@ PRE_S = 300.0  # the evidence window opens this long before the last progress
 AUTOMATED_MAX_S = 1800.0  # a restart within this long, nobody cancelling, is automated
 POSTED_SLACK_S = 300.0  # a posted record this close to a stop's window is that stop
 EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
+TAIL_NS = 7 * 86400 * 10**9  # after the last progress, evidence is read this far for its stop
 TIERS = ("nvme", "pfs", "object")  # fastest first: the restore preference
 _NEVER = np.iinfo(np.int64).min
 
@@ -338,14 +344,15 @@ def infer_interruptions(
     new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
     stop = (d_ts > s.thr_ns) | back | new_att
     idx = np.flatnonzero(stop)
-    if not idx.size:
-        return _frame([])
     normal = ~stop & (d_step > 0)
     step_s = float(np.median(d_ts[normal] / d_step[normal])) / 1e9 if normal.any() else None
     log_every = max(round(float(np.median(d_step[normal]))), 1) if normal.any() else 1
     starts, ends = s.ts[idx], s.ts[idx + 1]
     w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
-    evidence = gather(signals, xid_events, run_hosts, w0, ends, dict(rank_hosts or {}))
+    last_ts = int(s.ts[-1])  # and the end of the data: a stop no progress followed
+    tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) + 1 if len(ends) else _NEVER)
+    evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
+                      np.r_[ends, last_ts + TAIL_NS], dict(rank_hosts or {}))  # fmt: skip
     ck = _checkpoints(checkpoints)
     spans = _save_spans(ck, ckpt_events)
     pt = np.array([], np.int64)
@@ -377,6 +384,13 @@ def infer_interruptions(
                 "recovery": "automated" if automated else None,
             }
         )
+    ex = explain(evidence[-1], hosts_known=run_hosts is not None)
+    gap = s.thr_ns / k  # the median gap between progress points
+    ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
+    if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
+        saves = _events(ckpt_events, "save_end")
+        row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus)
+        rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
     return _frame(rows)
 
 
@@ -389,10 +403,7 @@ def _row(
     step_s: float | None,
     gpus: int | None,
 ) -> dict[str, Any]:
-    ordered = ex.ordered
-    items = [e.item(role) for e, role in ordered[: EVIDENCE_CAP - 1]] + [rs.item]
-    if len(ordered) > EVIDENCE_CAP - 1:
-        items.append(_more(ordered[EVIDENCE_CAP - 1 :], end))
+    items = _items(ex.ordered, end, rs.item)
     downtime = (end - start) / 1e9
     first = ex.first_failure_ns
     detect = max((first - start) / 1e9, 0.0) if first is not None else None
@@ -446,6 +457,51 @@ def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:
         parts.append(f"{len(evs):,} {role} {kind}{who}")
     line = f"{len(rest):,} more items not shown: " + "; ".join(parts)
     return item(end, "more", line=line) | {"count": len(rest)}
+
+
+def _ended(
+    last_ts: int, last: int, ex: Explanation, ck: pd.DataFrame, saves: pd.DataFrame,
+    step_s: float | None, gpus: int | None,
+) -> dict[str, Any]:
+    """A run whose data ends with a stop and a cause after its last progress (a Slurm time
+    limit or preemption, a crash nobody restarted): an interruption without an end, whose lost
+    steps are those since the newest checkpoint written before it (a restart redoes them)."""
+    ok = ck[ck["ok"].astype(bool) & (ck["end"] <= last_ts + TAIL_NS) & (ck["step"] <= last)]
+    logged = [int(x) for x in saves["step"] if x is not None and int(x) <= last]
+    steps = [*ok["step"].astype(int).tolist(), *logged]  # directories, and the log's saves
+    saved = max(steps) if steps else None
+    lost = last - saved if saved is not None else None
+    rework = lost * step_s if lost is not None and step_s is not None else None
+    first = ex.first_failure_ns
+    detect = max((first - last_ts) / 1e9, 0.0) if first is not None else None
+    cause = ex.cause
+    assert cause is not None and cause.rule is not None
+    where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if lost
+             is not None else "no checkpoint known to restart from")  # fmt: skip
+    desc = (f"Run stopped at step {last:,}; {cause.text()}; no progress after it in the data; "
+            + where)  # fmt: skip
+    end = last_ts if first is None else max(first, last_ts)
+    items = _items(ex.ordered, end)
+    return {
+        "ts": pd.Timestamp(last_ts), "end_ts": pd.NaT, "host": cause.host, "rank": cause.rank,
+        "gpu": cause.gpu, "component": cause.rule.component, "category": cause.rule.category,
+        "xid": cause.xid if cause.kind == XID else None,
+        "planned": cause.rule.category == PLANNED_CATEGORY, "detect_s": detect,
+        "restart_s": None, "recovery": None, "restored_tier": None, "restored_step": None,
+        "lost_steps": lost, "rework_s": rework,
+        "lost_gpu_hours": gpus * ((detect or 0.0) + (rework or 0.0)) / 3600.0 if gpus else None,
+        "description": desc, "source": SOURCE, "confidence": ex.confidence,
+        "evidence": json.dumps(items, ensure_ascii=False),
+    }  # fmt: skip
+
+
+def _items(ordered: list[tuple[Any, str]], end: int, *extra: dict[str, Any]) -> list[dict]:
+    """The evidence kept (``EVIDENCE_CAP`` items, ``extra`` last) and one item counting the
+    rest."""
+    items = [e.item(role) for e, role in ordered[: EVIDENCE_CAP - 1]] + list(extra)
+    if len(ordered) > EVIDENCE_CAP - 1:
+        items.append(_more(ordered[EVIDENCE_CAP - 1 :], end))
+    return items
 
 
 def _dur(s: float) -> str:

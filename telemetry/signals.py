@@ -52,6 +52,9 @@ COLLECTIVE_HANG = "collective_hang"
 # rest (``Sending process N closing signal SIGTERM``). The teardown of a failure, never its cause.
 WORKER_EXIT = "worker_exit"
 LAUNCHER_SIGNAL = "launcher_signal"
+# The trainer stopping on purpose: Megatron-LM's --exit-duration-in-mins, --exit-interval and
+# --exit-signal-handler ("exiting program ..."), "Training completed" (Hugging Face, TorchTitan).
+PLANNED_EXIT = "planned_exit"
 
 SIGNAL_KINDS = (
     XID,
@@ -78,6 +81,7 @@ SIGNAL_KINDS = (
     COLLECTIVE_HANG,
     WORKER_EXIT,
     LAUNCHER_SIGNAL,
+    PLANNED_EXIT,
 )
 # training/job logs, kernel logs, the scheduler, exporters, flight-recorder dumps
 SOURCES = ("log", "kernel", "slurm", "dcgm", "flight_recorder")

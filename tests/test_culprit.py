@@ -202,3 +202,80 @@ def test_a_step_printed_by_several_ranks_is_one_point(tmp_path: Path) -> None:
     scan = parse_file(log)
     assert [m["step"] for m in scan.metrics] == [1, 2, 3]
     assert scan.counts["metrics_repeated_by_ranks"] == 9
+
+
+# -- stops that are not failures, and stops at the end (issue 36, 4) -----------------------------
+
+
+def _megatron(start: str, steps: range, step_s: float = 2.0) -> list[str]:
+    from datetime import datetime, timedelta
+
+    t0 = datetime.fromisoformat(start)
+    return [
+        f" [{t0 + timedelta(seconds=s * step_s):%Y-%m-%d %H:%M:%S}] iteration {s:>8}/  100000 | "
+        f"consumed samples: {s * 512:>10} | elapsed time per iteration (ms): {step_s * 1000:.1f}"
+        " | learning rate: 1.000E-04 | global batch size:   512 | lm loss: 2.500000E+00 | "
+        "loss scale: 1.0 | grad norm: 0.900 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |"
+        for s in steps
+    ]
+
+
+def test_a_time_limit_kill_at_the_end_of_the_log_is_its_own_planned_stop(tmp_path: Path) -> None:
+    lines = _megatron("2025-02-18 07:00:00", range(10, 1010, 10))
+    lines.insert(50, "  [2025-02-18 07:16:41.000000] successfully saved checkpoint from iteration "
+                     "    500 to /lustre/ckpt/orion [ t 1/1, p 1/1 ]")  # fmt: skip
+    lines.append("slurmstepd: error: *** JOB 81234 ON gpu-node-000 CANCELLED AT "
+                 "2025-02-18T07:33:31 DUE TO TIME LIMIT ***")  # fmt: skip
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store, out = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    assert row["component"] == "Planned maintenance" and "Slurm time limit" in row["description"]
+    assert "Run stopped at step 1,000" in row["description"]
+    assert "500 steps since the last checkpoint (step 500) to redo" in row["description"]
+    summary = subprocess.run([*CLI, "summary", "--store", str(store), "--json"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    (run,) = json.loads(summary.stdout)["runs"]
+    assert run["interruptions"]["unexpected"] == 0  # planned: MTBF is left alone
+    (listed,) = run["interruptions"]["list"]
+    assert listed["lost_steps"] == 500 and listed["end_ts"] is None
+    # the Overview says the run stopped, and why; not that it has been stalling since 2025
+    from datetime import datetime
+
+    from telemetry.queries import TimeRange
+    from telemetry.queries.overview import active_alerts
+    from telemetry.store import Store
+
+    with Store(str(store), read_only=True) as s:
+        lo, hi = s.rows("SELECT min(ts), max(ts) FROM train_metrics")[0]
+        found = active_alerts(s, cf.RUN, TimeRange(lo, hi), targets_at=datetime(2026, 1, 1))
+        got = {r.alert: r for r in found.itertuples()}
+    assert "Run stalled" not in got and got["Run stopped"].severity == "warning"
+    assert "Slurm time limit" in got["Run stopped"].detail
+
+
+def test_a_planned_exit_is_no_failure(tmp_path: Path) -> None:
+    """Megatron-LM's --exit-interval, then the job resubmitted: a planned stop; and a run that
+    ends with 'exiting program' is finished, not interrupted."""
+    lines = _megatron("2025-02-18 07:00:00", range(10, 510, 10))
+    lines.append("[exiting program at iteration 500] datetime: 2025-02-18 07:16:41 ")
+    lines += _megatron("2025-02-18 07:10:00", range(510, 1010, 10))  # resubmitted, 10 min later
+    lines.append("[exiting program at iteration 1000] datetime: 2025-02-18 07:43:21 ")
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)  # the first exit; the last one ended the run
+    assert row["component"] == "Planned maintenance"
+    assert "planned exit of the trainer" in row["description"]
+
+
+def test_a_crash_nobody_restarted_is_an_interruption_at_the_end(tmp_path: Path) -> None:
+    log = cf.build(tmp_path / "job.out", culprit=2)
+    kept = log.read_text().split("loading checkpoint from")[0].rsplit("\n", 1)[0]
+    log.write_text(kept + "\n")  # the job never came back
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    assert (row["component"], row["rank"], row["host"]) == ("Software Bug", 2, cf.host(0))
+    assert "Run stopped at step 400" in row["description"]
+    assert "no checkpoint known to restart from" in row["description"]

@@ -52,6 +52,7 @@ PREFILTER = "|".join(
         r"Traceback",
         r"srun: error",
         r"CANCELLED AT",
+        r"exiting program|Training completed",  # planned exits
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
         r" (?:time|host|rank|exitcode) +: ",  # torchrun's ChildFailedError summary
         r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+",  # which host each rank is on
@@ -351,10 +352,21 @@ _CUDA_START = re.compile(r"CUDA error|Cuda failure|cudaError|torch\.\w*OutOfMemo
 
 # (kind, detail, xid, pci, host, gpu, time text)
 Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]
+# Megatron-LM training.py (print_datetime): "[exiting program at iteration 1000] datetime: ...",
+# "[exiting program after 230.0 minutes] datetime: ...", "exiting program after receiving
+# SIGTERM."; Hugging Face trainer.py and TorchTitan train.py: "Training completed".
+_PLANNED_EXIT = re.compile(r"exiting program (?:at iteration \d+|after [^\]]+?)(?=\]|\.?\s*$)"
+                           r"|Training completed")
+
+
 def failure(body: str) -> Failure | None:
     """The failure signature a line carries, if any."""
     if "NCCL INFO" in body:
         return None
+    if ("exiting program" in body or "Training completed" in body) and (
+        m := _PLANNED_EXIT.search(body)
+    ):
+        return sig.PLANNED_EXIT, m.group(0), None, None, None, None, None
     if ("exitcode" in body or "signal" in body or "Signal" in body) and (f := launcher(body)):
         return f
     if "Xid" in body and (m := _XID.search(body)):

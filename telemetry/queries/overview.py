@@ -78,7 +78,15 @@ def _run_alerts(
     now = tr.end
     rows = []
     stall = open_stall(store, run_id, max(now, live_at))
-    if stall is not None:  # sooner than "not training": k x its own step interval
+    stopped = stall and store.rows(
+        "SELECT planned, description FROM interruptions WHERE run_id = ? AND ts = ? "
+        "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
+        [run_id, stall["since"]],
+    )
+    if stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
+        planned, desc = stopped[0]
+        rows.append(("warning" if planned else "critical", "Run stopped", desc, "RunStopped"))
+    elif stall is not None:  # sooner than "not training": k x its own step interval
         rows.append(
             (
                 "critical",
