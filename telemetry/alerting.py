@@ -223,8 +223,8 @@ def from_overview(rows: Any, run_id: str | None) -> list[Alert]:
     return out
 
 
-RUN_ALERTS = {"RunStalled", "RunStopped", "JobNotTraining", "CheckpointOverdue", "LossSpike",
-              "GpuLowUtilization"}  # fmt: skip
+RUN_ALERTS = {"RunStalled", "RunStopped", "RestartLoop", "JobNotTraining", "CheckpointOverdue",
+              "LossSpike", "GpuLowUtilization"}  # fmt: skip
 LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status"}
 
 
@@ -240,7 +240,7 @@ def generator_url(base: str, alert: Alert) -> str:
         else _PAGE["gpu"]
         if name.startswith("Gpu")
         else _PAGE["run"]
-        if name in ("RunStalled", "RunStopped", "JobNotTraining", "LossSpike")
+        if name in ("RunStalled", "RunStopped", "RestartLoop", "JobNotTraining", "LossSpike")
         else "/"
     )
     view = {"run": alert.labels["run"]} if "run" in alert.labels else {}

@@ -41,9 +41,8 @@ stop's end) to the restart; every other failure signal there is its symptom.
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,9 +60,15 @@ from telemetry.evidence import (
     gather,
     is_empty,
     item,
-    opt_int,
-    opt_str,
     to_ns,
+)
+from telemetry.restores import (
+    Restore,
+    checkpoints_frame,
+    covered_ns,
+    events,
+    restore,
+    save_spans,
 )
 from telemetry.signals import PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
@@ -72,7 +77,7 @@ COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
     "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
     "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
-    "rank",
+    "rank", "restarts",
 )  # fmt: skip
 SOURCE = "inferred"
 K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
@@ -81,8 +86,9 @@ PRE_S = 300.0  # the evidence window opens this long before the last progress
 AUTOMATED_MAX_S = 1800.0  # a restart within this long, nobody cancelling, is automated
 POSTED_SLACK_S = 300.0  # a posted record this close to a stop's window is that stop
 EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
+LOOP_RESTARTS = 3  # this many restarts without getting past one checkpoint are a restart loop
+LOOP_GAP_S = 1800.0  # the same GPU failing again this soon after a restore is one too
 TAIL_NS = 7 * 86400 * 10**9  # after the last progress, evidence is read this far for its stop
-TIERS = ("nvme", "pfs", "object")  # fastest first: the restore preference
 _NEVER = np.iinfo(np.int64).min
 
 
@@ -144,163 +150,6 @@ def current_stall(
     }
 
 
-def _checkpoints(checkpoints: pd.DataFrame | None) -> pd.DataFrame:
-    """Checkpoint rows as step, tier, start/end (ns), ok, normalised path; sorted."""
-    if is_empty(checkpoints):
-        return pd.DataFrame({c: [] for c in ("step", "tier", "start", "end", "ok", "path")})
-    c = checkpoints[checkpoints["end_ts"].notna() & checkpoints["step"].notna()]  # type: ignore[index]
-    end = to_ns(c["end_ts"])
-    paths = (opt_str(p) for p in column(c, "path"))
-    out = pd.DataFrame(
-        {
-            "step": c["step"].to_numpy(np.int64),
-            "tier": c["tier"].astype(str).to_numpy(object),
-            "start": to_ns(c["start_ts"].fillna(c["end_ts"])) if "start_ts" in c else end,
-            "end": end,
-            "ok": (column(c, "status").fillna("ok").astype(str) == "ok").to_numpy(bool),
-            "path": [None if p is None else os.path.normpath(p) for p in paths],
-        }
-    )
-    return out.sort_values(["end", "step", "tier"], kind="mergesort").reset_index(drop=True)
-
-
-def _events(ckpt_events: pd.DataFrame | None, kind: str) -> pd.DataFrame:
-    """Checkpoint log events of one kind as ts (ns), step, path, origin, line; by time."""
-    cols = ("step", "path", "origin", "line")
-    if is_empty(ckpt_events):
-        return pd.DataFrame({"ts": np.array([], np.int64)} | {c: [] for c in cols})
-    e = ckpt_events[(ckpt_events["kind"] == kind) & ckpt_events["ts"].notna()]  # type: ignore[index]
-    conv = {"step": opt_int, "path": opt_str, "origin": opt_str, "line": opt_str}
-    data = {c: pd.Series([conv[c](v) for v in column(e, c)], dtype=object) for c in cols}
-    out = pd.DataFrame({"ts": to_ns(e["ts"])} | data)
-    return out.assign(_p=out["path"].fillna("")).sort_values(["ts", "_p"], kind="mergesort")
-
-
-def _save_spans(ck: pd.DataFrame, ckpt_events: pd.DataFrame | None) -> np.ndarray:
-    """(start, end) ns of every checkpoint write: directory rows, and save_start..save_end."""
-    spans = [np.column_stack([ck["start"].to_numpy(np.int64), ck["end"].to_numpy(np.int64)])]
-    s0 = _events(ckpt_events, "save_start")["ts"].to_numpy(np.int64)
-    for t in _events(ckpt_events, "save_end")["ts"].to_numpy(np.int64):
-        j = np.searchsorted(s0, t, "right") - 1
-        spans.append(np.array([[s0[j] if j >= 0 else t, t]], np.int64))
-    return np.concatenate(spans)
-
-
-def _covered_ns(spans: np.ndarray, a: int, b: int) -> int:
-    """Nanoseconds of [a, b] inside the union of ``spans``."""
-    total, cur = 0, a
-    for s, e in sorted(map(tuple, np.clip(spans[(spans[:, 0] < b) & (spans[:, 1] > a)], a, b))):
-        if e > cur:
-            total, cur = total + e - max(s, cur), e
-    return int(total)
-
-
-_STEP_IN_PATH = re.compile(r"(?:iter_|checkpoint-|global_step|step[_-]?)0*(\d+)")
-
-
-def _tier_of(path: str | None, roots: Mapping[str, Sequence[str]], ck: pd.DataFrame) -> str | None:
-    """The tier a checkpoint path lives on: its longest tier root, else a scanned checkpoint's."""
-    if not path:
-        return None
-    p = os.path.normpath(path)
-    under = [
-        (len(r), tier)
-        for tier in sorted(roots)
-        for r in map(os.path.normpath, roots[tier])
-        if p == r or p.startswith(r.rstrip(os.sep) + os.sep)
-    ]
-    if under:
-        return max(under)[1]
-    hit = ck.loc[ck["path"] == p, "tier"]
-    return str(hit.iat[0]) if len(hit) else None
-
-
-def _fastest(tiers: Sequence[str]) -> str | None:
-    return min(
-        set(tiers),
-        key=lambda t: (t not in TIERS, TIERS.index(t) if t in TIERS else 0, t),
-        default=None,
-    )
-
-
-def _tiers_at(pool: pd.DataFrame, before: pd.DataFrame, step: int) -> tuple[list[str], bool]:
-    """Tiers holding ``step``, and whether a newer NVMe copy was passed over (then NVMe was
-    lost and is left out)."""
-    tiers = pool.loc[pool["step"] == step, "tier"].tolist()
-    newer = bool(((before["tier"] == "nvme") & (before["step"] > step)).any())
-    if newer and "nvme" in tiers and set(tiers) != {"nvme"}:
-        return [t for t in tiers if t != "nvme"], True
-    return tiers, newer and "nvme" not in tiers
-
-
-@dataclass(frozen=True)
-class _Restore:
-    step: int
-    tier: str | None
-    how: str  # load | checkpoint | estimate
-    item: dict[str, Any]  # the evidence item that says so
-    nvme_lost: bool = False  # a newer NVMe copy than the restored step was passed over
-
-
-def _restore(
-    start: int,
-    end: int,
-    next_step: int,
-    log_every: int,
-    node_lost: bool,
-    nvme_from: int,
-    ck: pd.DataFrame,
-    loads: pd.DataFrame,
-    roots: Mapping[str, Sequence[str]],
-) -> _Restore:
-    """Restored step and tier (module doc). NVMe copies started before ``nvme_from`` are
-    partial: a node was lost since."""
-    before = ck[ck["ok"].astype(bool) & (ck["end"] <= end)]
-    before = before[(before["tier"] != "nvme") | (before["start"] >= nvme_from)]
-
-    def fits(c: pd.DataFrame) -> bool:
-        return bool(len(c)) and int(c["step"].max()) >= next_step - log_every
-
-    cand = before[before["step"] <= next_step]
-    if node_lost and not (fits(cand) and not fits(cand[cand["tier"] != "nvme"])):
-        cand = cand[cand["tier"] != "nvme"]  # unless only an NVMe copy explains the resume
-    lt = loads["ts"].to_numpy(np.int64)
-    j = int(np.searchsorted(lt, end, "right")) - 1
-    path_tier = None
-    if j >= 0 and lt[j] >= start:  # the last load before progress resumed is the one that took
-        load = loads.iloc[j]
-        path, step = load["path"], load["step"]
-        path_tier = _tier_of(path, roots, ck)
-        if step is None and path:
-            hit = ck.loc[ck["path"] == os.path.normpath(path), "step"]
-            m = _STEP_IN_PATH.findall(path)
-            step = int(hit.iat[0]) if len(hit) else int(m[-1]) if m else None
-        if step is not None:
-            line = load["line"] or f"load {path or 'checkpoint'} at step {step:,}"
-            it = item(int(load["ts"]), "ckpt_load", origin=load["origin"], line=line)
-            at_step, lost = _tiers_at(
-                cand if (cand["step"] == step).any() else before, before, step
-            )
-            return _Restore(int(step), path_tier or _fastest(at_step), "load", it, lost)
-    if len(cand):
-        best = int(cand["step"].max())
-        same = cand[cand["step"] == best]
-        at_step, lost = _tiers_at(same, before, best)
-        tier = path_tier or _fastest(at_step)
-        row = same[same["tier"] == tier].iloc[0] if (same["tier"] == tier).any() else same.iloc[0]
-        where = f" ({row['path']})" if row["path"] else ""
-        line = f"checkpoint at step {best:,} on {row['tier']}{where}, the newest usable one"
-        return _Restore(
-            best, tier, "checkpoint", item(int(row["end"]), "checkpoint", line=line), lost
-        )
-    est = max(next_step - log_every, 0)
-    line = (
-        f"no load line or checkpoint: restored step estimated as the first step after the "
-        f"restart ({next_step:,}) minus the log interval ({log_every:,})"
-    )
-    return _Restore(est, path_tier, "estimate", item(end, "restore_estimate", line=line))
-
-
 def infer_interruptions(
     metrics: pd.DataFrame,
     signals: pd.DataFrame | None = None,
@@ -339,7 +188,7 @@ def infer_interruptions(
     d_ts, d_step, a = np.diff(s.ts), np.diff(s.step), s.attempt
     back = d_step < 0
     new_att = ~np.isnan(a[:-1]) & ~np.isnan(a[1:]) & (a[:-1] != a[1:])
-    loads = _events(ckpt_events, "load")
+    loads = events(ckpt_events, "load")
     j = np.searchsorted(s.ts, loads["ts"].to_numpy(np.int64), "left") - 1
     new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
     stop = (d_ts > s.thr_ns) | back | new_att
@@ -353,52 +202,126 @@ def infer_interruptions(
     tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) + 1 if len(ends) else _NEVER)
     evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
                       np.r_[ends, last_ts + TAIL_NS], dict(rank_hosts or {}))  # fmt: skip
-    ck = _checkpoints(checkpoints)
-    spans = _save_spans(ck, ckpt_events)
+    ck = checkpoints_frame(checkpoints)
+    spans = save_spans(ck, ckpt_events)
     pt = np.array([], np.int64)
     if not is_empty(posted):
         p = posted[posted["ts"].notna() & (column(posted, "source").fillna("") != SOURCE)]  # type: ignore[index]
         pt = np.sort(to_ns(p["ts"]))
     slack = int(posted_slack_s * 1e9)
     rows, nvme_from = [], _NEVER
+    lt = loads["ts"].to_numpy(np.int64)
     for n, i in enumerate(idx):
         start, end = int(starts[n]), int(ends[n])
         ex = explain(evidence[n], hosts_known=run_hosts is not None)
         nxt, roots = int(s.step[i + 1]), tier_roots or {}
-        rs = _restore(start, end, nxt, log_every, ex.node_lost, nvme_from, ck, loads, roots)
+        rs = restore(start, end, nxt, log_every, ex.node_lost, nvme_from, ck, loads, roots)
         node_lost = (ex.node_lost or rs.nvme_lost) and rs.tier != "nvme"  # NVMe used: it lived
         nvme_from = start if node_lost else nvme_from
         restarted = bool(back[i] or new_att[i] or rs.how == "load")
         if not restarted and ex.cause is None:
-            if end - start - _covered_ns(spans, start, end) <= s.thr_ns:
+            if end - start - covered_ns(spans, start, end) <= s.thr_ns:
                 continue  # a blocking checkpoint save, not an interruption
         if np.searchsorted(pt, end + slack, "right") > np.searchsorted(pt, start - slack):
             continue  # the job posted this stop itself: its record wins
         automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
         row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus)
+        tries = int(np.searchsorted(lt, end, "right") - np.searchsorted(lt, start, "left"))
         rows.append(
             row
             | {
                 "run_id": run_id or s.run_id,
                 "node_lost": node_lost,
                 "recovery": "automated" if automated else None,
+                "restarts": max(tries, 1),
             }
         )
     ex = explain(evidence[-1], hosts_known=run_hosts is not None)
     gap = s.thr_ns / k  # the median gap between progress points
     ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
     if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
-        saves = _events(ckpt_events, "save_end")
+        saves = events(ckpt_events, "save_end")
         row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus)
         rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
-    return _frame(rows)
+    return _frame(_loops(rows))
+
+
+def _loops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Restart loops as one incident each: ``LOOP_RESTARTS`` or more restarts that never got
+    past the checkpoint they restored (one stop with that many loads, or consecutive stops
+    restoring the same step), or the same GPU failing again within ``LOOP_GAP_S`` of a
+    restore. Automation did not recover them; each is one row, its restarts counted."""
+    out: list[dict[str, Any]] = []
+    group: list[dict[str, Any]] = []
+
+    def same_gpu(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        if a["host"] is None or a["gpu"] is None or pd.isna(a["end_ts"]):
+            return False
+        near = (b["ts"] - a["end_ts"]).total_seconds() <= LOOP_GAP_S
+        return near and (a["host"], a["gpu"]) == (b["host"], b["gpu"])
+
+    def flush() -> None:
+        tries = sum(r.get("restarts") or 1 for r in group)
+        steps = {r["restored_step"] for r in group}
+        stuck = len(steps) == 1 and None not in steps and tries >= LOOP_RESTARTS
+        again = len(group) > 1 and all(same_gpu(a, b) for a, b in itertools.pairwise(group))
+        if stuck or again:
+            out.append(_loop(group, tries, stuck, again))
+        else:
+            out.extend(group)
+        group.clear()
+
+    for r in rows:
+        prev = group[-1] if group else None
+        joins = prev is not None and (
+            (r["restored_step"] is not None and r["restored_step"] == prev["restored_step"])
+            or same_gpu(prev, r)
+        )
+        if prev is not None and not joins:
+            flush()
+        group.append(r)
+    if group:
+        flush()
+    return out
+
+
+def _loop(group: list[dict[str, Any]], tries: int, stuck: bool, again: bool) -> dict[str, Any]:
+    first, last = group[0], group[-1]
+    row = dict(first)
+    span = None if pd.isna(last["end_ts"]) else (last["end_ts"] - first["ts"]).total_seconds()
+    why = []
+    if stuck:
+        why.append(f"never got past step {first['restored_step']:,}")
+    if again:
+        why.append(f"{first['host']} GPU {first['gpu']} failed again after each restore")
+    lasted = f" in {_dur(span)}" if span is not None else ""
+    row["description"] = (
+        f"Restart loop: {tries} restarts{lasted}, {' and '.join(why)}; first: "
+        + first["description"]
+    )
+    items = [
+        item(int(pd.Timestamp(r["ts"]).value), "restart", "symptom", line=r["description"])
+        for r in group[: EVIDENCE_CAP // 2]
+    ]
+    row["evidence"] = json.dumps(items + json.loads(first["evidence"])[: EVIDENCE_CAP // 2],
+                                 ensure_ascii=False)  # fmt: skip
+    row["end_ts"] = last["end_ts"]
+    row["restart_s"] = None if span is None else span - (first["detect_s"] or 0.0)
+    for k in ("lost_steps", "rework_s", "lost_gpu_hours"):
+        vals = [r[k] for r in group if r[k] is not None]
+        row[k] = sum(vals) if vals else None
+    row["restored_tier"], row["restored_step"] = last["restored_tier"], last["restored_step"]
+    row["node_lost"] = any(r["node_lost"] for r in group)
+    row["recovery"] = None  # automation restarted it, and it did not recover
+    row["restarts"] = tries
+    return row
 
 
 def _row(
     start: int,
     end: int,
     last: int,
-    rs: _Restore,
+    rs: Restore,
     ex: Explanation,
     step_s: float | None,
     gpus: int | None,
@@ -517,6 +440,7 @@ _DTYPES: dict[str, Any] = {
     "node_lost": bool,
     "restored_step": "Int64",
     "rank": "Int32",
+    "restarts": "Int32",
     "lost_steps": "Int64",
 }
 _FLOATS = ("detect_s", "restart_s", "rework_s", "lost_gpu_hours", "confidence")

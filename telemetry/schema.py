@@ -164,6 +164,7 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "orig_component": "VARCHAR",
         "orig_category": "VARCHAR",
         "rank": "INTEGER",  # the culprit's rank (the first failing one, not its cascade)
+        "restarts": "INTEGER",  # restarts in it: more than one is a restart loop
     },
     # the rank (training process) that wrote a log line, where the line or its prefix says
     "signals": {"rank": "INTEGER"},

@@ -70,6 +70,20 @@ def test_the_first_failing_rank_is_the_cause_not_the_network_cascade(
     assert more["kind"] == "more" and "teardown worker_exit" in more["line"]
 
 
+def test_the_bad_node_ranking_counts_the_culprit_not_the_nodes_that_waited(
+    tmp_path: Path,
+) -> None:
+    from telemetry.queries import TimeRange
+    from telemetry.queries.failures import lemons
+    from telemetry.store import Store
+
+    store, _ = _import(tmp_path, cf.build(tmp_path / "job.out", nodes=4, culprit=13))
+    with Store(str(store), read_only=True) as s:
+        lo, hi = s.rows("SELECT min(ts), max(ts) FROM train_metrics")[0]
+        ranked = lemons(s, cf.RUN, TimeRange(lo, hi))
+    assert ranked[["host", "unexpected"]].values.tolist() == [[cf.host(3), 1]]
+
+
 def test_torchruns_summary_is_teardown_and_places_its_rank(tmp_path: Path) -> None:
     log = cf.build(tmp_path / "job.out", culprit=6)
     scan = parse_file(log)
@@ -207,12 +221,14 @@ def test_a_step_printed_by_several_ranks_is_one_point(tmp_path: Path) -> None:
 # -- stops that are not failures, and stops at the end (issue 36, 4) -----------------------------
 
 
-def _megatron(start: str, steps: range, step_s: float = 2.0) -> list[str]:
+def _megatron(start: str, steps: range, step_s: float = 2.0, origin: int = 0) -> list[str]:
+    """Megatron-LM iteration lines, step ``origin`` at ``start``."""
     from datetime import datetime, timedelta
 
     t0 = datetime.fromisoformat(start)
     return [
-        f" [{t0 + timedelta(seconds=s * step_s):%Y-%m-%d %H:%M:%S}] iteration {s:>8}/  100000 | "
+        f" [{t0 + timedelta(seconds=(s - origin) * step_s):%Y-%m-%d %H:%M:%S}] iteration "
+        f"{s:>8}/  100000 | "
         f"consumed samples: {s * 512:>10} | elapsed time per iteration (ms): {step_s * 1000:.1f}"
         " | learning rate: 1.000E-04 | global batch size:   512 | lm loss: 2.500000E+00 | "
         "loss scale: 1.0 | grad norm: 0.900 | number of skipped iterations:   0 | number of nan "
@@ -279,3 +295,58 @@ def test_a_crash_nobody_restarted_is_an_interruption_at_the_end(tmp_path: Path) 
     assert (row["component"], row["rank"], row["host"]) == ("Software Bug", 2, cf.host(0))
     assert "Run stopped at step 400" in row["description"]
     assert "no checkpoint known to restart from" in row["description"]
+
+
+# -- restart loops (issue 36, 7) -----------------------------------------------------------------
+
+
+def test_three_restarts_from_one_checkpoint_are_one_restart_loop(tmp_path: Path) -> None:
+    """The job crashes soon after each restore from step 300 and is restarted three times:
+    one incident, 'restart loop', with an alert; not three unrelated interruptions."""
+    load = ("{t} loading checkpoint from /lustre/ckpt/orion at iteration 300",
+            "{t} successfully loaded checkpoint from /lustre/ckpt/orion [ t 0/1, p 0/1 ] at "
+            "iteration 300")  # fmt: skip
+    oom = ["[rank3]: Traceback (most recent call last):",
+           '[rank3]:   File "/workspace/Megatron-LM/pretrain_gpt.py", line 245, in <module>',
+           "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    lines = _megatron("2025-02-18 07:00:00", range(10, 410, 10))  # to 07:13:20
+    for k, start in enumerate(("07:20:00", "07:30:00", "07:40:00", "07:50:00")):
+        lines += oom if k < 3 else []
+        t = f"[2025-02-18 {start}]"
+        lines += [x.format(t=t) for x in load]
+        upto = 340 if k < 3 else 600
+        lines += _megatron(f"2025-02-18 {start}", range(310, upto, 10), origin=300)
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    assert row["description"].startswith("Restart loop: 4 restarts")
+    assert "never got past step 300" in row["description"]
+    with duckdb.connect(str(store), read_only=True) as con:
+        restarts, recovery = con.execute("SELECT restarts, recovery FROM interruptions").fetchone()
+    assert restarts == 4 and recovery is None
+    from telemetry.queries import TimeRange
+    from telemetry.queries.overview import active_alerts
+    from telemetry.store import Store
+
+    with Store(str(store), read_only=True) as s:
+        lo, hi = s.rows("SELECT min(ts), max(ts) FROM train_metrics")[0]
+        found = active_alerts(s, cf.RUN, TimeRange(lo, hi), targets_at=hi)
+    loop = found[found["alert"] == "Restart loop"]
+    assert len(loop) == 1 and loop["severity"].iloc[0] == "critical"
+
+
+def test_the_same_gpu_failing_again_right_after_a_restore_is_one_incident() -> None:
+    import pandas as pd
+
+    from telemetry.inference import infer_interruptions
+    from tests.test_inference import HOSTS, at, sig, stream
+
+    m = stream((0, 0, 100, 0), (1200, 91, 30, 1), (2100, 111, 50, 2))
+    xid = "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (Double Bit ECC Error)."
+    signals = pd.DataFrame([sig(995, "xid", "node-7", 3, 48, xid, "kern.log:1"),
+                            sig(1495, "xid", "node-7", 3, 48, xid, "kern.log:2")])  # fmt: skip
+    df = infer_interruptions(m, signals, run_hosts=HOSTS, gpus=64)
+    (row,) = df.to_dict("records")
+    assert row["restarts"] == 2 and row["ts"] == at(990) and row["end_ts"] == at(2100)
+    assert "node-7 GPU 3 failed again after each restore" in row["description"]

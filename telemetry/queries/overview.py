@@ -106,6 +106,12 @@ def _run_alerts(
                 "JobNotTraining",
             )
         )
+    for (desc,) in store.rows(
+        "SELECT description FROM interruptions WHERE run_id = ? AND restarts > 1 "
+        "AND coalesce(end_ts, ts) BETWEEN ? AND ? ORDER BY ts DESC LIMIT 1",
+        [run_id, now - timedelta(hours=24), now],
+    ):
+        rows.append(("critical", "Restart loop", desc, "RestartLoop"))
     rows += _checkpoint_alerts(store, run_id, now)
     hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
     for sp in loss_spikes(store, run_id, hour).itertuples():
