@@ -210,6 +210,7 @@ def infer_interruptions(
         pt = np.sort(to_ns(p["ts"]))
     slack = int(posted_slack_s * 1e9)
     rows, nvme_from = [], _NEVER
+    saves_started, saves_ended = events(ckpt_events, "save_start"), events(ckpt_events, "save_end")
     lt = loads["ts"].to_numpy(np.int64)
     for n, i in enumerate(idx):
         start, end = int(starts[n]), int(ends[n])
@@ -225,7 +226,8 @@ def infer_interruptions(
         if np.searchsorted(pt, end + slack, "right") > np.searchsorted(pt, start - slack):
             continue  # the job posted this stop itself: its record wins
         automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
-        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus)
+        torn = _unfinished_saves(saves_started, saves_ended, int(w0[n]), end)
+        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn)
         tries = int(np.searchsorted(lt, end, "right") - np.searchsorted(lt, start, "left"))
         rows.append(
             row
@@ -325,8 +327,9 @@ def _row(
     ex: Explanation,
     step_s: float | None,
     gpus: int | None,
+    torn: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    items = _items(ex.ordered, end, rs.item)
+    items = _items(ex.ordered, end, rs.item, *torn)
     downtime = (end - start) / 1e9
     first = ex.first_failure_ns
     detect = max((first - start) / 1e9, 0.0) if first is not None else None
@@ -366,6 +369,26 @@ def _row(
         "evidence": json.dumps(items, ensure_ascii=False),
         "end_ts": pd.Timestamp(end),
     }
+
+
+def _unfinished_saves(
+    started: pd.DataFrame, ended: pd.DataFrame, w0: int, end: int
+) -> list[dict[str, Any]]:
+    """Checkpoint saves the log started in a stop's window and never finished before progress
+    resumed: failed writes (the step they would have saved is not there to restore)."""
+    out = []
+    st = started[(started["ts"] >= w0) & (started["ts"] <= end)]
+    for t, step, path, origin, line in st[["ts", "step", "path", "origin", "line"]].itertuples(
+        index=False
+    ):
+        done = ended[(ended["ts"] > t) & (ended["ts"] <= end)]
+        if step is not None:
+            done = done[done["step"].isna() | (done["step"] == step)]
+        if not len(done):
+            what = f"step {step:,}" if step is not None else (path or "a checkpoint")
+            text = f"{line or 'checkpoint save'} (the save of {what} never finished: failed)"
+            out.append(item(int(t), "ckpt_save_unfinished", origin=origin, line=text))
+    return out
 
 
 def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:

@@ -408,3 +408,42 @@ def test_rows_append_to_a_real_store(tmp_path: Path) -> None:
         (150, "ok", T0, T0, len(torch_zip()), None),
         (200, "failed", T0 + MIN, T0 + MIN + 30 * S, 4000, 30.0),
     ]
+
+
+def deepspeed_tag(root: Path, step: int, at: datetime, ranks: int = 2) -> Path:
+    """DeepSpeed's layout (engine.save_checkpoint): ``global_stepN/`` with the model states of
+    model-parallel rank 0 and each data-parallel rank's ZeRO optimizer states."""
+    d = root / f"global_step{step}"
+    put(d / "mp_rank_00_model_states.pt", at, torch_zip())
+    for r in range(ranks):
+        put(d / f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt", at + (r + 1) * 5 * S, torch_zip())
+    return d
+
+
+def test_deepspeed_latest_decides_completion(tmp_path: Path) -> None:
+    """(#36, 5) ``latest`` names the newest complete tag; a tag above it (the save died, or
+    ``latest`` was never pointed at it) is a failed write; the same inside a Hugging Face
+    ``checkpoint-N/`` written by the Trainer with DeepSpeed."""
+    root = tmp_path / "orion-13b"
+    deepspeed_tag(root, 1000, T0)
+    deepspeed_tag(root, 2000, T0 + 20 * MIN)
+    deepspeed_tag(root, 3000, T0 + 40 * MIN)  # latest never moved to it
+    put(root / "latest", T0 + 20 * MIN + 30 * S, b"global_step2000")
+    put(root / "zero_to_fp32.py", T0, b"#!/usr/bin/env python\n")
+    res = scan("pfs", root, now=NOW)
+    rows = by_step(res.checkpoints)
+    assert {s: c.status for s, c in rows.items()} == {1000: "ok", 2000: "ok", 3000: "failed"}
+    assert {c.format for c in rows.values()} == {"deepspeed"}
+    assert rows[2000].end_ts == T0 + 20 * MIN + 30 * S  # latest's write ends that save
+    assert rows[1000].files == 3 and rows[1000].write_s == 10.0
+
+    out = tmp_path / "hf-ds"
+    for step, point in ((500, True), (1000, False)):
+        d = out / f"checkpoint-{step}"
+        hf(d, T0 + step * S)
+        deepspeed_tag(d, step, T0 + step * S)
+        if point:
+            put(d / "latest", T0 + step * S + 40 * S, f"global_step{step}".encode())
+    rows = by_step(scan("pfs", out, now=NOW).checkpoints)
+    assert {s: (c.status, c.format) for s, c in rows.items()} == {
+        500: ("ok", "hf"), 1000: ("failed", "hf")}

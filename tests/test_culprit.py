@@ -350,3 +350,22 @@ def test_the_same_gpu_failing_again_right_after_a_restore_is_one_incident() -> N
     (row,) = df.to_dict("records")
     assert row["restarts"] == 2 and row["ts"] == at(990) and row["end_ts"] == at(2100)
     assert "node-7 GPU 3 failed again after each restore" in row["description"]
+
+
+def test_a_deepspeed_save_the_log_started_and_never_finished_is_a_failed_write(
+    tmp_path: Path,
+) -> None:
+    """(#36, 5) DeepSpeed's checkpoint engine logs the start and end of each save; the job
+    died during the save of step 600 and came back from step 400."""
+    ds = "[{t},000] [INFO] [logging.py:128:log_dist] [Rank 0] [Torch] Checkpoint global_step{s} "
+    lines = _megatron("2025-02-18 07:00:00", range(10, 610, 10))
+    lines.insert(40, ds.format(t="2025-02-18 07:13:21", s=400) + "is begin to save!")
+    lines.insert(41, ds.format(t="2025-02-18 07:13:25", s=400) + "is ready now!")
+    lines.append(ds.format(t="2025-02-18 07:20:01", s=600) + "is begin to save!")
+    lines += _megatron("2025-02-18 07:30:00", range(410, 700, 10), origin=400)
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    torn = [e for e in json.loads(row["evidence"]) if e["kind"] == "ckpt_save_unfinished"]
+    assert len(torn) == 1 and "the save of step 600 never finished" in torn[0]["line"]

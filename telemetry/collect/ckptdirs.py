@@ -19,6 +19,13 @@ checkpoint from the remains of a write that died with the job:
 * Hugging Face Trainer (``hf``): ``checkpoint-500/``, complete when ``trainer_state.json``
   exists (the Trainer writes it after the model, optimizer, scheduler and RNG state). A
   ``tmp-checkpoint-500/`` (the name some versions save under before renaming) is never complete.
+* DeepSpeed (``deepspeed``): ``global_step1000/`` directories (``mp_rank_00_model_states.pt``,
+  ``*_optim_states.pt``) beside a ``latest`` file naming the newest complete tag
+  (``global_step1000``), which rank 0 writes after the save: a step at or below it is complete,
+  one above it (a save that died, or that ``latest`` never pointed to) is not. Without ``latest``
+  the files cannot tell: whole once unchanged for the grace period. Inside a Hugging Face
+  ``checkpoint-500/`` (the Trainer with DeepSpeed) the same ``latest`` must name its
+  ``global_step`` directory for the checkpoint to be complete.
 * Plain files (``file``): ``*.pt``, ``*.pth``, ``*.ckpt``, ``*.safetensors`` with the step in the
   name (``model_step_1200.pt``, ``ckpt-1200.safetensors``, ``iter_1200.pt``,
   ``epoch=3-step=1200.ckpt``). No marker exists, so the file's own format says whether it is
@@ -69,7 +76,8 @@ from telemetry.vocabulary import TIERS
 DEFAULT_GRACE_S = 600.0
 MAX_DEPTH = 8  # directories below the root; deeper ones are counted, not scanned
 TRACKER = "latest_checkpointed_iteration.txt"
-FORMATS = ("dcp", "megatron", "hf", "file")
+FORMATS = ("dcp", "megatron", "hf", "deepspeed", "file")
+DS_LATEST = "latest"  # DeepSpeed's tracker: the tag of the newest complete save
 COLUMNS = (
     "run_id", "step", "tier", "start_ts", "end_ts", "bytes", "write_s", "blocking_s", "status",
     "path", "format",
@@ -82,6 +90,8 @@ _DIRS = (  # directory name -> format; a step directory is DCP only if it holds 
     ("dcp", re.compile(r"(?:global_)?step[-_]?(?P<step>\d+)")),
 )
 _DCP_FILES = (".distcp", ".metadata", ".metadata.tmp")
+_DS_DIR = re.compile(r"global_step(?P<step>\d+)")
+_DS_FILES = ("model_states.pt", "optim_states.pt")
 _FILE_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 _FILE_STEP = re.compile(r"(?<![a-z])(step|iteration|iter|ckpt|checkpoint)[-_=]?(\d+)(?!\d)", re.I)
 # Folder names that say "checkpoints" rather than name a run.
@@ -398,12 +408,17 @@ class _Scan:
         if iters and TRACKER not in names:
             self._problem(path, f"Megatron iterations without {TRACKER}: each counts as complete "
                           "only if it holds a torch_dist .metadata")  # fmt: skip
+        latest = self._ds_latest(path) if DS_LATEST in names else (None, None)
         for e in entries:
             kind, sub = self._kind(e, real)
             name = e.name
             if kind == "dir":
                 fm = next(((f, m) for f, rx in _DIRS if (m := rx.fullmatch(name))), None)
-                if fm and self._directory(fm[0], int(fm[1]["step"]), e.path, parts, tracker):
+                ds = _DS_DIR.fullmatch(name)
+                has_latest = DS_LATEST in names
+                if ds and self._deepspeed(int(ds["step"]), e.path, parts, latest, has_latest):
+                    pass
+                elif fm and self._directory(fm[0], int(fm[1]["step"]), e.path, parts, tracker):
                     pass
                 elif name.startswith(".") or (name == "release" and TRACKER in names):
                     self.counts["skipped_dirs"] += 1
@@ -412,7 +427,7 @@ class _Scan:
                     self._problem(e.path, f"deeper than {MAX_DEPTH} levels below the root, skipped")
                 else:
                     self._container(e.path, sub, (*parts, name), depth + 1)
-            elif kind == "file" and name != TRACKER:
+            elif kind == "file" and name != TRACKER and not (name == DS_LATEST and latest[0]):
                 if name.lower().endswith(_FILE_SUFFIXES):
                     self._plain(e, parts)
                 else:
@@ -434,6 +449,39 @@ class _Scan:
             self._problem(path, f"holds '{shown}', not an iteration number or 'release'; "
                           "iterations judged by their own files")  # fmt: skip
         return None, None
+
+    def _ds_latest(self, dirpath: str) -> _Tracker:
+        """DeepSpeed's ``latest``: the step of the tag it names, and its mtime."""
+        path = os.path.join(dirpath, DS_LATEST)
+        try:
+            with open(path, "rb") as fh:
+                raw, mtime = fh.read(256), os.fstat(fh.fileno()).st_mtime
+        except OSError:
+            return None, None
+        m = _DS_DIR.fullmatch(raw.decode("utf-8", "replace").strip())
+        return (int(m["step"]), mtime) if m else (None, None)
+
+    def _deepspeed(
+        self, step: int, path: str, parts: tuple[str, ...], latest: _Tracker, has_latest: bool
+    ) -> bool:
+        """A DeepSpeed ``global_stepN`` directory; False for one that is not (DCP shards in it,
+        or neither DeepSpeed's files nor its ``latest`` beside it)."""
+        if self._settled(path):
+            return True
+        files = self._collect(path)
+        if files is None:
+            return True
+        if any(n.endswith(_DCP_FILES) for n in files.names):
+            return False
+        if not has_latest and not any(n.endswith(_DS_FILES) for n in files.names):
+            return False
+        complete: bool | None = None
+        marker = None
+        if latest[0] is not None:
+            complete = step <= latest[0]
+            marker = latest[1] if step == latest[0] else None
+        self._emit("deepspeed", step, path, parts, files, complete, marker)
+        return True
 
     def _collect(self, path: str) -> _Files | None:
         """Every regular file below a checkpoint directory, one stat each."""
@@ -483,6 +531,9 @@ class _Scan:
         if fmt == "hf":
             tmp = os.path.basename(path).startswith("tmp-")  # saved, not yet renamed into place
             complete = "trainer_state.json" in names and not tmp
+            if complete and os.path.isdir(os.path.join(path, f"global_step{step}")):
+                tag = self._ds_latest(path)[0] if DS_LATEST in names else None
+                complete = tag == step  # DeepSpeed's own save inside it finished too
         elif fmt == "megatron" and tracker[0] is not None:
             complete = step <= tracker[0]
             marker = tracker[1] if step == tracker[0] else None

@@ -26,6 +26,7 @@ PREFILTER = "|".join(
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
+        r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
         r"\{['\"]",  # Hugging Face Trainer log dicts
         r"%\|",  # tqdm progress bars (the step of an HF log dict)
         r"Xid",
@@ -279,6 +280,10 @@ _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" w
     (re.compile(r"Loading the checkpoint (?:at step (?P<step>\d+)|from (?P<path>\S+?))\.?\s*$"),
      "load", "start"),
     (re.compile(r"Saving model checkpoint to (?P<path>\S+)"), "save_start", None),
+    # DeepSpeed (runtime/checkpoint_engine/torch_checkpoint_engine.py, by version)
+    (re.compile(r"Checkpoint (?P<path>global_step(?P<step>\d+)) is (?:begin to save|about to be "
+                r"saved)"), "save_start", None),
+    (re.compile(r"Checkpoint (?P<path>global_step(?P<step>\d+)) is ready now"), "save_end", None),
     (_HF_LOAD, "load", "start"),
 ]
 _STEP_IN_PATH = re.compile(r"(?:checkpoint-|step[-_]?|iter_|global_step)0*(\d+)")
