@@ -41,6 +41,7 @@ def test_the_command_prints_what_it_found(imported: tuple[Path, str]) -> None:
     assert "run atlas-70b: 2 interruption(s) inferred" in out
     assert "Faulty GPU (GPU, confidence 90%)" in out and "XID 79 on node-7" in out
     assert "Network Switch/Cable (Network" in out and "InfiniBand error on node-3" in out
+    assert "--log-tz" not in out  # the log's times agree with its checkpoint files'
 
 
 def test_interruptions_causes_restores_and_lost_steps_are_derived(
@@ -161,6 +162,34 @@ def test_a_year_less_kernel_log_takes_the_year_of_the_job_log(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     first = _rows(store, "SELECT component, xid, year(ts) FROM interruptions ORDER BY ts LIMIT 1")
     assert first == [("Faulty GPU", 79, 2024)]
+
+
+def test_a_year_less_kernel_log_imported_on_its_own_takes_the_runs_year(tmp_path: Path) -> None:
+    """(#36, 6) The job log first, the node's kernel log a day later by itself: its lines are
+    read in the year of the run already stored, not in the year its file was copied."""
+    samples = Path(__file__).resolve().parent.parent / "sample_data" / "logs"
+    store = tmp_path / "s.duckdb"
+    kern, job = samples / "node-7-kern.log", samples / "slurm-81234.out"
+    r = cli("import", "--store", str(store), "--run", "atlas-70b", str(job))
+    assert r.returncode == 0, r.stderr
+    copied = tmp_path / kern.name
+    copied.write_bytes(kern.read_bytes())  # its mtime: now, another year than the run's
+    r = cli("import", "--store", str(store), "--run", "atlas-70b", str(copied))
+    assert r.returncode == 0, r.stderr
+    assert _rows(store, "SELECT DISTINCT year(ts) FROM signals WHERE kind = 'xid'") == [(2024,)]
+    first = _rows(store, "SELECT component, xid FROM interruptions ORDER BY ts LIMIT 1")
+    assert first == [("Faulty GPU", 79)]
+
+
+def test_log_times_hours_off_the_checkpoint_files_name_log_tz(
+    night: Night, tmp_path: Path
+) -> None:
+    """(#36, 6) The night's job log is in UTC; read as Berlin time (UTC+1 in March) its saves
+    finish an hour before the files they wrote: the import says so and names --log-tz."""
+    store = tmp_path / "s.duckdb"
+    r = cli(*night.import_args(store)[:-2], "--log-tz", "Europe/Berlin", str(night.job_log))
+    assert r.returncode == 0, r.stderr
+    assert "1 h behind its checkpoint files' times" in r.stdout and "--log-tz ZONE" in r.stdout
 
 
 def test_checkpoint_directories_alone_and_no_input_at_all(night: Night, tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ def run(s: Settings) -> int:
         empty = [f.log.path for src in records for f in src.files if not f.usable]
         for source in cluster:
             empty += _show_cluster(source)
+            _clock_hint(store, source.run, source.tz)
         _show_derived(store, derived)
     if empty:
         return err(f"nothing stored from {', '.join(empty)}: no valid records")
@@ -185,6 +186,19 @@ def _show_cluster(source: ClusterSource) -> list[str]:
     for p in source.checkpoint_problems[:SHOW_REJECTIONS]:
         print(f"  {p}")
     return empty
+
+
+def _clock_hint(store: Any, run: str | None, tz: str | None) -> None:
+    """Say so when the job log's times and its checkpoint files' disagree by whole hours."""
+    from telemetry.queries.checkpoints import log_clock_offset_h
+
+    hours = log_clock_offset_h(store, run) if run else None
+    if hours:
+        way = "behind" if hours > 0 else "ahead of"
+        zone = f" (read as {tz})" if tz else " (read as UTC)"
+        print(f"  note: the job log's times{zone} are {abs(hours)} h {way} its checkpoint "
+              "files' times: was it written in local time? give its zone with --log-tz ZONE "
+              "(e.g. --log-tz Europe/Berlin) and import again into a new store")
 
 
 def _show_slurm(source: SlurmSource) -> None:

@@ -286,6 +286,7 @@ class ClusterSource:
         positions: str | None = None,
         grace_s: float | None = None,
         ranks_per_node: int | None = None,
+        data_year: int | None = None,
     ) -> None:
         from telemetry.collect import ckptdirs
 
@@ -308,7 +309,7 @@ class ClusterSource:
         # Year-less logs (syslog's "Mar  1 09:40:30") take the year of the surrounding data:
         # they are read after the logs whose lines carry a full date.
         self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
-        self._data_year: int | None = None
+        self._data_year: int | None = data_year  # the run's, as stored; then the logs' own
         kw = {} if grace_s is None else {"grace_s": grace_s}
         self._grace = kw
         self.in_progress = 0
@@ -524,7 +525,24 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         interval_s=min(FOLLOW_INTERVAL_S, ctx.interval_s),
         positions=_positions_file(ctx.store, key) if follow else None,
         ranks_per_node=per_node,
+        data_year=None if follow or not run else _stored_year(ctx.store, run),
     )
+
+
+def _stored_year(store: str | None, run: str) -> int | None:
+    """The year of the run's newest progress in the store (a year-less kernel log imported on
+    its own is in that year, not the year its file was copied); None when the store or the
+    run is not there or the store cannot be read now (another process writes it)."""
+    if not store or not os.path.isfile(store):
+        return None
+    from telemetry.store import Store
+
+    try:
+        with Store(store, read_only=True) as st:
+            year = st.scalar("SELECT year(max(ts)) FROM train_metrics WHERE run_id = ?", [run])
+    except Exception:  # noqa: BLE001 - a hint only: the file's own time is used instead
+        return None
+    return None if year is None else int(year)
 
 
 _CKPT = Option(

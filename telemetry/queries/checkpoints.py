@@ -337,3 +337,21 @@ def _curves(model: Mapping[str, Any], base: IntervalAdvice, what: IntervalAdvice
         )
         frames.append(pd.DataFrame({"interval_s": grid, "ettr": ettr, "curve": label}))
     return pd.concat(frames, ignore_index=True)
+
+
+def log_clock_offset_h(store: Store, run_id: str) -> int | None:
+    """Whole hours by which the run's job-log times trail its checkpoint files' times, when
+    they do: the median offset between a save the log reports finished and the same step's
+    checkpoint written (file times are UTC), rounded to the hour when it is within 5 minutes
+    of a whole, non-zero number of hours. A log written in local time without a zone shows so;
+    ``--log-tz`` reads it right. None when they agree or nothing pairs up."""
+    off = store.scalar(
+        """SELECT median(epoch(c.end_ts) - epoch(e.ts)) FROM checkpoint_events e
+           JOIN checkpoints c ON c.run_id = e.run_id AND c.step = e.step AND c.status = 'ok'
+           WHERE e.run_id = ? AND e.kind = 'save_end'""",
+        [run_id],
+    )
+    if off is None or math.isnan(off):
+        return None
+    hours = round(off / 3600.0)
+    return hours if hours and abs(off - hours * 3600.0) <= 300.0 else None
