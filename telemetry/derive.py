@@ -120,6 +120,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
     gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
     ranked = signals["rank"].notna() & signals["host"].isna()
     wanted = sorted({int(r) for r in signals.loc[ranked, "rank"]})
+    world = 0 if gpus is None or pd.isna(gpus) else int(gpus)  # every rank: the one missing too
     return {
         "metrics": metrics,
         "signals": signals,
@@ -142,7 +143,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         "run_hosts": hosts or None,
         "gpus": None if gpus is None or pd.isna(gpus) else int(gpus),
         "tier_roots": tier_roots(store, run_id),
-        "rank_hosts": rank_hosts(store, run_id, wanted) if wanted else {},
+        "rank_hosts": rank_hosts(store, run_id, wanted + list(range(min(world, 65536)))),
         "run_id": run_id,
     }
 

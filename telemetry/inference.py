@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.evidence import (
+    INITIATING,
     UNKNOWN,
     XID,
     Explanation,
@@ -60,6 +61,7 @@ from telemetry.evidence import (
     gather,
     is_empty,
     item,
+    roles,
     to_ns,
 )
 from telemetry.restores import (
@@ -72,6 +74,7 @@ from telemetry.restores import (
 )
 from telemetry.signals import PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
+from telemetry.waits import missing_rank
 
 COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
@@ -200,8 +203,13 @@ def infer_interruptions(
     w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
     last_ts = int(s.ts[-1])  # and the end of the data: a stop no progress followed
     tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) + 1 if len(ends) else _NEVER)
+    hosts_of = dict(rank_hosts or {})
     evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
-                      np.r_[ends, last_ts + TAIL_NS], dict(rank_hosts or {}))  # fmt: skip
+                      np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
+    world = max(max(hosts_of, default=-1) + 1, gpus or 0)
+    for evs in evidence:  # a rank missing from a collective, from the others' watchdog lines
+        if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
+            evs.append(w)
     ck = checkpoints_frame(checkpoints)
     spans = save_spans(ck, ckpt_events)
     pt = np.array([], np.int64)

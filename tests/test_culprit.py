@@ -369,3 +369,38 @@ def test_a_deepspeed_save_the_log_started_and_never_finished_is_a_failed_write(
     (row,) = _interruptions(store)
     torn = [e for e in json.loads(row["evidence"]) if e["kind"] == "ckpt_save_unfinished"]
     assert len(torn) == 1 and "the save of step 600 never finished" in torn[0]["line"]
+
+
+def test_the_rank_every_other_rank_waited_for_from_their_watchdog_lines(tmp_path: Path) -> None:
+    """A hang without flight-recorder dumps: seven of eight ranks log ProcessGroupNCCL's
+    watchdog timeout on the same all-reduce (verbatim format, pytorch/pytorch and LlamaFactory
+    issue reports); rank 5 logs none. It is the rank they waited for, on its host, at the
+    time they entered the collective; their timeouts are its cascade."""
+    from datetime import datetime, timedelta
+
+    full = cf.build(tmp_path / "full.out", culprit=5).read_text().splitlines()
+    head = [ln for ln in full if "NCCL INFO comm" in ln]  # where each rank runs
+    head += _megatron("2025-02-18 07:00:00", range(10, 410, 10))  # step 400 at 07:13:20
+    t = datetime(2025, 2, 18, 7, 23, 30)
+    waits = []
+    for r in (0, 1, 2, 3, 4, 6, 7):
+        at = t + timedelta(microseconds=4000 * r)
+        node, local = divmod(r, 4)
+        waits.append(
+            f"{node}: [default{local}]:[rank{r}]:[E{at:%m%d %H:%M:%S}.{at.microsecond:06d} "
+            f"ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+            "Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
+        )
+    tail = ["[2025-02-18 07:30:00] loading checkpoint from /lustre/ckpt at iteration 300"]
+    tail += _megatron("2025-02-18 07:30:00", range(310, 500, 10), origin=300)
+    hang = tmp_path / "slurm-81234.out"
+    hang.write_text("\n".join([*head, *waits, *tail]) + "\n")
+    store, _ = _import(tmp_path, hang)
+    (row,) = _interruptions(store)
+    assert (row["rank"], row["host"], row["component"]) == (5, cf.host(1), "NCCL Watchdog Timeouts")
+    assert "rank 5 never completed ALLREDUCE #1580; 7 of 8 ranks timed out" in row["description"]
+    ev = json.loads(row["evidence"])
+    assert ev[0]["role"] == "cause"
+    assert ev[0]["ts"].startswith("2025-02-18T07:13:29.94")  # they waited 600.06 s
+    assert {e["role"] for e in ev if e["kind"] == "nccl_timeout"} == {"cascade"}

@@ -284,6 +284,8 @@ class LogParser:
         got = logfast.megatron_columns(arr.take(pa.array(cand)))
         if got is None:
             return cand, None
+        if self.clock.full_year is None and got[1]["ts"]:  # year-less lines read before them
+            self.clock.full_year = got[1]["ts"][0].year  # in this block are in their year
         idx = cand[got[0]]
         return np.setdiff1d(cand, idx, assume_unique=True), (idx, got[1])
 
