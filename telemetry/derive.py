@@ -188,6 +188,31 @@ def _digest(df: pd.DataFrame) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def place_hangs(store: Store, run_id: str) -> int:
+    """Give the run's hangs stored without hosts (dumps read as they landed, before the
+    logs or Slurm placed their ranks) the hosts of their culprit and missing ranks; how many."""
+    rows = store.rows(
+        "SELECT ts, process_group, seq_id, culprit_rank, missing_ranks FROM hangs "
+        "WHERE run_id = ? AND culprit_host IS NULL AND culprit_rank IS NOT NULL",
+        [run_id],
+    )
+    done = 0
+    for ts, pg, seq, culprit, missing in rows:
+        suspects = [int(r) for r in (missing or [])][:64] or [int(culprit)]
+        hosts = rank_hosts(store, run_id, [int(culprit), *suspects])
+        if int(culprit) not in hosts:
+            continue
+        with store.transaction(["hangs"]) as con:
+            con.execute(
+                "UPDATE hangs SET culprit_host = ?, hosts = ? WHERE run_id = ? AND ts = ? "
+                "AND process_group = ? AND seq_id = ?",
+                [hosts[int(culprit)], sorted({hosts[r] for r in suspects if r in hosts}),
+                 run_id, ts, pg, seq],
+            )  # fmt: skip
+        done += 1
+    return done
+
+
 def derive_run(store: Store, run_id: str) -> Derived:
     """Infer the run's interruptions and replace its inferred rows if they changed."""
     inputs = _inputs(store, run_id)
@@ -214,6 +239,10 @@ def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
     from telemetry.collect import slurm_store
 
     slurm_store.refresh(store)
+    unplaced = [r[0] for r in store.rows(
+        "SELECT DISTINCT run_id FROM hangs WHERE culprit_host IS NULL ORDER BY 1")]
+    for run in unplaced if runs is None else [r for r in unplaced if r in set(runs)]:
+        place_hangs(store, run)  # a run known from its dumps only has no steps to derive
     real = real_runs(store)
     wanted = real if runs is None else [r for r in real if r in set(runs)]
     return [derive_run(store, r) for r in wanted]

@@ -48,6 +48,7 @@ from typing import Any
 
 from telemetry.collect import (
     cluster_source,
+    fr_source,
     import_source,
     posted,
     prom_source,
@@ -66,6 +67,7 @@ SOURCES: tuple[SourceSpec, ...] = (
     cluster_source.SPEC,
     prom_source.SPEC,
     slurm_source.SPEC,
+    fr_source.SPEC,
 )
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import shutil
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -117,3 +118,43 @@ def test_the_interruption_names_the_culprit_host(
         )[0]
     assert host == "gpu-c" and component == "NCCL Watchdog Timeouts", (host, desc)
     assert "rank 4 never called gloo:all_reduce #11, 5 ranks waited" in desc
+
+
+def test_ingest_reads_the_dumps_as_they_land(
+    fr_store: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """``ingest --flight-recorder DIR``: a job's dumps landing in a subfolder of DIR are read
+    once they settle, the hang stored and placed on its host by the run's Slurm node list."""
+    src, dumps, _ = fr_store
+    store = tmp_path / "s.duckdb"
+    shutil.copy(src, store)
+    with Store(str(store)) as s, s.transaction(["hangs", "signals", "slurm_jobs"]) as con:
+        con.execute("DELETE FROM hangs")  # the import's: this time they come by ingest
+        con.execute("DELETE FROM signals")
+        con.execute("UPDATE slurm_jobs SET run_id = 'atlas-70b', run_source = 'mapped'")  # as by
+        # --run-from-job
+    root = tmp_path / "fr-dumps"
+    shutil.copytree(dumps, root / "job-81234")
+    old = time.time() - 120  # written two minutes ago: settled
+    for f in (root / "job-81234").iterdir():
+        os.utime(f, (old, old))
+    args = ("ingest", "--store", str(store), "--flight-recorder", str(root), "--run",
+            "atlas-70b", "--once")  # fmt: skip
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    with Store(str(store), read_only=True) as s:
+        rows = s.rows("SELECT culprit_rank, culprit_host, seq_id FROM hangs")
+        health = s.rows("SELECT up FROM targets WHERE target LIKE 'flight_recorder:%'")
+    assert rows == [(4, "gpu-c", 11)] and health and health[-1][0]
+    r = cli(*args)  # a second look at the same dumps stores nothing twice
+    with Store(str(store), read_only=True) as s:
+        assert s.scalar("SELECT count(*) FROM hangs") == 1
+
+
+def test_flight_recorder_needs_a_run_and_a_folder(tmp_path: Path) -> None:
+    r = cli("ingest", "--store", str(tmp_path / "s.duckdb"), "--flight-recorder", str(tmp_path),
+            "--once")  # fmt: skip
+    assert r.returncode != 0 and "--flight-recorder needs --run" in r.stderr
+    r = cli("ingest", "--store", str(tmp_path / "s.duckdb"), "--flight-recorder",
+            str(tmp_path / "nope"), "--run", "x", "--once")  # fmt: skip
+    assert r.returncode != 0 and "not a directory" in r.stderr and "Traceback" not in r.stderr

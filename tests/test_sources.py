@@ -127,6 +127,19 @@ def _slurm(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     return source, NOW
 
 
+def _flight_recorder(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
+    """A folder without dumps yet: up, no hang (tests/test_flight_recorder.py reads a real
+    job's dumps as they land)."""
+    from telemetry.collect.fr_source import FlightRecorderSource
+
+    (tmp / "fr").mkdir()
+    source = FlightRecorderSource(str(tmp / "fr"), "job-4")
+    collect(source, StoreWriter(store), NOW)
+    (h,) = source.health()
+    assert h.up and h.rows == 0
+    return source, NOW
+
+
 ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "scrape": _scrape,
     "import": _import,
@@ -135,6 +148,7 @@ ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "cluster": _cluster,
     "prometheus": _prometheus,
     "slurm": _slurm,
+    "flight_recorder": _flight_recorder,
 }
 
 

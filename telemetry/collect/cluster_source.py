@@ -567,7 +567,8 @@ _LOGS = Option(
         "help": "training or kernel logs to follow (rotation and truncation too); repeatable",
     },
 )
-_RUN = Option("--run", {"help": "the run the followed logs and checkpoints belong to"})
+_RUN = Option("--run", {"help": "the run the followed logs, checkpoints and flight-recorder "
+                                "dumps belong to"})  # fmt: skip
 _PER_NODE = Option(
     "--ranks-per-node",
     {

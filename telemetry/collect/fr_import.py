@@ -68,7 +68,7 @@ def signal_frame(hang: Hang, run_id: str, source: str) -> Any:
     elif culprit is not None:
         short = f"rank {culprit} did not complete {short}"
     sig = Signal(hang.ts, COLLECTIVE_HANG, host, None, None, short, where, story,
-                 "flight_recorder")  # fmt: skip
+                 "flight_recorder", culprit)  # fmt: skip
     return signals_frame([sig], run_id)
 
 
