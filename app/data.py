@@ -410,6 +410,10 @@ def gpu_heatmap(tr: TimeRange, key: str) -> Heatmap:
     return gpuq.heatmap(store(), tr, key)
 
 
+def culprits(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.culprits(store(), run_id, tr)
+
+
 def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
     return gpuq.distribution(store(), tr, key)
 

@@ -404,3 +404,24 @@ def test_the_rank_every_other_rank_waited_for_from_their_watchdog_lines(tmp_path
     assert ev[0]["role"] == "cause"
     assert ev[0]["ts"].startswith("2025-02-18T07:13:29.94")  # they waited 600.06 s
     assert {e["role"] for e in ev if e["kind"] == "nccl_timeout"} == {"cascade"}
+
+
+def test_the_gpu_heatmap_marks_where_each_failure_began(tmp_path: Path) -> None:
+    """(#36, 2) The culprit's node is marked on the fleet heatmap at the failure's time; a
+    culprit without a row of its own is marked on the averaged row, named in the hover."""
+    import pandas as pd
+
+    from app.figures.gpus import heatmap
+
+    t0 = pd.Timestamp("2025-02-18 07:00")
+    cells = pd.DataFrame({
+        "ts": [t0, t0, t0], "rank": [1, 2, 3], "host": ["n1", "n2", None],
+        "value": [90.0, 5.0, 80.0]})  # fmt: skip
+    culprits = pd.DataFrame({
+        "ts": [t0, t0], "host": ["n2", "n9"], "rank": [13, None],
+        "what": ["Software Bug", "hang: nccl:all_reduce #11"]})  # fmt: skip
+    fig = heatmap(cells, key="util", label="GPU utilization", unit="%", bucket_s=3600,
+                  nodes_total=10, nodes_shown=2, culprits=culprits)  # fmt: skip
+    (marks,) = [t for t in fig.data if t.get("name") == "culprit"]
+    assert list(marks["y"]) == ["n2", "other 8 nodes (mean)"]
+    assert list(marks["text"]) == ["Software Bug · n2 · rank 13", "hang: nccl:all_reduce #11 · n9"]

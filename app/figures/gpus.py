@@ -118,11 +118,14 @@ def heatmap(
     nodes_total: int,
     nodes_shown: int,
     basis: str = "",
+    culprits: pd.DataFrame | None = None,
     template: str = TEMPLATE,
 ) -> Figure:
     """Node x time cells, most anomalous node on top; a last row averages the nodes without a
     row of their own. Hover: host, time, value with unit. ``basis`` (real utilization's) is
-    said in the subtitle, or as the reason a real-utilization heatmap is empty."""
+    said in the subtitle, or as the reason a real-utilization heatmap is empty. ``culprits``
+    (ts, host, rank, what) are marked where each failure or hang began: on the culprit's row,
+    or on the averaged row naming the node when it has no row of its own."""
     title = f"{label} per node ({unit})"
     if cells.empty:
         why = basis if key == "real" and basis else "No GPU samples in this range"
@@ -152,6 +155,9 @@ def heatmap(
             **_scale(key, z),
         )
     )
+    if culprits is not None and not culprits.empty:
+        other = f"other {rest:,} nodes (mean)" if rest > 0 else None
+        _mark_culprits(fig, culprits, set(cells["host"].dropna().tolist()), other)
     which = (
         f"all {nodes_total:,} nodes"
         if rest <= 0
@@ -172,6 +178,28 @@ def heatmap(
         yaxis={"title": None, "autorange": "reversed", "type": "category", "automargin": True},
     )
     return fig
+
+
+def _mark_culprits(
+    fig: Figure, culprits: pd.DataFrame, rows: set[str], other: str | None
+) -> None:
+    on_row = culprits["host"].isin(rows)
+    shown = culprits[on_row | (other is not None)]
+    if shown.empty:
+        return
+    y = [h if h in rows else other for h in shown["host"]]
+    text = [
+        f"{w} · {h}" + ("" if pd.isna(r) else f" · rank {int(r)}")
+        for w, h, r in zip(shown["what"], shown["host"], shown["rank"], strict=True)
+    ]
+    fig.add_trace(
+        plot.Scatter(
+            x=shown["ts"], y=y, mode="markers", name="culprit", showlegend=False, text=text,
+            marker={"symbol": "x-thin-open", "size": 14, "line": {"width": 3},
+                    "color": "#ff2e63"},
+            hovertemplate="%{text}<br>%{x|%Y-%m-%d %H:%M:%S} UTC<extra>culprit</extra>",
+        )
+    )  # fmt: skip
 
 
 def distribution(

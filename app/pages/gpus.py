@@ -163,8 +163,10 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
     m = data.gpu_metric(key if isinstance(key, str) and key else "util")
-    hm, dist = data.together(
-        lambda: data.gpu_heatmap(tr, m.key), lambda: data.gpu_distribution(tr, m.key)
+    hm, dist, culprits = data.together(
+        lambda: data.gpu_heatmap(tr, m.key),
+        lambda: data.gpu_distribution(tr, m.key),
+        lambda: data.culprits(data.run_of(view), tr),
     )
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
     rev = f"{data.revision(view)}|{m.key}"
@@ -175,6 +177,7 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
             nodes_total=hm.nodes_total,
             nodes_shown=hm.nodes_shown,
             basis=basis,
+            culprits=culprits,
             template=tpl,
             **opts,
         ).update_layout(uirevision=rev),

@@ -371,3 +371,19 @@ def missing(v: Any) -> bool:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
         return False
+
+
+def culprits(store: Store, run_id: str | None, tr: TimeRange, limit: int = 200) -> pd.DataFrame:
+    """Where each failure and hang in the range began: ``ts``, ``host`` (the culprit's node,
+    not the nodes that waited), ``rank``, ``what`` (the cause, or the hung collective), for
+    marking them on the fleet's timelines."""
+    return store.df(
+        f"""SELECT ts, host, rank, component AS what FROM interruptions
+            WHERE {_RUN_AND_RANGE} AND host IS NOT NULL AND NOT planned
+            UNION ALL
+            SELECT ts, culprit_host, culprit_rank,
+                   'hang: ' || coalesce(op, 'collective') || ' #' || seq_id::VARCHAR
+            FROM hangs WHERE {_RUN_AND_RANGE} AND culprit_host IS NOT NULL
+            ORDER BY ts LIMIT ?""",
+        [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
+    )
