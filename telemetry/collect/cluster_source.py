@@ -210,15 +210,16 @@ def _mtime_year(path: str) -> int | None:
         return None
 
 
-def _record(metric: Mapping[str, Any], run: str | None) -> dict[str, Any]:
-    """A parsed progress line as a ``train_metrics`` record (times as ISO text, as the
-    records policy takes them)."""
-    rec = {k: v for k, v in metric.items() if v is not None}
-    if isinstance(rec.get("ts"), datetime):
-        rec["ts"] = rec["ts"].isoformat()
-    if run and rec.get("run") is None:
-        rec["run"] = run
-    return rec
+_FIELDS = ("ts", "step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu")
+
+
+def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[Any]]:
+    """The timed progress points as ``train_metrics`` columns (``collect.columnar``: checked by
+    the records policy a column at a time)."""
+    timed = [m for m in metrics if m.get("ts")]
+    cols = {k: [m.get(k) for m in timed] for k in _FIELDS}
+    cols["run"] = [m.get("run") or run for m in timed]
+    return cols
 
 
 def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
@@ -377,10 +378,10 @@ class ClusterSource:
                     log.account.unrecognised = log.parser.unrecognised
                     if offset >= 0:
                         self._pending[bid] = (path, offset, lineno)
-                    recs = [_record(m, self.run) for m in batch.metrics if m.get("ts")]
-                    log.account.untimed_metrics += len(batch.metrics) - len(recs)
+                    recs = _columns(batch.metrics, self.run)
+                    log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
                     tables = _tables(batch, self.run)
-                    if recs:
+                    if recs["step"]:
                         produced = True
                         yield Records("train_metrics", recs, f"cluster:{path}", "logs", bid + ":m")
                     if tables:

@@ -153,6 +153,8 @@ SCHEMAS: dict[str, tuple[Field, ...]] = {
         Field("labelled_at", _TS),
         Field("orig_component", _STR),
         Field("orig_category", _STR),
+        _f("rank", pa.int32(), lo=0),  # the culprit's rank, when the job knows it
+        Field("restarts", pa.int32()),
     ),
     "checkpoints": (
         _RUN,
@@ -447,7 +449,12 @@ def store_records(
     """Validate ``records`` of ``kind`` and store the good ones, with any run rows they need,
     in one ``append_many`` call. With ``batch_id`` a repeated batch writes nothing and the
     report says ``duplicate``. Store errors (``StoreError``) propagate; bad records do not."""
-    v = validate(kind, records, now)
+    if isinstance(records, Mapping) and kind == "train_metrics":  # typed columns (a log)
+        from telemetry.collect.columnar import validate_columns
+
+        v = validate_columns(records, now)
+    else:
+        v = validate(kind, records, now)
     if kind == "interruptions" and not v.frame.empty:
         v.frame["source"] = pd.array([source] * len(v.frame), dtype=v.frame["source"].dtype)
     with _RUNS_LOCK:

@@ -51,7 +51,9 @@ class Records:
     ``records.store_records``: valid ones stored, bad ones reported, never raised."""
 
     kind: str
-    records: Sequence[Any]
+    # a list of records (JSON-like objects), or train_metrics as typed columns of equal length
+    # by field name (a log reader's progress points: ``collect.columnar``)
+    records: Sequence[Any] | Mapping[str, Sequence[Any]]
     target: str  # the health row they count toward, e.g. "import:/logs/m.jsonl"
     origin: str = "ingest"  # ``runs.source`` of a run these records create
     batch_id: str | None = None
