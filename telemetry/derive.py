@@ -210,7 +210,7 @@ def derive_run(store: Store, run_id: str) -> Derived:
 def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
     """Re-derive the given real runs (default: every real run with a step stream), after the
     Slurm tables' jobs and node events are brought into runs and signals (when changed)."""
-    from telemetry.collect import slurm_store
+    from telemetry.store import slurm_store
 
     slurm_store.refresh(store)
     real = real_runs(store)

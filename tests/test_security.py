@@ -24,8 +24,8 @@ from telemetry.collect.http_api import MAX_JSON_BODY, MAX_ROUND_BODY, MAX_ROUND_
 from telemetry.collect.records import CATEGORIES, store_records
 from telemetry.collect.scrape import Fetch, Target
 from telemetry.collect.wire import CONTENT_TYPE, encode_round
-from telemetry.connection import SQL_AUDIT_ENV
 from telemetry.store import Store
+from telemetry.store.connection import SQL_AUDIT_ENV
 from tests.callback_fuzz import MARKER, SQLI, fuzz_callbacks, fuzz_urls
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 

@@ -33,7 +33,7 @@ def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) ->
         return None
     from datetime import timedelta
 
-    from telemetry.retention import RetentionKeeper
+    from telemetry.store.retention import RetentionKeeper
 
     days, hours = keep_s / 86400, keep_s / 3600
     kept = f"{days:g} days" if days >= 2 and days == int(days) else f"{hours:.4g} h"

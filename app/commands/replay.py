@@ -82,7 +82,7 @@ def run(s: Settings) -> int:
         if s.raw_retention is not None:  # what the run's end left past the horizon
             from datetime import timedelta
 
-            from telemetry.retention import expire
+            from telemetry.store.retention import expire
 
             done = expire(store, timedelta(seconds=s.raw_retention))
             if done.total and done.horizon is not None:

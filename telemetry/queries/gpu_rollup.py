@@ -12,8 +12,8 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.rollups import gpu_table
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 from telemetry.utilization import REAL_SQL
 
 

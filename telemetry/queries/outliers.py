@@ -13,13 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.cellflags import JUDGED_SQL
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import _cells, cell_grid, heatmap, node_info
 from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
-from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 from telemetry.store import Store
+from telemetry.store.cellflags import JUDGED_SQL
+from telemetry.store.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from telemetry.rollups import GPU_AVG, GPU_BUSY_AVG, GPU_COUNT, GPU_MAX, GPU_MIN
+from telemetry.store.rollups import GPU_AVG, GPU_BUSY_AVG, GPU_COUNT, GPU_MAX, GPU_MIN
 from telemetry.utilization import real_np
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 

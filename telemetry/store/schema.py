@@ -14,11 +14,11 @@ import re
 
 import duckdb
 
-from telemetry.batch_sql import FILL_NOW_SQL, NOW_COLUMNS, now_window_us
 from telemetry.catalog import OPTIONAL_COLUMNS, SAMPLE_COLUMNS, field_rows
-from telemetry.cellflags import FLAG_COLUMNS, set_flags
-from telemetry.connection import rollback
-from telemetry.rollups import (
+from telemetry.store.batch_sql import FILL_NOW_SQL, NOW_COLUMNS, now_window_us
+from telemetry.store.cellflags import FLAG_COLUMNS, set_flags
+from telemetry.store.connection import rollback
+from telemetry.store.rollups import (
     DAY_MARK,
     DAY_S,
     ENERGY_LEVEL_S,

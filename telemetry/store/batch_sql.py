@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import duckdb
 
-from telemetry.rollups import GPU_LEVELS_S, gpu_table
+from telemetry.store.rollups import GPU_LEVELS_S, gpu_table
 from telemetry.utilization import REAL_SQL
 
 # The fleet "now" (``gpu_now``): each GPU's newest sample, for every GPU that sent one in the

@@ -27,11 +27,12 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from telemetry import batch_sql, env, rollups, schema
-from telemetry.cache import ResultCache, params_key
-from telemetry.connection import audited, io_reason, open_connection, rollback
+from telemetry import env
 from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
-from telemetry.versions import TableVersions
+from telemetry.store import batch_sql, rollups, schema
+from telemetry.store.cache import ResultCache, params_key
+from telemetry.store.connection import audited, io_reason, open_connection, rollback
+from telemetry.store.versions import TableVersions
 
 # Tables that accept appends through ``append``; anything else is refused (no SQL from names).
 APPENDABLE = (

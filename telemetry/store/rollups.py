@@ -24,8 +24,8 @@ from typing import Any
 
 import duckdb
 
-from telemetry.cellflags import set_flags
-from telemetry.connection import rollback
+from telemetry.store.cellflags import set_flags
+from telemetry.store.connection import rollback
 from telemetry.utilization import CLASS_SQL, NVLINK_BUCKET_SQL, REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
