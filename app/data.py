@@ -23,10 +23,11 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from telemetry import derive, label_api, queries
+from telemetry import label_api, queries
 from telemetry.cost import PriceBook, Prices, price_book
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.derive import derive
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq

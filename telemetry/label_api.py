@@ -29,8 +29,8 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from telemetry import derive
 from telemetry.collect.http_api import ApiError, WriteGate
+from telemetry.derive import derive
 from telemetry.errors import StoreError
 from telemetry.store import Store
 

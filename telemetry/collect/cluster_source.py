@@ -222,7 +222,7 @@ def _record(metric: Mapping[str, Any], run: str | None) -> dict[str, Any]:
 
 
 def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
-    from telemetry.signals import XID, signals_frame
+    from telemetry.derive.signals import XID, signals_frame
 
     out: dict[str, pd.DataFrame] = {}
     timed = [s for s in batch.signals if s.ts is not None]

@@ -56,7 +56,7 @@ def hang_table(hang: Hang, run_id: str, source: str) -> Any:
 def signal_frame(hang: Hang, run_id: str, source: str) -> Any:
     """The hang as a ``signals`` row: at the time the waiting ranks enqueued the collective,
     on the culprit's host."""
-    from telemetry.signals import COLLECTIVE_HANG, Signal, clean_line, signals_frame
+    from telemetry.derive.signals import COLLECTIVE_HANG, Signal, clean_line, signals_frame
 
     culprit = hang.culprit
     host = hang.hosts.get(culprit) if culprit is not None else None

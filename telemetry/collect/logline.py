@@ -15,8 +15,8 @@ import re
 from datetime import datetime
 from pathlib import PurePath
 
-from telemetry import signals as sig
 from telemetry.collect.logranks import launcher, split_prefix
+from telemetry.derive import signals as sig
 
 # Substrings that any line worth reading contains. RE2 (pyarrow) and Python's re both compile
 # it; keep to the syntax they share (no \w or \b: their meaning differs on non-ASCII text).

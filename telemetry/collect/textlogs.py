@@ -40,13 +40,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry import signals as sig
 from telemetry.collect import logfast
 from telemetry.collect import logline as ll
 from telemetry.collect import logranks as lr
 from telemetry.collect.importers import BadLine, ImportFileError
 from telemetry.collect.logclock import LogClock
-from telemetry.signals import CheckpointEvent, Signal, clean_line
+from telemetry.derive import signals as sig
+from telemetry.derive.signals import CheckpointEvent, Signal, clean_line
 
 # (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
 RankHost = tuple[int, str, str, str]

@@ -83,7 +83,7 @@ class StoreWriter:
         raise TypeError(f"StoreWriter cannot write {type(batch).__name__}")
 
     def _derive(self, batch: Derive) -> Written:
-        from telemetry import derive
+        from telemetry.derive import derive
 
         if batch.run and batch.tier_roots:
             derive.remember_tier_roots(self.store, batch.run, batch.tier_roots)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.signals import (
+from telemetry.derive.signals import (
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
     SLURM_MAINTENANCE,

@@ -39,8 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.reference import llama3_interruptions, xids
-from telemetry.signals import (  # the signal vocabulary, defined once
+from telemetry.derive.signals import (  # the signal vocabulary, defined once
     COLLECTIVE_HANG,
     CUDA_ECC,
     CUDA_ILLEGAL_ADDRESS,
@@ -67,6 +66,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     WORKER_EXIT,
     XID,
 )
+from telemetry.reference import llama3_interruptions, xids
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 
 UNKNOWN = "Unknown"

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.evidence import (
+from telemetry.derive.evidence import (
     UNKNOWN,
     XID,
     Explanation,
@@ -65,7 +65,7 @@ from telemetry.evidence import (
     opt_str,
     to_ns,
 )
-from telemetry.signals import PLANNED_EXIT
+from telemetry.derive.signals import PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 COLUMNS = (

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
+from telemetry.derive.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
 from telemetry.ranks import rank_hosts
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
