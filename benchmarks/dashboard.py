@@ -279,7 +279,7 @@ def under_ingest(
 
     from benchmarks.ingest import render_host
     from telemetry.collect.scrape import Fetch, Target
-    from telemetry.collect.wire import CONTENT_TYPE, encode_parts
+    from telemetry.ingest.wire import CONTENT_TYPE, encode_parts
     from telemetry.store import Store
 
     with Store(store, read_only=True) as s:

@@ -48,9 +48,9 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from telemetry.collect import dcgm_rows, exposition, roundparse  # noqa: E402
 from telemetry.collect.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
-from telemetry.collect.sink import StoreSink  # noqa: E402
+from telemetry.ingest import dcgm_rows, exposition, roundparse  # noqa: E402
+from telemetry.ingest.sink import StoreSink  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402

@@ -165,8 +165,8 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> None:
     into a fresh store (metrics validated and stored, signals, checkpoint lines), then the
     run's interruptions derived. Ratio: against parsing alone, measured above."""
     from telemetry.collect.cluster_source import ClusterSource
-    from telemetry.collect.daemon import collect
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.daemon import collect
+    from telemetry.ingest.writer import StoreWriter
     from telemetry.store import Store
 
     store_path = tmp / "import.duckdb"

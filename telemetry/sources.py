@@ -49,13 +49,13 @@ from typing import Any
 from telemetry.collect import (
     cluster_source,
     import_source,
-    posted,
     prom_source,
     scrape_source,
     slurm_source,
 )
-from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest import posted
+from telemetry.ingest.seam import Option, Source, SourceContext, SourceSpec
 from telemetry.replay import source as replay_source
 
 SOURCES: tuple[SourceSpec, ...] = (

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from telemetry.collect.cluster_source import ClusterSource
-from telemetry.collect.daemon import collect
-from telemetry.collect.writer import StoreWriter
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import cli
 

@@ -17,7 +17,7 @@ import pytest
 
 from telemetry.collect import scrape
 from telemetry.collect.scrape import MAX_BODY_BYTES, Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, cli, free_port
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
 from telemetry.queries import fleet_latest, hottest_gpus
 from telemetry.store import Store
 from tests.test_queries_targets import T0, _text

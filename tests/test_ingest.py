@@ -15,7 +15,7 @@ import pytest
 
 from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES as FIXTURES
 from tests.conftest import ROOT, cli

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.collect.seam import Tables
-from telemetry.collect.writer import StoreWriter
+from telemetry.ingest.seam import Tables
+from telemetry.ingest.writer import StoreWriter
 from telemetry.replay.runner import prepare, replay, window_ticks
 from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer

@@ -15,8 +15,8 @@ import duckdb
 import pytest
 
 from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import STALE_HORIZON_S, StoreSink
 from telemetry.errors import DuplicateBatchError
+from telemetry.ingest.sink import STALE_HORIZON_S, StoreSink
 from telemetry.store import Store
 from tests.conftest import ROOT
 

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from telemetry.collect import slurm_parse as sp
-from telemetry.collect.daemon import collect
-from telemetry.collect.since import since_time as parse_since
 from telemetry.collect.slurm_client import SlurmClient, diagnose, recorded_runner
 from telemetry.collect.slurm_source import SlurmSource, job_mapper
-from telemetry.collect.writer import StoreWriter
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.since import since_time as parse_since
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 
 REC = Path(__file__).parent / "fixtures" / "slurm"
@@ -154,7 +154,7 @@ def test_a_preempted_job_makes_a_planned_interruption(tmp_path: Path) -> None:
     pre = jobs[jobs["state"] == "PREEMPTED"].iloc[0]
     end = pre["end_ts"].to_pydatetime()
     with Store(str(tmp_path / "p.duckdb")) as store:
-        from telemetry.collect.records import store_records
+        from telemetry.ingest.records import store_records
 
         def ts(i: int) -> str:  # every 10 s, 5 minutes without progress at the preemption
             return (end + timedelta(seconds=10 * (i - 30) + (300 if i >= 30 else 0))).isoformat()

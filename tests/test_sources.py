@@ -18,13 +18,14 @@ import pytest
 
 from app import cli
 from telemetry import sources
-from telemetry.collect.daemon import collect, run_rounds
 from telemetry.collect.formats import FORMATS, format_for
-from telemetry.collect.forward import Forwarder
-from telemetry.collect.http_api import IngestService
 from telemetry.collect.import_source import ImportSource
 from telemetry.collect.scrape_source import ScrapeSource, TargetSource
-from telemetry.collect.seam import (
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect, run_rounds
+from telemetry.ingest.forward import Forwarder
+from telemetry.ingest.http_api import IngestService
+from telemetry.ingest.seam import (
     Batch,
     Health,
     HealthBook,
@@ -35,9 +36,8 @@ from telemetry.collect.seam import (
     SourceSpec,
     Written,
 )
-from telemetry.collect.spool import Spool
-from telemetry.collect.writer import StoreWriter
-from telemetry.errors import FactoryFloorError
+from telemetry.ingest.spool import Spool
+from telemetry.ingest.writer import StoreWriter
 from telemetry.queries import data_extent, latest_sample_and_round
 from telemetry.queries.targets import has_targets, target_alerts, target_health
 from telemetry.replay.runner import prepare, replay

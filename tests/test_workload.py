@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from telemetry.collect.scrape import Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
 from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS

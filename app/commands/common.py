@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from app.settings import Settings
-from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import utcnow
 from telemetry.replay.scenarios import Scenario, get_scenario
 
 if TYPE_CHECKING:
-    from telemetry.collect.http_api import IngestService
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.http_api import IngestService
+    from telemetry.ingest.writer import StoreWriter
 
 
 def log(line: str) -> None:

@@ -19,13 +19,13 @@ from app.commands.common import err, log
 from app.settings import Settings
 from telemetry import sources
 from telemetry.collect.cluster_source import ClusterSource
-from telemetry.collect.daemon import collect, utcnow
 from telemetry.collect.formats import is_text_log
 from telemetry.collect.import_source import ImportedFile, ImportSource
 from telemetry.collect.logline import is_kernel_log
-from telemetry.collect.seam import Derive, SourceContext
 from telemetry.collect.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect, utcnow
+from telemetry.ingest.seam import Derive, SourceContext
 
 SHOW_REJECTIONS = 5
 SHOW_INTERRUPTIONS = 20
@@ -54,7 +54,7 @@ def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 
 def run(s: Settings) -> int:
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.writer import StoreWriter
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it

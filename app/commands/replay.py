@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands.common import err, log, retention_keeper, scenario_from, stopping_gently
 from app.settings import EXPORTER_BASE_PORT, LIVE_SPEED, Settings
-from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import utcnow
 from telemetry.replay.scenarios import Scenario
 
 if TYPE_CHECKING:

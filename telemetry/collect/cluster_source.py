@@ -42,7 +42,8 @@ import pandas as pd
 
 from telemetry import env
 from telemetry.collect.import_source import log_digest
-from telemetry.collect.seam import (
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import (
     Batch,
     Derive,
     Health,
@@ -54,7 +55,6 @@ from telemetry.collect.seam import (
     Tables,
     Written,
 )
-from telemetry.errors import FactoryFloorError
 from telemetry.vocabulary import TIERS
 
 BLOCK_BYTES = 8 << 20  # what one batch of a log holds at most

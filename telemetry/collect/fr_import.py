@@ -86,7 +86,7 @@ def import_dumps(store: Any, write: Any, paths: list[str], run: str) -> Imported
     """Find the hang in the dumps at ``paths`` (files, or directories of one job's dumps) and
     store it for ``run`` through ``write`` (a sink's): a ``hangs`` row, once however often the
     same dumps are imported, and the run's row when the store does not know the run."""
-    from telemetry.collect.seam import Records, Tables
+    from telemetry.ingest.seam import Records, Tables
 
     files = [f for p in paths for f in dump_files(p)]
     ranks = [r for r in (rank_of(f) for f in files) if r is not None]

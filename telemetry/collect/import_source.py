@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from telemetry.collect.formats import FORMATS, read_log
-from telemetry.collect.seam import (
+from telemetry.ingest.seam import (
     Batch,
     Health,
     HealthBook,
@@ -108,7 +108,7 @@ class ImportSource:
                 )
 
     def settle(self, now: datetime, batch: Batch, written: Written) -> None:
-        from telemetry.collect.records import RecordReport
+        from telemetry.ingest.records import RecordReport
 
         if not isinstance(batch, Records) or batch.batch_id not in self._chunks:
             return

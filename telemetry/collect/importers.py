@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.collect.formats import TB_PREFIX
-from telemetry.collect.records import FIELD_KINDS
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.records import FIELD_KINDS
 
 # TensorBoard tag (lower case, without a ``train/`` or ``training/`` prefix) -> record field.
 # Names as the common trainers write them: HF Trainer, Lightning, Megatron-LM, nanoGPT forks.

@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.collect.dcgm_rows import ATTRIBUTION
 from telemetry.collect.prom_client import PromAccess, PromClient, PromDown, read_secret
 from telemetry.collect.scrape import Fetch, Target, normalise
-from telemetry.collect.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written
-from telemetry.collect.since import SINCE, since_seconds
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.dcgm_rows import ATTRIBUTION
+from telemetry.ingest.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written
+from telemetry.ingest.since import SINCE, since_seconds
 
 DEFAULT_MATCH = '{__name__=~"DCGM_.*"}'
 META = ("up", "scrape_duration_seconds")
@@ -138,7 +138,7 @@ def _target_url(instance: str) -> str:
 
 def federated(text: str, rg: Regrouper) -> tuple[Snapshot, int]:
     """A ``/federate`` answer as a snapshot, and how many of its lines were not samples."""
-    from telemetry.collect.exposition import parse
+    from telemetry.ingest.exposition import parse
 
     scrape = parse(text)
     snap = Snapshot(samples=len(scrape))

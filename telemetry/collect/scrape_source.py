@@ -31,16 +31,8 @@ from telemetry.collect.scrape import (
     read_json_or_yaml,
     scrape_round,
 )
-from telemetry.collect.seam import (
-    Batch,
-    Health,
-    Option,
-    Round,
-    SourceContext,
-    SourceSpec,
-    Written,
-)
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written
 
 
 class TargetSource:

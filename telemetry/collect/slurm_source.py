@@ -32,7 +32,8 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.collect.seam import (
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import (
     Batch,
     Derive,
     Health,
@@ -43,8 +44,7 @@ from telemetry.collect.seam import (
     Tables,
     Written,
 )
-from telemetry.collect.since import SINCE, since_time
-from telemetry.errors import FactoryFloorError
+from telemetry.ingest.since import SINCE, since_time
 
 INTERVAL_S = 60.0
 IMPORT_LOOKBACK = timedelta(days=30)  # import without --since

@@ -19,9 +19,9 @@ from datetime import datetime
 
 import numpy as np
 
-from telemetry.collect.daemon import collect
-from telemetry.collect.seam import BatchSink, Tables, check_fits
-from telemetry.collect.writer import StoreWriter
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.seam import BatchSink, Tables, check_fits
+from telemetry.ingest.writer import StoreWriter
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
 from telemetry.replay.source import ReplaySource

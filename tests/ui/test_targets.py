@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from telemetry.collect.scrape import Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, ExporterHandler, Server, collect_errors, start_server
 

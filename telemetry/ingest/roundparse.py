@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry.collect import exposition
-from telemetry.collect.exposition import BLANK_MIN, Generations, LabelSet, Scrape, parse
+from telemetry.ingest import exposition
+from telemetry.ingest.exposition import BLANK_MIN, Generations, LabelSet, Scrape, parse
 
 # ``[ \t]*VALUE[ \t]*``: exactly what ``parse``'s fast path converts (``float`` on ASCII text
 # without ``_``, ``\r``, ``\v``, ``\f`` or ``\x1c``-``\x1f``). RE2 matches it without captures.

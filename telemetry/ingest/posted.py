@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from telemetry.collect.seam import Batch, Health, HealthBook, Records, SourceSpec, Written
+from telemetry.ingest.seam import Batch, Health, HealthBook, Records, SourceSpec, Written
 
 
 class PostedRecords:
@@ -31,7 +31,7 @@ class PostedRecords:
         return []  # pushed: every request is written as it arrives
 
     def settle(self, now: datetime, batch: Batch, written: Written) -> None:
-        from telemetry.collect.records import RecordReport  # loaded with the writer by now
+        from telemetry.ingest.records import RecordReport  # loaded with the writer by now
 
         if not isinstance(batch, Records):
             return

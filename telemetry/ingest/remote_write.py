@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from telemetry.collect.prom_source import _naive
-from telemetry.collect.records import UNSAFE_NAME
+from telemetry.ingest.records import UNSAFE_NAME
 
 CONTENT_TYPE = "application/x-protobuf"
 MAX_BODY = 32 * 2**20  # compressed; Prometheus sends ~2,000 samples (~100 KB) per request

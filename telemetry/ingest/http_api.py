@@ -42,21 +42,21 @@ from typing import Any
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from telemetry.collect.daemon import Clock, utcnow
-from telemetry.collect.posted import PostedRecords
-from telemetry.collect.records import RecordReport
 from telemetry.collect.scrape import Fetch
-from telemetry.collect.seam import Batch, HealthBatch, Records, Round, Written
-from telemetry.collect.sink import RoundReport
-from telemetry.collect.wire import (
+from telemetry.errors import StoreError
+from telemetry.ingest.daemon import Clock, utcnow
+from telemetry.ingest.posted import PostedRecords
+from telemetry.ingest.records import RecordReport
+from telemetry.ingest.seam import Batch, HealthBatch, Records, Round, Written
+from telemetry.ingest.sink import RoundReport
+from telemetry.ingest.wire import (
     CONTENT_TYPE,
     MAX_DECODED_BYTES,
     RoundTooLarge,
     WireError,
     decode_round,
 )
-from telemetry.collect.writer import StoreWriter
-from telemetry.errors import StoreError
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 
 # A 2,048-node round of default counters is ~15 MB gzip'd and ~130 MB decoded. The limits leave
@@ -450,7 +450,7 @@ def make_blueprint(
             f"/{name}", f"post_{name}", lambda name=name: records(name), methods=["POST"]
         )
 
-    from telemetry.collect.rw_receiver import add_route  # Prometheus remote_write 1.0
+    from telemetry.ingest.rw_receiver import add_route  # Prometheus remote_write 1.0
 
     add_route(bp, _writable, _body)
     methods = {"health": "GET", "scrape": "POST", **dict.fromkeys(RECORD_ENDPOINTS, "POST")}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from telemetry.collect.dcgm_rows import ATTRIBUTION, GpuRows
+from telemetry.ingest.dcgm_rows import ATTRIBUTION, GpuRows
 from telemetry.store import Store
 
 NODE_LABELS = ("rack", "role")  # target labels that are columns of ``nodes``

@@ -33,9 +33,9 @@ from datetime import datetime
 from http.client import HTTPException
 
 from telemetry.collect.scrape import USER_AGENT, Fetch
-from telemetry.collect.seam import Batch, Round, Written
-from telemetry.collect.spool import Spool, Spooled
-from telemetry.collect.wire import (
+from telemetry.ingest.seam import Batch, Round, Written
+from telemetry.ingest.spool import Spool, Spooled
+from telemetry.ingest.wire import (
     CONTENT_TYPE,
     MAX_DECODED_BYTES,
     WireError,

@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # kept out of import time: the command line's parser imports 
     import pandas as pd
     import pyarrow as pa
 
-    from telemetry.collect.records import RecordReport
-    from telemetry.collect.sink import RoundReport
+    from telemetry.ingest.records import RecordReport
+    from telemetry.ingest.sink import RoundReport
 
 
 # -- batches ---------------------------------------------------------------------------------

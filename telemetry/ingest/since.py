@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from telemetry.collect.seam import Option
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import Option
 
 SINCE = Option(
     "--since",

@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from telemetry.collect.prom_source import META, Regrouper, Snapshot, _naive
-from telemetry.collect.remote_write import (
+from telemetry.errors import DuplicateBatchError, StoreError
+from telemetry.ingest.remote_write import (
     CONTENT_TYPE,
     MAX_BODY,
     SETTLE_S,
@@ -48,8 +49,7 @@ from telemetry.collect.remote_write import (
     decode,
     staged_rows,
 )
-from telemetry.collect.seam import Health, HealthBatch, Round, Written
-from telemetry.errors import DuplicateBatchError, StoreError
+from telemetry.ingest.seam import Health, HealthBatch, Round, Written
 from telemetry.store import Store
 
 _log = logging.getLogger("factoryfloor.ingest")
@@ -69,7 +69,7 @@ class Receiver:
     ) -> None:
         """``ready(interval_s)`` raises ValueError when the store cannot take rounds, so such
         a request is refused (409) before it is staged and acknowledged."""
-        from telemetry.collect.daemon import utcnow
+        from telemetry.ingest.daemon import utcnow
 
         self.store, self.write, self.ready = store, write, ready
         self.policy = policy or Policy()
@@ -340,7 +340,7 @@ def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]
     """``POST /write`` on the ingest API's blueprint (its token check and errors apply)."""
     from flask import Response, request
 
-    from telemetry.collect.http_api import ApiError, _json
+    from telemetry.ingest.http_api import ApiError, _json
 
     @bp.post("/write")
     def remote_write() -> Response:

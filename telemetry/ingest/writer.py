@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from telemetry.collect.records import store_records
-from telemetry.collect.seam import (
+from telemetry.errors import DuplicateBatchError
+from telemetry.ingest.records import store_records
+from telemetry.ingest.seam import (
     Batch,
     Derive,
     HealthBatch,
@@ -22,8 +23,7 @@ from telemetry.collect.seam import (
     Written,
     health_table,
 )
-from telemetry.collect.sink import RoundReport, StoreSink
-from telemetry.errors import DuplicateBatchError
+from telemetry.ingest.sink import RoundReport, StoreSink
 from telemetry.store import Store
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from telemetry.collect.seam import BatchSink, Health, HealthBatch, Source, Written, check_fits
+from telemetry.ingest.seam import BatchSink, Health, HealthBatch, Source, Written, check_fits
 
 Clock = Callable[[], datetime]
 Log = Callable[[str], None]

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.exposition import Generations, LabelSet, Scrape, label_maps
+from telemetry.ingest.exposition import Generations, LabelSet, Scrape, label_maps
 
 # dcgm-exporter attribution label -> column of the store's ``gpus`` table.
 ATTRIBUTION: dict[str, str] = {
