@@ -454,7 +454,7 @@ def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
     """The node's GPUs over the range. Before the raw-retention horizon: from the per-GPU
     rollups when the bucket fits one, else from Prometheus when ``serve`` reads one
     (``bind_history``), else in buckets no finer than the finest per-GPU rollup."""
-    from telemetry.collect.prom_history import merged_node_series
+    from telemetry.collect.prometheus.prom_history import merged_node_series
 
     s = store()
     expired = s.raw_since()

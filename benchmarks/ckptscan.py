@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from telemetry.collect.ckptdirs import TRACKER, CheckpointWatcher, scan  # noqa: E402
+from telemetry.collect.checkpoints.ckptdirs import TRACKER, CheckpointWatcher, scan  # noqa: E402
 
 SHARDS = 100  # files per directory checkpoint
 

@@ -46,13 +46,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.collect import (
-    cluster_source,
-    import_source,
-    prom_source,
-    scrape_source,
-    slurm_source,
-)
+from telemetry.collect.dcgm import scrape_source
+from telemetry.collect.logs import cluster_source, import_source
+from telemetry.collect.prometheus import prom_source
+from telemetry.collect.slurm import slurm_source
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest import posted
 from telemetry.ingest.seam import Option, Source, SourceContext, SourceSpec

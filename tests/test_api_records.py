@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.forward import Forwarder
 from telemetry.ingest.http_api import Limits
 from telemetry.ingest.spool import Spool

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target, scrape_round
+from telemetry.collect.dcgm.scrape import Fetch, Target, scrape_round
 from telemetry.ingest.dcgm_rows import gpu_rows
 from telemetry.ingest.exposition import parse
 from telemetry.ingest.sink import StoreSink

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.cluster_source import ClusterSource
+from telemetry.collect.logs.cluster_source import ClusterSource
 from telemetry.ingest.daemon import collect
 from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store

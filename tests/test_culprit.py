@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from telemetry.collect import logranks as lr
-from telemetry.collect.textlogs import LogParser, parse_file
+from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs.textlogs import LogParser, parse_file
 from tests import cascade_fixture as cf
 
 CLI = [sys.executable, "-m", "app.cli"]

@@ -9,7 +9,7 @@ import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from telemetry.collect.scrape_source import ScrapeSource, TargetSource
+from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
 from telemetry.ingest.daemon import MAX_NAMED, collect
 from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store

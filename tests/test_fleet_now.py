@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.sink import StoreSink
 from telemetry.queries import fleet_latest, hottest_gpus
 from telemetry.store import Store

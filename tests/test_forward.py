@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.spool import Spool, SpoolError
 from telemetry.ingest.wire import CONTENT_TYPE, WireError, decode_round, encode_round
 from telemetry.store import Store

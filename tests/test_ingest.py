@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
+from telemetry.collect.dcgm.scrape import Target, load_targets, normalise, scrape_round
 from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES as FIXTURES

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.sink import StoreSink
 from telemetry.queries import TimeRange, data_extent, fleet_latest, hottest_gpus
 from telemetry.queries import targets as tq

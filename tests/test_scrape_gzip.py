@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.scrape import MAX_BODY_BYTES, Target, fetch, scrape_round
+from telemetry.collect.dcgm.scrape import MAX_BODY_BYTES, Target, fetch, scrape_round
 from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES

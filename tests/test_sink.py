@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.errors import DuplicateBatchError
 from telemetry.ingest.sink import STALE_HORIZON_S, StoreSink
 from telemetry.store import Store

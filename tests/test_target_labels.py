@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target, scrape_round
-from telemetry.collect.scrape_source import ScrapeSource, TargetSource
+from telemetry.collect.dcgm.scrape import Fetch, Target, scrape_round
+from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
 from telemetry.ingest.daemon import collect
 from telemetry.ingest.sink import StoreSink
 from telemetry.ingest.wire import decode_round, encode_round

@@ -168,7 +168,7 @@ def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thr
 def _bind_history(collected: list[Source]) -> None:
     """With a --prometheus source, expired per-GPU series are read back from its servers."""
     from app import data
-    from telemetry.collect.prom_history import PromHistory
+    from telemetry.collect.prometheus.prom_history import PromHistory
 
     clients = [srv.client for src in collected if src.name == "prometheus" for srv in src.servers]  # type: ignore[attr-defined]
     data.bind_history(PromHistory(clients) if clients else None)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import datetime
 from http.client import HTTPException
 
-from telemetry.collect.scrape import USER_AGENT, Fetch
+from telemetry.collect.dcgm.scrape import USER_AGENT, Fetch
 from telemetry.ingest.seam import Batch, Round, Written
 from telemetry.ingest.spool import Spool, Spooled
 from telemetry.ingest.wire import (

@@ -42,7 +42,7 @@ from typing import Any
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from telemetry.collect.scrape import Fetch
+from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.errors import StoreError
 from telemetry.ingest.daemon import Clock, utcnow
 from telemetry.ingest.posted import PostedRecords

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
-from telemetry.collect.prom_source import _naive
+from telemetry.collect.prometheus.prom_source import _naive
 from telemetry.ingest.records import UNSAFE_NAME
 
 CONTENT_TYPE = "application/x-protobuf"

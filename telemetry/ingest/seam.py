@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from telemetry.collect.scrape import Fetch
+from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.errors import FactoryFloorError
 
 if TYPE_CHECKING:  # kept out of import time: the command line's parser imports this module

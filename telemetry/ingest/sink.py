@@ -36,7 +36,7 @@ import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
-from telemetry.collect.scrape import Fetch
+from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.ingest.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
 from telemetry.ingest.exposition import LabelSet, Scrape
 from telemetry.ingest.inventory import DEFAULT_ROLE, Changes, Inventory, Labelled, label_rows

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.slurm_client import SlurmClient, recorded_runner
-from telemetry.collect.slurm_source import SlurmSource
+from telemetry.collect.slurm.slurm_client import SlurmClient, recorded_runner
+from telemetry.collect.slurm.slurm_source import SlurmSource
 from telemetry.ingest.daemon import collect
 from telemetry.ingest.records import store_records
 from telemetry.ingest.writer import StoreWriter

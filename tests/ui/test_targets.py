@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.scrape import Target, scrape_round
+from telemetry.collect.dcgm.scrape import Target, scrape_round
 from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, ExporterHandler, Server, collect_errors, start_server

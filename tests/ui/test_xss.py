@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.scrape import Fetch, Target
+from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.records import store_records
 from telemetry.ingest.sink import StoreSink
 from telemetry.store import Store

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from telemetry.collect.scrape import (
+from telemetry.collect.dcgm.scrape import (
     SCRAPE_INTERVAL_S,
     SCRAPE_TIMEOUT_S,
     Target,

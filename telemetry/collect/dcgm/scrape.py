@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from telemetry.collect.httpbody import Down as _Down
-from telemetry.collect.httpbody import Inflater as _Inflater
+from telemetry.collect.dcgm.httpbody import Down as _Down
+from telemetry.collect.dcgm.httpbody import Inflater as _Inflater
 
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^[0-9A-Fa-f:.]+$")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # one node's page is ~60 KB; larger bodies are refused

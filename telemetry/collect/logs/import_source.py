@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from telemetry.collect.formats import FORMATS, read_log
+from telemetry.collect.logs.formats import FORMATS, read_log
 from telemetry.ingest.seam import (
     Batch,
     Health,
@@ -30,7 +30,7 @@ from telemetry.ingest.seam import (
 )
 
 if TYPE_CHECKING:  # imported when files are read, not with the command line's parser
-    from telemetry.collect.importers import FileRecords
+    from telemetry.collect.logs.importers import FileRecords
 
 IMPORT_KINDS = ("train_metrics", "interruptions", "checkpoints", "runs")  # records.KINDS
 IMPORT_CHUNK = 20_000  # records per transaction; fixed, so a re-import finds the same batch ids
@@ -55,7 +55,7 @@ class ImportedFile:
 
 def log_digest(path: str, kind: str, run: str | None) -> str:
     """Content hash of a log (and what it is imported as): the batch ids of its chunks."""
-    from telemetry.collect.importers import event_files
+    from telemetry.collect.logs.importers import event_files
 
     h = hashlib.sha256(f"{kind}\0{run}\0".encode())
     for f in event_files(path) if os.path.isdir(path) else [path]:

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from telemetry.collect.flight_recorder import MAX_SUSPECTS, Hang, dump_files, find_hang, rank_of
+from telemetry.collect.logs.flight_recorder import (
+    MAX_SUSPECTS,
+    Hang,
+    dump_files,
+    find_hang,
+    rank_of,
+)
 
 
 def rank_hosts(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:

@@ -15,7 +15,7 @@ import re
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from telemetry.collect import logline as ll
+from telemetry.collect.logs import logline as ll
 
 _HAS_CLOCK = re.compile(rb"\d:\d\d:\d\d")
 

@@ -41,7 +41,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry import env
-from telemetry.collect.import_source import log_digest
+from telemetry.collect.logs.import_source import log_digest
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
     Batch,
@@ -103,7 +103,7 @@ class _Log:
         self.parser = self._new_parser()
 
     def _new_parser(self) -> Any:
-        from telemetry.collect.textlogs import LogParser
+        from telemetry.collect.logs.textlogs import LogParser
 
         return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False)
 
@@ -287,7 +287,7 @@ class ClusterSource:
         grace_s: float | None = None,
         ranks_per_node: int | None = None,
     ) -> None:
-        from telemetry.collect import ckptdirs
+        from telemetry.collect.checkpoints import ckptdirs
 
         self.run, self.tz, self.follow = run, tz, follow
         self.ranks_per_node = ranks_per_node
@@ -427,7 +427,7 @@ class ClusterSource:
         acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
 
     def _checkpoint_batches(self, now: datetime) -> Iterator[Batch]:
-        from telemetry.collect import ckptdirs
+        from telemetry.collect.checkpoints import ckptdirs
 
         self._checkpoint_rows = 0
         for (tier, root), watcher in self.watchers.items():
@@ -500,7 +500,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         raise FactoryFloorError(str(exc)) from None
     tz = values.get("log_tz")
     if tz:
-        from telemetry.collect.logclock import zone
+        from telemetry.collect.logs.logclock import zone
 
         try:
             zone(tz)

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.collect.prom_client import PromAccess, PromClient, PromDown, read_secret
-from telemetry.collect.scrape import Fetch, Target, normalise
+from telemetry.collect.dcgm.scrape import Fetch, Target, normalise
+from telemetry.collect.prometheus.prom_client import PromAccess, PromClient, PromDown, read_secret
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.dcgm_rows import ATTRIBUTION
 from telemetry.ingest.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written

@@ -40,11 +40,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry.collect import logfast
-from telemetry.collect import logline as ll
-from telemetry.collect import logranks as lr
-from telemetry.collect.importers import BadLine, ImportFileError
-from telemetry.collect.logclock import LogClock
+from telemetry.collect.logs import logfast
+from telemetry.collect.logs import logline as ll
+from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs.importers import BadLine, ImportFileError
+from telemetry.collect.logs.logclock import LogClock
 from telemetry.derive import signals as sig
 from telemetry.derive.signals import CheckpointEvent, Signal, clean_line
 

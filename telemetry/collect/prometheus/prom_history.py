@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.prom_client import PromClient, PromDown
+from telemetry.collect.prometheus.prom_client import PromClient, PromDown
 
 # The drill-down's columns, and how a bucket of each is summarised.
 SERIES = ("util_pct", "temp_c", "power_w", "sm_clock_mhz", "fb_used_mib", "xid_last")

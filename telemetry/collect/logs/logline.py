@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from pathlib import PurePath
 
-from telemetry.collect.logranks import launcher, split_prefix
+from telemetry.collect.logs.logranks import launcher, split_prefix
 from telemetry.derive import signals as sig
 
 # Substrings that any line worth reading contains. RE2 (pyarrow) and Python's re both compile

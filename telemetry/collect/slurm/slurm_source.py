@@ -117,8 +117,8 @@ class SlurmSource:
         return start.strftime("%Y-%m-%dT%H:%M:%S")
 
     def _fetch(self, command: str, since: str, now: datetime) -> Any:
-        from telemetry.collect.slurm_client import SlurmError
-        from telemetry.collect.slurm_parse import parse
+        from telemetry.collect.slurm.slurm_client import SlurmError
+        from telemetry.collect.slurm.slurm_parse import parse
 
         try:
             out = self.client.fetch(command, since)
@@ -173,7 +173,7 @@ class SlurmSource:
 
     def _jobs(self, acct: Any, queue: Any, now: datetime) -> Any:
         """The job rows that are new or changed, as a ``slurm_jobs`` frame (None: none)."""
-        from telemetry.collect.slurm_parse import jobs_frame
+        from telemetry.collect.slurm.slurm_parse import jobs_frame
 
         rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         latest: dict[int, int] = {}
@@ -260,7 +260,7 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> SlurmSource | None:
             if values.get(flag) is not None:
                 raise FactoryFloorError(f"--{flag.replace('_', '-')} needs --slurm")
         return None
-    from telemetry.collect.slurm_client import SlurmClient
+    from telemetry.collect.slurm.slurm_client import SlurmClient
 
     interval = values.get("slurm_interval")
     interval = INTERVAL_S if interval is None else float(interval)

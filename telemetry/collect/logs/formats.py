@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from telemetry.errors import FactoryFloorError
 
 if TYPE_CHECKING:  # the readers are imported when a file is read, not with the parser
-    from telemetry.collect.importers import FileRecords
+    from telemetry.collect.logs.importers import FileRecords
 
 TB_PREFIX = "events.out.tfevents."
 
@@ -59,19 +59,19 @@ def _fill_run(log: FileRecords, run: str | None) -> FileRecords:
 
 
 def _jsonl(path: str, run: str | None) -> FileRecords:
-    from telemetry.collect.importers import read_jsonl
+    from telemetry.collect.logs.importers import read_jsonl
 
     return _fill_run(read_jsonl(path), run)
 
 
 def _csv(path: str, run: str | None) -> FileRecords:
-    from telemetry.collect.importers import read_csv
+    from telemetry.collect.logs.importers import read_csv
 
     return _fill_run(read_csv(path), run)
 
 
 def _tensorboard(path: str, run: str | None) -> FileRecords:
-    from telemetry.collect.importers import read_tensorboard
+    from telemetry.collect.logs.importers import read_tensorboard
 
     assert run is not None  # names_run=False: checked by format_for
     return read_tensorboard(path, run)
