@@ -278,7 +278,7 @@ def under_ingest(
     import threading
 
     from benchmarks.ingest import render_host
-    from telemetry.collect.dcgm.scrape import Fetch, Target
+    from telemetry.ingest.targets import Fetch, Target
     from telemetry.ingest.wire import CONTENT_TYPE, encode_parts
     from telemetry.store import Store
 

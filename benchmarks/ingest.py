@@ -48,9 +48,10 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from telemetry.collect.dcgm.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
+from telemetry.collect.dcgm.scrape import load_targets, scrape_round  # noqa: E402
 from telemetry.ingest import dcgm_rows, exposition, roundparse  # noqa: E402
 from telemetry.ingest.sink import StoreSink  # noqa: E402
+from telemetry.ingest.targets import Fetch, Target  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402

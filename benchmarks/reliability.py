@@ -287,7 +287,7 @@ def _no_5xx(check: str, tried: int, statuses: dict[int, int]) -> Row:
 
 
 def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
-    from telemetry.collect.dcgm.scrape import Fetch, Target
+    from telemetry.ingest.targets import Fetch, Target
     from telemetry.ingest.wire import CONTENT_TYPE, encode_round
     from telemetry.store import Store
 

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.forward import Forwarder
 from telemetry.ingest.http_api import Limits
 from telemetry.ingest.spool import Spool
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.ingest.wire import CONTENT_TYPE, encode_round
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from telemetry.collect.dcgm import scrape
-from telemetry.collect.dcgm.scrape import MAX_BODY_BYTES, Target, scrape_round
+from telemetry.collect.dcgm.scrape import MAX_BODY_BYTES, scrape_round
 from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, cli, free_port
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.dcgm.scrape import Fetch, Target
 from telemetry.ingest.spool import Spool, SpoolError
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.ingest.wire import CONTENT_TYPE, WireError, decode_round, encode_round
 from telemetry.store import Store
 from tests.conftest import ROOT, Server, cli, start_server

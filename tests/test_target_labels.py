@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.dcgm.scrape import Fetch, Target, scrape_round
+from telemetry.collect.dcgm.scrape import scrape_round
 from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
 from telemetry.ingest.daemon import collect
 from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.ingest.wire import decode_round, encode_round
 from telemetry.ingest.writer import StoreWriter
 from telemetry.queries.gpus import node_info

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from datetime import datetime
 from http.client import HTTPException
 
-from telemetry.collect.dcgm.scrape import USER_AGENT, Fetch
 from telemetry.ingest.seam import Batch, Round, Written
 from telemetry.ingest.spool import Spool, Spooled
+from telemetry.ingest.targets import USER_AGENT, Fetch
 from telemetry.ingest.wire import (
     CONTENT_TYPE,
     MAX_DECODED_BYTES,

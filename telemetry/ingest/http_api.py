@@ -42,13 +42,13 @@ from typing import Any
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.errors import StoreError
 from telemetry.ingest.daemon import Clock, utcnow
 from telemetry.ingest.posted import PostedRecords
 from telemetry.ingest.records import RecordReport
 from telemetry.ingest.seam import Batch, HealthBatch, Records, Round, Written
 from telemetry.ingest.sink import RoundReport
+from telemetry.ingest.targets import Fetch
 from telemetry.ingest.wire import (
     CONTENT_TYPE,
     MAX_DECODED_BYTES,

@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
-from telemetry.collect.prometheus.prom_source import _naive
 from telemetry.ingest.records import UNSAFE_NAME
+from telemetry.ingest.regroup import _naive
 
 CONTENT_TYPE = "application/x-protobuf"
 MAX_BODY = 32 * 2**20  # compressed; Prometheus sends ~2,000 samples (~100 KB) per request

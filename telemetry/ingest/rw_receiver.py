@@ -37,8 +37,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
-from telemetry.collect.prometheus.prom_source import META, Regrouper, Snapshot, _naive
 from telemetry.errors import DuplicateBatchError, StoreError
+from telemetry.ingest.regroup import META, Regrouper, Snapshot, _naive
 from telemetry.ingest.remote_write import (
     CONTENT_TYPE,
     MAX_BODY,

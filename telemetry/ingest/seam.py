@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.targets import Fetch
 
 if TYPE_CHECKING:  # kept out of import time: the command line's parser imports this module
     import pandas as pd

@@ -36,11 +36,11 @@ import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
-from telemetry.collect.dcgm.scrape import Fetch
 from telemetry.ingest.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
 from telemetry.ingest.exposition import LabelSet, Scrape
 from telemetry.ingest.inventory import DEFAULT_ROLE, Changes, Inventory, Labelled, label_rows
 from telemetry.ingest.roundparse import parse_round
+from telemetry.ingest.targets import Fetch
 from telemetry.store import Store
 
 XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"

@@ -19,7 +19,7 @@ import zlib
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.collect.dcgm.scrape import Fetch, Target, normalise
+from telemetry.ingest.targets import Fetch, Target, normalise
 
 FORMAT = "factoryfloor-round/1"
 CONTENT_TYPE = "application/vnd.factoryfloor.round+json"

@@ -20,21 +20,19 @@ import io
 import json
 import os
 import queue
-import re
 import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from telemetry.collect.dcgm.httpbody import Down as _Down
 from telemetry.collect.dcgm.httpbody import Inflater as _Inflater
+from telemetry.ingest.targets import USER_AGENT, Fetch, Target, normalise
 
-_HOST = re.compile(r"^[A-Za-z0-9._-]+$|^[0-9A-Fa-f:.]+$")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # one node's page is ~60 KB; larger bodies are refused
-USER_AGENT = "factoryfloor-ingest/0.1"
 SCRAPE_INTERVAL_S = 15.0  # seconds between rounds, unless configured (the one definition)
 SCRAPE_TIMEOUT_S = 5.0  # what one round may take per target, unless configured
 MAX_REDIRECTS = 5
@@ -53,51 +51,6 @@ _HEADERS = {
     "Accept-Encoding": "gzip",  # as Prometheus asks; an identity answer is as welcome
     "Connection": "close",
 }
-
-
-@dataclass(frozen=True)
-class Target:
-    url: str  # http://host:9400/metrics
-    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-
-    @property
-    def host(self) -> str:
-        """The target's host name, used when a scrape carries no ``Hostname`` label."""
-        netloc = self.url.split("://", 1)[-1].split("/", 1)[0]
-        return netloc.rsplit(":", 1)[0] if ":" in netloc else netloc
-
-
-@dataclass(frozen=True)
-class Fetch:
-    target: Target
-    text: str | None  # the body, None on error
-    error: str | None  # why the target is down, in words
-    duration_s: float
-    status: int | None = None
-
-
-def normalise(address: str) -> str:
-    """``host:9400`` -> ``http://host:9400/metrics``; a full URL is kept. Raises ValueError for
-    anything that is not an http(s) address."""
-    a = address.strip()
-    if not a or any(c.isspace() for c in a) or len(a) > 2048:
-        raise ValueError(f"not a scrape target: {address[:80]!r}")
-    if "://" not in a:
-        a = f"http://{a}"
-    scheme = a.split("://", 1)[0].lower()
-    if scheme not in ("http", "https"):
-        raise ValueError(f"not an http(s) target: {address[:80]!r}")
-    rest = a.split("://", 1)[1]
-    if "/" not in rest:
-        a += "/metrics"
-    parts = urlsplit(a)
-    try:
-        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
-    except ValueError:
-        raise ValueError(f"bad port in target {address[:80]!r}") from None
-    if not parts.hostname or not _HOST.match(parts.hostname):
-        raise ValueError(f"bad host in target {address[:80]!r}")
-    return a
 
 
 def read_json_or_yaml(path: str) -> Any:

@@ -25,14 +25,13 @@ from typing import Any
 from telemetry.collect.dcgm.scrape import (
     SCRAPE_INTERVAL_S,
     SCRAPE_TIMEOUT_S,
-    Target,
     TargetsFile,
-    normalise,
     read_json_or_yaml,
     scrape_round,
 )
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import Batch, Health, Option, Round, SourceContext, SourceSpec, Written
+from telemetry.ingest.targets import Target, normalise
 
 
 class TargetSource:

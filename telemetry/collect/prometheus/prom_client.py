@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from telemetry.collect.dcgm.scrape import USER_AGENT
+from telemetry.ingest.targets import USER_AGENT
 
 MAX_RESPONSE_BYTES = 512 * 2**20  # a query_range chunk is sized to stay far below this
 TENANT_HEADER = "X-Scope-OrgID"
