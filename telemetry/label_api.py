@@ -31,7 +31,7 @@ from flask import Blueprint, Response, request
 
 from telemetry.derive import derive
 from telemetry.errors import StoreError
-from telemetry.ingest.http_api import ApiError, WriteGate
+from telemetry.ingest.http import ApiError, WriteGate
 from telemetry.store import Store
 
 MAX_LABEL_BODY = 16 * 1024

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telemetry.ingest.forward import Forwarder
-from telemetry.ingest.http_api import Limits
+from telemetry.ingest.http import Limits
 from telemetry.ingest.spool import Spool
 from telemetry.ingest.targets import Fetch, Target
 from telemetry.ingest.wire import CONTENT_TYPE, encode_round

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telemetry.ingest.exposition import parse
-from telemetry.ingest.http_api import LogThrottle
+from telemetry.ingest.http import LogThrottle
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 from tests.fuzz_inputs import (

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from app.guard import MAX_DASH_BODY
-from telemetry.ingest.http_api import MAX_JSON_BODY, MAX_ROUND_BODY, MAX_ROUND_DECODED
+from telemetry.ingest.http import MAX_JSON_BODY, MAX_ROUND_BODY, MAX_ROUND_DECODED
 from telemetry.ingest.records import CATEGORIES, store_records
 from telemetry.ingest.targets import Fetch, Target
 from telemetry.ingest.wire import CONTENT_TYPE, encode_round

@@ -340,7 +340,7 @@ def add_route(bp: Any, writable: Callable[[], Any], body: Callable[[int], bytes]
     """``POST /write`` on the ingest API's blueprint (its token check and errors apply)."""
     from flask import Response, request
 
-    from telemetry.ingest.http_api import ApiError, _json
+    from telemetry.ingest.http import ApiError, _json
 
     @bp.post("/write")
     def remote_write() -> Response:
