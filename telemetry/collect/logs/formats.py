@@ -14,12 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from telemetry.collect.logs.tbfiles import TB_PREFIX
 from telemetry.errors import FactoryFloorError
 
 if TYPE_CHECKING:  # the readers are imported when a file is read, not with the parser
     from telemetry.collect.logs.importers import FileRecords
-
-TB_PREFIX = "events.out.tfevents."
 
 
 @dataclass(frozen=True)

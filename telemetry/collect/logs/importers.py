@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from telemetry.collect.logs.formats import TB_PREFIX
+from telemetry.collect.logs.tbfiles import TB_PREFIX
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.records import FIELD_KINDS
 
