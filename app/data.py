@@ -55,7 +55,7 @@ from telemetry.vocabulary import HOT_C, IDLE_PCT
 _store: Store | None = None
 _alerts: Any = None  # the serving process's AlertLoop (``bind_alerts``)
 _prices: PriceBook = price_book(None, None, None)  # ``bind_prices``
-_history: Any = None  # telemetry.collect.prom_history.PromHistory, bound by `serve --prometheus`
+_history: Any = None  # collect.prometheus.prom_history.PromHistory, bound by `serve --prometheus`
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
     "1h": 3600.0,

@@ -8,9 +8,9 @@ labels in its order, doubles with 6 decimals), then parses every scrape one call
 the daemon does, and prints samples per second for:
 
 * prometheus_client's ``text_string_to_metric_families`` (the reference, parse only);
-* ``telemetry.collect.exposition.parse``, first round (label-block cache cold: every host new)
+* ``telemetry.ingest.exposition.parse``, first round (label-block cache cold: every host new)
   and a later round (cache warm: the same targets again, the steady state of a scrape loop);
-* ``telemetry.collect.roundparse.parse_round``: the whole round at once in Arrow's kernels,
+* ``telemetry.ingest.roundparse.parse_round``: the whole round at once in Arrow's kernels,
   as the store's sink parses (cold: no label block remembered; warm: the last round's);
 * the round parsed at once, then ``round_rows`` and the round's two Arrow tables (the store's
   batch);

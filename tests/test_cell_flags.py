@@ -1,4 +1,4 @@
-"""Per-node cell flags kept with the node rollups (``telemetry.cellflags``): each cell's idle,
+"""Per-node cell flags kept with the node rollups (``telemetry.store.cellflags``): each cell's idle,
 slow and hot flags equal what judging the bucket's cells at query time gives, at every level,
 after a late round and after an upgrade; and the outlier table's candidates are the same from
 the kept flags as from the judged cells."""

@@ -1,6 +1,6 @@
 """dcgm-exporter scrapes as the store's rows: one row per GPU (or MIG instance).
 
-``round_rows(scrapes)`` reshapes a round of parsed scrapes (``telemetry.collect.exposition``)
+``round_rows(scrapes)`` reshapes a round of parsed scrapes (``telemetry.ingest.exposition``)
 into one row per (host, gpu, MIG instance) with the store's columns, plus every other field as
 long (field, value) extras, ready for ``pyarrow`` (``gpu_rows`` for one scrape). This is where
 dcgm-exporter's label names (``gpu``, ``Hostname``, ``UUID``, ``GPU_I_ID``, ...) and its field

@@ -4,7 +4,7 @@
 and an optional timestamp; the families' types; and the lines it rejected. A bad line is reported
 as ``(line number, reason)`` and the rest of the scrape is kept (``strict=True`` raises
 ``ValueError`` naming the first bad line instead). Nothing here knows dcgm-exporter's labels:
-reshaping a round of scrapes into the store's rows is ``telemetry.collect.dcgm_rows``.
+reshaping a round of scrapes into the store's rows is ``telemetry.ingest.dcgm_rows``.
 
 ``prometheus_client``'s parser is the reference: on well-formed text both give the same samples
 (``tests/test_exposition.py`` checks every fixture and generated text). Differences on purpose:

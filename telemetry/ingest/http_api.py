@@ -5,7 +5,7 @@ that owns the store). Endpoints (all JSON replies; errors are ``{"error": reason
 or 5xx status):
 
 ``POST /api/v1/scrape``
-    One scrape round from an ingest daemon (``telemetry.collect.wire``): gzip'd JSON with
+    One scrape round from an ingest daemon (``telemetry.ingest.wire``): gzip'd JSON with
     ``Content-Type: application/vnd.factoryfloor.round+json``, ``Content-Encoding: gzip`` and
     ``X-Batch-Id``. A batch id already stored is answered ``{"duplicate": true}`` and not
     stored again.

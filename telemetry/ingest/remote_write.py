@@ -7,7 +7,7 @@ labels and (value, timestamp ms) samples); the same token, size limits and JSON 
 rest of the ingest API apply, under the protocol's status rules: 2xx stored, 4xx never resent
 (bad body), 5xx resent by the sender.
 
-How a request becomes rounds, exactly once, is ``collect.rw_receiver``'s; this module is the
+How a request becomes rounds, exactly once, is ``ingest.rw_receiver``'s; this module is the
 wire format (``encode``, ``decode``), what a request's samples become as staging rows and which
 are refused (``staged_rows``), and the receiver's ``Policy``.
 """

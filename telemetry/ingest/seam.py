@@ -3,9 +3,9 @@
 Everything that fills a store is a ``Source``: something with a name that, asked at a clock
 time it is given (``poll(now)``), hands over typed batches, learns what became of each
 (``settle``) and reports its health. Everything that takes batches is a ``BatchSink``: the
-store writer (``collect.writer.StoreWriter``), the server's ingest service
-(``collect.http_api.IngestService``, the same writer behind a lock) and the forwarder
-(``collect.forward.Forwarder``, which spools rounds for a remote server). Any source runs with
+store writer (``ingest.writer.StoreWriter``), the server's ingest service
+(``ingest.http_api.IngestService``, the same writer behind a lock) and the forwarder
+(``ingest.forward.Forwarder``, which spools rounds for a remote server). Any source runs with
 any sink that accepts its batch types (``daemon.run_rounds`` checks), so the scrape loop, a file
 import and the replay engine share one write path, and a new source is one module that yields
 batches (see ``telemetry.sources`` for how to add one).

@@ -3,7 +3,7 @@ target health, one atomic batch per round.
 
 GPUs are keyed by (host, gpu index, MIG instance); a GPU seen for the first time gets the next
 ``gpu_id`` (and its host the next ``node_id``), with its target's labels (``rack``...) applied
-and kept current after (``telemetry.collect.inventory``). XIDs become events when the
+and kept current after (``telemetry.ingest.inventory``). XIDs become events when the
 exporter's sticky last-XID gauge changes to a non-zero value, or when
 ``DCGM_EXP_XID_ERRORS_COUNT{xid=...}`` grows (a repeat of the same XID is invisible to the
 gauge but counted there).
@@ -244,7 +244,7 @@ class StoreSink:
         self, rows: GpuRows, labelled: Labelled
     ) -> tuple[np.ndarray, dict[GpuIdKey, int], pa.Table, pa.Table]:
         """gpu_id per row, the new GPUs' keys -> ids, and the new nodes' and GPUs' rows (with
-        their targets' labels: ``telemetry.collect.inventory``)."""
+        their targets' labels: ``telemetry.ingest.inventory``)."""
         get = self.gpu_ids.get
         mig = _blank(rows.attribution["mig_instance"])
         keys = list(zip(rows.host, rows.gpu.tolist(), mig, strict=True))

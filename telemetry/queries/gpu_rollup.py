@@ -1,4 +1,4 @@
-"""Queries answered from the per-GPU rollup (``gpu_rollup``, kept by ``telemetry.rollups``):
+"""Queries answered from the per-GPU rollup (``gpu_rollup``, kept by ``telemetry.store.rollups``):
 which level serves a per-GPU series, and the fleet's GPUs under a utilization per hour.
 
 Apart from ``telemetry.queries.gpus`` so that module stays within its size, and so both it and

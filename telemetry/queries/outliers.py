@@ -38,7 +38,7 @@ MAX_NODES = 40  # candidate nodes the table reads per GPU
 # Nodes likely to hold an outlier GPU, from per-node cells compared with the fleet in the same
 # bucket (fleet-wide dips such as restarts and checkpoint stalls cancel out): a hot GPU, a node
 # as busy as the fleet but slower (one GPU at 0.88 of its peers lowers its node's mean clock by
-# 1.5 %), or a job node well below the fleet's utilization (``telemetry.cellflags``: the flags
+# 1.5 %), or a job node well below the fleet's utilization (``telemetry.store.cellflags``: the flags
 # are kept with the node rollups, or judged here from node_tick's cells and regrouped ones).
 # Plus a spread of job nodes as the reference for "the fleet" in stage 2.
 _CANDIDATES_SQL = """WITH flags AS (

@@ -1,7 +1,7 @@
 """SQL an append runs inside its transaction, with the batch registered as ``_batch``
 (``Store.append_many``): each GPU's newest sample into ``gpu_now``, the batch's per-(tick,
 node) sums into ``node_tick``, and a producer's whole per-GPU buckets into their levels'
-tables. What a refresh builds later from these is ``telemetry.rollups``."""
+tables. What a refresh builds later from these is ``telemetry.store.rollups``."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ depend only on its own bucket (the fleet's mean and busy clock in it), so they a
 whenever a refresh writes the bucket's node rows, for every node of the bucket at once: a late
 round that rebuilds a bucket sets them again.
 
-Apart from ``telemetry.rollups`` because what counts as a candidate is the outlier table's
+Apart from ``telemetry.store.rollups`` because what counts as a candidate is the outlier table's
 definition; the refresh only calls ``set_flags`` after it writes node rows.
 """
 

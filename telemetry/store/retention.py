@@ -1,7 +1,7 @@
 """Raw retention: per-GPU samples are kept ``--raw-retention`` long, the rollups for ever.
 
 At 16,384 GPUs and a 15 s interval the raw samples grow by ~94 M rows a day, while every
-fleet and per-node chart over more than a few hours reads the rollups (``telemetry.rollups``).
+fleet and per-node chart over more than a few hours reads the rollups (``telemetry.store.rollups``).
 So the raw tables (``gpu_samples``, ``gpu_samples_extra`` and the per-tick node sums
 ``node_tick``) keep a window, and what is older leaves the store (per-GPU 5 min and 1 h
 buckets stay in ``gpu_rollup``):

@@ -51,7 +51,7 @@ DAY_MARK = "gpu_day_mark"
 # per-GPU statistics 47 ms, 25 on its own level; the drill-down's node series 27, 15. The
 # queries of one level name its table: a join over the view's UNION ALL is planned without
 # the statistics that make the join with ``gpus`` direct. Writers report the view and the
-# tables (``GPU_TABLES``, ``telemetry.versions``), so results read through either are renewed.
+# tables (``GPU_TABLES``, ``telemetry.store.versions``), so results read through either are renewed.
 GPU_VIEW = "gpu_rollup"
 GPU_TABLE_LEVELS: tuple[int, ...] = (*GPU_LEVELS_S, DAY_S)
 

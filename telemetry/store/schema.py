@@ -201,7 +201,7 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
     # remote_write's staged rows are claimed by the round being written (crash-safe promotion)
     "remote_write_staging": {"claim": "VARCHAR"},
     # ... and whether each cell is idle, slow or hot against the fleet in its bucket
-    # (``telemetry.cellflags``: the outlier table's candidate search counts them).
+    # (``telemetry.store.cellflags``: the outlier table's candidate search counts them).
     "node_rollup": {"real_avg": "FLOAT", **dict.fromkeys(FLAG_COLUMNS, "BOOLEAN")},
     # the fleet's GPU energy per hour, summed from the per-GPU hours as they are built
     # (``rollups.FLEET_ENERGY_SQL``): a run's energy reads its hours, not every GPU-hour

@@ -8,9 +8,9 @@ scrape loop) in a thread of its own; a second process that tries to open it gets
 Within the owning process every writer goes through ``Store`` (one write lock); readers take a
 ``cursor()`` each, which DuckDB runs concurrently with the writer.
 
-The store's other concerns live beside it: the tables and their upgrades in
-``telemetry.schema``, opening the file and the SQL audit in ``telemetry.connection``, the
-result cache in ``telemetry.cache`` and the rollups in ``telemetry.rollups``.
+The store's other concerns live beside it in ``telemetry.store``: the tables and their upgrades
+in ``schema``, opening the file and the SQL audit in ``connection``, the result cache in
+``cache`` and the rollups in ``rollups``.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class Store:
 
     def _read_version(self, sql: str) -> int:
         """The version a result of ``sql`` is cached under: that of the last write to a table
-        it reads (``telemetry.versions``), so a scrape round keeps the training results."""
+        it reads (``telemetry.store.versions``), so a scrape round keeps the training results."""
         return self._tables.of(sql, self._version)
 
     def _stale(self, key: Any, version: int) -> bool:
@@ -337,11 +337,11 @@ class Store:
         return float(self.meta().get("sample_interval_s", "15"))
 
     def rollup_levels(self) -> list[int]:
-        """Bucket sizes kept in the rollup tables (``telemetry.rollups.levels_for``)."""
+        """Bucket sizes kept in the rollup tables (``rollups.levels_for``)."""
         return rollups.levels_for(self.sample_interval_s())
 
     def gpu_rollup_levels(self) -> list[int]:
-        """Bucket sizes kept per GPU in ``gpu_rollup`` (``telemetry.rollups.gpu_levels_for``)."""
+        """Bucket sizes kept per GPU in ``gpu_rollup`` (``rollups.gpu_levels_for``)."""
         return rollups.gpu_levels_for(self.sample_interval_s())
 
     def gpu_rollup_since(self) -> datetime:
@@ -350,7 +350,7 @@ class Store:
         return datetime.fromisoformat(self.meta().get("gpu_rollup_since", "1970-01-01 00:00:00"))
 
     def raw_since(self) -> datetime | None:
-        """The raw-retention horizon (``telemetry.retention``): per-GPU samples and ticks
+        """The raw-retention horizon (``telemetry.store.retention``): per-GPU samples and ticks
         before it have left the store; None while nothing has."""
         value = self.meta().get("raw_since")
         return datetime.fromisoformat(value) if value else None

@@ -11,7 +11,7 @@ What is safe when unsure: a write that does not say which tables it touched coun
 to all of them, and a query whose SQL names no known table, or names a view (whose tables are
 not spelled out here), takes the store's own version, as every query did before. The
 exception is a view whose every writer reports it by name (``tracked``: the per-GPU rollup,
-one table per level under the view ``gpu_rollup``, see ``telemetry.rollups``).
+one table per level under the view ``gpu_rollup``, see ``telemetry.store.rollups``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a scrape's HTTP exchange refuses, in words: ``Down`` (the target is down for the reason
 given), and ``Inflater`` (a gzip body inflated piece by piece, never past the size limit, so a
-gzip bomb is a target down, not memory exhausted). Used by ``telemetry.collect.scrape``."""
+gzip bomb is a target down, not memory exhausted). Used by ``telemetry.collect.dcgm.scrape``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Training logs on disk as a source: ``factoryfloor import FILE...``.
 
-Every file is read (by its format, ``collect.formats``) when the source is made, before any
+Every file is read (by its format, ``collect.logs.formats``) when the source is made, before any
 store is opened, so a typo or an unreadable file writes nothing. ``poll`` then yields each
 file's records in chunks of ``IMPORT_CHUNK``; a chunk's batch id is a hash of the file's bytes,
 the kind and the run plus its offset, so importing the same file again stores nothing ("already

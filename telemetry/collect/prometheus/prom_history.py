@@ -1,7 +1,7 @@
 """Per-GPU history older than the store's raw window, read back from Prometheus.
 
 With ``--raw-retention`` the store keeps per-GPU samples for a window and the rollups for
-ever (``telemetry.retention``). A cluster that already runs Prometheus usually keeps those
+ever (``telemetry.store.retention``). A cluster that already runs Prometheus usually keeps those
 series far longer, so when ``serve`` has a ``--prometheus`` source, the GPU drill-down of a
 range that starts before the store's horizon reads the missing part of each GPU's series
 from the first server that answers: one ``query_range`` per metric, averaged over each
