@@ -106,7 +106,7 @@ def _start(text: str) -> datetime:
 
 
 def _duration(text: str) -> float:
-    from telemetry.collect.since import parse_duration
+    from telemetry.ingest.since import parse_duration
 
     try:
         return parse_duration(text)

@@ -23,10 +23,11 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from telemetry import derive, label_api, queries
+from telemetry import label_api, queries
 from telemetry.cost import PriceBook, Prices, price_book
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.derive import derive
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import failures as failq
@@ -54,7 +55,7 @@ from telemetry.vocabulary import HOT_C, IDLE_PCT
 _store: Store | None = None
 _alerts: Any = None  # the serving process's AlertLoop (``bind_alerts``)
 _prices: PriceBook = price_book(None, None, None)  # ``bind_prices``
-_history: Any = None  # telemetry.collect.prom_history.PromHistory, bound by `serve --prometheus`
+_history: Any = None  # collect.prometheus.prom_history.PromHistory, bound by `serve --prometheus`
 
 PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
     "1h": 3600.0,
@@ -457,7 +458,7 @@ def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
     """The node's GPUs over the range. Before the raw-retention horizon: from the per-GPU
     rollups when the bucket fits one, else from Prometheus when ``serve`` reads one
     (``bind_history``), else in buckets no finer than the finest per-GPU rollup."""
-    from telemetry.collect.prom_history import merged_node_series
+    from telemetry.collect.prometheus.prom_history import merged_node_series
 
     s = store()
     expired = s.raw_since()

@@ -39,7 +39,7 @@ from dash.exceptions import DependencyException
 from flask import Flask, Response, redirect, request
 from werkzeug.exceptions import HTTPException
 
-from telemetry.collect.http_api import LogThrottle
+from telemetry.ingest.http import LogThrottle
 
 log = logging.getLogger("factoryfloor.guard")
 _throttle = LogThrottle(log)
@@ -102,8 +102,8 @@ def body_limit(path: str) -> int:
     """The most a request to ``path`` may declare: each endpoint's own limit (the ingest API's,
     remote_write's, the operator API's), the dashboard's for the rest. The WSGI server reads
     no body over it (``app.wsgi``): the endpoint refuses it from its headers alone."""
-    from telemetry.collect.http_api import Limits
-    from telemetry.collect.remote_write import MAX_BODY
+    from telemetry.ingest.http import Limits
+    from telemetry.ingest.remote_write import MAX_BODY
     from telemetry.label_api import MAX_LABEL_BODY
 
     if not path.startswith("/api/v1/"):

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from telemetry import env, sources
-from telemetry.collect.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
+from telemetry.collect.dcgm.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
 from telemetry.cost import PriceBook, price_book
 from telemetry.errors import FactoryFloorError
 

@@ -23,7 +23,7 @@ from app import data, figures
 from app.figures import plot
 from app.figures.plot import Figure
 from telemetry import env
-from telemetry.cache import ResultCache
+from telemetry.store.cache import ResultCache
 
 log = logging.getLogger("factoryfloor.app")
 

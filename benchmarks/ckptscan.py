@@ -1,4 +1,4 @@
-"""Checkpoint-tree scan benchmark: ``telemetry.collect.ckptdirs`` against a bare walk, same run.
+"""Checkpoint-tree scan benchmark: ``collect.checkpoints.ckptdirs`` against a bare walk, same run.
 
     .venv/bin/python benchmarks/ckptscan.py              # 10,000 files (99 checkpoints x 100 + 100)
     .venv/bin/python benchmarks/ckptscan.py --per-format 330   # ~100,000 files
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from telemetry.collect.ckptdirs import TRACKER, CheckpointWatcher, scan  # noqa: E402
+from telemetry.collect.checkpoints.ckptdirs import TRACKER, CheckpointWatcher, scan  # noqa: E402
 
 SHARDS = 100  # files per directory checkpoint
 

@@ -278,8 +278,8 @@ def under_ingest(
     import threading
 
     from benchmarks.ingest import render_host
-    from telemetry.collect.scrape import Fetch, Target
-    from telemetry.collect.wire import CONTENT_TYPE, encode_parts
+    from telemetry.ingest.targets import Fetch, Target
+    from telemetry.ingest.wire import CONTENT_TYPE, encode_parts
     from telemetry.store import Store
 
     with Store(store, read_only=True) as s:

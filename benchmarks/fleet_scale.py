@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from telemetry.queries import TimeRange, fleet_series, hottest_gpus  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
-from telemetry.retention import expire  # noqa: E402
 from telemetry.store import Store  # noqa: E402
+from telemetry.store.retention import expire  # noqa: E402
 
 GPUS, NODES, INTERVAL_S, DAYS = 16_384, 2_048, 15, 54
 TABLES = ("gpu_samples", "node_tick", "gpu_rollup", "node_rollup", "fleet_rollup")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from telemetry.collect import flight_recorder as fr  # noqa: E402
+from telemetry.collect.logs import flight_recorder as fr  # noqa: E402
 
 
 def entry(seq: int, op: str) -> dict:

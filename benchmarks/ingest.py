@@ -8,9 +8,9 @@ labels in its order, doubles with 6 decimals), then parses every scrape one call
 the daemon does, and prints samples per second for:
 
 * prometheus_client's ``text_string_to_metric_families`` (the reference, parse only);
-* ``telemetry.collect.exposition.parse``, first round (label-block cache cold: every host new)
+* ``telemetry.ingest.exposition.parse``, first round (label-block cache cold: every host new)
   and a later round (cache warm: the same targets again, the steady state of a scrape loop);
-* ``telemetry.collect.roundparse.parse_round``: the whole round at once in Arrow's kernels,
+* ``telemetry.ingest.roundparse.parse_round``: the whole round at once in Arrow's kernels,
   as the store's sink parses (cold: no label block remembered; warm: the last round's);
 * the round parsed at once, then ``round_rows`` and the round's two Arrow tables (the store's
   batch);
@@ -48,9 +48,10 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from telemetry.collect import dcgm_rows, exposition, roundparse  # noqa: E402
-from telemetry.collect.scrape import Fetch, Target, load_targets, scrape_round  # noqa: E402
-from telemetry.collect.sink import StoreSink  # noqa: E402
+from telemetry.collect.dcgm.scrape import load_targets, scrape_round  # noqa: E402
+from telemetry.ingest import dcgm_rows, exposition, roundparse  # noqa: E402
+from telemetry.ingest.sink import StoreSink  # noqa: E402
+from telemetry.ingest.targets import Fetch, Target  # noqa: E402
 from telemetry.reference import dcgm_fields  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from telemetry.collect.textlogs import LogBatch, parse_file  # noqa: E402
+from telemetry.collect.logs.textlogs import LogBatch, parse_file  # noqa: E402
 
 START = datetime(2026, 3, 1)
 TIMERS = [
@@ -164,9 +164,9 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> None:
     """End to end, as ``factoryfloor import --run R FILE`` does it: the cluster source read
     into a fresh store (metrics validated and stored, signals, checkpoint lines), then the
     run's interruptions derived. Ratio: against parsing alone, measured above."""
-    from telemetry.collect.cluster_source import ClusterSource
-    from telemetry.collect.daemon import collect
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.collect.logs.cluster_source import ClusterSource
+    from telemetry.ingest.daemon import collect
+    from telemetry.ingest.writer import StoreWriter
     from telemetry.store import Store
 
     store_path = tmp / "import.duckdb"

@@ -287,8 +287,8 @@ def _no_5xx(check: str, tried: int, statuses: dict[int, int]) -> Row:
 
 
 def suite_input(tmp: Path, dev_store: Path, n: int) -> list[Row]:
-    from telemetry.collect.scrape import Fetch, Target
-    from telemetry.collect.wire import CONTENT_TYPE, encode_round
+    from telemetry.ingest.targets import Fetch, Target
+    from telemetry.ingest.wire import CONTENT_TYPE, encode_round
     from telemetry.store import Store
 
     path = tmp / "input.duckdb"

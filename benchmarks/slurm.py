@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from telemetry.collect.daemon import collect  # noqa: E402
-from telemetry.collect.slurm_client import SlurmClient, recorded_runner  # noqa: E402
-from telemetry.collect.slurm_source import SlurmSource  # noqa: E402
-from telemetry.collect.writer import StoreWriter  # noqa: E402
+from telemetry.collect.slurm.slurm_client import SlurmClient, recorded_runner  # noqa: E402
+from telemetry.collect.slurm.slurm_source import SlurmSource  # noqa: E402
+from telemetry.ingest.daemon import collect  # noqa: E402
+from telemetry.ingest.writer import StoreWriter  # noqa: E402
 from telemetry.store import Store  # noqa: E402
 
 REC = ROOT / "tests" / "fixtures" / "slurm" / "drained"

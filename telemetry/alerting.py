@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from telemetry.collect.since import parse_duration as parse_duration_s
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.since import parse_duration as parse_duration_s
 from telemetry.store import Store
 
 KINDS = ("alertmanager", "webhook")

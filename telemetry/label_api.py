@@ -29,9 +29,9 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from telemetry import derive
-from telemetry.collect.http_api import ApiError, WriteGate
+from telemetry.derive import derive
 from telemetry.errors import StoreError
+from telemetry.ingest.http import ApiError, WriteGate
 from telemetry.store import Store
 
 MAX_LABEL_BODY = 16 * 1024

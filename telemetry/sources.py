@@ -1,18 +1,19 @@
 """Every source of data Factory Floor stores, registered in one place: ``SOURCES``.
 
-A source (``collect.seam.Source``) is a named thing that, polled at a clock time it is given,
+A source (``ingest.seam.Source``) is a named thing that, polled at a clock time it is given,
 yields typed batches (``Round``, ``Records``, ``Tables``) for a ``BatchSink`` (the store writer,
 the server's ingest service, the forwarder), learns what became of each, and reports its
 health, one row per thing it watches in the ``targets`` table, which the dashboard's target
-view reads. Its registration (``collect.seam.SourceSpec``) gives its name, a summary, its
+view reads. Its registration (``ingest.seam.SourceSpec``) gives its name, a summary, its
 command-line options per command and how to build it from their values. The commands read this
 list: ``ingest`` and ``serve`` add every registered source's options, build the sources that
-were asked for and run each with ``collect.daemon.run_rounds`` into their sink.
+were asked for and run each with ``ingest.daemon.run_rounds`` into their sink.
 
 How to add a source (a tailed training log, ``--logs GLOB``, is the example)
 -----------------------------------------------------------------------------
-1. One module, ``telemetry/collect/logs.py`` (``telemetry/collect`` never imports the replay
-   engine; keep heavy imports inside functions, the command line's parser imports it):
+1. One package, ``telemetry/collect/logs/`` (a source imports the ingest and the store, never
+   another source nor the replay engine; keep heavy imports inside functions, the command
+   line's parser imports it):
 
    - a class with ``name = "logs"``, ``produces = (Records,)`` and ``health_rows = True`` (the
      loop stores ``health()`` after each round), and
@@ -34,9 +35,9 @@ How to add a source (a tailed training log, ``--logs GLOB``, is the example)
 
 A checkpoint-directory watcher (``--checkpoints TIER=PATH``) is the same shape: ``poll`` lists
 new checkpoint directories as ``Records("checkpoints", ...)``. A new ``import`` format is not a
-source: it is one ``LogFormat`` in ``collect.formats.FORMATS``. A push source (posted records)
-has no options and an empty ``poll``: the code that receives the data writes each batch and
-settles it (see ``collect.posted``).
+source: it is one ``LogFormat`` in ``collect.logs.formats.FORMATS``. A push source (posted
+records) has no options and an empty ``poll``: the code that receives the data writes each batch and
+settles it (see ``ingest.posted``).
 
 Nothing here imports a source's heavy parts: ``factoryfloor --help`` stays fast.
 """
@@ -46,17 +47,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.collect import (
-    cluster_source,
-    fr_source,
-    import_source,
-    posted,
-    prom_source,
-    scrape_source,
-    slurm_source,
-)
-from telemetry.collect.seam import Option, Source, SourceContext, SourceSpec
+from telemetry.collect.dcgm import scrape_source
+from telemetry.collect.logs import cluster_source, fr_source, import_source
+from telemetry.collect.prometheus import prom_source
+from telemetry.collect.slurm import slurm_source
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest import posted
+from telemetry.ingest.seam import Option, Source, SourceContext, SourceSpec
 from telemetry.replay import source as replay_source
 
 SOURCES: tuple[SourceSpec, ...] = (

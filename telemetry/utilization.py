@@ -139,8 +139,8 @@ def class_sql(util: str, fb: str, tensor: str, dram: str, sm: str, link: str) ->
 # Per-GPU buckets of ``gpu_rollup`` counted per workload class into ``class_rollup`` (how many
 # intervals, and how many of them reported SM activity, occupancy, any real-utilization field),
 # so the class chart and the basis read a few rows per bucket whatever the fleet size. Run by
-# ``telemetry.rollups`` for the buckets it rebuilds (``where`` narrows to them) and once by
-# ``telemetry.schema`` for a store whose per-GPU buckets came before this table.
+# ``telemetry.store.rollups`` for the buckets it rebuilds (``where`` narrows to them) and once by
+# ``telemetry.store.schema`` for a store whose per-GPU buckets came before this table.
 _ROLLUP_CLASS = class_sql(
     "util_avg", "fb_used_avg", "tensor_avg", "dram_avg", "sm_active_avg",
     link_sql("nvlink_bps", "pcie_bps"),

@@ -19,8 +19,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from telemetry.collect.records import SCHEMAS
-from telemetry.collect.wire import CONTENT_TYPE, FORMAT
+from telemetry.ingest.records import SCHEMAS
+from telemetry.ingest.wire import CONTENT_TYPE, FORMAT
 from tests.callback_fuzz import HOSTILE
 
 BUDGET_VAR = "FACTORYFLOOR_FUZZ_EXAMPLES"

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from telemetry.collect.remote_write import encode
+from telemetry.ingest.remote_write import encode
 from telemetry.store import Store
 from tests.faults import free_port, spawn, wait_http
 

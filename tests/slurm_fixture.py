@@ -465,7 +465,7 @@ RECORD = {
 
 def record(cluster: SlurmCluster, out: Path) -> None:
     """What the client commands print now, as the source runs them, into ``out``."""
-    from telemetry.collect import slurm_client
+    from telemetry.collect.slurm import slurm_client
 
     out.mkdir(parents=True, exist_ok=True)
     env = {"SLURM_CONF": str(cluster.conf), "TZ": "UTC"}

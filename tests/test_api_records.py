@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.collect.forward import Forwarder
-from telemetry.collect.http_api import Limits
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.spool import Spool
-from telemetry.collect.wire import CONTENT_TYPE, encode_round
+from telemetry.ingest.forward import Forwarder
+from telemetry.ingest.http import Limits
+from telemetry.ingest.spool import Spool
+from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.wire import CONTENT_TYPE, encode_round
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 
@@ -258,7 +258,7 @@ class Limited:
         from werkzeug.serving import make_server
 
         from app import guard
-        from telemetry.collect.http_api import IngestService, make_blueprint
+        from telemetry.ingest.http_api import IngestService, make_blueprint
         from telemetry.label_api import make_label_blueprint
 
         self.store = Store(str(path))

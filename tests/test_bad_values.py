@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from telemetry.collect.dcgm_rows import gpu_rows
-from telemetry.collect.exposition import parse
-from telemetry.collect.scrape import Fetch, Target, scrape_round
-from telemetry.collect.sink import StoreSink
-from telemetry.collect.wire import WireError, decode_round, encode_round
+from telemetry.collect.dcgm.scrape import scrape_round
+from telemetry.ingest.dcgm_rows import gpu_rows
+from telemetry.ingest.exposition import parse
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.wire import WireError, decode_round, encode_round
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, ExporterHandler
 

@@ -1,4 +1,4 @@
-"""Per-node cell flags kept with the node rollups (``telemetry.cellflags``): each cell's idle,
+"""Per-node cell flags kept with the node rollups (``telemetry.store.cellflags``): each cell's idle,
 slow and hot flags equal what judging the bucket's cells at query time gives, at every level,
 after a late round and after an upgrade; and the outlier table's candidates are the same from
 the kept flags as from the judged cells."""
@@ -12,10 +12,10 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry.cellflags import FLAG_COLUMNS, JUDGED_SQL
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import outliers as outq
 from telemetry.store import Store
+from telemetry.store.cellflags import FLAG_COLUMNS, JUDGED_SQL
 
 _CELLS = """SELECT ts, node_id, coalesce(real_avg, util_avg) AS eff_avg, temp_max, sm_clock_avg
 FROM node_rollup WHERE bucket_s = ?"""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.ckptdirs import (
+from telemetry.collect.checkpoints.ckptdirs import (
     COLUMNS,
     TRACKER,
     CheckpointWatcher,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.cluster_source import ClusterSource
-from telemetry.collect.daemon import collect
-from telemetry.collect.writer import StoreWriter
+from telemetry.collect.logs.cluster_source import ClusterSource
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import cli
 
@@ -131,7 +131,7 @@ def test_ingest_follows_a_log_and_derives_the_stop_once_progress_resumes(
     r = cli(*args, "--once", env=env)
     assert r.returncode == 0, r.stderr
     with Store(str(store), read_only=True) as s:
-        from telemetry.derive import open_stall
+        from telemetry.derive.derive import open_stall
 
         stall = open_stall(s, "live-1", now)
         assert stall is not None and stall["step"] == 300

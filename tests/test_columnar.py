@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from telemetry.collect.columnar import validate_columns
-from telemetry.collect.records import validate
+from telemetry.ingest.columnar import validate_columns
+from telemetry.ingest.records import validate
 
 NOW = datetime(2026, 3, 2, 12, 0)
 T = datetime(2026, 3, 1, 8, 0)

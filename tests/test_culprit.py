@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from telemetry.collect import logranks as lr
-from telemetry.collect.textlogs import LogParser, parse_file
+from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs.textlogs import LogParser, parse_file
 from tests import cascade_fixture as cf
 
 CLI = [sys.executable, "-m", "app.cli"]
@@ -339,7 +339,7 @@ def test_three_restarts_from_one_checkpoint_are_one_restart_loop(tmp_path: Path)
 def test_the_same_gpu_failing_again_right_after_a_restore_is_one_incident() -> None:
     import pandas as pd
 
-    from telemetry.inference import infer_interruptions
+    from telemetry.derive.inference import infer_interruptions
     from tests.test_inference import HOSTS, at, sig, stream
 
     m = stream((0, 0, 100, 0), (1200, 91, 30, 1), (2100, 111, 50, 2))

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pytest
 
-from telemetry import derive
-from telemetry.collect.records import store_records
+from telemetry.derive import derive
+from telemetry.ingest.records import store_records
 from telemetry.store import Store
 
 T0 = datetime(2026, 3, 1, 8, 0, 0)

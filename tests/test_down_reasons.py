@@ -9,9 +9,9 @@ import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from telemetry.collect.daemon import MAX_NAMED, collect
-from telemetry.collect.scrape_source import ScrapeSource, TargetSource
-from telemetry.collect.writer import StoreWriter
+from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
+from telemetry.ingest.daemon import MAX_NAMED, collect
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import ExporterHandler, cli, free_port
 

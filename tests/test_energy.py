@@ -13,10 +13,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries.energy import COUNTER, POWER, energy, energy_per_day, run_energy
-from telemetry.store import Store
+from telemetry.store import Store, rollups
 from tests.conftest import cli
 
 

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from app.guard import OneLine
-from telemetry.collect.http_api import LogThrottle
+from telemetry.ingest.http import LogThrottle
 from tests.conftest import Server
 
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
@@ -140,10 +140,10 @@ def test_a_window_rolling_over_says_how_many_were_left_out_without_hanging(
     100,000-input fuzz run, where a busy server's next error log hung its request thread)."""
     import threading
 
-    from telemetry.collect import http_api
+    from telemetry.ingest import http
 
     clock = [1000.0]  # the throttle's clock, moved by hand: no test of timing
-    monkeypatch.setattr(http_api.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(http.time, "monotonic", lambda: clock[0])
     records: list[logging.LogRecord] = []
     logger = logging.getLogger("factoryfloor.test-roll-over")
     logger.propagate = False

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect import scrape
-from telemetry.collect.scrape import MAX_BODY_BYTES, Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.dcgm import scrape
+from telemetry.collect.dcgm.scrape import MAX_BODY_BYTES, scrape_round
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, cli, free_port
 
@@ -274,7 +275,7 @@ def test_one_round_over_every_fault_ends_on_time(tmp_path: Path, faulty: dict[st
 
 
 def test_a_body_over_the_limit_is_cut_at_the_limit(faulty: dict[str, str]) -> None:
-    from telemetry.collect.scrape import fetch
+    from telemetry.collect.dcgm.scrape import fetch
 
     f = fetch(Target(faulty["/huge"]), 5.0, max_bytes=1_000_000)
     assert f.text is None and "larger than 1,000,000 bytes" in (f.error or "")

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect import exposition
-from telemetry.collect.dcgm_rows import GpuRows, gpu_rows, round_rows
-from telemetry.collect.exposition import BLANK_MIN, ParseError, Scrape, parse
+from telemetry.ingest import exposition
+from telemetry.ingest.dcgm_rows import GpuRows, gpu_rows, round_rows
+from telemetry.ingest.exposition import BLANK_MIN, ParseError, Scrape, parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "sample_data" / "dcgm"
 CLEAN = [

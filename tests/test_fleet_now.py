@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.queries import fleet_latest, hottest_gpus
 from telemetry.store import Store
 from tests.test_queries_targets import T0, _text

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect import flight_recorder as fr
+from telemetry.collect.logs import flight_recorder as fr
 from telemetry.store import Store
 from tests.conftest import cli
 from tests.fr_fixture import _fr_store, run_job  # noqa: F401 (a fixture)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.spool import Spool, SpoolError
-from telemetry.collect.wire import CONTENT_TYPE, WireError, decode_round, encode_round
+from telemetry.ingest.spool import Spool, SpoolError
+from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.wire import CONTENT_TYPE, WireError, decode_round, encode_round
 from telemetry.store import Store
 from tests.conftest import ROOT, Server, cli, start_server
 

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.collect.exposition import parse
-from telemetry.collect.http_api import LogThrottle
+from telemetry.ingest.exposition import parse
+from telemetry.ingest.http import LogThrottle
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 from tests.fuzz_inputs import (
@@ -105,7 +105,7 @@ class App:
 def app(dev_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     from app import guard
     from app.main import create_app
-    from telemetry.collect.http_api import IngestService, make_blueprint
+    from telemetry.ingest.http_api import IngestService, make_blueprint
     from telemetry.label_api import make_label_blueprint
     from telemetry.store import open_store
 

@@ -13,13 +13,12 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry import rollups
 from telemetry.errors import StoreError
 from telemetry.queries import TimeRange, data_extent, gpu_node, gpu_rollup
 from telemetry.queries import gpus as gpuq
 from telemetry.queries.gpu_rollup import gpus_below, gpus_below_per_hour, node_series_level
-from telemetry.retention import expire
-from telemetry.store import Store
+from telemetry.store import Store, rollups
+from telemetry.store.retention import expire
 from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 

@@ -19,7 +19,7 @@ from app.figures import gpus as gfig
 from app.figures import training as tfig
 from app.figures.failures import interruption_timeline, known
 from app.figures.plot import check
-from telemetry.collect.records import store_records
+from telemetry.ingest.records import store_records
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import failures as failq
 from telemetry.queries import gpus as gpuq

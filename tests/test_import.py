@@ -12,7 +12,7 @@ import pytest
 from tensorboardX import SummaryWriter
 
 from telemetry import queries
-from telemetry.collect.importers import ImportFileError, read_csv, read_jsonl, read_tensorboard
+from telemetry.collect.logs.importers import ImportFileError, read_csv, read_jsonl, read_tensorboard
 from telemetry.store import Store
 from tests.conftest import cli
 

@@ -15,8 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.evidence import CAUSES, xid_rule
-from telemetry.inference import COLUMNS, current_stall, infer_interruptions, stall_threshold_s
+from telemetry.derive.evidence import CAUSES, xid_rule
+from telemetry.derive.inference import (
+    COLUMNS,
+    current_stall,
+    infer_interruptions,
+    stall_threshold_s,
+)
 from telemetry.reference import llama3_interruptions
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario

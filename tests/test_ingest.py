@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from telemetry.catalog import SAMPLE_COLUMNS
-from telemetry.collect.scrape import Target, load_targets, normalise, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.dcgm.scrape import load_targets, scrape_round
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target, normalise
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES as FIXTURES
 from tests.conftest import ROOT, cli

@@ -4,6 +4,15 @@
   simulator), directly or through any other module of ours: a collector must run, and be read,
   without the simulation. Words both need (the planned category, the tiers) live in
   ``telemetry.vocabulary``.
+- The replay engine never imports ``telemetry.collect``: it writes through the same seam as the
+  sources (``telemetry.ingest``), not through any of them.
+- ``telemetry.ingest`` (the seam, the loop, the writer) imports no source: what every source
+  shares lives in the ingest, so a new source is one package that imports it.
+- The sources (each package of ``telemetry.collect``) never import each other, but for the
+  pairs in ``SOURCE_PAIRS``, each with its reason.
+- ``telemetry.store`` imports no source and no ingest: it is written to, it does not collect.
+- No import circles among the modules of ``telemetry/`` and ``app/`` (an import inside a
+  function counts: it runs, later, with the same result).
 - No module in ``telemetry/`` or ``app/`` is over ``MAX_LINES`` lines unless its docstring says
   why, on a line ``Long module: <reason>``. A long module is usually several responsibilities
   that change for different reasons; the marker makes the exception a decision someone wrote.
@@ -17,6 +26,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +38,14 @@ _MARKER_RE = re.compile(rf"^\s*{re.escape(LONG_MARKER)}\s*(.*)$", re.M)
 # They may stay long until it is merged; an entry no longer over the limit fails below, so
 # the list cannot outlive the split. Remove the entry when merging that branch.
 PENDING_SPLIT: dict[str, str] = {}  # module -> the split that will bring it under the limit
+
+# (importing module, source module it may import) -> why. An entry no longer used fails below.
+SOURCE_PAIRS: dict[tuple[str, str], str] = {
+    (
+        "telemetry.collect.logs.cluster_source",
+        "telemetry.collect.checkpoints.ckptdirs",
+    ): "the cluster source reads the checkpoint directories it is given beside the logs",
+}
 
 
 # ---- the import walk ---------------------------------------------------------------------------
@@ -45,33 +63,45 @@ def modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     return out
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+def imports_of(name: str, path: Path, known: set[str], own_packages: bool = True) -> set[str]:
     """The modules of ``known`` that running module ``name`` imports: at any depth of its code
     (an import inside a function counts), relative imports resolved, and with every package
-    whose ``__init__`` such an import runs."""
+    whose ``__init__`` such an import runs. Without ``own_packages``, the packages ``name`` is
+    in are left out where an import only runs their ``__init__`` (to reach a module below
+    them) and reads no name from it: Python has begun running those before ``name``, so such an
+    import cannot bring it round again (what the circle check needs)."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
+    read: set[str] = set()  # the modules an import names, not only runs the packages of
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
+            read |= set(targets)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 up = package[: len(package) - (node.level - 1)]
                 base = ".".join([*up, base] if base else up)
             targets = [base] + [f"{base}.{a.name}" for a in node.names]  # a name may be a module
+            read |= {t for t in targets[1:] if t in known}
+            if any(t not in known for t in targets[1:]):
+                read.add(base)  # a name defined in the package's __init__
         else:
             continue
         for target in targets:
             parts = target.split(".")
             found |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & known
+    if not own_packages:
+        found = {m for m in found if m in read or not name.startswith(m + ".")}
     found.discard(name)
     return found
 
 
-def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+def import_graph(
+    root: Path, packages: tuple[str, ...], own_packages: bool = True
+) -> dict[str, set[str]]:
     files = modules(root, packages)
-    return {name: imports_of(name, path, set(files)) for name, path in files.items()}
+    return {name: imports_of(name, path, set(files), own_packages) for name, path in files.items()}
 
 
 def forbidden_chains(graph: dict[str, set[str]], source: str, banned: str) -> list[str]:
@@ -99,6 +129,72 @@ def forbidden_chains(graph: dict[str, set[str]], source: str, banned: str) -> li
                     seen[nxt] = current
                     queue.append(nxt)
     return chains
+
+
+def circles(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle (``a -> b -> a``) for each group of modules that import each other,
+    directly or through others, starting at the group's first module by name."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = {stack.pop()}
+            while v not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for group in groups:
+        start = min(group)
+        came = {start: ""}
+        queue = deque([start])
+        while not came[start]:  # the shortest way back to the start
+            current = queue.popleft()
+            for nxt in sorted(graph[current] & group):
+                if nxt == start and not came[start]:
+                    came[start] = current
+                elif nxt not in came:
+                    came[nxt] = current
+                    queue.append(nxt)
+        path, at = [start], came[start]
+        while at != start:
+            path.append(at)
+            at = came[at]
+        out.append(" -> ".join([start, *reversed(path[1:]), start]))
+    return sorted(out)
+
+
+def between_sources(
+    graph: dict[str, set[str]], sources: str, allowed: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """Import chains from one package of ``sources`` (each a source) into another, but for the
+    ``allowed`` (module, module) imports (with the packages such an import runs)."""
+    packages = sorted({".".join(m.split(".")[: sources.count(".") + 2]) for m in graph})
+    packages = [p for p in packages if p.startswith(sources + ".") and p in graph]
+    ok = {(m, ".".join(n.split(".")[:i])) for m, n in allowed for i in range(1, n.count(".") + 2)}
+    pruned = {m: {n for n in to if (m, n) not in ok} for m, to in graph.items()}
+    return [
+        chain
+        for a in packages
+        for b in packages
+        if a != b
+        for chain in forbidden_chains(pruned, a, b)
+    ]
 
 
 # ---- the length rule ---------------------------------------------------------------------------
@@ -130,9 +226,50 @@ def oversized(root: Path, folders: tuple[str, ...]) -> dict[str, int]:
 
 def test_collect_never_imports_replay() -> None:
     graph = import_graph(ROOT, ("telemetry",))
-    assert "telemetry.collect.records" in graph and "telemetry.replay.timeline" in graph
+    assert "telemetry.collect.logs.textlogs" in graph and "telemetry.replay.timeline" in graph
     chains = forbidden_chains(graph, "telemetry.collect", "telemetry.replay")
     assert not chains, "collectors import the simulator:\n" + "\n".join(chains)
+
+
+def test_replay_never_imports_collect() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.replay.runner" in graph and "telemetry.collect.dcgm.scrape" in graph
+    chains = forbidden_chains(graph, "telemetry.replay", "telemetry.collect")
+    assert not chains, "the replay engine imports a source:\n" + "\n".join(chains)
+
+
+def test_ingest_imports_no_source() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.ingest.seam" in graph
+    chains = forbidden_chains(graph, "telemetry.ingest", "telemetry.collect")
+    assert not chains, "the ingest imports a source:\n" + "\n".join(chains)
+
+
+def test_sources_never_import_each_other() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert {"telemetry.collect.dcgm", "telemetry.collect.logs"} <= set(graph)
+    chains = between_sources(graph, "telemetry.collect", SOURCE_PAIRS)
+    assert not chains, "a source imports another:\n" + "\n".join(chains)
+    for module, other in SOURCE_PAIRS:
+        assert other in graph[module], f"{module} no longer imports {other}: drop the pair"
+
+
+def test_store_imports_no_source_and_no_ingest() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.store.store" in graph
+    chains = [
+        chain
+        for banned in ("telemetry.collect", "telemetry.ingest")
+        for chain in forbidden_chains(graph, "telemetry.store", banned)
+    ]
+    assert not chains, "the store imports a source or the ingest:\n" + "\n".join(chains)
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph(ROOT, ("telemetry", "app"), own_packages=False)
+    assert "app.data" in graph and "telemetry.store" in graph
+    found = circles(graph)
+    assert not found, "modules import each other:\n" + "\n".join(found)
 
 
 def test_no_module_over_the_limit_without_a_reason() -> None:
@@ -173,6 +310,66 @@ def test_the_walk_sees_every_form_of_import(tmp_path: Path) -> None:
     starts = {c.split(" -> ")[0] for c in chains}
     assert starts == {f"pkg.src.{name}" for name in forms}
     assert "pkg.src.via_another -> pkg.src.plain -> pkg.sim.engine" in chains
+
+
+def test_circles_are_found_through_any_import_and_named(tmp_path: Path) -> None:
+    trees = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from pkg.b import x\n",
+        "pkg/b.py": "def f():\n    from pkg import c\n    return c\n",  # in a function
+        "pkg/c.py": "import pkg.a\n",
+        "pkg/d.py": "from pkg.a import y\n",  # imports the circle, is not in it
+        "pkg/e.py": "from . import f\n",  # relative
+        "pkg/f.py": "from pkg.e import z\n",
+    }
+    for rel, text in trees.items():
+        _write(tmp_path, rel, text)
+    assert circles(import_graph(tmp_path, ("pkg",), own_packages=False)) == [
+        "pkg.a -> pkg.b -> pkg.c -> pkg.a",
+        "pkg.e -> pkg.f -> pkg.e",
+    ]
+
+
+def test_a_package_face_is_no_circle_unless_a_module_reads_it(tmp_path: Path) -> None:
+    """A package whose ``__init__`` exports from its modules, which import each other through
+    the package, is no circle (Python runs the ``__init__`` first); a module that reads a name
+    from the ``__init__`` that imports it is one."""
+    for rel, text in {
+        "face/__init__.py": "from face.core import Thing\n",
+        "face/core.py": "from face import util\nfrom face.parts import Part\n",
+        "face/util.py": "",
+        "face/parts.py": "",
+        "loop/__init__.py": "from loop.core import Thing\nLIMIT = 3\n",
+        "loop/core.py": "from loop import LIMIT\n",
+    }.items():
+        _write(tmp_path, rel, text)
+    graph = import_graph(tmp_path, ("face", "loop"), own_packages=False)
+    assert circles(graph) == ["loop -> loop.core -> loop"]
+    assert len(circles(import_graph(tmp_path, ("face", "loop")))) == 2  # every package edge
+
+
+def test_sources_importing_each_other_are_found(tmp_path: Path) -> None:
+    for rel, text in {
+        "pkg/__init__.py": "",
+        "pkg/seam.py": "",
+        "pkg/src/__init__.py": "",
+        "pkg/src/a/__init__.py": "",
+        "pkg/src/a/one.py": "from pkg.seam import S\nfrom pkg.src.a import two\n",  # its own
+        "pkg/src/a/two.py": "",
+        "pkg/src/b/__init__.py": "",
+        "pkg/src/b/one.py": "def f():\n    from pkg.src.c.one import x\n",
+        "pkg/src/c/__init__.py": "",
+        "pkg/src/c/one.py": "from pkg.src.a import two\n",
+    }.items():
+        _write(tmp_path, rel, text)
+    graph = import_graph(tmp_path, ("pkg",))
+    assert between_sources(graph, "pkg.src") == [
+        "pkg.src.b.one -> pkg.src.c.one -> pkg.src.a.two",  # through another source
+        "pkg.src.b.one -> pkg.src.c.one",
+        "pkg.src.c.one -> pkg.src.a.two",
+    ]
+    allowed = [("pkg.src.c.one", "pkg.src.a.two")]
+    assert between_sources(graph, "pkg.src", allowed) == ["pkg.src.b.one -> pkg.src.c.one"]
 
 
 def test_the_length_rule_reads_the_docstring_marker(tmp_path: Path) -> None:

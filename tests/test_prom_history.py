@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from telemetry.collect.prom_client import PromClient
-from telemetry.collect.prom_history import SERIES, PromHistory, merged_node_series
+from telemetry.collect.prometheus.prom_client import PromClient
+from telemetry.collect.prometheus.prom_history import SERIES, PromHistory, merged_node_series
 from telemetry.queries import TimeRange
 from telemetry.queries import gpus as gpuq
 from telemetry.store import Store

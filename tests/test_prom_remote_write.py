@@ -15,7 +15,7 @@ from typing import Any
 
 import cramjam
 
-from telemetry.collect.remote_write import encode
+from telemetry.ingest.remote_write import encode
 from telemetry.store import Store
 from tests.conftest import Server, cli, start_server
 from tests.prom_fixture import COLS, TsdbServer, _frozen_farm, stored  # noqa: F401 (a fixture)

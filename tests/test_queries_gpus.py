@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry import rollups
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import gpus as q
 from telemetry.queries import outliers as outq
-from telemetry.retention import expire
-from telemetry.store import Store
+from telemetry.store import Store, rollups
+from telemetry.store.retention import expire
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.queries import TimeRange, data_extent, fleet_latest, hottest_gpus
 from telemetry.queries import targets as tq
 from telemetry.queries.overview import active_alerts

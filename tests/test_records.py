@@ -15,13 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telemetry import queries
-from telemetry.collect.records import (
-    FIELD_KINDS,
-    KINDS,
-    SCHEMAS,
-    store_records,
-    validate,
-)
+from telemetry.ingest.records import FIELD_KINDS, KINDS, SCHEMAS, store_records, validate
 from telemetry.queries import TimeRange, checkpoints, failures, training
 from telemetry.queries.overview import active_alerts
 from telemetry.store import Store

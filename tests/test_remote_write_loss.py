@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from telemetry.collect.remote_write import Policy, encode
-from telemetry.collect.rw_receiver import Busy, Receiver
+from telemetry.ingest.remote_write import Policy, encode
+from telemetry.ingest.rw_receiver import Busy, Receiver
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 from tests.test_prom_remote_write import post as post_as

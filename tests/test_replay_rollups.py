@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry import rollups
-from telemetry.collect.seam import Tables
-from telemetry.collect.writer import StoreWriter
+from telemetry.ingest.seam import Tables
+from telemetry.ingest.writer import StoreWriter
 from telemetry.replay.runner import prepare, replay, window_ticks
 from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import simulate
-from telemetry.store import Store
+from telemetry.store import Store, rollups
 
 ROLLUPS = {
     "gpu_rollup": "SELECT * FROM gpu_rollup ORDER BY bucket_s, ts, gpu_id",

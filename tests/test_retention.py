@@ -17,8 +17,8 @@ import pytest
 
 from telemetry.queries import TimeRange, data_extent, fleet_series, pick_level
 from telemetry.queries import gpus as gpuq
-from telemetry.retention import RAW_TABLES, expire, horizon
 from telemetry.store import Store
+from telemetry.store.retention import RAW_TABLES, expire, horizon
 from tests.conftest import build_store, cli, free_port
 
 KEEP = timedelta(hours=6)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.collect import exposition, roundparse
-from telemetry.collect.exposition import BLANK_MIN, Scrape, parse
-from telemetry.collect.roundparse import parse_round
+from telemetry.ingest import exposition, roundparse
+from telemetry.ingest.exposition import BLANK_MIN, Scrape, parse
+from telemetry.ingest.roundparse import parse_round
 from tests.test_exposition import CLEAN, FIXTURES, HYPOTHESIS, exposition_text, fixture, mutated
 
 # numbers as exporters (and fuzzers) write them, with the spaces and tabs the format allows

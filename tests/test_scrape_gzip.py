@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.scrape import MAX_BODY_BYTES, Target, fetch, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.dcgm.scrape import MAX_BODY_BYTES, fetch, scrape_round
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES
 

@@ -20,12 +20,12 @@ import duckdb
 import pytest
 
 from app.guard import MAX_DASH_BODY
-from telemetry.collect.http_api import MAX_JSON_BODY, MAX_ROUND_BODY, MAX_ROUND_DECODED
-from telemetry.collect.records import CATEGORIES, store_records
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.wire import CONTENT_TYPE, encode_round
-from telemetry.connection import SQL_AUDIT_ENV
+from telemetry.ingest.http import MAX_JSON_BODY, MAX_ROUND_BODY, MAX_ROUND_DECODED
+from telemetry.ingest.records import CATEGORIES, store_records
+from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.wire import CONTENT_TYPE, encode_round
 from telemetry.store import Store
+from telemetry.store.connection import SQL_AUDIT_ENV
 from tests.callback_fuzz import MARKER, SQLI, fuzz_callbacks, fuzz_urls
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 

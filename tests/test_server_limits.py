@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from telemetry import env
-from telemetry.collect.remote_write import encode
+from telemetry.ingest.remote_write import encode
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 

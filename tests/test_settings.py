@@ -11,8 +11,8 @@ from app import settings as st
 from app.cli import build_parser
 from app.settings import Settings
 from telemetry import env
-from telemetry.collect.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
-from telemetry.collect.scrape_source import load_scrape_config
+from telemetry.collect.dcgm.scrape import SCRAPE_INTERVAL_S, SCRAPE_TIMEOUT_S
+from telemetry.collect.dcgm.scrape_source import load_scrape_config
 from telemetry.errors import FactoryFloorError
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import STALE_HORIZON_S, StoreSink
 from telemetry.errors import DuplicateBatchError
+from telemetry.ingest.sink import STALE_HORIZON_S, StoreSink
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.store import Store
 from tests.conftest import ROOT
 

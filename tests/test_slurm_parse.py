@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from telemetry.collect import slurm_parse as sp
-from telemetry.collect.daemon import collect
-from telemetry.collect.since import since_time as parse_since
-from telemetry.collect.slurm_client import SlurmClient, diagnose, recorded_runner
-from telemetry.collect.slurm_source import SlurmSource, job_mapper
-from telemetry.collect.writer import StoreWriter
+from telemetry.collect.slurm import slurm_parse as sp
+from telemetry.collect.slurm.slurm_client import SlurmClient, diagnose, recorded_runner
+from telemetry.collect.slurm.slurm_source import SlurmSource, job_mapper
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.since import since_time as parse_since
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 
 REC = Path(__file__).parent / "fixtures" / "slurm"
@@ -154,7 +154,7 @@ def test_a_preempted_job_makes_a_planned_interruption(tmp_path: Path) -> None:
     pre = jobs[jobs["state"] == "PREEMPTED"].iloc[0]
     end = pre["end_ts"].to_pydatetime()
     with Store(str(tmp_path / "p.duckdb")) as store:
-        from telemetry.collect.records import store_records
+        from telemetry.ingest.records import store_records
 
         def ts(i: int) -> str:  # every 10 s, 5 minutes without progress at the preemption
             return (end + timedelta(seconds=10 * (i - 30) + (300 if i >= 30 else 0))).isoformat()
@@ -182,7 +182,7 @@ def test_a_jobs_gpus_by_hpc_job_label_else_by_its_nodes_and_time(
     """Real scrapes of dcgm-exporter text: one node labelled with Slurm's ``hpc_job``, one not.
     The job named by the label gets that node's GPUs whatever its node list says; the other
     job gets its nodes' GPUs during its time, and a job that had ended gets none."""
-    from telemetry.collect.scrape_source import ScrapeSource, TargetSource
+    from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
     from telemetry.queries.slurm import job_gpus
 
     at = datetime(2026, 11, 25, 9, 30)

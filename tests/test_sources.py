@@ -18,13 +18,14 @@ import pytest
 
 from app import cli
 from telemetry import sources
-from telemetry.collect.daemon import collect, run_rounds
-from telemetry.collect.formats import FORMATS, format_for
-from telemetry.collect.forward import Forwarder
-from telemetry.collect.http_api import IngestService
-from telemetry.collect.import_source import ImportSource
-from telemetry.collect.scrape_source import ScrapeSource, TargetSource
-from telemetry.collect.seam import (
+from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
+from telemetry.collect.logs.formats import FORMATS, format_for
+from telemetry.collect.logs.import_source import ImportSource
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect, run_rounds
+from telemetry.ingest.forward import Forwarder
+from telemetry.ingest.http_api import IngestService
+from telemetry.ingest.seam import (
     Batch,
     Health,
     HealthBook,
@@ -35,9 +36,8 @@ from telemetry.collect.seam import (
     SourceSpec,
     Written,
 )
-from telemetry.collect.spool import Spool
-from telemetry.collect.writer import StoreWriter
-from telemetry.errors import FactoryFloorError
+from telemetry.ingest.spool import Spool
+from telemetry.ingest.writer import StoreWriter
 from telemetry.queries import data_extent, latest_sample_and_round
 from telemetry.queries.targets import has_targets, target_alerts, target_health
 from telemetry.replay.runner import prepare, replay
@@ -86,7 +86,7 @@ def _replay(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
 
 
 def _cluster(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
-    from telemetry.collect.cluster_source import ClusterSource
+    from telemetry.collect.logs.cluster_source import ClusterSource
 
     log = tmp / "train.log"
     log.write_text("[2026-03-01 12:00:00] iteration       10/  100 | lm loss: 2.5E+00 |\n")
@@ -103,8 +103,8 @@ def _cluster(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
 def _prometheus(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     """A server that refuses: the source's own row says so (tests/test_prom_source.py reads
     real Prometheus and VictoriaMetrics servers)."""
-    from telemetry.collect.prom_client import PromClient
-    from telemetry.collect.prom_source import PromServer, PromSource
+    from telemetry.collect.prometheus.prom_client import PromClient
+    from telemetry.collect.prometheus.prom_source import PromServer, PromSource
 
     url = f"http://127.0.0.1:{free_port()}"
     source = PromSource([PromServer(PromClient(url), 15.0, log=print)], 15.0)
@@ -116,8 +116,8 @@ def _prometheus(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetim
 
 def _slurm(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     """Recorded outputs of the real test cluster (tests/test_slurm_live.py runs it live)."""
-    from telemetry.collect.slurm_client import SlurmClient, recorded_runner
-    from telemetry.collect.slurm_source import SlurmSource
+    from telemetry.collect.slurm.slurm_client import SlurmClient, recorded_runner
+    from telemetry.collect.slurm.slurm_source import SlurmSource
 
     rec = Path(__file__).parent / "fixtures" / "slurm" / "drained"
     source = SlurmSource(SlurmClient(runner=recorded_runner(str(rec))), follow=False,
@@ -130,7 +130,7 @@ def _slurm(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
 def _flight_recorder(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     """A folder without dumps yet: up, no hang (tests/test_flight_recorder.py reads a real
     job's dumps as they land)."""
-    from telemetry.collect.fr_source import FlightRecorderSource
+    from telemetry.collect.logs.fr_source import FlightRecorderSource
 
     (tmp / "fr").mkdir()
     source = FlightRecorderSource(str(tmp / "fr"), "job-4")

@@ -194,7 +194,7 @@ def test_query_results_are_cached_until_the_next_write(tmp_path: Path) -> None:
 
 
 def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache, calls = ResultCache(), []
 
@@ -210,7 +210,7 @@ def test_a_failing_query_is_shared_with_its_waiters_then_retried() -> None:
 
 
 def test_the_cache_drops_results_of_older_versions() -> None:
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache = ResultCache()
     for v in range(50):  # a live store: each write moves the range, so every key is new
@@ -266,7 +266,7 @@ def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
     does not grow with every caller (it did, to hundreds of frames in a server log)."""
     import traceback
 
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache = ResultCache()
 
@@ -285,7 +285,7 @@ def test_a_failure_shared_with_many_waiters_keeps_a_short_traceback() -> None:
 def test_a_shared_store_error_reaches_every_caller_as_a_store_error() -> None:
     """Callers that share a failed query get the same kind of error, with its path and reason
     (it became a RuntimeError before, so callers catching StoreError missed it)."""
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache = ResultCache()
 
@@ -324,7 +324,7 @@ def test_a_shared_os_error_keeps_its_errno_and_file_name() -> None:
     the per-caller copy keeps them, and a decode error keeps its position."""
     import errno
 
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache = ResultCache()
 
@@ -348,7 +348,7 @@ def test_a_shared_os_error_keeps_its_errno_and_file_name() -> None:
 def test_a_result_computed_across_a_clear_is_not_kept() -> None:
     """A query under way when another store is bound finishes for its caller, but its result
     (of the old store) is not served afterwards to callers of the new one."""
-    from telemetry.cache import ResultCache
+    from telemetry.store.cache import ResultCache
 
     cache = ResultCache()
     started, release = threading.Event(), threading.Event()
@@ -421,7 +421,7 @@ def test_a_result_s_bytes_are_what_pandas_says(tmp_path: Path) -> None:
     """The cache's byte bound counts a frame as ``memory_usage`` does, read from its blocks."""
     import pandas as pd
 
-    from telemetry.cache import _frame_bytes
+    from telemetry.store.cache import _frame_bytes
 
     with Store(str(tmp_path / "s.duckdb")) as store:
         frames = [

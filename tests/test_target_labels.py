@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.collect.daemon import collect
-from telemetry.collect.scrape import Fetch, Target, scrape_round
-from telemetry.collect.scrape_source import ScrapeSource, TargetSource
-from telemetry.collect.sink import StoreSink
-from telemetry.collect.wire import decode_round, encode_round
-from telemetry.collect.writer import StoreWriter
+from telemetry.collect.dcgm.scrape import scrape_round
+from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.wire import decode_round, encode_round
+from telemetry.ingest.writer import StoreWriter
 from telemetry.queries.gpus import node_info
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.collect.scrape import Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.dcgm.scrape import scrape_round
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target
 from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS

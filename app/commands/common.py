@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from app.settings import Settings
-from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import utcnow
 from telemetry.replay.scenarios import Scenario, get_scenario
 
 if TYPE_CHECKING:
-    from telemetry.collect.http_api import IngestService
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.http_api import IngestService
+    from telemetry.ingest.writer import StoreWriter
 
 
 def log(line: str) -> None:
@@ -33,7 +33,7 @@ def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) ->
         return None
     from datetime import timedelta
 
-    from telemetry.retention import RetentionKeeper
+    from telemetry.store.retention import RetentionKeeper
 
     days, hours = keep_s / 86400, keep_s / 3600
     kept = f"{days:g} days" if days >= 2 and days == int(days) else f"{hours:.4g} h"

@@ -18,14 +18,14 @@ from typing import Any
 from app.commands.common import err, log
 from app.settings import Settings
 from telemetry import sources
-from telemetry.collect.cluster_source import ClusterSource
-from telemetry.collect.daemon import collect, utcnow
-from telemetry.collect.formats import is_text_log
-from telemetry.collect.import_source import ImportedFile, ImportSource
-from telemetry.collect.logline import is_kernel_log
-from telemetry.collect.seam import Derive, SourceContext
-from telemetry.collect.slurm_source import SlurmSource
+from telemetry.collect.logs.cluster_source import ClusterSource
+from telemetry.collect.logs.formats import is_text_log
+from telemetry.collect.logs.import_source import ImportedFile, ImportSource
+from telemetry.collect.logs.logline import is_kernel_log
+from telemetry.collect.slurm.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import collect, utcnow
+from telemetry.ingest.seam import Derive, SourceContext
 
 SHOW_REJECTIONS = 5
 SHOW_INTERRUPTIONS = 20
@@ -34,7 +34,7 @@ SHOW_INTERRUPTIONS = 20
 def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The sources' values with the text logs moved from the import source to the cluster's,
     and the PyTorch flight-recorder dumps (files, or directories of them) taken out."""
-    from telemetry.collect import flight_recorder
+    from telemetry.collect.logs import flight_recorder
 
     given = {name: dict(v) for name, v in s.sources.items()}
     imp, cl = given.setdefault("import", {}), given.setdefault("cluster", {})
@@ -54,7 +54,7 @@ def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 
 def run(s: Settings) -> int:
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.writer import StoreWriter
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it
@@ -96,7 +96,7 @@ def run(s: Settings) -> int:
             run = given["import"].get("run")
             assert run is not None  # _split requires it
             if per_node := given["cluster"].get("ranks_per_node"):
-                from telemetry.ranks import remember_ranks_per_node
+                from telemetry.derive.ranks import remember_ranks_per_node
 
                 remember_ranks_per_node(store, run, per_node)
             if _import_hangs(store, writer, dumps, run):
@@ -123,7 +123,7 @@ def _any_source(given: dict[str, dict[str, Any]]) -> bool:
 def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> bool:
     """Store the hang the flight-recorder dumps at ``paths`` show, and print its story;
     whether a new one was stored (the run's interruptions are then derived again)."""
-    from telemetry.collect.fr_import import import_dumps
+    from telemetry.collect.logs.fr_import import import_dumps
 
     got = import_dumps(store, writer.write, paths, run)
     print(f"{got.where}: {got.read:,} flight-recorder dumps of {got.ranks:,} ranks read")

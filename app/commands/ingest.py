@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 from app.commands.common import finish_rollups, log, retention_keeper, stopping_gently
 from app.settings import Settings
 from telemetry import sources
-from telemetry.collect.daemon import run_rounds
-from telemetry.collect.seam import Source, SourceContext
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import run_rounds
+from telemetry.ingest.seam import Source, SourceContext
 
 FORWARD_TIMEOUT_S = 60.0  # at least: a busy server is slow, not gone (no early resend)
 EXIT_NOT_TAKEN = 3  # --once --server: the server did not take the round; it stays spooled
@@ -40,7 +40,7 @@ def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:
                 "at --server keeps its own (serve --raw-retention)"
             )
         return _forward(s, built, stop)
-    from telemetry.collect.writer import StoreWriter
+    from telemetry.ingest.writer import StoreWriter
     from telemetry.store import open_store
 
     assert s.store is not None  # --store or --server, the parser requires one
@@ -62,8 +62,8 @@ def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:
 
 
 def _forward(s: Settings, built: list[Source], stop: threading.Event) -> int:
-    from telemetry.collect.forward import Forwarder
-    from telemetry.collect.spool import Spool
+    from telemetry.ingest.forward import Forwarder
+    from telemetry.ingest.spool import Spool
 
     assert s.server is not None
     parts = urlsplit(s.server)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands.common import err, log, retention_keeper, scenario_from, stopping_gently
 from app.settings import EXPORTER_BASE_PORT, LIVE_SPEED, Settings
-from telemetry.collect.daemon import utcnow
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import utcnow
 from telemetry.replay.scenarios import Scenario
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def run(s: Settings) -> int:
         if s.raw_retention is not None:  # what the run's end left past the horizon
             from datetime import timedelta
 
-            from telemetry.retention import expire
+            from telemetry.store.retention import expire
 
             done = expire(store, timedelta(seconds=s.raw_retention))
             if done.total and done.horizon is not None:

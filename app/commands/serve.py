@@ -25,9 +25,9 @@ from app.commands.common import (
 from app.settings import LIVE_SPEED, Settings
 from telemetry import sources
 from telemetry.alerting import AlertConfig, load_config
-from telemetry.collect.daemon import run_rounds, utcnow
-from telemetry.collect.seam import BatchSink, Source, SourceContext
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.daemon import run_rounds, utcnow
+from telemetry.ingest.seam import BatchSink, Source, SourceContext
 from telemetry.replay.scenarios import Scenario, get_scenario
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def serve_dashboard(
     from app import guard
     from app.main import create_app, run_server, warm_landing
     from app.memory import freeze_startup, keep_rss_flat
-    from telemetry.collect.http_api import IngestService, make_blueprint
+    from telemetry.ingest.http_api import IngestService, make_blueprint
     from telemetry.label_api import make_label_blueprint
     from telemetry.store import open_store
 
@@ -168,14 +168,14 @@ def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thr
 def _bind_history(collected: list[Source]) -> None:
     """With a --prometheus source, expired per-GPU series are read back from its servers."""
     from app import data
-    from telemetry.collect.prom_history import PromHistory
+    from telemetry.collect.prometheus.prom_history import PromHistory
 
     clients = [srv.client for src in collected if src.name == "prometheus" for srv in src.servers]  # type: ignore[attr-defined]
     data.bind_history(PromHistory(clients) if clients else None)
 
 
 def _rw_policy(s: Settings) -> Any:
-    from telemetry.collect.remote_write import Policy
+    from telemetry.ingest.remote_write import Policy
 
     return Policy(
         window_s=s.rw_interval_s, max_age_s=s.rw_max_age_s, max_future_s=s.rw_max_future_s
@@ -184,7 +184,7 @@ def _rw_policy(s: Settings) -> Any:
 
 def _resume_remote_write(service: Any) -> None:
     """What a killed server left staged reaches the store now, not at the next request."""
-    from telemetry.collect.rw_receiver import resume
+    from telemetry.ingest.rw_receiver import resume
 
     n = resume(service)
     if n:
@@ -197,7 +197,7 @@ def _interrupt(_sig: int, _frame: object) -> None:
 
 def _flush_remote_write(service: object) -> None:
     """remote_write windows still staged are written before the store closes."""
-    from telemetry.collect.rw_receiver import flush
+    from telemetry.ingest.rw_receiver import flush
 
     try:
         n = flush(service)

@@ -1,4 +1,4 @@
-"""Page parts for Slurm (``telemetry.collect.slurm_source``): each node's Slurm state and drain
+"""Page parts for Slurm (``collect.slurm.slurm_source``): each node's Slurm state and drain
 reason (GPUs page), Slurm node events and job ends beside the XIDs (Failures page), and a job
 filter (Overview and GPUs) that shows one job's GPUs during its time. Each part is a function
 returning its component, included by its page with one line; the callbacks live here. Every

@@ -28,8 +28,8 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.rollups import ENERGY_LEVEL_S
 from telemetry.store import Store
+from telemetry.store.rollups import ENERGY_LEVEL_S
 
 HOUR = ENERGY_LEVEL_S  # the per-GPU level that keeps each bucket's energy
 COUNTER, POWER = "energy counter", "power x time"

@@ -15,8 +15,8 @@ import pandas as pd
 from telemetry.queries import TimeRange
 from telemetry.queries.gpu_rollup import node_series_level
 from telemetry.queries.gpus import NODE_POINTS, WHOLE_BUCKETS_SQL, nice_bucket, whole_buckets
-from telemetry.rollups import gpu_table
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 from telemetry.utilization import NVLINK_RATE_SQL, REAL_SQL
 
 # key -> (column of the result, label, unit, the gpu_samples column, or None for the value of

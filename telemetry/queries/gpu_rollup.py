@@ -1,4 +1,4 @@
-"""Queries answered from the per-GPU rollup (``gpu_rollup``, kept by ``telemetry.rollups``):
+"""Queries answered from the per-GPU rollup (``gpu_rollup``, kept by ``telemetry.store.rollups``):
 which level serves a per-GPU series, and the fleet's GPUs under a utilization per hour.
 
 Apart from ``telemetry.queries.gpus`` so that module stays within its size, and so both it and
@@ -12,8 +12,8 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
-from telemetry.rollups import gpu_table
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 from telemetry.utilization import REAL_SQL
 
 

@@ -19,8 +19,8 @@ import pandas as pd
 
 from telemetry.queries import TimeRange, pick_level
 from telemetry.queries.gpu_rollup import ROLLED, node_series_level
-from telemetry.rollups import gpu_table
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 
 
 @dataclass(frozen=True)

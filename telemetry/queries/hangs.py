@@ -1,4 +1,4 @@
-"""Hangs a run's flight-recorder dumps showed (``collect.flight_recorder``): which collective
+"""Hangs a run's flight-recorder dumps showed (``collect.logs.flight_recorder``): which collective
 the ranks diverged on, which ranks never called it, and where each was in the code."""
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.cellflags import JUDGED_SQL
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import _cells, cell_grid, heatmap, node_info
 from telemetry.queries.xid_gpus import xid_gpus
 from telemetry.reference import xids
-from telemetry.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 from telemetry.store import Store
+from telemetry.store.cellflags import JUDGED_SQL
+from telemetry.store.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 from telemetry.utilization import REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 
@@ -38,7 +38,7 @@ MAX_NODES = 40  # candidate nodes the table reads per GPU
 # Nodes likely to hold an outlier GPU, from per-node cells compared with the fleet in the same
 # bucket (fleet-wide dips such as restarts and checkpoint stalls cancel out): a hot GPU, a node
 # as busy as the fleet but slower (one GPU at 0.88 of its peers lowers its node's mean clock by
-# 1.5 %), or a job node well below the fleet's utilization (``telemetry.cellflags``: the flags
+# 1.5 %), or a job node well below the fleet's utilization (``telemetry.store.cellflags``: the flags
 # are kept with the node rollups, or judged here from node_tick's cells and regrouped ones).
 # Plus a spread of job nodes as the reference for "the fleet" in stage 2.
 _CANDIDATES_SQL = """WITH flags AS (

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from telemetry.derive import open_stall
+from telemetry.derive.derive import open_stall
 from telemetry.queries import TimeRange, latest_sample_and_round, now_table
 from telemetry.queries.targets import target_alerts
 from telemetry.queries.training import loss_spikes

@@ -2,7 +2,7 @@
 per-(tick, node) sums (``node_tick``, which every node and fleet rollup is built from) and its
 whole per-GPU rollup buckets (``gpu_buckets``).
 
-The store builds per-GPU buckets (``gpu_rollup``, ``telemetry.rollups``) from every raw
+The store builds per-GPU buckets (``gpu_rollup``, ``telemetry.store.rollups``) from every raw
 sample: over a backfill that GROUP BY of ~20 columns cost the writer thread as long as the
 insert itself, while the synthesis thread, which already holds each window's values as arrays,
 sat idle half the time. So a replay window hands over, with its samples, the per-GPU rows of
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from telemetry.rollups import GPU_AVG, GPU_BUSY_AVG, GPU_COUNT, GPU_MAX, GPU_MIN
+from telemetry.store.rollups import GPU_AVG, GPU_BUSY_AVG, GPU_COUNT, GPU_MAX, GPU_MIN
 from telemetry.utilization import real_np
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT
 

@@ -19,16 +19,16 @@ from datetime import datetime
 
 import numpy as np
 
-from telemetry.collect.daemon import collect
-from telemetry.collect.seam import BatchSink, Tables, check_fits
-from telemetry.collect.writer import StoreWriter
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.seam import BatchSink, Tables, check_fits
+from telemetry.ingest.writer import StoreWriter
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
 from telemetry.replay.source import ReplaySource
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import checkpoint_bytes, simulate
-from telemetry.rollups import gpu_levels_for
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_levels_for
 
 ROLLUP_EVERY_S = 5.0  # during a backfill, rollups (what the dashboard reads) lag by at most this
 # Samples in a backfill window. At 2 M a llama3-405b window holds 12 hours, so its hourly

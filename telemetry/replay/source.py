@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from telemetry.collect.seam import Batch, Health, SourceSpec, Tables, Written, health_table
+from telemetry.ingest.seam import Batch, Health, SourceSpec, Tables, Written, health_table
 
 if TYPE_CHECKING:  # the registry imports this module for SPEC: the engine loads when it runs
     import numpy as np

@@ -29,7 +29,7 @@ from telemetry.replay.timeline import (
     nominal_tokens_per_s,
     throughput_factor,
 )
-from telemetry.rollups import gpu_levels_for
+from telemetry.store.rollups import gpu_levels_for
 
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 _NOISE_POOL = 1 << 22

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.retention import expire
 from telemetry.store import Store
+from telemetry.store.retention import expire
 from tests.conftest import Server, collect_errors, start_server
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.daemon import collect
-from telemetry.collect.records import store_records
-from telemetry.collect.slurm_client import SlurmClient, recorded_runner
-from telemetry.collect.slurm_source import SlurmSource
-from telemetry.collect.writer import StoreWriter
+from telemetry.collect.slurm.slurm_client import SlurmClient, recorded_runner
+from telemetry.collect.slurm.slurm_source import SlurmSource
+from telemetry.ingest.daemon import collect
+from telemetry.ingest.records import store_records
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import Server, collect_errors, start_server
 

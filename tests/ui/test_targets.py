@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.scrape import Target, scrape_round
-from telemetry.collect.sink import StoreSink
+from telemetry.collect.dcgm.scrape import scrape_round
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, ExporterHandler, Server, collect_errors, start_server
 

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 from playwright.sync_api import Page, expect
 
-from telemetry.collect.records import store_records
-from telemetry.collect.scrape import Fetch, Target
-from telemetry.collect.sink import StoreSink
+from telemetry.ingest.records import store_records
+from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.targets import Fetch, Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 

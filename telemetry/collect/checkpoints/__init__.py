@@ -1,0 +1,1 @@
+"""Checkpoint directories of each storage tier, scanned and followed (``ckptdirs``)."""

@@ -1,0 +1,593 @@
+"""What a real cluster already writes, as a source: training and kernel logs (text) and the
+checkpoint directories of each tier. Read once by ``factoryfloor import FILE... --checkpoints
+TIER=PATH``; followed by ``ingest``/``serve --logs GLOB --checkpoints TIER=PATH``.
+
+Long module: one source, its file follower (rotation, truncation, positions) and its batches.
+
+Each round (``poll``):
+
+- every log is read from where the last round stopped, in blocks (``textlogs.LogParser``):
+  progress lines become ``train_metrics`` records, failure lines ``signals`` (kernel-log XIDs
+  also ``xid_events``, source ``kernel``, so the XID table counts them beside dcgm-exporter's),
+  checkpoint lines ``checkpoint_events``. A followed file that is rotated (its path now names
+  another inode) is read to its end first, then the new file from its start; one that shrank
+  (truncated) is read again from its start. Positions are kept in a positions file (as promtail
+  does) beside the store's name in the state directory, advanced only once the store took the
+  block, so a restart goes on where it stopped and a failed write is read again.
+- every checkpoint directory is scanned (``ckptdirs``; followed: ``CheckpointWatcher``), each
+  checkpoint row a batch of its own keyed by (run, step, tier, path, status), so scanning the
+  same tree again, or after a restart, stores nothing twice; one deleted later by rotation
+  stays in history.
+- last, a ``Derive`` batch for the runs touched: the store writer re-derives their
+  interruptions (``telemetry.derive``), with the tier roots given here.
+
+Batch ids of a log block are its file's identity (content digest for an import; device, inode
+and byte offset for a followed file) and offset, so importing the same files again writes
+nothing. Each file and tier root has a health row (``cluster:PATH``, ``cluster:TIER=PATH``).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from telemetry import env
+from telemetry.collect.logs.import_source import log_digest
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import (
+    Batch,
+    Derive,
+    Health,
+    HealthBook,
+    Option,
+    Records,
+    SourceContext,
+    SourceSpec,
+    Tables,
+    Written,
+)
+from telemetry.vocabulary import TIERS
+
+BLOCK_BYTES = 8 << 20  # what one batch of a log holds at most
+FOLLOW_INTERVAL_S = 5.0  # a followed log is read this often (a stall shows within a minute)
+TEXT_SOURCE = "logs"
+
+
+def parse_checkpoint_arg(text: str) -> tuple[str, str]:
+    """``TIER=PATH`` -> (tier, path); ValueError naming what is wrong."""
+    tier, sep, path = text.partition("=")
+    tier = tier.strip().lower()
+    if not sep or not path:
+        raise ValueError(f"--checkpoints {text!r}: expected TIER=PATH, e.g. pfs=/lustre/ckpt/run")
+    if tier not in TIERS:
+        raise ValueError(f"--checkpoints {text!r}: tier must be one of {', '.join(TIERS)}")
+    return tier, path
+
+
+@dataclass
+class FileAccount:
+    """What one log gave, for the command's report."""
+
+    path: str
+    lines: int = 0
+    metrics: int = 0
+    duplicate_blocks: int = 0
+    signals: dict[str, int] = field(default_factory=dict)
+    checkpoint_events: int = 0
+    unrecognised: int = 0
+    untimed: int = 0
+    untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
+    problems: list[str] = field(default_factory=list)
+
+
+class _Log:
+    """One log file read block by block from a position, across rotation and truncation."""
+
+    def __init__(self, path: str, run: str | None, tz: str | None, follow: bool) -> None:
+        self.path, self.run, self.tz, self.follow = path, run, tz, follow
+        self.account = FileAccount(path)
+        self.fh: Any = None
+        self.ident = ""  # batch id stem: content digest (import) or dev:inode (follow)
+        self.offset = 0
+        self.lineno = 1
+        self.year = None if follow else _mtime_year(path)
+        self.parser = self._new_parser()
+
+    def _new_parser(self) -> Any:
+        from telemetry.collect.logs.textlogs import LogParser
+
+        return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False)
+
+    def open(self, position: Mapping[str, Any] | None = None) -> None:
+        self.fh = open(self.path, "rb")  # noqa: SIM115 (kept open: a rotated file is read out)
+        st = os.fstat(self.fh.fileno())
+        if self.follow:
+            self.ident = f"{st.st_dev}:{st.st_ino}"
+            if (
+                position
+                and position.get("ident") == self.ident
+                and position["offset"] <= st.st_size
+            ):
+                self.offset, self.lineno = int(position["offset"]), int(position["lineno"])
+        else:
+            self.ident = log_digest(self.path, f"text log, zone {self.tz}", self.run)[:24]
+        self.fh.seek(self.offset)
+
+    def blocks(self) -> Iterator[tuple[Any, str, int, int]]:
+        """(parsed batch, batch id, end offset, next line number) for each block of new lines;
+        the caller advances ``offset``/``lineno`` once a block is stored (``commit``). The
+        rest of a rotated file comes with end offset -1: nothing to commit (it is done)."""
+        if self.fh is None:
+            self.open()
+        if self.follow:
+            yield from self._rotated_or_truncated()
+        offset, lineno, pending = self.offset, self.lineno, b""
+        self.fh.seek(offset)
+        while data := self.fh.read(BLOCK_BYTES):
+            buf = pending + data
+            used = self.parser.feed_block(buf, lineno)
+            if not used and len(buf) <= BLOCK_BYTES:  # no complete line yet
+                pending = buf
+                continue
+            start, pending = offset, buf[used:]
+            offset += used
+            lineno = self.parser.next_lineno
+            yield self.parser.drain(), self._id(start, buf[:used]), offset, lineno
+        if pending and not self.follow:  # the last line of a finished file has no newline
+            self.parser.feed_block(pending, lineno, final=True)
+            self.parser.finish()
+            start = offset
+            offset += len(pending)
+            yield self.parser.drain(), self._id(start, pending), offset, lineno + 1
+        elif not self.follow:
+            self.parser.finish()
+
+    def _id(self, start: int, block: bytes) -> str:
+        """A block's batch id: the file, where the block starts and what it holds (a file
+        truncated and written again reuses its inode and offsets, not its bytes)."""
+        digest = hashlib.blake2b(block, digest_size=8).hexdigest()
+        return f"{TEXT_SOURCE}:{self.ident}:{start}:{digest}"
+
+    def _rotated_or_truncated(self) -> Iterator[tuple[Any, str, int, int]]:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return  # between a rotation's rename and the new file: read the old one on
+        size = os.fstat(self.fh.fileno()).st_size
+        if f"{st.st_dev}:{st.st_ino}" != self.ident:  # rotated: the old file to its end first
+            self.fh.seek(self.offset)
+            rest = self.fh.read()
+            if rest:
+                self.parser.feed_block(rest, self.lineno, final=True)
+                yield self.parser.drain(), self._id(self.offset, rest), -1, 1
+            self.fh.close()
+            self.fh, self.offset, self.lineno = None, 0, 1
+            self.parser = self._new_parser()
+            self.open()
+        elif size < self.offset:  # truncated in place (copytruncate): from the start again
+            self.offset, self.lineno = 0, 1
+            self.parser = self._new_parser()
+
+    def commit(self, offset: int, lineno: int) -> None:
+        self.offset, self.lineno = offset, lineno
+
+    def position(self) -> dict[str, Any]:
+        return {"ident": self.ident, "offset": self.offset, "lineno": self.lineno}
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+_FULL_DATE = re.compile(  # 2024-05-01, or dmesg -T's "Wed May  1 12:00:00 2024"
+    rb"(?:19|20)\d\d-[01]\d-[0-3]\d|\b\w{3} \w{3} [ \d]\d [\d:]{8} (?:19|20)\d\d"
+)
+
+
+def _dated(path: str, sniff: int = 1 << 16) -> bool:
+    """Whether a log's lines carry full dates (with the year), judged by its first 64 KiB."""
+    try:
+        with open(path, "rb") as fh:
+            return _FULL_DATE.search(fh.read(sniff)) is not None
+    except OSError:
+        return True
+
+
+def _mtime_year(path: str) -> int | None:
+    try:
+        return datetime.utcfromtimestamp(os.stat(path).st_mtime).year
+    except OSError:
+        return None
+
+
+_FIELDS = ("ts", "step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu")
+
+
+def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[Any]]:
+    """The timed progress points as ``train_metrics`` columns (``collect.columnar``: checked by
+    the records policy a column at a time)."""
+    timed = [m for m in metrics if m.get("ts")]
+    cols = {k: [m.get(k) for m in timed] for k in _FIELDS}
+    cols["run"] = [m.get("run") or run for m in timed]
+    return cols
+
+
+def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
+    from telemetry.derive.signals import XID, signals_frame
+
+    out: dict[str, pd.DataFrame] = {}
+    timed = [s for s in batch.signals if s.ts is not None]
+    if timed:
+        out["signals"] = signals_frame(timed, run).astype({"gpu": "Int16", "xid": "Int16"})
+        xids = [s for s in timed if s.kind == XID and s.host and s.xid is not None]
+        if xids:
+            out["xid_events"] = pd.DataFrame(
+                {
+                    "ts": pd.to_datetime([s.ts for s in xids]),
+                    "host": [s.host for s in xids],
+                    "gpu": pd.array([s.gpu for s in xids], dtype="Int16"),
+                    "xid": pd.array([s.xid for s in xids], dtype="Int16"),
+                    "run_id": [run] * len(xids),
+                    "source": ["kernel"] * len(xids),
+                }
+            )
+    if batch.rank_hosts and run:
+        out["rank_hosts"] = pd.DataFrame(
+            {
+                "run_id": [run] * len(batch.rank_hosts),
+                "rank": pd.array([r[0] for r in batch.rank_hosts], dtype="Int32"),
+                "host": [r[1] for r in batch.rank_hosts],
+                "how": [r[2] for r in batch.rank_hosts],
+                "origin": [r[3] for r in batch.rank_hosts],
+            }
+        )
+    events = [e for e in batch.checkpoint_events if e.ts is not None]
+    if events:
+        out["checkpoint_events"] = pd.DataFrame(
+            {
+                "ts": pd.to_datetime([e.ts for e in events]),
+                "run_id": [run] * len(events),
+                "kind": [e.kind for e in events],
+                "step": pd.array([e.step for e in events], dtype="Int64"),
+                "path": [e.path for e in events],
+                "origin": [e.origin for e in events],
+                "line": [e.line for e in events],
+            }
+        )
+    return out
+
+
+class ClusterSource:
+    """Text logs and checkpoint directories of one run (module doc)."""
+
+    name = "cluster"
+    produces = (Records, Tables, Derive)
+    health_rows = True
+
+    def __init__(
+        self,
+        *,
+        files: Sequence[str] = (),
+        globs: Sequence[str] = (),
+        checkpoints: Sequence[tuple[str, str]] = (),
+        run: str | None = None,
+        tz: str | None = None,
+        follow: bool = False,
+        interval_s: float = FOLLOW_INTERVAL_S,
+        positions: str | None = None,
+        grace_s: float | None = None,
+        ranks_per_node: int | None = None,
+        data_year: int | None = None,
+    ) -> None:
+        from telemetry.collect.checkpoints import ckptdirs
+
+        self.run, self.tz, self.follow = run, tz, follow
+        self.ranks_per_node = ranks_per_node
+        self.interval_s = interval_s if follow else 0.0
+        self.globs = list(globs)
+        self.checkpoints = list(checkpoints)
+        self.logs: dict[str, _Log] = {}
+        for f in files:
+            if not os.path.isfile(f):
+                why = "no such file" if not os.path.exists(f) else "not a regular file"
+                raise FactoryFloorError(f"{f}: {why}")
+            try:
+                with open(f, "rb"):
+                    pass
+            except OSError as exc:
+                raise FactoryFloorError(f"{f}: cannot read ({exc.strerror})") from None
+            self.logs[f] = _Log(f, run, tz, follow=False)
+        # Year-less logs (syslog's "Mar  1 09:40:30") take the year of the surrounding data:
+        # they are read after the logs whose lines carry a full date.
+        self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
+        self._data_year: int | None = data_year  # the run's, as stored; then the logs' own
+        kw = {} if grace_s is None else {"grace_s": grace_s}
+        self._grace = kw
+        self.in_progress = 0
+        self.watchers = {
+            (tier, root): ckptdirs.CheckpointWatcher(tier, root, run, **kw)
+            for tier, root in self.checkpoints
+        }
+        self.positions_path = positions
+        self._positions: dict[str, Any] = self._load_positions()
+        self.book = HealthBook()
+        self._pending: dict[
+            str, tuple[str, int, int, int]
+        ] = {}  # batch id -> (path, off, ln, rows)
+        self.runs_touched: set[str] = set()
+        self.checkpoint_counts: dict[str, dict[str, int]] = {}  # tier -> status -> count
+        self.checkpoint_problems: list[str] = []
+
+    # -- positions of followed logs --------------------------------------------------------
+    def _load_positions(self) -> dict[str, Any]:
+        if not self.follow or not self.positions_path:
+            return {}
+        try:
+            with open(self.positions_path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _save_positions(self) -> None:
+        if not self.follow or not self.positions_path:
+            return
+        data = {p: log.position() for p, log in self.logs.items()}
+        os.makedirs(os.path.dirname(self.positions_path) or ".", exist_ok=True)
+        tmp = self.positions_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, self.positions_path)
+
+    def _discover(self, now: datetime) -> None:
+        for pattern in self.globs:
+            for path in sorted(glob.glob(pattern)):
+                if path in self.logs or not os.path.isfile(path):
+                    continue
+                log = _Log(path, self.run, self.tz, follow=True)
+                try:
+                    log.open(self._positions.get(path))
+                except OSError as exc:
+                    self.book.record(now, f"cluster:{path}", False, exc.strerror or str(exc), 0, 0)
+                    continue
+                self.logs[path] = log
+
+    # -- the round -------------------------------------------------------------------------
+    def poll(self, now: datetime) -> Iterator[Batch]:
+        if self.follow:
+            self._discover(now)
+        produced = False
+        for path, log in self.logs.items():
+            if not self.follow and log.fh is None and self._data_year and not _dated(path):
+                log.year = self._data_year
+                log.parser = log._new_parser()
+            try:
+                for batch, bid, offset, lineno in log.blocks():
+                    self._note_year(batch)
+                    log.account.lines = log.parser.lines
+                    log.account.unrecognised = log.parser.unrecognised
+                    if offset >= 0:
+                        self._pending[bid] = (path, offset, lineno)
+                    recs = _columns(batch.metrics, self.run)
+                    log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
+                    tables = _tables(batch, self.run)
+                    if recs["step"]:
+                        produced = True
+                        yield Records("train_metrics", recs, f"cluster:{path}", "logs", bid + ":m")
+                    if tables:
+                        produced = True
+                        rows = sum(len(t) for t in tables.values())
+                        yield Tables(
+                            tables, now, 0, batch_id=bid + ":s", label=f"{rows} signal rows"
+                        )
+                    self._account(log, batch)
+                    if not recs and not tables and offset >= 0:
+                        log.commit(offset, lineno)
+            except OSError as exc:
+                self.book.record(now, f"cluster:{path}", False, exc.strerror or str(exc), 0, 0)
+                continue
+            self.book.record(now, f"cluster:{path}", True, None, log.account.metrics, 0)
+        yield from self._checkpoint_batches(now)
+        if self._checkpoint_rows:
+            produced = True
+        self._save_positions()
+        if produced and self.run:
+            self.runs_touched.add(self.run)
+        if produced or (not self.follow and self.run):
+            roots: dict[str, list[str]] = {}
+            for tier, root in self.checkpoints:
+                roots.setdefault(tier, []).append(os.path.abspath(root))
+            yield Derive(tuple(sorted(self.runs_touched)) or None, roots, self.run,
+                         self.ranks_per_node)
+
+    def _note_year(self, batch: Any) -> None:
+        for m in batch.metrics[-1:]:
+            if isinstance(m.get("ts"), datetime):
+                self._data_year = m["ts"].year
+        for sg in batch.signals[-1:]:
+            if sg.ts is not None and self._data_year is None:
+                self._data_year = sg.ts.year
+
+    def _account(self, log: _Log, batch: Any) -> None:
+        acc = log.account
+        for s in batch.signals:
+            if s.ts is None:
+                acc.untimed += 1
+            else:
+                acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
+        acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
+        acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
+
+    def _checkpoint_batches(self, now: datetime) -> Iterator[Batch]:
+        from telemetry.collect.checkpoints import ckptdirs
+
+        self._checkpoint_rows = 0
+        for (tier, root), watcher in self.watchers.items():
+            target = f"cluster:{tier}={root}"
+            if self.follow:
+                rows, problems = watcher.poll(now), watcher.new_problems
+            else:  # one scan: an incomplete checkpoint past its grace is failed at once
+                res = ckptdirs.scan(tier, root, run=self.run, now=now, **self._grace)
+                rows, problems = res.checkpoints, res.problems
+                self.in_progress += len(res.in_progress)
+            self.checkpoint_problems += [f"{tier}={root}: {p}" for p in problems]
+            counts = self.checkpoint_counts.setdefault(tier, {})
+            for c in rows:
+                counts[c.status] = counts.get(c.status, 0) + 1
+                if c.run:
+                    self.runs_touched.add(c.run)
+                key = hashlib.sha256(repr(c.key).encode()).hexdigest()[:24]
+                self._checkpoint_rows += 1
+                yield Tables(
+                    {"checkpoints": ckptdirs.frame([c])}, now, 0, batch_id=f"ckpt:{key}",
+                    label=f"checkpoint {c.tier} step {c.step} ({c.status})",
+                )  # fmt: skip
+            root_ok = os.path.isdir(root)
+            self.book.record(
+                now, target, root_ok, None if root_ok else "; ".join(problems[:1]) or "missing",
+                sum(counts.values()), 0,
+            )  # fmt: skip
+
+    def settle(self, now: datetime, batch: Batch, written: Written) -> None:
+        bid = getattr(batch, "batch_id", None) or ""
+        stem = bid.rsplit(":", 1)[0] if bid.endswith((":m", ":s")) else None
+        if stem is None or stem not in self._pending:
+            return
+        path, offset, lineno = self._pending[stem]
+        log = self.logs[path]
+        if not written.ok:
+            self.book.record(now, f"cluster:{path}", False, written.error, log.account.metrics, 0)
+            return
+        if isinstance(batch, Records):
+            log.account.metrics += written.rows
+        if written.duplicate:
+            log.account.duplicate_blocks += 1
+        log.commit(offset, lineno)
+
+    def health(self) -> list[Health]:
+        return self.book.all()
+
+    def accounts(self) -> list[FileAccount]:
+        return [log.account for log in self.logs.values()]
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+
+
+def _positions_file(store: str | None, key: str) -> str:
+    name = hashlib.sha256(f"{os.path.abspath(store or '-')}\0{key}".encode()).hexdigest()[:16]
+    return os.path.join(env.state_dir(), "positions", f"{name}.json")
+
+
+def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None:
+    globs = list(values.get("logs") or [])
+    ckpts = list(values.get("checkpoints") or [])
+    files = list(values.get("files") or [])
+    if not (globs or ckpts or files):
+        return None
+    try:
+        pairs = [parse_checkpoint_arg(c) for c in ckpts]
+    except ValueError as exc:
+        raise FactoryFloorError(str(exc)) from None
+    tz = values.get("log_tz")
+    if tz:
+        from telemetry.collect.logs.logclock import zone
+
+        try:
+            zone(tz)
+        except ValueError as exc:
+            raise FactoryFloorError(f"--log-tz: {exc}") from None
+    run = values.get("run")
+    per_node = values.get("ranks_per_node")
+    if per_node is not None and not 1 <= per_node <= 1024:
+        raise FactoryFloorError(f"--ranks-per-node {per_node}: give a number from 1 to 1024")
+    follow = ctx.command in ("ingest", "serve")
+    if follow and globs and not run:
+        raise FactoryFloorError("--logs needs --run: the run these logs belong to")
+    key = json.dumps([run, globs], sort_keys=True)
+    return ClusterSource(
+        files=files,
+        globs=globs,
+        checkpoints=pairs,
+        run=run,
+        tz=tz,
+        follow=follow,
+        interval_s=min(FOLLOW_INTERVAL_S, ctx.interval_s),
+        positions=_positions_file(ctx.store, key) if follow else None,
+        ranks_per_node=per_node,
+        data_year=None if follow or not run else _stored_year(ctx.store, run),
+    )
+
+
+def _stored_year(store: str | None, run: str) -> int | None:
+    """The year of the run's newest progress in the store (a year-less kernel log imported on
+    its own is in that year, not the year its file was copied); None when the store or the
+    run is not there or the store cannot be read now (another process writes it)."""
+    if not store or not os.path.isfile(store):
+        return None
+    from telemetry.store import Store
+
+    try:
+        with Store(store, read_only=True) as st:
+            year = st.scalar("SELECT year(max(ts)) FROM train_metrics WHERE run_id = ?", [run])
+    except Exception:  # noqa: BLE001 - a hint only: the file's own time is used instead
+        return None
+    return None if year is None else int(year)
+
+
+_CKPT = Option(
+    "--checkpoints",
+    {
+        "action": "append",
+        "default": [],
+        "metavar": "TIER=PATH",
+        "help": "a checkpoint directory of a tier (nvme, pfs or object); repeatable",
+    },
+)
+_TZ = Option(
+    "--log-tz",
+    {"metavar": "ZONE", "help": "time zone of log times without one (default UTC)"},
+)
+_LOGS = Option(
+    "--logs",
+    {
+        "action": "append",
+        "default": [],
+        "metavar": "GLOB",
+        "help": "training or kernel logs to follow (rotation and truncation too); repeatable",
+    },
+)
+_RUN = Option("--run", {"help": "the run the followed logs, checkpoints and flight-recorder "
+                                "dumps belong to"})  # fmt: skip
+_PER_NODE = Option(
+    "--ranks-per-node",
+    {
+        "type": int,
+        "metavar": "N",
+        "help": "ranks on each node of the run's Slurm node list, for ranks no log placed on a "
+        "host (default: the run's GPUs per node, else 8)",
+    },
+)
+
+SPEC = SourceSpec(
+    name="cluster",
+    summary="training and kernel logs (text) and checkpoint directories per tier",
+    options={
+        "import": (_CKPT, _TZ, _PER_NODE),
+        "ingest": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
+        "serve": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
+    },
+    build=build,
+    ask="--logs GLOB or --checkpoints TIER=PATH",
+)

@@ -1,0 +1,161 @@
+"""PyTorch flight-recorder dumps read as they appear: ``ingest``/``serve --flight-recorder DIR
+--run RUN``.
+
+On a watchdog timeout every rank of a job dumps within seconds of the others, into one
+directory (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``'s folder). ``DIR`` is that folder, or a parent
+whose subfolders are one job's dumps each. A folder's dumps are analysed once they have
+settled: no new or growing dump for ``SETTLE_S`` seconds (a job whose ranks are still
+writing is read whole, not half). Its hang, if any, is
+stored as ``import`` stores it (``collect.fr_import``: a ``hangs`` row and a
+``collective_hang`` signal on the culprit rank), and the run is derived again; the culprit's
+host is placed then, from the run's logs or Slurm node list (``telemetry.derive.ranks``). The same
+dumps give the same batch ids, so a restart or a second look stores nothing twice. Each folder
+has a health row ``flight_recorder:DIR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import (
+    Batch,
+    Derive,
+    Health,
+    HealthBook,
+    Option,
+    SourceContext,
+    SourceSpec,
+    Tables,
+    Written,
+)
+
+SETTLE_S = 30.0
+RUN_HELP = "the run the followed logs, checkpoints and flight-recorder dumps belong to"
+INTERVAL_S = 10.0
+_Signature = tuple[tuple[str, int, int], ...]
+
+
+class FlightRecorderSource:
+    name = "flight_recorder"
+    produces = (Tables, Derive)
+    health_rows = True
+
+    def __init__(
+        self, root: str, run: str, interval_s: float = INTERVAL_S, settle_s: float = SETTLE_S
+    ) -> None:
+        self.root, self.run = os.path.abspath(root), run
+        self.interval_s, self.settle_s = interval_s, settle_s
+        self.book = HealthBook()
+        self._done: dict[str, _Signature] = {}  # folder -> the files last analysed
+        self._dumps: dict[tuple[str, int, int], bool] = {}  # (path, size, mtime) -> a dump?
+        self.hangs = 0
+
+    def _folders(self) -> list[str]:
+        out = [self.root]
+        try:
+            with os.scandir(self.root) as it:
+                out += sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
+        return out
+
+    def _signature(self, folder: str) -> tuple[_Signature, float]:
+        """The dumps in ``folder`` (path, size, mtime ns) and the newest mtime (s)."""
+        from telemetry.collect.logs.flight_recorder import is_dump
+
+        files, newest = [], 0.0
+        try:
+            with os.scandir(folder) as it:
+                entries = [e for e in it if e.is_file(follow_symlinks=False)]
+        except OSError:
+            return (), 0.0
+        for e in entries:
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            key = (e.path, st.st_size, st.st_mtime_ns)
+            if key not in self._dumps:
+                self._dumps[key] = is_dump(e.path)
+            if self._dumps[key]:
+                files.append(key)
+                newest = max(newest, st.st_mtime)
+        return tuple(sorted(files)), newest
+
+    def poll(self, now: datetime) -> Iterator[Batch]:
+        if not os.path.isdir(self.root):
+            why = "no such directory" if not os.path.exists(self.root) else "not a directory"
+            self.book.record(now, f"flight_recorder:{self.root}", False, why)
+            return
+        wall = datetime.now().timestamp()
+        found = False
+        for folder in self._folders():
+            sig, newest = self._signature(folder)
+            if not sig or wall - newest < self.settle_s:
+                continue  # none, or still being written
+            if self._done.get(folder) == sig:
+                continue
+            self._done[folder] = sig
+            tables = self._analyse(folder, [p for p, _, _ in sig])
+            if tables is not None:
+                found = True
+                self.hangs += 1
+                yield tables
+        self.book.record(now, f"flight_recorder:{self.root}", True, None, self.hangs)
+        if found:
+            yield Derive((self.run,), run=self.run)
+
+    def _analyse(self, folder: str, files: list[str]) -> Tables | None:
+        from telemetry.collect.logs.flight_recorder import find_hang
+        from telemetry.collect.logs.fr_import import hang_table, signal_frame
+
+        hang, errors = find_hang(files, {})
+        if hang is None or hang.ts is None:
+            return None
+        where = folder
+        ident = hashlib.sha256(
+            f"{self.run}:{hang.process_group}:{hang.seq_id}:{hang.ts}:{len(files)}".encode()
+        ).hexdigest()[:40]
+        tables = {"hangs": hang_table(hang, self.run, where),
+                  "signals": signal_frame(hang, self.run, where)}  # fmt: skip
+        return Tables(tables, hang.ts, 0, "fr-" + ident, "a hang")
+
+    def settle(self, now: datetime, batch: Batch, written: Written) -> None:
+        if not written.ok and isinstance(batch, Tables):
+            self._done.clear()  # not stored: analysed again next round
+            self.book.record(now, f"flight_recorder:{self.root}", False, written.line)
+
+    def health(self) -> list[Health]:
+        return self.book.all()
+
+
+def build(values: Mapping[str, Any], ctx: SourceContext) -> FlightRecorderSource | None:
+    root = values.get("flight_recorder")
+    if not root:
+        return None
+    if not values.get("run"):
+        raise FactoryFloorError("--flight-recorder needs --run: the run the dumps belong to")
+    if not os.path.isdir(root):
+        raise FactoryFloorError(f"--flight-recorder {root}: not a directory")
+    return FlightRecorderSource(root, values["run"], min(INTERVAL_S, ctx.interval_s or INTERVAL_S))
+
+
+SPEC = SourceSpec(
+    name="flight_recorder",
+    summary="PyTorch flight-recorder dumps, read as a job's ranks write them",
+    options={
+        cmd: (
+            Option("--flight-recorder", {"metavar": "DIR", "help": "a folder PyTorch's flight "
+                   "recorder dumps into (or their parent): each job's hang, as it lands"}),
+            Option("--run", {"help": RUN_HELP}),
+        )  # fmt: skip
+        for cmd in ("ingest", "serve")
+    },
+    build=build,
+    ask="--flight-recorder DIR",
+)

@@ -1,0 +1,238 @@
+"""Training logs on disk as records for ``records.store_records``: JSON lines, CSV and
+TensorBoard event files.
+
+Readers are pure apart from reading the file: they return a ``FileRecords`` whose records
+``store_records`` validates, with the origin (``file:line`` or ``file: step N``) of each record
+so a rejection can name where it came from. A line that is not JSON, or a CSV row with more
+cells than the header, becomes a ``bad_lines`` entry and the rest of the file is still read (a
+crashed job's log usually ends in a torn line). A file that cannot be read at all raises
+``ImportFileError`` naming it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from telemetry.collect.logs.tbfiles import TB_PREFIX
+from telemetry.errors import FactoryFloorError
+from telemetry.ingest.records import FIELD_KINDS
+
+# TensorBoard tag (lower case, without a ``train/`` or ``training/`` prefix) -> record field.
+# Names as the common trainers write them: HF Trainer, Lightning, Megatron-LM, nanoGPT forks.
+TB_TAGS = {
+    "loss": "loss",
+    "train_loss": "loss",
+    "lm loss": "loss",
+    "lm_loss": "loss",
+    "lr": "lr",
+    "learning_rate": "lr",
+    "learning-rate": "lr",
+    "grad_norm": "grad_norm",
+    "grad-norm": "grad_norm",
+    "gradient_norm": "grad_norm",
+    "tokens": "tokens",
+    "consumed_tokens": "tokens",
+    "tokens_per_s": "tokens_per_s",
+    "tokens_per_sec": "tokens_per_s",
+    "throughput": "tokens_per_s",
+    "mfu": "mfu",
+}
+
+
+class ImportFileError(FactoryFloorError):
+    """A log file that cannot be read: missing, unreadable, or not in the format it claims."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class BadLine:
+    origin: str  # file:line
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileRecords:
+    path: str
+    records: list[dict[str, Any]]
+    origins: list[str]  # where each record came from, same order
+    bad_lines: list[BadLine] = field(default_factory=list)
+    ignored_tags: dict[str, int] = field(default_factory=dict)  # TensorBoard tags not mapped
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            yield from enumerate(fh, start=1)
+    except FileNotFoundError:
+        raise ImportFileError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ImportFileError(path, "is a directory") from None
+    except UnicodeDecodeError as exc:
+        raise ImportFileError(path, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ImportFileError(path, exc.strerror or str(exc)) from None
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> FileRecords:
+    """One JSON object per line (blank lines skipped); a file whose first character is ``[`` is
+    read as one JSON array. Each record is whatever the line holds: ``store_records`` rejects
+    what is not an object."""
+    p = Path(path)
+    lines = list(_lines(p))
+    first = next((text.lstrip() for _, text in lines if text.strip()), "")
+    if first.startswith("["):
+        return _json_array(p, "".join(text for _, text in lines))
+    out = FileRecords(str(p), [], [])
+    for n, text in lines:
+        if not text.strip():
+            continue
+        try:
+            out.records.append(json.loads(text))
+            out.origins.append(f"{p}:{n}")
+        except json.JSONDecodeError as exc:
+            out.bad_lines.append(BadLine(f"{p}:{n}", f"not JSON: {exc.msg} at column {exc.colno}"))
+        except RecursionError:
+            out.bad_lines.append(BadLine(f"{p}:{n}", "JSON nested too deeply"))
+    return out
+
+
+def _json_array(p: Path, text: str) -> FileRecords:
+    try:
+        items = json.loads(text)
+    except ValueError as exc:
+        raise ImportFileError(p, f"not a JSON array ({exc})") from None
+    except RecursionError:
+        raise ImportFileError(p, "JSON nested too deeply") from None
+    if not isinstance(items, list):
+        raise ImportFileError(p, "not a JSON array")
+    return FileRecords(str(p), items, [f"{p}: item {i}" for i in range(len(items))])
+
+
+def _cell(name: str, text: str) -> Any:
+    """A CSV cell as the JSON value its field takes; text that does not convert stays text,
+    so validation rejects the record with the field's reason."""
+    kind = FIELD_KINDS.get(name)
+    if kind == "bool":
+        return {"true": True, "false": False, "1": True, "0": False}.get(text.lower(), text)
+    if kind in ("num", "ts"):
+        for conv in (int, float):
+            try:
+                return conv(text)
+            except ValueError:
+                pass
+    return text
+
+
+def read_csv(path: str | os.PathLike[str]) -> FileRecords:
+    """A CSV file with a header row of record field names; empty cells are absent fields.
+    Numeric, time and boolean fields are converted (``true``/``false``, ``1``/``0``)."""
+    p = Path(path)
+    lines = _lines(p)
+    reader = csv.reader(text for _, text in lines)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ImportFileError(p, "empty file: expected a header row of field names") from None
+    except csv.Error as exc:
+        raise ImportFileError(p, f"line 1: {exc}") from None
+    out = FileRecords(str(p), [], [])
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return out
+        except csv.Error as exc:
+            out.bad_lines.append(BadLine(f"{p}:{reader.line_num}", str(exc)))
+            continue
+        where = f"{p}:{reader.line_num}"
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) > len(header):
+            out.bad_lines.append(BadLine(where, f"{len(row)} cells, header has {len(header)}"))
+            continue
+        cells = zip(header, row, strict=False)
+        out.records.append({k: _cell(k, v.strip()) for k, v in cells if k and v.strip()})
+        out.origins.append(where)
+
+
+def event_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The TensorBoard event files at ``path``: the file itself, or a directory's own
+    ``events.out.tfevents.*`` files in name (= creation time) order; subdirectories are other
+    runs and are not read."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.name.startswith(TB_PREFIX) and f.is_file())
+        if not files:
+            raise ImportFileError(p, f"no {TB_PREFIX}* files in this directory")
+        return files
+    if not p.exists():
+        raise ImportFileError(p, "no such file or directory")
+    return [p]
+
+
+def _scalars(path: Path) -> Iterator[tuple[str, int, float, float | None]]:
+    """(tag, step, wall_time, value) of every summary value; value None for non-scalars. The
+    loader migrates legacy ``simple_value`` scalars to the tensor form newer writers use."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    try:
+        events = list(EventFileLoader(str(path)).Load())
+    except Exception as exc:  # the loader raises protobuf and OS errors of many kinds
+        raise ImportFileError(path, f"not a readable TensorBoard event file ({exc})") from None
+    for ev in events:
+        for v in ev.summary.value:
+            number = None
+            if v.metadata.plugin_data.plugin_name == "scalars":
+                arr = tensor_util.make_ndarray(v.tensor)
+                if arr.size == 1 and arr.dtype.kind in "fiu":
+                    number = float(arr.item())
+            yield v.tag, int(ev.step), float(ev.wall_time), number
+
+
+def _field_for(tag: str) -> str | None:
+    t = tag.lower()
+    for prefix in ("train/", "training/"):
+        t = t.removeprefix(prefix)
+    return TB_TAGS.get(t)
+
+
+def read_tensorboard(path: str | os.PathLike[str], run: str) -> FileRecords:
+    """Scalars of the event file(s) at ``path`` as ``train_metrics`` records of ``run``: one
+    record per (attempt, step), ``ts`` the step's earliest wall time. Tags are mapped by
+    ``TB_TAGS``; other tags and non-scalar summaries are counted in ``ignored_tags``. When a
+    tag's step goes backwards the job restarted from a checkpoint: the following steps belong
+    to the next ``attempt``."""
+    files = event_files(path)
+    steps: dict[tuple[int, int], dict[str, Any]] = {}
+    last: dict[str, int] = {}
+    attempt: Counter[str] = Counter()
+    ignored: Counter[str] = Counter()
+    read_any = False
+    for f in files:
+        for tag, step, wall, value in _scalars(f):
+            read_any = True
+            name = _field_for(tag)
+            if name is None or value is None:
+                ignored[tag[:64]] += 1
+                continue
+            if step < last.get(tag, step):
+                attempt[tag] += 1
+            last[tag] = step
+            rec = steps.setdefault((attempt[tag], step), {"run": run, "step": step, "ts": wall})
+            rec.update({name: value, "ts": min(rec["ts"], wall), "attempt": attempt[tag]})
+    if not read_any:
+        raise ImportFileError(path, "no TensorBoard summaries found (not an event file?)")
+    keys = sorted(steps)
+    origins = [f"{path}: step {s} (attempt {a})" for a, s in keys]
+    return FileRecords(str(path), [steps[k] for k in keys], origins, [], dict(ignored))

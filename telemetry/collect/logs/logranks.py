@@ -1,0 +1,143 @@
+"""Which rank wrote a line and where each rank runs, and the launcher's own lines: pure
+recognisers for ``textlogs`` beside ``logline`` (which reads what a line says happened).
+
+Formats as their writers print them: ``srun --label``'s task number, torchrun's ``--tee``
+prefix (``[default3]:``), PyTorch's C++ log prefix (``[rank3]:[E218 ...``, ``c10::SetGlobalRank``)
+and its excepthook's (``[rank3]: ``, ``distributed_c10d.py``), ProcessGroupNCCL's ``[PG ID 0 PG
+GUID 0(default_pg) Rank 3]``, NCCL's ``host:pid:tid [dev] NCCL INFO comm 0x... rank R nranks
+N``, and torch.distributed.elastic's worker exits, signals and ``ChildFailedError`` summary.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from telemetry.derive import signals as sig
+
+# (kind, detail, xid, pci, host, gpu, time text): logline.Failure
+Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]
+
+_LABEL = re.compile(r"\[(rank|default)?(\d+)\]: ?| *(\d+): (?=\S)")
+_GLOG_AFTER = re.compile(r"\[?[IWEF]\d{4} ")
+_PG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID [^\]]*? |PG 0 )?Rank (\d+)\]")
+
+
+def split_prefix(text: str) -> tuple[str, str, int | None]:
+    """(label, rest, rank): up to three launcher prefixes and the rank they name.
+
+    - ``[rankN]:`` right before a C++ log header (``[rank3]:[E218 07:34:53.62 ...``, set by
+      ``c10::SetGlobalRank``) or as ``[rankN]: `` with a space (the excepthook that
+      ``init_process_group`` installs prefixes each traceback line so) is PyTorch's own: the
+      global rank, always believed;
+    - srun ``--label``'s ``N: `` is the task number: the rank when one task runs per rank, but
+      a node's number when torchrun runs under it (a torchrun prefix follows): then no rank;
+    - torchrun's ``--tee`` prefix ``[defaultN]:`` (``[rankN]:`` with ``--role rank``) is the
+      local rank: the rank of a one-node job, and taken as such when nothing better is said.
+    A line without a prefix may still say its rank (``rank_in``)."""
+    end, rank, best, task, tee = 0, None, 0, None, None
+    for _ in range(3):
+        m = _LABEL.match(text, end)
+        if m is None:
+            break
+        kind, n, label = m.groups()
+        end = m.end()
+        if label is not None:
+            task = int(label)
+        elif kind == "rank" and (m.group(0).endswith(" ") or _GLOG_AFTER.match(text, end)):
+            rank, best = int(n), 3
+        else:
+            tee = int(n)
+    if best < 3:
+        rank = (task if tee is None else None) if task is not None else tee
+    return text[:end], text[end:], rank
+
+
+def rank_in(body: str) -> int | None:
+    """The rank a line names itself: ProcessGroupNCCL's ``[PG ID 0 PG GUID 0(default_pg) Rank
+    3]`` or ``[Rank 3]`` (a rank of the default group, the global one)."""
+    if "Rank " not in body:
+        return None
+    m = _PG_RANK.search(body)
+    return int(m.group(1)) if m else None
+
+
+# torch.distributed.elastic (torchrun), multiprocessing/api.py and agent/server/api.py
+_WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_CLOSING = re.compile(r"Sending process (\d+) closing signal (\w+)")
+_DEATH = re.compile(r"Received (\S+) death signal|SignalException: Process (\d+) got signal: (\d+)")
+
+
+def launcher(body: str) -> Failure | None:
+    """A launcher's line (torchrun): a worker it saw exit, a signal it sent or received."""
+    if "exitcode" in body and (m := _WORKER_FAILED.search(body)):
+        code, local, pid = m.groups()
+        detail = f"local rank {local} (pid {pid}) exited with code {code}"
+        return sig.WORKER_EXIT, detail, None, None, None, None, None
+    if "closing signal" in body and (m := _CLOSING.search(body)):
+        detail = f"launcher sent {m.group(2)} to pid {m.group(1)}"
+        return sig.LAUNCHER_SIGNAL, detail, None, None, None, None, None
+    if m := _DEATH.search(body):
+        what = m.group(1) or f"signal {m.group(3)}"
+        return sig.LAUNCHER_SIGNAL, f"launcher received {what}", None, None, None, None, None
+    return None
+
+
+_NCCL_INIT = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):\d+ \[(\d+)\] NCCL INFO comm "
+                        r"0x[0-9a-fA-F]+ rank (\d+) nranks (\d+)")
+
+
+def nccl_init(body: str) -> tuple[str, int, int, int, int] | None:
+    """(host, pid, cuda device, rank, nranks) of NCCL's communicator line (``node-3:12345:12399
+    [1] NCCL INFO comm 0x55d5c8e0 rank 5 nranks 16 cudaDev 1 ... - Init COMPLETE``): where a
+    rank of that communicator runs. The rank is the global one in the communicator of every
+    rank (the largest ``nranks``)."""
+    m = _NCCL_INIT.search(body)
+    if m is None:
+        return None
+    host, pid, dev, rank, nranks = m.groups()
+    return host, int(pid), int(dev), int(rank), int(nranks)
+
+
+def nccl_pid(body: str) -> tuple[str, int] | None:
+    """(host, pid) of an NCCL line's ``host:pid:tid [dev]`` header."""
+    m = _NCCL_PID.search(body)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+_NCCL_PID = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):\d+ \[\d+\] NCCL ")
+# torchrun's ChildFailedError summary (elastic/multiprocessing/errors/__init__.py), one entry:
+#   time      : 2025-02-18_13:35:12      (the launcher's local time; isoformat(sep="_"))
+#   host      : node-3.cluster
+#   rank      : 5 (local_rank: 1)
+#   exitcode  : -6 (pid: 12345)
+_SUMMARY = re.compile(r"(?:^|\s)(time|host|rank|exitcode|error_file|traceback)\s*: (.*?)\s*$")
+_SUMMARY_TIME = re.compile(r"\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?$")
+_SUMMARY_RANK = re.compile(r"(\d+) \(local_rank: (\d+)\)$")
+_SUMMARY_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)$")
+
+
+def summary_field(body: str) -> tuple[str, object] | None:
+    """One field of a torchrun failure summary entry as (name, value): ``time`` a naive
+    datetime, ``host`` text, ``rank`` (rank, local rank), ``exitcode`` (code, pid); None for
+    any other line (a line merely shaped like one is told apart by its value)."""
+    m = _SUMMARY.search(body)
+    if m is None:
+        return None
+    name, value = m.groups()
+    if name == "time":
+        if not _SUMMARY_TIME.match(value):
+            return None
+        try:
+            return name, datetime.fromisoformat(value.replace("_", "T", 1))
+        except ValueError:
+            return None
+    if name == "rank":
+        r = _SUMMARY_RANK.match(value)
+        return (name, (int(r.group(1)), int(r.group(2)))) if r else None
+    if name == "exitcode":
+        e = _SUMMARY_EXIT.match(value)
+        return (name, (int(e.group(1)), int(e.group(2)))) if e else None
+    if name == "host":
+        return (name, value) if value and " " not in value else None
+    return name, value

@@ -1,0 +1,672 @@
+"""Text logs (a job's ``slurm-N.out``, a node's ``kern.log``/journal/``dmesg -T``) as training
+progress, checkpoint saves and loads, and failure signals.
+
+Long module: the streaming parser and its block reader share state line by line.
+
+Why it is built this way:
+
+- **Speed.** A 54-day job writes gigabytes of log, nearly all of it lines that say nothing we
+  need. A block of lines is read as bytes, split by one numpy pass, and one RE2 pass (pyarrow)
+  over the whole block picks the lines containing any keyword of ``logline.PREFILTER``; only
+  those reach Python. The time of an untimed line ("the most recent time seen") is found by
+  walking back from it, lazily, so noise lines are never parsed.
+- **Streaming.** ``LogParser`` keeps what spans lines (the most recent time, the year of a
+  year-less syslog line and its Dec->Jan roll-over, an open traceback per rank, the last
+  progress-bar step, an open checkpoint load) so a tailer can feed it block by block or line by
+  line, across rotation and truncation, and ``drain()`` what is new. ``parse_file`` is the same
+  parser fed a file in 8 MiB blocks.
+- **Honesty.** Every line is counted; lines that say nothing we know are ``unrecognised``, never
+  an error. Bytes that are not UTF-8 are replaced and their lines counted and listed as bad; a
+  line longer than 64 KiB (a runaway progress bar, a binary blob) is read by its last 64 KiB
+  and listed. Times without a zone are in ``tz`` (default UTC) and returned as naive UTC; a
+  line without its own time takes the most recent time seen before it in the same file
+  (counted as ``*_ts_from_context``); plain ``dmesg`` lines (seconds since boot) have no wall
+  time: their signals have ``ts`` None (``untimed_signals``).
+- TorchTitan's ``tps`` is tokens per second *per GPU*; it is stored as ``tokens_per_s`` as is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from math import isfinite
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from telemetry.collect.logs import logfast
+from telemetry.collect.logs import logline as ll
+from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs.importers import BadLine, ImportFileError
+from telemetry.collect.logs.logclock import LogClock
+from telemetry.derive import signals as sig
+from telemetry.derive.signals import CheckpointEvent, Signal, clean_line
+
+# (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
+RankHost = tuple[int, str, str, str]
+CHUNK_BYTES = 8 << 20
+MAX_LINE_BYTES = 64 << 10
+MAX_BAD = 20
+TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
+_LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
+_SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
+
+
+@dataclass
+class LogBatch:
+    """What a parser found since the last ``drain()``."""
+
+    metrics: list[dict[str, Any]]
+    metric_origins: list[str]
+    checkpoint_events: list[CheckpointEvent]
+    signals: list[Signal]
+    rank_hosts: list[RankHost] = field(default_factory=list)
+
+
+@dataclass
+class LogScan:
+    """One text log read in full."""
+
+    path: str
+    metrics: list[dict[str, Any]]  # train_metrics records
+    metric_origins: list[str]  # file:line of each metric, same order
+    checkpoint_events: list[CheckpointEvent]
+    signals: list[Signal]
+    lines: int
+    unrecognised: int
+    bad: list[BadLine] = field(default_factory=list)  # the first MAX_BAD
+    counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
+    rank_hosts: list[RankHost] = field(default_factory=list)
+
+
+class LogParser:
+    """Reads one log (``label`` names it in every ``file:line`` origin) fed in order.
+
+    ``host_hint`` is the node the log belongs to when its lines do not say (default: the node
+    in the file name, ``node-7-kern.log`` -> ``node-7``); ``gpu_by_pci`` maps PCI bus ids to GPU
+    indices so an ``NVRM: Xid (PCI:...)`` line names its GPU; ``run`` is put in each metric.
+    With ``keep=False`` drained results are released (a long-lived tailer)."""
+
+    def __init__(
+        self,
+        label: str | os.PathLike[str],
+        *,
+        tz: tzinfo | str | None = UTC,
+        year_hint: int | None = None,
+        host_hint: str | None = None,
+        run: str | None = None,
+        gpu_by_pci: Mapping[str, int] | None = None,
+        keep: bool = True,
+    ) -> None:
+        self.label = str(label)
+        self.clock = LogClock(tz, year_hint)
+        self.host = host_hint or ll.host_from_filename(self.label)
+        self.run = run
+        self.keep = keep
+        self._gpus = {ll.pci_key(k): int(v) for k, v in (gpu_by_pci or {}).items()}
+        self.metrics: list[dict[str, Any]] = []
+        self.metric_origins: list[str] = []
+        self.checkpoint_events: list[CheckpointEvent] = []
+        self.signals: list[Signal] = []
+        self.rank_hosts: list[RankHost] = []
+        self.bad: list[BadLine] = []
+        self.counts: Counter[str] = Counter()
+        self.lines = 0
+        self.next_lineno = 1
+        self._drained = (0, 0, 0, 0)
+        self._ctx_lo = 0  # block offset up to which the clock knows the most recent time
+        self._blk = b""  # the block being read, and where the current line starts/ends in it
+        self._s = self._e = 0
+        self._tqdm: int | None = None
+        self._bars: dict[int, datetime | None] = {}  # a tqdm bar's total -> when it started
+        self._bar_elapsed: dict[int, float] = {}
+        self._bar_ts: datetime | None = None  # the time the last bar showed
+        self._progress: tuple[int, datetime] | None = None  # the last progress point's step, time
+        self._recent: dict[int, str] = {}  # step -> the prefix of the rank that printed it
+        self._last_step = -1
+        self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
+        self._label = ""  # the current line's launcher prefix
+        self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
+        self._load_open = False
+        self._rank: int | None = None  # the rank the current line's prefix names
+        self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
+        self._mapped: set[tuple[int, str]] = set()
+        self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
+        self._mlines: list[int] = []  # line of each metric of the block being read
+        self._followed: set[int] = set()  # lines of the block read inside a traceback
+        self._long: bytes | None = None  # tail of a line longer than MAX_LINE_BYTES so far
+        self._long_len = 0
+
+    # -- feeding -------------------------------------------------------------------------------
+    def feed(self, line: str, lineno: int) -> None:
+        """One line (with or without its newline) that is line ``lineno`` of the file."""
+        data = line.encode("utf-8", "replace")
+        self.feed_block(data if data.endswith(b"\n") else data + b"\n", lineno, final=True)
+
+    def feed_block(
+        self, data: bytes, first_lineno: int | None = None, *, final: bool = False
+    ) -> int:
+        """Complete lines of ``data`` (bytes as read from the file), the first being line
+        ``first_lineno`` (default: after the previous call's). Returns how many bytes were
+        used: up to the last newline, all with ``final`` (the file's last line has none). A
+        newline-free ``data`` over 64 KiB is taken as the start of an over-long line."""
+        if first_lineno is not None:
+            self.next_lineno = first_lineno
+        end = len(data) if final else data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) > MAX_LINE_BYTES:
+                self._absorb(data)
+                return len(data)
+            return 0
+        block = data[:end] if end < len(data) else data
+        if self._long is not None:
+            nl = block.find(b"\n")
+            head = nl + 1 if nl >= 0 else len(block)
+            self._absorb(block[:head])
+            self._flush_long()
+            block = block[head:]
+        if block:
+            self._block(block)
+        return end
+
+    def finish(self) -> None:
+        """The file ended: an over-long last line is read, open tracebacks are given up."""
+        if self._long is not None:
+            self._flush_long()
+        self.counts["tracebacks_unfinished"] += len(self._tb)
+        self._tb.clear()
+
+    def drain(self) -> LogBatch:
+        """Metrics, checkpoint events and signals found since the last call."""
+        m, e, s, r = self._drained
+        out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
+                       self.signals[s:], self.rank_hosts[r:])
+        if self.keep:
+            self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals),
+                             len(self.rank_hosts))
+        else:
+            self.metrics, self.metric_origins = [], []
+            self.checkpoint_events, self.signals, self.rank_hosts = [], [], []
+        return out
+
+    @property
+    def unrecognised(self) -> int:
+        return self.lines - self.counts["recognised"]
+
+    def scan(self) -> LogScan:
+        counts = dict(self.counts)
+        counts["unrecognised"] = self.unrecognised
+        return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
+                       self.signals, self.lines, self.unrecognised, list(self.bad), counts,
+                       self.rank_hosts)
+
+    # -- blocks --------------------------------------------------------------------------------
+    def _absorb(self, data: bytes) -> None:
+        self._long = ((self._long or b"") + data[-MAX_LINE_BYTES - 1:])[-MAX_LINE_BYTES - 1:]
+        self._long_len += len(data)
+
+    def _flush_long(self) -> None:
+        tail = (self._long or b"").rstrip(b"\n")
+        total = self._long_len - (self._long or b"").endswith(b"\n")
+        self._long, self._long_len = None, 0
+        self._bad(self.next_lineno, f"line of {total:,} bytes: only its last 64 KiB read")
+        self.counts["long_lines"] += 1
+        self._block(_utf8_start(tail[-MAX_LINE_BYTES:]) + b"\n")
+
+    def _block(self, block: bytes) -> None:
+        base = self.next_lineno
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            block = self._replace(block, base)
+        nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+        n = len(nl) + (not block.endswith(b"\n"))
+        offs = np.empty(n + 1, np.int64)
+        offs[0] = 0
+        offs[1 : len(nl) + 1] = nl + 1
+        if n > len(nl):
+            offs[n] = len(block) + 1
+        fast = None
+        too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
+        if n < _SMALL_BLOCK:
+            cand = [i for i in range(n) if ll.PREFILTER_RE.search(
+                block[offs[i] : offs[i + 1] - 1].decode())]
+            cand_arr = np.array(cand, np.int64)
+        else:
+            arr = pa.LargeStringArray.from_buffers(
+                n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
+            cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
+            if self.clock.tz is None and len(cand_arr) and not len(too_long):
+                cand_arr, fast = self._fast_megatron(arr, cand_arr)
+        if len(too_long):
+            cand_arr = np.union1d(cand_arr, too_long)
+        self._blk, self._ctx_lo = block, 0
+        self._mlines, self._followed, first = [], set(), len(self.metrics)
+        self._walk(block, base, cand_arr.astype(np.int64), offs)
+        if fast is not None:
+            self._merge_fast(block, base, offs, first, *fast)
+        self._pace(first)
+        self._s = len(block) + 1
+        self._context()  # carry the most recent time into the next block
+        self._blk, self._ctx_lo = b"", 0
+        self.lines += n
+        self.next_lineno = base + n
+
+    def _walk(self, block: bytes, base: int, cand: np.ndarray, offs: np.ndarray) -> None:
+        resume = self._follow(block, 0, base)  # a traceback left open by the previous block
+        size = len(block)
+        for i, s, e in zip(cand.tolist(), offs[cand].tolist(), (offs[cand + 1] - 1).tolist(),
+                           strict=True):
+            if s < resume:
+                continue
+            self._line(block, s, min(e, size), base + i)
+            resume = self._follow(block, e + 1, base + i + 1)
+
+    def _follow(self, block: bytes, s: int, lineno: int) -> int:
+        """Inside an open traceback every line counts, keyword or not."""
+        size = len(block)
+        while self._tb and s < size:
+            e = block.find(b"\n", s)
+            e = size if e < 0 else e
+            self._line(block, s, e, lineno)
+            self._followed.add(lineno)
+            s, lineno = e + 1, lineno + 1
+        return s
+
+    def _fast_megatron(self, arr: pa.Array, cand: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Candidates minus the plain Megatron iteration lines read column-wise (logfast)."""
+        got = logfast.megatron_columns(arr.take(pa.array(cand)))
+        if got is None:
+            return cand, None
+        if self.clock.full_year is None and got[1]["ts"]:  # year-less lines read before them
+            self.clock.full_year = got[1]["ts"][0].year  # in this block are in their year
+        idx = cand[got[0]]
+        return np.setdiff1d(cand, idx, assume_unique=True), (idx, got[1])
+
+    def _merge_fast(self, block: bytes, base: int, offs: np.ndarray, first: int,
+                    idx: np.ndarray, cols: dict[str, list]) -> None:
+        """Records of the column-wise lines, merged in line order with those read one by one
+        (a line already read inside a traceback is not taken twice)."""
+        fast, odd = logfast.records(idx, cols, base, self.run, self.label, self._followed)
+        for i in odd:  # 1e999: the line path makes it an Inf-loss signal
+            self._line(block, int(offs[i]), int(offs[i + 1]) - 1, base + i)
+        if not fast:
+            return
+        self.clock.full_year = fast[-1][1]["ts"].year
+        self.counts["metrics"] += len(fast)
+        self.counts["recognised"] += len(fast)
+        if len(self.metrics) > first:
+            slow = zip(self._mlines, self.metrics[first:], self.metric_origins[first:], strict=True)
+            fast = sorted([*slow, *fast], key=lambda r: r[0])
+        self.metrics[first:] = [r[1] for r in fast]
+        self.metric_origins[first:] = [r[2] for r in fast]
+
+    def _line(self, block: bytes, s: int, e: int, lineno: int) -> None:
+        if e - s > MAX_LINE_BYTES:
+            self._bad(lineno, f"line of {e - s:,} bytes: only its last 64 KiB read")
+            self.counts["long_lines"] += 1
+            s = e - len(_utf8_start(block[e - MAX_LINE_BYTES : e]))
+        self._s, self._e = s, e
+        raw = block[s:e].decode("utf-8")
+        if raw.endswith("\r"):
+            raw = raw[:-1]
+        if self._text(raw, lineno):
+            self.counts["recognised"] += 1
+
+    def _replace(self, block: bytes, base: int) -> bytes:
+        text = block.decode("utf-8", "replace")
+        i, pos, line, seen = text.find("\ufffd"), 0, base, -1
+        while i >= 0:
+            line += text.count("\n", pos, i)
+            pos = i
+            if line != seen:
+                self.counts["replaced_lines"] += 1
+                self._bad(line, "not UTF-8: undecodable bytes replaced by U+FFFD")
+                seen = line
+            i = text.find("\ufffd", i + 1)
+        return text.encode("utf-8")
+
+    # -- one line ------------------------------------------------------------------------------
+    def _text(self, raw: str, lineno: int) -> bool:
+        if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
+            parts = [p for p in raw.split("\r") if p.strip()]
+            bars = [b for p in parts[:-1] if "%|" in p and (b := ll.tqdm_bar(p)) is not None]
+            for b in bars[:1] + bars[-1:] if len(bars) > 1 else bars:
+                self._bar(b)  # the first: when the bar started; the last: where it got to
+            return self._text(parts[-1], lineno) or bool(bars) if parts else False
+        if "\x1b" in raw:
+            raw = clean_line(raw, len(raw))
+        prefix, body, self._rank = lr.split_prefix(raw)
+        self._label = prefix
+        if self._tb and prefix in self._tb:
+            done = self._in_traceback(prefix, body, raw, lineno)
+            if done is not None:
+                return done
+        if ll.TB_START in body:
+            self._tb[prefix] = 0
+            return True
+        if "iteration" in body and (f := ll.megatron(body)):
+            return self._metric(f, body, raw, lineno)
+        if "step:" in body and (f := ll.titan(body)):
+            return self._metric(f, body, raw, lineno)
+        if "steps:" in body and (f := ll.deepspeed_steps(body)):
+            return self._metric(f, body, raw, lineno)
+        if "{" in body and (d := ll.hf_dict(body)) is not None:
+            if isinstance(d, str):
+                self.counts[f"hf_{d}_dicts"] += 1
+                return True
+            if "step" not in d:
+                if self._tqdm is None:
+                    self._bad(lineno, "training log dict without a step (no 'step' key and no "
+                                      "progress bar before it)")
+                    return False
+                d["step"] = self._tqdm
+                self.counts["metrics_step_from_progress_bar"] += 1
+            if d["step"] == self._tqdm and self._bar_ts is not None:
+                d["bar_ts"] = self._bar_ts  # the bar's clock says when
+            return self._metric(d, body, raw, lineno)
+        if "%|" in body and (b := ll.tqdm_bar(body)) is not None:
+            self._bar(b)
+            return True
+        if c := ll.checkpoint(body):
+            return self._checkpoint(c, body, raw, lineno)
+        if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):
+            return self._nccl_init(n, lineno)
+        if ":" in body and (fld := lr.summary_field(body)):
+            return self._summary(fld, raw, lineno)
+        if f := ll.failure(body):
+            self._signal(f, body, raw, lineno)
+            return True
+        return False
+
+    # -- which rank runs where -----------------------------------------------------------------
+    def _map(self, rank: int, host: str, how: str, lineno: int) -> None:
+        if (rank, host) not in self._mapped:
+            self._mapped.add((rank, host))
+            self.rank_hosts.append((rank, host, how, self._origin(lineno)))
+
+    def _nccl_init(self, n: tuple[str, int, int, int, int], lineno: int) -> bool:
+        host, pid, _dev, rank, nranks = n
+        have = self._pids.get((host, pid))
+        if have is None or nranks > have[1]:  # the communicator of every rank says it best
+            self._pids[(host, pid)] = (rank, nranks)
+        self._map(rank, host, f"nccl nranks={nranks}", lineno)
+        self.counts["nccl_ranks"] += 1
+        return True
+
+    def _summary(self, fld: tuple[str, Any], raw: str, lineno: int) -> bool:
+        """A field of torchrun's failure summary: an entry (time, host, rank, exitcode) is a
+        worker's exit, with the rank's host."""
+        name, value = fld
+        if name == "time":
+            self._entry = {"time": value}
+            return True
+        if self._entry is None:
+            return False
+        self._entry[name] = value
+        if name != "exitcode":
+            return name in ("host", "rank", "error_file", "traceback")
+        entry, self._entry = self._entry, None
+        if "rank" not in entry:
+            return True
+        rank, local = entry["rank"]
+        code, pid = value
+        host = entry.get("host")
+        if host:
+            self._map(rank, host, "torchrun summary", lineno)
+        where = f" on {host}" if host else ""
+        detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
+        ts = self.clock.utc(entry["time"])
+        self._add_signal(Signal(ts, sig.WORKER_EXIT, host, None, None, f"{detail} (pid {pid})",
+                                self._origin(lineno), clean_line(raw), "log", rank), "line")
+        return True
+
+    def _in_traceback(self, prefix: str, body: str, raw: str, lineno: int) -> bool | None:
+        what = ll.traceback_step(body)
+        if what == "exception":
+            del self._tb[prefix]
+            detail = body.strip()[: sig.MAX_DETAIL_CHARS]
+            self._signal((sig.TRACEBACK, detail, None, None, None, None, None), body, raw, lineno)
+            if f := ll.failure(body):  # RuntimeError: CUDA error: an illegal memory access ...
+                self._signal(f, body, raw, lineno)
+            return True
+        self._tb[prefix] += 1
+        if self._tb[prefix] > TRACEBACK_MAX_LINES:
+            del self._tb[prefix]
+            self.counts["tracebacks_unfinished"] += 1
+        return True if what in ("frame", "chain") else None
+
+    # -- time ----------------------------------------------------------------------------------
+    def _when(self, body: str) -> tuple[datetime | None, str, ll.Stamp]:
+        """(time, how, stamp) of the current line: how is line, context, boot or none."""
+        t, how, st = self.clock.stamp(body)
+        if t is not None:
+            self._ctx_lo = self._e + 1
+            return t, how, st
+        if how == "boot":
+            return None, how, st
+        t = self._context()
+        return t, ("context" if t else "none"), st
+
+    def _context(self) -> datetime | None:
+        """The most recent time before the current line (the lines since the last known one
+        are read backwards, once)."""
+        t = self.clock.before(self._blk, self._ctx_lo, self._s)
+        self._ctx_lo = max(self._s, self._ctx_lo)
+        return t
+
+    # -- results -------------------------------------------------------------------------------
+    def _origin(self, lineno: int) -> str:
+        return f"{self.label}:{lineno}"
+
+    def _bad(self, lineno: int, reason: str) -> None:
+        self.counts["bad"] += 1
+        if len(self.bad) < MAX_BAD:
+            self.bad.append(BadLine(self._origin(lineno), reason))
+
+    def _metric(self, f: dict[str, Any], body: str, raw: str, lineno: int) -> bool:
+        ts, how, _ = self._when(body)
+        step = f.pop("step")
+        iter_s, bar_ts = f.pop("iter_s", None), f.pop("bar_ts", None)
+        if step < self._last_step:
+            self._recent.clear()  # went back: a restart, whose steps are new points
+        self._last_step = step
+        printed = self._recent.get(step)
+        if printed is not None and printed != self._label:
+            self.counts["metrics_repeated_by_ranks"] += 1  # one step, several ranks: one point
+            return True
+        self._recent[step] = self._label
+        if len(self._recent) > 4096:
+            self._recent.pop(next(iter(self._recent)))
+        rec: dict[str, Any] = {"run": self.run} if self.run else {}
+        if how != "line" and (iter_s or bar_ts):  # timed once the block is read (_pace)
+            self._paced[id(rec)] = (iter_s, bar_ts)
+        if ts is not None:
+            rec["ts"] = ts
+        rec["step"] = step
+        loss = f.pop("loss", None)
+        nan_iters = f.pop("nan_iterations", None)
+        if loss is not None:
+            if isfinite(loss):
+                rec["loss"] = loss
+                if nan_iters and isfinite(nan_iters) and nan_iters > 0:
+                    self._nan(f"{nan_iters:.0f} NaN iteration(s) up to iteration {step}", ts, how,
+                              raw, lineno)
+            else:
+                self._nan(f"loss {loss} at step {step}", ts, how, raw, lineno)
+        for name, v in f.items():
+            if v is None or not isfinite(v):
+                continue
+            if name == "mfu" and not 0 <= v <= 1:
+                self._bad(lineno, f"mfu {v:.0%} is not a fraction of peak: mfu left out")
+                continue
+            rec[name] = int(v) if name == "tokens" else v
+        self.metrics.append(rec)
+        self.metric_origins.append(f"{self.label}:{lineno}")
+        self._mlines.append(lineno)
+        self.counts["metrics"] += 1
+        if how != "line":
+            self.counts[f"metrics_ts_from_{how}"] += 1
+        return True
+
+    def _bar(self, bar: tuple[int, int, float | None]) -> None:
+        """A tqdm bar: its position is the step of the log dicts after it, and its elapsed
+        time, counted from when it started (the most recent time before it first showed, less
+        what it showed then), is their time."""
+        step, total, elapsed = bar
+        self._tqdm = step
+        if elapsed is None:
+            self._bar_ts = None
+            return
+        if total not in self._bars or elapsed < self._bar_elapsed.get(total, 0.0):
+            t = self._context()  # a new bar (or the same total started again: a restart)
+            self._bars[total] = None if t is None else t - timedelta(seconds=elapsed)
+        self._bar_elapsed[total] = elapsed
+        origin = self._bars[total]
+        self._bar_ts = None if origin is None else origin + timedelta(seconds=elapsed)
+
+    def _pace(self, first: int) -> None:
+        """Time the progress lines of the block just read that have no time of their own by
+        their pace, in line order: the bar's clock, else the previous progress point's time
+        plus the steps since at the logged time per iteration (Megatron's ``elapsed time per
+        iteration``, DeepSpeed's ``iter time``); never before the most recent time the log
+        showed (which they carry until then), so the last progress before a crash is when it
+        happened, not when the log last printed a time."""
+        for rec in self.metrics[first:]:
+            pace = self._paced.pop(id(rec), None) if self._paced else None
+            step, ts = rec["step"], rec.get("ts")
+            if pace is not None:
+                iter_s, est = pace
+                if est is None and iter_s and self._progress and step > self._progress[0]:
+                    est = self._progress[1] + timedelta(seconds=(step - self._progress[0]) * iter_s)
+                if est is not None and (ts is None or est > ts):
+                    had = "context" if ts is not None else "none"
+                    self.counts[f"metrics_ts_from_{had}"] -= 1
+                    self.counts["metrics_ts_from_pace"] += 1
+                    rec["ts"] = ts = est
+            if ts is not None:
+                self._progress = (step, ts)
+        self._paced.clear()
+
+    def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
+        self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
+                                self._origin(lineno), clean_line(raw), "log", self._rank), how)
+
+    def _checkpoint(self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str,
+                    lineno: int) -> bool:
+        kind, phase, step, path = c
+        if kind == "load":
+            finished_open = phase == "finish" and self._load_open
+            self._load_open = phase == "start"
+            if finished_open:  # start and finish of one load are one event
+                self.counts["load_finished"] += 1
+                return True
+        ts, how, _ = self._when(body)
+        self.checkpoint_events.append(
+            CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw)))
+        self.counts[kind] += 1
+        if how != "line":
+            self.counts[f"checkpoint_events_ts_from_{how}"] += 1
+        return True
+
+    def _signal(self, f: ll.Failure, body: str, raw: str, lineno: int) -> None:
+        kind, detail, xid, pci, host, gpu, at = f
+        ts, how, st = self._when(body)
+        if at:
+            try:
+                ts, how = self.clock.utc(datetime.fromisoformat(at)), "line"
+            except ValueError:
+                pass
+        kernel = st[3] or st[0] == "boot" or kind == sig.XID
+        if pci is not None:
+            gpu = self._gpus.get(ll.pci_key(pci))
+        rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
+        if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
+            rank = lr.rank_in(body)
+            if rank is None and self._pids and (hp := lr.nccl_pid(body)):
+                rank = self._pids.get(hp, (None,))[0]
+        if rank is not None and host is not None and not kernel:
+            self._map(rank, host, "log line", lineno)
+        host = host or st[2] or self.host
+        self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
+                                clean_line(raw), "kernel" if kernel else "log", rank), how)
+
+    def _add_signal(self, s: Signal, how: str) -> None:
+        self.signals.append(s)
+        self.counts[s.kind] += 1
+        self.counts["signals"] += 1
+        if s.ts is None:
+            self.counts["untimed_signals"] += 1
+        elif how == "context":
+            self.counts["signals_ts_from_context"] += 1
+
+
+def _utf8_start(data: bytes) -> bytes:
+    """``data`` from its first byte that starts a UTF-8 character."""
+    i = 0
+    while i < min(4, len(data)) and 0x80 <= data[i] < 0xC0:
+        i += 1
+    return data[i:]
+
+
+def parse_file(
+    path: str | os.PathLike[str],
+    *,
+    tz: tzinfo | str | None = UTC,
+    year_hint: int | None = None,
+    host: str | None = None,
+    start_line: int = 1,
+    run: str | None = None,
+    gpu_by_pci: Mapping[str, int] | None = None,
+    on_batch: Callable[[LogBatch], None] | None = None,
+) -> LogScan:
+    """Read a text log in full. Lines before ``start_line`` are skipped (already read); with
+    ``on_batch`` the results of each 8 MiB block go there and are not kept in the scan (memory
+    stays flat for any file size). Raises ``ImportFileError`` when the file cannot be read."""
+    p = Path(path)
+    parser = LogParser(p, tz=tz, year_hint=year_hint, host_hint=host, run=run,
+                       gpu_by_pci=gpu_by_pci, keep=on_batch is None)
+    try:
+        with open(p, "rb") as fh:
+            pending = _skip_lines(fh, start_line - 1)
+            parser.next_lineno = start_line
+            while data := fh.read(CHUNK_BYTES):
+                buf = pending + data if pending else data
+                pending = buf[parser.feed_block(buf):]
+                if on_batch is not None:
+                    on_batch(parser.drain())
+            if pending:
+                parser.feed_block(pending, final=True)
+    except FileNotFoundError:
+        raise ImportFileError(p, "no such file") from None
+    except IsADirectoryError:
+        raise ImportFileError(p, "is a directory, not a log file") from None
+    except OSError as exc:
+        raise ImportFileError(p, exc.strerror or str(exc)) from None
+    parser.finish()
+    if on_batch is not None:
+        on_batch(parser.drain())
+    return parser.scan()
+
+
+def _skip_lines(fh: Any, n: int) -> bytes:
+    """Skip ``n`` lines of ``fh``; returns the bytes read past them."""
+    while n > 0:
+        data = fh.read(CHUNK_BYTES)
+        if not data:
+            return b""
+        k = data.count(b"\n")
+        if k < n:
+            n -= k
+            continue
+        pos = -1
+        for _ in range(n):
+            pos = data.find(b"\n", pos + 1)
+        return data[pos + 1 :]
+    return b""

@@ -1,0 +1,113 @@
+"""Per-GPU history older than the store's raw window, read back from Prometheus.
+
+With ``--raw-retention`` the store keeps per-GPU samples for a window and the rollups for
+ever (``telemetry.store.retention``). A cluster that already runs Prometheus usually keeps those
+series far longer, so when ``serve`` has a ``--prometheus`` source, the GPU drill-down of a
+range that starts before the store's horizon reads the missing part of each GPU's series
+from the first server that answers: one ``query_range`` per metric, averaged over each
+bucket (``avg_over_time``; the last XID by ``max_over_time``) at the bucket the local query
+uses, for the node's ``Hostname`` label. The local samples stay the source for what the
+store still holds; a server that does not answer leaves the chart with the local part and
+the drill-down's note about the horizon, never an error.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from telemetry.catalog import SAMPLE_COLUMNS
+from telemetry.collect.prometheus.prom_client import PromClient, PromDown
+
+# The drill-down's columns, and how a bucket of each is summarised.
+SERIES = ("util_pct", "temp_c", "power_w", "sm_clock_mhz", "fb_used_mib", "xid_last")
+_FIELD = {c.name: c.field for c in SAMPLE_COLUMNS}
+
+
+def _quoted(value: str) -> str:
+    """A PromQL string literal (a host name comes from exporter labels: escape it)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _epoch(t: datetime) -> float:
+    return t.replace(tzinfo=UTC).timestamp()
+
+
+class PromHistory:
+    """Reads node series from the servers of a ``--prometheus`` source (first that answers)."""
+
+    def __init__(self, clients: Sequence[PromClient]) -> None:
+        self.clients = list(clients)
+        self.last_error: str | None = None
+        self._lock = threading.Lock()
+
+    def node_gpu_series(
+        self, host: str, start: datetime, end: datetime, bucket_s: int
+    ) -> pd.DataFrame:
+        """Each GPU of ``host`` from ``start`` to ``end`` (naive UTC), one row per GPU and
+        bucket: ts, gpu, and the ``SERIES`` columns (as ``queries.gpus.node_gpu_series``);
+        empty when no server has the node or none answers."""
+        step = max(int(bucket_s), 1)
+        for client in self.clients:
+            try:
+                return self._read(client, host, start, end, step)
+            except PromDown as exc:
+                with self._lock:
+                    self.last_error = f"{client.url}: {exc}"
+        return pd.DataFrame(columns=["ts", "gpu", *SERIES, "bucket_s"])
+
+    def _read(
+        self, client: PromClient, host: str, start: datetime, end: datetime, step: int
+    ) -> pd.DataFrame:
+        frames = []
+        for col in SERIES:
+            fn = "max_over_time" if col == "xid_last" else "avg_over_time"
+            expr = f"{fn}({_FIELD[col]}{{Hostname={_quoted(host)}}}[{step}s])"
+            # a bucket's value is stamped at its end in PromQL, at its start in the store
+            for series in client.query_range(expr, _epoch(start) + step, _epoch(end), step):
+                gpu = series.get("metric", {}).get("gpu")
+                if gpu is None or not str(gpu).isdigit():
+                    continue
+                values = series.get("values") or []
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "ts": pd.to_datetime([float(t) - step for t, _ in values], unit="s"),
+                            "gpu": int(gpu),
+                            "col": col,
+                            "value": pd.to_numeric([v for _, v in values], errors="coerce"),
+                        }
+                    )
+                )
+        if not frames:
+            return pd.DataFrame(columns=["ts", "gpu", *SERIES, "bucket_s"])
+        long = pd.concat(frames, ignore_index=True)
+        wide = long.pivot_table(index=["ts", "gpu"], columns="col", values="value").reset_index()
+        for col in SERIES:
+            if col not in wide:
+                wide[col] = float("nan")
+        wide["bucket_s"] = step
+        return wide[["ts", "gpu", *SERIES, "bucket_s"]].sort_values(["gpu", "ts"])
+
+
+def merged_node_series(
+    local: pd.DataFrame,
+    history: PromHistory | None,
+    host: str,
+    start: datetime,
+    raw_since: datetime | None,
+    bucket_s: int,
+) -> pd.DataFrame:
+    """``local`` (``queries.gpus.node_gpu_series``) with what came before ``raw_since`` read
+    from ``history``, when the range starts before it (otherwise ``local`` as it is)."""
+    if history is None or raw_since is None or start >= raw_since:
+        return local
+    older = history.node_gpu_series(host, start, raw_since, bucket_s)
+    if older.empty:
+        return local
+    older = older[older["ts"] < raw_since]
+    out = pd.concat([older, local], ignore_index=True) if not local.empty else older
+    return out.sort_values(["gpu", "ts"], kind="stable").reset_index(drop=True)

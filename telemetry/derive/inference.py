@@ -1,0 +1,484 @@
+"""Interruption inference: failures, restores and their causes from signals a cluster already has.
+
+A real cluster rarely posts interruption records, but its step stream shows every stop and its
+logs say why. This module is the pure engine (frames in, one frame out, no store, no I/O); the
+lead re-derives a run's rows after each import or ingest round and replaces them whole, so the
+output is deterministic: same inputs, same rows, same order, same evidence text.
+
+Stops (found vectorised over the whole step stream; only the rare stops get per-stop work):
+- a **stall**: the gap between consecutive progress points exceeds ``k`` x the median gap
+  between metric rows, with a floor of ``min_stall_s`` (the median gap, not the step time, so a
+  log line every 100 steps works); a gap covered by checkpoint saves with no failure evidence
+  and no restart is a blocking save, not an interruption;
+- a **step going backwards** (a restore from an older checkpoint);
+- a **new attempt**: the ``attempt`` column changes, or a checkpoint ``load`` line falls between
+  two progress points (a quick restart that neither stalls long nor goes back a logged step).
+A stall with no progress after it yet is not an interruption (see ``current_stall``), unless
+the data ends with its cause after the last progress: a Slurm time limit or preemption, a crash
+nobody restarted. That stop is an interruption without an end (``_ended``), whose lost steps are
+those since the newest checkpoint. A trainer's planned exit there (``exiting program``,
+``Training completed``) is a finished run, and a planned exit before a restart is planned.
+
+Per stop: ``ts`` = last progress before it, ``end_ts`` = next progress. Restored step: a ``load``
+checkpoint event in between, else the newest ``ok`` checkpoint on a surviving tier that ended
+before the restart with a step at most the first step after it, else that first step minus the
+log interval (an estimate, said so in the evidence). Tier: the load path under a tier root,
+else the checkpoint's; a step on several tiers takes the fastest surviving one (nvme < pfs <
+object), never NVMe when a node was lost (a Slurm node failure or an XID 79 in the window) nor
+NVMe copies written before an earlier node loss. The first step after the restart has the last
+word (a checkpoint at S resumes at S+1..S+log interval): if only an NVMe copy fits it, the
+NVMe survived; if a newer NVMe copy than the restored step was passed over, it was lost, and
+so was a node. ``detect_s`` = first failure signal - ``ts`` (0 when it came before the last
+progress), ``restart_s`` the rest of the downtime. Recovery is ``automated`` when the job
+restarted (new attempt, load line or step regression) within ``automated_max_s`` and nobody
+cancelled it (``slurm_cancelled``); else unknown (None): logs cannot tell a person's hand from
+a slow script.
+
+Root cause (``telemetry.derive.evidence`` holds the ranking table): the strongest evidence on the
+run's hosts in the window from ``pre_s`` before the last progress (never before the previous
+stop's end) to the restart; every other failure signal there is its symptom.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from telemetry.derive.evidence import (
+    INITIATING,
+    UNKNOWN,
+    XID,
+    Explanation,
+    column,
+    explain,
+    gather,
+    is_empty,
+    item,
+    roles,
+    to_ns,
+)
+from telemetry.derive.restores import (
+    Restore,
+    checkpoints_frame,
+    covered_ns,
+    events,
+    restore,
+    save_spans,
+)
+from telemetry.derive.signals import PLANNED_EXIT
+from telemetry.derive.waits import missing_rank
+from telemetry.vocabulary import PLANNED_CATEGORY
+
+COLUMNS = (
+    "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
+    "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
+    "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
+    "rank", "restarts",
+)  # fmt: skip
+SOURCE = "inferred"
+K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
+MIN_STALL_S = 60.0  # ... and never shorter than this (GC pauses, slow log flushes)
+PRE_S = 300.0  # the evidence window opens this long before the last progress
+AUTOMATED_MAX_S = 1800.0  # a restart within this long, nobody cancelling, is automated
+POSTED_SLACK_S = 300.0  # a posted record this close to a stop's window is that stop
+EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
+LOOP_RESTARTS = 3  # this many restarts without getting past one checkpoint are a restart loop
+LOOP_GAP_S = 1800.0  # the same GPU failing again this soon after a restore is one too
+TAIL_NS = 7 * 86400 * 10**9  # after the last progress, evidence is read this far for its stop
+_NEVER = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class _Stream:
+    run_id: str | None
+    ts: np.ndarray  # int64 ns, ascending
+    step: np.ndarray
+    attempt: np.ndarray  # float, NaN unknown
+    thr_ns: float
+
+
+def _stream(metrics: pd.DataFrame, k: float, min_stall_s: float) -> _Stream:
+    missing = {"ts", "step"} - set(metrics.columns)
+    if missing:
+        raise ValueError(f"metrics lack column(s) {sorted(missing)}: need run_id, ts, step")
+    m = metrics[metrics["ts"].notna() & metrics["step"].notna()]
+    runs = column(m, "run_id").dropna().unique()
+    if len(runs) > 1:
+        raise ValueError(f"metrics hold {len(runs)} runs; infer one run at a time")
+    ts, step = to_ns(m["ts"]), m["step"].to_numpy(np.int64)
+    att = pd.to_numeric(column(m, "attempt"), errors="coerce").to_numpy(float, na_value=np.nan)
+    order = np.lexsort((step, ts))
+    ts, step, att = ts[order], step[order], att[order]
+    keep = np.r_[True, (np.diff(ts) != 0) | (np.diff(step) != 0)]  # the same row twice
+    ts, step, att = ts[keep], step[keep], att[keep]
+    gaps = np.diff(ts)
+    med = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0.0
+    thr = max(k * med, min_stall_s * 1e9)
+    return _Stream(str(runs[0]) if len(runs) else None, ts, step, att, thr)
+
+
+def stall_threshold_s(
+    metrics: pd.DataFrame, k: float = K, min_stall_s: float = MIN_STALL_S
+) -> float:
+    """Seconds without progress after which a run counts as stalled."""
+    return _stream(metrics, k, min_stall_s).thr_ns / 1e9
+
+
+def current_stall(
+    metrics: pd.DataFrame, now: datetime, *, k: float = K, min_stall_s: float = MIN_STALL_S
+) -> dict[str, Any] | None:
+    """The run's open stall at ``now`` (naive UTC), or None: ``run_id``, ``since`` (the last
+    progress), ``step``, ``stalled_s``, ``threshold_s``. Such a stop is no interruption until
+    progress resumes; the lead raises a live alert instead."""
+    s = None if is_empty(metrics) else _stream(metrics, k, min_stall_s)
+    if s is None or not len(s.ts):
+        return None
+    stalled = pd.Timestamp(now).as_unit("ns").value - int(s.ts[-1])
+    if stalled <= s.thr_ns:
+        return None
+    since = pd.Timestamp(int(s.ts[-1])).to_pydatetime()
+    return {
+        "run_id": s.run_id,
+        "since": since,
+        "step": int(s.step[-1]),
+        "stalled_s": stalled / 1e9,
+        "threshold_s": s.thr_ns / 1e9,
+    }
+
+
+def infer_interruptions(
+    metrics: pd.DataFrame,
+    signals: pd.DataFrame | None = None,
+    *,
+    checkpoints: pd.DataFrame | None = None,
+    ckpt_events: pd.DataFrame | None = None,
+    xid_events: pd.DataFrame | None = None,
+    posted: pd.DataFrame | None = None,
+    run_hosts: set[str] | None = None,
+    gpus: int | None = None,
+    tier_roots: Mapping[str, Sequence[str]] | None = None,
+    rank_hosts: Mapping[int, str] | None = None,
+    run_id: str | None = None,
+    k: float = K,
+    min_stall_s: float = MIN_STALL_S,
+    pre_s: float = PRE_S,
+    automated_max_s: float = AUTOMATED_MAX_S,
+    posted_slack_s: float = POSTED_SLACK_S,
+) -> pd.DataFrame:
+    """The interruptions of ONE run, derived from its step stream and evidence (module doc).
+
+    ``metrics``: run_id, ts, step[, attempt]. ``signals``: ts, host, gpu, kind, xid, detail,
+    origin, line[, source]. ``checkpoints``: step, tier, end_ts, status[, start_ts, path].
+    ``ckpt_events``: ts, kind (save_start|save_end|load), step, path[, origin, line].
+    ``xid_events``: ts, host, gpu, xid[, source]. ``posted``: stored interruptions from other
+    sources (ts[, source]; 'inferred' rows are ignored): a stop whose window holds one within
+    ``posted_slack_s`` is left to it. ``run_hosts``: the run's hosts (None = all). ``gpus``:
+    the run's GPU count (None: lost GPU-hours unknown). ``tier_roots``: {tier: [roots]}.
+    ``rank_hosts``: {rank: host} for signals that name their rank and not their host.
+    Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
+    Raises ``ValueError`` when metrics lack ts/step or hold several runs.
+    """
+    if is_empty(metrics):
+        return _frame([])
+    s = _stream(metrics, k, min_stall_s)
+    d_ts, d_step, a = np.diff(s.ts), np.diff(s.step), s.attempt
+    back = d_step < 0
+    new_att = ~np.isnan(a[:-1]) & ~np.isnan(a[1:]) & (a[:-1] != a[1:])
+    loads = events(ckpt_events, "load")
+    j = np.searchsorted(s.ts, loads["ts"].to_numpy(np.int64), "left") - 1
+    new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
+    stop = (d_ts > s.thr_ns) | back | new_att
+    idx = np.flatnonzero(stop)
+    normal = ~stop & (d_step > 0)
+    step_s = float(np.median(d_ts[normal] / d_step[normal])) / 1e9 if normal.any() else None
+    log_every = max(round(float(np.median(d_step[normal]))), 1) if normal.any() else 1
+    starts, ends = s.ts[idx], s.ts[idx + 1]
+    w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
+    last_ts = int(s.ts[-1])  # and the end of the data: a stop no progress followed
+    tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) + 1 if len(ends) else _NEVER)
+    hosts_of = dict(rank_hosts or {})
+    evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
+                      np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
+    world = max(max(hosts_of, default=-1) + 1, gpus or 0)
+    for evs in evidence:  # a rank missing from a collective, from the others' watchdog lines
+        if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
+            evs.append(w)
+    ck = checkpoints_frame(checkpoints)
+    spans = save_spans(ck, ckpt_events)
+    pt = np.array([], np.int64)
+    if not is_empty(posted):
+        p = posted[posted["ts"].notna() & (column(posted, "source").fillna("") != SOURCE)]  # type: ignore[index]
+        pt = np.sort(to_ns(p["ts"]))
+    slack = int(posted_slack_s * 1e9)
+    rows, nvme_from = [], _NEVER
+    saves_started, saves_ended = events(ckpt_events, "save_start"), events(ckpt_events, "save_end")
+    lt = loads["ts"].to_numpy(np.int64)
+    for n, i in enumerate(idx):
+        start, end = int(starts[n]), int(ends[n])
+        ex = explain(evidence[n], hosts_known=run_hosts is not None)
+        nxt, roots = int(s.step[i + 1]), tier_roots or {}
+        rs = restore(start, end, nxt, log_every, ex.node_lost, nvme_from, ck, loads, roots)
+        node_lost = (ex.node_lost or rs.nvme_lost) and rs.tier != "nvme"  # NVMe used: it lived
+        nvme_from = start if node_lost else nvme_from
+        restarted = bool(back[i] or new_att[i] or rs.how == "load")
+        if not restarted and ex.cause is None:
+            if end - start - covered_ns(spans, start, end) <= s.thr_ns:
+                continue  # a blocking checkpoint save, not an interruption
+        if np.searchsorted(pt, end + slack, "right") > np.searchsorted(pt, start - slack):
+            continue  # the job posted this stop itself: its record wins
+        automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
+        torn = _unfinished_saves(saves_started, saves_ended, int(w0[n]), end)
+        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn)
+        tries = int(np.searchsorted(lt, end, "right") - np.searchsorted(lt, start, "left"))
+        rows.append(
+            row
+            | {
+                "run_id": run_id or s.run_id,
+                "node_lost": node_lost,
+                "recovery": "automated" if automated else None,
+                "restarts": max(tries, 1),
+            }
+        )
+    ex = explain(evidence[-1], hosts_known=run_hosts is not None)
+    gap = s.thr_ns / k  # the median gap between progress points
+    ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
+    if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
+        saves = events(ckpt_events, "save_end")
+        row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus)
+        rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
+    return _frame(_loops(rows))
+
+
+def _loops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Restart loops as one incident each: ``LOOP_RESTARTS`` or more restarts that never got
+    past the checkpoint they restored (one stop with that many loads, or consecutive stops
+    restoring the same step), or the same GPU failing again within ``LOOP_GAP_S`` of a
+    restore. Automation did not recover them; each is one row, its restarts counted."""
+    out: list[dict[str, Any]] = []
+    group: list[dict[str, Any]] = []
+
+    def same_gpu(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        if a["host"] is None or a["gpu"] is None or pd.isna(a["end_ts"]):
+            return False
+        near = (b["ts"] - a["end_ts"]).total_seconds() <= LOOP_GAP_S
+        return near and (a["host"], a["gpu"]) == (b["host"], b["gpu"])
+
+    def flush() -> None:
+        tries = sum(r.get("restarts") or 1 for r in group)
+        steps = {r["restored_step"] for r in group}
+        stuck = len(steps) == 1 and None not in steps and tries >= LOOP_RESTARTS
+        again = len(group) > 1 and all(same_gpu(a, b) for a, b in itertools.pairwise(group))
+        if stuck or again:
+            out.append(_loop(group, tries, stuck, again))
+        else:
+            out.extend(group)
+        group.clear()
+
+    for r in rows:
+        prev = group[-1] if group else None
+        joins = prev is not None and (
+            (r["restored_step"] is not None and r["restored_step"] == prev["restored_step"])
+            or same_gpu(prev, r)
+        )
+        if prev is not None and not joins:
+            flush()
+        group.append(r)
+    if group:
+        flush()
+    return out
+
+
+def _loop(group: list[dict[str, Any]], tries: int, stuck: bool, again: bool) -> dict[str, Any]:
+    first, last = group[0], group[-1]
+    row = dict(first)
+    span = None if pd.isna(last["end_ts"]) else (last["end_ts"] - first["ts"]).total_seconds()
+    why = []
+    if stuck:
+        why.append(f"never got past step {first['restored_step']:,}")
+    if again:
+        why.append(f"{first['host']} GPU {first['gpu']} failed again after each restore")
+    lasted = f" in {_dur(span)}" if span is not None else ""
+    row["description"] = (
+        f"Restart loop: {tries} restarts{lasted}, {' and '.join(why)}; first: "
+        + first["description"]
+    )
+    items = [
+        item(int(pd.Timestamp(r["ts"]).value), "restart", "symptom", line=r["description"])
+        for r in group[: EVIDENCE_CAP // 2]
+    ]
+    row["evidence"] = json.dumps(items + json.loads(first["evidence"])[: EVIDENCE_CAP // 2],
+                                 ensure_ascii=False)  # fmt: skip
+    row["end_ts"] = last["end_ts"]
+    row["restart_s"] = None if span is None else span - (first["detect_s"] or 0.0)
+    for k in ("lost_steps", "rework_s", "lost_gpu_hours"):
+        vals = [r[k] for r in group if r[k] is not None]
+        row[k] = sum(vals) if vals else None
+    row["restored_tier"], row["restored_step"] = last["restored_tier"], last["restored_step"]
+    row["node_lost"] = any(r["node_lost"] for r in group)
+    row["recovery"] = None  # automation restarted it, and it did not recover
+    row["restarts"] = tries
+    return row
+
+
+def _row(
+    start: int,
+    end: int,
+    last: int,
+    rs: Restore,
+    ex: Explanation,
+    step_s: float | None,
+    gpus: int | None,
+    torn: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    items = _items(ex.ordered, end, rs.item, *torn)
+    downtime = (end - start) / 1e9
+    first = ex.first_failure_ns
+    detect = max((first - start) / 1e9, 0.0) if first is not None else None
+    lost = max(last - rs.step, 0)
+    rework = lost * step_s if step_s is not None else None
+    cause, n, k = ex.cause, ex.symptoms, ex.cascade_ranks
+    rule = cause.rule if cause is not None else None
+    tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
+    desc = (
+        f"Step stalled at {last:,} for {_dur(downtime)}; "
+        + (cause.text() if cause is not None else "no failure signal on the run's hosts")
+        + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None and not k else "")
+        + (f"; the cascade on {k:,} other rank{'s' if k > 1 else ''} ({n:,} lines) set aside"
+           if k else "")
+        + f"; resumed from step {'~' if rs.how == 'estimate' else ''}{rs.step:,} ({tier})"
+        + (f", {lost:,} steps lost" if lost else "")
+    )
+    return {
+        "ts": pd.Timestamp(start),
+        "host": cause.host if cause else None,
+        "rank": cause.rank if cause else None,
+        "gpu": cause.gpu if cause else None,
+        "component": rule.component if rule else UNKNOWN,
+        "category": rule.category if rule else UNKNOWN,
+        "xid": cause.xid if cause and cause.kind == XID else None,
+        "planned": bool(rule and rule.category == PLANNED_CATEGORY),
+        "detect_s": detect,
+        "restart_s": downtime - (detect or 0.0),
+        "restored_tier": rs.tier,
+        "restored_step": rs.step,
+        "lost_steps": lost,
+        "rework_s": rework,
+        "lost_gpu_hours": gpus * (downtime + (rework or 0.0)) / 3600.0 if gpus else None,
+        "description": desc,
+        "source": SOURCE,
+        "confidence": ex.confidence,
+        "evidence": json.dumps(items, ensure_ascii=False),
+        "end_ts": pd.Timestamp(end),
+    }
+
+
+def _unfinished_saves(
+    started: pd.DataFrame, ended: pd.DataFrame, w0: int, end: int
+) -> list[dict[str, Any]]:
+    """Checkpoint saves the log started in a stop's window and never finished before progress
+    resumed: failed writes (the step they would have saved is not there to restore)."""
+    out = []
+    st = started[(started["ts"] >= w0) & (started["ts"] <= end)]
+    for t, step, path, origin, line in st[["ts", "step", "path", "origin", "line"]].itertuples(
+        index=False
+    ):
+        done = ended[(ended["ts"] > t) & (ended["ts"] <= end)]
+        if step is not None:
+            done = done[done["step"].isna() | (done["step"] == step)]
+        if not len(done):
+            what = f"step {step:,}" if step is not None else (path or "a checkpoint")
+            text = f"{line or 'checkpoint save'} (the save of {what} never finished: failed)"
+            out.append(item(int(t), "ckpt_save_unfinished", origin=origin, line=text))
+    return out
+
+
+def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:
+    """One item for the evidence not kept: how many, by role and kind, from how many ranks."""
+    by: dict[tuple[str, str], list[Any]] = {}
+    for e, role in rest:
+        by.setdefault((role, e.kind), []).append(e)
+    parts = []
+    for (role, kind), evs in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        ranks = {e.rank for e in evs if e.rank is not None}
+        who = f" from {len(ranks):,} rank{'s' if len(ranks) > 1 else ''}" if ranks else ""
+        parts.append(f"{len(evs):,} {role} {kind}{who}")
+    line = f"{len(rest):,} more items not shown: " + "; ".join(parts)
+    return item(end, "more", line=line) | {"count": len(rest)}
+
+
+def _ended(
+    last_ts: int, last: int, ex: Explanation, ck: pd.DataFrame, saves: pd.DataFrame,
+    step_s: float | None, gpus: int | None,
+) -> dict[str, Any]:
+    """A run whose data ends with a stop and a cause after its last progress (a Slurm time
+    limit or preemption, a crash nobody restarted): an interruption without an end, whose lost
+    steps are those since the newest checkpoint written before it (a restart redoes them)."""
+    ok = ck[ck["ok"].astype(bool) & (ck["end"] <= last_ts + TAIL_NS) & (ck["step"] <= last)]
+    logged = [int(x) for x in saves["step"] if x is not None and int(x) <= last]
+    steps = [*ok["step"].astype(int).tolist(), *logged]  # directories, and the log's saves
+    saved = max(steps) if steps else None
+    lost = last - saved if saved is not None else None
+    rework = lost * step_s if lost is not None and step_s is not None else None
+    first = ex.first_failure_ns
+    detect = max((first - last_ts) / 1e9, 0.0) if first is not None else None
+    cause = ex.cause
+    assert cause is not None and cause.rule is not None
+    where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if lost
+             is not None else "no checkpoint known to restart from")  # fmt: skip
+    desc = (f"Run stopped at step {last:,}; {cause.text()}; no progress after it in the data; "
+            + where)  # fmt: skip
+    end = last_ts if first is None else max(first, last_ts)
+    items = _items(ex.ordered, end)
+    return {
+        "ts": pd.Timestamp(last_ts), "end_ts": pd.NaT, "host": cause.host, "rank": cause.rank,
+        "gpu": cause.gpu, "component": cause.rule.component, "category": cause.rule.category,
+        "xid": cause.xid if cause.kind == XID else None,
+        "planned": cause.rule.category == PLANNED_CATEGORY, "detect_s": detect,
+        "restart_s": None, "recovery": None, "restored_tier": None, "restored_step": None,
+        "lost_steps": lost, "rework_s": rework,
+        "lost_gpu_hours": gpus * ((detect or 0.0) + (rework or 0.0)) / 3600.0 if gpus else None,
+        "description": desc, "source": SOURCE, "confidence": ex.confidence,
+        "evidence": json.dumps(items, ensure_ascii=False),
+    }  # fmt: skip
+
+
+def _items(ordered: list[tuple[Any, str]], end: int, *extra: dict[str, Any]) -> list[dict]:
+    """The evidence kept (``EVIDENCE_CAP`` items, ``extra`` last) and one item counting the
+    rest."""
+    items = [e.item(role) for e, role in ordered[: EVIDENCE_CAP - 1]] + list(extra)
+    if len(ordered) > EVIDENCE_CAP - 1:
+        items.append(_more(ordered[EVIDENCE_CAP - 1 :], end))
+    return items
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+_DTYPES: dict[str, Any] = {
+    "ts": "datetime64[us]",
+    "end_ts": "datetime64[us]",
+    "gpu": "Int16",
+    "xid": "Int16",
+    "planned": bool,
+    "node_lost": bool,
+    "restored_step": "Int64",
+    "rank": "Int32",
+    "restarts": "Int32",
+    "lost_steps": "Int64",
+}
+_FLOATS = ("detect_s", "restart_s", "rework_s", "lost_gpu_hours", "confidence")
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows in ``COLUMNS`` order; unknowns are nulls (NA), never 0."""
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    strings = [c for c in COLUMNS if c not in _DTYPES and c not in _FLOATS]
+    return df.astype(_DTYPES | dict.fromkeys(_FLOATS, "Float64") | dict.fromkeys(strings, object))

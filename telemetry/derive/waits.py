@@ -1,0 +1,58 @@
+"""Which rank the others waited for, from their watchdog lines alone.
+
+When a rank never reaches a collective, every other rank's ProcessGroupNCCL watchdog times out
+on the same work and says which (``[rank3]:[E218 ...] [Rank 3] Watchdog caught collective
+operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, ..., Timeout(ms)=600000) ran for
+600060 milliseconds before timing out.``). The rank that did not is the one they waited for.
+Only said when the world is known (NCCL's communicator lines or the run's GPU count), most
+ranks' lines are there (at least half, so a log that prints rank 0 alone names nobody) and few
+are missing (``MAX_MISSING_SHARE`` of the world, at least one): then the missing rank is a
+*rank missing from a collective*, an initiating item the cascade of timeouts is set aside for.
+The flight recorder (``collect.flight_recorder``) says the same from the dumps, and more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from telemetry.derive.evidence import CAUSES, Evidence
+from telemetry.derive.signals import COLLECTIVE_HANG, NCCL_TIMEOUT
+
+MAX_MISSING_SHARE = 1 / 8
+_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+_RAN = re.compile(r"ran for (\d+) milliseconds")
+
+
+def missing_rank(
+    evs: list[Evidence], world: int | None, hosts: Mapping[int, str]
+) -> Evidence | None:
+    """The rank the timed-out ranks of ``evs`` waited for, as a ``collective_hang`` item at
+    the time they entered the collective; None when the lines do not say (module doc)."""
+    if not world or world < 2:
+        return None
+    waited: dict[tuple[int, str], dict[int, Evidence]] = defaultdict(dict)
+    for e in evs:
+        if e.kind != NCCL_TIMEOUT or e.rank is None or not 0 <= e.rank < world:
+            continue
+        m = _WORK.search(e.line or "") or _WORK.search(e.detail or "")
+        if m:
+            waited[(int(m.group(1)), m.group(2))].setdefault(e.rank, e)
+    if not waited:
+        return None
+    (seq, op), by_rank = max(waited.items(), key=lambda kv: (len(kv[1]), -kv[0][0]))
+    missing = sorted(set(range(world)) - set(by_rank))
+    if len(by_rank) * 2 < world or not 1 <= len(missing) <= max(1, int(world * MAX_MISSING_SHARE)):
+        return None
+    first = min(by_rank.values(), key=lambda e: (e.ts, e.seq))
+    ran = _RAN.search(first.line or "")
+    entered = first.ts - int(ran.group(1)) * 1_000_000 if ran else first.ts
+    culprit = missing[0]
+    others = f" (and {', '.join(map(str, missing[1:]))})" if len(missing) > 1 else ""
+    detail = (
+        f"rank {culprit}{others} never completed {op} #{seq}; {len(by_rank):,} of {world:,} "
+        "ranks timed out waiting for it (their watchdog lines)"
+    )
+    return Evidence(entered, COLLECTIVE_HANG, hosts.get(culprit), None, None, first.origin,
+                    first.line, detail, CAUSES[COLLECTIVE_HANG], culprit, -1)  # fmt: skip

@@ -1,0 +1,137 @@
+"""The collection loop: any ``Source`` into any ``BatchSink`` on a fixed schedule.
+
+``factoryfloor ingest`` runs it with the scrape source into the store writer (``--store``) or
+the forwarder (``--server``); ``factoryfloor serve --scrape-config`` runs it into the server's
+ingest service. Every ``interval`` seconds (on a fixed schedule, not interval-after-the-last-
+round) it asks the source for the batches due at the clock's time, hands each to the sink, tells
+the source what became of it, and logs the sink's line, with the targets that went down (and
+why) or came back since the round before. A batch the sink fails to take is logged and the
+loop goes on. A round that overruns the interval is reported and the schedule
+skips ahead rather than piling rounds up.
+
+The clock is injected (``clock``): wall time for collectors, anything else for tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from telemetry.ingest.seam import BatchSink, Health, HealthBatch, Source, Written, check_fits
+
+Clock = Callable[[], datetime]
+Log = Callable[[str], None]
+
+
+def utcnow() -> datetime:
+    """Wall time as the store keeps it: naive UTC."""
+    return datetime.utcnow()
+
+
+def collect(
+    source: Source, sink: BatchSink, now: datetime, log: Log | None = None
+) -> list[Written]:
+    """One round: every batch ``source`` has at ``now`` into ``sink``, each settled with the
+    source, then the source's health rows if it keeps them itself. Without ``log`` a failing
+    write raises (a one-shot import stops there); with it the failure is logged as that batch's
+    line and the round goes on."""
+    out = []
+    before = {h.target: h for h in source.health()}
+    for batch in source.poll(now):
+        try:
+            written = sink.write(batch)
+        except Exception as exc:  # the loop outlives a bad round; the line says why
+            if log is None:
+                raise
+            written = Written.failed(f"round at {now:%H:%M:%S} not stored: {exc}", exc)
+        source.settle(now, batch, written)
+        if log is not None:
+            after = source.health()
+            # A batch not taken marks its targets down for that reason, which the line
+            # already gives: the changes are judged against the last batch taken.
+            log(written.line + (changes(before, after) if written.ok else ""))
+            if written.ok:
+                before = {h.target: h for h in after}
+        out.append(written)
+    if source.health_rows and (health := source.health()):
+        try:
+            sink.write(HealthBatch(now, health))
+        except Exception as exc:
+            if log is None:
+                raise
+            log(f"health of {source.name} at {now:%H:%M:%S} not stored: {exc}")
+    return out
+
+
+MAX_NAMED = 5  # targets named per change in a round's line; the rest are counted
+
+
+def changes(before: dict[str, Health], after: Sequence[Health]) -> str:
+    """What changed in the round, for its log line: "; HOST:PORT down: REASON" for every
+    target down now that was not before (each one on a first round or ``--once``, so "0/1
+    targets up" says why), "; HOST:PORT back up" for one that answers again. Targets still
+    down are not repeated every round; beyond ``MAX_NAMED`` of a kind they are counted."""
+    down = [h for h in after if not h.up and (h.target not in before or before[h.target].up)]
+    back = [h for h in after if h.up and h.target in before and not before[h.target].up]
+    parts = [f"{_name(h.target)} down: {_reason(h)}" for h in down[:MAX_NAMED]]
+    if len(down) > MAX_NAMED:
+        parts.append(f"{len(down) - MAX_NAMED:,} more targets down")
+    parts += [f"{_name(h.target)} back up" for h in back[:MAX_NAMED]]
+    if len(back) > MAX_NAMED:
+        parts.append(f"{len(back) - MAX_NAMED:,} more targets back up")
+    return "".join(f"; {p}" for p in parts)
+
+
+def _name(target: str) -> str:
+    """``http://host:9400/metrics`` -> ``host:9400``; any other address or name as it is."""
+    parts = urlsplit(target)
+    if parts.scheme == "http" and parts.path == "/metrics" and not parts.query:
+        return parts.netloc
+    return target
+
+
+def _reason(h: Health) -> str:
+    """The target's error without a repeat of the address the line already names."""
+    error = h.error or "down"
+    netloc = urlsplit(h.target).netloc
+    return error.replace(f" ({netloc})", "") if netloc else error
+
+
+def run_rounds(
+    sources: Source | Sequence[Source],
+    sink: BatchSink,
+    interval_s: float,
+    stop: threading.Event,
+    log: Log,
+    once: bool = False,
+    clock: Clock = utcnow,
+) -> int:
+    """Collect from ``sources`` (each in turn, every round) on a fixed schedule until ``stop``
+    is set (or one round with ``once``). Returns the number of rounds run. Before the first
+    round, ``FactoryFloorError`` if ``sink`` does not take what a source yields."""
+    group = [sources] if not isinstance(sources, Sequence) else list(sources)
+    for source in group:
+        check_fits(source, sink)
+    rounds = 0
+    next_at = time.monotonic()
+    while not stop.is_set():
+        now = clock()
+        for source in group:
+            collect(source, sink, now, log)
+        rounds += 1
+        if once:
+            break
+        next_at += interval_s
+        late = time.monotonic() - next_at
+        if late > 0:
+            skipped = int(late // interval_s) + 1
+            log(
+                f"WARNING: the round took {interval_s + late:.1f} s, longer than the "
+                f"{interval_s:g} s interval; skipping {skipped} round(s)"
+            )
+            next_at += skipped * interval_s
+        stop.wait(max(0.0, next_at - time.monotonic()))
+    return rounds

@@ -1,0 +1,135 @@
+"""The store writer: the ``BatchSink`` every batch type ends in, one store per writer.
+
+Scrape rounds go through ``sink.StoreSink`` (exporter identities to store ids, XIDs, staleness;
+created with the first round, whose interval the store's metadata records), training records
+through ``records.store_records`` (validated, bad ones reported), a replay's windows and health
+rows straight to ``Store.append_many``. Each write is one transaction. The writer is not
+thread-safe by itself: the server's ``IngestService`` serialises it behind a lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from telemetry.errors import DuplicateBatchError
+from telemetry.ingest.records import store_records
+from telemetry.ingest.seam import (
+    Batch,
+    Derive,
+    HealthBatch,
+    Records,
+    Round,
+    Tables,
+    Written,
+    health_table,
+)
+from telemetry.ingest.sink import RoundReport, StoreSink
+from telemetry.store import Store
+
+
+def round_line(rep: RoundReport) -> str:
+    """A stored round in words, as the ingest daemon logs it."""
+    return (
+        f"{rep.up}/{rep.targets} targets up, {rep.samples:,} GPU samples, "
+        f"{rep.xid_events} XID events, {rep.rejected_lines} rejected lines"
+    )
+
+
+class StoreWriter:
+    accepts = (Round, Records, Tables, HealthBatch, Derive)
+
+    def __init__(
+        self, store: Store, interval_s: float | None = None, into_replay: bool = False
+    ) -> None:
+        """With ``interval_s`` the round sink is made now, so a store that cannot take scrape
+        rounds (it holds a replay, unless ``into_replay``) raises ValueError at once instead of
+        at the first round."""
+        self.store = store
+        self.into_replay = into_replay
+        self.rounds: StoreSink | None = None
+        self._lagging = False  # rounds stored since the last ``finish``
+        if interval_s is not None:
+            self.rounds = StoreSink(store, interval_s, into_replay=into_replay)
+
+    def write(self, batch: Batch) -> Written:
+        if isinstance(batch, Round):
+            return self._round(batch)
+        if isinstance(batch, Records):
+            records: Any = batch.records
+            if isinstance(records, Mapping):  # typed columns (a log's progress points)
+                from telemetry.ingest.columnar import validate_columns
+
+                records = validate_columns(records)
+            rep = store_records(self.store, batch.kind, records, batch.batch_id, batch.origin)
+            return Written(
+                ok=True,
+                line=f"{batch.target}: {rep.stored:,} {batch.kind} records stored, "
+                f"{len(rep.rejected):,} rejected" + (" (duplicate)" if rep.duplicate else ""),
+                rows=rep.stored,
+                duplicate=rep.duplicate,
+                report=rep,
+            )
+        if isinstance(batch, Tables):
+            label = batch.label or _upto(batch.rows, batch.ts)
+            try:
+                n = self.store.append_many(
+                    dict(batch.tables), batch_id=batch.batch_id, kind="tables"
+                )
+            except DuplicateBatchError:
+                return Written(ok=True, line=f"{label}: already stored", duplicate=True)
+            return Written(ok=True, line=f"{label} stored", rows=batch.rows or n)
+        if isinstance(batch, Derive):
+            return self._derive(batch)
+        if isinstance(batch, HealthBatch):
+            n = self.store.append_many({"targets": health_table(batch.ts, batch.health)})
+            return Written(ok=True, line=f"health of {n} sources stored", rows=n)
+        raise TypeError(f"StoreWriter cannot write {type(batch).__name__}")
+
+    def _derive(self, batch: Derive) -> Written:
+        from telemetry.derive import derive
+
+        if batch.run and batch.tier_roots:
+            derive.remember_tier_roots(self.store, batch.run, batch.tier_roots)
+        if batch.run and batch.ranks_per_node:
+            from telemetry.derive.ranks import remember_ranks_per_node
+
+            remember_ranks_per_node(self.store, batch.run, batch.ranks_per_node)
+        done = derive.derive(self.store, batch.runs)
+        parts = [
+            f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
+            for d in done
+        ]
+        line = "derived " + ("; ".join(parts) if parts else "nothing (no real run with steps)")
+        return Written(ok=True, line=line, rows=sum(d.interruptions for d in done), report=done)
+
+    def finish(self) -> None:
+        """When batches stop: the per-GPU hours and 6 hours, which a round's refresh builds
+        only when a 5-minute bucket closes (``StoreSink.write``), brought up to the last round,
+        so a store at rest holds every sample at every level. Raises what the store raises."""
+        if self._lagging:
+            self.store.refresh_rollups()
+            self._lagging = False
+
+    def round_sink(self, interval_s: float) -> StoreSink:
+        """The sink rounds go to, made on first use; ValueError for a store that cannot take
+        scrape rounds (it holds a replay, unless ``into_replay``)."""
+        if self.rounds is None:
+            self.rounds = StoreSink(self.store, interval_s, into_replay=self.into_replay)
+        return self.rounds
+
+    def _round(self, batch: Round) -> Written:
+        try:
+            sink = self.round_sink(batch.interval_s)  # ValueError: a replay store
+            rep = sink.write(batch.ts, batch.fetches, batch_id=batch.batch_id)
+        except DuplicateBatchError:
+            line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
+            return Written(ok=True, line=line, duplicate=True)
+        self._lagging = True
+        line = f"round {batch.ts.isoformat()} stored: {round_line(rep)}"
+        return Written(ok=True, line=line, rows=rep.samples, report=rep)
+
+
+def _upto(rows: int, ts: datetime) -> str:
+    return f"{rows:,} GPU samples up to {ts.isoformat()} stored"
