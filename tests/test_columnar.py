@@ -1,4 +1,4 @@
-"""Training metrics validated column-wise (``collect.columnar``, how a log's progress points are
+"""Training metrics validated column-wise (``ingest.columnar``, how a log's progress points are
 stored) say the same as the records policy row by row: same rows kept with the same values,
 same rows rejected with the same reasons."""
 

@@ -425,3 +425,26 @@ def test_the_gpu_heatmap_marks_where_each_failure_began(tmp_path: Path) -> None:
     (marks,) = [t for t in fig.data if t.get("name") == "culprit"]
     assert list(marks["y"]) == ["n2", "other 8 nodes (mean)"]
     assert list(marks["text"]) == ["Software Bug · n2 · rank 13", "hang: nccl:all_reduce #11 · n9"]
+
+
+def test_megatron_deepspeeds_consumed_tokens_fill_tokens(tmp_path: Path) -> None:
+    """(#36, 3) Megatron-DeepSpeed's iteration line counts tokens (training.py training_log:
+    ``consumed tokens: N |``): the same records whether a block is read column-wise (timed
+    lines) or line by line."""
+    lines = []
+    for k, step in enumerate((10, 20, 30)):
+        lines.append(
+            f" [2025-02-18 07:00:{k * 10:02d}] iteration {step:>8}/  100000 | consumed samples: "
+            f"{step * 512:>12} | consumed tokens: {step * 512 * 2048:>14} | elapsed time per "
+            "iteration (ms): 5000.0 | learning rate: 1.000E-04 | global batch size:   512 | "
+            "lm loss: 2.500000E+00 | loss scale: 4096.0 | grad norm: 0.900 | number of skipped "
+            "iterations:   0 | number of nan iterations:   0 |"
+        )
+    log = tmp_path / "mds.out"
+    log.write_text("\n".join(lines * 8) + "\n")  # enough lines for the column-wise read
+    block = parse_file(log).metrics
+    parser = LogParser(log)
+    for n, text in enumerate(log.read_text().splitlines(), 1):
+        parser.feed(text, n)
+    assert block == parser.scan().metrics
+    assert [m["tokens"] for m in block[:3]] == [10 * 512 * 2048, 20 * 512 * 2048, 30 * 512 * 2048]

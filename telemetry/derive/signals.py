@@ -37,14 +37,14 @@ SLURM_NODE_FAILURE = "slurm_node_failure"
 SLURM_TIME_LIMIT = "slurm_time_limit"
 SLURM_PREEMPTED = "slurm_preempted"
 SLURM_CANCELLED = "slurm_cancelled"
-# From the Slurm source (``collect.slurm_source``): job ends and node events of the scheduler.
+# From the Slurm source (``collect.slurm.slurm_source``): job ends and node events of the scheduler.
 SLURM_REQUEUED = "slurm_requeued"
 SLURM_JOB_FAILED = "slurm_job_failed"
 SLURM_OOM = "slurm_oom"
 SLURM_NODE_DOWN = "slurm_node_down"  # drained or down with a reason naming no XID or GPU
 SLURM_NODE_GPU = "slurm_node_gpu"  # drained or down with a reason naming a GPU
 SLURM_MAINTENANCE = "slurm_maintenance"  # a node in a maintenance reservation
-# From PyTorch's flight recorder (``collect.flight_recorder``): a collective one rank never
+# From PyTorch's flight recorder (``collect.logs.flight_recorder``): a collective one rank never
 # called while the others waited in it; the signal's host is that rank's.
 COLLECTIVE_HANG = "collective_hang"
 # From the launcher (torchrun/torch.distributed.elastic): a worker it saw exit (``failed

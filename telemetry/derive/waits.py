@@ -8,7 +8,7 @@ Only said when the world is known (NCCL's communicator lines or the run's GPU co
 ranks' lines are there (at least half, so a log that prints rank 0 alone names nobody) and few
 are missing (``MAX_MISSING_SHARE`` of the world, at least one): then the missing rank is a
 *rank missing from a collective*, an initiating item the cascade of timeouts is set aside for.
-The flight recorder (``collect.flight_recorder``) says the same from the dumps, and more.
+The flight recorder (``collect.logs.flight_recorder``) says the same from the dumps, and more.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class Records:
 
     kind: str
     # a list of records (JSON-like objects), or train_metrics as typed columns of equal length
-    # by field name (a log reader's progress points: ``collect.columnar``)
+    # by field name (a log reader's progress points: ``ingest.columnar``)
     records: Sequence[Any] | Mapping[str, Sequence[Any]]
     target: str  # the health row they count toward, e.g. "import:/logs/m.jsonl"
     origin: str = "ingest"  # ``runs.source`` of a run these records create

@@ -214,7 +214,7 @@ _FIELDS = ("ts", "step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "m
 
 
 def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[Any]]:
-    """The timed progress points as ``train_metrics`` columns (``collect.columnar``: checked by
+    """The timed progress points as ``train_metrics`` columns (``ingest.columnar``: checked by
     the records policy a column at a time)."""
     timed = [m for m in metrics if m.get("ts")]
     cols = {k: [m.get(k) for m in timed] for k in _FIELDS}

@@ -119,7 +119,7 @@ def format_for(path: str, kind: str, run: str | None) -> LogFormat:
 
 def is_text_log(path: str) -> bool:
     """A plain text log (a job's output, a kernel log): an existing regular file no record
-    format claims. ``collect.cluster_source`` reads those."""
+    format claims. ``collect.logs.cluster_source`` reads those."""
     return os.path.isfile(path) and not any(fmt.recognises(path) for fmt in FORMATS)
 
 

@@ -1,4 +1,4 @@
-"""Hangs found in flight-recorder dumps (``collect.flight_recorder``) into the store: the
+"""Hangs found in flight-recorder dumps (``collect.logs.flight_recorder``) into the store: the
 ``hangs`` row, a ``collective_hang`` signal on the culprit's host for the interruption
 inference, and each rank's host from the run's Slurm node list."""
 

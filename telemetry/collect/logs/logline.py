@@ -141,7 +141,7 @@ def strip_prefix(text: str) -> tuple[str, str]:
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+\s*\|")
 _MEG_FIELDS = re.compile(
     r"\| (learning rate|lm loss|grad norm|number of nan iterations|elapsed time per iteration "
-    r"\(ms\)|[A-Za-z0-9_ -]*loss): +([^ |]+)"
+    r"\(ms\)|consumed tokens|[A-Za-z0-9_ -]*loss): +([^ |]+)"
 )
 _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
@@ -185,7 +185,8 @@ def megatron(body: str) -> dict[str, float | None] | None:
     return {"step": int(m.group(1)), "loss": _float(loss), "lr": _float(f.get("learning rate")),
             "grad_norm": _float(f.get("grad norm")),
             "nan_iterations": _float(f.get("number of nan iterations")),
-            "iter_s": None if ms is None else ms / 1000.0}
+            "iter_s": None if ms is None else ms / 1000.0,
+            "tokens": _float(f.get("consumed tokens"))}  # Megatron-DeepSpeed counts them
 
 
 def deepspeed_steps(body: str) -> dict[str, float | None] | None:
