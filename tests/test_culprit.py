@@ -448,3 +448,33 @@ def test_megatron_deepspeeds_consumed_tokens_fill_tokens(tmp_path: Path) -> None
         parser.feed(text, n)
     assert block == parser.scan().metrics
     assert [m["tokens"] for m in block[:3]] == [10 * 512 * 2048, 20 * 512 * 2048, 30 * 512 * 2048]
+
+
+def test_tokens_from_the_sizes_the_trainer_states_once(tmp_path: Path) -> None:
+    """(#36, 3) Megatron-LM prints its arguments (``seq_length .... 4096``) and then consumed
+    samples per iteration; TorchTitan states its global batch and sequence length when training
+    starts. Either way every progress point gets its tokens (column-wise and line by line)."""
+    meg = ["------------------------ arguments ------------------------",
+           "  seq_length ...................................... 4096",
+           "-------------------- end of arguments ---------------------"]  # fmt: skip
+    meg += _megatron("2025-02-18 07:00:00", range(10, 310, 10)) * 1
+    log = tmp_path / "megatron.out"
+    log.write_text("\n".join(meg) + "\n")
+    block = parse_file(log).metrics
+    parser = LogParser(log)
+    for n, text in enumerate(meg, 1):
+        parser.feed(text, n)
+    assert block == parser.scan().metrics
+    assert block[0]["tokens"] == 10 * 512 * 4096 and block[-1]["tokens"] == 300 * 512 * 4096
+    titan = [
+        "[rank0]:[titan] 2025-02-18 07:00:00,000 - root - INFO - Training starts at step 1, with "
+        "local batch size 8, global batch size 64, gradient accumulation steps 1, sequence length "
+        "8192, total steps 1000 (warmup 200)"
+    ] + [
+        f"[rank0]:[titan] 2025-02-18 07:00:{s:02d},000 - root - INFO - step: {s}  loss:  7.01  "
+        "memory: 33.12GiB(41.86%)  tps: 6,123  tflops: 250.1  mfu: 25.29%"
+        for s in range(1, 6)
+    ]
+    log = tmp_path / "titan.out"
+    log.write_text("\n".join(titan) + "\n")
+    assert [m["tokens"] for m in parse_file(log).metrics] == [s * 64 * 8192 for s in range(1, 6)]

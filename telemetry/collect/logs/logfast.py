@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 MEGATRON_COLUMNS = (
     r"^ *\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?)\] "
     r"iteration +(?P<step>[0-9]+)/ *[0-9]+ "
+    r"(?:.*?\| consumed samples: +(?P<samples>[0-9]+) )?"
     r"(?:.*?\| consumed tokens: +(?P<tokens>[0-9]+) )?"  # Megatron-DeepSpeed
     r"(?:.*?\| learning rate: (?P<lr>[0-9][0-9.eE+-]*) )?"
     r"(?:.*?\| lm loss: (?P<loss>[0-9][0-9.eE+-]*) )?"
@@ -51,7 +52,7 @@ def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | No
         ts = np.array(pc.struct_field(rows, "ts").to_numpy(zero_copy_only=False),
                       dtype="datetime64[us]").astype(object).tolist()
         cols = {"ts": ts, "step": pc.cast(pc.struct_field(rows, "step"), pa.int64()).to_pylist()}
-        for name in ("loss", "lr", "grad_norm", "tokens"):
+        for name in ("loss", "lr", "grad_norm", "tokens", "samples"):
             cols[name] = _floats(pc.struct_field(rows, name))
     except (pa.ArrowInvalid, ValueError):
         return None
@@ -63,9 +64,9 @@ def records(idx: np.ndarray, cols: dict[str, list], base: int, run: str | None, 
     """(line, train_metrics record, origin) of each taken line ``base + idx[k]`` not in
     ``skip``, and the indices whose loss overflowed to Inf (for the line path)."""
     out, odd = [], []
-    for i, ts, step, loss, lr, grad, tokens in zip(
+    for i, ts, step, loss, lr, grad, tokens, samples in zip(
         idx.tolist(), cols["ts"], cols["step"], cols["loss"], cols["lr"], cols["grad_norm"],
-        cols["tokens"], strict=True,
+        cols["tokens"], cols["samples"], strict=True,
     ):  # fmt: skip
         lineno = base + i
         if lineno in skip:
@@ -81,5 +82,7 @@ def records(idx: np.ndarray, cols: dict[str, list], base: int, run: str | None, 
             rec["grad_norm"] = grad
         if tokens is not None:
             rec["tokens"] = int(tokens)
+        if samples is not None:
+            rec["samples"] = samples  # tokens once the sequence length is known (textlogs)
         out.append((lineno, rec, f"{label}:{lineno}"))
     return out, odd

@@ -25,6 +25,7 @@ PREFILTER = "|".join(
         r"iteration +[0-9]+/",  # Megatron-LM progress
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
+        r"Training starts at step|seq_length \.\.\.",  # tokens per step or per sample
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
         r"\{['\"]",  # Hugging Face Trainer log dicts
@@ -141,7 +142,7 @@ def strip_prefix(text: str) -> tuple[str, str]:
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+\s*\|")
 _MEG_FIELDS = re.compile(
     r"\| (learning rate|lm loss|grad norm|number of nan iterations|elapsed time per iteration "
-    r"\(ms\)|consumed tokens|[A-Za-z0-9_ -]*loss): +([^ |]+)"
+    r"\(ms\)|consumed tokens|consumed samples|[A-Za-z0-9_ -]*loss): +([^ |]+)"
 )
 _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
@@ -186,7 +187,27 @@ def megatron(body: str) -> dict[str, float | None] | None:
             "grad_norm": _float(f.get("grad norm")),
             "nan_iterations": _float(f.get("number of nan iterations")),
             "iter_s": None if ms is None else ms / 1000.0,
-            "tokens": _float(f.get("consumed tokens"))}  # Megatron-DeepSpeed counts them
+            "tokens": _float(f.get("consumed tokens")),  # Megatron-DeepSpeed counts them
+            "samples": _float(f.get("consumed samples"))}
+
+
+# How many tokens a step or a sample is, as the trainer says it once at the start:
+#   TorchTitan train.py: "Training starts at step 1, with local batch size 8, global batch size
+#   64, [gradient accumulation steps 1, ]sequence length 8192, total steps 1000 (warmup 200)"
+#   Megatron-LM arguments.py (_print_args): "  seq_length ...................... 4096"
+_TITAN_PLAN = re.compile(r"Training starts at step \d+, with local batch size \d+, global batch "
+                         r"size (\d+),(?: gradient accumulation steps \d+,)? sequence length (\d+)")
+_SEQ_ARG = re.compile(r"^\s*seq_length \.+ (\d+)\s*$")
+
+
+def plan(body: str) -> tuple[str, int] | None:
+    """("tokens_per_step", N) from TorchTitan's start line, ("seq_length", L) from Megatron's
+    arguments block; None otherwise."""
+    if "Training starts" in body and (m := _TITAN_PLAN.search(body)):
+        return "tokens_per_step", int(m.group(1)) * int(m.group(2))
+    if "seq_length" in body and (m := _SEQ_ARG.match(body)):
+        return "seq_length", int(m.group(1))
+    return None
 
 
 def deepspeed_steps(body: str) -> dict[str, float | None] | None:

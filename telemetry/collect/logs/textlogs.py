@@ -130,6 +130,7 @@ class LogParser:
         self._progress: tuple[int, datetime] | None = None  # the last progress point's step, time
         self._recent: dict[int, str] = {}  # step -> the prefix of the rank that printed it
         self._last_step = -1
+        self._plan: dict[str, int] = {}  # tokens per step (TorchTitan), sequence length (Megatron)
         self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
         self._label = ""  # the current line's launcher prefix
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
@@ -376,6 +377,9 @@ class LogParser:
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
+        if ("Training starts" in body or "seq_length" in body) and (p := ll.plan(body)):
+            self._plan[p[0]] = p[1]
+            return True
         if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):
             return self._nccl_init(n, lineno)
         if ":" in body and (fld := lr.summary_field(body)):
@@ -537,10 +541,18 @@ class LogParser:
         plus the steps since at the logged time per iteration (Megatron's ``elapsed time per
         iteration``, DeepSpeed's ``iter time``); never before the most recent time the log
         showed (which they carry until then), so the last progress before a crash is when it
-        happened, not when the log last printed a time."""
+        happened, not when the log last printed a time. Points without a token count get one
+        from what the trainer said once: consumed samples x Megatron's ``seq_length``, or the
+        step x TorchTitan's global batch x sequence length."""
         for rec in self.metrics[first:]:
             pace = self._paced.pop(id(rec), None) if self._paced else None
             step, ts = rec["step"], rec.get("ts")
+            samples = rec.pop("samples", None)
+            if rec.get("tokens") is None and self._plan:  # the trainer said the sizes once
+                if samples is not None and "seq_length" in self._plan:
+                    rec["tokens"] = int(samples) * self._plan["seq_length"]
+                elif "tokens_per_step" in self._plan:
+                    rec["tokens"] = step * self._plan["tokens_per_step"]
             if pace is not None:
                 iter_s, est = pace
                 if est is None and iter_s and self._progress and step > self._progress[0]:
