@@ -25,7 +25,19 @@ import dash_bootstrap_components as dbc
 import flask
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from app import data, guard, plotlyjs
+from app import guard, plotlyjs
+from app.data.services import Services, bind
+from app.data.view import (
+    MAX_ID,
+    PRESETS,
+    clean_view,
+    default_run,
+    extent,
+    fragment,
+    parse_time,
+    run_options,
+    run_simulation,
+)
 from app.ui import TIMECHART
 from telemetry import env
 from telemetry.store import Store
@@ -116,7 +128,7 @@ def _navbar() -> dbc.Navbar:
 def _banner(run_id: str | None) -> Any:
     """The "Simulated data" banner, for a replayed run only (it follows the run, not the
     store: an imported real run beside a replay gets none)."""
-    description = data.run_simulation(run_id)
+    description = run_simulation(run_id)
     if description is None:
         return []
     return dbc.Alert(
@@ -157,9 +169,9 @@ def _layout() -> html.Div:
 def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
     text = fragment if isinstance(fragment, str) else ""  # a crafted POST may send anything
     q = {k: v[0] for k, v in parse_qs(text.lstrip("#?")).items() if v}
-    run = q.get("run") if q.get("run") in runs else data.default_run(runs)
-    node = q.get("node") if 0 < len(q.get("node") or "") <= data.MAX_ID else None
-    start, end = data.parse_time(q.get("from")), data.parse_time(q.get("to"))
+    run = q.get("run") if q.get("run") in runs else default_run(runs)
+    node = q.get("node") if 0 < len(q.get("node") or "") <= MAX_ID else None
+    start, end = parse_time(q.get("from")), parse_time(q.get("to"))
     if start is not None and end is not None and start < end:
         return {
             "run": run,
@@ -168,7 +180,7 @@ def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
             "end": end.isoformat(),
             "node": node,
         }
-    preset = q.get("range") if q.get("range") in data.PRESETS else "all"
+    preset = q.get("range") if q.get("range") in PRESETS else "all"
     return {"run": run, "range": preset, "start": None, "end": None, "node": node}
 
 
@@ -188,7 +200,7 @@ def _zoom(relayout: dict[str, Any] | None) -> tuple[str, str] | None | bool:
 
 def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     """Two views that show the same thing (one may spell an unset field as None)."""
-    return a is not None and b is not None and data.clean_view(a) == data.clean_view(b)
+    return a is not None and b is not None and clean_view(a) == clean_view(b)
 
 
 def _register_shell_callbacks(app: dash.Dash) -> None:
@@ -211,11 +223,11 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
         # Zooms reach the view through the URL (``_zoom_to_url``), as every other change does.
-        opts = data.run_options()
+        opts = run_options()
         runs = [o["value"] for o in opts]
         opts_out = opts if opts != options else no_update
         trig = ctx.triggered_id
-        view = data.clean_view(view) if view is not None else None  # as a crafted POST may send
+        view = clean_view(view) if view is not None else None  # as a crafted POST may send
         if trig == "url" or view is None:
             new = _view_from_url(fragment, runs)
             if _same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
@@ -236,7 +248,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             new["run"] = runs[-1] if runs else None
         if _same(new, view):
             raise dash.exceptions.PreventUpdate
-        return new, data.fragment(new), new["run"], opts_out, new["range"]
+        return new, fragment(new), new["run"], opts_out, new["range"]
 
     # Every chart reports a relayout as it is first drawn (``{"autosize": true}``): 3-9 per
     # page load. The browser passes on only those that name the x axis's range, so page loads
@@ -277,17 +289,17 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         if not zooms:
             raise dash.exceptions.PreventUpdate
         zoom = zooms[0]
-        view = data.clean_view(view)
+        view = clean_view(view)
         if zoom is True:
             new = view | {"range": "all", "start": None, "end": None}
         else:
-            start, end = data.parse_time(zoom[0]), data.parse_time(zoom[1])
+            start, end = parse_time(zoom[0]), parse_time(zoom[1])
             if start is None or end is None or start >= end:
                 raise dash.exceptions.PreventUpdate
             new = view | {"range": "custom", "start": start.isoformat(), "end": end.isoformat()}
         if _same(new, view):
             raise dash.exceptions.PreventUpdate
-        return data.fragment(new)
+        return fragment(new)
 
     @app.callback(
         Output("run-select", "options", allow_duplicate=True),
@@ -300,7 +312,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     def _runs_live(_n, run, options):  # type: ignore[no-untyped-def]
         """Live: list runs that appeared since the page loaded; when the shown run is gone (or
         there was none yet), pick the newest, which ``_sync`` then takes into the view."""
-        opts = data.run_options()
+        opts = run_options()
         runs = [o["value"] for o in opts]
         opts_out = opts if opts != options else no_update
         if runs and run not in runs:
@@ -313,19 +325,19 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")
     )
     def _nav(view: dict[str, Any] | None) -> list[str]:
-        view = data.clean_view(view)
-        query = data.fragment(view) if view.get("run") else ""
+        view = clean_view(view)
+        query = fragment(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
 
     @app.callback(Output("sim-banner-box", "children"), Input("view", "data"))
     def _sim_banner(view: dict[str, Any] | None) -> Any:
         if view is None:  # the view is not set yet: no banner rather than the wrong one
             return []
-        return _banner(data.clean_view(view).get("run"))
+        return _banner(clean_view(view).get("run"))
 
     @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
     def _updated(_n: int | None) -> str:
-        ext = data.extent()
+        ext = extent()
         if ext is None:
             return "No data stored yet."
         return (
@@ -353,11 +365,13 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
     )
 
 
-def create_app(store: Store, operator_token: str | None = None) -> dash.Dash:
-    """Build the dashboard over an open store. The store must stay open while serving. With
-    ``operator_token`` an operator may correct interruptions' causes (Failures page)."""
-    data.bind(store)
-    data.set_operator_token(operator_token)
+def create_app(services: Services | Store) -> dash.Dash:
+    """Build the dashboard over an open store and what serves it beside (``Services``: prices,
+    alert delivery, the Prometheus history, the operator token that allows corrections on the
+    Failures page); a store alone is served with none of them. The store must stay open while
+    serving."""
+    bind(services)
+    store = services.store if isinstance(services, Services) else services
     app = dash.Dash(
         __name__,
         use_pages=True,
@@ -393,7 +407,7 @@ def warm_landing() -> threading.Thread:
 
     def run() -> None:
         try:
-            view = _view_from_url("", [o["value"] for o in data.run_options()])
+            view = _view_from_url("", [o["value"] for o in run_options()])
             sys.modules[dash.page_registry["pages.overview"]["module"]].warm(view, DEFAULT_THEME)
         except Exception:  # noqa: BLE001 (a warm-up never stops the server)
             logging.getLogger("factoryfloor.app").exception("warming the landing view failed")

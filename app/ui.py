@@ -19,7 +19,8 @@ from dash import Input, dash_table, dcc, html
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
-from app import data, figures
+from app import figures
+from app.data.services import on_bind, version
 from app.figures import plot
 from app.figures.plot import Figure
 from telemetry import env
@@ -206,7 +207,7 @@ _REPLIES = ResultCache(max_bytes=64 * 2**20, sizeof=lambda value: _reply_bytes(v
 # FACTORYFLOOR_REPLY_CACHE=0 builds every reply (benchmarks/dashboard.py measures the build).
 _MEMO = env.reply_cache()
 _MAX_KEY = 4096  # a crafted request with a huge input is answered, not remembered
-data.on_bind(_REPLIES.clear)  # replies of another store are not this store's
+on_bind(_REPLIES.clear)  # replies of another store are not this store's
 
 
 def _reply_bytes(value: Any) -> int:
@@ -276,8 +277,8 @@ def guarded(
                 key = None if kwargs or not (_MEMO and remember) else _memo_key(fn, names, args)
                 if key is None:
                     return _frozen(fn(*args, **kwargs))
-                version = data.version()
-                return _REPLIES.get(key, version, lambda: _frozen(fn(*args)))
+                at = version()
+                return _REPLIES.get(key, at, lambda: _frozen(fn(*args)))
             except PreventUpdate:
                 raise
             except Exception as exc:  # shown to the user instead of a blank page

@@ -28,9 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from telemetry.queries import TimeRange, fleet_series, hottest_gpus  # noqa: E402
+from telemetry.queries import TimeRange  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
+from telemetry.queries.overview import fleet_series, hottest_gpus  # noqa: E402
 from telemetry.store import Store  # noqa: E402
 from telemetry.store.retention import expire  # noqa: E402
 

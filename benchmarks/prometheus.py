@@ -42,9 +42,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fleet_scale import timed  # noqa: E402 (a cold-cache median, shared)
-from telemetry.queries import TimeRange, fleet_series, hottest_gpus  # noqa: E402
+from telemetry.queries import TimeRange  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
+from telemetry.queries.overview import fleet_series, hottest_gpus  # noqa: E402
 from telemetry.replay.runner import replay  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402

@@ -25,9 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard import build  # noqa: E402
 from benchmarks.fleet_scale import timed  # noqa: E402
-from telemetry.queries import TimeRange, fleet_series, workload  # noqa: E402
+from telemetry.queries import TimeRange, workload  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap  # noqa: E402
+from telemetry.queries.overview import fleet_series  # noqa: E402
 from telemetry.store import Store  # noqa: E402
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pandas as pd
 import pytest
 
-from app import data
+from app.data import checkpoints, failures, gpus, overview, services, training, view
 from telemetry.queries import TimeRange
 from telemetry.store import Store
 
@@ -18,63 +18,76 @@ RUN = "dev-64-s1"
 
 @pytest.fixture
 def bound(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(data, "_store", None)  # whatever was bound before is bound again after
-    data.bind(store)
+    monkeypatch.setattr(
+        services, "_services", None
+    )  # whatever was bound before is bound again after
+    services.bind(store)
     yield store
 
 
 @pytest.fixture
 def model(bound: Store, whole: TimeRange) -> dict:
-    m = data.checkpoint_model(RUN, whole, data.tier_stats(RUN, whole))
+    m = checkpoints.checkpoint_model(RUN, whole, checkpoints.tier_stats(RUN, whole))
     assert m is not None and m["configured_interval_s"] == 300.0 and m["write_s"] is not None
     return m
 
 
 def test_the_what_if_inputs_start_at_the_configured_values(model: dict) -> None:
     write = model["write_s"]
-    assert data.what_if_defaults(model) == (5.0, round(write, 2))  # 5 min, the measured write
-    assert data.what_if_defaults(None) == data.what_if_defaults("junk") == (None, None)
-    base = data.interval_advice(model)
+    assert checkpoints.what_if_defaults(model) == (
+        5.0,
+        round(write, 2),
+    )  # 5 min, the measured write
+    assert (
+        checkpoints.what_if_defaults(None) == checkpoints.what_if_defaults("junk") == (None, None)
+    )
+    base = checkpoints.interval_advice(model)
     # Empty, invalid or the prefilled (rounded) values: the configured job, exactly.
     for interval, w in [(None, None), (5.0, round(write, 2)), (-1, "x"), (0, True)]:
-        projection = data.what_if(model, interval, w)
+        projection = checkpoints.what_if(model, interval, w)
         assert projection.what == projection.base == base, (interval, w)
-    longer = data.what_if(model, 60, None)  # an hour between checkpoints
+    longer = checkpoints.what_if(model, 60, None)  # an hour between checkpoints
     assert longer.what.configured_s == 3600.0 and longer.what.write_s == write
     assert longer.what.ettr_configured < base.ettr_configured
-    free = data.what_if(model, None, 0)  # a write that blocks nothing is a value, not "empty"
+    free = checkpoints.what_if(
+        model, None, 0
+    )  # a write that blocks nothing is a value, not "empty"
     assert free.what.write_s == 0.0 and free.what.configured_s == 300.0
-    assert data.what_if("junk", 5, 2) is None and data.what_if({}, 5, 2) is None
+    assert checkpoints.what_if("junk", 5, 2) is None and checkpoints.what_if({}, 5, 2) is None
 
 
 def test_a_view_gets_frames_and_dicts(bound: Store, whole: TimeRange) -> None:
     frames = [
-        data.tier_stats(RUN, whole),
-        data.restores(RUN, whole),
-        data.checkpoint_timeline(RUN, whole),
-        data.run_events(RUN, whole),
-        data.checkpoint_marks(RUN, whole),
-        data.loss_spikes(RUN, whole),
-        data.taxonomy(RUN, whole, data.taxonomy_key("category")),
-        data.failure_timeline(None, whole),
-        data.xid_table(RUN, whole),
-        data.lemons(RUN, whole),
-        data.gpu_distribution(whole, "temp"),
-        data.gpu_outliers(whole),
-        data.node_gpu_series("h100-0003", whole),
-        data.active_alerts(RUN, whole, data.target_time(whole, live=True)),
+        checkpoints.tier_stats(RUN, whole),
+        checkpoints.restores(RUN, whole),
+        checkpoints.checkpoint_timeline(RUN, whole),
+        training.run_events(RUN, whole),
+        training.checkpoint_marks(RUN, whole),
+        training.loss_spikes(RUN, whole),
+        failures.taxonomy(RUN, whole, failures.taxonomy_key("category")),
+        failures.failure_timeline(None, whole),
+        failures.xid_table(RUN, whole),
+        failures.lemons(RUN, whole),
+        gpus.gpu_distribution(whole, "temp"),
+        gpus.gpu_outliers(whole),
+        gpus.node_gpu_series("h100-0003", whole),
+        overview.active_alerts(RUN, whole, overview.target_time(whole, live=True)),
     ]
     assert all(isinstance(f, pd.DataFrame) and not f.empty for f in frames[:-1])
     assert isinstance(frames[-1], pd.DataFrame)
-    assert data.failure_summary(RUN, whole)["unexpected"] == 7
-    assert data.gpu_heatmap(whole, "util").nodes_total == 10
-    assert data.node_info("h100-0003")["gpus"] == 8 and data.node_info("nope") is None
-    assert data.target_health(whole.end) is None  # a replay scrapes no target
-    assert data.run_options() == [{"label": data.run_label(RUN), "value": RUN}]
-    assert data.tokens_per_step(RUN) > 0
-    assert data.taxonomy_key("component; DROP TABLE runs") == data.taxonomy_key(7) == "component"
-    assert (data.gpu_threshold("temp"), data.gpu_threshold("util")) == (85.0, 5.0)
-    assert data.gpu_threshold("power") is None
+    assert failures.failure_summary(RUN, whole)["unexpected"] == 7
+    assert gpus.gpu_heatmap(whole, "util").nodes_total == 10
+    assert gpus.node_info("h100-0003")["gpus"] == 8 and gpus.node_info("nope") is None
+    assert overview.target_health(whole.end) is None  # a replay scrapes no target
+    assert view.run_options() == [{"label": view.run_label(RUN), "value": RUN}]
+    assert training.tokens_per_step(RUN) > 0
+    assert (
+        failures.taxonomy_key("component; DROP TABLE runs")
+        == failures.taxonomy_key(7)
+        == "component"
+    )
+    assert (gpus.gpu_threshold("temp"), gpus.gpu_threshold("util")) == (85.0, 5.0)
+    assert gpus.gpu_threshold("power") is None
 
 
 def test_together_runs_a_view_s_reads_at_once_and_in_order() -> None:
@@ -85,24 +98,24 @@ def test_together_runs_a_view_s_reads_at_once_and_in_order() -> None:
     def read(value: int) -> Callable[[], int]:
         return lambda: (meet.wait(), value)[1]
 
-    assert data.together(read(1), read(2), read(3)) == [1, 2, 3]
+    assert services.together(read(1), read(2), read(3)) == [1, 2, 3]
 
     def broken() -> int:
         raise ValueError("disk hiccup")
 
     with pytest.raises(ValueError, match="disk hiccup"):
-        data.together(lambda: 1, broken)
+        services.together(lambda: 1, broken)
 
 
 def test_a_view_s_reads_at_once_equal_the_same_reads_in_turn(
     bound: Store, whole: TimeRange
 ) -> None:
     reads = (
-        lambda: data.fleet_series(whole),
-        lambda: data.interruption_marks(RUN, whole),
-        lambda: data.summary(RUN),
+        lambda: overview.fleet_series(whole),
+        lambda: overview.interruption_marks(RUN, whole),
+        lambda: overview.summary(RUN),
     )
-    at_once = data.together(*reads)
+    at_once = services.together(*reads)
     in_turn = [r() for r in reads]
     pd.testing.assert_frame_equal(at_once[0], in_turn[0])
     pd.testing.assert_frame_equal(at_once[1], in_turn[1])
@@ -115,7 +128,7 @@ def test_the_overview_s_cards_show_the_run_summary_s_own_figures(bound: Store) -
     summary's, figure for figure, and the energy by the same basis."""
     from telemetry.summary import run_summary
 
-    full, cards = run_summary(bound, RUN), data.summary(RUN)
+    full, cards = run_summary(bound, RUN), overview.summary(RUN)
     detail = {"checkpoints", "restores", "slurm_jobs", "utilization"}
     assert set(full) - set(cards) == detail and not set(cards) - set(full)
     assert "list" in full["interruptions"] and len(full["interruptions"]["list"]) > 0
@@ -132,7 +145,7 @@ def test_interruption_marks_are_the_interruptions_columns_the_charts_mark(
 ) -> None:
     from telemetry import queries
 
-    marks = data.interruption_marks(RUN, whole)
+    marks = overview.interruption_marks(RUN, whole)
     full = queries.interruptions(bound, RUN, whole)
     assert len(marks) == len(full) > 0
     assert list(marks.columns) == [c.strip() for c in queries.MARK_COLUMNS.split(",")]
@@ -144,7 +157,7 @@ def test_interruption_marks_are_the_interruptions_columns_the_charts_mark(
 def test_the_overview_s_loss_is_the_training_series_loss(bound: Store, whole: TimeRange) -> None:
     from telemetry import queries
 
-    loss, full = data.loss_series(RUN, whole), data.train_series(RUN, whole)
+    loss, full = training.loss_series(RUN, whole), training.train_series(RUN, whole)
     assert len(loss) == len(full) > 0
     cols = [c.strip() for c in queries.LOSS_COLS.split(",")] + ["segment", "rolled_back"]
     pd.testing.assert_frame_equal(loss, full[cols])

@@ -16,6 +16,7 @@ from plotly.io.json import to_json_plotly
 
 from app import figures, ui
 from app.figures import gpus as gfig
+from app.figures import overview as ofig
 from app.figures import plot
 from app.figures import training as tfig
 from app.figures.failures import interruption_timeline, taxonomy_chart
@@ -23,6 +24,7 @@ from telemetry import env, queries
 from telemetry.queries import data_extent
 from telemetry.queries import failures as failq
 from telemetry.queries import gpus as gpuq
+from telemetry.queries import overview as overq
 from telemetry.queries import training as trainq
 from telemetry.store import Store
 
@@ -42,13 +44,13 @@ def test_the_store_s_figures_are_sent_as_plotly_sends_them(dev_store: Path) -> N
     with Store(str(dev_store), read_only=True) as s:
         tr = data_extent(s)
         assert tr is not None
-        series = queries.fleet_series(s, tr)
+        series = overq.fleet_series(s, tr)
         ints = queries.interruptions(s, RUN, tr)
         heat = gpuq.heatmap(s, tr, "temp")
         runs = trainq.overlay_series(s, RUN, tr, None, "step")
         built = [
-            figures.fleet_timeline(series, ints),
-            figures.power_series(series, ints),
+            ofig.fleet_timeline(series, ints),
+            ofig.power_series(series, ints),
             gfig.heatmap(
                 heat.cells, key="temp", label="Temperature", unit="°C", bucket_s=heat.bucket_s,
                 nodes_total=heat.nodes_total, nodes_shown=heat.nodes_shown,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from telemetry.ingest.sink import StoreSink
 from telemetry.ingest.targets import Fetch, Target
-from telemetry.queries import fleet_latest, hottest_gpus
+from telemetry.queries.overview import fleet_latest, hottest_gpus
 from telemetry.store import Store
 from tests.test_queries_targets import T0, _text
 

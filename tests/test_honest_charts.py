@@ -134,7 +134,7 @@ def test_a_restart_splits_the_throughput_line(dev_store: Path) -> None:
 def test_the_overview_loss_chart_breaks_at_each_restart(night: Store) -> None:
     """The small Overview chart is drawn over time: a restart there is a downtime and a step
     back, and the line must not ramp across it."""
-    from app.figures import loss_curve
+    from app.figures.overview import loss_curve
 
     series = trainq.mark_restarts(trainq.thinned_metrics(night, NIGHT_RUN, "ts", *_span(night)))
     line = _line(check(loss_curve(series, "plotly_dark")).data[0])

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from telemetry.queries import TimeRange, fleet_latest, interruptions
+from telemetry.queries import TimeRange, interruptions
 from telemetry.queries import overview as q
+from telemetry.queries.overview import fleet_latest
 from telemetry.store import Store
 from tests.test_queries_targets import _store
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from telemetry import queries
 from telemetry.ingest.records import FIELD_KINDS, KINDS, SCHEMAS, store_records, validate
 from telemetry.queries import TimeRange, checkpoints, failures, training
+from telemetry.queries import overview as overq
 from telemetry.queries.overview import active_alerts
 from telemetry.store import Store
 from telemetry.summary import run_summary, store_summary
@@ -264,7 +265,7 @@ def test_a_store_filled_by_records_alone_renders(store: Store) -> None:
     assert (s["ettr"], s["ettr_basis"]) == (1.0, "steps")
     assert s["steps"] == 599 and s["interruptions"]["unexpected"] == 1
     assert store_summary(store)["runs"][0]["checkpoints"]["nvme"]["count"] == 9
-    assert queries.fleet_latest(store)["failed"] == 0
+    assert overq.fleet_latest(store)["failed"] == 0
     events = training.run_events(store, "llm-1", tr)
     assert events["failed_step"].iloc[0] == 180  # the last step logged by then
     assert events["restored_step"].iloc[0] == 180 and events["resumed"].iloc[0] == events["ts"][0]
@@ -280,7 +281,7 @@ def test_a_store_filled_by_records_alone_renders(store: Store) -> None:
         lambda: checkpoints.tier_stats(store, "llm-1", tr),
         lambda: checkpoints.timeline(store, "llm-1", tr),
         lambda: checkpoints.restores(store, "llm-1", tr),
-        lambda: queries.fleet_series(store, tr),
+        lambda: overq.fleet_series(store, tr),
         lambda: active_alerts(store, "llm-1", tr),
     ):
         call()

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from dash.exceptions import PreventUpdate
 
-from app import data, figures
+from app import figures
+from app.data import services
 from app.ui import guarded
 from telemetry.store import Store
 
@@ -17,7 +18,7 @@ from telemetry.store import Store
 @pytest.fixture
 def store(tmp_path: Path):  # type: ignore[no-untyped-def]
     with Store(str(tmp_path / "s.duckdb")) as s:
-        data.bind(s)
+        services.bind(s)
         yield s
 
 
@@ -93,7 +94,7 @@ def test_a_newly_bound_store_is_never_answered_from_the_old_ones_replies(
 
     @guarded("alert")
     def page(view):  # type: ignore[no-untyped-def]
-        return f"{data.store().scalar('SELECT count(*) FROM train_metrics')} steps"
+        return f"{services.store().scalar('SELECT count(*) FROM train_metrics')} steps"
 
     view = {"run": "r", "range": "all"}
     assert page(view) == "0 steps"
@@ -106,5 +107,5 @@ def test_a_newly_bound_store_is_never_answered_from_the_old_ones_replies(
         _write(store, 1)  # the first store reaches the same version the second one has
         assert store.version == other.version
         assert page(view) == "1 steps"
-        data.bind(other)
+        services.bind(other)
         assert page(view) == "2 steps"

@@ -15,8 +15,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from telemetry.queries import TimeRange, data_extent, fleet_series, pick_level
+from telemetry.queries import TimeRange, data_extent, pick_level
 from telemetry.queries import gpus as gpuq
+from telemetry.queries.overview import fleet_series
 from telemetry.store import Store
 from telemetry.store.retention import RAW_TABLES, expire, horizon
 from tests.conftest import build_store, cli, free_port

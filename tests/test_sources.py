@@ -38,7 +38,8 @@ from telemetry.ingest.seam import (
 )
 from telemetry.ingest.spool import Spool
 from telemetry.ingest.writer import StoreWriter
-from telemetry.queries import data_extent, latest_sample_and_round
+from telemetry.queries import data_extent
+from telemetry.queries.overview import latest_sample_and_round
 from telemetry.queries.targets import has_targets, target_alerts, target_health
 from telemetry.replay.runner import prepare, replay
 from telemetry.replay.scenarios import get_scenario

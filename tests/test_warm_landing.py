@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page
 
-from app import cli, data, ui
+from app import cli, ui
+from app.data import overview as data
 from app.main import create_app, warm_landing
 from telemetry import env
 from telemetry.store import Store

@@ -69,6 +69,7 @@ def serve_dashboard(
     """Serve ``s.store`` on ``s.host:s.port`` until interrupted; with ``replay_sc`` replayed
     live into it, the ``collected`` sources run into it, and the ingest API if asked."""
     from app import guard
+    from app.data.services import Services
     from app.main import create_app, run_server, warm_landing
     from app.memory import freeze_startup, keep_rss_flat
     from telemetry.ingest.http_api import IngestService, make_blueprint
@@ -102,11 +103,10 @@ def serve_dashboard(
     for source in collected:
         assert service is not None
         workers.append(_collect_thread(source, service, stop))
-    from app import data as app_data
-
-    app_data.bind_prices(s.prices())
-    app = create_app(store, operator_token=operator)
-    _bind_history(collected)
+    alerts = _alert_loop(store, s, stop) if s.alerts_file else None
+    app = create_app(
+        Services(store, s.prices(), alerts, _history(collected), operator_token=operator or None)
+    )
     guard.install(app.server, token, guard.allowed_hosts(s.host, s.allowed_hosts or ()))
     app.server.register_blueprint(make_blueprint(service, token, accept=s.accept_ingest))
     app.server.register_blueprint(make_label_blueprint(store, operator))
@@ -121,8 +121,9 @@ def serve_dashboard(
     keeper = retention_keeper(store, s.raw_retention, stop)
     if keeper is not None:
         workers.append(keeper)
-    if s.alerts_file:
-        workers.append(_alert_loop(store, s, stop))
+    if alerts is not None:
+        alerts.start()
+        workers.append(alerts)
     print(
         f"Factory Floor dashboard on http://{s.host}:{s.port}/ (store {s.store})", file=sys.stderr
     )
@@ -146,9 +147,8 @@ def serve_dashboard(
 
 
 def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thread:
-    """Evaluate and deliver the store's alerts (``telemetry.notify``); the Overview shows how
-    delivery goes (``data.bind_alerts``)."""
-    from app import data
+    """The loop (not started) that evaluates and delivers the store's alerts
+    (``telemetry.notify``); the Overview shows how delivery goes (``Services.alerts``)."""
     from telemetry.notify import AlertLoop, Dispatcher
 
     assert s.alerts_file is not None
@@ -158,20 +158,17 @@ def _alert_loop(store: Any, s: Settings, stop: threading.Event) -> threading.Thr
         host = f"[{host}]" if ":" in host else host
         config = replace(config, external_url=f"http://{host}:{s.port}")
     loop = AlertLoop(store, Dispatcher(config, stop), stop)
-    data.bind_alerts(loop)
-    loop.start()
     names = ", ".join(f"{r.name} ({r.kind})" for r in config.receivers)
     log(f"alerts: evaluated every {config.evaluate_every_s:g} s, delivered to {names}")
     return loop
 
 
-def _bind_history(collected: list[Source]) -> None:
-    """With a --prometheus source, expired per-GPU series are read back from its servers."""
-    from app import data
+def _history(collected: list[Source]) -> Any:
+    """With a --prometheus source, where expired per-GPU series are read back (its servers)."""
     from telemetry.collect.prometheus.prom_history import PromHistory
 
     clients = [srv.client for src in collected if src.name == "prometheus" for srv in src.servers]  # type: ignore[attr-defined]
-    data.bind_history(PromHistory(clients) if clients else None)
+    return PromHistory(clients) if clients else None
 
 
 def _rw_policy(s: Settings) -> Any:

@@ -15,7 +15,9 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import data
+from app.data import failures as data
+from app.data.services import corrections_allowed
+from app.data.view import run_of, view_range
 from app.ui import guarded, log, operator_token_input, table, view_inputs
 
 COLUMNS = {
@@ -81,13 +83,13 @@ def section() -> dbc.Row:
             html.Div(id="fail-label-msg", className="small mt-2", role="status"),
         ],
         id="fail-label-form",
-        style=None if data.corrections_allowed() else {"display": "none"},
+        style=None if corrections_allowed() else {"display": "none"},
     )
     readonly = html.Div(
         "Read-only: corrections need `serve --operator-token-file FILE`.",
         className="small text-body-secondary mt-3",
         id="fail-label-readonly",
-        style={"display": "none"} if data.corrections_allowed() else None,
+        style={"display": "none"} if corrections_allowed() else None,
     )
     return dbc.Row(
         [
@@ -169,10 +171,10 @@ def _rows(df: pd.DataFrame) -> pd.DataFrame:
 )
 @guarded("alert")
 def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  # type: ignore[no-untyped-def]
-    tr = data.view_range(view)
+    tr = view_range(view)
     if tr is None:
         return ""
-    df = data.interruption_list(data.run_of(view), tr)
+    df = data.interruption_list(run_of(view), tr)
     if df.empty:
         return dbc.Alert("No interruptions in this range.", color="secondary", class_name="mb-0")
     rows = _rows(df)

@@ -13,7 +13,8 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
-from app import data
+from app.data import alerts as data
+from app.data.services import corrections_allowed
 from app.ui import guarded, operator_token_input, view_inputs
 
 log = logging.getLogger("factoryfloor.app")
@@ -21,7 +22,7 @@ DURATIONS = [("1 hour", "1h"), ("4 hours", "4h"), ("1 day", "1d"), ("7 days", "7
 
 
 def form() -> html.Div:
-    shown = data.delivers_alerts() and data.corrections_allowed()
+    shown = data.delivers_alerts() and corrections_allowed()
     return html.Div(
         [
             html.H6("Silence an alert", className="mt-3 mb-1"),

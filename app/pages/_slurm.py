@@ -11,7 +11,8 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, dcc, html
 
-from app import data
+from app.data import slurm as data
+from app.data.view import view_range
 from app.ui import guarded, table, view_inputs
 
 NO_SLURM = "No Slurm data stored: run `factoryfloor import --slurm` or `ingest --slurm`."
@@ -62,11 +63,18 @@ def job_filter(page: str) -> dbc.Card:
     assert page in FILTER_PAGES
     picker = dbc.Row(
         [
-            dbc.Col(html.Label("Slurm job", htmlFor=f"{page}-slurm-job", className="small"),
-                    width="auto"),  # fmt: skip
             dbc.Col(
-                dcc.Dropdown(id=f"{page}-slurm-job", options=[], value=None,
-                             placeholder="all jobs", style={"minWidth": "320px"}),
+                html.Label("Slurm job", htmlFor=f"{page}-slurm-job", className="small"),
+                width="auto",
+            ),  # fmt: skip
+            dbc.Col(
+                dcc.Dropdown(
+                    id=f"{page}-slurm-job",
+                    options=[],
+                    value=None,
+                    placeholder="all jobs",
+                    style={"minWidth": "320px"},
+                ),
                 width="auto",
             ),  # fmt: skip
         ],
@@ -87,7 +95,7 @@ def _nodes(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-unty
 @callback(Output("slurm-events", "children"), *view_inputs(themed=False))
 @guarded("alert")
 def _events(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    tr = data.view_range(view)
+    tr = view_range(view)
     df = data.slurm_events(tr) if tr is not None else None
     if df is None or df.empty:
         return dbc.Alert(NO_SLURM if tr is None or data.slurm_nodes().empty else
@@ -99,7 +107,7 @@ def _register(page: str) -> None:
     @callback(Output(f"{page}-slurm-job", "options"), *view_inputs(themed=False))
     @guarded("options")
     def _options(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-        tr = data.view_range(view)
+        tr = view_range(view)
         if tr is None:
             return []
         jobs = data.slurm_jobs(tr)

@@ -10,7 +10,10 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, callback, dcc, html, no_update
 
-from app import data, figures
+from app import figures
+from app.data import checkpoints as data
+from app.data.services import prices, together
+from app.data.view import money, number, per_day_usd, revision, run_of, template, view_range
 from app.figures import checkpoints as ckfig
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
@@ -114,7 +117,7 @@ def _cards(
             "Blocking overhead",
             f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
             f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
-            + (f" · ≈ {data.money(stalled_gh * prices.gpu_hour)} {per}" if stalled_gh else "")
+            + (f" · ≈ {money(stalled_gh * prices.gpu_hour)} {per}" if stalled_gh else "")
             if blocking
             else "not reported: checkpoint files show write times, not stalls",
             "ck-blocking",
@@ -123,7 +126,7 @@ def _cards(
         card(
             "Restores",
             f"{len(rs):,}",
-            f"{lost} GPU-hours lost · ≈ {data.money(lost_gh * prices.gpu_hour)} {per}"
+            f"{lost} GPU-hours lost · ≈ {money(lost_gh * prices.gpu_hour)} {per}"
             if known
             else "GPU-hours lost unknown (GPU count unknown)",
             "ck-restore-count",
@@ -167,14 +170,14 @@ def _verdict(model: dict[str, Any] | None) -> html.Div:
 )
 @guarded("alert", "alert", "figure", "alert", "alert", "alert")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
-    run_id = data.run_of(view)
+    tpl = template(theme)
+    tr = view_range(view)
+    run_id = run_of(view)
     if tr is None or run_id is None:
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
-    tiers, rs, points = data.together(
+    tiers, rs, points = together(
         lambda: data.tier_stats(run_id, tr),
         lambda: data.restores(run_id, tr),
         lambda: data.checkpoint_timeline(run_id, tr),
@@ -187,9 +190,9 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         else dbc.Alert("No restores in this range.", color="secondary")
     )
     return (
-        _cards(tiers, rs, model, data.prices(run_id)),
+        _cards(tiers, rs, model, prices(run_id)),
         table("ck-tiers-table", ckfig.tier_table(tiers), ckfig.TIER_TABLE_COLUMNS),
-        fig.update_layout(uirevision=data.revision(view)),
+        fig.update_layout(uirevision=revision(view)),
         _verdict(model),
         restores,
         model,
@@ -208,9 +211,9 @@ def _prefill(m: dict[str, Any] | None, interval_min: float | None, write_s: floa
     interval_default, write_default = data.what_if_defaults(m)
     return (
         interval_default
-        if data.number(interval_min) is None and interval_default is not None
+        if number(interval_min) is None and interval_default is not None
         else no_update,
-        write_default if data.number(write_s) is None and write_default is not None else no_update,
+        write_default if number(write_s) is None and write_default is not None else no_update,
     )
 
 
@@ -229,7 +232,7 @@ def _prefill(m: dict[str, Any] | None, interval_min: float | None, write_s: floa
 def _whatif(  # type: ignore[no-untyped-def]
     m: dict[str, Any] | None, interval_min: float | None, write_s: float | None, theme: str | None
 ):
-    tpl = data.template(theme)
+    tpl = template(theme)
     projection = data.what_if(m, interval_min, write_s)
     if projection is None:
         msg = "Nothing to model: no checkpoints, or no blocking write time (enter one)."
@@ -248,9 +251,9 @@ def _whatif(  # type: ignore[no-untyped-def]
 def _per_day(delta: float, m: dict[str, Any]) -> str | None:
     """``$3.80/day saved at $2.00/GPU-h``: the what-if's ETTR change in money (the run's
     prices); None without a GPU count."""
-    prices = data.prices(m.get("run_id"))
-    usd = data.per_day_usd(delta, m.get("gpus"), prices)
+    book = prices(m.get("run_id"))
+    usd = per_day_usd(delta, m.get("gpus"), book)
     if usd is None:
         return None
     word = "saved" if delta > 0 else "spent"
-    return f"{data.money(abs(usd))}/day {word} {prices.per_gpu_hour(source=False)}"
+    return f"{money(abs(usd))}/day {word} {book.per_gpu_hour(source=False)}"

@@ -9,7 +9,10 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from app import data, figures
+from app import figures
+from app.data import failures as data
+from app.data.services import prices, together
+from app.data.view import LLAMA3_MTBF_H, money, revision, run_of, template, view_range
 from app.figures import failures as ffig
 from app.pages import _hangs, _interruptions, _slurm
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
@@ -124,7 +127,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
             "MTBF",
             f"{mtbf:.1f} h" if mtbf is not None else "–",
             f"{r['wall_hours']:.1f} wall h / {r['unexpected']} unexpected · "
-            f"Llama 3: {data.LLAMA3_MTBF_H:.1f} h",
+            f"Llama 3: {LLAMA3_MTBF_H:.1f} h",
             "fail-mtbf",
         ),
         card(
@@ -140,8 +143,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
             + (
                 "cost –"
                 if r["lost_gpu_hours"] is None
-                else f"≈ {data.money(r['lost_gpu_hours'] * prices.gpu_hour)} "
-                + prices.per_gpu_hour()
+                else f"≈ {money(r['lost_gpu_hours'] * prices.gpu_hour)} " + prices.per_gpu_hour()
             ),
             "fail-lostgh",
         ),
@@ -207,16 +209,16 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
 )
 @guarded("alert", "alert", "alert")
 def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    tr = data.view_range(view)
+    tr = view_range(view)
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
-    run_id = data.run_of(view)
-    xid, summary, lemons = data.together(
+    run_id = run_of(view)
+    xid, summary, lemons = together(
         lambda: data.xid_table(run_id, tr),
         lambda: data.failure_summary(run_id, tr),
         lambda: data.lemons(run_id, tr),
     )
-    cards = _cards(summary, xid, data.prices(run_id))
+    cards = _cards(summary, xid, prices(run_id))
     return cards, _xid_table(xid), _lemon_table(lemons)
 
 
@@ -228,16 +230,16 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
 )
 @guarded("figure", "alert")
 def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     if tr is None:
         return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
-    by, run_id = data.taxonomy_key(by), data.run_of(view)
-    df, summary = data.together(
+    by, run_id = data.taxonomy_key(by), run_of(view)
+    df, summary = together(
         lambda: data.taxonomy(run_id, tr, by), lambda: data.failure_summary(run_id, tr)
     )
     planned = summary["planned"]
-    fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=data.revision(view))
+    fig = ffig.taxonomy_chart(df, by, planned, tpl).update_layout(uirevision=revision(view))
     return fig, _tax_table(df, by)
 
 
@@ -248,16 +250,16 @@ def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
 )
 @guarded("figure")
 def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     if tr is None:
         return figures.empty("Interruptions over time", NO_DATA, template=tpl)
-    df = data.failure_timeline(data.run_of(view), tr)
+    df = data.failure_timeline(run_of(view), tr)
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
-    return fig.update_layout(uirevision=data.revision(view))
+    return fig.update_layout(uirevision=revision(view))
 
 
 @callback(Output("fail-hangs", "children"), *view_inputs(themed=False))
 @guarded("alert")
 def _hang_cards(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    return [_hangs.card(h) for h in data.hangs(data.run_of(view))]
+    return [_hangs.card(h) for h in data.hangs(run_of(view))]

@@ -12,7 +12,23 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import data, figures
+from app import figures
+from app.data import gpus as data
+from app.data.services import together
+from app.data.view import (
+    CLASS_TEXT,
+    EXTRA_FIELDS,
+    MAX_ID,
+    NODE_METRICS,
+    clean_view,
+    fragment,
+    mapping,
+    revision,
+    run_of,
+    table_row,
+    template,
+    view_range,
+)
 from app.figures import gpus as gfig
 from app.pages import _slurm
 from app.ui import TIMECHART, graph, guarded, table, time_graph, view_inputs
@@ -118,7 +134,7 @@ def _node_more() -> dbc.Row:
         id="gpu-node-metric",
         options=[
             {"label": f"{label} ({unit})", "value": key}
-            for key, (_, label, unit, _) in data.NODE_METRICS.items()
+            for key, (_, label, unit, _) in NODE_METRICS.items()
         ],
         value="fb",
         clearable=False,
@@ -157,19 +173,19 @@ def _node_more() -> dbc.Row:
 )
 @guarded("figure", "figure")
 def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     if tr is None:
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
     m = data.gpu_metric(key if isinstance(key, str) and key else "util")
-    hm, dist, culprits = data.together(
+    hm, dist, culprits = together(
         lambda: data.gpu_heatmap(tr, m.key),
         lambda: data.gpu_distribution(tr, m.key),
-        lambda: data.culprits(data.run_of(view), tr),
+        lambda: data.culprits(run_of(view), tr),
     )
     opts = {"key": m.key, "label": m.label, "unit": m.unit, "bucket_s": hm.bucket_s}
-    rev = f"{data.revision(view)}|{m.key}"
+    rev = f"{revision(view)}|{m.key}"
     basis = data.util_basis(tr).text if m.key == "real" else ""
     return (
         gfig.heatmap(
@@ -195,17 +211,17 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
 @guarded("figure", "figure")
 def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     """The two charts judged on real utilization, which share its basis."""
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     if tr is None:
         e = figures.empty("GPUs", NO_DATA, template=tpl)
         return e, e
-    basis, under, classes_df = data.together(
+    basis, under, classes_df = together(
         lambda: data.util_basis(tr),
         lambda: data.gpus_below(tr),
         lambda: data.workload_classes(tr),
     )
-    rev = data.revision(view)
+    rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # one above the other, in line
     below = gfig.below_per_bucket(
         under,
@@ -216,7 +232,7 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
         x_range=span,
     )
     classes = gfig.workload_classes(
-        classes_df, texts=data.CLASS_TEXT, basis=basis.text, template=tpl, x_range=span
+        classes_df, texts=CLASS_TEXT, basis=basis.text, template=tpl, x_range=span
     )
     return below.update_layout(uirevision=rev), classes.update_layout(uirevision=rev)
 
@@ -228,7 +244,7 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
 )
 @guarded("alert", "alert")
 def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    tr = data.view_range(view)
+    tr = view_range(view)
     if tr is None:
         return "", dbc.Alert(NO_DATA, color="info")
     df = data.gpu_outliers(tr)
@@ -240,7 +256,7 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
 
 
 def _with_node(view: Any, host: str) -> str:
-    return data.fragment(data.clean_view(view) | {"node": host})
+    return fragment(clean_view(view) | {"node": host})
 
 
 @callback(
@@ -250,15 +266,10 @@ def _with_node(view: Any, host: str) -> str:
     prevent_initial_call=True,
 )
 def _select_from_heatmap(click: dict[str, Any] | None, view: Any) -> str:
-    points = (data.mapping(click) or {}).get("points")
-    point = data.mapping(points[0]) if isinstance(points, list) and points else None
+    points = (mapping(click) or {}).get("points")
+    point = mapping(points[0]) if isinstance(points, list) and points else None
     host = point.get("y") if point else None
-    if (
-        not isinstance(host, str)
-        or not host
-        or len(host) > data.MAX_ID
-        or data.node_info(host) is None
-    ):
+    if not isinstance(host, str) or not host or len(host) > MAX_ID or data.node_info(host) is None:
         raise PreventUpdate  # the averaged "other nodes" row, or nothing
     return _with_node(view, host)
 
@@ -273,9 +284,9 @@ def _select_from_heatmap(click: dict[str, Any] | None, view: Any) -> str:
 def _select_from_table(
     cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None, view: Any
 ) -> str:
-    row = data.table_row(cell, rows)
+    row = table_row(cell, rows)
     host = row.get("host") if row else None
-    if not isinstance(host, str) or not host or len(host) > data.MAX_ID:
+    if not isinstance(host, str) or not host or len(host) > MAX_ID:
         raise PreventUpdate
     return _with_node(view, host)
 
@@ -283,7 +294,7 @@ def _select_from_table(
 def _shown_node(view: Any, tr: Any) -> tuple[Any, tuple[str, str] | None]:
     """The node the drill-down shows: the one the view names, else (nothing chosen yet) the
     worst by the outlier ranking, which is returned too; (None, None) without either."""
-    host = data.clean_view(view).get("node")
+    host = clean_view(view).get("node")
     worst = data.worst_node(tr) if host is None and tr is not None else None
     return (worst[0] if worst is not None else host), worst
 
@@ -296,8 +307,8 @@ def _shown_node(view: Any, tr: Any) -> tuple[Any, tuple[str, str] | None]:
 )
 @guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS))
 def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     host, worst = _shown_node(view, tr)
     if host is None or tr is None:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
@@ -306,11 +317,9 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
             for c in NODE_CHART_IDS
         ]
         return no_update, "", *figs
-    info, series = data.together(
-        lambda: data.node_info(host), lambda: data.node_gpu_series(host, tr)
-    )
+    info, series = together(lambda: data.node_info(host), lambda: data.node_gpu_series(host, tr))
     series = series if info else None
-    rev = f"{data.revision(view)}|{host}"
+    rev = f"{revision(view)}|{host}"
     figs = [
         gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)
         if series is not None
@@ -343,28 +352,28 @@ def _node_workload(  # type: ignore[no-untyped-def]
     view as ``_node`` finds it, not from its heading, so both are asked for at once when the
     page opens (chained on the heading, this chart waited for the browser to draw the first
     eight: ~0.6 s of the page's 1.2 s at llama3 scale)."""
-    tpl = data.template(theme)
+    tpl = template(theme)
     key, column, label, unit = data.node_metric(key)
     title = f"{label} ({unit})"
-    tr = data.view_range(view)
+    tr = view_range(view)
     host, _ = _shown_node(view, tr)
-    known = isinstance(host, str) and len(host) <= data.MAX_ID and data.node_info(host)
+    known = isinstance(host, str) and len(host) <= MAX_ID and data.node_info(host)
     if tr is None or not known:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
         return figures.empty(title, msg, gfig.NODE_CHART_HEIGHT, tpl), "", ""
     df, work = data.node_more(host, tr, key)
-    if df.empty and key in data.EXTRA_FIELDS:
+    if df.empty and key in EXTRA_FIELDS:
         fig = figures.empty(
             title,
             f"No {label.lower()} from {host} in this range: it is kept from dcgm-exporter "
-            f"scrapes ({data.EXTRA_FIELDS[key]}), not by a replay",
+            f"scrapes ({EXTRA_FIELDS[key]}), not by a replay",
             gfig.NODE_CHART_HEIGHT,
             tpl,
         )
     else:
         spec = (column, label, unit, None)
         fig = gfig.node_metric(df, key, host, tpl, spec=spec)
-        fig.update_layout(uirevision=f"{data.revision(view)}|{host}|{key}")
+        fig.update_layout(uirevision=f"{revision(view)}|{host}|{key}")
     if work.empty:
         return fig, "", dbc.Alert(f"No GPUs of {host} are stored.", color="secondary")
     tbl = table("gpu-node-workload-table", gfig.workload_rows(work), WORKLOAD_COLUMNS, page_size=8)

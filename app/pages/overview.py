@@ -9,7 +9,13 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Output, callback, html
 
-from app import data, figures
+from app import figures
+from app.data import overview as data
+from app.data.alerts import alert_delivery
+from app.data.services import together
+from app.data.training import loss_series
+from app.data.view import revision, template, view_range
+from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.pages import _silences, _slurm
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
@@ -268,7 +274,7 @@ def _hot_table(hottest: pd.DataFrame) -> Any:
 @callback(Output("ov-alert-delivery", "children"), *view_inputs(themed=False))
 @guarded("alert", remember=False)  # delivery changes without a store write
 def _delivery(_view: Any, _n: int | None):  # type: ignore[no-untyped-def]
-    state = data.alert_delivery()
+    state = alert_delivery()
     return "" if state is None else delivery_text(state)
 
 
@@ -309,8 +315,8 @@ def delivery_text(state: dict[str, Any]) -> list[Any]:
 )
 @guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert", "alert")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
+    tpl = template(theme)
+    tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
         msg = "No data stored yet: start a replay or the ingest daemon."
@@ -319,18 +325,18 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     run = run_id is not None
-    ints, series, latest, summary, train, ages, health, alerts, hot = data.together(
+    ints, series, latest, summary, train, ages, health, alerts, hot = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: data.fleet_series(tr),
         data.fleet_latest,
         lambda: data.summary(run_id) if run else None,
-        lambda: data.loss_series(run_id, tr) if run else None,
+        lambda: loss_series(run_id, tr) if run else None,
         lambda: data.checkpoint_ages(run_id, tr.end) if run else None,
         lambda: data.target_health(at),
         lambda: data.active_alerts(run_id, tr, at),
         lambda: data.hottest_gpus(8),
     )
-    rev = data.revision(view)
+    rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
     cards = _fleet_cards(latest, series)
     if run_id is None:
@@ -338,12 +344,12 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         ckpt: Any = ""
     else:
         cards += _run_cards(summary, data.recent_interruptions(ints, tr.end))
-        loss = figures.loss_curve(train, tpl, span).update_layout(uirevision=rev)
+        loss = ofig.loss_curve(train, tpl, span).update_layout(uirevision=rev)
         ckpt = _checkpoint_card(ages)
     return (
         cards,
-        figures.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
-        figures.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
+        ofig.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
+        ofig.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
         loss,
         ckpt,
         _alerts(alerts),

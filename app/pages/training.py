@@ -12,7 +12,18 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import data
+from app.data import training as data
+from app.data.services import together
+from app.data.view import (
+    parse_time,
+    revision,
+    run_label,
+    run_of,
+    run_options,
+    table_row,
+    template,
+    view_range,
+)
 from app.figures import empty
 from app.figures import training as fig
 from app.ui import TIMECHART, guarded, table, time_graph, view_inputs
@@ -105,7 +116,7 @@ def layout(**_query: str) -> html.Div:
 
 @callback(Output("tr-runs", "options"), Input("view", "data"))
 def _run_options(_view: dict[str, Any] | None) -> list[dict[str, str]]:
-    return data.run_options()
+    return run_options()
 
 
 @callback(
@@ -120,19 +131,19 @@ def _run_options(_view: dict[str, Any] | None) -> list[dict[str, str]]:
 )
 @guarded("figure", "figure", "alert")
 def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[no-untyped-def]
-    tpl = data.template(theme)
-    tr = data.view_range(view)
-    if tr is None or not data.run_of(view):
+    tpl = template(theme)
+    tr = view_range(view)
+    if tr is None or not run_of(view):
         e = empty("Training", "No training metrics stored yet", template=tpl)
         return e, e, ""
     run = view["run"]
-    series, events, marks, spikes = data.together(
+    series, events, marks, spikes = together(
         lambda: data.overlay_series(run, tr, overlay, axis),
         lambda: data.run_events(run, tr),
         lambda: data.checkpoint_marks(run, tr),
         lambda: data.loss_spikes(run, tr),
     )
-    runs = {data.run_label(r): df for r, df in series.items()}
+    runs = {run_label(r): df for r, df in series.items()}
     span = fig.shared_x_range(runs, axis)  # both charts over the same steps, one above the other
     loss = fig.loss_figure(
         runs,
@@ -146,9 +157,9 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
         x_range=span,
     )
     thr = fig.throughput_figure(
-        series.get(run, pd.DataFrame()), axis, tpl, data.run_label(run), x_range=span
+        series.get(run, pd.DataFrame()), axis, tpl, run_label(run), x_range=span
     )
-    rev = f"{data.revision(view)}|{axis}"
+    rev = f"{revision(view)}|{axis}"
     spikes_view = (
         table(
             "tr-spike-table",
@@ -180,13 +191,13 @@ def _spike_rows(spikes: pd.DataFrame) -> pd.DataFrame:
 def _zoom_to_spike(cell, rows, view):  # type: ignore[no-untyped-def]
     """A click on a spike narrows the shared range to an hour around it (via the URL, so the
     shell handles it like any other navigation and back returns to the previous view)."""
-    row = data.table_row(cell, rows)
+    row = table_row(cell, rows)
     if row is None:
         raise PreventUpdate
-    at = data.parse_time(str(row.get("ts")))
+    at = parse_time(str(row.get("ts")))
     if at is None:
         return no_update
     lo, hi = at - timedelta(minutes=30), at + timedelta(minutes=30)
     return "#" + urlencode(
-        {"run": data.run_of(view) or "", "from": lo.isoformat(), "to": hi.isoformat()}
+        {"run": run_of(view) or "", "from": lo.isoformat(), "to": hi.isoformat()}
     )

@@ -1,4 +1,5 @@
-"""Overview queries: the active alerts of a run at the end of a time range.
+"""Overview queries: the fleet's series and its "now" (GPUs reporting, health, hottest), the
+tiers' newest checkpoints, and the active alerts of a run at the end of a time range.
 
 Each alert is a row (severity, alert, detail); thresholds are the product's operating rules and
 live here, beside the SQL that applies them, so the Overview and any future notifier agree.
@@ -8,16 +9,191 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import pandas as pd
 
 from telemetry.derive.derive import open_stall
-from telemetry.queries import TimeRange, latest_sample_and_round, now_table
-from telemetry.queries.targets import target_alerts
+from telemetry.queries import TimeRange, pick_level
+from telemetry.queries.targets import SCRAPED, target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
-from telemetry.vocabulary import HOT_C
+from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT, TIERS
+
+# Rollup columns a chart may ask for; names are checked here, never interpolated from input.
+FLEET_METRICS = {
+    "util_avg": ("GPU utilization", "%"),
+    "temp_avg": ("Mean GPU temperature", "°C"),
+    "temp_max": ("Hottest GPU temperature", "°C"),
+    "power_w": ("Fleet power", "W"),
+    "fb_used_avg": ("Framebuffer used", "MiB"),
+    "sm_clock_avg": ("SM clock", "MHz"),
+    "tensor_avg": ("Tensor pipe active", "ratio"),
+    "real_avg": ("Real utilization", "%"),
+}
+
+
+def fleet_series(store: Store, tr: TimeRange, max_points: int = 1500) -> pd.DataFrame:
+    """Fleet rollup rows in the range: ts, gpus, util_avg, temp_avg, temp_max, power_w, ..."""
+    level = pick_level(store, tr, max_points)
+    if level not in store.rollup_levels():
+        return store.df(
+            """SELECT ts, count(*) AS nodes, sum(n) AS gpus, sum(util_s) / sum(n) AS util_avg,
+                      min(util_min) AS util_min, sum(temp_s) / sum(n) AS temp_avg,
+                      max(temp_max) AS temp_max, sum(power_s) AS power_w,
+                      sum(fb_s) / sum(n) AS fb_used_avg, sum(clock_s) / sum(n) AS sm_clock_avg,
+                      sum(tensor_s) / sum(n) AS tensor_avg,
+                      sum(real_s) / nullif(sum(n) FILTER (WHERE real_s IS NOT NULL), 0)
+                        AS real_avg, ? AS bucket_s
+               FROM node_tick WHERE ts >= ? AND ts <= ? GROUP BY ts ORDER BY ts""",
+            [level, tr.start, tr.end],
+        )
+    return store.df(
+        """SELECT ts, nodes, gpus, util_avg, util_min, temp_avg, temp_max, power_w,
+                  fb_used_avg, sm_clock_avg, tensor_avg, real_avg, bucket_s
+           FROM fleet_rollup WHERE bucket_s = ? AND ts >= ? AND ts <= ? ORDER BY ts""",
+        [level, tr.start, tr.end],
+    )
+
+
+class Latest(NamedTuple):
+    """The newest GPU sample and scrape round at some time, and whether every exporter was
+    down at the end: then no GPU is reporting, whatever the last samples said."""
+
+    sample: datetime | None  # newest GPU sample
+    round: datetime | None  # newest scrape round (or sample, for a store without rounds)
+    all_down: bool
+
+
+def now_table(store: Store, at: datetime | None) -> str:
+    """Where the GPUs' samples at ``at`` (None: now) are read from: ``gpu_now`` (each GPU's
+    newest sample, kept as batches arrive: ``batch_sql.NOW_SQL``) when ``at`` is at or after the
+    newest sample, else ``gpu_samples`` (a range that ends in the past)."""
+    newest = store.scalar("SELECT max(ts) FROM gpu_now")
+    return "gpu_now" if newest is not None and (at is None or at >= newest) else "gpu_samples"
+
+
+def latest_sample_and_round(store: Store, at: datetime | None = None) -> Latest:
+    """:class:`Latest` at or before ``at``, read in one statement (one snapshot: two queries
+    would see a round written between them as "all down").
+
+    "All down" means: every target scraped since the newest sample was down in its latest
+    scrape. Per target, so that with several ingest daemons one daemon's round of dead
+    exporters does not hide the GPUs another daemon still reaches. Only scrape targets count:
+    a training job that keeps posting metrics says nothing about the exporters."""
+    samples = now_table(store, at)  # a fixed table name, never input
+    at = at or datetime.max
+    (row,) = store.rows(
+        f"""WITH s AS (SELECT max(ts) AS last FROM {samples} WHERE ts <= ?),
+                since AS (SELECT arg_max(up, t.ts) AS up FROM targets t, s
+                          WHERE t.ts >= s.last AND t.ts <= ? AND {SCRAPED} GROUP BY t.target)
+           SELECT (SELECT last FROM s),
+                  (SELECT max(ts) FROM targets WHERE ts <= ? AND {SCRAPED}),
+                  (SELECT count(*) FROM since), (SELECT bool_or(up) FROM since)""",
+        [at, at, at],
+    )
+    sample, scraped, targets, any_up = row
+    rounds = [t for t in (sample, scraped) if t is not None]
+    newest = max(rounds) if rounds else None
+    all_down = sample is not None and newest != sample and targets > 0 and not any_up
+    return Latest(sample, newest, bool(all_down))
+
+
+# Each GPU's newest sample within one sample interval of the newest sample anywhere: the fleet
+# "now". Not the samples stamped with the newest time alone: with several ingest daemons (or a
+# round delivered in parts) the newest round holds only part of the fleet, and the Overview
+# then read, say, a spare node's idle GPUs as the whole fleet's utilization (0.0 %). Read from
+# ``gpu_now`` (one row per GPU, see ``now_table``), else from the samples.
+_NOW = {
+    "gpu_now": """SELECT * FROM gpu_now
+          WHERE ts > CAST(? AS TIMESTAMP) - to_microseconds(?) AND ts <= CAST(? AS TIMESTAMP)""",
+    "gpu_samples": """SELECT * FROM gpu_samples
+          WHERE ts > CAST(? AS TIMESTAMP) - to_microseconds(?) AND ts <= CAST(? AS TIMESTAMP)
+          QUALIFY row_number() OVER (PARTITION BY gpu_id ORDER BY ts DESC) = 1""",
+}
+
+
+def _now_params(store: Store, last: datetime | None) -> list[object]:
+    return [last, int(store.sample_interval_s() * 1e6), last]
+
+
+def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
+    """The fleet now: GPUs reporting vs expected, health classes (``healthy``: neither
+    ``degraded`` nor ``idle``), power, hottest, from each GPU's newest sample within one
+    sample interval of the newest (see ``_NOW``). If the newest scrape rounds found every
+    exporter down, nobody is reporting: all GPUs are silent (and ``last_sample`` says since
+    when), not the values of the last round that answered."""
+    last, now, all_down = latest_sample_and_round(store)
+    expected = store.scalar("SELECT count(*) FROM gpus")
+    if last is None or all_down:  # no GPU samples now (or a store of training jobs alone)
+        n = int(expected)
+        return {
+            "ts": now,
+            "last_sample": last,
+            "expected": n,
+            "reporting": 0,
+            "healthy": 0,
+            "degraded": 0,
+            "idle": 0,
+            "failed": n,
+        }
+    (row,) = store.rows(
+        f"""WITH s AS ({_NOW[now_table(store, last)]})
+           SELECT count(*), avg(util_pct), sum(power_w), max(temp_c),
+                  count(*) FILTER (WHERE temp_c >= ? OR sm_clock_mhz < 0.85 * (
+                      SELECT max(sm_clock_mhz) FROM s)
+                      AND util_pct > ?),
+                  count(*) FILTER (WHERE util_pct < ?)
+           FROM s""",
+        [*_now_params(store, last), HOT_C, BUSY_PCT, IDLE_PCT],
+    )
+    reporting, degraded, idle = int(row[0]), int(row[4]), int(row[5])
+    return {
+        "ts": last,
+        "last_sample": last,
+        "expected": int(expected),
+        "reporting": reporting,
+        "healthy": max(reporting - degraded - idle, 0),
+        "util_avg": row[1],
+        "power_w": row[2],
+        "temp_max": row[3],
+        "degraded": degraded,
+        "idle": idle,
+        "failed": int(expected) - reporting,
+    }
+
+
+def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
+    """The hottest GPUs now (each GPU's newest sample, as in ``fleet_latest``); none while
+    every exporter is down (the last temperatures seen are not the current ones)."""
+    last, _, all_down = latest_sample_and_round(store)
+    if all_down:
+        last = None  # matches no row: the table shows its empty state
+    return store.df(
+        f"""WITH s AS ({_NOW[now_table(store, last)]})
+           SELECT g.host, g.gpu, round(s.temp_c::DOUBLE, 1) AS temp_c,
+                  round(s.util_pct::DOUBLE, 1) AS util_pct,
+                  round(s.sm_clock_mhz::DOUBLE) AS sm_clock_mhz,
+                  round(s.power_w::DOUBLE, 1) AS power_w
+           FROM s JOIN gpus g USING (gpu_id)
+           ORDER BY s.temp_c DESC, g.host, g.gpu LIMIT ?""",
+        [*_now_params(store, last), int(limit)],
+    )
+
+
+def checkpoint_ages(store: Store, run_id: str, now: datetime) -> pd.DataFrame:
+    """Per tier: newest successful checkpoint end time, its step, and its age at ``now``."""
+    df = store.df(
+        """SELECT tier, max(end_ts) AS last_end, arg_max(step, end_ts) AS step, count(*) AS n
+           FROM checkpoints WHERE run_id = ? AND status = 'ok' AND end_ts <= ?
+           GROUP BY tier""",
+        [run_id, now],
+    )
+    df["age_s"] = [(now - t).total_seconds() for t in df["last_end"]]
+    order = {t: i for i, t in enumerate(TIERS)}
+    return df.sort_values("tier", key=lambda s: s.map(order)).reset_index(drop=True)
+
 
 LOW_UTIL_PCT = 80.0  # utilization below this while the job trains is wasted capacity
 STALE_FACTOR = 2.0  # a tier is overdue after this many configured intervals without a checkpoint

@@ -1,0 +1,93 @@
+"""Alert delivery and silences, as the Overview shows and changes them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.data.services import refused, services, store
+from telemetry import label_api
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+
+def delivers_alerts() -> bool:
+    """Whether this server delivers alerts (``serve --alerts``)."""
+    return services().alerts is not None
+
+
+def alert_delivery() -> dict[str, Any] | None:
+    """How alert delivery goes (None: this server delivers none): each receiver's status,
+    the alerts firing and silenced at the last evaluation, and an evaluation error if any."""
+    if services().alerts is None:
+        return None
+    d = services().alerts.dispatcher
+    return {
+        "receivers": d.status(),
+        "firing": len(d.firing),
+        "silenced": len(d.silenced),
+        "evaluated_at": d.evaluated_at,
+        "error": services().alerts.error,
+    }
+
+
+def firing_alerts() -> list[tuple[str, dict[str, str]]]:
+    """(what to call it, its labels) of each alert firing at the last evaluation."""
+    if services().alerts is None:
+        return []
+    firing = list(services().alerts.dispatcher.firing.values())
+    return [
+        (
+            f"{f.alert.summary} ("
+            + ", ".join(f"{k}={v}" for k, v in f.alert.labels.items() if k != "severity")
+            + ")",
+            {k: v for k, v in f.alert.labels.items() if k != "severity"},
+        )
+        for f in firing
+    ]
+
+
+def silences() -> list[Any]:
+    """The silences in force (``alerting.Silence``)."""
+    from telemetry.alerting import active_silences
+
+    return active_silences(store())
+
+
+def end_silence(silence_id: Any, token: Any) -> tuple[int, str]:
+    """End the silence picked on the page: (status, message)."""
+    if denied := refused(token):
+        return denied
+    if not isinstance(silence_id, str) or not silence_id:
+        return 400, "Pick a silence to end first."
+    status, reply = label_api.apply_end_silence(store(), {"id": silence_id})
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    return 200, "Ended: its alerts are delivered again from the next evaluation."
+
+
+def silence(alert: Any, duration: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Silence the alert picked on the page (its labels as JSON): (status, message)."""
+    if denied := refused(token):
+        return denied
+    try:
+        matchers = json.loads(alert) if isinstance(alert, str) else None
+    except ValueError:
+        matchers = None
+    if not isinstance(matchers, dict) or not matchers:
+        return 400, "Pick a firing alert first."
+    body = {
+        "matchers": matchers,
+        "duration": duration if isinstance(duration, str) else "4h",
+        "by": by if isinstance(by, str) and by else "operator",
+        "comment": "from the page",
+    }
+    status, reply = label_api.apply_silence(store(), body)
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    ends = reply["silence"]["ends_at"][:16].replace("T", " ")
+    return 200, f"Silenced until {ends} UTC: it goes to no receiver until then."

@@ -1,0 +1,81 @@
+"""The Checkpoints page's data: tiers, restores, the interval models and the what-if."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from app.data.services import store
+from app.data.view import mapping, number
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.queries import TimeRange
+from telemetry.queries import checkpoints as ckq
+from telemetry.queries.checkpoints import WhatIf
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.reliability import IntervalAdvice
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+
+def tier_stats(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.tier_stats(store(), run_id, tr)
+
+
+def restores(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.restores(store(), run_id, tr)
+
+
+def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
+    return ckq.timeline(store(), run_id, tr)
+
+
+def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[str, Any] | None:
+    """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
+    it in the browser); ``tiers`` is the range's ``tier_stats``. None outside the run."""
+    m = ckq.model_inputs(store(), run_id, tr, tiers)
+    return {**m.as_dict(), "run_id": run_id} if m else None
+
+
+def model_interval_s(model: Any) -> float | None:
+    """The interval the advice compares against: the policy's, else the measured spacing."""
+    return ckq.model_interval_s(mapping(model))
+
+
+def interval_advice(model: Any) -> IntervalAdvice | None:
+    """Young, Daly and ETTR-optimal intervals next to the configured one; None without a
+    model, an interval or a measured write time."""
+    return ckq.interval_advice(mapping(model))
+
+
+def what_if_defaults(model: Any) -> tuple[float | None, float | None]:
+    """What the empty what-if inputs show: the interval (min) and the blocking write (s), each
+    rounded to two decimals; None where the model has no (or a zero) value."""
+    m = mapping(model)
+    configured, measured = number(model_interval_s(m)), number((m or {}).get("write_s"))
+    return (
+        round(configured / 60.0, 2) if configured else None,
+        round(measured, 2) if measured else None,
+    )
+
+
+def _typed(value: Any, default: float, positive: bool) -> float:
+    """An input's value, or ``default`` when empty, invalid, or the prefilled rounding of it."""
+    value = number(value)
+    if value is None or value < 0 or (positive and value == 0):
+        return default
+    return default if round(default, 2) == value else float(value)
+
+
+def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
+    """The projected ETTR for the typed interval (min) and write time (s) next to the
+    configured ones; empty or invalid inputs mean the configured value. None when the model
+    has nothing to project (no checkpoints in the range)."""
+    m = mapping(model)
+    base = ckq.interval_advice(m)
+    if m is None or base is None:
+        return None
+    interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
+    return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))

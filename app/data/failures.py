@@ -1,0 +1,101 @@
+"""The Failures page's data: MTBF, taxonomy, XIDs, bad nodes, hangs, and interruptions one by
+one with their evidence and operators' corrections of their causes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from app.data.services import corrections_allowed as corrections_allowed  # for the page
+from app.data.services import refused, store
+from telemetry import label_api
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.derive import derive
+from telemetry.queries import TimeRange
+from telemetry.queries import failures as failq
+from telemetry.queries import hangs as hangq
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+
+def taxonomy_key(by: Any) -> str:
+    """A grouping of the interruption taxonomy from an input: ``component`` unless it names
+    another known one."""
+    return by if isinstance(by, str) and by in failq.TAXONOMY_KEYS else "component"
+
+
+def failure_summary(run_id: str | None, tr: TimeRange) -> dict[str, Any]:
+    """MTBF, interruptions, downtime, lost GPU-hours and recovery of the run (None: all)."""
+    return failq.reliability(store(), run_id, tr)
+
+
+def taxonomy(run_id: str | None, tr: TimeRange, by: str) -> pd.DataFrame:
+    return failq.taxonomy(store(), run_id, tr, by)
+
+
+def failure_timeline(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.timeline(store(), run_id, tr)
+
+
+def xid_table(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.xid_table(store(), run_id, tr)
+
+
+def lemons(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.lemons(store(), run_id, tr)
+
+
+def hangs(run_id: str | None) -> list[dict[str, Any]]:
+    """The run's hangs from flight-recorder dumps (``queries.hangs``), as row dicts."""
+    return list(hangq.hangs(store(), run_id).to_dict("records"))
+
+
+def label_choices() -> tuple[dict[str, str], list[str]]:
+    """Components (-> their category) and categories an operator may choose."""
+    return derive.components(), derive.categories()
+
+
+def interruption_list(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    """Interruptions in the range, newest first, each with a ``key`` naming it in the browser."""
+    df = failq.interruption_list(store(), run_id, tr)
+    keys = [
+        f"{r}|{pd.Timestamp(t).isoformat()}" for r, t in zip(df["run_id"], df["ts"], strict=True)
+    ]
+    return df.assign(key=keys)
+
+
+def _parse_key(key: Any) -> tuple[str, datetime] | None:
+    if not isinstance(key, str) or "|" not in key or len(key) > 600:
+        return None
+    run, _, ts = key.rpartition("|")
+    try:
+        return run, datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+
+
+def interruption_detail(key: Any) -> dict[str, Any] | None:
+    """The interruption a ``key`` names, with its evidence; None for a key naming none."""
+    parsed = _parse_key(key)
+    return None if parsed is None else failq.interruption_detail(store(), *parsed)
+
+
+def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Store a correction from the page: (HTTP-like status, message for the person)."""
+    if denied := refused(token):
+        return denied
+    parsed = _parse_key(key)
+    if parsed is None:
+        return 400, "Choose an interruption in the table first."
+    body = {"run": parsed[0], "ts": parsed[1].isoformat(), "component": component}
+    body |= {"category": category or None, "by": by if isinstance(by, str) and by else None}
+    status, reply = label_api.apply_label(store(), body)
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    lab = reply["label"]
+    return 200, f"Saved: {lab['component']} ({lab['category']}), by {lab['by']}."

@@ -1,0 +1,134 @@
+"""The GPUs page's data: heatmaps, distributions, outliers, workload classes, and a node's
+drill-down (from the store, its rollups or Prometheus once raw samples expired)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from app.data.services import services, store
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.queries import TimeRange, gpu_rollup
+from telemetry.queries import failures as failq
+from telemetry.queries import gpu_node as nodeq
+from telemetry.queries import gpus as gpuq
+from telemetry.queries import outliers as outq
+from telemetry.queries import overview as overq
+from telemetry.queries import workload as workq
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.queries.gpus import GpuMetric, Heatmap
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+from telemetry.utilization import Basis
+from telemetry.vocabulary import HOT_C, IDLE_PCT
+
+
+def gpu_metric(key: str) -> GpuMetric:
+    """The GPU metric called ``key``; ``ValueError`` for any other name."""
+    return gpuq.metric(key)
+
+
+def gpu_threshold(key: str) -> float | None:
+    """The operating threshold of a GPU metric (hot, idle) to mark on its charts, if any."""
+    return {"temp": HOT_C, "util": IDLE_PCT, "real": IDLE_PCT}.get(key)
+
+
+def gpu_heatmap(tr: TimeRange, key: str) -> Heatmap:
+    return gpuq.heatmap(store(), tr, key)
+
+
+def culprits(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
+    return failq.culprits(store(), run_id, tr)
+
+
+def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
+    return gpuq.distribution(store(), tr, key)
+
+
+LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
+
+
+def gpus_below(tr: TimeRange) -> pd.DataFrame:
+    return gpu_rollup.gpus_below(store(), tr, overq.LOW_UTIL_PCT)
+
+
+def util_basis(tr: TimeRange) -> Basis:
+    """What real utilization was measured from over ``tr`` (``telemetry.utilization``)."""
+    return workq.basis(store(), tr)
+
+
+def workload_classes(tr: TimeRange) -> pd.DataFrame:
+    return workq.classes(store(), tr)
+
+
+def gpu_outliers(tr: TimeRange) -> pd.DataFrame:
+    return outq.outliers(store(), tr)
+
+
+def outlier_reasons(outliers: pd.DataFrame) -> list[tuple[str, int]]:
+    """(reason, GPUs) of an outlier table, in the table's reason order."""
+    return outq.reason_counts(outliers)
+
+
+def worst_node(tr: TimeRange) -> tuple[str, str] | None:
+    """(host, why) of the node the GPUs page opens on before one is chosen; None: no samples."""
+    return outq.worst_node(store(), tr)
+
+
+def node_info(host: str) -> dict[str, Any] | None:
+    """The node's inventory (host, rack, role, GPU count and model); None if no such node."""
+    return gpuq.node_info(store(), host)
+
+
+def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
+    """The node's GPUs over the range. Before the raw-retention horizon: from the per-GPU
+    rollups when the bucket fits one, else from Prometheus when ``serve`` reads one
+    (``Services.history``), else in buckets no finer than the finest per-GPU rollup."""
+    from telemetry.collect.prometheus.prom_history import merged_node_series
+
+    s = store()
+    expired = s.raw_since()
+    if expired is None or tr.start >= expired:
+        return gpuq.node_gpu_series(s, host, tr)
+    bucket = gpuq.nice_bucket(s, tr, gpuq.NODE_POINTS)
+    if services().history is not None and gpu_rollup.node_series_level(s, tr, bucket) is None:
+        local = gpuq.node_gpu_series(s, host, tr)
+        return merged_node_series(local, services().history, host, tr.start, expired, bucket)
+    finest = s.gpu_rollup_levels()
+    return gpuq.node_gpu_series(s, host, tr, min_bucket=finest[0] if finest else 0)
+
+
+def expired_note(tr: TimeRange, series: pd.DataFrame | None) -> str:
+    """What the drill-down says when its range starts before the raw-retention horizon (""
+    otherwise): which per-GPU lines are there and where they come from."""
+    s = store()
+    expired = s.raw_since()
+    if expired is None or tr.start >= expired:
+        return ""
+    head = f"per-GPU samples before {expired:%Y-%m-%d %H:%M} UTC have expired (raw retention): "
+    bucket = int(series["bucket_s"].iloc[0]) if series is not None and len(series) else 0
+    if bucket and gpu_rollup.node_series_level(s, tr, bucket) is not None:
+        return head + "these lines are the per-GPU averages kept in the rollups"
+    if services().history is not None:
+        return head + f"read from {history_source()} instead"
+    return head + "the heatmap keeps this node's averages from the rollups"
+
+
+def history_source() -> str | None:
+    """The server the drill-down reads expired per-GPU series from, if any."""
+    history = services().history
+    return None if history is None else ", ".join(c.url for c in history.clients)
+
+
+def node_metric(key: Any) -> tuple[str, str, str, str]:
+    """(key, column, label, unit) of a further drill-down metric; the first for an unknown key."""
+    key = key if isinstance(key, str) and key in NODE_METRICS else next(iter(NODE_METRICS))
+    return (key, *NODE_METRICS[key][:3])
+
+
+def node_more(host: str, tr: TimeRange, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The drill-down's further metric ``key`` of the node's GPUs, and what runs on them."""
+    return nodeq.node_gpu_metric(store(), host, tr, key), nodeq.node_workload(store(), host)

@@ -1,0 +1,74 @@
+"""The Overview's data: fleet series and latest figures, the run's cards, alerts, targets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from app.data.services import store
+from app.data.training import loss_series as loss_series  # the Overview's loss chart
+from telemetry import queries
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.queries import TimeRange
+from telemetry.queries import overview as overq
+from telemetry.queries import targets as targetq
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.summary import run_summary
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+
+def fleet_series(tr: TimeRange) -> pd.DataFrame:
+    return overq.fleet_series(store(), tr)
+
+
+def fleet_latest() -> dict[str, Any]:
+    return overq.fleet_latest(store())
+
+
+def hottest_gpus(limit: int = 8) -> pd.DataFrame:
+    return overq.hottest_gpus(store(), limit)
+
+
+def interruption_marks(run_id: str | None, tr: TimeRange | None = None) -> pd.DataFrame:
+    """The interruptions in ``tr`` with what a chart marks them with (``MARK_COLUMNS``)."""
+    return queries.interruptions(store(), run_id, tr, queries.MARK_COLUMNS)
+
+
+def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
+    """How many of the ``interruptions`` frame ``ints`` came in the ``hours`` before ``end``."""
+    return overq.recent_interruptions(ints, end, hours)
+
+
+def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
+    return overq.checkpoint_ages(store(), run_id, now)
+
+
+def summary(run_id: str) -> dict[str, Any]:
+    """The run's figures the Overview's cards show (``run_summary`` without its detail)."""
+    return run_summary(store(), run_id, detail=False)
+
+
+def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:
+    """Alerts at the end of the range (severity, alert, detail), scrape targets at
+    ``targets_at`` (see ``target_time``)."""
+    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at)
+
+
+def target_time(tr: TimeRange, live: bool) -> datetime:
+    """When to report target health for a view: its end, or in a live view the newest round."""
+    return targetq.report_time(store(), tr.end, live)
+
+
+def target_health(at: datetime) -> pd.DataFrame | None:
+    """Each scrape target's health at ``at``; None for a store that scrapes no target."""
+    return targetq.target_health(store(), at) if targetq.has_targets(store()) else None
+
+
+def target_counts(health: pd.DataFrame) -> dict[str, int]:
+    """Targets per status (``up``, ``down``, ``stale``; 0 when none)."""
+    return targetq.status_counts(health)

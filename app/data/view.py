@@ -1,0 +1,217 @@
+"""What every page shares: the view a browser sends (run, range, node), cleaned and turned
+into a ``TimeRange``; the runs to choose from; what a page tells its charts (theme, revision)."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import pandas as pd
+
+from app.data.services import store
+from telemetry import queries
+from telemetry.cost import money as money  # formatting re-export for the pages
+from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.queries import TimeRange
+from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
+from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
+from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+PRESETS: dict[str, float | None] = {  # seconds before the newest data; None = everything
+    "1h": 3600.0,
+    "6h": 6 * 3600.0,
+    "24h": 86400.0,
+    "7d": 7 * 86400.0,
+    "all": None,
+}
+
+
+def is_simulated() -> bool:
+    return store().meta().get("simulated") == "true"
+
+
+def scenario_description() -> str:
+    return store().meta().get("scenario_description", "")
+
+
+def run_simulation(run_id: str | None) -> str | None:
+    """What the "Simulated data" banner says for the run on show, or None for a real run: a
+    store may hold a replay beside an imported run, and only the replayed run is simulated.
+    With no run at all, the store's own flag decides."""
+    if run_id is None:
+        return scenario_description() if is_simulated() else None
+    row = runs().set_index("run_id")
+    if run_id not in row.index or not bool(row.at[run_id, "simulated"]):
+        return None
+    meta = store().meta()
+    same = meta.get("scenario") == row.at[run_id, "scenario"]
+    return meta.get("scenario_description", "") if same else ""
+
+
+def runs() -> pd.DataFrame:
+    return queries.runs(store())
+
+
+def run_options() -> list[dict[str, str]]:
+    """The runs as dropdown options (label: the run's name, or its id when it has none: a run
+    known from a log or a dump only; a null label broke every page's dropdown), oldest first."""
+    return [
+        {"label": r.name if isinstance(r.name, str) and r.name else str(r.run_id),
+         "value": r.run_id}
+        for r in runs().itertuples()
+    ]  # fmt: skip
+
+
+def default_run(runs: list[str]) -> str | None:
+    """The run a page opens on: the newest that logged training metrics (not a Slurm job
+    known only from accounting), else the newest of ``runs``."""
+    trained = queries.newest_trained_run(store())
+    return trained if trained in runs else (runs[-1] if runs else None)
+
+
+def run_label(run_id: str) -> str:
+    df = runs()
+    names = dict(zip(df["run_id"], df["name"], strict=True))
+    name = names.get(run_id)
+    return name if isinstance(name, str) and name else run_id
+
+
+def extent() -> TimeRange | None:
+    return queries.data_extent(store())
+
+
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO time from a URL or a chart (``2026-01-05 10:00:00.123``), or None for anything
+    else (steps or token counts from a non-time axis, hostile strings)."""
+    if (
+        not isinstance(text, str)
+        or not text
+        or len(text) > 40
+        or not _ISO.match(str(text).replace("Z", ""))
+    ):
+        return None
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "")).replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+MAX_ID = 256
+
+
+def clean_view(view: Any) -> dict[str, Any]:
+    """The shared view reduced to what it may hold: a run id string, a known range preset (or
+    ``custom``) and start/end strings. Anything else (wrong types, unknown presets, huge
+    strings) is dropped, so a crafted callback payload reaches no query."""
+    if not isinstance(view, dict):
+        return {}
+    out: dict[str, Any] = {}
+    run = view.get("run")
+    if isinstance(run, str) and 0 < len(run) <= MAX_ID:
+        out["run"] = run
+    rng = view.get("range")
+    out["range"] = rng if isinstance(rng, str) and (rng in PRESETS or rng == "custom") else "all"
+    for key in ("start", "end"):
+        v = view.get(key)
+        if isinstance(v, str) and len(v) <= 40:
+            out[key] = v
+    node = view.get("node")
+    if isinstance(node, str) and 0 < len(node) <= MAX_ID:
+        out["node"] = node
+    return out
+
+
+def fragment(view: Any) -> str:
+    """The URL fragment of a view (``#run=…&range=24h`` or ``#run=…&from=…&to=…``, plus
+    ``&node=…`` when the GPUs page drills into a node), so a link reproduces it."""
+    v = clean_view(view)
+    params = {"run": v.get("run") or ""}
+    if v.get("range") == "custom":
+        params |= {"from": v.get("start") or "", "to": v.get("end") or ""}
+    else:
+        params["range"] = v.get("range") or "all"
+    if v.get("node"):
+        params["node"] = v["node"]
+    return "#" + urlencode(params)
+
+
+def run_of(view: Any) -> str | None:
+    """The view's run if the store has it (a stale link or a crafted payload may name another)."""
+    run = clean_view(view).get("run")
+    return run if run is not None and run in set(runs()["run_id"]) else None
+
+
+def number(value: Any) -> float | None:
+    """A finite number from an input, or None (empty, text, bool, NaN, ±inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def table_row(cell: Any, rows: Any) -> dict[str, Any] | None:
+    """The row a DataTable's ``active_cell`` points at in its viewport, or None."""
+    if not isinstance(cell, dict) or not isinstance(rows, list):
+        return None
+    i = cell.get("row")
+    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(rows):
+        return None
+    return rows[i] if isinstance(rows[i], dict) else None
+
+
+def view_range(view: dict[str, Any] | None) -> TimeRange | None:
+    """The time range a shared view describes: a zoomed window, or a preset ending at the
+    newest data. None when the store holds nothing yet."""
+    view = clean_view(view)
+    if view.get("range") == "custom":
+        start, end = parse_time(view.get("start")), parse_time(view.get("end"))
+        if start is not None and end is not None and start < end:
+            return TimeRange(start, end)
+    return time_range(view.get("range"), view.get("run"))
+
+
+def revision(view: dict[str, Any] | None) -> str:
+    """Plotly ``uirevision``: the same while only live data changes (legend toggles survive a
+    refresh), new when the run or the chosen range changes."""
+    v = clean_view(view)
+    return f"{v.get('run')}|{v.get('range')}|{v.get('start')}|{v.get('end')}"
+
+
+def template(theme: str | None) -> str:
+    return "plotly_white" if theme == "light" else "plotly_dark"
+
+
+def time_range(preset: str | None, run: str | None = None) -> TimeRange | None:
+    """The preset range ending at the newest data of ``run`` (the store's, without a run; not
+    the wall clock: replays and backfills have their own time). "Whole run" is the run's own
+    time within the stored data; a run that lies outside it (a Slurm job known only from
+    accounting, an import of last month's logs) is shown over its own time."""
+    ext = extent()
+    if ext is None:
+        return None
+    base = _run_base(ext, run)
+    span = PRESETS.get(preset or "all")
+    start = base.start if span is None else max(base.start, base.end - timedelta(seconds=span))
+    return TimeRange(start, base.end)
+
+
+def _run_base(ext: TimeRange, run: str | None) -> TimeRange:
+    own = queries.run_span(store(), run) if isinstance(run, str) and run else None
+    if own is None:
+        return ext
+    end = own.end if own.end is not None else ext.end
+    start = own.start
+    if own.start <= ext.end and end >= ext.start:  # the run has data here: its part of it
+        start, end = max(own.start, ext.start), min(end, ext.end)
+    pad = max(timedelta(0), timedelta(minutes=1) - (end - start)) / 2
+    return TimeRange(start - pad, end + pad)  # a job of seconds still gets a minute
