@@ -146,7 +146,7 @@ def end_to_end(
     with tempfile.TemporaryDirectory(dir=store_dir, prefix="ingest-bench-") as tmp:
         with Store(os.path.join(tmp, "bench.duckdb")) as store:
             store.cursor().execute("SET threads = 1")
-            sink = StoreSink(store, 15.0)
+            sink = StoreSink(store)
             if not rollups:
                 store.refresh_rollups = lambda *a, **k: None  # type: ignore[method-assign]
             times = []
@@ -185,7 +185,7 @@ def farm_rounds(hosts: int, rounds: int, store_dir: str | None) -> list[tuple[fl
             targets = load_targets(targets_file)[:hosts]
             out = []
             with Store(os.path.join(tmp, "farm.duckdb")) as store:
-                sink = StoreSink(store, 15.0)
+                sink = StoreSink(store)
                 for k in range(rounds):
                     t0 = time.perf_counter()
                     fetches = scrape_round(targets, timeout_s=10.0)

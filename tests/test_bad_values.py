@@ -55,7 +55,7 @@ def test_impossible_values_are_missing_and_counted_valid_ones_stored(
 ) -> None:
     ExporterHandler.routes["/impossible-values/metrics"] = BAD
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         at = datetime(2026, 3, 1, 12, 0)
         report = sink.write(
             at, scrape_round([Target(f"{exporter}/impossible-values/metrics")], 2.0)
@@ -107,7 +107,7 @@ def test_an_impossible_xid_is_refused_not_a_stuck_round(tmp_path: Path, exporter
         + ',xid="40000",window_size_in_ms="300000"} 2\n'
     )
     with Store(str(tmp_path / "s.duckdb")) as store:
-        report = StoreSink(store, 15.0).write(
+        report = StoreSink(store).write(
             datetime(2026, 3, 1), scrape_round([Target(f"{exporter}/impossible-xid/metrics")], 2.0)
         )
         assert report.up == 1 and report.xid_events == 0
@@ -152,7 +152,7 @@ def test_a_stray_invalid_byte_in_a_label_is_stored_as_a_replacement_character(
     )
     RawExporter.body = text.encode().replace(b"@", b"\xff\xfe")
     with Store(str(tmp_path / "s.duckdb")) as store:
-        report = StoreSink(store, 15.0).write(
+        report = StoreSink(store).write(
             datetime(2026, 3, 1), scrape_round([Target(raw_exporter)], 2.0)
         )
         assert (report.up, report.samples, report.rejected_lines) == (1, 2, 0)
@@ -202,5 +202,5 @@ def test_a_forwarded_round_with_a_lone_surrogate_is_refused(tmp_path: Path, fiel
     # What the daemon sends for the same bytes (U+FFFD) is accepted and stored.
     ts, _, fetches = decode_round(round_with("\ufffd"), now=NOW)
     with Store(str(tmp_path / "s.duckdb")) as store:
-        assert StoreSink(store, 15.0).write(ts, fetches).targets == 1
+        assert StoreSink(store).write(ts, fetches).targets == 1
         assert store.scalar("SELECT count(*) FROM targets") == 1

@@ -258,7 +258,7 @@ def test_one_round_over_every_fault_ends_on_time(tmp_path: Path, faulty: dict[st
     assert FaultyExporter.huge_sent["huge"] < 3 * MAX_BODY_BYTES  # cut off, not read to the end
 
     with Store(str(tmp_path / "faults.duckdb")) as store:
-        report = StoreSink(store, 15.0).write(datetime(2026, 3, 1, 12), fetches)
+        report = StoreSink(store).write(datetime(2026, 3, 1, 12), fetches)
         health = {
             t: (up, err) for t, up, err in store.rows("SELECT target, up, error FROM targets")
         }

@@ -31,7 +31,7 @@ def test_two_daemons_rounds_make_one_fleet(tmp_path: Path) -> None:
     with Store(str(tmp_path / "s.duckdb")) as store:
         # One sink for both daemons' rounds (the store sees rounds of other targets at
         # other times, as from two daemons; two sinks on one store would number nodes twice).
-        job = spare = StoreSink(store, 15.0)
+        job = spare = StoreSink(store)
         job.write(T0, [Fetch(Target(JOB), _text("job"), None, 0.03)])
         spare.write(T0 + timedelta(seconds=4), [Fetch(Target(SPARE), _idle("spare"), None, 0.03)])
         busy = store.scalar("SELECT avg(util_pct) FROM gpu_samples WHERE ts = ?", [T0])
@@ -60,7 +60,7 @@ def test_the_kept_now_is_every_gpus_newest_sample_however_rounds_arrive(tmp_path
     kept = """SELECT gpu_id, ts, temp_c, util_pct FROM gpu_now
         WHERE ts >= (SELECT max(ts) FROM gpu_samples) - INTERVAL 30 SECOND ORDER BY gpu_id"""
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         sink.write(T0, [Fetch(Target(JOB), _text("job"), None, 0.03),
                         Fetch(Target(SPARE), _idle("spare"), None, 0.03)])  # fmt: skip
         sink.write(T0 + timedelta(seconds=15), [Fetch(Target(JOB), _text("job"), None, 0.03)])

@@ -30,7 +30,7 @@ def _round(
     sink: StoreSink | None = None,
     at: datetime = datetime(2026, 3, 1, 12, 0, 0),
 ) -> object:
-    sink = sink or StoreSink(store, 15.0)
+    sink = sink or StoreSink(store)
     return sink.write(at, scrape_round([Target(u) for u in urls], timeout))
 
 
@@ -69,7 +69,7 @@ def test_variants_all_parse(tmp_path: Path, exporter: str) -> None:
 def test_xid_becomes_a_decodable_event(tmp_path: Path, exporter: str) -> None:
     text = (FIXTURES / "xid.txt").read_text()
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         report = _round(store, [f"{exporter}/xid/metrics"], sink=sink)
         assert report.xid_events >= 1
         for (x,) in store.rows("SELECT xid FROM xid_events"):

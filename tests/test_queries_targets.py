@@ -39,7 +39,7 @@ def _round(k: int) -> list[Fetch]:
 
 def _store(path: Path, rounds: int = 5) -> Store:
     store = Store(str(path))
-    sink = StoreSink(store, 15.0)
+    sink = StoreSink(store)
     for k in range(rounds):
         sink.write(T0 + timedelta(seconds=15 * k), _round(k))
     return store
@@ -94,7 +94,7 @@ def test_when_every_exporter_is_down_nobody_is_reporting(tmp_path: Path) -> None
     state is "nobody reporting", not the values of the last round that answered."""
     down = [Fetch(Target(u), None, "connection refused", 0.01) for u in (STEADY, MOVING, FLAKY)]
     with _store(tmp_path / "s.duckdb") as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         last_sample = T0 + timedelta(seconds=60)
         for k in range(5, 9):
             sink.write(T0 + timedelta(seconds=15 * k), down)
@@ -120,7 +120,7 @@ def test_one_daemons_dead_exporters_do_not_hide_another_daemons_gpus(tmp_path: P
     other daemon's), and the hottest-GPU table still has rows; when both are down, it is empty."""
     other = "http://other:9400/metrics"
     with _store(tmp_path / "s.duckdb", rounds=1) as store:
-        a, b = StoreSink(store, 15.0), StoreSink(store, 15.0)
+        a, b = StoreSink(store), StoreSink(store)
         a.write(T0 + timedelta(seconds=15), [Fetch(Target(STEADY), _text("steady"), None, 0.03)])
         b.write(T0 + timedelta(seconds=20), [Fetch(Target(other), None, "timed out", 5.0)])
         fleet = fleet_latest(store)

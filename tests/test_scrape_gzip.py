@@ -82,7 +82,7 @@ def test_scrapes_ask_for_gzip_and_store_the_same_samples_as_plain_text(
     got = {}
     for route in ("plain", "gzip", "members"):
         with Store(str(tmp_path / f"{route}.duckdb")) as store:
-            rep = StoreSink(store, 15.0).write(
+            rep = StoreSink(store).write(
                 datetime(2026, 3, 1, 12), scrape_round([Target(f"{gz}/{route}/metrics")], 2.0)
             )
             assert rep.up == 1 and rep.samples == 8, store.rows("SELECT error FROM targets")

@@ -43,7 +43,7 @@ def test_failed_append_rolls_back_the_rounds_new_ids(
 ) -> None:
     """A round whose append fails registers nothing; the next rounds store consistent ids."""
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         real = store.append_many
 
         def broken(batches: dict[str, Any], **kw: Any) -> int:
@@ -77,9 +77,9 @@ def test_xid_counts_survive_a_restart(tmp_path: Path) -> None:
     again is not a new event."""
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
-        assert StoreSink(store, 15.0).write(at(0), [fetch(XID_TEXT)]).xid_events == 3
+        assert StoreSink(store).write(at(0), [fetch(XID_TEXT)]).xid_events == 3
     with Store(path) as store:
-        again = StoreSink(store, 15.0).write(at(1), [fetch(XID_TEXT)])
+        again = StoreSink(store).write(at(1), [fetch(XID_TEXT)])
         assert again.xid_events == 0
         assert store.scalar("SELECT count(*) FROM xid_events") == 3
         # the count's labels are kept in the stored series name
@@ -91,7 +91,7 @@ def test_an_xid_that_left_the_window_and_recurs_is_a_new_event(tmp_path: Path) -
     without = XID_COUNT_LABELLED.sub("", XID_TEXT)
     assert 'xid="' not in without
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         assert sink.write(at(0), [fetch(XID_TEXT)]).xid_events == 3
         assert sink.write(at(1), [fetch(without)]).xid_events == 0  # the window emptied
         # The same XIDs counted again: new occurrences (the sticky gauge did not change).
@@ -112,15 +112,15 @@ def test_a_node_silent_for_long_returns_after_a_restart_without_repeating_its_xi
     back = T0 + timedelta(hours=silent_h)
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         assert sink.write(at(0), [fetch(gauge_only)]).xid_events == 2  # XID 48 and 79
         sink.write(at(1), [fetch(default_text("node-b"), other)])
         sink.write(back - timedelta(minutes=1), [fetch(default_text("node-b"), other)])
     with Store(path) as store:  # restarted; node-a is back, XIDs unchanged
-        assert StoreSink(store, 15.0).write(back, [fetch(gauge_only)]).xid_events == 0
-        StoreSink(store, 15.0).write(back + timedelta(seconds=15), [fetch(reset)])
+        assert StoreSink(store).write(back, [fetch(gauge_only)]).xid_events == 0
+        StoreSink(store).write(back + timedelta(seconds=15), [fetch(reset)])
     with Store(path) as store:  # restarted again; after the reset the XIDs are new
-        again = StoreSink(store, 15.0).write(back + timedelta(seconds=30), [fetch(gauge_only)])
+        again = StoreSink(store).write(back + timedelta(seconds=30), [fetch(gauge_only)])
         assert again.xid_events == 2
         assert store.scalar("SELECT count(*) FROM xid_events") == 4
 
@@ -135,15 +135,15 @@ def test_an_xid_gauge_missing_from_recent_scrapes_is_still_remembered(tmp_path: 
     later = T0 + timedelta(hours=2)
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         assert sink.write(at(0), [fetch(gauge_only)]).xid_events == 2
         sink.write(later, [fetch(no_gauge)])
     with Store(path) as store:  # restarted: the newest hour holds only scrapes without it
-        back = StoreSink(store, 15.0).write(later + timedelta(seconds=15), [fetch(gauge_only)])
+        back = StoreSink(store).write(later + timedelta(seconds=15), [fetch(gauge_only)])
         assert back.xid_events == 0
         assert store.scalar("SELECT count(*) FROM xid_events") == 2
     with Store(str(tmp_path / "live.duckdb")) as store:  # the same scrapes in one process
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         rounds = [
             (at(0), gauge_only),
             (later, no_gauge),
@@ -155,16 +155,16 @@ def test_an_xid_gauge_missing_from_recent_scrapes_is_still_remembered(tmp_path: 
 def test_a_count_older_than_its_window_is_not_compared(tmp_path: Path) -> None:
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
-        StoreSink(store, 15.0).write(at(0), [fetch(XID_TEXT)])
+        StoreSink(store).write(at(0), [fetch(XID_TEXT)])
     with Store(path) as store:  # back after 10 minutes: the 5-minute window has turned over
-        report = StoreSink(store, 15.0).write(at(40), [fetch(XID_TEXT)])
+        report = StoreSink(store).write(at(40), [fetch(XID_TEXT)])
         assert report.xid_events == 3
 
 
 def test_a_target_whose_values_do_not_change_is_stale(tmp_path: Path) -> None:
     other = default_text("dgx-h100-017").rstrip("\n") + "1\n"  # one counter moved on
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0, stale_after=4)
+        sink = StoreSink(store, stale_after=4)
         same = default_text("dgx-h100-017")
         stale = [sink.write(at(i), [fetch(same)]).stale for i in range(5)]
         assert stale == [0, 0, 0, 1, 1]  # four identical scrapes in a row
@@ -174,7 +174,7 @@ def test_a_target_whose_values_do_not_change_is_stale(tmp_path: Path) -> None:
         flags = [s for (s,) in store.rows("SELECT stale FROM targets ORDER BY ts")]
         assert flags == [False] * 3 + [True] * 2 + [False] * 5 + [True]
     with pytest.raises(ValueError, match="stale_after"):
-        StoreSink(Store(str(tmp_path / "t.duckdb")), 15.0, stale_after=1)
+        StoreSink(Store(str(tmp_path / "t.duckdb")), stale_after=1)
 
 
 def test_staleness_carries_over_restarts_and_once_runs_from_cron(tmp_path: Path) -> None:
@@ -186,7 +186,7 @@ def test_staleness_carries_over_restarts_and_once_runs_from_cron(tmp_path: Path)
 
     def once(when: datetime, text: str) -> int:
         with Store(path) as store:
-            return StoreSink(store, 60.0, stale_after=4).write(when, [fetch(text)]).stale
+            return StoreSink(store, stale_after=4).write(when, [fetch(text)], None, 60.0).stale
 
     minute = timedelta(minutes=1)
     assert [once(T0 + i * minute, same) for i in range(5)] == [0, 0, 0, 1, 1]
@@ -206,21 +206,24 @@ def test_a_target_down_before_a_restart_starts_its_count_over(tmp_path: Path) ->
 
     def once(i: int, text: str | None) -> int:
         with Store(path) as store:
-            return StoreSink(store, 60.0, stale_after=4).write(T0 + i * minute, [fetch(text)]).stale
+            sink = StoreSink(store, stale_after=4)
+            return sink.write(T0 + i * minute, [fetch(text)], None, 60.0).stale
 
     assert [once(i, same) for i in range(3)] == [0, 0, 0]  # unchanged 0, 1, 2
     assert once(3, None) == 0  # down
     assert [once(4 + i, same) for i in range(4)] == [0, 0, 0, 1]  # counted afresh
     with Store(str(tmp_path / "live.duckdb")) as store:  # the same rounds in one process
-        sink = StoreSink(store, 60.0, stale_after=4)
+        sink = StoreSink(store, stale_after=4)
         texts = [same] * 3 + [None] + [same] * 4
-        live = [sink.write(T0 + i * minute, [fetch(t)]).stale for i, t in enumerate(texts)]
+        live = [
+            sink.write(T0 + i * minute, [fetch(t)], None, 60.0).stale for i, t in enumerate(texts)
+        ]
         assert live == [0, 0, 0, 0, 0, 0, 0, 1]
 
 
 def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:
     with Store(str(tmp_path / "s.duckdb")) as store:
-        report = StoreSink(store, 15.0).write(
+        report = StoreSink(store).write(
             at(0),
             [
                 fetch(default_text("node-a")),
@@ -243,7 +246,7 @@ def test_target_health_per_target_in_one_round(tmp_path: Path) -> None:
 
 def test_a_duplicate_batch_id_writes_nothing_and_changes_no_state(tmp_path: Path) -> None:
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         sink.write(at(0), [fetch(XID_TEXT)], batch_id="round-0")
         with pytest.raises(DuplicateBatchError):
             sink.write(at(0), [fetch(XID_TEXT), fetch(default_text("node-b"))], batch_id="round-0")
@@ -257,13 +260,13 @@ def test_a_store_from_before_the_staleness_columns_takes_rounds(tmp_path: Path) 
     ingest, it gains the columns and the next round stores its health, old rows kept."""
     path = str(tmp_path / "s.duckdb")
     with Store(path) as store:
-        StoreSink(store, 15.0).write(at(0), [fetch(default_text("node-a"))])
+        StoreSink(store).write(at(0), [fetch(default_text("node-a"))])
     con = duckdb.connect(path)
     con.execute("ALTER TABLE targets DROP COLUMN unchanged")
     con.execute("ALTER TABLE targets DROP COLUMN digest")
     con.close()
     with Store(path) as store:
-        StoreSink(store, 15.0).write(at(1), [fetch(default_text("node-a"))])
+        StoreSink(store).write(at(1), [fetch(default_text("node-a"))])
         rows = store.rows("SELECT up, digest IS NOT NULL, unchanged FROM targets ORDER BY ts")
         assert rows == [(True, False, None), (True, True, 0)]
 
@@ -295,7 +298,7 @@ def test_a_late_round_is_stored_without_disturbing_newer_data_or_state(tmp_path:
 
     def store_in(name: str, order: list[datetime]) -> tuple[list[int], dict[str, list[tuple]]]:
         with Store(str(tmp_path / name)) as store:
-            sink = StoreSink(store, 15.0)
+            sink = StoreSink(store)
             events = [sink.write(t, [fetch(rounds[t])]).xid_events for t in order]
             return events, _tables(store)
 
@@ -314,14 +317,14 @@ def test_a_late_round_does_not_reset_a_stale_targets_count(tmp_path: Path) -> No
     same, other = default_text("node-a"), default_text("node-a").replace("} 60\n", "} 61\n", 1)
     assert same != other
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0, stale_after=4)
+        sink = StoreSink(store, stale_after=4)
         assert [sink.write(at(10 + i), [fetch(same)]).stale for i in range(4)] == [0, 0, 0, 1]
         sink.write(at(1), [fetch(other)])  # late
         assert sink.write(at(14), [fetch(same)]).stale == 1
         rows = store.rows("SELECT ts, stale FROM targets ORDER BY ts")
         assert rows[0] == (at(1), False) and rows[-1] == (at(14), True) and len(rows) == 6
     with Store(str(tmp_path / "s.duckdb")) as store:  # a restarted sink agrees
-        assert StoreSink(store, 15.0, stale_after=4).write(at(15), [fetch(same)]).stale == 1
+        assert StoreSink(store, stale_after=4).write(at(15), [fetch(same)]).stale == 1
 
 
 def test_a_rounds_refresh_builds_the_per_gpu_hours_when_five_minutes_close(
@@ -339,7 +342,7 @@ def test_a_rounds_refresh_builds_the_per_gpu_hours_when_five_minutes_close(
         return {int(level): int(n) for level, n in rows}
 
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         samples = "SELECT count(*) FROM gpu_samples"
         sink.write(at(0), fetches)  # 12:00:00: the first round builds every level
         first = store.scalar(samples)
@@ -368,7 +371,7 @@ def test_the_round_that_passes_midnight_keeps_the_whole_day_per_gpu(tmp_path: Pa
     fetches = [fetch(default_text("node-a"))]
     start = datetime(2026, 3, 1, 23, 55, 0)
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         for k in range(22):  # 23:55:00 ... 00:00:15
             sink.write(start + timedelta(seconds=15 * k), fetches)
         day = "SELECT sum(samples) FROM gpu_rollup WHERE bucket_s = 86400 AND ts = ?"

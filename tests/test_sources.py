@@ -22,7 +22,7 @@ from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
 from telemetry.collect.logs.formats import FORMATS, format_for
 from telemetry.collect.logs.import_source import ImportSource
 from telemetry.errors import FactoryFloorError
-from telemetry.ingest.daemon import collect, run_rounds
+from telemetry.ingest.daemon import cadence, collect, run_rounds
 from telemetry.ingest.forward import Forwarder
 from telemetry.ingest.http_api import IngestService
 from telemetry.ingest.seam import (
@@ -31,6 +31,7 @@ from telemetry.ingest.seam import (
     HealthBook,
     Option,
     Records,
+    Round,
     Source,
     SourceContext,
     SourceSpec,
@@ -199,7 +200,8 @@ def test_run_rounds_stamps_each_round_with_the_injected_clock(
     lines: list[str] = []
     stop = threading.Event()
     with Store(str(tmp_path / "s.duckdb")) as store:
-        source = ScrapeSource(TargetSource([f"{exporter}/default_h100/metrics"], [], print), 15, 2)
+        # rounds every 0.3 s (the source's own cadence), stamped 15 s apart by the clock
+        source = ScrapeSource(TargetSource([f"{exporter}/default_h100/metrics"], [], print), 0.3, 2)
 
         def clock() -> datetime:
             t = next(times, None)
@@ -207,7 +209,7 @@ def test_run_rounds_stamps_each_round_with_the_injected_clock(
                 stop.set()
             return t or T0
 
-        n = run_rounds(source, StoreWriter(store), 0.3, stop, lines.append, clock=clock)
+        n = run_rounds(source, StoreWriter(store), stop, lines.append, clock=clock)
         stamps = [t for (t,) in store.rows("SELECT DISTINCT ts FROM gpu_samples ORDER BY ts")]
     assert n == 3 and stamps == [T0, T0 + timedelta(seconds=15), T0 + timedelta(seconds=30)]
     stored = [ln for ln in lines if " stored: 1/1 targets up, 8 GPU samples" in ln]
@@ -223,7 +225,7 @@ def test_a_sink_that_cannot_take_a_source_is_refused_before_the_first_round(
         fwd = Forwarder("http://127.0.0.1:9", spool)
         with pytest.raises(FactoryFloorError, match=r"the import source writes a store, which "
                            r"forwarding to --server cannot carry \(Records"):
-            run_rounds(source, fwd, 15.0, threading.Event(), print, once=True)
+            run_rounds(source, fwd, threading.Event(), print, once=True)
         assert spool.pending() == []
     finally:
         spool.close()
@@ -379,3 +381,22 @@ def test_prometheus_with_server_is_refused_in_one_line(tmp_path: Path) -> None:
         "factoryfloor: error: the prometheus source writes a store, which forwarding to "
         "--server cannot carry (HealthBatch): give --store instead"
     )
+
+
+def test_each_source_owns_its_cadence_and_the_store_follows_the_rounds(
+    tmp_path: Path, exporter: str
+) -> None:
+    """One owner per cadence (#35, 5): the loop runs at what its sources ask for, a group of
+    read-once sources runs one round, and the store's sample interval is that of the rounds
+    it holds (not what the command that opened it was told)."""
+    url = f"{exporter}/default_h100/metrics"
+    fast, slow = (ScrapeSource(TargetSource([url], [], print), s, 2) for s in (30.0, 60.0))
+    once = ImportSource([str(metrics_file(tmp_path / "m.jsonl"))], "train_metrics", None)
+    assert cadence([slow, fast]) == 30.0 and cadence([once]) == 0.0
+    stop = threading.Event()  # never set: a read-once group must end by itself
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        assert run_rounds([once], StoreWriter(store), stop, print) == 1
+        assert run_rounds(slow, StoreWriter(store, rounds=True), stop, print, once=True) == 1
+        assert store.sample_interval_s() == 60.0  # taken from the round, set by no one else
+        StoreWriter(store).write(Round(T0, [], 30.0))  # a round of another cadence
+        assert store.sample_interval_s() == 30.0

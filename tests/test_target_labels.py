@@ -111,7 +111,7 @@ def test_workload_follows_the_exporter_and_the_file_fills_what_it_does_not_say(
 ) -> None:
     target = Target(f"http://{base}/k8s/metrics", {"hpc_job": "slurm-81234", "pod": "static"})
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
 
         def workload() -> dict[int, tuple]:
             return {
@@ -144,7 +144,7 @@ def test_workload_follows_the_exporter_and_the_file_fills_what_it_does_not_say(
         assert workload() == now
         # what the sink remembers is what is stored (so a round that changes nothing writes
         # nothing): a sink started afresh on the store reads the same
-        fresh = StoreSink(store, 15.0).inventory
+        fresh = StoreSink(store).inventory
         assert (fresh.gpus, fresh.nodes) == (sink.inventory.gpus, sink.inventory.nodes)
 
 
@@ -153,5 +153,5 @@ def test_labels_travel_with_a_forwarded_round(tmp_path: Path, base: str) -> None
     ts, interval, got = decode_round(encode_round(T0, fetches, 15.0), now=T0)
     assert isinstance(got[0], Fetch) and got[0].target.labels == {"rack": "r09"}
     with Store(str(tmp_path / "s.duckdb")) as store:
-        StoreSink(store, interval).write(ts, got)
+        StoreSink(store).write(ts, got, None, interval)
         assert _nodes(store) == {"node-a": ("r09", "job")}

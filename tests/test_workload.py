@@ -114,7 +114,7 @@ def exporters(exporter: str) -> str:
 
 def _scraped(tmp: Path, url: str, rounds: int = 4) -> Store:
     store = Store(str(tmp / "s.duckdb"))
-    sink = StoreSink(store, 15.0)
+    sink = StoreSink(store)
     for i in range(rounds):
         report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round([Target(url)], 2.0))
         assert report.up == 1, report
@@ -377,7 +377,7 @@ def test_a_mixed_fleet_is_judged_per_gpu_and_says_how_much_had_the_fields(
     """One node's exporter sends the SM fields, another sends none: each GPU is judged on its
     own fields, and the basis says what share of the GPU-time it covers."""
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         urls = [f"{exporters}/profiling/metrics", f"{exporters}/bare/metrics"]
         for i in range(4):
             report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round(

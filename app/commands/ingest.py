@@ -46,12 +46,12 @@ def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:
     assert s.store is not None  # --store or --server, the parser requires one
     with open_store(s.store) as store:
         try:
-            sink = StoreWriter(store, s.interval_s)
+            sink = StoreWriter(store, rounds=True)
         except ValueError as exc:
             raise FactoryFloorError(str(exc)) from None
         keeper = retention_keeper(store, s.raw_retention, stop)
         try:
-            run_rounds(built, sink, s.interval_s, stop, log, once=s.once)
+            run_rounds(built, sink, stop, log, once=s.once)
         finally:
             stop.set()
             if keeper is not None:
@@ -77,7 +77,7 @@ def _forward(s: Settings, built: list[Source], stop: threading.Event) -> int:
         log(f"{backlog} spooled rounds from an earlier run in {spool.dir}; delivering them first")
     try:
         if s.once:
-            run_rounds(built, fwd, s.interval_s, stop, log, once=True)
+            run_rounds(built, fwd, stop, log, once=True)
             if fwd.drain():
                 if fwd.rejected:
                     log(f"the server refused the round; it is kept in {spool.rejected_dir}")
@@ -90,7 +90,7 @@ def _forward(s: Settings, built: list[Source], stop: threading.Event) -> int:
             )
             return EXIT_NOT_TAKEN
         fwd.start()
-        run_rounds(built, fwd, s.interval_s, stop, log)
+        run_rounds(built, fwd, stop, log)
         return 0
     finally:
         fwd.stop()

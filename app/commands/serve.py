@@ -231,7 +231,7 @@ def _replay_thread(
 def _collect_thread(source: Source, sink: BatchSink, stop: threading.Event) -> threading.Thread:
     def run() -> None:
         try:
-            run_rounds(source, sink, source.interval_s, stop, log)
+            run_rounds(source, sink, stop, log)
         except Exception as exc:  # the server keeps serving what is stored
             log(f"factoryfloor: {source.name} loop stopped: {exc}")
 

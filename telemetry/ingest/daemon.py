@@ -100,21 +100,31 @@ def _reason(h: Health) -> str:
     return error.replace(f" ({netloc})", "") if netloc else error
 
 
+def cadence(sources: Sequence[Source]) -> float:
+    """Seconds between the rounds of a group of sources: the shortest any of them asks for
+    (``Source.interval_s``, the one owner of a source's cadence); 0 when every one of them is
+    read once or pushed."""
+    due = [s.interval_s for s in sources if s.interval_s > 0]
+    return min(due) if due else 0.0
+
+
 def run_rounds(
     sources: Source | Sequence[Source],
     sink: BatchSink,
-    interval_s: float,
     stop: threading.Event,
     log: Log,
     once: bool = False,
     clock: Clock = utcnow,
 ) -> int:
-    """Collect from ``sources`` (each in turn, every round) on a fixed schedule until ``stop``
-    is set (or one round with ``once``). Returns the number of rounds run. Before the first
-    round, ``FactoryFloorError`` if ``sink`` does not take what a source yields."""
+    """Collect from ``sources`` (each in turn, every round) on a fixed schedule, every
+    ``cadence(sources)`` seconds, until ``stop`` is set (or one round with ``once``, or for
+    sources that are read once). Returns the number of rounds run. Before the first round,
+    ``FactoryFloorError`` if ``sink`` does not take what a source yields."""
     group = [sources] if not isinstance(sources, Sequence) else list(sources)
     for source in group:
         check_fits(source, sink)
+    interval_s = cadence(group)
+    once = once or interval_s <= 0
     rounds = 0
     next_at = time.monotonic()
     while not stop.is_set():

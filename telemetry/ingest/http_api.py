@@ -109,11 +109,11 @@ class IngestService:
             self.counters["rejected_records"] += len(rep.rejected)
         return written
 
-    def ready_for_rounds(self, interval_s: float) -> None:
+    def ready_for_rounds(self) -> None:
         """ValueError now if the store cannot take scrape rounds (it holds a replay), before a
         caller acknowledges data it could never store."""
         with self._lock:
-            self.writer.round_sink(interval_s)
+            self.writer.round_sink()
 
     def finish(self) -> None:
         """At shutdown, after the collection loops stopped: ``StoreWriter.finish``."""

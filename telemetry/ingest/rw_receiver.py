@@ -65,9 +65,9 @@ class Receiver:
         write: Callable[[Any], Written],
         policy: Policy | None = None,
         clock: Callable[[], datetime] | None = None,
-        ready: Callable[[float], None] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> None:
-        """``ready(interval_s)`` raises ValueError when the store cannot take rounds, so such
+        """``ready()`` raises ValueError when the store cannot take rounds, so such
         a request is refused (409) before it is staged and acknowledged."""
         from telemetry.ingest.daemon import utcnow
 
@@ -112,7 +112,7 @@ class Receiver:
             self.decoding.release()
         table = staged.table
         if self.ready is not None:
-            self.ready(self.window_ms / 1000.0)
+            self.ready()
         with self._lock:
             if staged.refused and not table.num_rows:  # nothing to stage: a 4xx, not stored
                 self.counters["refused"] += staged.refused

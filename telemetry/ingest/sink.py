@@ -83,7 +83,6 @@ class StoreSink:
     def __init__(
         self,
         store: Store,
-        interval_s: float,
         stale_after: int = STALE_AFTER,
         into_replay: bool = False,
     ) -> None:
@@ -94,16 +93,15 @@ class StoreSink:
         self.store = store
         self.stale_after = stale_after
         meta = store.meta()
-        if meta.get("source") == "replay" and into_replay:
-            pass  # keep the replay's source, simulated flag and sample interval
-        elif meta.get("source") not in (None, "ingest"):
+        # a replay's source, simulated flag and sample interval are kept (``into_replay``)
+        self._owns_meta = not (meta.get("source") == "replay" and into_replay)
+        if self._owns_meta and meta.get("source") not in (None, "ingest"):
             raise ValueError(
                 f"store {store.path} holds {meta.get('source')} data; ingest into its own store"
             )
-        else:
-            store.set_meta(
-                {"source": "ingest", "simulated": "false", "sample_interval_s": str(interval_s)}
-            )
+        if self._owns_meta and meta.get("source") is None:
+            store.set_meta({"source": "ingest", "simulated": "false"})
+        self._interval = meta.get("sample_interval_s")  # as stored: the rounds' cadence
         self.gpu_ids: dict[GpuIdKey, int] = {}
         self.node_ids: dict[str, int] = {}
         self._load_ids()
@@ -113,6 +111,14 @@ class StoreSink:
         # target -> (values digest, unchanged rounds), loaded with the first round's time
         self._seen: dict[str, tuple[int, int]] = {}
         self._newest: datetime | None = None  # the newest round this sink wrote
+
+    def _follow_cadence(self, interval_s: float | None) -> None:
+        if not self._owns_meta or not interval_s or interval_s <= 0:
+            return
+        if self._interval is not None and float(self._interval) == float(interval_s):
+            return
+        self.store.set_meta({"sample_interval_s": str(float(interval_s))})
+        self._interval = str(float(interval_s))
 
     # -- state from the store --------------------------------------------------------------
     def _load_ids(self) -> None:
@@ -181,12 +187,21 @@ class StoreSink:
         return {t: (int(d), int(u or 0)) for t, ok, d, u in rows if ok and d is not None}
 
     # -- a round ---------------------------------------------------------------------------
-    def write(self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None) -> RoundReport:
+    def write(
+        self,
+        ts: datetime,
+        fetches: list[Fetch],
+        batch_id: str | None = None,
+        interval_s: float | None = None,
+    ) -> RoundReport:
         """Parse every successful fetch and append the round in one transaction.
 
+        ``interval_s`` is the round's own cadence (``Round.interval_s``, from its source): the
+        store's sample interval (its rollup levels, its "now") follows the rounds it holds.
         With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
         the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
         stored and the sink's state is as before it, so the next round can be written."""
+        self._follow_cadence(interval_s)
         if not self._xid_counts_loaded:
             self._xid.counts = self._load_xid_counts(ts)
             self._seen = self._load_seen(ts)

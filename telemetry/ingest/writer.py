@@ -40,18 +40,16 @@ def round_line(rep: RoundReport) -> str:
 class StoreWriter:
     accepts = (Round, Records, Tables, HealthBatch, Derive)
 
-    def __init__(
-        self, store: Store, interval_s: float | None = None, into_replay: bool = False
-    ) -> None:
-        """With ``interval_s`` the round sink is made now, so a store that cannot take scrape
+    def __init__(self, store: Store, rounds: bool = False, into_replay: bool = False) -> None:
+        """With ``rounds`` the round sink is made now, so a store that cannot take scrape
         rounds (it holds a replay, unless ``into_replay``) raises ValueError at once instead of
         at the first round."""
         self.store = store
         self.into_replay = into_replay
         self.rounds: StoreSink | None = None
         self._lagging = False  # rounds stored since the last ``finish``
-        if interval_s is not None:
-            self.rounds = StoreSink(store, interval_s, into_replay=into_replay)
+        if rounds:
+            self.round_sink()
 
     def write(self, batch: Batch) -> Written:
         if isinstance(batch, Round):
@@ -112,17 +110,17 @@ class StoreWriter:
             self.store.refresh_rollups()
             self._lagging = False
 
-    def round_sink(self, interval_s: float) -> StoreSink:
+    def round_sink(self) -> StoreSink:
         """The sink rounds go to, made on first use; ValueError for a store that cannot take
         scrape rounds (it holds a replay, unless ``into_replay``)."""
         if self.rounds is None:
-            self.rounds = StoreSink(self.store, interval_s, into_replay=self.into_replay)
+            self.rounds = StoreSink(self.store, into_replay=self.into_replay)
         return self.rounds
 
     def _round(self, batch: Round) -> Written:
         try:
-            sink = self.round_sink(batch.interval_s)  # ValueError: a replay store
-            rep = sink.write(batch.ts, batch.fetches, batch_id=batch.batch_id)
+            sink = self.round_sink()  # ValueError: a replay store
+            rep = sink.write(batch.ts, batch.fetches, batch.batch_id, batch.interval_s)
         except DuplicateBatchError:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)

@@ -32,7 +32,7 @@ def ingest_server(exporter: str, tmp_path_factory: pytest.TempPathFactory) -> It
     targets = [Target(f"{exporter}/{name}/metrics") for name in ("steady", "moving", "error")]
     tmp = tmp_path_factory.mktemp("targets")
     with Store(str(tmp / "ingest.duckdb")) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         for k in range(4):
             sink.write(T0 + timedelta(seconds=15 * k), scrape_round(targets, timeout_s=2.0))
     server = start_server(["serve", "--store", str(tmp / "ingest.duckdb")], tmp / "serve.log")

@@ -33,7 +33,7 @@ def hostile_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
     hostile = hostile.replace("&quot;", '\\"')  # a label value may hold an escaped quote
     now = datetime.utcnow().replace(microsecond=0)
     with Store(str(path)) as store:
-        sink = StoreSink(store, 15.0)
+        sink = StoreSink(store)
         for i in range(4):
             sink.write(
                 now - timedelta(minutes=4 - i),
