@@ -30,11 +30,14 @@ from app.data.services import Services, bind
 from app.data.view import (
     MAX_ID,
     PRESETS,
+    ago,
     clean_view,
+    data_age,
     default_run,
     extent,
     fragment,
     parse_time,
+    run_label,
     run_options,
     run_simulation,
 )
@@ -157,7 +160,14 @@ def _layout() -> html.Div:
             dbc.Container(
                 [
                     html.Div(id="sim-banner-box"),
-                    html.Div(id="last-updated", className="text-body-secondary small mb-2"),
+                    html.Div(
+                        [
+                            html.Span(id="last-updated"),
+                            html.Span(" · ", className="mx-1"),
+                            html.Span(id="data-age"),
+                        ],
+                        className="text-body-secondary small mb-2",
+                    ),
                     dash.page_container,
                 ],
                 fluid=True,
@@ -344,6 +354,25 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             f"Data {ext.start:%Y-%m-%d %H:%M} – {ext.end:%Y-%m-%d %H:%M:%S} UTC · "
             f"last updated {ext.end:%H:%M:%S} UTC"
         )
+
+    @app.callback(
+        Output("data-age", "children"),
+        Output("data-age", "className"),
+        Input("view", "data"),
+        Input("refresh", "n_intervals"),
+        Input("live-switch", "value"),
+    )
+    def _age(view: Any, _n: int | None, live: Any) -> tuple[str, str]:
+        """How old the shown run's newest data is; with Live on and nothing new, says so."""
+        run = clean_view(view).get("run")
+        age = data_age(run)
+        if age is None:
+            return "", ""
+        whose = f"{run_label(run)}: " if run else ""
+        text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
+        if live is True and age["stale"]:
+            return text + " · Live, but nothing new has arrived since", "text-warning"
+        return text, ""
 
     @app.callback(Output("refresh", "disabled"), Input("live-switch", "value"))
     def _live(on: bool) -> bool:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 
 from app.data.services import store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
+from app.data.view import time_range
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
@@ -39,9 +40,15 @@ def interruption_marks(run_id: str | None, tr: TimeRange | None = None) -> pd.Da
     return queries.interruptions(store(), run_id, tr, queries.MARK_COLUMNS)
 
 
-def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
-    """How many of the ``interruptions`` frame ``ints`` came in the ``hours`` before ``end``."""
-    return overq.recent_interruptions(ints, end, hours)
+def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
+    """How many of the run's interruptions came in the ``hours`` before the end of its data,
+    whatever range is shown (the card counts what the alert beside it counts)."""
+    base = time_range("all", run_id)
+    if base is None:
+        return 0
+    window = TimeRange(base.end - timedelta(hours=hours), base.end)
+    ints = queries.interruptions(store(), run_id, window, queries.MARK_COLUMNS)
+    return overq.recent_interruptions(ints, base.end, hours)
 
 
 def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:

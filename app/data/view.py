@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -206,6 +206,13 @@ def time_range(preset: str | None, run: str | None = None) -> TimeRange | None:
 
 
 def _run_base(ext: TimeRange, run: str | None) -> TimeRange:
+    own = _run_extent(ext, run)
+    start, end = own.start, own.end
+    pad = max(timedelta(0), timedelta(minutes=1) - (end - start)) / 2
+    return TimeRange(start - pad, end + pad)  # a job of seconds still gets a minute
+
+
+def _run_extent(ext: TimeRange, run: str | None) -> TimeRange:
     own = queries.run_span(store(), run) if isinstance(run, str) and run else None
     if own is None:
         return ext
@@ -213,5 +220,32 @@ def _run_base(ext: TimeRange, run: str | None) -> TimeRange:
     start = own.start
     if own.start <= ext.end and end >= ext.start:  # the run has data here: its part of it
         start, end = max(own.start, ext.start), min(end, ext.end)
-    pad = max(timedelta(0), timedelta(minutes=1) - (end - start)) / 2
-    return TimeRange(start - pad, end + pad)  # a job of seconds still gets a minute
+    return TimeRange(start, end)
+
+
+STALE_LIVE_S = 300.0  # Live on and nothing newer than this: the header says so
+
+
+def data_age(run: Any, now: datetime | None = None) -> dict[str, Any] | None:
+    """How old the newest data of ``run`` is (the store's, without a run): ``start`` and
+    ``end`` of its data, ``age_s`` from ``end`` to ``now`` (the wall clock: what the header
+    states is how old the data is, the one place the machine's clock is the right one), and
+    ``stale`` when that is more than ``STALE_LIVE_S``. None for an empty store."""
+    ext = extent()
+    if ext is None:
+        return None
+    own = _run_extent(ext, run if isinstance(run, str) and run else None)
+    age = ((now or datetime.now(UTC).replace(tzinfo=None)) - own.end).total_seconds()
+    return {"start": own.start, "end": own.end, "age_s": age, "stale": age > STALE_LIVE_S}
+
+
+def ago(seconds: float) -> str:
+    """``42 s``, ``12 min``, ``5.2 h``, ``272 days``: how long ago, as a person says it."""
+    s = max(seconds, 0.0)
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:,.0f} days"

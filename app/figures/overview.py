@@ -64,25 +64,7 @@ def fleet_timeline(
             hovertemplate="%{y:.1f} °C<extra>hottest GPU</extra>",
         )
     )
-    ints = (
-        interruptions
-        if not interruptions.empty
-        else pd.DataFrame(columns=["ts", "category", "component", "host"])
-    )
-    at, custom = ints["ts"].to_numpy(), ints[["component", "host"]].astype(str).to_numpy()
-    # per category by row position (a sub-frame per category costs pandas' overhead each)
-    for cat, rows in ints.groupby("category").indices.items():
-        fig.add_trace(
-            plot.Scatter(
-                x=at[rows],
-                y=[102] * len(rows),
-                mode="markers",
-                name=f"{cat} interruption",
-                marker={"symbol": "x", "size": 9, "color": CATEGORY_COLOURS.get(cat, "#ccc")},
-                customdata=custom[rows],
-                hovertemplate="%{customdata[0]} on %{customdata[1]}<extra>" + cat + "</extra>",
-            )
-        )
+    _mark_interruptions(fig, interruptions, 102)
     fig.update_layout(
         yaxis={"title": "Utilization (%)", "range": [0, 105], "automargin": False},
         yaxis2={
@@ -100,9 +82,43 @@ def fleet_timeline(
     return legend_below(fig, rows=2)
 
 
-def loss_curve(df: pd.DataFrame, template: str = TEMPLATE, x_range: list | None = None) -> Figure:
-    """The Overview's loss over time, a restart breaking the line; over ``x_range`` when
-    given, between ``ALIGNED`` margins."""
+def _mark_interruptions(
+    fig: Figure, interruptions: pd.DataFrame | None, y: float, yaxis: str | None = None
+) -> None:
+    """An x per interruption at height ``y`` (on ``yaxis``), one trace per category, the
+    component and host in its hover."""
+    ints = (
+        interruptions
+        if interruptions is not None and not interruptions.empty
+        else pd.DataFrame(columns=["ts", "category", "component", "host"])
+    )
+    at, custom = ints["ts"].to_numpy(), ints[["component", "host"]].astype(str).to_numpy()
+    axis = {"yaxis": yaxis} if yaxis else {}
+    # per category by row position (a sub-frame per category costs pandas' overhead each)
+    for cat, rows in ints.groupby("category").indices.items():
+        fig.add_trace(
+            plot.Scatter(
+                x=at[rows],
+                y=[y] * len(rows),
+                mode="markers",
+                name=f"{cat} interruption",
+                marker={"symbol": "x", "size": 9, "color": CATEGORY_COLOURS.get(cat, "#ccc")},
+                customdata=custom[rows],
+                hovertemplate="%{customdata[0]} on %{customdata[1]}<extra>" + cat + "</extra>",
+                **axis,
+            )
+        )
+
+
+def loss_curve(
+    df: pd.DataFrame,
+    template: str = TEMPLATE,
+    x_range: list | None = None,
+    interruptions: pd.DataFrame | None = None,
+) -> Figure:
+    """The Overview's loss over time, a restart breaking the line, each interruption marked
+    above it (the fleet chart beside it is empty for a run known from its logs alone); over
+    ``x_range`` when given, between ``ALIGNED`` margins."""
     title = "Training loss"
     if df.empty:
         return empty(title, "No training metrics in this range", template=template)
@@ -121,11 +137,19 @@ def loss_curve(df: pd.DataFrame, template: str = TEMPLATE, x_range: list | None 
             hovertemplate="step %{customdata[0]:,}<br>loss %{y:.4f}<extra></extra>",
         )
     )
+    marked = interruptions is not None and not interruptions.empty
+    if marked:  # on a hidden 0-1 axis over the log one: the top whatever the loss
+        _mark_interruptions(fig, interruptions, 0.97, "y2")
     fig.update_layout(
         yaxis={"title": "Loss (nats/token)", "type": "log", "automargin": False},
         xaxis=time_axis(x_range),
         **ALIGNED,
     )
+    if marked:
+        fig.update_layout(
+            yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
+            showlegend=False,
+        )
     return fig
 
 

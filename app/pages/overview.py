@@ -193,7 +193,7 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned · {last24} in last 24 h · MTBF "
+            f"unexpected + planned · {last24} in the last 24 h of data · MTBF "
             + _or_dash(s["mtbf_hours"], "{:.1f} h"),
             "ov-ints",
         ),
@@ -325,7 +325,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     run = run_id is not None
-    ints, series, latest, summary, train, ages, health, alerts, hot = together(
+    ints, series, latest, summary, train, ages, health, alerts, hot, last24 = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: data.fleet_series(tr),
         data.fleet_latest,
@@ -335,6 +335,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         lambda: data.target_health(at),
         lambda: data.active_alerts(run_id, tr, at),
         lambda: data.hottest_gpus(8),
+        lambda: data.recent_interruptions(run_id) if run else 0,
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
@@ -343,8 +344,8 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""
     else:
-        cards += _run_cards(summary, data.recent_interruptions(ints, tr.end))
-        loss = ofig.loss_curve(train, tpl, span).update_layout(uirevision=rev)
+        cards += _run_cards(summary, last24)
+        loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=rev)
         ckpt = _checkpoint_card(ages)
     return (
         cards,

@@ -36,8 +36,10 @@ def runs(store: Store) -> pd.DataFrame:
 def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored: GPU samples, training metrics, or a scrape
     round (rounds keep being stored when every exporter is down, so the range, and with it
-    "last hour", moves on through an outage instead of stopping at the last sample). Other
-    sources' health rows are not data: an import of last month's logs keeps last month's range.
+    "last hour", moves on through an outage instead of stopping at the last sample), a
+    checkpoint or a log's signal (a run's final saves finish after its last progress line).
+    Other sources' health rows are not data: an import of last month's logs keeps last month's
+    range.
     Where raw retention expired old samples, the GPU history starts at the finest rollup.
     The GPU samples' times are read from their per-node sums (``node_tick``, written in the
     same transaction, one row per node and tick, expired with them): an eighth of the rows to
@@ -49,6 +51,8 @@ def data_extent(store: Store) -> TimeRange | None:
              SELECT min(ts) AS lo, max(ts) AS hi FROM node_tick
              UNION ALL {rolled or "SELECT NULL, NULL"}
              UNION ALL SELECT min(ts), max(ts) FROM train_metrics
+             UNION ALL SELECT min(start_ts), max(coalesce(end_ts, start_ts)) FROM checkpoints
+             UNION ALL SELECT min(ts), max(ts) FROM signals
              UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})""",
         [store.rollup_levels()[0]] if expired else [],
     )
@@ -86,16 +90,20 @@ def live_runs(store: Store, tr: TimeRange) -> list[str]:
 
 
 def run_span(store: Store, run_id: str) -> TimeRange | None:
-    """From a run's start to its end, widened to its own training metrics; the end is None
-    while the run has none recorded (a live run). None when nothing dates the run."""
+    """From a run's start to its end, widened to its own training metrics and checkpoints (its
+    final saves finish after its last progress line); the end is None while the run has none
+    recorded (a live run). None when nothing dates the run."""
     (row,) = store.rows(
         """SELECT least(min(r.start_ts), (SELECT min(ts) FROM train_metrics WHERE run_id = ?)),
                   greatest(max(r.end_ts), (SELECT max(ts) FROM train_metrics WHERE run_id = ?)),
-                  bool_or(r.end_ts IS NULL)
+                  bool_or(r.end_ts IS NULL),
+                  (SELECT max(coalesce(end_ts, start_ts)) FROM checkpoints WHERE run_id = ?)
            FROM runs r WHERE r.run_id = ?""",
-        [run_id, run_id, run_id],
+        [run_id, run_id, run_id, run_id],
     )
-    start, end, live = row
+    start, end, live, saved = row
+    if end is not None and saved is not None:
+        end = max(end, saved)
     if start is None:
         return None
     return TimeRange(start, None if live or end is None else end)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from telemetry.derive.derive import open_stall
 from telemetry.queries import TimeRange, pick_level
-from telemetry.queries.targets import SCRAPED, target_alerts
+from telemetry.queries.targets import SCRAPED, report_time, target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
 from telemetry.utilization import REAL_SQL
@@ -236,7 +236,8 @@ def active_alerts(
     rows += _xid_alerts(store, now)
     rows += target_alerts(store, targets_at or now)
     if run_id is not None:  # an ingest store may hold GPU telemetry without a training run
-        rows += _run_alerts(store, run_id, tr, bool(training), targets_at or now)
+        watched = report_time(store, now, (targets_at or now) > now, imports=False)
+        rows += _run_alerts(store, run_id, tr, bool(training), watched)
     return _ordered(rows)
 
 
@@ -254,10 +255,14 @@ def _run_alerts(
     now = tr.end
     rows = []
     stall = open_stall(store, run_id, max(now, live_at))
-    stopped = stall and store.rows(
+    last = store.scalar(
+        "SELECT max(ts) FROM train_metrics WHERE run_id = ? AND ts <= ?",
+        [run_id, max(now, live_at)],
+    )
+    stopped = last is not None and store.rows(  # the data ends with a stop at the last step
         "SELECT planned, description FROM interruptions WHERE run_id = ? AND ts = ? "
         "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
-        [run_id, stall["since"]],
+        [run_id, last],
     )
     if stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
         planned, desc = stopped[0]

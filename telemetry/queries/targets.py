@@ -81,14 +81,19 @@ def status_counts(health: pd.DataFrame) -> dict[str, int]:
     return {s: int(counts.get(s, 0)) for s in STATUS_ORDER}
 
 
-def report_time(store: Store, end: datetime, live: bool, window_s: float = WINDOW_S) -> datetime:
+def report_time(
+    store: Store, end: datetime, live: bool, window_s: float = WINDOW_S, imports: bool = True
+) -> datetime:
     """When to report target health for a view ending at ``end``: ``end`` itself, or in a live
     view the newest round if it is later (targets keep being scraped, and found down, after the
-    last GPU sample arrived)."""
+    last GPU sample arrived). Without ``imports``: the newest round of a source that watches
+    the cluster (an import's rows say when it was read, not how the job is now: a log of
+    March imported in November is not a job silent since March)."""
     if not live:
         return end
     newest = store.scalar(
-        "SELECT max(ts) FROM targets WHERE ts > ?", [end - timedelta(seconds=window_s)]
+        "SELECT max(ts) FROM targets WHERE ts > ? AND (? OR NOT starts_with(target, 'import:'))",
+        [end - timedelta(seconds=window_s), imports],
     )
     return max(end, newest) if newest is not None else end
 

@@ -23,7 +23,8 @@ Each round (``poll``):
 
 Batch ids of a log block are its file's identity (content digest for an import; device, inode
 and byte offset for a followed file) and offset, so importing the same files again writes
-nothing. Each file and tier root has a health row (``cluster:PATH``, ``cluster:TIER=PATH``).
+nothing. Each file and tier root has a health row (``cluster:PATH``, ``cluster:TIER=PATH``;
+``import:`` for an import).
 """
 
 from __future__ import annotations
@@ -292,6 +293,9 @@ class ClusterSource:
         from telemetry.collect.checkpoints import ckptdirs
 
         self.run, self.tz, self.follow = run, tz, follow
+        # health rows: a followed file reports every poll ("cluster:"); an import once, at
+        # the time it was read, which says nothing of the job's time ("import:", as records)
+        self.kind = "cluster" if follow else "import"
         self.ranks_per_node = ranks_per_node
         self.interval_s = interval_s if follow else 0.0
         self.globs = list(globs)
@@ -358,7 +362,8 @@ class ClusterSource:
                 try:
                     log.open(self._positions.get(path))
                 except OSError as exc:
-                    self.book.record(now, f"cluster:{path}", False, exc.strerror or str(exc), 0, 0)
+                    why = exc.strerror or str(exc)
+                    self.book.record(now, f"{self.kind}:{path}", False, why, 0, 0)
                     continue
                 self.logs[path] = log
 
@@ -383,7 +388,8 @@ class ClusterSource:
                     tables = _tables(batch, self.run)
                     if recs["step"]:
                         produced = True
-                        yield Records("train_metrics", recs, f"cluster:{path}", "logs", bid + ":m")
+                        target = f"{self.kind}:{path}"
+                        yield Records("train_metrics", recs, target, "logs", bid + ":m")
                     if tables:
                         produced = True
                         rows = sum(len(t) for t in tables.values())
@@ -394,9 +400,9 @@ class ClusterSource:
                     if not recs and not tables and offset >= 0:
                         log.commit(offset, lineno)
             except OSError as exc:
-                self.book.record(now, f"cluster:{path}", False, exc.strerror or str(exc), 0, 0)
+                self.book.record(now, f"{self.kind}:{path}", False, exc.strerror or str(exc), 0, 0)
                 continue
-            self.book.record(now, f"cluster:{path}", True, None, log.account.metrics, 0)
+            self.book.record(now, f"{self.kind}:{path}", True, None, log.account.metrics, 0)
         yield from self._checkpoint_batches(now)
         if self._checkpoint_rows:
             produced = True
@@ -433,7 +439,7 @@ class ClusterSource:
 
         self._checkpoint_rows = 0
         for (tier, root), watcher in self.watchers.items():
-            target = f"cluster:{tier}={root}"
+            target = f"{self.kind}:{tier}={root}"
             if self.follow:
                 rows, problems = watcher.poll(now), watcher.new_problems
             else:  # one scan: an incomplete checkpoint past its grace is failed at once
@@ -466,7 +472,8 @@ class ClusterSource:
         path, offset, lineno = self._pending[stem]
         log = self.logs[path]
         if not written.ok:
-            self.book.record(now, f"cluster:{path}", False, written.error, log.account.metrics, 0)
+            target = f"{self.kind}:{path}"
+            self.book.record(now, target, False, written.error, log.account.metrics, 0)
             return
         if isinstance(batch, Records):
             log.account.metrics += written.rows

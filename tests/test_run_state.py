@@ -1,0 +1,97 @@
+"""A real run's pages tell the truth about time (#37, 2 and 4): a run imported months after its
+night is not "stalled for 272 days", "the last 24 h" is counted from the data's end whatever
+range is shown, the run's final checkpoints (saved after its last progress line) are inside
+its range, and the header says how old the data is."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.data import overview, services, view
+from app.figures.overview import loss_curve
+from telemetry.queries import TimeRange, data_extent, run_span
+from telemetry.queries.overview import active_alerts
+from telemetry.queries.targets import report_time
+from telemetry.store import Store
+from tests.cluster_fixture import RUN, build
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster fixture's night (2026-03-01), imported now (months later)."""
+    store = tmp_path_factory.mktemp("state") / "s.duckdb"
+    r = cli(*build(tmp_path_factory.mktemp("night")).import_args(store))
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+@pytest.fixture
+def bound(night: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(services, "_services", None)
+    with Store(str(night), read_only=True) as s:
+        services.bind(s)
+        yield s
+
+
+def test_an_imported_run_is_not_stalled_since_its_data_ended(bound: Store) -> None:
+    """The import's own health rows are stamped when it ran (today); they used to set the
+    stall's clock, so the Overview raised a critical "Run stalled ... 391665.3 min"."""
+    tr = view.time_range("all", RUN)
+    assert tr is not None and tr.end < datetime(2026, 3, 2)
+    at = report_time(bound, tr.end, live=True)  # the Overview's live view
+    assert at > datetime(2026, 11, 1)  # the import's rows: the sources card still shows them
+    alerts = active_alerts(bound, RUN, tr, targets_at=at)
+    assert "Run stalled" not in set(alerts["alert"]), alerts.to_dict("records")
+    assert report_time(bound, tr.end, live=True, imports=False) == tr.end
+
+
+def test_the_runs_final_checkpoints_are_inside_its_range(bound: Store) -> None:
+    """The failed PFS save of step 6000 ends at 12:06:15, after the last progress line
+    (12:05:45): the range used to stop at the progress line and cut it off."""
+    last_step = bound.scalar("SELECT max(ts) FROM train_metrics WHERE run_id = ?", [RUN])
+    last_save = bound.scalar("SELECT max(end_ts) FROM checkpoints WHERE run_id = ?", [RUN])
+    assert last_save > last_step
+    ext, span = data_extent(bound), run_span(bound, RUN)
+    assert ext is not None and ext.end == last_save
+    assert span is not None and span.end in (None, last_save)  # None: no end recorded
+    tr = view.time_range("all", RUN)
+    assert tr is not None and tr.end >= last_save
+    steps = bound.scalar(
+        "SELECT count(*) FROM checkpoints WHERE run_id = ? AND end_ts BETWEEN ? AND ?",
+        [RUN, tr.start, tr.end],
+    )
+    assert steps == bound.scalar("SELECT count(*) FROM checkpoints WHERE run_id = ?", [RUN])
+
+
+def test_the_last_24_h_count_does_not_move_with_the_range(bound: Store) -> None:
+    tr = view.time_range("all", RUN)
+    assert tr is not None
+    assert overview.recent_interruptions(RUN) == 2
+    zoomed = TimeRange(tr.start, tr.start + timedelta(minutes=30))  # before both failures
+    assert overview.interruption_marks(RUN, zoomed).empty
+    assert overview.recent_interruptions(RUN) == 2  # the card counts what the alert counts
+
+
+def test_the_header_says_how_old_the_data_is(bound: Store) -> None:
+    age = view.data_age(RUN, now=datetime(2026, 11, 28, 12, 0))
+    assert age is not None and age["end"] == datetime(2026, 3, 1, 12, 6, 15)
+    assert view.ago(age["age_s"]) == "272 days" and age["stale"]
+    fresh = view.data_age(RUN, now=age["end"] + timedelta(seconds=30))
+    assert fresh is not None and not fresh["stale"] and view.ago(fresh["age_s"]) == "30 s"
+    assert [view.ago(s) for s in (90, 600, 3 * 3600)] == ["90 s", "10 min", "3.0 h"]
+
+
+def test_the_overview_loss_chart_marks_the_interruptions(bound: Store) -> None:
+    """Without GPU telemetry the fleet chart is empty: the loss chart carries the markers."""
+    tr = view.time_range("all", RUN)
+    assert tr is not None
+    ints = overview.interruption_marks(RUN, tr)
+    fig = loss_curve(overview.loss_series(RUN, tr), interruptions=ints).to_dict()
+    marks = [t for t in fig["data"] if t.get("mode") == "markers"]
+    assert sorted(t["name"] for t in marks) == ["GPU interruption", "Network interruption"]
+    assert all(t["yaxis"] == "y2" for t in marks) and fig["layout"]["yaxis2"]["visible"] is False
+    assert loss_curve(overview.loss_series(RUN, tr)).to_dict()["data"][-1]["mode"] == "lines"
