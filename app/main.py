@@ -176,8 +176,8 @@ def _layout() -> html.Div:
     )
 
 
-def _view_from_url(fragment: str | None, runs: list[str]) -> dict[str, Any]:
-    text = fragment if isinstance(fragment, str) else ""  # a crafted POST may send anything
+def _view_from_url(url_hash: str | None, runs: list[str]) -> dict[str, Any]:
+    text = url_hash if isinstance(url_hash, str) else ""  # a crafted POST may send anything
     q = {k: v[0] for k, v in parse_qs(text.lstrip("#?")).items() if v}
     run = q.get("run") if q.get("run") in runs else default_run(runs)
     node = q.get("node") if 0 < len(q.get("node") or "") <= MAX_ID else None
@@ -228,7 +228,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         State("view", "data"),
         State("run-select", "options"),
     )
-    def _sync(fragment, run, preset, view, options):  # type: ignore[no-untyped-def]
+    def _sync(url_hash, run, preset, view, options):  # type: ignore[no-untyped-def]
         # Neither the live tick nor chart relayouts are inputs here: Dash drops the reply of a
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
@@ -239,7 +239,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         trig = ctx.triggered_id
         view = clean_view(view) if view is not None else None  # as a crafted POST may send
         if trig == "url" or view is None:
-            new = _view_from_url(fragment, runs)
+            new = _view_from_url(url_hash, runs)
             if _same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
                 if opts_out is no_update:
                     raise dash.exceptions.PreventUpdate

@@ -103,12 +103,12 @@ def layout(**_query: str) -> html.Div:
 
 
 def _cards(
-    tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None, prices: Any
+    tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None, book: Any
 ) -> list[dbc.Col]:
     known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
     lost_gh = float(rs["lost_gpu_hours"].sum()) if known and not rs.empty else 0.0
     lost = f"{lost_gh:,.1f}"
-    per = prices.per_gpu_hour()
+    per = book.per_gpu_hour()
     gpus = (m or {}).get("gpus")
     stalled_gh = float(tiers["blocking_s"].sum()) / 3600 * gpus if gpus else None
     blocking = int(tiers["blocking_n"].sum()) or not int(tiers["n"].sum())
@@ -117,7 +117,7 @@ def _cards(
             "Blocking overhead",
             f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
             f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
-            + (f" · ≈ {money(stalled_gh * prices.gpu_hour)} {per}" if stalled_gh else "")
+            + (f" · ≈ {money(stalled_gh * book.gpu_hour)} {per}" if stalled_gh else "")
             if blocking
             else "not reported: checkpoint files show write times, not stalls",
             "ck-blocking",
@@ -126,7 +126,7 @@ def _cards(
         card(
             "Restores",
             f"{len(rs):,}",
-            f"{lost} GPU-hours lost · ≈ {money(lost_gh * prices.gpu_hour)} {per}"
+            f"{lost} GPU-hours lost · ≈ {money(lost_gh * book.gpu_hour)} {per}"
             if known
             else "GPU-hours lost unknown (GPU count unknown)",
             "ck-restore-count",

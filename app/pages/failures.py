@@ -112,7 +112,7 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
+def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
     mtbf = r["mtbf_hours"]
     n_xids, n_codes = int(xid["count"].sum()), len(xid)
     n_fatal = int((xid["fatal"] == "yes").sum())
@@ -143,7 +143,7 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, prices: Any) -> list[dbc.Col]:
             + (
                 "cost –"
                 if r["lost_gpu_hours"] is None
-                else f"≈ {money(r['lost_gpu_hours'] * prices.gpu_hour)} " + prices.per_gpu_hour()
+                else f"≈ {money(r['lost_gpu_hours'] * book.gpu_hour)} " + book.per_gpu_hour()
             ),
             "fail-lostgh",
         ),
