@@ -4,7 +4,7 @@ directories of two tiers (Megatron layout, real files with the modification time
 saves, one checkpoint left half-written). Used by the import tests, the UI test and the README
 screenshot; nothing here is hand-labelled: the interruptions must be derived from it.
 
-Story (T0 = 2026-03-01 08:00 UTC, one step every 2 s, a progress line every 10 steps):
+Story (T0 = 2026-03-01 08:00 UTC, 64 GPUs, one step every 2 s, a progress line every 10 steps):
 1. steps 1..3400; checkpoints every 500 steps on NVMe, every 1,000 on the PFS. At step 3400
    node-7 loses GPU 3 (XID 79, kernel log); ten minutes later the NCCL watchdog fires and
    srun kills the tasks. The job restarts on a spare and loads iteration 3000 from the PFS
@@ -86,11 +86,21 @@ def _save(ckpt_root: Path, step: int, at: datetime, complete: bool = True) -> No
         os.utime(tracker, (ts, ts))
 
 
-def build(root: Path) -> Night:
+def build(root: Path, world: bool = True) -> Night:
+    """The night's files under ``root``; without ``world`` the job log does not say how many
+    GPUs the job has (its first line is then a plain "starting Megatron-LM")."""
     nvme, pfs = root / "local_nvme" / "ckpt" / RUN, root / "lustre" / "ckpt" / RUN
     nvme.mkdir(parents=True)
     pfs.mkdir(parents=True)
-    out: list[str] = ["srun: job 81234 queued and waiting for resources", "starting Megatron-LM"]
+    out: list[str] = [
+        "srun: job 81234 queued and waiting for resources",
+        # Megatron-LM's arguments.py on rank 0: 8 nodes x 8 GPUs (GPU-hours and cost from it)
+        "using world size: 64, data-parallel size: 8, context-parallel size: 1, hierarchical "
+        "context-parallel sizes: None, tensor-model-parallel size: 8, pipeline-model-parallel "
+        "size: 1"
+        if world
+        else "starting Megatron-LM",
+    ]
     kern: list[str] = []
 
     def segment(t: datetime, first: int, last: int) -> datetime:

@@ -107,6 +107,12 @@ def test_summary_json_reports_the_night(imported: tuple[Path, str]) -> None:
     assert run["ettr"] is not None and 0.8 < run["ettr"] < 1.0 and run["ettr_basis"] == "steps"
     assert [x["source"] for x in i["list"]] == ["inferred", "inferred"]
     assert i["list"][0]["evidence"][0]["kind"] == "xid"
+    # The log states the world size (64): GPU-hours lost are known, 64 x (detection +
+    # restart + redoing the lost steps) per failure (#37, 3)
+    assert _rows(store, "SELECT gpus FROM runs") == [(64,)]
+    lost = [x["lost_gpu_hours"] for x in i["list"]]
+    gpu_failure = 64 * (30 + 1130 + 800) / 3600  # 34.8
+    assert lost == [pytest.approx(gpu_failure, abs=0.1), pytest.approx(14.7, abs=0.1)]
 
 
 @pytest.mark.parametrize(

@@ -38,10 +38,11 @@ NOW = datetime(2026, 11, 20, 12, 0, 0)
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     """A Megatron job's bad night imported from its files: steps only (no tokens, no
-    throughput), two restarts (3400 -> 3001, 5200 -> 5001), attempt 0 throughout."""
+    throughput, no world size), two restarts (3400 -> 3001, 5200 -> 5001), attempt 0
+    throughout."""
     tmp = tmp_path_factory.mktemp("night")
     path = tmp / "night.duckdb"
-    r = cli(*build(tmp / "files").import_args(path))
+    r = cli(*build(tmp / "files", world=False).import_args(path))
     assert r.returncode == 0, r.stderr
     with Store(str(path), read_only=True) as s:
         yield s

@@ -95,3 +95,35 @@ def test_the_overview_loss_chart_marks_the_interruptions(bound: Store) -> None:
     assert sorted(t["name"] for t in marks) == ["GPU interruption", "Network interruption"]
     assert all(t["yaxis"] == "y2" for t in marks) and fig["layout"]["yaxis2"]["visible"] is False
     assert loss_curve(overview.loss_series(RUN, tr)).to_dict()["data"][-1]["mode"] == "lines"
+
+
+def test_the_incident_view_tells_each_failure_whole(bound: Store) -> None:
+    """#37, 1: cause, culprit, spans, restore, loss and cost of each failure, and the same as
+    Markdown for the postmortem (every evidence line whole)."""
+    from app.data import incident
+    from app.figures import incident as fig
+
+    listed = incident.incidents(RUN)
+    assert list(listed["component"]) == ["Network Switch/Cable", "Faulty GPU"]  # newest first
+    gpu = incident.incident(RUN, listed["at"].iloc[1])
+    assert gpu is not None and gpu["host"] == "node-7" and gpu["restored_tier"] == "pfs"
+    assert [s[0] for s in gpu["spans"]] == [
+        "stalled until detected", "down until training resumed", "lost steps redone"
+    ]
+    assert gpu["spans"][1][2] == datetime(2026, 3, 1, 10, 12, 40)  # training resumed
+    assert gpu["cost_usd"] == pytest.approx(gpu["lost_gpu_hours"] * gpu["prices"].gpu_hour)
+    assert fig.lost(gpu).startswith("400 steps · 19.3 min down · 34.8 GPU-hours, $")
+    assert fig.restored(gpu) == "pfs, step 3,000" and fig.where(gpu) == "node-7 · XID 79"
+    assert "&node=node-7" in gpu["links"]["gpus"] and "from=2026-03-01T09%3A23" in (
+        gpu["links"]["training"]
+    )
+    md = fig.markdown(gpu)
+    assert md.startswith("## 2026-03-01 09:53:20 UTC: Faulty GPU (GPU)")
+    assert "- **Restored from:** pfs, step 3,000" in md
+    for e in gpu["evidence"]:  # each line whole, with its place
+        assert "  " + e["line"] in md and e["origin"] in md
+    figure = fig.timeline(gpu).to_dict()
+    assert {t["name"] for t in figure["data"]} >= {"down until training resumed", "cause lines"}
+    assert incident.incident(RUN, "2026-03-01T09:00:00") is None  # no interruption began then
+    assert incident.incident(RUN, "<img src=x onerror=alert(1)>") is None
+    assert incident.incident(None, listed["at"].iloc[0]) is None

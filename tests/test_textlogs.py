@@ -464,3 +464,32 @@ def test_the_two_prefilters_agree() -> None:
     re2 = pc.match_substring_regex(pa.array(texts, pa.large_string()), PREFILTER).to_pylist()
     assert re2 == [PREFILTER_RE.search(t) is not None for t in texts]
     assert sum(re2) > len(texts) // 3 and not all(re2)
+
+
+@pytest.mark.parametrize(
+    ("lines", "world"),
+    [
+        # Megatron-LM arguments.py, rank 0 (recent and older wordings), and its arguments block
+        (["using world size: 64, data-parallel size: 8, context-parallel size: 1, hierarchical "
+          "context-parallel sizes: None, tensor-model-parallel size: 8, pipeline-model-parallel "
+          "size: 1"], 64),
+        (["using world size: 16, data-parallel size: 2, context-parallel size: 1 "
+          "tensor-model-parallel size: 8, pipeline-model-parallel size: 1 "], 16),
+        (["------------------------ arguments ------------------------",
+          "  world_size ...................................... 2048",
+          "  seq_length ...................................... 4096"], 2048),
+        # No world size stated: NCCL's communicator lines say how many ranks there are
+        (["gpu-node-3:4242:4301 [1] NCCL INFO comm 0x5581 rank 9 nranks 32 cudaDev 1 nvmlDev 1 "
+          "busId 1b000 commId 0x7d7f - Init COMPLETE",
+          "gpu-node-3:4242:4301 [1] NCCL INFO comm 0x5599 rank 1 nranks 8 cudaDev 1 nvmlDev 1 "
+          "busId 1b000 commId 0x11aa - Init COMPLETE"], 32),
+        (["starting Megatron-LM", "hello world_size of nothing"], None),
+    ],
+)
+def test_the_jobs_world_size_from_its_log(tmp_path: Path, lines: list[str], world: int) -> None:
+    """The GPUs a job has, as its log states them (#37, 3): what GPU-hours and cost need."""
+    log = tmp_path / "slurm-1.out"
+    _write(log, lines)
+    parser = LogParser(log, keep=False)
+    parser.feed_block(log.read_bytes(), 1, final=True)
+    assert parser.world_size == world

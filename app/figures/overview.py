@@ -86,13 +86,17 @@ def _mark_interruptions(
     fig: Figure, interruptions: pd.DataFrame | None, y: float, yaxis: str | None = None
 ) -> None:
     """An x per interruption at height ``y`` (on ``yaxis``), one trace per category, the
-    component and host in its hover."""
+    component and host in its hover and its start (``customdata[2]``: a click on it opens
+    the incident view)."""
     ints = (
         interruptions
         if interruptions is not None and not interruptions.empty
         else pd.DataFrame(columns=["ts", "category", "component", "host"])
     )
-    at, custom = ints["ts"].to_numpy(), ints[["component", "host"]].astype(str).to_numpy()
+    at = ints["ts"].to_numpy()
+    # component, host, and the start as the incident view's URL names it (a click opens it)
+    starts = [pd.Timestamp(t).isoformat() for t in ints["ts"]]
+    custom = ints[["component", "host"]].astype(str).assign(at=starts).to_numpy()
     axis = {"yaxis": yaxis} if yaxis else {}
     # per category by row position (a sub-frame per category costs pandas' overhead each)
     for cat, rows in ints.groupby("category").indices.items():

@@ -10,12 +10,14 @@ token is refused (403) and changes nothing.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app.data import failures as data
+from app.data.incident import run_fragment
 from app.data.services import corrections_allowed
 from app.data.view import run_of, view_range
 from app.ui import guarded, log, operator_token_input, table, view_inputs
@@ -38,6 +40,12 @@ COLUMNS = {
     "run_id": "Run",
     "evidence_text": "Evidence lines",
 }
+def incident_href(at: str, fragment: str) -> str:
+    """The incident view's address (``pages/incident.py``) of the interruption that began at
+    ``at``, in the run ``fragment`` names."""
+    return "/incident?" + urlencode({"at": at}) + fragment
+
+
 ROLE_COLOURS = {"cause": "danger", "symptom": "warning", "cascade": "info",
                 "teardown": "light", "context": "secondary"}  # fmt: skip
 
@@ -210,7 +218,9 @@ def _select(cell: dict[str, Any] | None) -> Any:
     return key if isinstance(key, str) else no_update
 
 
-def _item(e: dict[str, Any]) -> html.Li:
+def evidence_item(e: dict[str, Any], whole: bool = False) -> html.Li:
+    """One evidence line with its role, time, place and ``file:line``; clipped to a few lines
+    in the Failures page's panel, ``whole`` on the incident view."""
     where = " ".join(
         str(x)
         for x in (
@@ -223,11 +233,20 @@ def _item(e: dict[str, Any]) -> html.Li:
     )
     return html.Li(
         [
-            dbc.Badge(e.get("role", "context"), color=ROLE_COLOURS.get(e.get("role"), "info")),
-            html.Span(f" {e.get('ts') or ''} · {e.get('kind', '')} {where}", className="ms-1"),
+            dbc.Badge(
+                e.get("role", "context"),
+                color=ROLE_COLOURS.get(e.get("role"), "info"),
+                text_color="dark" if e.get("role") == "teardown" else None,
+            ),
+            html.Span(
+                f" {str(e.get('ts') or '').replace('T', ' ')} · {e.get('kind', '')} {where}",
+                className="ms-1",
+            ),
             html.Div(e.get("origin") or "", className="text-body-secondary"),
             html.Pre(
-                e.get("line") or "", className="mb-1 small text-wrap", style={"maxHeight": "6rem"}
+                e.get("line") or "",
+                className="mb-1 small text-wrap",
+                style={} if whole else {"maxHeight": "6rem"},
             ),
         ],
         className="mb-2 fail-evidence-item",
@@ -256,7 +275,29 @@ def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untype
     row = data.interruption_detail(key) if key else None
     if row is None:
         return "Click an interruption to see the lines it was derived from.", None
+    at = pd.Timestamp(row["ts"])
+    where = " · ".join(
+        x
+        for x in (
+            str(row.get("host") or ""),
+            "" if row.get("rank") is None else f"rank {int(row['rank'])}",
+        )
+        if x
+    )
     head = [
+        html.Div(
+            [
+                html.Span(f"{at:%Y-%m-%d %H:%M:%S} UTC", id="fail-evidence-when"),
+                html.Span(f" · {where}" if where else "", id="fail-evidence-where"),
+                dcc.Link(
+                    "Open the incident view",
+                    href=incident_href(at.isoformat(), run_fragment(row["run_id"])),
+                    id="fail-incident-link",
+                    className="ms-3",
+                ),
+            ],
+            className="small mb-1",
+        ),
         html.Div(
             [html.Strong(f"{row['component']} ({row['category']})"), f" · {row['source_shown']}"]
             + (
@@ -278,7 +319,7 @@ def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untype
         )
     ev = row["evidence"]
     body = (
-        html.Ul([_item(e) for e in ev], className="list-unstyled mb-0")
+        html.Ul([evidence_item(e) for e in ev], className="list-unstyled mb-0")
         if ev
         else html.Div("No evidence lines: this interruption was posted or simulated.")
     )

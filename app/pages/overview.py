@@ -7,17 +7,19 @@ from typing import Any
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Output, callback, html
+from dash import Input, Output, callback, clientside_callback, dcc, html
 
 from app import figures
 from app.data import overview as data
 from app.data.alerts import alert_delivery
+from app.data.incident import incidents, run_fragment
 from app.data.services import together
 from app.data.training import loss_series
 from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.pages import _silences, _slurm
+from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
@@ -74,8 +76,39 @@ def layout(**_query: str) -> html.Div:
                 class_name="g-2",
             ),
             _slurm.job_filter("overview"),
+            dcc.Store(id="ov-incident-click"),
         ]
     )
+
+
+# A click on an interruption's marker (its start in customdata[2]) opens its incident view,
+# in the run the page shows (the URL's fragment).
+clientside_callback(
+    """function(){
+      var t = (window.dash_clientside.callback_context.triggered || [])[0];
+      var pts = (t && t.value && t.value.points) || [];
+      for (var i = 0; i < pts.length; i++) {
+        var cd = pts[i].customdata;
+        if (cd && cd.length > 2 && typeof cd[2] === 'string' && cd[2].length <= 40) {
+          var hash = (window.location.hash || '').replace(/&node=[^&]*/, '');
+          window.location.assign('/incident?at=' + encodeURIComponent(cd[2]) + hash);
+          break;
+        }
+      }
+      return window.dash_clientside.no_update;
+    }""",
+    Output("ov-incident-click", "data"),
+    Input({"type": TIMECHART, "id": "ov-fleet"}, "clickData"),
+    Input({"type": TIMECHART, "id": "ov-loss"}, "clickData"),
+    prevent_initial_call=True,
+)
+
+
+def _newest_incident(run_id: str) -> str | None:
+    """The incident view of the run's newest interruption (what a stop or loop alert is
+    about); None when it has none."""
+    df = incidents(run_id)
+    return None if df.empty else incident_href(df["at"].iloc[0], run_fragment(run_id))
 
 
 def _fmt_age(seconds: float) -> str:
@@ -86,7 +119,11 @@ def _fmt_age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _alerts(df: Any) -> html.Div:
+INCIDENT_ALERTS = ("RunStopped", "RestartLoop")  # alerts about an interruption: linked to it
+
+
+def _alerts(df: Any, incident: str | None = None) -> html.Div:
+    """The alerts, those about an interruption with a link to its incident view."""
     if df.empty:
         return dbc.Alert(
             "All clear: no alert at the end of this range.",
@@ -96,7 +133,12 @@ def _alerts(df: Any) -> html.Div:
     return html.Div(
         [
             dbc.Alert(
-                [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")],
+                [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")]
+                + (
+                    [html.Br(), dcc.Link("Open the incident", href=incident, className="small")]
+                    if incident and r.key in INCIDENT_ALERTS
+                    else []
+                ),
                 color=_SEVERITY_COLOUR.get(r.severity, "secondary"),
                 class_name="py-1 mb-1",
             )
@@ -353,7 +395,12 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         ofig.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
         loss,
         ckpt,
-        _alerts(alerts),
+        _alerts(
+            alerts,
+            _newest_incident(run_id)
+            if run and alerts["key"].isin(INCIDENT_ALERTS).any()
+            else None,
+        ),
         _hot_table(hot),
         _targets(health) if health is not None else [],
     )

@@ -5,6 +5,7 @@ cause, with the operator token and (refused, 403) without it."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -156,4 +157,48 @@ def test_the_overview_of_an_old_imported_night_tells_its_time(
     page.locator("#live-switch").click()  # Live off: the age stays, the warning goes
     expect(age).not_to_contain_text("Live, but")
     expect(age).to_contain_text("days ago")
+    assert errors == []
+
+
+def test_each_failure_of_the_night_on_its_incident_view(
+    page: Page, operator_server: Server, shots: Path
+) -> None:
+    """#37, 1: from the Failures table to the incident view, and from the Overview's marker:
+    the cause, the host, the restore tier, the steps lost and the cost of each failure, its
+    evidence whole, and the Markdown for the postmortem."""
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(operator_server.url + "/failures")
+    _row(page, "Network Switch/Cable").get_by_text("Network Switch/Cable", exact=True).click()
+    expect(page.locator("#fail-evidence-when")).to_have_text("2026-03-01 11:25:40 UTC")
+    expect(page.locator("#fail-evidence-where")).to_contain_text("node-3")
+    page.locator("#fail-incident-link").click()
+    expect(page).to_have_url(re.compile(r"/incident\?at=2026-03-01T11%3A25%3A40#run=atlas-70b"))
+    expect(page.locator("#inc-cause")).to_have_text("Network Switch/Cable (Network)")
+    expect(page.locator("#inc-where")).to_contain_text("node-3")
+    expect(page.locator("#inc-restored")).to_have_text("nvme, step 5,000")
+    lost = page.locator("#inc-lost")
+    expect(lost).to_contain_text("200 steps")
+    expect(lost).to_contain_text("14.7 GPU-hours, $")
+    expect(page.locator("#inc-evidence")).to_contain_text("NCCL WARN NET/IB : Got completion")
+    expect(page.locator("#inc-md")).to_contain_text("- **Restored from:** nvme, step 5,000")
+    expect(page.locator("#inc-timeline .scatterlayer .trace")).not_to_have_count(0)
+    page.screenshot(path=str(shots / "incident.png"), full_page=True)
+
+    # The other failure, from the Overview's loss chart: its marker opens its incident view.
+    page.goto(operator_server.url + "/#run=atlas-70b&range=all")
+    marker = page.locator("#ov-loss .scatterlayer .trace .points path").first
+    expect(marker).to_be_visible()
+    marker.click(force=True)
+    expect(page).to_have_url(re.compile(r"/incident\?at=2026-03-01T09%3A53%3A20"))
+    expect(page.locator("#inc-cause")).to_contain_text("(GPU)")  # corrected above, or not
+    expect(page.locator("#inc-where")).to_contain_text("node-7")
+    expect(page.locator("#inc-restored")).to_have_text("pfs, step 3,000")
+    expect(page.locator("#inc-lost")).to_contain_text("400 steps")
+    expect(page.locator("#inc-lost")).to_contain_text("34.8 GPU-hours, $")
+    expect(page.locator("#inc-evidence")).to_contain_text("GPU has fallen off the bus")
+    # Its links: the node's GPUs and the loss curve around it, in a zoomed view
+    expect(page.locator("#inc-link-gpus")).to_have_attribute("href", re.compile("node=node-7"))
+    page.locator("#inc-link-training").click()
+    expect(page).to_have_url(re.compile(r"/training#run=atlas-70b&from=2026-03-01T09"))
     assert errors == []

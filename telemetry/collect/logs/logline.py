@@ -26,6 +26,7 @@ PREFILTER = "|".join(
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"Training starts at step|seq_length \.\.\.",  # tokens per step or per sample
+        r"using world size: |world_size \.\.\.",  # Megatron-LM: how many GPUs the job has
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
         r"\{['\"]",  # Hugging Face Trainer log dicts
@@ -198,15 +199,23 @@ def megatron(body: str) -> dict[str, float | None] | None:
 _TITAN_PLAN = re.compile(r"Training starts at step \d+, with local batch size \d+, global batch "
                          r"size (\d+),(?: gradient accumulation steps \d+,)? sequence length (\d+)")
 _SEQ_ARG = re.compile(r"^\s*seq_length \.+ (\d+)\s*$")
+# How many ranks (GPUs) the job has, as Megatron-LM's arguments.py says it on rank 0:
+#   "using world size: 64, data-parallel size: 8, context-parallel size: 1, ..." and, in the
+#   arguments block, "  world_size ...................................... 64"
+_WORLD = re.compile(r"using world size: (\d+), data-parallel")
+_WORLD_ARG = re.compile(r"^\s*world_size \.+ (\d+)\s*$")
 
 
 def plan(body: str) -> tuple[str, int] | None:
     """("tokens_per_step", N) from TorchTitan's start line, ("seq_length", L) from Megatron's
-    arguments block; None otherwise."""
+    arguments block, ("world_size", W) from Megatron's "using world size" line or arguments
+    block; None otherwise."""
     if "Training starts" in body and (m := _TITAN_PLAN.search(body)):
         return "tokens_per_step", int(m.group(1)) * int(m.group(2))
     if "seq_length" in body and (m := _SEQ_ARG.match(body)):
         return "seq_length", int(m.group(1))
+    if "world" in body and (m := _WORLD.search(body) or _WORLD_ARG.match(body)):
+        return "world_size", int(m.group(1))
     return None
 
 

@@ -197,6 +197,14 @@ class LogParser:
         return out
 
     @property
+    def world_size(self) -> int | None:
+        """How many ranks (GPUs) the job has, as its log states it: Megatron-LM's world size,
+        else the largest ``nranks`` of NCCL's communicator lines; None when it says neither."""
+        if "world_size" in self._plan:
+            return self._plan["world_size"]
+        return max((n for _rank, n in self._pids.values()), default=None)
+
+    @property
     def unrecognised(self) -> int:
         return self.lines - self.counts["recognised"]
 
@@ -377,7 +385,9 @@ class LogParser:
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
-        if ("Training starts" in body or "seq_length" in body) and (p := ll.plan(body)):
+        if ("Training starts" in body or "seq_length" in body or "world" in body) and (
+            p := ll.plan(body)
+        ):
             self._plan[p[0]] = p[1]
             return True
         if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):

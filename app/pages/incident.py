@@ -1,0 +1,183 @@
+"""Incidents: one interruption told whole, as an SRE reads it during an incident and pastes it
+into the postmortem. ``/incident?at=<start>#run=...`` opens one (the Failures table, the
+Overview's markers and alerts link here); without ``at``, the run's interruptions to pick from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, dcc, html
+
+from app.data import incident as data
+from app.data.view import run_of, template
+from app.figures import incident as fig
+from app.pages._interruptions import evidence_item, incident_href
+from app.ui import graph_config, guarded, view_inputs
+
+dash.register_page(__name__, path="/incident", name="Incidents", order=5)
+
+MAX_AT = 40  # an ISO time; anything longer in the URL is not one
+
+
+def layout(at: Any = None, **_query: str) -> html.Div:
+    return html.Div(
+        [
+            dcc.Store(id="inc-at", data=at if isinstance(at, str) and len(at) <= MAX_AT else None),
+            html.Div(id="inc-body"),
+        ]
+    )
+
+
+def _fact(label: str, value: Any, id_: str) -> dbc.Col:
+    return dbc.Col(
+        dbc.Card(
+            dbc.CardBody(
+                [
+                    html.Div(label, className="text-body-secondary small"),
+                    html.Div(value, className="fw-semibold", id=id_),
+                ]
+            ),
+            class_name="h-100",
+        ),
+        md=6,
+        xl=3,
+    )
+
+
+def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
+    conf = inc.get("confidence")
+    badge = [
+        dbc.Badge(inc.get("source_shown") or "", color="secondary", class_name="me-1"),
+        *(
+            []
+            if conf is None
+            else [dbc.Badge(f"confidence {float(conf) * 100:.0f} %", color="info")]
+        ),
+        *([dbc.Badge("planned", color="warning", class_name="ms-1")] if inc.get("planned") else []),
+    ]
+    facts = dbc.Row(
+        [
+            _fact("Cause", f"{inc['component']} ({inc['category']})", "inc-cause"),
+            _fact("Where", fig.where(inc), "inc-where"),
+            _fact("Restored from", fig.restored(inc), "inc-restored"),
+            _fact("Lost", fig.lost(inc), "inc-lost"),
+        ],
+        class_name="g-2 mb-2",
+    )
+    times = html.Div(
+        f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
+        f"training resumed {fig.when(inc.get('resumed'))} UTC",
+        className="small text-body-secondary mb-2",
+        id="inc-times",
+    )
+    links = html.Div(
+        [
+            dcc.Link(
+                "The node's GPUs around it",
+                href="/gpus" + inc["links"]["gpus"],
+                id="inc-link-gpus",
+                className="me-3",
+            ),  # fmt: skip
+            dcc.Link(
+                "The loss curve around it",
+                href="/training" + inc["links"]["training"],
+                id="inc-link-training",
+                className="me-3",
+            ),  # fmt: skip
+            dcc.Link(
+                "All of the run's interruptions",
+                href="/failures" + inc["links"]["run"],
+                id="inc-link-failures",
+            ),  # fmt: skip
+        ],
+        className="mb-2 small",
+    )
+    text = fig.markdown(inc)
+    copy = html.Div(
+        [
+            dcc.Clipboard(
+                target_id="inc-md",
+                title="Copy as Markdown",
+                id="inc-copy",
+                className="btn btn-sm btn-outline-secondary me-2",
+            ),  # fmt: skip
+            html.Span("Copy as Markdown (for the postmortem)", className="small"),
+            html.Details(
+                [html.Summary("Markdown", className="small"), html.Pre(text, id="inc-md")],
+                className="mt-1",
+            ),
+        ],
+        className="mb-3",
+    )
+    evidence = inc.get("evidence") or []
+    listed = (
+        html.Ul([evidence_item(e, whole=True) for e in evidence], className="list-unstyled mb-0")
+        if evidence
+        else html.Div("No evidence lines: this interruption was posted or simulated.")
+    )
+    return html.Div(
+        [
+            html.H5(
+                [f"{fig.when(inc['ts'])} UTC · {inc['component']} ", *badge],
+                id="inc-title",
+                className="mb-1",
+            ),
+            html.Div(inc.get("description") or "", className="mb-2", id="inc-description"),
+            times,
+            facts,
+            links,
+            dcc.Graph(
+                id="inc-timeline",
+                figure=fig.timeline(inc, template(theme)).to_dict(),
+                config=graph_config("incident"),
+            ),
+            copy,
+            html.H6(f"Evidence ({len(evidence)} lines)"),
+            html.Div(listed, id="inc-evidence"),
+        ]
+    )
+
+
+def _pick(run: str | None, fragment: str) -> html.Div:
+    df = data.incidents(run)
+    if df.empty:
+        return html.Div(dbc.Alert("No interruptions in this run.", color="secondary"))
+    items = [
+        html.Li(
+            dcc.Link(
+                f"{fig.when(r.ts)} UTC · {r.component} ({r.category})"
+                + (f" · {r.host}" if isinstance(r.host, str) and r.host else "")
+                + (" · planned" if bool(r.planned) else ""),
+                href=incident_href(r.at, fragment),
+            )
+        )
+        for r in df.itertuples()
+    ]
+    return html.Div(
+        [
+            html.H5("Interruptions of this run, newest first"),
+            html.P(
+                "Open one to see it whole: its spans, evidence, restore and cost.",
+                className="small text-body-secondary",
+            ),  # fmt: skip
+            html.Ul(items, id="inc-list"),
+        ]
+    )
+
+
+@callback(Output("inc-body", "children"), *view_inputs(), Input("inc-at", "data"))
+@guarded("alert")
+def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: Any):  # type: ignore[no-untyped-def]
+    run = run_of(view)
+    inc = data.incident(run, at)
+    if inc is None:
+        missing = (
+            [dbc.Alert(f"No interruption of this run began at {at}.", color="warning")]
+            if isinstance(at, str) and at
+            else []
+        )
+        return html.Div([*missing, _pick(run, data.run_fragment(run))])
+    return _story(inc, theme)
