@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PORT ?= 8050
 
-.PHONY: setup demo test chromium prometheus slurm lint bench reliability clean
+.PHONY: setup demo test test-fast chromium prometheus slurm lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,9 +29,16 @@ prometheus:
 slurm:
 	@bash scripts/ensure-slurm.sh
 
-## Whole suite, Playwright UI tests in headless Chromium included (never skipped)
+## Whole suite, Playwright UI tests in headless Chromium included (never skipped): the tests
+## that share no server or port on both cores, then the browser and live-server ones in turn
 test: setup chromium prometheus slurm
-	$(BIN)/python -m pytest
+	@$(BIN)/python -m pytest -m "not ui and not live" -n 2; a=$$?; \
+	$(BIN)/python -m pytest -m "ui or live"; b=$$?; \
+	test $$a -eq 0 -a $$b -eq 0
+
+## The edit loop: every test but the browser, live-server and slow ones, on both cores
+test-fast: setup
+	$(BIN)/python -m pytest -m "not ui and not live and not slow" -n 2 -q
 
 lint: setup
 	$(BIN)/ruff check telemetry app tests benchmarks

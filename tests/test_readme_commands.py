@@ -1,7 +1,7 @@
-"""Every ``factoryfloor ...`` line the README shows parses with the real command-line parser, as
-written: in code blocks (continuation lines joined) and in inline code in the prose. A user
-copies them; ``serve --store s.duckdb --prometheus URL --raw-retention 7d`` was once described
-in the README and refused by ``serve``."""
+"""Every ``factoryfloor ...`` line the README and the guides in ``docs/`` show parses with the
+real command-line parser, as written: in code blocks (continuation lines joined) and in inline
+code in the prose. A user copies them; ``serve --store s.duckdb --prometheus URL
+--raw-retention 7d`` was once described in the README and refused by ``serve``."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def _refusal(argv: list[str]) -> str | None:
     return None
 
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README = "\n".join(p.read_text(encoding="utf-8") for p in DOCS)  # the README and its guides
 
 
 @pytest.mark.parametrize("command", _blocks(README))
@@ -75,5 +76,7 @@ def test_every_inline_command_uses_options_that_exist(command: str) -> None:
 
 
 def test_the_readme_shows_commands() -> None:
+    own = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make demo" in own and "make test" in own and len(_blocks(own)) >= 5
     assert len(_blocks(README)) >= 20 and len(_inline(README)) >= 5
     assert any("--prometheus" in c and c.startswith("serve") for c in _inline(README))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
+from telemetry import queries
 from telemetry.queries import TimeRange
 from telemetry.queries import failures as failq
 
@@ -51,8 +52,9 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     last = max([s[2] for s in spans] + [start])
     window = {"run": run_id, "range": "custom"}
     window |= {"start": (start - AROUND).isoformat(), "end": (last + AROUND).isoformat()}
-    runs = store().df("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
-    gpus = runs["gpus"].iloc[0] if len(runs) and pd.notna(runs["gpus"].iloc[0]) else None
+    runs = queries.runs(store()).set_index("run_id")
+    gpus = runs.at[run_id, "gpus"] if run_id in runs.index else None
+    gpus = None if gpus is None or pd.isna(gpus) else gpus
     return {
         **row,
         "spans": spans,

@@ -80,12 +80,7 @@ class _XidState:
 class StoreSink:
     """Owns the mapping from exporter identities to store ids for one store."""
 
-    def __init__(
-        self,
-        store: Store,
-        stale_after: int = STALE_AFTER,
-        into_replay: bool = False,
-    ) -> None:
+    def __init__(self, store: Store, stale_after: int = STALE_AFTER, into_replay: bool = False):
         """``into_replay`` lets scrapes land in a replay store (load tests: the replay's own
         simulated exporters scraped into its store); the store stays marked simulated."""
         if stale_after < 2:
@@ -101,7 +96,8 @@ class StoreSink:
             )
         if self._owns_meta and meta.get("source") is None:
             store.set_meta({"source": "ingest", "simulated": "false"})
-        self._interval = meta.get("sample_interval_s")  # as stored: the rounds' cadence
+        stored = meta.get("sample_interval_s")  # as stored: the rounds' cadence
+        self._interval = None if stored is None else float(stored)
         self.gpu_ids: dict[GpuIdKey, int] = {}
         self.node_ids: dict[str, int] = {}
         self._load_ids()
@@ -113,12 +109,10 @@ class StoreSink:
         self._newest: datetime | None = None  # the newest round this sink wrote
 
     def _follow_cadence(self, interval_s: float | None) -> None:
-        if not self._owns_meta or not interval_s or interval_s <= 0:
-            return
-        if self._interval is not None and float(self._interval) == float(interval_s):
-            return
-        self.store.set_meta({"sample_interval_s": str(float(interval_s))})
-        self._interval = str(float(interval_s))
+        new = self._owns_meta and interval_s and interval_s > 0 and interval_s != self._interval
+        if new:  # the store's sample interval (rollup levels, "now") is its rounds' own
+            self.store.set_meta({"sample_interval_s": str(float(interval_s))})  # type: ignore[arg-type]
+            self._interval = float(interval_s)  # type: ignore[arg-type]
 
     # -- state from the store --------------------------------------------------------------
     def _load_ids(self) -> None:
@@ -188,16 +182,10 @@ class StoreSink:
 
     # -- a round ---------------------------------------------------------------------------
     def write(
-        self,
-        ts: datetime,
-        fetches: list[Fetch],
-        batch_id: str | None = None,
-        interval_s: float | None = None,
+        self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None, interval_s: float = 0
     ) -> RoundReport:
-        """Parse every successful fetch and append the round in one transaction.
-
-        ``interval_s`` is the round's own cadence (``Round.interval_s``, from its source): the
-        store's sample interval (its rollup levels, its "now") follows the rounds it holds.
+        """Parse every successful fetch and append the round in one transaction; ``interval_s``
+        is its cadence (``Round.interval_s``), which the store's sample interval follows.
         With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
         the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
         stored and the sink's state is as before it, so the next round can be written."""

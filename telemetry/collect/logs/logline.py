@@ -7,6 +7,8 @@ sources (Megatron-LM ``training.py``/``checkpointing.py``, TorchTitan ``metrics.
 checkpointer, Hugging Face ``trainer.py``), NCCL's debug prefix ``host:pid:tid [cudaDev]``,
 PyTorch's ProcessGroupNCCL watchdog, Slurm's ``srun``/``slurmstepd`` and the NVIDIA driver's
 ``NVRM: Xid``, in the versions that are common on clusters today and the older ones still met.
+
+Long module: each recogniser sits beside its part of ``PREFILTER`` and the line it quotes.
 """
 
 from __future__ import annotations
@@ -199,23 +201,19 @@ def megatron(body: str) -> dict[str, float | None] | None:
 _TITAN_PLAN = re.compile(r"Training starts at step \d+, with local batch size \d+, global batch "
                          r"size (\d+),(?: gradient accumulation steps \d+,)? sequence length (\d+)")
 _SEQ_ARG = re.compile(r"^\s*seq_length \.+ (\d+)\s*$")
-# How many ranks (GPUs) the job has, as Megatron-LM's arguments.py says it on rank 0:
-#   "using world size: 64, data-parallel size: 8, context-parallel size: 1, ..." and, in the
-#   arguments block, "  world_size ...................................... 64"
-_WORLD = re.compile(r"using world size: (\d+), data-parallel")
-_WORLD_ARG = re.compile(r"^\s*world_size \.+ (\d+)\s*$")
+# The job's ranks (GPUs), Megatron-LM arguments.py on rank 0: "using world size: 64, ..."
+_WORLD = re.compile(r"using world size: (\d+), data-parallel|^\s*world_size \.+ (\d+)\s*$")
 
 
 def plan(body: str) -> tuple[str, int] | None:
-    """("tokens_per_step", N) from TorchTitan's start line, ("seq_length", L) from Megatron's
-    arguments block, ("world_size", W) from Megatron's "using world size" line or arguments
-    block; None otherwise."""
+    """("tokens_per_step", N) from TorchTitan's start line, ("seq_length", L) and ("world_size",
+    W) from Megatron's arguments block (or its "using world size" line); None otherwise."""
     if "Training starts" in body and (m := _TITAN_PLAN.search(body)):
         return "tokens_per_step", int(m.group(1)) * int(m.group(2))
     if "seq_length" in body and (m := _SEQ_ARG.match(body)):
         return "seq_length", int(m.group(1))
-    if "world" in body and (m := _WORLD.search(body) or _WORLD_ARG.match(body)):
-        return "world_size", int(m.group(1))
+    if "world" in body and (m := _WORLD.search(body)):
+        return "world_size", int(m.group(1) or m.group(2))
     return None
 
 
