@@ -63,7 +63,11 @@ class Settings:
     scenario: str | None = setting(None, "see `scenarios`")
     seed: int = setting(0, "random seed (default {default})")
     sample_interval_s: float | None = setting(None, "per-GPU sample interval, seconds")
-    start: datetime | None = setting(None, "simulated start time (ISO, UTC)")
+    start: datetime | None = setting(
+        None,
+        "simulated start time (ISO, UTC); default: now for a live replay (--speed), else the "
+        "scenario's own start (2026-01-05 00:00 UTC: a backfill is dated there, not today)",
+    )
     days: float | None = setting(None, "override the scenario's duration")
     nodes: int | None = setting(
         None,

@@ -72,6 +72,11 @@ def test_replay_then_summary_json(tmp_path: Path) -> None:
     r = cli(*args, "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "GPU samples" in r.stdout
+    # A backfill is dated at the scenario's start, months before today: it says so (#37)
+    assert "simulated time 2026-01-05 00:00 - 2026-01-05 12:00 UTC" in r.stdout
+    assert "2026-01-05 00:00 UTC: a backfill is dated there" in " ".join(
+        cli("replay", "--help", check=True).stdout.split()
+    )
     out = json.loads(cli("summary", "--store", str(store), "--json", check=True).stdout)
     (run,) = out["runs"]
     for key in (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from app.commands.common import err, log, retention_keeper, scenario_from, stopping_gently
@@ -80,8 +81,6 @@ def run(s: Settings) -> int:
             if bar is not None:
                 bar.close()
         if s.raw_retention is not None:  # what the run's end left past the horizon
-            from datetime import timedelta
-
             from telemetry.store.retention import expire
 
             done = expire(store, timedelta(seconds=s.raw_retention))
@@ -92,10 +91,12 @@ def run(s: Settings) -> int:
                     file=sys.stderr,
                 )
     verb = "stopped" if res.stopped else "replayed"
+    until = sc.start + timedelta(seconds=res.sim_seconds)
     print(
         f"{verb} {res.run_id}: {res.sample_rows:,} GPU samples, "
         f"{res.sim_seconds / 3600:.1f} simulated hours in {res.wall_seconds:.1f} s "
-        f"({res.rows_per_s:,.0f} rows/s) into {s.store}"
+        f"({res.rows_per_s:,.0f} rows/s) into {s.store}; simulated time "
+        f"{sc.start:%Y-%m-%d %H:%M} - {until:%Y-%m-%d %H:%M} UTC"
     )
     return 0
 
