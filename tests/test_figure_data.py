@@ -134,3 +134,12 @@ def test_a_window_of_one_instant_still_gets_an_x_range_plotly_can_draw() -> None
     assert figures.window_range(t, t) == ["2026-11-27 11:59:30", "2026-11-27 12:00:30"]
     day = figures.window_range(t, t + timedelta(days=1))
     assert day == ["2026-11-27 11:45:36", "2026-11-28 12:14:24"]
+
+
+def test_checkpoint_sizes_read_in_units_people_use() -> None:
+    """#37, 4: a small checkpoint read "415069 B"."""
+    from app.figures.checkpoints import fmt_bytes
+
+    assert [fmt_bytes(b) for b in (415_069, 1_500, 74.9e9, 4.33e12, 12, None)] == [
+        "415 kB", "1.5 kB", "74.9 GB", "4.33 TB", "12 B", "–"
+    ]  # fmt: skip

@@ -55,10 +55,11 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_bytes(n: float | None) -> str:
-    """Decimal units, as storage bandwidth is quoted: ``74.9 GB``, ``4.33 TB``."""
+    """Decimal units, as storage bandwidth is quoted: ``74.9 GB``, ``4.33 TB``, ``415 kB``
+    (a log-only run's small test checkpoints read "415069 B" before)."""
     if n is None or not math.isfinite(n):
         return "–"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n:.0f} B"
