@@ -150,3 +150,26 @@ def test_lemon_node_tops_the_lemon_cooling_ranking(tmp_path: Path) -> None:
         df = q.lemons(s, "lemon-cooling-s0", ext)
     assert df.iloc[0]["host"] == "h100-0037"  # the scenario's 40x lemon
     assert df.iloc[0]["unexpected"] > df.iloc[1]["unexpected"]  # a repeat offender, alone
+
+
+def test_lost_gpu_hours_say_their_planned_part_and_unknown_recovery_is_not_zero(
+    store: Store, whole: TimeRange
+) -> None:
+    """#37, 4: the Failures card's lost GPU-hours include planned stops (now said, with their
+    part), and "Recovery 0 / 0" read as no recoveries where none was recorded."""
+    from app.main import create_app
+
+    create_app(store)  # pages register with an app
+    from app.pages.failures import _recovery_card
+
+    r = q.reliability(store, None, whole)
+    planned = store.scalar(
+        f"SELECT sum(lost_gpu_hours) FILTER (WHERE planned) FROM {q.COSTED}"
+    )
+    assert r["planned"] > 0 and r["planned_gpu_hours"] == pytest.approx(planned)
+    assert 0 < r["planned_gpu_hours"] < r["lost_gpu_hours"]
+    told = str(_recovery_card(r))
+    assert f"'{r['automated']} / {r['manual']}'" in told and "not recorded" not in told
+    unknown = str(_recovery_card(r | {"automated": 0, "manual": 0}))
+    total = r["unexpected"] + r["planned"]
+    assert "'–'" in unknown and f"not recorded for {total} of {total}" in unknown

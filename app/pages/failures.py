@@ -141,20 +141,32 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
             "–" if r["lost_gpu_hours"] is None else f"{r['lost_gpu_hours']:,.1f}",
             f"{r['lost_steps']:,} steps rolled back · "
             + (
+                f"{r['planned_gpu_hours']:,.1f} of them in planned stops · "
+                if r["lost_gpu_hours"] is not None and r["planned"]
+                else ""
+            )
+            + (
                 "cost –"
                 if r["lost_gpu_hours"] is None
                 else f"≈ {money(r['lost_gpu_hours'] * book.gpu_hour)} " + book.per_gpu_hour()
             ),
             "fail-lostgh",
         ),
-        card(
-            "Recovery: automated / manual",
-            f"{r['automated']} / {r['manual']}",
-            "Llama 3: 3 of 466 needed manual work",
-            "fail-recovery",
-        ),
+        _recovery_card(r),
         card("XIDs", f"{n_xids:,}", f"{n_codes} codes, {n_fatal} fatal", "fail-xids"),
     ]
+
+
+def _recovery_card(r: dict[str, Any]) -> dbc.Col:
+    """How interruptions were recovered; "–" with why when none says (not "0 / 0", which read
+    as no recoveries)."""
+    told = r["automated"] + r["manual"]
+    total = r["unexpected"] + r["planned"]
+    value = f"{r['automated']} / {r['manual']}" if told else "–"
+    sub = "Llama 3: 3 of 466 needed manual work"
+    if total and told < total:
+        sub = f"not recorded for {total - told} of {total} · " + sub
+    return card("Recovery: automated / manual", value, sub, "fail-recovery")
 
 
 def _hours(value: float | None) -> str:

@@ -178,7 +178,8 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
     ``downtime_hours`` (detection + restart, planned included), ``rework_hours``,
     ``lost_gpu_hours`` (each None when no interruption in the range knows it),
     ``lost_steps``, ``automated``, ``manual`` (recovery of all interruptions),
-    ``manual_unexpected`` and the Llama 3 reference counts."""
+    ``manual_unexpected``, ``planned_gpu_hours`` (the part of ``lost_gpu_hours`` in planned
+    stops) and the Llama 3 reference counts."""
     (row,) = store.rows(
         f"""SELECT count(*) FILTER (WHERE NOT planned), count(*) FILTER (WHERE planned),
                    sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
@@ -187,7 +188,8 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
                    sum(lost_gpu_hours), coalesce(sum(lost_steps), 0),
                    count(*) FILTER (WHERE recovery = 'automated'),
                    count(*) FILTER (WHERE recovery = 'manual'),
-                   count(*) FILTER (WHERE recovery = 'manual' AND NOT planned)
+                   count(*) FILTER (WHERE recovery = 'manual' AND NOT planned),
+                   coalesce(sum(lost_gpu_hours) FILTER (WHERE planned), 0)
             FROM {COSTED} WHERE {_RUN_AND_RANGE}""",
         _params(run_id, tr),
     )
@@ -208,6 +210,7 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "automated": int(row[6]),
         "manual": int(row[7]),
         "manual_unexpected": int(row[8]),
+        "planned_gpu_hours": float(row[9]),  # the part of lost_gpu_hours in planned stops
         "ref_unexpected": LLAMA3_UNEXPECTED,
         "ref_planned": LLAMA3_PLANNED,
         "ref_manual": 3,
