@@ -432,3 +432,15 @@ def test_a_silence_of_the_whole_fleet_is_blank_in_the_heatmap() -> None:
         )
     )  # fmt: skip
     assert len(short.data[0].x) == 2
+
+
+def test_throughput_and_mfu_axes_start_at_zero(dev_store: Path) -> None:
+    """#37, 4: a 1 % swing on an axis zoomed to the data looked like a crash; the MFU axis
+    (the same line read on the right) had two ticks."""
+    with Store(str(dev_store), read_only=True) as s:
+        series = trainq.overlay_series(s, DEV, _whole(s), None, "step")[DEV]
+    fig = check(tfig.throughput_figure(series, "step", "plotly_dark", "dev-64"))
+    top = float(series["tokens_per_s"].max()) / 1e6
+    assert fig.layout.yaxis.range[0] == 0 and top < fig.layout.yaxis.range[1] < top * 1.1
+    mfu_top = float((series["mfu"] * 100).max())
+    assert fig.layout.yaxis2.range[0] == 0 and fig.layout.yaxis2.range[1] > mfu_top

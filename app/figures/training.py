@@ -357,13 +357,14 @@ def throughput_figure(
             + "<extra></extra>",
         )
     )
-    lo, hi = float(tps.min()), float(tps.max())
-    pad = max((hi - lo) * 0.1, hi * 0.002)
+    # From zero: a 1 % dip drawn over a zoomed axis looked like a crash (#37); the restarts'
+    # drops to nothing still show, as gaps.
+    top = float(tps.max()) * 1.08 or 1.0
     layout = {
         "xaxis": time_axis(x_range, X_TITLES[axis]),
         "yaxis": {
             "title": "Throughput (M tokens/s)",
-            "range": [lo - pad, hi + pad],
+            "range": [0.0, top],
             "automargin": False,
         },
         "showlegend": False,
@@ -379,7 +380,7 @@ def throughput_figure(
             "overlaying": "y",
             "side": "right",
             "showgrid": False,
-            "range": [(lo - pad) * per_mtps, (hi + pad) * per_mtps],
+            "range": [0.0, top * per_mtps],
             "tickmode": "auto",
             "tickformat": ".1f",
             "automargin": False,
