@@ -9,7 +9,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import figures
@@ -111,6 +111,7 @@ def layout(**_query: str) -> html.Div:
                 class_name="my-2",
                 id="gpu-node",
             ),
+            dcc.Store(id="gpu-node-scrolled"),
             dbc.Card(
                 dbc.CardBody(
                     [
@@ -253,6 +254,25 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
     summary = " · ".join(f"{n:,} {reason}" for reason, n in data.outlier_reasons(df))
     tbl = table("gpu-outlier-table", df, OUTLIER_COLUMNS, page_size=10, filter_action="native")
     return summary, tbl
+
+
+# A click on the heatmap or the outlier table changes the drill-down below the fold: bring it
+# into view and flash its border, so the click visibly did something (#37).
+clientside_callback(
+    """function(){
+      var t = (window.dash_clientside.callback_context.triggered || [])[0];
+      var box = document.getElementById('gpu-node');
+      if (box && t && t.value) {  // a click, not a table or chart being (re)drawn
+        box.scrollIntoView({behavior: 'smooth', block: 'start'});
+        box.classList.remove('ff-flash'); void box.offsetWidth; box.classList.add('ff-flash');
+      }
+      return window.dash_clientside.no_update;
+    }""",
+    Output("gpu-node-scrolled", "data"),
+    Input(HEATMAP, "clickData"),
+    Input("gpu-outlier-table", "active_cell"),
+    prevent_initial_call=True,
+)
 
 
 def _with_node(view: Any, host: str) -> str:

@@ -103,6 +103,7 @@ def test_clicking_a_heatmap_cell_drills_down_to_the_node(
     _click_row(page, "h100-0003")
     # the page opened on the worst node (h100-0007): read the charts once they show the click
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003", timeout=20000)
+    expect(page.locator("#gpu-node")).to_be_in_viewport()  # scrolled to, below the fold (#37)
     clocks = _clock_series(page)
     assert list(clocks) == [f"GPU {i}" for i in range(8)]
     expect(page.locator("#gpu-node-info")).to_contain_text("rack-001")
