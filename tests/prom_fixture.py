@@ -218,7 +218,12 @@ def stored(path: Path, at: Any = None) -> dict[str, Any]:
             "FROM gpus"
         )
         xids = s.rows("SELECT host, gpu, xid FROM xid_events ORDER BY ALL")
-        targets = s.rows("SELECT target, up FROM targets WHERE target LIKE 'http%'")
+        # Up in any round: one row per target. A dict of every round's rows kept whichever row
+        # came last, so a target missed by one straddled or partial window (the sender's last,
+        # written at shutdown) read as down at random (a CI run, 2026-11-28).
+        targets = s.rows(
+            "SELECT target, bool_or(up) FROM targets WHERE target LIKE 'http%' GROUP BY target"
+        )
     return {
         "samples": {(r[0], r[1]): tuple(_num(v) for v in r[2:]) for r in samples},
         "extras": {(r[0], r[1], r[2]): _num(r[3]) for r in extras},

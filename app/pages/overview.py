@@ -158,7 +158,7 @@ def _range_util(series: Any, column: str = "util_avg") -> float | None:
     return float((ok[column] * ok["gpus"]).sum() / gpus) if gpus else None
 
 
-def _util_sub(fleet: dict[str, Any], series: Any) -> str:
+def _util_sub(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> str:
     """Beside the value now: why it may read 0 % (every reporting GPU idle, as while a job
     restarts) and the mean over the range, so one instant is not read as the whole picture."""
     parts = []
@@ -166,7 +166,7 @@ def _util_sub(fleet: dict[str, Any], series: Any) -> str:
         parts.append(f"all {fleet['reporting']:,} reporting GPUs idle now")
     mean = _range_util(series)
     if mean is not None:
-        parts.append(f"{mean:.1f} % over the range")
+        parts.append(f"{mean:.1f} % over the {'zoomed window' if zoomed else 'range'}")
     real = _range_util(series, "real_avg")
     if real is not None:  # what the SMs did: GPU_UTIL counts any kernel as busy
         parts.append(f"real {real:.1f} % (SM activity)")
@@ -174,7 +174,7 @@ def _util_sub(fleet: dict[str, Any], series: Any) -> str:
     return " · ".join(parts)
 
 
-def _fleet_cards(fleet: dict[str, Any], series: Any) -> list[Any]:
+def _fleet_cards(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> list[Any]:
     return [
         card(
             "GPUs reporting",
@@ -186,7 +186,7 @@ def _fleet_cards(fleet: dict[str, Any], series: Any) -> list[Any]:
         card(
             "Fleet utilization",
             _or_dash(fleet.get("util_avg"), "{:.1f} %"),
-            _util_sub(fleet, series),
+            _util_sub(fleet, series, zoomed),
             "ov-util",
         ),
         card(
@@ -222,20 +222,20 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
             "Step",
             _or_dash(s["steps"], "{:,}"),
             ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
-            + f" · loss {_or_dash(s['last_loss'], '{}')}",
+            + f" · loss {_or_dash(s['last_loss'], '{}')} · the run's latest",
             "ov-step",
         ),
         card(
             "ETTR",
             "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %",
             ("MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %")
-            + f" · {_energy_text(s['energy'])}",
+            + f" · {_energy_text(s['energy'])} · whole run",
             "ov-ettr",
         ),
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned · {last24} in the last 24 h of data · MTBF "
+            f"unexpected + planned, whole run · {last24} in the last 24 h of data · MTBF "
             + _or_dash(s["mtbf_hours"], "{:.1f} h"),
             "ov-ints",
         ),
@@ -381,7 +381,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
-    cards = _fleet_cards(latest, series)
+    cards = _fleet_cards(latest, series, zoomed=not live)
     if run_id is None:
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""

@@ -55,10 +55,11 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 
 @pytest.fixture(scope="module")
 def night_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A Megatron job's bad night imported from its files (steps only, two restarts)."""
+    """A Megatron job's bad night imported from its files (steps only, two restarts, no world
+    size: the GPU-hours it cost are unknown)."""
     tmp = tmp_path_factory.mktemp("night-ui")
     store = tmp / "night.duckdb"
-    r = cli(*build(tmp / "files").import_args(store))
+    r = cli(*build(tmp / "files", world=False).import_args(store))  # its GPUs unknown
     assert r.returncode == 0, r.stderr
     server = start_server(["serve", "--store", str(store)], tmp / "serve.log")
     yield server

@@ -79,5 +79,5 @@ def test_fleet_utilization_now_is_read_with_its_reason_and_the_range(
     mean = float(sub.inner_text().split("·")[1].split("%")[0])
     assert 60 < mean < 90, sub.inner_text()
     page.goto(dev_server.url + "/#run=dev-64-s1&from=2026-01-05T10:00:00&to=2026-01-05T11:00:00")
-    expect(sub).to_contain_text("% over the range")
+    expect(sub).to_contain_text("% over the zoomed window")  # says it is the window's (#37)
     expect(sub).not_to_contain_text(f"{mean:.1f} %")  # the mean follows the range
