@@ -223,8 +223,8 @@ def from_overview(rows: Any, run_id: str | None) -> list[Alert]:
     return out
 
 
-RUN_ALERTS = {"RunStalled", "RunStopped", "RestartLoop", "JobNotTraining", "CheckpointOverdue",
-              "LossSpike", "GpuLowUtilization"}  # fmt: skip
+RUN_ALERTS = {"RunStalled", "RunStopped", "RunFinished", "RestartLoop", "JobNotTraining",
+              "CheckpointOverdue", "LossSpike", "GpuLowUtilization"}  # fmt: skip
 LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status"}
 
 

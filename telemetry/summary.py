@@ -14,6 +14,7 @@ the same way. Definitions (Kokolis et al., HPCA 2025):
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -23,6 +24,7 @@ from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
+from telemetry.queries.run_end import run_end
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
@@ -153,10 +155,26 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "energy": _energy(store, run_id, start, end, tokens, both=detail),
     }
     out["hangs"] = hangs(store, run_id)
+    out["state"], out["ended"] = _state(store, run_id, last)
     if detail:
         out["interruptions"]["list"] = _interruption_list(store, run_id)
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
     return out
+
+
+def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | None]:
+    """The run at its data's end: "finished" (how, when, the line or job that says it),
+    "stopped" (its data ends with an interruption nobody restarted), else
+    "running"."""
+    ended = run_end(store, run_id, datetime.max) if last is not None else None
+    if ended is not None:
+        return ended["state"], ended | {"ts": ended["ts"].isoformat()}
+    open_stop = store.scalar(
+        """SELECT count(*) FROM interruptions WHERE run_id = ? AND end_ts IS NULL
+           AND ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?)""",
+        [run_id, run_id],
+    )
+    return ("stopped" if open_stop else "running"), None
 
 
 def _details(store: Store, run_id: str) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def run(s: Settings) -> int:
     for r in summary["runs"]:
         i = r["interruptions"]
         print(
-            f"{r['run_id']}: {_n(r['gpus'], '{:,}')} GPUs, {r['wall_hours']:.1f} h, "
+            f"{r['run_id']} ({_state(r)}): {_n(r['gpus'], '{:,}')} GPUs, "
+            f"{r['wall_hours']:.1f} h, "
             f"ETTR {_n(r['ettr'], '{:.1%}')}, MTBF {_n(r['mtbf_hours'], '{:.1f} h')}, "
             f"MFU {_n(r['mfu'], '{:.1%}')}, {i['unexpected']} unexpected + {i['planned']} "
             f"planned interruptions ({i.get('inferred', 0)} inferred), "
@@ -34,6 +35,13 @@ def run(s: Settings) -> int:
             f"({money(r['cost']['lost_usd'])} at {prices.for_run(r['run_id']).text()})"
         )
     return 0
+
+
+def _state(r: dict) -> str:
+    """ "finished at step N", "stopped", "running" (at its data's end)."""
+    if r["state"] == "finished" and r["steps"] is not None:
+        return f"finished at step {r['steps']:,}"
+    return r["state"]
 
 
 def _n(value: object, fmt: str) -> str:

@@ -222,7 +222,8 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
             "Step",
             _or_dash(s["steps"], "{:,}"),
             ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
-            + f" · loss {_or_dash(s['last_loss'], '{}')} · the run's latest",
+            + f" · loss {_or_dash(s['last_loss'], '{}')} · "
+            + ("finished" if s.get("state") == "finished" else "the run's latest"),
             "ov-step",
         ),
         card(

@@ -15,6 +15,7 @@ import pandas as pd
 
 from telemetry.derive.derive import open_stall
 from telemetry.queries import TimeRange, pick_level
+from telemetry.queries.run_end import run_end
 from telemetry.queries.targets import SCRAPED, report_time, target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
@@ -264,7 +265,12 @@ def _run_alerts(
         "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
         [run_id, last],
     )
-    if stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
+    ended = run_end(store, run_id, max(now, live_at))
+    if ended is not None:  # nothing is expected of a run after its end
+        when = f"{ended['ts']:%Y-%m-%d %H:%M:%S} UTC"
+        rows.append(("info", "Run finished", f"{ended['detail']} at {when} ({ended['origin']})",
+                     "RunFinished"))
+    elif stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
         planned, desc = stopped[0]
         rows.append(("warning" if planned else "critical", "Run stopped", desc, "RunStopped"))
     elif stall is not None:  # sooner than "not training": k x its own step interval
@@ -278,7 +284,7 @@ def _run_alerts(
                 "RunStalled",
             )
         )
-    if not training:
+    if not training and ended is None:
         rows.append(
             (
                 "critical",
@@ -293,7 +299,8 @@ def _run_alerts(
         [run_id, now - timedelta(hours=24), now],
     ):
         rows.append(("critical", "Restart loop", desc, "RestartLoop"))
-    rows += _checkpoint_alerts(store, run_id, now)
+    if ended is None:  # a finished run's tiers are not overdue
+        rows += _checkpoint_alerts(store, run_id, now)
     hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
     for sp in loss_spikes(store, run_id, hour).itertuples():
         rows.append(

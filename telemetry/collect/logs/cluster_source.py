@@ -102,7 +102,7 @@ class _Log:
         self.lineno = 1
         self.year = None if follow else _mtime_year(path)
         self.parser = self._new_parser()
-        self.world_told: int | None = None  # the world size already written to the run
+        self.facts_told: dict[str, int] = {}  # the job facts already written to the run
 
     def _new_parser(self) -> Any:
         from telemetry.collect.logs.textlogs import LogParser
@@ -391,12 +391,14 @@ class ClusterSource:
                         produced = True
                         target = f"{self.kind}:{path}"
                         yield Records("train_metrics", recs, target, "logs", bid + ":m")
-                    world = log.parser.world_size
-                    if world and world != log.world_told:  # the job's GPUs: GPU-hours, cost
-                        log.world_told = world
+                    facts = log.parser.job_facts()  # the job's GPUs (GPU-hours, cost), nodes
+                    if facts and facts != log.facts_told and self.run:
+                        log.facts_told = facts
                         target = f"{self.kind}:{path}"
-                        rec = {"run": self.run, "gpus": world}
-                        yield Records("runs", [rec], target, "logs", bid + f":w{world}")
+                        rec = {"run": self.run} | {  # GPUs per node: gpus / nodes
+                            k: v for k, v in facts.items() if k != "gpus_per_node"}
+                        tag = ",".join(f"{k}{v}" for k, v in sorted(facts.items()))
+                        yield Records("runs", [rec], target, "logs", bid + f":w{tag}")
                     if tables:
                         produced = True
                         rows = sum(len(t) for t in tables.values())

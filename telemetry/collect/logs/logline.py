@@ -19,6 +19,7 @@ from pathlib import PurePath
 
 from telemetry.collect.logs.logranks import launcher, split_prefix
 from telemetry.derive import signals as sig
+from telemetry.hostlist import MAX_HOSTS, count_hosts
 
 # Substrings that any line worth reading contains. RE2 (pyarrow) and Python's re both compile
 # it; keep to the syntax they share (no \w or \b: their meaning differs on non-ASCII text).
@@ -28,6 +29,9 @@ PREFILTER = "|".join(
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"Training starts at step|seq_length \.\.\.",  # tokens per step or per sample
+        r"train_iters \.\.\.",  # Megatron-LM: the planned steps
+        r"SLURM_(?:JOB_)?NODELIST=|SLURM_(?:JOB_NUM_NODES|NNODES|GPUS_ON_NODE)=",  # job facts
+        r"number of parameters in billions|total parameters|Number of trainable parameters",
         r"using world size: |world_size \.\.\.",  # Megatron-LM: how many GPUs the job has
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
@@ -57,10 +61,10 @@ PREFILTER = "|".join(
         r"Traceback",
         r"srun: error",
         r"CANCELLED AT",
-        r"exiting program|Training completed",  # planned exits
+        r"exiting program|Training completed|after training is done|Trainer\.fit` stopped",
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
         r" (?:time|host|rank|exitcode) +: ",  # torchrun's ChildFailedError summary
-        r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ nranks [0-9]+",  # which host each rank is on
+        r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ n[Rr]anks [0-9]+",  # which host each rank is on
     ]
 )
 PREFILTER_RE = re.compile(PREFILTER)
@@ -199,22 +203,69 @@ def megatron(body: str) -> dict[str, float | None] | None:
 #   64, [gradient accumulation steps 1, ]sequence length 8192, total steps 1000 (warmup 200)"
 #   Megatron-LM arguments.py (_print_args): "  seq_length ...................... 4096"
 _TITAN_PLAN = re.compile(r"Training starts at step \d+, with local batch size \d+, global batch "
-                         r"size (\d+),(?: gradient accumulation steps \d+,)? sequence length (\d+)")
+                         r"size (\d+),(?: gradient accumulation steps \d+,)? sequence length (\d+)"
+                         r"(?:, total steps (\d+))?")
 _SEQ_ARG = re.compile(r"^\s*seq_length \.+ (\d+)\s*$")
+# The planned steps, Megatron-LM arguments.py: "  train_iters ......................... 500000"
+_ITERS_ARG = re.compile(r"^\s*train_iters \.+ (\d+)\s*$")
 # The job's ranks (GPUs), Megatron-LM arguments.py on rank 0: "using world size: 64, ..."
 _WORLD = re.compile(r"using world size: (\d+), data-parallel|^\s*world_size \.+ (\d+)\s*$")
+# The planned steps as each Megatron-LM progress line states them: "iteration  990/ 1000 |"
+_ITER_OF = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|")
 
 
-def plan(body: str) -> tuple[str, int] | None:
-    """("tokens_per_step", N) from TorchTitan's start line, ("seq_length", L) and ("world_size",
-    W) from Megatron's arguments block (or its "using world size" line); None otherwise."""
+# The job's nodes and GPUs as a batch script prints its environment (``env | grep SLURM``,
+# ``echo SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST``): Slurm's output environment variables.
+_SLURM_ENV = re.compile(r"\b(SLURM_JOB_NODELIST|SLURM_NODELIST|SLURM_JOB_NUM_NODES|SLURM_NNODES"
+                        r"|SLURM_GPUS_ON_NODE)=(\S+)")
+# The model's size as the trainers state it once:
+#   Megatron-LM theoretical_memory_usage.py: "Total number of parameters in billions: 6.96"
+#   TorchTitan train.py: "Model llama3 8B size: 8,030,261,248 total parameters"
+#   Hugging Face trainer.py: "  Number of trainable parameters = 124,439,808"
+_PARAMS = re.compile(r"Total number of parameters in billions: *([0-9.]+)"
+                     r"|size: ([0-9,]+) total parameters"
+                     r"|Number of trainable parameters = ([0-9,]+)")
+
+
+def _slurm_env(body: str) -> list[tuple[str, int]]:
+    out = []
+    for name, value in _SLURM_ENV.findall(body):
+        if name.endswith("NODELIST"):
+            if 0 < (n := count_hosts(value)) <= MAX_HOSTS:
+                out.append(("nodes", n))
+        elif value.isdigit() and int(value) > 0:
+            out.append(("gpus_per_node" if name == "SLURM_GPUS_ON_NODE" else "nodes", int(value)))
+    return out
+
+
+def plan(body: str) -> list[tuple[str, int]]:
+    """What the trainer says once about the job: ("tokens_per_step", N) and ("train_steps", S)
+    from TorchTitan's start line; ("seq_length", L), ("world_size", W) and ("train_steps", S)
+    from Megatron's arguments block (or its "using world size" line); ("nodes", N) and
+    ("gpus_per_node", G) from Slurm's environment printed by the batch script; ("model_params",
+    P) from the trainer's parameter count; [] otherwise."""
     if "Training starts" in body and (m := _TITAN_PLAN.search(body)):
-        return "tokens_per_step", int(m.group(1)) * int(m.group(2))
+        out = [("tokens_per_step", int(m.group(1)) * int(m.group(2)))]
+        return out + [("train_steps", int(m.group(3)))] if m.group(3) else out
     if "seq_length" in body and (m := _SEQ_ARG.match(body)):
-        return "seq_length", int(m.group(1))
+        return [("seq_length", int(m.group(1)))]
+    if "train_iters" in body and (m := _ITERS_ARG.match(body)):
+        return [("train_steps", int(m.group(1)))]
     if "world" in body and (m := _WORLD.search(body)):
-        return "world_size", int(m.group(1) or m.group(2))
-    return None
+        return [("world_size", int(m.group(1) or m.group(2)))]
+    if "SLURM_" in body:
+        return _slurm_env(body)
+    if "arameters" in body and (m := _PARAMS.search(body)):
+        if m.group(1):
+            return [("model_params", round(float(m.group(1)) * 1e9))]
+        return [("model_params", int((m.group(2) or m.group(3)).replace(",", "")))]
+    return []
+
+
+def iteration_of(line: str) -> tuple[int, int] | None:
+    """(step, planned steps) of a Megatron-LM progress line, else None."""
+    m = _ITER_OF.search(line)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def deepspeed_steps(body: str) -> dict[str, float | None] | None:
@@ -388,16 +439,20 @@ _CUDA_START = re.compile(r"CUDA error|Cuda failure|cudaError|torch\.\w*OutOfMemo
 Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]
 # Megatron-LM training.py (print_datetime): "[exiting program at iteration 1000] datetime: ...",
 # "[exiting program after 230.0 minutes] datetime: ...", "exiting program after receiving
-# SIGTERM."; Hugging Face trainer.py and TorchTitan train.py: "Training completed".
+# SIGTERM."; Hugging Face trainer.py and TorchTitan train.py: "Training completed"; Megatron-LM
+# at the end of its planned steps: "[after training is done] datetime: ..."; Lightning's fit
+# loop: "`Trainer.fit` stopped: `max_steps=1000` reached."
 _PLANNED_EXIT = re.compile(r"exiting program (?:at iteration \d+|after [^\]]+?)(?=\]|\.?\s*$)"
-                           r"|Training completed")
+                           r"|Training completed|after training is done"
+                           r"|`Trainer\.fit` stopped: `max_(?:steps|epochs)=\d+` reached")
 
 
 def failure(body: str) -> Failure | None:
     """The failure signature a line carries, if any."""
     if "NCCL INFO" in body:
         return None
-    if ("exiting program" in body or "Training completed" in body) and (
+    if ("exiting program" in body or "Training completed" in body or "training is done" in body
+            or "Trainer.fit" in body) and (
         m := _PLANNED_EXIT.search(body)
     ):
         return sig.PLANNED_EXIT, m.group(0), None, None, None, None, None

@@ -84,7 +84,10 @@ def launcher(body: str) -> Failure | None:
 
 
 _NCCL_INIT = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):\d+ \[(\d+)\] NCCL INFO comm "
-                        r"0x[0-9a-fA-F]+ rank (\d+) nranks (\d+)")
+                        r"0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)")
+# NCCL >= 2.19 after a communicator's init: "comm 0x55a7be569d00 rank 1 nRanks 8 nNodes 1
+# localRanks 8 localRank 1 MNNVL 0": its nodes and ranks (GPUs) per node
+_NCCL_SHAPE = re.compile(r" n[Rr]anks (\d+) nNodes (\d+) localRanks (\d+) ")
 
 
 def nccl_init(body: str) -> tuple[str, int, int, int, int] | None:
@@ -97,6 +100,12 @@ def nccl_init(body: str) -> tuple[str, int, int, int, int] | None:
         return None
     host, pid, dev, rank, nranks = m.groups()
     return host, int(pid), int(dev), int(rank), int(nranks)
+
+
+def nccl_shape(body: str) -> tuple[int, int, int] | None:
+    """(nranks, nodes, ranks per node) of NCCL's ``nRanks N nNodes M localRanks L`` line."""
+    m = _NCCL_SHAPE.search(body)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def nccl_pid(body: str) -> tuple[str, int] | None:

@@ -131,6 +131,7 @@ class LogParser:
         self._recent: dict[int, str] = {}  # step -> the prefix of the rank that printed it
         self._last_step = -1
         self._plan: dict[str, int] = {}  # tokens per step (TorchTitan), sequence length (Megatron)
+        self._done_told = False  # the planned steps were reached (a planned_exit signal)
         self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
         self._label = ""  # the current line's launcher prefix
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
@@ -204,6 +205,31 @@ class LogParser:
             return self._plan["world_size"]
         return max((n for _rank, n in self._pids.values()), default=None)
 
+    def job_facts(self) -> dict[str, int]:
+        """What the log states of the job: ``gpus`` (its world size), ``nodes``, ``gpus_per_node``
+        and ``model_params``, each only when a line says it (Slurm's environment, NCCL's
+        communicator of every rank, the trainer's arguments and parameter count); GPUs from
+        nodes x GPUs per node when no line states the world size, and the other way round."""
+        out = {k: v for k, v in self._plan.items()
+               if k in ("nodes", "gpus_per_node", "model_params")}  # fmt: skip
+        world = self.world_size
+        if world:
+            out["gpus"] = world
+        nodes, per = out.get("nodes"), out.get("gpus_per_node")
+        if world is None and nodes and per:
+            out["gpus"] = nodes * per
+        elif world and nodes and per is None and world % nodes == 0:
+            out["gpus_per_node"] = world // nodes
+        elif world and per and nodes is None and world % per == 0:
+            out["nodes"] = world // per
+        return out
+
+    def _nccl_shape(self, nranks: int, nodes: int, per_node: int) -> None:
+        """The communicator of every rank (the largest) says the job's nodes and GPUs per
+        node (a sub-communicator's would say its own)."""
+        if nranks >= self._plan.get("_nccl_ranks", 0):
+            self._plan.update(_nccl_ranks=nranks, nodes=nodes, gpus_per_node=per_node)
+
     @property
     def unrecognised(self) -> int:
         return self.lines - self.counts["recognised"]
@@ -261,6 +287,7 @@ class LogParser:
         if fast is not None:
             self._merge_fast(block, base, offs, first, *fast)
         self._pace(first)
+        self._planned_end(first, block, base, offs)
         self._s = len(block) + 1
         self._context()  # carry the most recent time into the next block
         self._blk, self._ctx_lo = b"", 0
@@ -385,12 +412,15 @@ class LogParser:
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
-        if ("Training starts" in body or "seq_length" in body or "world" in body) and (
+        if ("Training starts" in body or "seq_length" in body or "world" in body
+                or "train_iters" in body or "SLURM_" in body or "arameters" in body) and (
             p := ll.plan(body)
         ):
-            self._plan[p[0]] = p[1]
+            self._plan.update(p)
             return True
         if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):
+            if "nNodes" in body and (shape := lr.nccl_shape(body)):
+                self._nccl_shape(*shape)
             return self._nccl_init(n, lineno)
         if ":" in body and (fld := lr.summary_field(body)):
             return self._summary(fld, raw, lineno)
@@ -528,6 +558,26 @@ class LogParser:
         if how != "line":
             self.counts[f"metrics_ts_from_{how}"] += 1
         return True
+
+    def _planned_end(self, first: int, block: bytes, base: int, offs: np.ndarray) -> None:
+        """The block's newest progress point reached the planned steps (Megatron-LM's
+        ``iteration N/ N``, its ``train_iters`` argument, TorchTitan's ``total steps``): a
+        ``planned_exit`` signal on that line, once, so the run reads as finished."""
+        if len(self.metrics) <= first or self._done_told:
+            return
+        rec, origin = self.metrics[-1], self.metric_origins[-1]
+        i = int(origin.rsplit(":", 1)[1]) - base
+        if not 0 <= i < len(offs) - 1:
+            return
+        raw = block[offs[i] : offs[i + 1] - 1].decode("utf-8", "replace")
+        told = ll.iteration_of(raw) if "iteration" in raw else None
+        total = told[1] if told else self._plan.get("train_steps")
+        if not total or rec["step"] < total:
+            return
+        self._done_told = True
+        detail = f"planned steps reached: step {rec['step']:,} of {total:,}"
+        self._add_signal(Signal(rec.get("ts"), sig.PLANNED_EXIT, self.host, None, None, detail,
+                                origin, clean_line(raw), "log", None), "line")
 
     def _bar(self, bar: tuple[int, int, float | None]) -> None:
         """A tqdm bar: its position is the step of the log dicts after it, and its elapsed

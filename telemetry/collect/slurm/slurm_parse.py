@@ -18,10 +18,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 import pandas as pd
+
+from telemetry.hostlist import expand_hostlist
 
 JOB_COLUMNS = (
     "cluster", "job_id", "job_id_raw", "array_job_id", "array_task_id", "requeue", "name",
@@ -56,55 +57,6 @@ class Parsed:
         for part in (state or "").split("+"):
             if part and part not in known:
                 self.unknown_states[part] = self.unknown_states.get(part, 0) + 1
-
-
-# -- host lists ------------------------------------------------------------------------------
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-@lru_cache(maxsize=4096)
-def expand_hostlist(text: str | None) -> tuple[str, ...]:
-    """``gpu[001-003,7],login1`` -> ('gpu001', 'gpu002', 'gpu003', 'gpu7', 'login1'), as
-    ``scontrol show hostnames`` does (zero padding kept); one level of brackets per name part."""
-    if not text or text in _NULL_TEXT:
-        return ()
-    out: list[str] = []
-    for name in _split_top(text):
-        parts = [[""]]
-        for m in re.finditer(r"\[([^\]]*)\]|([^\[]+)", name):
-            if m.group(2) is not None:
-                parts.append([m.group(2)])
-                continue
-            choices: list[str] = []
-            for piece in m.group(1).split(","):
-                r = _RANGE.match(piece.strip())
-                if not r:
-                    choices.append(piece)
-                    continue
-                lo, hi = r.group(1), r.group(2) or r.group(1)
-                width = len(lo) if lo.startswith("0") else 0
-                choices += [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-            parts.append(choices)
-        names = [""]
-        for choices in parts:
-            names = [a + b for a in names for b in choices]
-        out += names
-    return tuple(out)
-
-
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside brackets."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur.append(ch)
-    out.append("".join(cur))
-    return [p.strip() for p in out if p.strip()]
 
 
 # -- values ----------------------------------------------------------------------------------
