@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.derive.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
+from telemetry.derive.logged_saves import LOGGED, logged_checkpoints
 from telemetry.derive.ranks import rank_hosts
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
@@ -40,6 +41,7 @@ from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT, TIERS
 UNKNOWN = "Unknown"
 _ROOTS_KEY = "tier_roots:"  # meta key prefix: the tier roots of a run, JSON {tier: [paths]}
 _DIGEST_KEY = "derived:"  # meta key prefix: digest of a run's inferred rows
+_LOGGED_KEY = "logged_saves:"  # meta key prefix: digest of a run's log-only checkpoints
 _MARGIN = timedelta(hours=1)  # evidence is read this far around the run's progress
 
 
@@ -126,8 +128,8 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         "signals": signals,
         "checkpoints": store.df(
             """SELECT step, tier, start_ts, end_ts, status, path FROM checkpoints
-               WHERE run_id = ? ORDER BY end_ts, step, tier""",
-            [run_id],
+               WHERE run_id = ? AND format IS DISTINCT FROM ? ORDER BY end_ts, step, tier""",
+            [run_id, LOGGED],  # the scanned ones: the log's saves are read as events
         ),
         "ckpt_events": store.df(
             """SELECT ts, kind, step, path, origin, line FROM checkpoint_events
@@ -216,6 +218,7 @@ def place_hangs(store: Store, run_id: str) -> int:
 def derive_run(store: Store, run_id: str) -> Derived:
     """Infer the run's interruptions and replace its inferred rows if they changed."""
     inputs = _inputs(store, run_id)
+    _sync_logged(store, run_id, inputs)
     df = infer_interruptions(**inputs)
     df = _apply_labels(df, _labels(store, run_id))
     digest = _digest(df)
@@ -223,14 +226,41 @@ def derive_run(store: Store, run_id: str) -> Derived:
     key = _DIGEST_KEY + run_id
     if store.meta().get(key) == digest:
         return Derived(run_id, len(df), False, by_component)
-    with store.transaction(["interruptions", "meta"]) as con:
-        con.execute("DELETE FROM interruptions WHERE run_id = ? AND source = ?", [run_id, SOURCE])
-        if len(df):
-            con.register("_derived", df)
-            con.execute("INSERT INTO interruptions BY NAME SELECT * FROM _derived")
+    _replace(store, "interruptions", "source", [run_id, SOURCE], df, key, digest)
+    return Derived(run_id, len(df), True, by_component)
+
+
+# The derived rows of a table, by the column that marks them (names are these constants, never
+# input): inferred interruptions by ``source``, log-only checkpoints by ``format``.
+_DERIVED_ROWS = {("interruptions", "source"), ("checkpoints", "format")}
+
+
+def _replace(
+    store: Store, table: str, marker: str, where: list[Any], rows: pd.DataFrame, key: str,
+    digest: str,
+) -> None:  # fmt: skip
+    """Replace the run's derived rows of ``table`` (``run_id``, ``marker`` = ``where``) with
+    ``rows`` and remember their digest, in one transaction."""
+    assert (table, marker) in _DERIVED_ROWS
+    with store.transaction([table, "meta"]) as con:
+        con.execute(f"DELETE FROM {table} WHERE run_id = ? AND {marker} = ?", where)
+        if len(rows):
+            con.register("_derived", rows)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _derived")
             con.unregister("_derived")
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, digest])
-    return Derived(run_id, len(df), True, by_component)
+
+
+def _sync_logged(store: Store, run_id: str, inputs: dict[str, Any]) -> None:
+    """Store the run's checkpoints known from its log only (``logged_saves``), when they
+    changed: the Checkpoints page, the tier ages and the cadence count them."""
+    rows = logged_checkpoints(
+        run_id, inputs["checkpoints"], inputs["ckpt_events"], inputs["tier_roots"]
+    )
+    key, digest = _LOGGED_KEY + run_id, _digest(rows)
+    if store.meta().get(key, _digest(rows.iloc[0:0])) == digest:
+        return
+    _replace(store, "checkpoints", "format", [run_id, LOGGED], rows, key, digest)
 
 
 def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:

@@ -1,0 +1,71 @@
+"""Checkpoints rotated away still count (#37, 3): Megatron-LM keeps the last few checkpoint
+directories; the night's log reports every save. A save whose directory is gone is a checkpoint
+of its tier (from the log, no size), so the cadence and the restore from a checkpoint no longer
+on disk read as the job ran. A directory that is there wins over the log's line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.cluster_fixture import RUN, build
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def rotated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    night = build(tmp_path_factory.mktemp("night"))
+    for tier, keep in ((night.nvme, 3), (night.pfs, 2)):  # a rotation that kept the newest
+        dirs = sorted(p for p in tier.iterdir() if p.is_dir())
+        for d in dirs[:-keep]:
+            shutil.rmtree(d)
+    store = tmp_path_factory.mktemp("s") / "s.duckdb"
+    r = cli(*night.import_args(store))
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+def _rows(store: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(store), read_only=True) as con:
+        return con.execute(sql, [RUN]).fetchall()
+
+
+def test_saves_whose_directories_are_gone_are_checkpoints_of_their_tier(rotated: Path) -> None:
+    got = dict(_rows(rotated, "SELECT tier, list(step ORDER BY step) FROM checkpoints "
+                              "WHERE run_id = ? AND status = 'ok' GROUP BY tier"))  # fmt: skip
+    # every 500 steps on NVMe and 1,000 on the PFS, as the log says, not only the survivors
+    assert got["nvme"] == list(range(500, 5501, 500))
+    assert got["pfs"] == [1000, 2000, 3000, 4000, 5000]
+    logged = dict(_rows(rotated, "SELECT tier, count(*) FROM checkpoints WHERE run_id = ? "
+                                 "AND format = 'log' GROUP BY tier"))  # fmt: skip
+    assert logged == {"nvme": 8, "pfs": 4}  # 11 - 3 and 5 ok - 1 surviving ok
+    (w,) = _rows(rotated, "SELECT min(write_s) FROM checkpoints WHERE run_id = ? AND "
+                          "format = 'log'")  # fmt: skip
+    assert w[0] is not None and w[0] >= 0
+
+
+def test_the_restore_from_a_rotated_checkpoint_names_a_checkpoint_of_its_tier(
+    rotated: Path,
+) -> None:
+    restores = _rows(rotated, "SELECT restored_tier, restored_step FROM interruptions "
+                              "WHERE run_id = ? ORDER BY ts")  # fmt: skip
+    assert restores == [("pfs", 3000), ("nvme", 5000)]
+    for tier, step in restores:
+        (n,) = _rows(rotated, f"SELECT count(*) FROM checkpoints WHERE run_id = ? AND tier = "
+                              f"'{tier}' AND step = {step} AND status = 'ok'")  # fmt: skip
+        assert n == (1,)
+
+
+def test_importing_again_keeps_one_row_per_checkpoint(rotated: Path, tmp_path: Path) -> None:
+    before = _rows(rotated, "SELECT count(*) FROM checkpoints WHERE run_id = ?")
+    store = tmp_path / "again.duckdb"
+    shutil.copy(rotated, store)
+    night = build(tmp_path / "night")  # every directory back: they replace the logged rows
+    r = cli(*night.import_args(store))
+    assert r.returncode == 0, r.stderr
+    assert _rows(store, "SELECT count(*) FROM checkpoints WHERE run_id = ? AND format = 'log'"
+                 ) == [(0,)]  # fmt: skip
+    assert before == [(17,)]
