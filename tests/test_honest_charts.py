@@ -162,10 +162,15 @@ def test_a_run_without_tokens_is_drawn_by_step_and_says_so(night: Store) -> None
     assert fig.layout.xaxis.title.text == "Step"
     assert sum(1 for p in _line(_trace(fig, NIGHT_RUN)) if p) > 500  # the loss line is there
     thr = check(tfig.throughput_figure(series[NIGHT_RUN], "tokens", "plotly_dark", NIGHT_RUN))
-    assert (
-        thr.layout.annotations[0].text == f"{NIGHT_RUN} logs no throughput (tokens/s) in this range"
-    )
-    assert thr.layout.yaxis.visible is False and not thr.data  # a message, not an empty axis
+    # no tokens/s: its step time instead (#37, 3), from the progress lines' times, from zero
+    assert thr.layout.title.text.startswith("Step time (the run logs no tokens/s)")
+    assert thr.layout.yaxis.title.text == "Step time (s)" and thr.layout.yaxis.range[0] == 0
+    y = [v for v in thr.data[0].y if v is not None and v == v]
+    assert len(y) > 500 and all(abs(v - 2.0) < 0.01 for v in y)  # one step every 2 s
+    assert len(y) < len(series[NIGHT_RUN])  # no step time across the restarts' downtime
+    empty = check(
+        tfig.throughput_figure(series[NIGHT_RUN].head(1), "tokens", "plotly_dark", NIGHT_RUN))
+    assert "too few timed steps" in empty.layout.annotations[0].text  # a message, no axis
 
 
 def test_an_overlay_run_without_tokens_is_left_out_by_name(dev_store: Path, night: Store) -> None:

@@ -127,3 +127,27 @@ def test_the_incident_view_tells_each_failure_whole(bound: Store) -> None:
     assert incident.incident(RUN, "2026-03-01T09:00:00") is None  # no interruption began then
     assert incident.incident(RUN, "<img src=x onerror=alert(1)>") is None
     assert incident.incident(None, listed["at"].iloc[0]) is None
+
+
+def test_the_what_if_models_an_imported_run_once_its_write_time_is_entered(
+    bound: Store,
+) -> None:
+    """Directory scans see write times, not stalls: the model has no blocking write, and the
+    hint says to enter one. Entered, the what-if projects the run (it said 'Nothing to model'
+    whatever was typed); a zero interval says why it is not used instead of silently falling
+    back."""
+    from app.data import checkpoints as ck
+
+    tr = data_extent(bound)
+    assert tr is not None
+    model = ck.checkpoint_model(RUN, tr, ck.tier_stats(RUN, tr))
+    assert model is not None and model["write_s"] is None
+    assert ck.what_if(model, None, None) is None  # nothing entered: nothing to model
+    got = ck.what_if(model, None, 20)
+    assert got is not None and got.base.write_s == 20.0
+    assert 0.5 < got.base.ettr_configured < 1.0
+    assert "write 20.00 s (entered)" in set(got.curves["curve"])
+    assert ck.what_if(model, 5, 20).what.configured_s == 300.0  # a typed interval is used
+    assert "more than 0 min" in (ck.what_if_refused(0, 20) or "")
+    assert "negative" in (ck.what_if_refused(None, -3) or "")
+    assert ck.what_if_refused(None, None) is None and ck.what_if_refused(10, 0) is None

@@ -74,8 +74,25 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
     configured ones; empty or invalid inputs mean the configured value. None when the model
     has nothing to project (no checkpoints in the range)."""
     m = mapping(model)
+    if m is None:
+        return None
+    typed = number(write_s)
+    if m.get("write_s") is None and typed is not None and typed >= 0:
+        # no measured blocking time (a directory scan sees writes, not stalls): the one the
+        # user entered is the run's, as the hint asks (#37, 3)
+        m = {**m, "write_s": float(typed), "write_entered": True}
     base = ckq.interval_advice(m)
-    if m is None or base is None:
+    if base is None:
         return None
     interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
+
+
+def what_if_refused(interval_min: Any, write_s: Any) -> str | None:
+    """Why a typed what-if value is not used (the configured one is shown instead), or None."""
+    interval, write = number(interval_min), number(write_s)
+    if interval_min not in (None, "") and (interval is None or interval <= 0):
+        return "a checkpoint interval must be more than 0 min: the configured one is shown"
+    if write_s not in (None, "") and (write is None or write < 0):
+        return "a blocking write cannot be negative: the measured one is shown"
+    return None

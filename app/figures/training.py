@@ -321,6 +321,35 @@ def _mark_checkpoints(fig: Figure, ck: pd.DataFrame, axis: str, to_x: StepScale)
     fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
 
 
+def _step_time_figure(
+    df: pd.DataFrame, axis: str, template: str, name: str, x_range: list | None
+) -> Figure:
+    """Seconds per step (from the progress points' times) where the run logs no tokens/s: a
+    slowdown still shows, as a rise; each restart piece its own line, from zero."""
+    df = _with_restarts(df)
+    if "step_s" not in df or not df["step_s"].notna().any():
+        return empty("Step time", f"{name} logs no throughput (tokens/s) and too few timed steps "
+                     "for a step time in this range", 260, template)  # fmt: skip
+    axis, note = axis_for(df, axis, name)
+    g = gapped(df, ["step_s"])
+    fig = _base("Step time (the run logs no tokens/s)", 260, template)
+    fig.add_trace(
+        plot.Scatter(
+            x=_x(g, axis), y=g["step_s"], mode="lines", name="Step time",
+            line={"color": "#19d3f3", "width": 1},
+            hovertemplate="%{y:.3f} s per step<extra></extra>",
+        )
+    )  # fmt: skip
+    top = float(df["step_s"].max()) * 1.08 or 1.0
+    fig.update_layout(
+        xaxis=time_axis(x_range, X_TITLES[axis]),
+        yaxis={"title": "Step time (s)", "range": [0.0, top], "automargin": False},
+        showlegend=False,
+        **ALIGNED,
+    )
+    return _noted(fig, [note] if note else [])
+
+
 def throughput_figure(
     df: pd.DataFrame,
     axis: str,
@@ -336,7 +365,7 @@ def throughput_figure(
     if df.empty:
         return empty(title, "No training metrics in this range", 260, template)
     if not df["tokens_per_s"].notna().any():
-        return empty(title, f"{name} logs no throughput (tokens/s) in this range", 260, template)
+        return _step_time_figure(df, axis, template, name, x_range)
     axis, note = axis_for(df, axis, name)
     df = _with_restarts(df)
     fig = _base(title, 260, template)

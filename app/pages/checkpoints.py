@@ -239,11 +239,15 @@ def _whatif(  # type: ignore[no-untyped-def]
         return "–", "", "–", msg, figures.empty("Expected ETTR", msg, template=tpl)
     base, what = projection.base, projection.what
     delta = what.ettr_configured - base.ettr_configured
+    refused = data.what_if_refused(interval_min, write_s)
+    entered = " (entered: the run reports none)" if (m or {}).get("write_s") is None else ""
     return (
         f"{what.ettr_configured * 100:.2f} %",
-        ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
+        html.Span(refused, className="text-warning")
+        if refused
+        else ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
         f"{base.ettr_configured * 100:.2f} %",
-        f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s",
+        f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s{entered}",
         ckfig.ettr_curve(projection.curves, projection.marks, tpl),
     )
 

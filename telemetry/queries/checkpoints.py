@@ -321,13 +321,19 @@ def what_if(model: Mapping[str, Any], interval_s: float, write_s: float) -> What
     return WhatIf(base, what, _curves(model, base, what), marks)
 
 
+def _write_basis(model: Mapping[str, Any]) -> str:
+    """ "entered" when the blocking write is the user's (the run reports none), else
+    "measured"."""
+    return "entered" if model.get("write_entered") else "measured"
+
+
 def _curves(model: Mapping[str, Any], base: IntervalAdvice, what: IntervalAdvice) -> pd.DataFrame:
     """ETTR against interval for the measured write time and, if it differs, the what-if one."""
     pts = [p for p in (base.configured_s, what.configured_s, what.ettr_optimum_s) if p]
     grid = reliability.log_grid(max(min(pts) / 4.0, 1.0), max(pts) * 4.0)
     frames = []
     for label, w in {
-        f"write {base.write_s:.2f} s (measured)": base.write_s,
+        f"write {base.write_s:.2f} s ({_write_basis(model)})": base.write_s,
         f"write {what.write_s:.2f} s (what-if)": what.write_s,
     }.items():
         if frames and w == base.write_s:

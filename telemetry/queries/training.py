@@ -39,7 +39,8 @@ def overlay_series(
 ) -> dict[str, pd.DataFrame]:
     """The run's series in the range, then each other run of ``overlay`` (a list of run ids;
     anything else in it is skipped) to compare with it: over the same time on a wall-clock
-    ``axis`` (``time``), else over the same steps the run logged in the range."""
+    ``axis`` (``time``), else over the same steps the run logged in the range. Each with its
+    restart pieces (``mark_restarts``) and seconds per step (``step_seconds``)."""
     out = {run_id: train_series(store, run_id, tr)}
     span = step_span(store, run_id, tr)
     for run in overlay if isinstance(overlay, list) else []:
@@ -49,7 +50,8 @@ def overlay_series(
             out[run] = train_series(store, run, tr)
         elif span is not None:  # compare runs over the same steps
             out[run] = series_by_steps(store, run, span[0], span[1])
-    return {run: mark_restarts(df) for run, df in out.items()}
+    marked = {run: mark_restarts(df) for run, df in out.items()}
+    return {run: df.assign(step_s=step_seconds(df)) for run, df in marked.items()}
 
 
 def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
@@ -72,6 +74,19 @@ def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
     # the lowest first step of any later piece: a row at or past it was trained again
     later = np.r_[np.minimum.accumulate(first[::-1])[::-1][1:], np.inf]
     return df.assign(segment=segment, rolled_back=step >= later[segment])
+
+
+def step_seconds(df: pd.DataFrame) -> pd.Series:
+    """Seconds per step at each point of a series marked by ``mark_restarts``: the time since
+    the previous point over the steps since it (Megatron-LM's "elapsed time per iteration"
+    over its log interval, for any trainer that logs steps with times), NaN at a piece's first
+    point (a restart's wait is no step time) and where the step did not advance."""
+    if df.empty:
+        return pd.Series(dtype=float)
+    dt = df["ts"].diff().dt.total_seconds()
+    ds = df["step"].astype(float).diff()
+    same = df["segment"].eq(df["segment"].shift())
+    return (dt / ds).where(same & (ds > 0))
 
 
 def loss_spikes(
