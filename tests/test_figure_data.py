@@ -143,3 +143,21 @@ def test_checkpoint_sizes_read_in_units_people_use() -> None:
     assert [fmt_bytes(b) for b in (415_069, 1_500, 74.9e9, 4.33e12, 12, None)] == [
         "415 kB", "1.5 kB", "74.9 GB", "4.33 TB", "12 B", "–"
     ]  # fmt: skip
+
+
+def test_the_hover_box_is_opaque_and_legible_in_both_themes() -> None:
+    """The unified hover box took the figures' transparent paper as its background: its text
+    sat on the lines beneath, unreadable in the dark theme (#37). Each theme's box is opaque
+    and its text contrasts with it (WCAG AA for normal text: 4.5)."""
+    from app.figures import _base
+
+    def lum(hex_: str) -> float:
+        rgb = [int(hex_[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    for tpl in ("plotly_dark", "plotly_white"):
+        hl = go.Figure(_base("x", template=tpl).to_dict()).layout.hoverlabel  # as sent
+        assert hl.bgcolor.startswith("#") and len(hl.bgcolor) == 7, tpl  # no alpha
+        a, b = sorted((lum(hl.bgcolor), lum(hl.font.color)))
+        assert (b + 0.05) / (a + 0.05) >= 4.5, tpl

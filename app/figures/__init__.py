@@ -70,6 +70,15 @@ PLACEHOLDER = {
 }
 
 
+# The hover box's own background: with the paper transparent (the page's card shows through),
+# a unified ("x unified") hover box took the transparent paper as its background and its text
+# sat on the lines beneath it, unreadable in the dark theme (#37).
+HOVER_LABEL = {
+    "plotly_dark": {"bgcolor": "#2b3035", "bordercolor": "#6c757d", "font": {"color": "#f8f9fa"}},
+    "plotly_white": {"bgcolor": "#ffffff", "bordercolor": "#adb5bd", "font": {"color": "#212529"}},
+}
+
+
 def _base(title: str, height: int = HEIGHT, template: str = TEMPLATE) -> Figure:
     fig = Figure(layout={"template": _template(template)})
     fig.update_layout(
@@ -79,6 +88,10 @@ def _base(title: str, height: int = HEIGHT, template: str = TEMPLATE) -> Figure:
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         hovermode="x unified",
+        hoverlabel=HOVER_LABEL.get(template, HOVER_LABEL[TEMPLATE]),
+        # the y axis's "0" and the x axis's first time ("18:00") met at the corner (#37)
+        xaxis={"ticklabelstandoff": 7},
+        yaxis={"ticklabelstandoff": 5},
         legend={
             "orientation": "h",
             "y": 1.0,

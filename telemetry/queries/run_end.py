@@ -42,8 +42,10 @@ def run_end(store: Store, run_id: str, at: datetime) -> dict[str, Any] | None:
         job_id, _state, end = job[0]
         return {"state": FINISHED, "ts": end, "detail": f"Slurm job {job_id} COMPLETED",
                 "origin": f"slurm job {job_id}"}
-    end = store.scalar("SELECT end_ts FROM runs WHERE run_id = ?", [run_id])
+    rec = store.rows("SELECT end_ts, simulated FROM runs WHERE run_id = ?", [run_id])
+    end, simulated = rec[0] if rec else (None, None)
     if end is not None and end <= at and (last is None or last <= end):
-        return {"state": FINISHED, "ts": end, "detail": "the run's record says it ended",
-                "origin": "run record"}
+        detail = ("the simulated run ends (the replay's last simulated time)" if simulated
+                  else "the run's record says it ended")  # fmt: skip
+        return {"state": FINISHED, "ts": end, "detail": detail, "origin": "run record"}
     return None

@@ -40,6 +40,17 @@ CLASHES = """() => {
         if (meets(box(legend), box(t))) out.push(`${name}: legend covers "${t.textContent}"`);
       }
     }
+    // tick labels of the x axis against those of the y axes ("0" on "18:00" at the corner)
+    const xt = [...plot.querySelectorAll('.xtick text')].filter(t => t.textContent.trim());
+    const yt = [...plot.querySelectorAll('.ytick text, .y2tick text')]
+      .filter(t => t.textContent.trim());
+    for (const x of xt) {
+      for (const y of yt) {
+        if (meets(box(x), box(y))) {
+          out.push(`${name}: tick "${y.textContent}" meets tick "${x.textContent}"`);
+        }
+      }
+    }
     for (const a of plot.querySelectorAll('.annotation-text, .g-gtitle text')) {
       const r = box(a);
       if (r.width && (r.right > svg.right + 1 || r.left < svg.left - 1)) {
@@ -51,11 +62,14 @@ CLASHES = """() => {
 }"""
 
 
+@pytest.mark.parametrize("span", ["all", "6h"])  # a short range: hours on the x axis
 @pytest.mark.parametrize("path", ["/", "/training", "/gpus", "/failures", "/checkpoints"])
-def test_charts_are_readable_at_1366_px(page: Page, dev_server: Server, path: str) -> None:
+def test_charts_are_readable_at_1366_px(
+    page: Page, dev_server: Server, path: str, span: str
+) -> None:
     errors = collect_errors(page)
     page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(dev_server.url + path + "#range=all")
+    page.goto(dev_server.url + path + f"#range={span}")
     page.wait_for_function(SETTLED, timeout=30000)
     assert page.evaluate(CLASHES) == []
     assert errors == [], errors
