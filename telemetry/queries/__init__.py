@@ -26,6 +26,15 @@ class TimeRange:
         return max((self.end - self.start).total_seconds(), 1.0)
 
 
+# Whether node ``n`` (a ``nodes`` row) is one of the job's nodes: scheduled as a job node (or
+# not labelled: a real cluster's exporters rarely say), and not drained, down or in maintenance
+# by Slurm's last word. A hot spare or a drained node is idle by design; counting it as an
+# under-used job GPU raised false alerts (#37).
+JOB_NODE_SQL = """(coalesce(n.role, 'job') = 'job' AND n.host NOT IN (
+    SELECT host FROM slurm_nodes
+    WHERE regexp_matches(state, 'DOWN|DRAIN|FAIL|NOT_RESPONDING|MAINT')))"""
+
+
 def runs(store: Store) -> pd.DataFrame:
     return store.df(
         """SELECT run_id, name, scenario, simulated, gpus, nodes, gpu_model, model_params,

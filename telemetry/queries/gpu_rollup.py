@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pandas as pd
 
-from telemetry.queries import TimeRange
+from telemetry.queries import JOB_NODE_SQL, TimeRange
 from telemetry.store import Store
 from telemetry.store.rollups import gpu_table
 from telemetry.utilization import REAL_SQL
@@ -64,8 +64,9 @@ def gpus_below_per_hour(store: Store, tr: TimeRange, util_pct: float = 80.0) -> 
 def gpus_below(
     store: Store, tr: TimeRange, util_pct: float = 80.0, bucket: int | None = None
 ) -> pd.DataFrame:
-    """Per bucket of the range (an hour, or ``below_bucket``'s when None), GPUs of job nodes
-    (as the Overview's alert counts them: a hot spare is idle by design): those that reported
+    """Per bucket of the range (an hour, or ``below_bucket``'s when None), GPUs of the job's
+    nodes (``JOB_NODE_SQL``, as the Overview's alert counts them: a hot spare or a node Slurm
+    drained is idle by design): those that reported
     (``gpus``) and those whose mean utilization over the bucket was below ``util_pct``
     (``below``): real utilization where the GPU reported profiling fields, else GPU_UTIL
     (``telemetry.utilization``); ts is the bucket, every bucket the range touches counted
@@ -111,6 +112,6 @@ def _below(
         f"""SELECT h AS ts, count(u) AS gpus, count(*) FILTER (WHERE u < ?) AS below,
               ? AS bucket_s
             FROM ({src}) JOIN gpus USING (gpu_id) JOIN nodes n USING (node_id)
-            WHERE n.role = 'job' GROUP BY h ORDER BY h""",
+            WHERE {JOB_NODE_SQL} GROUP BY h ORDER BY h""",
         [float(util_pct), bucket, *params],
     )

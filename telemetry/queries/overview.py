@@ -14,12 +14,12 @@ from typing import NamedTuple
 import pandas as pd
 
 from telemetry.derive.derive import open_stall
-from telemetry.queries import TimeRange, pick_level
+from telemetry.queries import JOB_NODE_SQL, TimeRange, pick_level
 from telemetry.queries.run_end import run_end
 from telemetry.queries.targets import SCRAPED, report_time, target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
-from telemetry.utilization import REAL_SQL
+from telemetry.utilization import ALLOCATED_MIB, REAL_SQL
 from telemetry.vocabulary import BUSY_PCT, HOT_C, IDLE_PCT, TIERS
 
 # Rollup columns a chart may ask for; names are checked here, never interpolated from input.
@@ -365,12 +365,18 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
     if training:
         # real utilization where a GPU reports the profiling fields (a rank spinning in a
         # collective reads 100 % on GPU_UTIL), else GPU_UTIL (``telemetry.utilization``)
+        # the job's nodes (``JOB_NODE_SQL``), and of them the GPUs the job holds now (busy, or
+        # a process's memory on them; unknown memory counts as held): a hot spare, a drained
+        # node or one taken out for repair (no process, no kernel) is idle by design, not
+        # under-used by the job (#37)
         ((low, real),) = store.rows(
             f"""SELECT count(*) FILTER (WHERE coalesce({REAL_SQL}, s.util_pct) < ?),
                        count(*) FILTER (WHERE {REAL_SQL} IS NOT NULL)
                FROM {samples} s JOIN gpus g USING (gpu_id) JOIN nodes n USING (node_id)
-               WHERE s.ts = ? AND n.role = 'job'""",
-            [LOW_UTIL_PCT, last],
+               WHERE s.ts = ? AND {JOB_NODE_SQL} AND NOT (coalesce(s.util_pct, 0) < ?
+                 AND coalesce((SELECT f.fb_used_mib FROM gpu_samples f
+                               WHERE f.ts = s.ts AND f.gpu_id = s.gpu_id), ?) < ?)""",
+            [LOW_UTIL_PCT, last, IDLE_PCT, ALLOCATED_MIB, ALLOCATED_MIB],
         )
         if low:
             basis = "real utilization" if real else "GPU_UTIL"
@@ -378,7 +384,8 @@ def _gpu_alerts(store: Store, last: datetime, training: bool) -> list[tuple[str,
                 (
                     "warning",
                     f"{low} GPU(s) < {LOW_UTIL_PCT:.0f} % utilized",
-                    f"by {basis}, while the job is training (job nodes as first scheduled)",
+                    f"by {basis}, on the job's nodes while it trains (spares, drained nodes "
+                    "left out)",
                     "GpuLowUtilization",
                 )
             )

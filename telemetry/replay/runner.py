@@ -25,7 +25,7 @@ from telemetry.ingest.writer import StoreWriter
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
 from telemetry.replay.source import ReplaySource
-from telemetry.replay.synth import Synthesizer
+from telemetry.replay.synth import JOB_ROLE, Synthesizer
 from telemetry.replay.timeline import checkpoint_bytes, simulate
 from telemetry.store import Store
 from telemetry.store.rollups import gpu_levels_for
@@ -136,8 +136,9 @@ def replay(
     check_fits(source, sink)
     fill_end = end if speed is None else min(prefill_s, end)
     rows = _backfill(store, source, sink, fill_end, end, progress, stop)
+    synced = sync_roles(store, source.syn, None)
     if speed is not None and source.left:
-        rows += _live(store, source, sink, speed, end, progress, stop)
+        rows += _live(store, source, sink, speed, end, progress, stop, synced)
     store.refresh_rollups()
     done = min(source.t_prev, end)
     stopped = bool(source.left) and stop is not None and stop.is_set()
@@ -240,6 +241,7 @@ def _live(
     end: float,
     progress: Progress | None,
     stop: threading.Event | None,
+    synced: np.ndarray,
 ) -> int:
     if speed <= 0:
         raise ValueError("speed must be positive (simulated seconds per wall second)")
@@ -259,10 +261,29 @@ def _live(
         now = max(t, sim0 + (time.monotonic() - wall0) * speed)
         for w in collect(source, sink, source.syn.abs_time(min(now, end))):
             rows += w.rows
+        synced = sync_roles(store, source.syn, synced)
         store.refresh_rollups()
         if progress:
             progress(source.t_prev, end, rows)
     return rows
+
+
+def sync_roles(store: Store, syn: Synthesizer, synced: np.ndarray | None) -> np.ndarray:
+    """Bring the GPUs' job label (what dcgm-exporter's ``hpc_job`` says) up to the simulation's
+    time: a node in repair or back among the spares runs no job (its drill-down names none), a
+    spare that took a failed node's place runs the job. Only nodes whose role changed since
+    ``synced`` (the roles written last; None: as registered) are written. ``nodes.role`` stays
+    the role each node was scheduled with: the history (idle job nodes, hot spares) reads by
+    it. Returns the roles written."""
+    now = syn.roles.copy()
+    before = syn.initial_roles() if synced is None else synced
+    changed = np.flatnonzero(now != before)
+    if len(changed):
+        with store.transaction(["gpus"]) as con:
+            for n in changed.tolist():
+                job = syn.run_id if int(now[n]) == JOB_ROLE else None
+                con.execute("UPDATE gpus SET hpc_job = ? WHERE node_id = ?", [job, n])
+    return now
 
 
 def live_start(now: datetime, prefill_s: float) -> datetime:

@@ -34,6 +34,7 @@ from telemetry.store.rollups import gpu_levels_for
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 _NOISE_POOL = 1 << 22
 _ROLE_CODE = {"job": 0, "spare": 1, "repair": 2}
+JOB_ROLE = _ROLE_CODE["job"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Synthesizer:
         # State carried across windows.
         self.energy_mj = rng.uniform(1e9, 5e10, g)
         self.xid_last = np.zeros(g, dtype=np.float32)
-        self.roles = np.where(np.arange(self.n_nodes) < sc.nodes, 0, 1).astype(np.int8)
+        self.roles = self.initial_roles()
         self.role_changes = sorted(tl.role_changes)
         self.role_idx = 0
         self.xs_block, self.ys_block = _cum_fraction(tl.blocking)
@@ -106,6 +107,10 @@ class Synthesizer:
         self.ck_end = [c.end for c in tl.checkpoints]
         self.tokens_per_s = nominal_tokens_per_s(sc)
         self.total_steps = sc.duration_s * self.tokens_per_s / sc.tokens_per_step
+
+    def initial_roles(self) -> np.ndarray:
+        """Each node's role code at the start: the job's nodes, then the spares."""
+        return np.where(np.arange(self.n_nodes) < self.sc.nodes, 0, 1).astype(np.int8)
 
     # -- static tables --------------------------------------------------------------------
     def host(self, node: int) -> str:
@@ -143,7 +148,7 @@ class Synthesizer:
                 "namespace": None,
                 "pod": None,
                 "container": None,
-                "hpc_job": self.run_id,
+                "hpc_job": np.where(self.node_of < sc.nodes, self.run_id, None),  # not spares
             }
         )
 
