@@ -33,6 +33,11 @@ def overlay_series(run_id: str, tr: TimeRange, overlay: Any, axis: str) -> dict[
     return trainq.overlay_series(store(), run_id, tr, overlay, axis)
 
 
+def time_of_steps(run_id: str, axis: str, lo: float, hi: float) -> TimeRange | None:
+    """The time the run spent on steps (or tokens) ``lo``..``hi`` (a Step-axis zoom)."""
+    return trainq.time_of_steps(store(), run_id, axis, lo, hi)
+
+
 def run_events(run_id: str, tr: TimeRange) -> pd.DataFrame:
     return trainq.run_events(store(), run_id, tr)
 

@@ -9,12 +9,13 @@ from urllib.parse import urlencode
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app.data import training as data
 from app.data.services import together
 from app.data.view import (
+    number,
     parse_time,
     revision,
     run_label,
@@ -179,6 +180,45 @@ def _spike_rows(spikes: pd.DataFrame) -> pd.DataFrame:
     out = out.round({"loss": 4, "baseline": 4, "jump_pct": 1})
     out["ts"] = out["ts"].dt.strftime("%Y-%m-%d %H:%M:%S")
     return out
+
+
+def _step_zoom(relayout: Any) -> tuple[float, float] | None:
+    """(lo, hi) of a zoom on a Step or Tokens axis (numbers, not times), else None."""
+    if not isinstance(relayout, dict):
+        return None
+    span = relayout.get("xaxis.range") or [relayout.get("xaxis.range[0]"),
+                                          relayout.get("xaxis.range[1]")]  # fmt: skip
+    if not isinstance(span, list | tuple) or len(span) != 2:
+        return None
+    lo, hi = (number(v) if not isinstance(v, str) or parse_time(v) is None else None
+              for v in span)  # fmt: skip
+    return (lo, hi) if lo is not None and hi is not None and lo < hi else None
+
+
+@callback(
+    Output("url", "hash", allow_duplicate=True),
+    Input("zoom-relayouts", "data"),
+    Input("tr-x", "value"),  # an Input: Dash keys duplicate outputs by inputs (the shell's)
+    State("view", "data"),
+    prevent_initial_call=True,
+)
+def _zoom_steps(relayouts, axis, view):  # type: ignore[no-untyped-def]
+    """A drag-zoom on the Step (or Tokens) axis: the time those steps took, into the URL as
+    the view's range, so Live does not snap it back and a shared link shows it (#37). Time
+    zooms are the shell's (``_zoom_to_url``); a reset returns to the whole run there too."""
+    run = run_of(view)
+    events = relayouts.get("relayouts") if isinstance(relayouts, dict) else None
+    if ctx.triggered_id != "zoom-relayouts":  # an axis change is not a zoom
+        raise PreventUpdate
+    if axis not in ("step", "tokens") or not run or not isinstance(events, list):
+        raise PreventUpdate
+    zooms = [z for e in events if (z := _step_zoom(e)) is not None]
+    if not zooms:
+        raise PreventUpdate
+    tr = data.time_of_steps(run, axis, *zooms[0])
+    if tr is None:
+        raise PreventUpdate
+    return "#" + urlencode({"run": run, "from": tr.start.isoformat(), "to": tr.end.isoformat()})
 
 
 @callback(

@@ -76,6 +76,31 @@ def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(segment=segment, rolled_back=step >= later[segment])
 
 
+_X_COLUMN = {"step": "step", "tokens": "tokens"}  # a Training x axis -> its metrics column
+
+
+def time_of_steps(
+    store: Store, run_id: str, axis: str, lo: float, hi: float
+) -> TimeRange | None:
+    """When the run trained the steps (or tokens, on that axis) ``lo``..``hi``: a zoom on the
+    Step axis as the time range the shared view can hold (the URL's from/to). None when no
+    progress point of the run lies there."""
+    col = _X_COLUMN.get(axis)
+    if col is None or not lo < hi:
+        return None
+    (first, last, tokens), = store.rows(
+        f"""SELECT min(ts) FILTER (WHERE {col} BETWEEN ? AND ?),
+                   max(ts) FILTER (WHERE {col} BETWEEN ? AND ?), count(tokens)
+            FROM train_metrics WHERE run_id = ?""",
+        [float(lo), float(hi), float(lo), float(hi), run_id],
+    )
+    if col == "tokens" and not tokens:  # a run without tokens is drawn by step on that axis
+        return time_of_steps(store, run_id, "step", lo, hi)
+    if first is None or first >= last:
+        return None
+    return TimeRange(first, last)
+
+
 def step_seconds(df: pd.DataFrame) -> pd.Series:
     """Seconds per step at each point of a series marked by ``mark_restarts``: the time since
     the previous point over the steps since it (Megatron-LM's "elapsed time per iteration"

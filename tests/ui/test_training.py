@@ -76,3 +76,29 @@ def test_clicking_a_spike_zooms_to_it(page: Page, dev_server: Server) -> None:
     cell.click()
     expect(page.locator("#range-select")).to_contain_text("Zoomed window")
     assert "from=" in page.url and when[:10] in page.url
+
+
+def test_a_drag_zoom_on_the_step_axis_stays_and_is_in_the_url(
+    page: Page, dev_server: Server
+) -> None:
+    """A drag-zoom on the Step axis snapped back within seconds while Live was on, and a shared
+    link lost it (#37): now the steps' time is the view's range, in the URL."""
+    errors = collect_errors(page)
+    page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
+    page.wait_for_function(f"() => ({LOSS}?.data || []).length > 2")
+    whole = page.evaluate(f"() => {LOSS}._fullLayout.xaxis.range.slice()")
+    box = page.locator("#tr-loss .nsewdrag").first.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+    page.mouse.up()
+    expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=15000)
+    assert "from=" in page.url and "to=" in page.url
+    page.wait_for_timeout(7000)  # Live ticks redraw the chart
+    lo, hi = page.evaluate(f"() => {LOSS}._fullLayout.xaxis.range.slice()")
+    span = whole[1] - whole[0]
+    assert whole[0] + 0.2 * span < lo < hi < whole[0] + 0.7 * span, (whole, lo, hi)
+    assert page.evaluate(f"() => typeof {LOSS}._fullData[0].x[0]") == "number"  # still steps
+    assert errors == [], errors
