@@ -109,6 +109,19 @@ def whole(store: Store) -> TimeRange:
     return ext
 
 
+def drag_zoom(page: Any, selector: str, a: float, b: float) -> None:
+    """A user's zoom: drag across the chart ``selector`` from ``a`` to ``b`` of its width."""
+    drag = page.locator(f"{selector} .nsewdrag").first
+    drag.scroll_into_view_if_needed()
+    box = drag.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * a, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * b, y, steps=8)
+    page.mouse.up()
+
+
 def collect_errors(page: Any) -> list[str]:
     """Console errors, uncaught page errors and failed requests seen by ``page`` from now on.
 

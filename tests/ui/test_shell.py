@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
-from tests.conftest import Server, build_store, cli, start_server
+from tests.conftest import Server, build_store, cli, drag_zoom, start_server
 from tests.ui.test_overview import FLEET_READY, FLEET_X, _span_s
 
 
@@ -54,15 +54,7 @@ def test_back_and_forward_move_through_views(page: Page, dev_server: Server) -> 
 
 def _drag_across_power(page: Page) -> None:
     """A user's zoom: drag across a tenth of the Overview's power chart; the range follows."""
-    drag = page.locator("#ov-power .nsewdrag").first
-    drag.scroll_into_view_if_needed()  # the power chart sits below the fold at 1280x720
-    box = drag.bounding_box()
-    assert box is not None
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.40, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=8)
-    page.mouse.up()
+    drag_zoom(page, "#ov-power", 0.40, 0.50)  # below the fold at 1280x720: scrolled to
     expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=20000)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import Server, collect_errors
+from tests.conftest import Server, collect_errors, drag_zoom
 
 LOSS = "document.querySelector('#tr-loss .js-plotly-plot')"
 
@@ -87,13 +87,7 @@ def test_a_drag_zoom_on_the_step_axis_stays_and_is_in_the_url(
     page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
     page.wait_for_function(f"() => ({LOSS}?.data || []).length > 2")
     whole = page.evaluate(f"() => {LOSS}._fullLayout.xaxis.range.slice()")
-    box = page.locator("#tr-loss .nsewdrag").first.bounding_box()
-    assert box is not None
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.3, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
-    page.mouse.up()
+    drag_zoom(page, "#tr-loss", 0.3, 0.6)
     expect(page.locator("#range-select")).to_contain_text("Zoomed window", timeout=15000)
     assert "from=" in page.url and "to=" in page.url
     page.wait_for_timeout(7000)  # Live ticks redraw the chart
