@@ -42,6 +42,10 @@ def test_the_command_prints_what_it_found(imported: tuple[Path, str]) -> None:
     assert "Faulty GPU (GPU, confidence 90%)" in out and "XID 79 on node-7" in out
     assert "Network Switch/Cable (Network" in out and "InfiniBand error on node-3" in out
     assert "--log-tz" not in out  # the log's times agree with its checkpoint files'
+    # "3 lines not recognised" listed, each at its file:line, so a user can check them (#37)
+    assert "3 lines not recognised" in out and "not recognised (the first 3 of 3):" in out
+    assert "slurm-81234.out:1: srun: job 81234 queued and waiting for resources" in out
+    assert "node-7-kern.log:1: " in out and "eth0: link up" in out
 
 
 def test_interruptions_causes_restores_and_lost_steps_are_derived(

@@ -356,6 +356,7 @@ def test_line_by_line_block_and_file_reading_agree(tmp_path: Path) -> None:
     assert used == len(data)
     for p in (one, blocks):
         assert p.lines == whole.lines and p.unrecognised == whole.unrecognised
+        assert p.unread == whole.unread and len(p.unread) == min(5, whole.unrecognised)
         assert _summary(p.metrics, p.metric_origins, p.checkpoint_events, p.signals) == _summary(
             whole.metrics, whole.metric_origins, whole.checkpoint_events, whole.signals)
 

@@ -164,6 +164,10 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             f"signals: {sig}, {a.checkpoint_events:,} checkpoint lines, "
             f"{a.unrecognised:,} lines not recognised{again}"
         )
+        if a.unrecognised and a.unread:
+            print(f"  not recognised (the first {len(a.unread)} of {a.unrecognised:,}):")
+            for line in a.unread:
+                print(f"    {line}")
         if a.untimed_metrics:
             print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
         if a.untimed:

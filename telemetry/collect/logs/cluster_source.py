@@ -88,6 +88,7 @@ class FileAccount:
     untimed: int = 0
     untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
     problems: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # the first unrecognised lines, file:line
 
 
 class _Log:
@@ -442,6 +443,7 @@ class ClusterSource:
                 acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
         acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
         acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
+        acc.unread = [f"{log.parser.label}:{n}: {t}" for n, t in log.parser.unread]
 
     def _checkpoint_batches(self, now: datetime) -> Iterator[Batch]:
         from telemetry.collect.checkpoints import ckptdirs

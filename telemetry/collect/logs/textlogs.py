@@ -53,6 +53,7 @@ RankHost = tuple[int, str, str, str]
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 MAX_BAD = 20
+MAX_UNREAD = 5  # unrecognised lines kept to show (the count covers them all)
 TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
 _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 _SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
@@ -83,6 +84,7 @@ class LogScan:
     bad: list[BadLine] = field(default_factory=list)  # the first MAX_BAD
     counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
     rank_hosts: list[RankHost] = field(default_factory=list)
+    unread: list[tuple[int, str]] = field(default_factory=list)  # first unrecognised lines
 
 
 class LogParser:
@@ -142,6 +144,7 @@ class LogParser:
         self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
         self._mlines: list[int] = []  # line of each metric of the block being read
         self._followed: set[int] = set()  # lines of the block read inside a traceback
+        self.unread: list[tuple[int, str]] = []  # the first unrecognised lines (line, text)
         self._long: bytes | None = None  # tail of a line longer than MAX_LINE_BYTES so far
         self._long_len = 0
 
@@ -239,7 +242,7 @@ class LogParser:
         counts["unrecognised"] = self.unrecognised
         return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
                        self.signals, self.lines, self.unrecognised, list(self.bad), counts,
-                       self.rank_hosts)
+                       self.rank_hosts, list(self.unread))
 
     # -- blocks --------------------------------------------------------------------------------
     def _absorb(self, data: bytes) -> None:
@@ -284,6 +287,8 @@ class LogParser:
         self._blk, self._ctx_lo = block, 0
         self._mlines, self._followed, first = [], set(), len(self.metrics)
         self._walk(block, base, cand_arr.astype(np.int64), offs)
+        looked = cand_arr if fast is None else np.union1d(cand_arr, fast[0])
+        self._note_unread(block, base, looked, offs, n)
         if fast is not None:
             self._merge_fast(block, base, offs, first, *fast)
         self._pace(first)
@@ -354,6 +359,35 @@ class LogParser:
             raw = raw[:-1]
         if self._text(raw, lineno):
             self.counts["recognised"] += 1
+        else:
+            self._unread(lineno, lambda: raw)
+
+    def _note_unread(
+        self, block: bytes, base: int, cand: np.ndarray, offs: np.ndarray, n: int
+    ) -> None:
+        """Keep the block's first lines that no recogniser looked at (no keyword), beside the
+        keyword lines that said nothing known (``_line``): the import lists the first few, so
+        "N lines not recognised" can be checked at its file:line."""
+        if len(self.unread) >= MAX_UNREAD and base > self.unread[-1][0]:
+            return  # the first few are in earlier blocks
+        seen = set(cand.tolist())
+        for i in range(n):
+            if i in seen or base + i in self._followed:
+                continue
+            text = block[offs[i] : max(offs[i], offs[i + 1] - 1)].decode("utf-8", "replace")
+            if text.strip() and not self._unread(base + i, lambda t=text: t):
+                break  # every line after it comes later still
+
+    def _unread(self, lineno: int, text: Callable[[], str]) -> bool:
+        """Keep line ``lineno`` among the first ``MAX_UNREAD`` unrecognised lines, if it is
+        one of them (lines reach here out of order: keyword lines as they are read, the other
+        lines of a block after); whether it was kept."""
+        if len(self.unread) >= MAX_UNREAD and lineno > self.unread[-1][0]:
+            return False
+        self.unread.append((lineno, clean_line(text(), 200)))
+        self.unread.sort()
+        del self.unread[MAX_UNREAD:]
+        return True
 
     def _replace(self, block: bytes, base: int) -> bytes:
         text = block.decode("utf-8", "replace")
