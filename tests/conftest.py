@@ -109,6 +109,28 @@ def whole(store: Store) -> TimeRange:
     return ext
 
 
+def imported_night(root: Path) -> Path:
+    """The cluster fixture's night (``tests/cluster_fixture.py``) under ``root``, imported with
+    the user's command into ``root/s.duckdb``."""
+    from tests.cluster_fixture import build
+
+    store = root / "s.duckdb"
+    r = cli(*build(root / "night").import_args(store))
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+def bound_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The dashboard's data layer bound to ``path`` read-only, as ``serve`` binds it (a
+    fixture body: ``yield from bound_store(...)``)."""
+    from app.data import services
+
+    monkeypatch.setattr(services, "_services", None)
+    with Store(str(path), read_only=True) as s:
+        services.bind(s)
+        yield s
+
+
 def drag_zoom(page: Any, selector: str, a: float, b: float) -> None:
     """A user's zoom: drag across the chart ``selector`` from ``a`` to ``b`` of its width."""
     drag = page.locator(f"{selector} .nsewdrag").first

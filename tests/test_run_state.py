@@ -5,36 +5,31 @@ its range, and the header says how old the data is."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from app.data import overview, services, view
+from app.data import overview, view
 from app.figures.overview import loss_curve
 from telemetry.queries import TimeRange, data_extent, run_span
 from telemetry.queries.overview import active_alerts
 from telemetry.queries.targets import report_time
 from telemetry.store import Store
-from tests.cluster_fixture import RUN, build
-from tests.conftest import cli
+from tests.cluster_fixture import RUN
+from tests.conftest import bound_store, imported_night
 
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The cluster fixture's night (2026-03-01), imported now (months later)."""
-    store = tmp_path_factory.mktemp("state") / "s.duckdb"
-    r = cli(*build(tmp_path_factory.mktemp("night")).import_args(store))
-    assert r.returncode == 0, r.stderr
-    return store
+    return imported_night(tmp_path_factory.mktemp("state"))
 
 
 @pytest.fixture
-def bound(night: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(services, "_services", None)
-    with Store(str(night), read_only=True) as s:
-        services.bind(s)
-        yield s
+def bound(night: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    yield from bound_store(night, monkeypatch)
 
 
 def test_an_imported_run_is_not_stalled_since_its_data_ended(bound: Store) -> None:

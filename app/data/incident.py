@@ -1,6 +1,7 @@
 """The incident view's data: one interruption told whole (spans, cause, culprit, evidence,
-restore, loss and cost), and where to look next (the node's GPUs and the loss curve around
-it); without one, the run's interruptions to pick from."""
+restore, loss and cost, the hang its ranks were stuck in), or one hang the flight recorder
+showed, and where to look next (the node's GPUs and the loss curve around it); without one,
+the run's interruptions and hangs to pick from."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from app.data.view import fragment, parse_time, run_label, time_range
 from telemetry import queries
 from telemetry.queries import TimeRange
 from telemetry.queries import failures as failq
+from telemetry.queries import hangs as hangq
 
 AROUND = timedelta(minutes=30)  # the window the links open around an incident
+HANG_BEFORE = timedelta(minutes=30)  # a hang this long before a stall's detection is its own
 
 
 def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
@@ -52,12 +55,14 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     last = max([s[2] for s in spans] + [start])
     window = {"run": run_id, "range": "custom"}
     window |= {"start": (start - AROUND).isoformat(), "end": (last + AROUND).isoformat()}
+    hung = hangs_between(run_id, start, resumed or last)
     runs = queries.runs(store()).set_index("run_id")
     gpus = runs.at[run_id, "gpus"] if run_id in runs.index else None
     gpus = None if gpus is None or pd.isna(gpus) else gpus
     return {
         **row,
         "spans": spans,
+        "hangs": hung,
         "detected": detected,
         "resumed": resumed,
         "run_name": run_label(run_id),
@@ -72,6 +77,50 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     }
 
 
+def _hangs(run_id: str) -> list[dict[str, Any]]:
+    return list(hangq.hangs(store(), run_id, limit=500).to_dict("records"))
+
+
+def hangs_between(run_id: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The run's hangs (flight recorder) whose waiting began from ``HANG_BEFORE`` before
+    ``start`` to ``end``: the collective an interruption's ranks were stuck in."""
+    lo = start - HANG_BEFORE
+    return [h for h in _hangs(run_id)
+            if _time(h.get("ts")) is not None and lo <= _time(h["ts"]) <= end]  # fmt: skip
+
+
+def hang(run_id: str | None, at: Any) -> dict[str, Any] | None:
+    """The hang of ``run_id`` whose ranks began waiting at ``at`` (an ISO time from the URL),
+    told as an incident: its row (``queries.hangs``), ``run_name`` and ``links`` (``gpus``: the
+    culprit's node around it, ``training``, ``run``); None when there is none."""
+    when = parse_time(at) if isinstance(at, str) else None
+    if not isinstance(run_id, str) or when is None:
+        return None
+    found = [h for h in _hangs(run_id) if _time(h.get("ts")) == when]
+    if not found:
+        return None
+    row = found[0]
+    window = {"run": run_id, "range": "custom"}
+    window |= {"start": (when - AROUND).isoformat(), "end": (when + AROUND).isoformat()}
+    host = row.get("culprit_host")
+    return {
+        **row,
+        "run_id": run_id,
+        "run_name": run_label(run_id),
+        "links": {
+            "gpus": fragment(window | ({"node": host} if isinstance(host, str) else {})),
+            "training": fragment(window),
+            "run": run_fragment(run_id),
+        },
+    }
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NaT:
+        return None
+    return pd.Timestamp(value).to_pydatetime()
+
+
 def incidents(run_id: str | None) -> pd.DataFrame:
     """The run's interruptions, newest first (``failures.interruption_list``), each with
     ``at`` (its start as the incident view's URL names it)."""
@@ -79,7 +128,17 @@ def incidents(run_id: str | None) -> pd.DataFrame:
     if tr is None:
         return pd.DataFrame(columns=["ts", "at", "component", "category", "host", "planned"])
     df = failq.interruption_list(store(), run_id, TimeRange(tr.start, tr.end))
-    return df.assign(at=[pd.Timestamp(t).isoformat() for t in df["ts"]])
+    df = df.assign(at=[pd.Timestamp(t).isoformat() for t in df["ts"]], kind="interruption")
+    hung = [
+        {"ts": _time(h["ts"]), "at": pd.Timestamp(h["ts"]).isoformat(), "kind": "hang",
+         "component": f"Hang in {h.get('op') or 'a collective'} #{h.get('seq_id')}",
+         "category": "flight recorder", "host": h.get("culprit_host"), "planned": False}
+        for h in _hangs(run_id) if _time(h.get("ts")) is not None
+    ]  # fmt: skip
+    if not hung:
+        return df
+    both = pd.concat([df, pd.DataFrame(hung)], ignore_index=True)
+    return both.sort_values("ts", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def incident_at(ts: datetime | pd.Timestamp) -> str:

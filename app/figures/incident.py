@@ -104,6 +104,9 @@ def markdown(inc: dict[str, Any]) -> str:
     ]
     if inc.get("description"):
         lines.append(f"- **Summary:** {inc['description']}")
+    for h in inc.get("hangs") or []:
+        lines += ["", "### The hang its ranks were stuck in (flight recorder)", "",
+                  *hang_lines(h)]  # fmt: skip
     evidence = inc.get("evidence") or []
     if evidence:
         lines += ["", "### Evidence", ""]
@@ -119,6 +122,46 @@ def markdown(inc: dict[str, Any]) -> str:
                 if x
             )
             lines += [f"- {head}", "", "  ```", "  " + str(e.get("line") or ""), "  ```"]
+    return "\n".join(lines) + "\n"
+
+
+def hang_lines(h: dict[str, Any]) -> list[str]:
+    """A hang (flight recorder) as Markdown bullets: the collective, the culprit, the ranks,
+    where the culprit last called from and where the others wait."""
+    culprit, host = h.get("culprit_rank"), h.get("culprit_host")
+    who = "no single rank (every rank stuck alike)"
+    if culprit is not None and culprit == culprit:  # not NaN
+        who = f"rank {int(culprit)}" + (f" on {host}" if host else " (host not known)")
+    missing = list(h.get("missing_ranks") if h.get("missing_ranks") is not None else [])
+    ranks = (f"never called by rank(s) {', '.join(str(r) for r in missing[:20])}"
+             + (f" and {len(missing) - 20:,} more" if len(missing) > 20 else "")
+             if missing else f"{h.get('stuck_ranks') or 0:,} ranks stuck in it")  # fmt: skip
+    out = [
+        f"- **Collective:** {h.get('op') or 'collective'} #{h.get('seq_id')}, process group "
+        f"{h.get('pg_desc') or h.get('process_group') or '–'}",
+        f"- **Culprit:** {who}",
+        f"- **Ranks:** {ranks} of {h.get('ranks') or 0:,}; waiting since {when(h.get('ts'))} UTC",
+    ]
+    if h.get("story"):
+        out.append(f"- **Story:** {h['story']}")
+    for title, key in (("The culprit last called from", "culprit_frames"),
+                       ("The others wait in", "waiting_frames")):  # fmt: skip
+        frames = [str(f) for f in (h.get(key) if h.get(key) is not None else [])][:6]
+        if frames:
+            out += [f"- **{title}:**", *[f"  - `{f}`" for f in frames]]
+    return out
+
+
+def hang_markdown(h: dict[str, Any]) -> str:
+    """A hang as Markdown for a postmortem."""
+    lines = [
+        f"## {when(h.get('ts'))} UTC: hang in {h.get('op') or 'a collective'} "
+        f"#{h.get('seq_id')}",
+        "",
+        f"- **Run:** {h.get('run_name') or h.get('run_id')}",
+        *hang_lines(h),
+        f"- **From:** {h.get('source') or '–'} (PyTorch flight recorder)",
+    ]
     return "\n".join(lines) + "\n"
 
 

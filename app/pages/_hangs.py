@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 SHOWN_FRAMES = 6
 
@@ -41,7 +41,8 @@ def _ranks(row: dict[str, Any]) -> str:
     return f"never called by rank(s) {shown}{more} of {row.get('ranks') or 0:,}"
 
 
-def card(row: dict[str, Any]) -> dbc.Card:
+def card(row: dict[str, Any], href: str | None = None) -> dbc.Card:
+    """The hang as a card; ``href``: its incident view, linked from the card."""
     op = row.get("op") or "collective"
     culprit, host = row.get("culprit_rank"), row.get("culprit_host")
     who = "no single rank (every rank stuck alike)"
@@ -69,5 +70,7 @@ def card(row: dict[str, Any]) -> dbc.Card:
         *_frame_list("The culprit's last collective was called from", row.get("culprit_frames")),
         *_frame_list("The others wait in", row.get("waiting_frames")),
         html.Div(shape, className="small text-body-secondary"),
+        *([dcc.Link("Open as an incident", href=href, className="small hang-incident")]
+          if href else []),  # fmt: skip
     ]
     return dbc.Card(dbc.CardBody(body), class_name="mb-2 border-danger")

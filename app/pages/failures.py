@@ -12,9 +12,18 @@ from dash import Input, Output, callback, dcc, html
 from app import figures
 from app.data import failures as data
 from app.data.services import prices, together
-from app.data.view import LLAMA3_MTBF_H, money, revision, run_of, template, view_range
+from app.data.view import (
+    LLAMA3_MTBF_H,
+    fragment,
+    money,
+    revision,
+    run_of,
+    template,
+    view_range,
+)
 from app.figures import failures as ffig
 from app.pages import _hangs, _interruptions, _slurm
+from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/failures", name="Failures", order=3)
@@ -274,4 +283,10 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
 @callback(Output("fail-hangs", "children"), *view_inputs(themed=False))
 @guarded("alert")
 def _hang_cards(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    return [_hangs.card(h) for h in data.hangs(run_of(view))]
+    run = run_of(view)
+    frag = fragment({"run": run or "", "range": "all"})
+    return [
+        _hangs.card(h, incident_href(pd.Timestamp(h["ts"]).isoformat(), frag)
+                    if h.get("ts") is not None and h["ts"] == h["ts"] else None)
+        for h in data.hangs(run)
+    ]  # fmt: skip

@@ -14,6 +14,7 @@ from dash import Input, Output, callback, dcc, html
 from app.data import incident as data
 from app.data.view import run_of, template
 from app.figures import incident as fig
+from app.pages import _hangs
 from app.pages._interruptions import evidence_item, incident_href
 from app.ui import graph_config, guarded, view_inputs
 
@@ -73,45 +74,14 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
         className="small text-body-secondary mb-2",
         id="inc-times",
     )
-    links = html.Div(
-        [
-            dcc.Link(
-                "The node's GPUs around it",
-                href="/gpus" + inc["links"]["gpus"],
-                id="inc-link-gpus",
-                className="me-3",
-            ),  # fmt: skip
-            dcc.Link(
-                "The loss curve around it",
-                href="/training" + inc["links"]["training"],
-                id="inc-link-training",
-                className="me-3",
-            ),  # fmt: skip
-            dcc.Link(
-                "All of the run's interruptions",
-                href="/failures" + inc["links"]["run"],
-                id="inc-link-failures",
-            ),  # fmt: skip
-        ],
-        className="mb-2 small",
-    )
-    text = fig.markdown(inc)
-    copy = html.Div(
-        [
-            dcc.Clipboard(
-                target_id="inc-md",
-                title="Copy as Markdown",
-                id="inc-copy",
-                className="btn btn-sm btn-outline-secondary me-2",
-            ),  # fmt: skip
-            html.Span("Copy as Markdown (for the postmortem)", className="small"),
-            html.Details(
-                [html.Summary("Markdown", className="small"), html.Pre(text, id="inc-md")],
-                className="mt-1",
-            ),
-        ],
-        className="mb-3",
-    )
+    links = _links(inc["links"], "The node's GPUs around it")
+    copy = _copy(fig.markdown(inc))
+    hung = inc.get("hangs") or []
+    hang_cards = (
+        [html.H6("The hang its ranks were stuck in (flight recorder)"),
+         html.Div([_hangs.card(h) for h in hung], id="inc-hangs")]
+        if hung else []
+    )  # fmt: skip
     evidence = inc.get("evidence") or []
     listed = (
         html.Ul([evidence_item(e, whole=True) for e in evidence], className="list-unstyled mb-0")
@@ -135,8 +105,61 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
                 config=graph_config("incident"),
             ),
             copy,
+            *hang_cards,
             html.H6(f"Evidence ({len(evidence)} lines)"),
             html.Div(listed, id="inc-evidence"),
+        ]
+    )
+
+
+def _copy(text: str) -> html.Div:
+    """The incident's Markdown, with a button that copies it (for the postmortem)."""
+    return html.Div(
+        [
+            dcc.Clipboard(
+                target_id="inc-md",
+                title="Copy as Markdown",
+                id="inc-copy",
+                className="btn btn-sm btn-outline-secondary me-2",
+            ),  # fmt: skip
+            html.Span("Copy as Markdown (for the postmortem)", className="small"),
+            html.Details(
+                [html.Summary("Markdown", className="small"), html.Pre(text, id="inc-md")],
+                className="mt-1",
+            ),
+        ],
+        className="mb-3",
+    )
+
+
+def _links(links: dict[str, str], what: str) -> html.Div:
+    return html.Div(
+        [
+            dcc.Link(what, href="/gpus" + links["gpus"], id="inc-link-gpus", className="me-3"),
+            dcc.Link("The loss curve around it", href="/training" + links["training"],
+                     id="inc-link-training", className="me-3"),  # fmt: skip
+            dcc.Link("All of the run's interruptions", href="/failures" + links["run"],
+                     id="inc-link-failures"),  # fmt: skip
+        ],
+        className="mb-2 small",
+    )
+
+
+def _hang_story(h: dict[str, Any]) -> html.Div:
+    """A hang the flight recorder showed, as an incident: the collective, the culprit rank and
+    its host, where it last was and where the others wait; links and Markdown."""
+    return html.Div(
+        [
+            html.H5(
+                [f"{fig.when(h.get('ts'))} UTC · Hang in {h.get('op') or 'a collective'} "
+                 f"#{h.get('seq_id')} ",
+                 dbc.Badge("flight recorder", color="secondary")],  # fmt: skip
+                id="inc-title",
+                className="mb-2",
+            ),
+            _links(h["links"], "The culprit's node around it"),
+            _hangs.card(h),
+            _copy(fig.hang_markdown(h)),
         ]
     )
 
@@ -144,7 +167,7 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
 def _pick(run: str | None, fragment: str) -> html.Div:
     df = data.incidents(run)
     if df.empty:
-        return html.Div(dbc.Alert("No interruptions in this run.", color="secondary"))
+        return html.Div(dbc.Alert("No interruptions or hangs in this run.", color="secondary"))
     items = [
         html.Li(
             dcc.Link(
@@ -158,9 +181,10 @@ def _pick(run: str | None, fragment: str) -> html.Div:
     ]
     return html.Div(
         [
-            html.H5("Interruptions of this run, newest first"),
+            html.H5("Interruptions and hangs of this run, newest first"),
             html.P(
-                "Open one to see it whole: its spans, evidence, restore and cost.",
+                "Open one to see it whole: its spans, evidence, restore and cost; a hang's "
+                "culprit rank and where each rank was.",
                 className="small text-body-secondary",
             ),  # fmt: skip
             html.Ul(items, id="inc-list"),
@@ -173,9 +197,11 @@ def _pick(run: str | None, fragment: str) -> html.Div:
 def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: Any):  # type: ignore[no-untyped-def]
     run = run_of(view)
     inc = data.incident(run, at)
+    if inc is None and (h := data.hang(run, at)) is not None:
+        return _hang_story(h)
     if inc is None:
         missing = (
-            [dbc.Alert(f"No interruption of this run began at {at}.", color="warning")]
+            [dbc.Alert(f"No interruption or hang of this run began at {at}.", color="warning")]
             if isinstance(at, str) and at
             else []
         )

@@ -32,6 +32,11 @@ def test_the_hang_card_names_the_culprit_and_its_host(
         expect(first).to_contain_text("fr_job.py")
         expect(hang).to_contain_text("The others wait in")
         page.screenshot(path=str(shots / "failures-hang.png"), full_page=False)
+        hang.locator(".hang-incident").click()  # the hang as an incident (#37, 1)
+        expect(page.locator("#inc-title")).to_contain_text("Hang in gloo:all_reduce #11")
+        expect(page.locator(".hang-culprit")).to_have_text("Culprit: rank 4 on gpu-c")
+        expect(page.locator("#inc-md")).to_contain_text("**Culprit:** rank 4 on gpu-c")
+        assert "node=gpu-c" in (page.locator("#inc-link-gpus").get_attribute("href") or "")
         assert errors == [], errors
     finally:
         srv.stop()
