@@ -146,3 +146,5 @@ def test_the_what_if_models_an_imported_run_once_its_write_time_is_entered(
     assert "more than 0 min" in (ck.what_if_refused(0, 20) or "")
     assert "negative" in (ck.what_if_refused(None, -3) or "")
     assert ck.what_if_refused(None, None) is None and ck.what_if_refused(10, 0) is None
+    # the model's ETTR beside the measured one, with why they differ
+    assert (ck.measured_ettr(model) or "").startswith("measured over the run: 81.2 %")

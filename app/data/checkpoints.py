@@ -17,6 +17,7 @@ from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabul
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
 from telemetry.reliability import IntervalAdvice
+from telemetry.summary import run_summary
 from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
 
@@ -86,6 +87,22 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
         return None
     interval_s = _typed(interval_min, base.configured_s / 60.0, positive=True) * 60.0
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
+
+
+def measured_ettr(model: Any) -> str | None:
+    """The run's measured ETTR beside the model's, and why they differ: "measured over the
+    run: 81.2 % (productive time over wall time); the model ..."; None without one."""
+    m = mapping(model)
+    run = (m or {}).get("run_id")
+    if not isinstance(run, str):
+        return None
+    ettr = run_summary(store(), run, detail=False).get("ettr")
+    if ettr is None:
+        return None
+    return (f"measured over the run: {ettr * 100:.1f} % (productive time over wall time); the "
+            "model (Kokolis et al.) expects failures at random at the measured rate, each "
+            "costing the restart time and on average half an interval of redone work, and "
+            "every checkpoint its blocking write")  # fmt: skip
 
 
 def what_if_refused(interval_min: Any, write_s: Any) -> str | None:

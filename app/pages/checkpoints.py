@@ -247,7 +247,12 @@ def _whatif(  # type: ignore[no-untyped-def]
         if refused
         else ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
         f"{base.ettr_configured * 100:.2f} %",
-        f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s{entered}",
+        [
+            f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s"
+            f"{entered}",
+            *([html.Div(measured, className="text-body-secondary", id="ck-measured-ettr")]
+              if (measured := data.measured_ettr(m)) else []),  # fmt: skip
+        ],
         ckfig.ettr_curve(projection.curves, projection.marks, tpl),
     )
 
