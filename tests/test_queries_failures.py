@@ -173,3 +173,18 @@ def test_lost_gpu_hours_say_their_planned_part_and_unknown_recovery_is_not_zero(
     unknown = str(_recovery_card(r | {"automated": 0, "manual": 0}))
     total = r["unexpected"] + r["planned"]
     assert "'–'" in unknown and f"not recorded for {total} of {total}" in unknown
+
+
+def test_an_interruption_naming_no_node_is_not_a_blank_lemon(tmp_path: Path) -> None:
+    """A training job posts an interruption without a host (it does not know which node): the
+    bad-node ranking showed a row with a blank host, first when it was the only failure (#37)."""
+    from telemetry.ingest.records import store_records
+
+    with Store(str(tmp_path / "s.duckdb")) as s:
+        one = {"run": "posted", "component": "Faulty GPU", "category": "GPU"}
+        recs = [one | {"ts": "2026-01-05T10:00:00Z"},
+                one | {"ts": "2026-01-05T11:00:00Z", "host": ""},
+                one | {"ts": "2026-01-05T12:00:00Z", "host": "node-3"}]  # fmt: skip
+        store_records(s, "interruptions", recs)
+        df = q.lemons(s, "posted", TimeRange(datetime(2026, 1, 5), datetime(2026, 1, 6)))
+    assert list(df["host"]) == ["node-3"] and list(df["unexpected"]) == [1]

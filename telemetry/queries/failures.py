@@ -275,9 +275,10 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
     ``xids``, ``lost_gpu_hours`` and ``downtime_s`` (of its unexpected interruptions: planned
     maintenance is not the node's fault), ``last_failure`` (newest unexpected interruption or
     XID), ``components`` (distinct, most frequent first). Hosts with only planned
-    interruptions are left out."""
+    interruptions are left out, and interruptions that name no node (a blank row, #37)."""
     return store.df(
-        f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE}),
+        f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE}
+                       AND nullif(host, '') IS NOT NULL),  -- no node named: no node to rank
             c AS (SELECT host, component, count(*) AS n FROM r WHERE NOT planned
                   GROUP BY host, component),
             i AS (
