@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from telemetry.queries import TimeRange, data_extent, gpu_rollup, interruptions
+from telemetry.queries import TimeRange, data_extent, gpu_rollup, gpus, interruptions
 from telemetry.queries import overview as q
 from telemetry.queries.overview import fleet_latest
 from telemetry.store import Store
@@ -57,6 +57,17 @@ def test_spares_and_nodes_out_of_the_job_are_not_under_used_job_gpus(tmp_path: P
         assert u["h100-0004"] == 0 and u["h100-0008"] > 80  # out of the job; the spare trains
         alerts = q.active_alerts(store, "dev-64-s0", whole)
         assert not alerts["alert"].str.contains("utilized").any(), alerts.to_dict("records")
+        # the heatmap's rows say what each node does now, not only how it was scheduled
+        cells = gpus.heatmap(store, whole, "util").cells
+        now = dict(zip(cells["host"], cells["role_now"], strict=False))
+        assert (now["h100-0004"], now["h100-0009"], now["h100-0008"]) == (
+            "out of the job", "spare", "job")  # fmt: skip
+        from app.figures.gpus import heatmap
+
+        fig = heatmap(cells, key="util", label="Utilization", unit="%", bucket_s=300,
+                      nodes_total=10, nodes_shown=10)  # fmt: skip
+        ticks = fig.to_dict()["layout"]["yaxis"]["ticktext"]
+        assert "h100-0004 · out of the job" in ticks and "h100-0008" in ticks
         before = gpu_rollup.gpus_below_per_hour(store, whole)
         with store.transaction(["slurm_nodes"]) as con:
             con.execute("INSERT INTO slurm_nodes (host, state, reason) VALUES "

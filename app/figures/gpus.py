@@ -175,9 +175,23 @@ def heatmap(
         margin={"t": 60, "l": 150 if rest > 0 else 90},
         hovermode="closest",
         xaxis={"title": "Time (UTC)"},
-        yaxis={"title": None, "autorange": "reversed", "type": "category", "automargin": True},
+        yaxis={"title": None, "autorange": "reversed", "type": "category", "automargin": True,
+               **_role_ticks(cells, names)},  # fmt: skip
     )
     return fig
+
+
+def _role_ticks(cells: pd.DataFrame, names: dict[Any, str]) -> dict[str, Any]:
+    """Row labels that say a node runs no job now ("h100-0009 · spare", "h100-0004 · out of
+    the job"): an idle spare painted red read as an idle job node (#37). The rows' values stay
+    the hosts (a click names one)."""
+    if "role_now" not in cells:
+        return {}
+    roles = dict(zip(cells["host"].tolist(), cells["role_now"].tolist(), strict=True))
+    shown = list(dict.fromkeys(names.values()))
+    text = [f"{h} · {roles[h]}" if isinstance(roles.get(h), str) and roles[h] != "job" else h
+            for h in shown]  # fmt: skip
+    return {"tickvals": shown, "ticktext": text} if text != shown else {}
 
 
 def _mark_culprits(

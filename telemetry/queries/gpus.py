@@ -158,18 +158,32 @@ def heatmap(
     return Heatmap(cells, m, bucket, total, shown)
 
 
+# What node ``n`` does now, where the exporters say which job each GPU runs (``hpc_job``, as
+# the replay keeps it): "job" while one of its GPUs runs one, "spare" for a spare that runs
+# none, "out of the job" for a job node that runs none (drained, in repair); elsewhere its
+# scheduled role. An idle spare painted red read as an idle job node (#37).
+ROLE_NOW_SQL = """CASE
+  WHEN NOT EXISTS (SELECT 1 FROM gpus WHERE hpc_job IS NOT NULL) THEN n.role
+  WHEN EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.node_id AND g.hpc_job IS NOT NULL)
+    THEN 'job'
+  WHEN n.role = 'spare' THEN 'spare'
+  ELSE 'out of the job' END"""
+
+
 def _named(store: Store, df: pd.DataFrame) -> pd.DataFrame:
     """``df`` (cells by ``node_id``) with each node's host, rack and role in its place, read
     for the few nodes shown: strings on each of 43 K cells cost a 54-day heatmap ~15 ms to
     fetch. A node missing from the inventory is "node N"; the averaged row has none."""
     ids = [int(i) for i in df["node_id"].dropna().unique()]
     names = store.df(
-        "SELECT node_id, host, rack, role FROM nodes WHERE node_id IN (SELECT unnest(?))", [ids]
+        f"""SELECT node_id, host, rack, role, {ROLE_NOW_SQL} AS role_now FROM nodes n
+            WHERE node_id IN (SELECT unnest(?))""",
+        [ids],
     )
     out = df.merge(names, on="node_id", how="left")
     missing = out["host"].isna() & out["node_id"].notna()
     out.loc[missing, "host"] = "node " + out.loc[missing, "node_id"].astype(str)
-    cols = ["ts", "rank", "host", "rack", "role", "nodes", "value", "total"]
+    cols = ["ts", "rank", "host", "rack", "role", "role_now", "nodes", "value", "total"]
     return out[cols]
 
 
