@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
+from telemetry.goodput import goodput
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
@@ -157,6 +158,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     out["hangs"] = hangs(store, run_id)
     out["state"], out["ended"] = _state(store, run_id, last)
     if detail:
+        out["goodput"] = goodput(store, run_id)
         out["interruptions"]["list"] = _interruption_list(store, run_id)
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
     return out

@@ -34,6 +34,13 @@ def run(s: Settings) -> int:
             f"{_n(r['lost_gpu_hours'], '{:,.0f}')} GPU-h lost "
             f"({money(r['cost']['lost_usd'])} at {prices.for_run(r['run_id']).text()})"
         )
+        g = r.get("goodput")
+        if g:
+            print(f"  goodput {_n(g['goodput'], '{:.1%}')} of {g['window_s'] / 3600:,.1f} h "
+                  f"(ideal step {_n(g['ideal_step_s'], '{:.3f} s')}):")  # fmt: skip
+            for k, v in g["seconds"].items():
+                print(f"  {k:<18} {v / 3600:9.2f} h  {v / g['window_s']:6.1%}"
+                      if g["window_s"] else f"  {k:<18} {v / 3600:9.2f} h")  # fmt: skip
     return 0
 
 

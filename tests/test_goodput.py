@@ -1,0 +1,73 @@
+"""Goodput you can audit (#38, 1 and 2): every second of a run's wall time in one category,
+from the records the store holds; the categories add up to the window exactly, on replayed and
+imported runs; a replayed run's categories match the simulation's own timeline (downtime,
+blocking saves, redone work) within 1 % of its wall time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from telemetry.goodput import CATEGORIES, goodput, ideal_step_s
+from telemetry.replay.scenarios import get_scenario
+from telemetry.replay.timeline import DOWN, HUNG, simulate
+from telemetry.store import Store
+from tests.cluster_fixture import RUN as NIGHT_RUN
+from tests.conftest import cli, imported_night
+
+
+def _adds_up(block: dict) -> None:
+    assert set(block["seconds"]) == set(CATEGORIES)
+    assert all(v >= 0 for v in block["seconds"].values()), block
+    assert round(sum(block["seconds"].values()), 3) == block["window_s"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_replayed_run_matches_its_timeline(tmp_path: Path, seed: int) -> None:
+    from tests.conftest import build_store
+
+    path = build_store(tmp_path / "s.duckdb", seed=seed, days=1.0)
+    with Store(str(path), read_only=True) as s:
+        block = goodput(s, f"dev-64-s{seed}")
+    assert block is not None
+    _adds_up(block)
+    secs, wall = block["seconds"], block["window_s"]
+    tl = simulate(get_scenario("dev-64").with_overrides(days=1.0), seed)
+    down = sum(min(b, wall) - a for a, b, st in tl.states if st in (DOWN, HUNG) and a < wall)
+    blocking = sum(min(b, wall) - a for a, b in tl.blocking if a < wall)
+    rework = sum(i.rework_s for i in tl.interruptions if i.t < wall)
+    assert abs(secs["recovery"] + secs["planned"] - down) <= 0.01 * wall, (secs, down)
+    assert abs(secs["checkpoint_save"] - blocking) <= 0.01 * wall, (secs, blocking)
+    assert abs(secs["wasted_progress"] - rework) <= 0.01 * wall, (secs, rework)
+    planned = sum(i.detect_s + i.restart_s for i in tl.interruptions if i.planned and i.t < wall)
+    assert abs(secs["planned"] - planned) <= 0.01 * wall
+
+
+def test_an_imported_night_is_accounted_for(tmp_path: Path) -> None:
+    store = imported_night(tmp_path)
+    with Store(str(store), read_only=True) as s:
+        block = goodput(s, NIGHT_RUN)
+    assert block is not None
+    _adds_up(block)
+    secs = block["seconds"]
+    assert block["ideal_step_s"] == 2.0  # one step every 2 s, as the log says
+    assert secs["wasted_progress"] == (400 + 200) * 2.0  # the two restores' lost steps, redone
+    # the two downtimes: last progress to training resumed (19 + 7 min and the restarts)
+    assert 25 * 60 <= secs["recovery"] <= 30 * 60
+    assert secs["productive"] / block["window_s"] == pytest.approx(block["goodput"], abs=1e-4)
+    s = cli("summary", "--store", str(store), "--json")
+    run = json.loads(s.stdout)["runs"][0]
+    assert run["goodput"]["seconds"] == secs  # the summary's block is the same
+    text = cli("summary", "--store", str(store)).stdout
+    assert "  wasted_progress " in text and "  recovery " in text  # one line per category
+
+
+def test_the_ideal_step_time_leaves_slow_steps_out() -> None:
+    dt = np.array([2.0] * 50 + [2.1] * 10 + [60.0, 30.0])  # two stalls
+    ds = np.ones_like(dt)
+    ideal = ideal_step_s(dt, ds)
+    assert ideal is not None and 2.0 <= ideal < 2.05
+    assert ideal_step_s(np.array([]), np.array([])) is None
