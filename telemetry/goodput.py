@@ -26,6 +26,7 @@ is not a step time). Per-rank timings (slow ranks) are not read yet: ``slow_rank
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -92,84 +93,121 @@ def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | 
     return TimeRange(start, stop) if stop > start else None
 
 
-def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[str, Any] | None:
-    """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
-    ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
-    productive fraction), ``ideal_step_s`` and ``slow_ranks``; None when nothing dates it."""
-    win = _window(store, run_id, window)
-    if win is None:
-        return None
+def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
+    """What the accounting reads, once for the run (every day of it cut from the same)."""
     t0 = win.start
 
-    def sec(t: Any) -> float:
-        return (pd.Timestamp(t).to_pydatetime() - t0).total_seconds()
+    def sec(values: Any) -> np.ndarray:
+        ts = pd.to_datetime(pd.Series(values), errors="coerce")
+        return ((ts - pd.Timestamp(t0)).dt.total_seconds()).to_numpy(float)
 
-    wall = win.seconds
     ints = store.df(
-        """SELECT ts, end_ts, detect_s, restart_s, planned, lost_steps FROM interruptions
+        """SELECT ts, end_ts, detect_s, restart_s, coalesce(planned, false) AS planned,
+                  coalesce(lost_steps, 0) AS lost_steps FROM interruptions
            WHERE run_id = ? AND ts <= ? AND coalesce(end_ts, ts) >= ?""",
         [run_id, win.end, win.start],
     )
-    first = store.scalar(
-        "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
-        [run_id, win.start, win.end],
-    )
-    taken: list[tuple[float, float]] = []
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    for planned in (True, False):
-        spans = []
-        for r in ints[ints["planned"].fillna(False).astype(bool) == planned].itertuples():
-            a = sec(r.ts)
-            if not pd.isna(r.end_ts):
-                b = sec(r.end_ts)
-            elif not pd.isna(r.restart_s) or not pd.isna(r.detect_s):
-                b = a + float(0 if pd.isna(r.detect_s) else r.detect_s) + float(
-                    0 if pd.isna(r.restart_s) else r.restart_s)  # fmt: skip
-            else:
-                b = wall  # never resumed in the data: down to the window's end
-            spans.append((max(a, 0.0), min(b, wall)))
-        out["planned" if planned else "recovery"] = _claim(spans, taken)
-    if first is not None:
-        out["startup"] = _claim([(0.0, sec(first))], taken)
-    running = max(wall - sum(b - a for a, b in taken), 0.0)
+    a = sec(ints["ts"])
+    b = sec(ints["end_ts"])
+    guess = a + ints["detect_s"].fillna(0).to_numpy(float) + ints["restart_s"].fillna(0).to_numpy(
+        float)  # fmt: skip
+    known = ints["detect_s"].notna() | ints["restart_s"].notna()
+    b = np.where(np.isnan(b), np.where(known.to_numpy(), guess, np.inf), b)  # never resumed
     pairs = store.df(
         """WITH p AS (
              SELECT ts, step, attempt, lag(ts) OVER w AS pts, lag(step) OVER w AS pstep,
                     lag(attempt) OVER w AS patt
              FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
              WINDOW w AS (ORDER BY ts, step))
-           SELECT epoch(ts) - epoch(pts) AS dt, (step - pstep)::DOUBLE AS ds FROM p
+           SELECT epoch(ts) - epoch(?::TIMESTAMP) AS t, epoch(ts) - epoch(pts) AS dt,
+                  (step - pstep)::DOUBLE AS ds FROM p
            WHERE pstep IS NOT NULL AND step > pstep AND attempt IS NOT DISTINCT FROM patt""",
+        [run_id, win.start, win.end, t0],
+    )
+    first = store.scalar(
+        "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, win.start, win.end],
+    )
+    saves = store.df(
+        """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS t, blocking_s FROM checkpoints
+           WHERE run_id = ? AND status = 'ok' AND blocking_s IS NOT NULL
+             AND start_ts BETWEEN ? AND ?""",
+        [t0, run_id, win.start, win.end],
     )
     dt, ds = pairs["dt"].to_numpy(float), pairs["ds"].to_numpy(float)
-    ideal = ideal_step_s(dt, ds)
-    blocking = store.scalar(
-        """SELECT sum(blocking_s) FROM checkpoints WHERE run_id = ? AND status = 'ok'
-           AND start_ts BETWEEN ? AND ?""",
-        [run_id, win.start, win.end],
-    )
-    left = running
-    out["checkpoint_save"] = save = min(float(blocking or 0.0), left)
+    return {
+        "a": a, "b": b, "planned": ints["planned"].astype(bool).to_numpy(),
+        "lost": ints["lost_steps"].to_numpy(float),
+        "first": None if first is None else (first - t0).total_seconds(),
+        "pair_t": pairs["t"].to_numpy(float), "ds": ds,
+        "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
+        "ideal": ideal_step_s(dt, ds),
+    }  # fmt: skip
+
+
+def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
+    """Seconds per category of the window [lo, hi) (seconds from the run window's start)."""
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    wall = hi - lo
+    taken: list[tuple[float, float]] = []
+    for planned in (True, False):
+        pick = d["planned"] == planned
+        spans = [(max(a, lo), min(b, hi)) for a, b in zip(d["a"][pick], d["b"][pick],
+                                                          strict=True)]  # fmt: skip
+        out["planned" if planned else "recovery"] = _claim(spans, taken)
+    if d["first"] is not None:
+        out["startup"] = _claim([(lo, min(d["first"], hi))], taken)
+    left = max(wall - sum(b - a for a, b in taken), 0.0)
+    inside = (d["save_t"] >= lo) & (d["save_t"] < hi)
+    out["checkpoint_save"] = save = min(float(d["save_s"][inside].sum()), left)
     left -= save
+    ideal = d["ideal"]
     if ideal is not None:
-        redone = float(ints["lost_steps"].fillna(0).sum()) if len(ints) else 0.0
-        steps = float(ds[ds > 0].sum())
+        steps = float(d["ds"][(d["pair_t"] > lo) & (d["pair_t"] <= hi)].sum())
+        redone = float(d["lost"][(d["a"] >= lo) & (d["a"] < hi)].sum())
         out["wasted_progress"] = wasted = min(ideal * min(redone, steps), left)
         left -= wasted
         out["productive"] = prod = min(ideal * max(steps - redone, 0.0), left)
         left -= prod
     out["slowdown"] = left
     out["other"] = max(wall - sum(v for k, v in out.items() if k != "other"), 0.0)
-    seconds = _exact({k: float(v) for k, v in out.items()}, wall)
+    return _exact({k: float(v) for k, v in out.items()}, wall)
+
+
+def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict[str, Any]:
     return {
         "window_s": round(wall, 3),
-        "start": win.start.isoformat(),
-        "end": win.end.isoformat(),
+        "start": start.isoformat(),
+        "end": end.isoformat(),
         "seconds": seconds,
         "goodput": round(seconds["productive"] / wall, 4) if wall > 0 else None,
+    }
+
+
+def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[str, Any] | None:
+    """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
+    ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
+    productive fraction), ``ideal_step_s``, ``slow_ranks`` and ``days`` (the same per UTC day
+    of the window, each adding up to its own seconds); None when nothing dates it."""
+    win = _window(store, run_id, window)
+    if win is None:
+        return None
+    d = _inputs(store, run_id, win)
+    wall = win.seconds
+    out = _block(_account(d, 0.0, wall), wall, win.start, win.end)
+    days = []
+    day = pd.Timestamp(win.start).floor("D").to_pydatetime()
+    while day < win.end:
+        nxt = day + timedelta(days=1)
+        a, b = max(day, win.start), min(nxt, win.end)
+        lo, hi = (a - win.start).total_seconds(), (b - win.start).total_seconds()
+        days.append(_block(_account(d, lo, hi), hi - lo, a, b) | {"day": day.date().isoformat()})
+        day = nxt
+    ideal = d["ideal"]
+    return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
         "slow_ranks": [],
+        "days": days,
     }
 
 
@@ -191,3 +229,12 @@ def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
         return None
     k, v = max(bad, key=lambda kv: kv[1])
     return k, v / float(block["window_s"])
+
+
+def goodput_money(block: dict[str, Any], gpus: int | None, gpu_hour_usd: float) -> dict[str, Any]:
+    """Each category's GPU-hours and dollars (the run's GPUs over its seconds, at its price per
+    GPU-hour): ``gpu_hours`` and ``usd``, None where the run's GPU count is unknown."""
+    if not gpus:
+        return {"gpu_hours": None, "usd": None}
+    hours = {k: round(v / 3600.0 * gpus, 3) for k, v in block["seconds"].items()}
+    return {"gpu_hours": hours, "usd": {k: round(h * gpu_hour_usd, 2) for k, h in hours.items()}}

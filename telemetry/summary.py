@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
-from telemetry.goodput import goodput
+from telemetry.goodput import goodput, goodput_money
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
@@ -340,7 +340,10 @@ def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, An
     runs = []
     for r in _run_ids(store):
         s = run_summary(store, r)
-        runs.append({**s, "cost": run_cost(s, book.for_run(r))})
+        price = book.for_run(r)
+        if s.get("goodput"):
+            s["goodput"] |= goodput_money(s["goodput"], s.get("gpus"), price.gpu_hour)
+        runs.append({**s, "cost": run_cost(s, price)})
     return {
         "store": store.path,
         "source": meta.get("source", "unknown"),

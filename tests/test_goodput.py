@@ -61,6 +61,11 @@ def test_an_imported_night_is_accounted_for(tmp_path: Path) -> None:
     s = cli("summary", "--store", str(store), "--json")
     run = json.loads(s.stdout)["runs"][0]
     assert run["goodput"]["seconds"] == secs  # the summary's block is the same
+    # money per category (#38, 4): the run's 64 GPUs (the log states them) at $2.00/GPU-h
+    assert run["goodput"]["gpu_hours"]["wasted_progress"] == pytest.approx(1200 / 3600 * 64,
+                                                                           abs=0.001)
+    assert run["goodput"]["usd"]["wasted_progress"] == pytest.approx(1200 / 3600 * 64 * 2.0,
+                                                                     abs=0.01)  # fmt: skip
     text = cli("summary", "--store", str(store)).stdout
     assert "  wasted_progress " in text and "  recovery " in text  # one line per category
 
@@ -71,3 +76,19 @@ def test_the_ideal_step_time_leaves_slow_steps_out() -> None:
     ideal = ideal_step_s(dt, ds)
     assert ideal is not None and 2.0 <= ideal < 2.05
     assert ideal_step_s(np.array([]), np.array([])) is None
+
+
+def test_each_day_adds_up_and_the_days_make_the_run(tmp_path: Path) -> None:
+    from tests.conftest import build_store
+
+    path = build_store(tmp_path / "s.duckdb", seed=2, days=3.0, interval_s=60.0)
+    with Store(str(path), read_only=True) as s:
+        block = goodput(s, "dev-64-s2")
+    assert block is not None and len(block["days"]) == 3
+    for day in block["days"]:
+        _adds_up(day)
+    assert sum(d["window_s"] for d in block["days"]) == pytest.approx(block["window_s"])
+    for k in ("recovery", "planned", "checkpoint_save", "startup"):  # intervals: cut exactly
+        assert sum(d["seconds"][k] for d in block["days"]) == pytest.approx(
+            block["seconds"][k], abs=0.01)
+    assert [d["day"] for d in block["days"]] == ["2026-01-05", "2026-01-06", "2026-01-07"]

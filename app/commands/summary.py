@@ -38,9 +38,11 @@ def run(s: Settings) -> int:
         if g:
             print(f"  goodput {_n(g['goodput'], '{:.1%}')} of {g['window_s'] / 3600:,.1f} h "
                   f"(ideal step {_n(g['ideal_step_s'], '{:.3f} s')}):")  # fmt: skip
+            usd = g.get("usd") or {}
             for k, v in g["seconds"].items():
-                print(f"  {k:<18} {v / 3600:9.2f} h  {v / g['window_s']:6.1%}"
-                      if g["window_s"] else f"  {k:<18} {v / 3600:9.2f} h")  # fmt: skip
+                share = f"  {v / g['window_s']:6.1%}" if g["window_s"] else ""
+                cost = f"  {money(usd[k])}" if k in usd else ""
+                print(f"  {k:<18} {v / 3600:9.2f} h{share}{cost}")
     return 0
 
 
