@@ -148,3 +148,15 @@ def test_the_what_if_models_an_imported_run_once_its_write_time_is_entered(
     assert ck.what_if_refused(None, None) is None and ck.what_if_refused(10, 0) is None
     # the model's ETTR beside the measured one, with why they differ
     assert (ck.measured_ettr(model) or "").startswith("measured over the run: 81.2 %")
+
+
+def test_the_overview_card_is_goodput_with_what_cost_most(bound: Store) -> None:
+    """#38, 3: the ETTR card became goodput, with its largest badput category."""
+    from app.main import create_app
+
+    create_app(bound)
+    from app.pages import overview as page
+
+    card = str(page._goodput_card(overview.summary(RUN), overview.goodput(RUN)))
+    assert "Goodput" in card and "81.1 %" in card
+    assert "most lost: recovery 10.8 %" in card and "ETTR 81.2 %" in card

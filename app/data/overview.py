@@ -10,6 +10,7 @@ import pandas as pd
 from app.data.services import store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
 from app.data.view import time_range
+from telemetry import goodput as good
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
@@ -58,6 +59,15 @@ def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
 def summary(run_id: str) -> dict[str, Any]:
     """The run's figures the Overview's cards show (``run_summary`` without its detail)."""
     return run_summary(store(), run_id, detail=False)
+
+
+def goodput(run_id: str) -> dict[str, Any] | None:
+    """The run's goodput block (``telemetry.goodput``) over its whole span."""
+    return good.goodput(store(), run_id)
+
+
+def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
+    return good.top_badput(block)
 
 
 def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:

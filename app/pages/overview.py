@@ -215,7 +215,23 @@ def _energy_text(e: dict[str, Any]) -> str:
     return text + (" (counter)" if e["basis"] == "energy counter" else " (power x time)")
 
 
-def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
+def _goodput_card(s: dict[str, Any], good: dict[str, Any] | None) -> Any:
+    """Goodput (the productive share of the run's wall time) with its largest badput category;
+    ETTR, MFU and energy beneath. Without a goodput (nothing timed), the ETTR."""
+    extra = ("MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %") + (
+        f" · {_energy_text(s['energy'])} · whole run")
+    if good is None or good.get("goodput") is None:
+        return card("ETTR", "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %", extra,
+                    "ov-ettr")  # fmt: skip
+    top = data.top_badput(good)
+    worst = "no badput" if top is None else f"most lost: {top[0].replace('_', ' ')} " \
+        f"{top[1] * 100:.1f} %"
+    ettr = "ETTR –" if s["ettr"] is None else f"ETTR {s['ettr'] * 100:.1f} %"
+    return card("Goodput", f"{good['goodput'] * 100:.1f} %", f"{worst} · {ettr} · {extra}",
+                "ov-ettr")  # fmt: skip
+
+
+def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = None) -> list[Any]:
     i = s["interruptions"]
     return [
         card(
@@ -226,13 +242,7 @@ def _run_cards(s: dict[str, Any], last24: int) -> list[Any]:
             + ("finished" if s.get("state") == "finished" else "the run's latest"),
             "ov-step",
         ),
-        card(
-            "ETTR",
-            "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %",
-            ("MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %")
-            + f" · {_energy_text(s['energy'])} · whole run",
-            "ov-ettr",
-        ),
+        _goodput_card(s, good),
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
@@ -368,7 +378,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     run = run_id is not None
-    ints, series, latest, summary, train, ages, health, alerts, hot, last24 = together(
+    ints, series, latest, summary, train, ages, health, alerts, hot, last24, good = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: data.fleet_series(tr),
         data.fleet_latest,
@@ -379,6 +389,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         lambda: data.active_alerts(run_id, tr, at),
         lambda: data.hottest_gpus(8),
         lambda: data.recent_interruptions(run_id) if run else 0,
+        lambda: data.goodput(run_id) if run else None,
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
@@ -387,7 +398,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         loss = figures.empty("Training loss", "No training run in this store", template=tpl)
         ckpt: Any = ""
     else:
-        cards += _run_cards(summary, last24)
+        cards += _run_cards(summary, last24, good)
         loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=rev)
         ckpt = _checkpoint_card(ages)
     return (
