@@ -92,3 +92,22 @@ def test_each_day_adds_up_and_the_days_make_the_run(tmp_path: Path) -> None:
         assert sum(d["seconds"][k] for d in block["days"]) == pytest.approx(
             block["seconds"][k], abs=0.01)
     assert [d["day"] for d in block["days"]] == ["2026-01-05", "2026-01-06", "2026-01-07"]
+
+
+def test_the_day_chart_stacks_each_day_to_its_whole(tmp_path: Path) -> None:
+    """#38, 3: the Checkpoints page's day chart: each day's bars make 100 % of its hours, the
+    productive share at the base, the rolling 7-day goodput beside them."""
+    from app.figures.checkpoints import goodput_days
+    from tests.conftest import build_store
+
+    path = build_store(tmp_path / "s.duckdb", seed=2, days=3.0, interval_s=60.0)
+    with Store(str(path), read_only=True) as s:
+        block = goodput(s, "dev-64-s2")
+    fig = goodput_days(block, "plotly_dark").to_dict()
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert bars[0]["name"] == "Productive"
+    totals = np.sum([np.asarray(t["y"], float) for t in bars], axis=0)
+    assert np.allclose(totals, 100.0, atol=0.01)
+    line = next(t for t in fig["data"] if t["name"] == "Goodput, rolling 7 days")
+    assert line["y"][0] == pytest.approx(block["days"][0]["goodput"] * 100, abs=0.01)
+    assert goodput_days(None, "plotly_dark").to_dict()["layout"]["annotations"]  # a message

@@ -8,6 +8,7 @@ import pandas as pd
 
 from app.data.services import store
 from app.data.view import mapping, number
+from telemetry import goodput as good
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.queries import TimeRange
@@ -99,10 +100,21 @@ def measured_ettr(model: Any) -> str | None:
     ettr = run_summary(store(), run, detail=False).get("ettr")
     if ettr is None:
         return None
-    return (f"measured over the run: {ettr * 100:.1f} % (productive time over wall time); the "
+    block = good.goodput(store(), run)
+    g = "" if not block or block["goodput"] is None else f", goodput {block['goodput'] * 100:.1f} %"
+    return (f"measured over the run: {ettr * 100:.1f} %{g} (productive time over wall time); the "
             "model (Kokolis et al.) expects failures at random at the measured rate, each "
             "costing the restart time and on average half an interval of redone work, and "
             "every checkpoint its blocking write")  # fmt: skip
+
+
+def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
+    """The run's goodput block over the range, with its days (``telemetry.goodput``)."""
+    return good.goodput(store(), run_id, tr)
+
+
+def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
+    return good.top_badput(block)
 
 
 def what_if_refused(interval_min: Any, write_s: Any) -> str | None:

@@ -360,3 +360,56 @@ def interval_verdict(advice: Any, model: dict[str, Any] | None) -> tuple[str, st
             f"≈ {advice.gpu_hours_per_day:,.1f} GPU-hours/day."
         )
     return basis, verdict, cost
+
+
+# Goodput's categories as the day chart draws them: productive first (the bar's base), then the
+# badput from the job's own (checkpoints, redone work) to the cluster's (recovery, planned)
+GOODPUT_COLOURS = {
+    "productive": "#00cc96", "slowdown": "#fecb52", "checkpoint_save": "#636efa",
+    "checkpoint_restore": "#19d3f3", "wasted_progress": "#ffa15a", "startup": "#b6e880",
+    "data_loading": "#ff97ff", "evaluation": "#9467bd", "recovery": "#ef553b",
+    "planned": "#8c8c8c", "other": "#d0d0d0",
+}  # fmt: skip
+
+
+def category_name(key: str) -> str:
+    return key.replace("_", " ").capitalize()
+
+
+def goodput_days(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figure:
+    """Each day of the run's wall time by goodput category (stacked, % of the day's hours of
+    data: productive at the base, badput above it) and the rolling 7-day goodput (a line)."""
+    title = "Where each day went: goodput and badput"
+    days = (block or {}).get("days") or []
+    if not days:
+        return empty(title, "No timed training in this range", template=template)
+    x = [d["day"] for d in days]
+    wall = [d["window_s"] for d in days]
+    fig = _base(title, 340, template)
+    for key, colour in GOODPUT_COLOURS.items():
+        secs = [d["seconds"].get(key, 0.0) for d in days]
+        if not any(v > 0 for v in secs):
+            continue
+        share = [v / w * 100 if w else 0.0 for v, w in zip(secs, wall, strict=True)]
+        fig.add_trace(plot.Bar(
+            x=x, y=share, name=category_name(key), marker={"color": colour},
+            customdata=[v / 3600.0 for v in secs],
+            hovertemplate="%{x|%Y-%m-%d}: " + category_name(key).lower()
+            + " %{y:.1f} % (%{customdata:.2f} h)<extra></extra>",
+        ))  # fmt: skip
+    prod = [d["seconds"]["productive"] for d in days]
+    rolling = [sum(prod[max(0, i - 6) : i + 1]) / sum(wall[max(0, i - 6) : i + 1]) * 100
+               if sum(wall[max(0, i - 6) : i + 1]) else None for i in range(len(days))]  # fmt: skip
+    fig.add_trace(plot.Scatter(
+        x=x, y=rolling, name="Goodput, rolling 7 days", mode="lines",
+        line={"color": "#ffffff" if "dark" in template else "#222222", "width": 2, "dash": "dot"},
+        hovertemplate="%{x|%Y-%m-%d}: 7-day goodput %{y:.1f} %<extra></extra>",
+    ))  # fmt: skip
+    fig.update_layout(
+        barmode="stack",
+        bargap=0.1,
+        hovermode="closest",
+        xaxis={"title": "Day (UTC)", "type": "date"},
+        yaxis={"title": "Share of the day (%)", "range": [0, 100]},
+    )
+    return legend_below(fig, rows=2)

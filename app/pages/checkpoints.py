@@ -98,6 +98,8 @@ def layout(**_query: str) -> html.Div:
             ),
             html.H6("Restores", className="mt-2"),
             html.Div(id="ck-restores"),
+            graph("ck-goodput"),
+            html.Div(id="ck-goodput-note", className="small text-body-secondary mb-3"),
         ]
     )
 
@@ -266,3 +268,27 @@ def _per_day(delta: float, m: dict[str, Any]) -> str | None:
         return None
     word = "saved" if delta > 0 else "spent"
     return f"{money(abs(usd))}/day {word} {book.per_gpu_hour(source=False)}"
+
+
+@callback(
+    Output({"type": "chart", "id": "ck-goodput"}, "figure"),
+    Output("ck-goodput-note", "children"),
+    *view_inputs(),
+)
+@guarded("figure", "alert")
+def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    """Where each day of the run went (#38, 3): goodput and its badput categories per day."""
+    tpl = template(theme)
+    tr = view_range(view)
+    run_id = run_of(view)
+    block = data.goodput(run_id, tr) if tr is not None and run_id else None
+    note = ""
+    if block is not None and block.get("goodput") is not None:
+        top = data.top_badput(block)
+        note = (f"Goodput {block['goodput'] * 100:.1f} % of {block['window_s'] / 3600:,.1f} h in "
+                "this range" + (f"; most lost to {top[0].replace('_', ' ')} "
+                                f"({top[1] * 100:.1f} %)" if top else "")
+                + ". Every second in one category: interruptions' downtime (recovery, planned), "
+                "start-up, blocking checkpoint saves, steps redone after restores, and the "
+                "other steps at the ideal step time (productive), the rest slowdown.")  # fmt: skip
+    return ckfig.goodput_days(block, tpl), note
