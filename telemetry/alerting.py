@@ -66,11 +66,22 @@ class Route:
 
 
 @dataclass(frozen=True)
+class Rules:
+    """Thresholds of the alerts file's ``[rules]`` (an unset rule raises nothing):
+    ``goodput_below`` (0..1): a run's goodput over the last ``goodput_window`` of its data
+    below it raises ``GoodputLow``."""
+
+    goodput_below: float | None = None
+    goodput_window_s: float = 86400.0
+
+
+@dataclass(frozen=True)
 class AlertConfig:
     receivers: tuple[Receiver, ...]
     route: Route = field(default_factory=Route)
     external_url: str = "http://127.0.0.1:8050"
     evaluate_every_s: float = 30.0
+    rules: Rules = field(default_factory=Rules)
 
 
 def parse_duration(value: Any, where: str) -> timedelta:
@@ -123,7 +134,7 @@ def load_config(path: str) -> AlertConfig:
         raise FactoryFloorError(f"--alerts {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise FactoryFloorError(f"--alerts {path}: not TOML ({exc})") from None
-    known = {"external_url", "evaluate_every", "route", "receiver"}
+    known = {"external_url", "evaluate_every", "route", "receiver", "rules"}
     if unknown := sorted(set(doc) - known):
         raise FactoryFloorError(f"--alerts {path}: unknown key(s) {', '.join(unknown)}")
     receivers = []
@@ -176,6 +187,7 @@ def load_config(path: str) -> AlertConfig:
     return AlertConfig(
         receivers=tuple(receivers),
         route=route,
+        rules=_rules(doc.get("rules", {}), f"--alerts {path}: [rules]"),
         external_url=_http_url(
             doc.get("external_url", AlertConfig.external_url), f"--alerts {path}: external_url"
         ),
@@ -183,6 +195,28 @@ def load_config(path: str) -> AlertConfig:
             _seconds(doc.get("evaluate_every", "30s"), f"--alerts {path}: evaluate_every"), 1.0
         ),
     )
+
+
+_RULE_KEYS = {"goodput_below", "goodput_window"}
+
+
+def _rules(doc: Any, where: str) -> Rules:
+    if not isinstance(doc, dict):
+        raise FactoryFloorError(f"{where} must be a table")
+    if unknown := sorted(set(doc) - _RULE_KEYS):
+        raise FactoryFloorError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    below = doc.get("goodput_below")
+    if below is not None:
+        if isinstance(below, bool) or not isinstance(below, int | float) or not 0 < below < 1:
+            raise FactoryFloorError(
+                f"{where}: goodput_below must be a fraction between 0 and 1 (0.85 for 85 %), "
+                f"not {str(below)[:40]!r}"
+            )
+        below = float(below)
+    window = _seconds(doc.get("goodput_window", "1d"), f"{where} goodput_window")
+    if window < 3600:
+        raise FactoryFloorError(f"{where}: goodput_window must be at least 1h")
+    return Rules(below, window)
 
 
 # -- alerts ------------------------------------------------------------------------------------
@@ -224,7 +258,7 @@ def from_overview(rows: Any, run_id: str | None) -> list[Alert]:
 
 
 RUN_ALERTS = {"RunStalled", "RunStopped", "RunFinished", "RestartLoop", "JobNotTraining",
-              "CheckpointOverdue", "LossSpike", "GpuLowUtilization"}  # fmt: skip
+              "CheckpointOverdue", "LossSpike", "GpuLowUtilization", "GoodputLow"}  # fmt: skip
 LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status"}
 
 
@@ -345,7 +379,9 @@ def end_silence(store: Store, silence_id: str) -> bool:
 STALE_AFTER_S = 300.0  # no new round for this long (or 10 sample intervals): data stale
 
 
-def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
+def store_alerts(
+    store: Store, now: datetime | None = None, rules: Rules | None = None
+) -> list[Alert]:
     """The alerts the live Overview shows over the last 6 hours of data, for every run that
     is live there (``queries.live_runs``: the newest run, and any other that logged a step in
     those hours, while not ended), and ``DataStale`` when no source has written for
@@ -367,7 +403,8 @@ def store_alerts(store: Store, now: datetime | None = None) -> list[Alert]:
     out: list[Alert] = []
     seen: set[str] = set()
     for run in live_runs(store, tr) or [None]:
-        for alert in from_overview(active_alerts(store, run, tr, targets_at=at), run):
+        found = active_alerts(store, run, tr, targets_at=at, rules=rules)
+        for alert in from_overview(found, run):
             if alert.fingerprint not in seen:
                 seen.add(alert.fingerprint)
                 out.append(alert)

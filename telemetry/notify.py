@@ -400,7 +400,8 @@ class AlertLoop(threading.Thread):
         self.dispatcher.start()
         while True:
             try:
-                self.dispatcher.evaluate(store_alerts(self.store), active_silences(self.store))
+                found = store_alerts(self.store, rules=self.dispatcher.config.rules)
+                self.dispatcher.evaluate(found, active_silences(self.store))
                 self.error = None
             except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
                 if self.error is None:

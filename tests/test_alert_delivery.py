@@ -196,6 +196,12 @@ def test_a_silence_keeps_an_alert_from_every_receiver(
         ('evaluate_every = "infs"\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
          "is not a duration of at most a year"),
         ('[[receiver]]\ntype = "webhook"\nurl = "http://x:abc/hook"', "is not an http(s) URL"),
+        ('[rules]\ngoodput_below = 85\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "goodput_below must be a fraction between 0 and 1"),
+        ('[rules]\ngoodput_window = "5m"\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "goodput_window must be at least 1h"),
+        ('[rules]\ngoodput = 0.9\n[[receiver]]\ntype = "webhook"\nurl = "http://x"',
+         "[rules]: unknown key(s) goodput"),
     ],
 )  # fmt: skip
 def test_a_wrong_alerts_file_is_one_clear_line(tmp_path: Path, text: str, says: str) -> None:

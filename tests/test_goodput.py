@@ -111,3 +111,32 @@ def test_the_day_chart_stacks_each_day_to_its_whole(tmp_path: Path) -> None:
     line = next(t for t in fig["data"] if t["name"] == "Goodput, rolling 7 days")
     assert line["y"][0] == pytest.approx(block["days"][0]["goodput"] * 100, abs=0.01)
     assert goodput_days(None, "plotly_dark").to_dict()["layout"]["annotations"]  # a message
+
+
+def test_goodput_below_the_alerts_files_threshold_is_an_alert(tmp_path: Path) -> None:
+    """#38, 3: ``[rules] goodput_below`` in the alerts file: the imported night's goodput over
+    its last day of data (81.1 %) is below 0.9, above 0.8; the Overview and the receivers get
+    the same alert, naming what cost most."""
+    from telemetry.alerting import load_config, store_alerts
+    from telemetry.queries import data_extent
+    from telemetry.queries.overview import active_alerts
+
+    store = imported_night(tmp_path)
+    f = tmp_path / "alerts.toml"
+    f.write_text('[rules]\ngoodput_below = 0.9\ngoodput_window = "1d"\n'
+                 '[[receiver]]\ntype = "webhook"\nurl = "http://127.0.0.1:9/hook"\n')  # fmt: skip
+    rules = load_config(str(f)).rules
+    assert rules.goodput_below == 0.9 and rules.goodput_window_s == 86400
+    with Store(str(store), read_only=True) as s:
+        tr = data_extent(s)
+        assert tr is not None
+        got = active_alerts(s, NIGHT_RUN, tr, rules=rules)
+        row = got[got["key"] == "GoodputLow"].iloc[0]
+        assert row["detail"].startswith("81.1 % over the last 4.1 h of data (below 90 %)")
+        assert "most lost: recovery 10.8 %" in row["detail"]
+        low = rules.__class__(goodput_below=0.8)
+        assert "GoodputLow" not in set(active_alerts(s, NIGHT_RUN, tr, rules=low)["key"])
+        assert "GoodputLow" not in set(active_alerts(s, NIGHT_RUN, tr)["key"])  # no rule: none
+        sent = store_alerts(s, rules=rules)
+    assert any(a.labels == {"alertname": "GoodputLow", "severity": "warning", "run": NIGHT_RUN}
+               for a in sent)  # fmt: skip

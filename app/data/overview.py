@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import store
+from app.data.services import alert_rules, store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
 from app.data.view import time_range
 from telemetry import goodput as good
@@ -73,7 +73,7 @@ def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
 def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:
     """Alerts at the end of the range (severity, alert, detail), scrape targets at
     ``targets_at`` (see ``target_time``)."""
-    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at)
+    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at, rules=alert_rules())
 
 
 def target_time(tr: TimeRange, live: bool) -> datetime:

@@ -79,6 +79,13 @@ def corrections_allowed() -> bool:
     return services().operator_token is not None and not store().read_only
 
 
+def alert_rules() -> Any:
+    """The alerts file's ``[rules]`` (``alerting.Rules``) when ``serve`` has ``--alerts``, so
+    the Overview raises what the receivers get; None otherwise."""
+    loop = services().alerts
+    return getattr(getattr(getattr(loop, "dispatcher", None), "config", None), "rules", None)
+
+
 def refused(token: Any) -> tuple[int, str] | None:
     """The 403 an operator write from a page gets (no operator token configured, or a wrong
     one given), as the HTTP API words it; None when it may go ahead."""

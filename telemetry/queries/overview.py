@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -209,11 +209,16 @@ def _tier_intervals(policy_json: str | None) -> dict[str, float]:
 
 
 def active_alerts(
-    store: Store, run_id: str | None, tr: TimeRange, targets_at: datetime | None = None
+    store: Store,
+    run_id: str | None,
+    tr: TimeRange,
+    targets_at: datetime | None = None,
+    rules: Any = None,
 ) -> pd.DataFrame:
     """Alerts at ``tr.end``: hot GPUs, low utilization while training, silent GPUs, XIDs in
     the last 24 h, scrape targets down or stale (at ``targets_at``, default ``tr.end``), and
-    for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training."""
+    for a run: overdue checkpoint tiers, loss spikes in the last hour, job not training, and
+    with the alerts file's ``rules`` (``alerting.Rules``) goodput below its threshold."""
     now = tr.end
     rows: list[tuple[str, str, str, str]] = []
     last, scraped, all_down = latest_sample_and_round(store, now)
@@ -239,7 +244,28 @@ def active_alerts(
     if run_id is not None:  # an ingest store may hold GPU telemetry without a training run
         watched = report_time(store, now, (targets_at or now) > now, imports=False)
         rows += _run_alerts(store, run_id, tr, bool(training), watched)
+        if rules is not None and getattr(rules, "goodput_below", None) is not None:
+            rows += _goodput_alert(store, run_id, tr.end, rules)
     return _ordered(rows)
+
+
+def _goodput_alert(
+    store: Store, run_id: str, end: datetime, rules: Any
+) -> list[tuple[str, str, str, str]]:
+    """``GoodputLow`` when the run's goodput over the rule's window ending at ``end`` (the
+    data's end, as every "last N" here) is below the alerts file's threshold."""
+    from telemetry.goodput import goodput, top_badput
+
+    window = TimeRange(end - timedelta(seconds=rules.goodput_window_s), end)
+    block = goodput(store, run_id, window)
+    if block is None or block["goodput"] is None or block["goodput"] >= rules.goodput_below:
+        return []
+    top = top_badput(block)
+    most = "" if top is None else f"; most lost: {top[0].replace('_', ' ')} {top[1] * 100:.1f} %"
+    span = block["window_s"] / 3600
+    return [("warning", "Goodput low",
+             f"{block['goodput'] * 100:.1f} % over the last {span:,.1f} h of data (below "
+             f"{rules.goodput_below * 100:.0f} %){most}", "GoodputLow")]  # fmt: skip
 
 
 def recent_interruptions(ints: pd.DataFrame, end: datetime, hours: float = 24.0) -> int:
