@@ -112,7 +112,7 @@ def body_limit(path: str) -> int:
         return Limits.round_body
     if path == "/api/v1/write":
         return MAX_BODY
-    if path.startswith(("/api/v1/interruptions/label", "/api/v1/alerts/")):
+    if path.startswith(("/api/v1/interruptions/label", "/api/v1/alerts/", "/api/v1/goodput/")):
         return MAX_LABEL_BODY
     return Limits.json_body
 

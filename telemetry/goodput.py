@@ -145,6 +145,15 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, win.start, win.end],
     )
+    has = store.scalar(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'goodput_exclusions'"
+    )  # a store from before exclusions, served read-only, has none
+    excl = store.df(
+        """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS a,
+                  epoch(end_ts) - epoch(?::TIMESTAMP) AS b
+           FROM goodput_exclusions WHERE run_id = ? AND start_ts < ? AND end_ts > ?""",
+        [t0, t0, run_id, win.end, win.start],
+    ) if has else pd.DataFrame({"a": [], "b": []})
     saves = store.df(
         """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS t, blocking_s FROM checkpoints
            WHERE run_id = ? AND status = 'ok' AND blocking_s IS NOT NULL
@@ -155,6 +164,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "a": a, "b": b, "planned": ints["planned"].astype(bool).to_numpy(),
         "lost": ints["lost_steps"].to_numpy(float),
         "first": None if first is None else (first - t0).total_seconds(),
+        "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
         "hour_t": hourly["t"].to_numpy(float), "hour_ds": hourly["ds"].to_numpy(float),
         "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
         "ideal": None if ideal is None else float(ideal),
@@ -164,8 +174,9 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
 def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
     """Seconds per category of the window [lo, hi) (seconds from the run window's start)."""
     out = dict.fromkeys(CATEGORIES, 0.0)
-    wall = hi - lo
     taken: list[tuple[float, float]] = []
+    excluded = _claim([(max(a, lo), min(b, hi)) for a, b in d["excluded"]], taken)
+    wall = hi - lo - excluded  # the operator's exclusions leave the denominator
     for planned in (True, False):
         pick = d["planned"] == planned
         spans = [(max(a, lo), min(b, hi)) for a, b in zip(d["a"][pick], d["b"][pick],
@@ -173,7 +184,7 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
         out["planned" if planned else "recovery"] = _claim(spans, taken)
     if d["first"] is not None:
         out["startup"] = _claim([(lo, min(d["first"], hi))], taken)
-    left = max(wall - sum(b - a for a, b in taken), 0.0)
+    left = max(hi - lo - sum(b - a for a, b in taken), 0.0)
     inside = (d["save_t"] >= lo) & (d["save_t"] < hi)
     out["checkpoint_save"] = save = min(float(d["save_s"][inside].sum()), left)
     left -= save
@@ -188,12 +199,15 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
         left -= prod
     out["slowdown"] = left
     out["other"] = max(wall - sum(v for k, v in out.items() if k != "other"), 0.0)
-    return _exact({k: float(v) for k, v in out.items()}, wall)
+    return _exact({k: float(v) for k, v in out.items()}, wall) | {"_excluded": excluded}
 
 
 def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict[str, Any]:
+    excluded = seconds.pop("_excluded", 0.0)
+    wall -= excluded
     return {
         "window_s": round(wall, 3),
+        "excluded_s": round(excluded, 3),
         "start": start.isoformat(),
         "end": end.isoformat(),
         "seconds": seconds,

@@ -13,6 +13,10 @@ or with a missing or wrong token (nothing is changed); 400/404 for a body that i
 object, an unknown component or category, or no interruption at that time; 409 on a store
 opened read-only; 429 with Retry-After while the write cap's corrections are in flight.
 
+``POST /api/v1/goodput/exclusions``, the same header and rules, body ``{"run": ..., "start":
+ISO, "end": ISO, "reason": "maintenance", "by": who}``: a window the run's goodput leaves out
+of its wall time (at most 31 days; 404 for an unknown run).
+
 ``POST /api/v1/alerts/silences``, the same header and rules, body ``{"matchers": {"alertname":
 "GpuHot"}, "duration": "2h", "comment": ..., "by": who}``: alerts whose labels equal every
 matcher go to no receiver until the silence ends (at most 30 days). The reply carries its
@@ -132,6 +136,10 @@ def make_label_blueprint(
     def label() -> Response:
         return operator_post(lambda body: apply_label(store, body))
 
+    @bp.post("/api/v1/goodput/exclusions")
+    def exclusion() -> Response:
+        return operator_post(lambda body: apply_exclusion(store, body))
+
     @bp.post("/api/v1/alerts/silences")
     def silence() -> Response:
         return operator_post(lambda body: apply_silence(store, body))
@@ -178,3 +186,40 @@ def apply_end_silence(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
     except StoreError as exc:
         return 409, {"error": str(exc)}
     return (200, {"ended": sid}) if ended else (404, {"error": "no silence in force has that id"})
+
+
+MAX_EXCLUSION_DAYS = 31  # a maintenance window longer than a month is a mistake
+
+
+def apply_exclusion(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """Store one window a run's goodput leaves out (maintenance, an agreed stop): ``{"run":
+    ..., "start": ISO, "end": ISO, "reason": ..., "by": who}``; (HTTP status, JSON reply)."""
+    if not isinstance(body, dict):
+        return 400, {"error": "body must be a JSON object with run, start, end and reason"}
+    run, reason, by = body.get("run"), body.get("reason") or "", body.get("by") or "operator"
+    if not all(isinstance(v, str) and _storable(v) for v in (run, reason, by)) or not run:
+        return 400, {"error": "run, reason and by must be printable text (run not empty)"}
+    times = []
+    for key in ("start", "end"):
+        text = body.get(key)
+        try:
+            t = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        except ValueError:
+            return 400, {"error": f"{key} is not an ISO-8601 time: {str(text)[:40]!r}"}
+        times.append(t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t)
+    start, end = times
+    if not start < end or (end - start).days > MAX_EXCLUSION_DAYS:
+        return 400, {"error": f"end must be after start, at most {MAX_EXCLUSION_DAYS} days on"}
+    if not store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run]):
+        return 404, {"error": f"no run {run[:80]!r} in this store"}
+    now = datetime.now(UTC).replace(tzinfo=None)
+    try:
+        with store.transaction(["goodput_exclusions"]) as con:
+            con.execute(
+                "INSERT INTO goodput_exclusions VALUES (?, ?, ?, ?, ?, ?)",
+                [run, start, end, reason, by, now],
+            )
+    except StoreError as exc:
+        return 409, {"error": str(exc)}
+    return 200, {"exclusion": {"run": run, "start": start.isoformat(), "end": end.isoformat(),
+                               "reason": reason, "by": by}}  # fmt: skip

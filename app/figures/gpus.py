@@ -1,7 +1,11 @@
 """Figures of the GPUs page: the fleet heatmap (node x time), the metric's distribution and one
 node's GPUs over time. Pure builders: frames from ``telemetry.queries.gpus`` in, figures out.
 Colour scales are presentation choices and live here; the operating thresholds marked on a
-chart (hot, idle) are the queries' own, passed in by the page."""
+chart (hot, idle) are the queries' own, passed in by the page.
+
+Long module: the page's six figures share their time axes, colour scales and gap handling; split
+by figure they would import each other's helpers.
+"""
 
 from __future__ import annotations
 
@@ -182,14 +186,11 @@ def heatmap(
 
 
 def _role_ticks(cells: pd.DataFrame, names: dict[Any, str]) -> dict[str, Any]:
-    """Row labels that say a node runs no job now ("h100-0009 · spare", "h100-0004 · out of
-    the job"): an idle spare painted red read as an idle job node (#37). The rows' values stay
-    the hosts (a click names one)."""
-    if "role_now" not in cells:
-        return {}
-    roles = dict(zip(cells["host"].tolist(), cells["role_now"].tolist(), strict=True))
+    """Row labels saying a node runs no job now ("h100-0009 · spare"): an idle spare painted
+    red read as an idle job node (#37). The rows' values stay the hosts (a click names one)."""
+    roles = dict(zip(cells["host"], cells["role_now"], strict=True)) if "role_now" in cells else {}
     shown = list(dict.fromkeys(names.values()))
-    text = [f"{h} · {roles[h]}" if isinstance(roles.get(h), str) and roles[h] != "job" else h
+    text = [f"{h} · {r}" if isinstance(r := roles.get(h), str) and r != "job" else h
             for h in shown]  # fmt: skip
     return {"tickvals": shown, "ticktext": text} if text != shown else {}
 

@@ -75,6 +75,9 @@ CREATE TABLE IF NOT EXISTS node_rollup (
 CREATE TABLE IF NOT EXISTS class_rollup (
   bucket_s INTEGER, ts TIMESTAMP, class VARCHAR, intervals INTEGER, sm INTEGER, occ INTEGER,
   real INTEGER);
+CREATE TABLE IF NOT EXISTS goodput_exclusions (
+  run_id VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP, reason VARCHAR, created_by VARCHAR,
+  created_at TIMESTAMP);
 CREATE TABLE IF NOT EXISTS alert_silences (
   id VARCHAR, matchers VARCHAR, starts_at TIMESTAMP, ends_at TIMESTAMP, created_by VARCHAR,
   comment VARCHAR);
@@ -350,13 +353,18 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
         raise
 
 
+# Tables added later that a read-only reader checks for itself (an operator's goodput
+# exclusions): a store without them is served as it is, not upgraded first.
+OPTIONAL_TABLES = frozenset({"goodput_exclusions"})
+
+
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
     """What a store written by an older Factory Floor lacks that a read-only open needs:
     tables, and the added columns that the dashboard reads."""
     have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     want = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
     want += [gpu_table(level) for level in GPU_TABLE_LEVELS]  # readers name a level's table
-    missing = [t for t in want if t not in have]
+    missing = [t for t in want if t not in have and t not in OPTIONAL_TABLES]
     for table, read in READ_COLUMNS.items():
         if table in have:
             cols = con.execute(
