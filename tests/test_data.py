@@ -129,7 +129,7 @@ def test_the_overview_s_cards_show_the_run_summary_s_own_figures(bound: Store) -
     from telemetry.summary import run_summary
 
     full, cards = run_summary(bound, RUN), overview.summary(RUN)
-    detail = {"checkpoints", "restores", "slurm_jobs", "utilization"}
+    detail = {"checkpoints", "restores", "slurm_jobs", "utilization", "goodput"}
     assert set(full) - set(cards) == detail and not set(cards) - set(full)
     assert "list" in full["interruptions"] and len(full["interruptions"]["list"]) > 0
     assert cards["interruptions"] == {k: v for k, v in full["interruptions"].items() if k != "list"}
