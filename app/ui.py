@@ -166,12 +166,10 @@ def _text_px(word: str) -> float:
 
 
 def _longest_px(texts: pd.Series) -> float:
-    words = texts.astype(str).str.split().explode().dropna()
-    words = words[words.str.len() <= LONGEST_WORD]
-    if words.empty:
-        return 0.0
-    longest = words.loc[words.str.len().nlargest(20).index]  # the widest among the longest
-    return max(_text_px(w) for w in longest)
+    """The widest word (of at most ``LONGEST_WORD`` characters) of the known ``texts``."""
+    words = {w for v in texts.dropna().tolist() for w in str(v).split() if len(w) <= LONGEST_WORD}
+    longest = sorted(words, key=len)[-20:]  # the widest is among the longest
+    return max((_text_px(w) for w in longest), default=0.0)
 
 
 def _min_width(values: pd.Series, header: str, header_icons_px: int) -> int:
@@ -179,7 +177,7 @@ def _min_width(values: pd.Series, header: str, header_icons_px: int) -> int:
     browser wrapping a narrow cell breaks words anywhere (AG Grid's wrapped cells may), which
     splits a date ("2026-" / "01-05"), a host ("h100-" / "0004") or a header ("Categ" /
     "ory"); the old DataTable never did, and neither does this table."""
-    cell = _longest_px(values) if not values.empty else 0.0
+    cell = _longest_px(values)
     head = _longest_px(pd.Series([header])) + header_icons_px
     return round(max(cell, head, 24.0)) + 12  # + the cell's padding and border
 
@@ -187,9 +185,10 @@ def _min_width(values: pd.Series, header: str, header_icons_px: int) -> int:
 def _flex(values: pd.Series, header: str) -> int:
     """A column's share of the width: long texts (a reason, a log line) get more than a
     number, so they wrap onto fewer lines."""
-    if values.empty or values.dtype.kind in "biuf":
+    lengths = [len(str(v)) for v in values.dropna().tolist()]
+    if not lengths or values.dtype.kind in "biuf":
         return 1
-    typical = float(values.astype(str).str.len().median())
+    typical = float(np.median(lengths))
     return int(min(max(typical, len(header) / 2) // 12 + 1, 4))
 
 

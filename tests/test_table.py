@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 from dash import html
+from dash._utils import to_json
 
 from app.data.view import table_row
 from app.ui import SMALL_ROWS, table
@@ -32,6 +33,14 @@ def test_cells_are_text_and_unknown_is_a_dash() -> None:
     assert props["rowData"][0]["host"] == HOSTILE  # the literal string, drawn as text
     assert "–" in props["columnDefs"][1]["valueFormatter"]["function"]
     assert box.to_plotly_json()["props"]["data-export"] == "x"
+
+
+def test_a_column_of_nothing_known_is_drawn() -> None:
+    """A column where no value is known (pandas' string dtype keeps them missing)."""
+    df = pd.DataFrame({"host": pd.Series([None, None], dtype="str"), "n": [1.0, None]})
+    _, grid = _grid(table("n-table", df))
+    assert [c["flex"] for c in grid.columnDefs] == [1, 1]
+    assert to_json([r["host"] for r in grid.rowData]) == "[null,null]"  # drawn as "–"
 
 
 def test_row_ids_name_rows_and_a_click_finds_its_row() -> None:
