@@ -228,7 +228,7 @@ def table(
     draws a new grid) for the browser session. With ``row_id`` (a column of ``df``, or several)
     each row carries it as its id (``rowData[i]["id"]``), so a click names the row
     (``cellClicked["rowId"]``, see ``app.data.view.table_row``) and a selection is kept by it;
-    ``clickable`` tables select the clicked row.
+    ``clickable`` tables highlight the clicked row.
 
     Cells wrap at spaces in the page's own font and nothing is cut with an ellipsis; columns
     share the card's width: on a 1366 px laptop every column of every table stays readable
