@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import numpy as np
 import orjson
 import pandas as pd
-from dash import Input, dash_table, dcc, html
+from dash import Input, dcc, html
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
@@ -87,17 +89,34 @@ def card(title: str, value: str, sub: str = "", id_: str = "", colour: str = "")
     return dbc.Col(dbc.Card(body, class_name="h-100"), xs=6, md=4, xl=2)
 
 
-def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: str | None) -> list[dict[str, Any]]:
+RowId = str | list[str] | None  # the column(s) of a frame that name a row
+
+
+def _row_ids(df: pd.DataFrame, row_id: str | list[str]) -> list[str]:
+    """One string per row from its ``row_id`` column(s), unique (a repeat gets "#2", "#3"):
+    the grid keeps a row's place, selection and sort through a refresh by it."""
+    keys = [row_id] if isinstance(row_id, str) else row_id
+    parts = zip(*(df[k].astype(str).tolist() for k in keys), strict=True)
+    ids = ["|".join(p) for p in parts]
+    seen: dict[str, int] = {}
+    out = []
+    for i in ids:
+        seen[i] = seen.get(i, 0) + 1
+        out.append(i if seen[i] == 1 else f"{i}#{seen[i]}")
+    return out
+
+
+def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: RowId) -> list[dict[str, Any]]:
     if df.empty:
         return []
-    shown = df[list(columns)]
+    shown = df[[c for c in columns if c in df.columns]]
     stamps = [c for c in shown.columns if pd.api.types.is_datetime64_any_dtype(shown[c])]
-    if stamps:  # as every page writes a time (DataTable would show ISO's "T" and fractions)
+    if stamps:  # as every page writes a time (not ISO's "T" and fractions)
         shown = shown.assign(**{c: shown[c].dt.strftime("%Y-%m-%d %H:%M:%S") for c in stamps})
     # column by column (to_dict("records") iterates pandas' Arrow strings cell by cell: ~5x)
     cols = {c: shown[c].tolist() for c in shown.columns}
     if row_id:
-        cols["id"] = df[row_id].tolist()
+        cols["id"] = _row_ids(df, row_id)
     return [dict(zip(cols, row, strict=True)) for row in zip(*cols.values(), strict=True)]
 
 
@@ -121,19 +140,71 @@ def export_name(id_: str) -> str:
     return EXPORT_NAMES.get(id_) or id_.removesuffix("-table")
 
 
-def _unbroken(df: pd.DataFrame, columns: dict[str, str], hidden: list[str]) -> list[dict[str, Any]]:
-    """Per column, a minimum width that keeps its hyphenated words whole: a browser breaks a
-    wrapped cell after a hyphen, which splits a date ("2026-" / "01-05") or a host name
-    ("h100-" / "0004") over two lines. Words up to 16 characters are kept whole."""
-    out = []
-    for col in columns:
-        if col not in df.columns or col in hidden or df.empty or df[col].dtype.kind in "biuf":
-            continue
-        joined = [len(w) for v in df[col].tolist() for w in str(v).split() if "-" in w]
-        longest = min(max(joined), 16) if joined else 0
-        if longest > 4:
-            width = f"calc({longest}ch + 12px)"  # cells are border-box: the padding too
-            out.append({"if": {"column_id": col}, "minWidth": width})
+SMALL_ROWS = 15  # up to this many rows a table is as tall as its rows; past it, it scrolls
+LONGEST_WORD = 32  # characters kept whole in a cell: a longer word (a path) may break
+# "–" for a value that is not known (null: NaN, NaT, None reach the browser as null)
+UNKNOWN = {"function": "params.value == null ? '–' : params.value"}
+
+
+# Widths of characters in the tables' 0.8rem (12.8 px) type, as Chromium draws them with the
+# fonts of a Linux machine (wider than most): a class of characters per width.
+_CHAR_PX = [
+    (4.6, set("'ijlIJ,. /:;\\|f-()[]t!r")),
+    (6.8, set('sz*_`?c"')),
+    (7.9, set("LFPTYEkvxy")),
+    (8.2, set("0123456789$abdeghnopqu{}S")),
+    (11.0, set("mwMW%@#+<=>^~OQGD&")),
+]
+
+
+def _text_px(word: str) -> float:
+    """About how wide ``word`` is in a table's cell or header (others: 7.9, capitals 9.0)."""
+    return sum(
+        next((px for px, chars in _CHAR_PX if c in chars), 9.0 if c.isupper() else 7.9)
+        for c in word
+    )
+
+
+def _longest_px(texts: pd.Series) -> float:
+    """The widest word (of at most ``LONGEST_WORD`` characters) of the known ``texts``."""
+    words = {w for v in texts.dropna().tolist() for w in str(v).split() if len(w) <= LONGEST_WORD}
+    longest = sorted(words, key=len)[-20:]  # the widest is among the longest
+    return max((_text_px(w) for w in longest), default=0.0)
+
+
+def _min_width(values: pd.Series, header: str, header_icons_px: int) -> int:
+    """A column's minimum width (px): its longest word, and its header's, stay whole. A
+    browser wrapping a narrow cell breaks words anywhere (AG Grid's wrapped cells may), which
+    splits a date ("2026-" / "01-05"), a host ("h100-" / "0004") or a header ("Categ" /
+    "ory"); the old DataTable never did, and neither does this table."""
+    cell = _longest_px(values)
+    head = _longest_px(pd.Series([header])) + header_icons_px
+    return round(max(cell, head, 24.0)) + 12  # + the cell's padding and border
+
+
+def _flex(values: pd.Series, header: str) -> int:
+    """A column's share of the width: long texts (a reason, a log line) get more than a
+    number, so they wrap onto fewer lines."""
+    lengths = [len(str(v)) for v in values.dropna().tolist()]
+    if not lengths or values.dtype.kind in "biuf":
+        return 1
+    typical = float(np.median(lengths))
+    return int(min(max(typical, len(header) / 2) // 12 + 1, 4))
+
+
+def _column(df: pd.DataFrame, col: str, header: str, hidden: bool, icons_px: int) -> dict[str, Any]:
+    values = df[col] if col in df.columns else pd.Series(dtype=object)
+    numeric = values.dtype.kind in "biuf"
+    out: dict[str, Any] = {
+        "field": col,
+        "headerName": header,
+        "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter",
+        "flex": _flex(values, header),
+        "minWidth": _min_width(values, header, icons_px),
+        "valueFormatter": UNKNOWN,
+    }
+    if hidden:
+        out["hide"] = True
     return out
 
 
@@ -141,60 +212,74 @@ def table(
     id_: str,
     df: pd.DataFrame,
     columns: dict[str, str] | None = None,
-    page_size: int = 10,
-    row_id: str | None = None,
-    **kw: Any,
+    row_id: RowId = None,
+    hidden: list[str] | tuple[str, ...] = (),
+    export_hidden: bool = False,
+    clickable: bool = False,
 ) -> html.Div:
-    """An exportable (CSV), sortable table. ``columns`` maps frame column -> header with unit.
-    Cell values are rendered as text by DataTable, so hostile strings stay inert. The user's
-    sort and filter persist (per browser session) when a refresh redraws the table, as every
-    live tick does. (The page does not: a page past the end of new data would show nothing.)
-    With ``row_id`` (a column of ``df``) each row carries it as its id, so a click on a cell
-    names the row (``active_cell["row_id"]``).
+    """An exportable (CSV), sortable, filterable table on AG Grid. ``columns`` maps frame
+    column -> header with unit; ``hidden`` columns are not shown (but exported with
+    ``export_hidden``). Cells are rendered as text (no HTML renderer), so hostile strings stay
+    inert. Each column has a filter, in a row under the headers. A table of more than
+    ``SMALL_ROWS`` rows has a fixed height and scrolls (AG Grid draws only the rows in view);
+    a smaller one is as tall as its rows.
 
-    Cells wrap at spaces in the page's own (proportional) font and nothing is cut with an
-    ellipsis: on a 1366 px laptop every column of every table stays readable inside its card
-    (tests/ui/test_fit.py)."""
+    The user's sort, filter and selected row survive the live refresh and a change of view (each
+    draws a new grid) for the browser session. With ``row_id`` (a column of ``df``, or several)
+    each row carries it as its id (``rowData[i]["id"]``), so a click names the row
+    (``cellClicked["rowId"]``, see ``app.data.view.table_row``) and a selection is kept by it;
+    ``clickable`` tables highlight the clicked row.
+
+    Cells wrap at spaces in the page's own font and nothing is cut with an ellipsis; columns
+    share the card's width: on a 1366 px laptop every column of every table stays readable
+    inside its card (tests/ui/test_fit.py)."""
     columns = columns or {c: c for c in df.columns}
-    kw = {
-        "persistence": True,
-        "persistence_type": "session",
-        "persisted_props": ["sort_by", "filter_query"],
-    } | kw
-    cell = {
-        "backgroundColor": "var(--bs-body-bg)",
-        "color": "var(--bs-body-color)",
-        "fontFamily": "var(--bs-body-font-family)",
-        "fontSize": "0.8rem",
-        "textAlign": "left",
-        "padding": "3px 6px",
-        "whiteSpace": "normal",
-        "height": "auto",
-        "minWidth": "2.5rem",
-        "verticalAlign": "top",
+    big = len(df) > SMALL_ROWS
+    icons_px = 20  # the sort arrow (the filters are in a row of their own, not in the header)
+    options: dict[str, Any] = {
+        "suppressFieldDotNotation": True,  # a field named "a.b" is a column, not a path
+        "ensureDomOrder": True,
+        "enableCellTextSelection": True,  # copy a host name out of a cell
+        "animateRows": False,
+        "suppressCellFocus": not clickable,
     }
-    dt = dash_table.DataTable(
+    if not big:
+        options["domLayout"] = "autoHeight"
+    if clickable:
+        options["rowSelection"] = {
+            "mode": "singleRow", "checkboxes": False, "enableClickSelection": True
+        }  # fmt: skip
+    grid = dag.AgGrid(
         id=id_,
-        # (a style for a hidden column stops DataTable from drawing at all)
-        style_cell_conditional=_unbroken(df, columns, kw.get("hidden_columns") or []),
-        data=_rows(df, columns, row_id),
-        columns=[{"name": h, "id": c} for c, h in columns.items()],
-        page_size=page_size,
-        sort_action="native",
-        export_format="csv",
-        export_headers="display",
-        style_as_list_view=True,
-        style_table={"overflowX": "auto", "maxWidth": "100%"},
-        style_header={
-            "fontWeight": "600",
-            "backgroundColor": "var(--bs-tertiary-bg)",
-            "color": "var(--bs-body-color)",
-            "verticalAlign": "bottom",
+        rowData=_rows(df, columns, row_id),
+        columnDefs=[_column(df, c, h, c in hidden, icons_px) for c, h in columns.items()],
+        defaultColDef={
+            "sortable": True,
+            "resizable": True,
+            "wrapText": True,
+            "autoHeight": True,
+            "wrapHeaderText": True,
+            "autoHeaderHeight": True,
+            "floatingFilter": True,
+            "suppressHeaderMenuButton": True,  # its pin/autosize would only cost header room
         },
-        style_cell=cell,
-        **kw,
+        **({"getRowId": "params.data.id"} if row_id else {}),
+        dashGridOptions=options,
+        csvExportParams={"fileName": f"factoryfloor-{export_name(id_)}.csv"},
+        className="ff-grid",
+        style={"height": "32rem" if big else None, "width": "100%"},
+        # A refresh draws a new grid: the filter and selection come back through Dash's
+        # persistence, the sort through assets/35-grid-sort.js.
+        persistence=True,
+        persistence_type="session",
+        persisted_props=["filterModel", "selectedRows"],
+        eventListeners={"sortChanged": [f"ffSortSave(params, {json.dumps(id_)})"]},
     )
-    return html.Div(dt, className="ff-table", **{"data-export": export_name(id_)})
+    export = html.Button("Export", className="export mb-1", type="button")
+    attrs = {"data-export": export_name(id_), "data-grid": id_}
+    if export_hidden:
+        attrs["data-export-all"] = "true"
+    return html.Div([export, grid], id=f"{id_}-box", className="ff-table", **attrs)
 
 
 # Replies of page callbacks, per store version. A page callback is a pure function of its

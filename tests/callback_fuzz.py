@@ -61,10 +61,16 @@ def hostile_value(prop: str, cid: Any, rng: random.Random) -> Any:
         return {"xaxis.range[0]": rng.choice(SQLI), "xaxis.range[1]": rng.choice(HOSTILE)}
     if prop == "clickData":
         return {"points": [{"x": rng.choice(HOSTILE), "y": rng.choice(SQLI + MARKUP)}]}
-    if prop == "active_cell":
-        return {"row": rng.choice([0, 10**9, -5]), "column": 0, "column_id": rng.choice(SQLI)}
-    if prop == "derived_viewport_data":
-        return [{"host": rng.choice(SQLI), "step": rng.choice(HOSTILE), "ts": rng.choice(SQLI)}]
+    if prop == "cellClicked":  # a grid's click: the row id names a row of its rowData
+        return {
+            "rowId": rng.choice([*SQLI, 5, None]),
+            "rowIndex": rng.choice([0, 10**9, -5]),
+            "colId": rng.choice(SQLI),
+            "value": rng.choice(HOSTILE),
+        }
+    if prop == "rowData":
+        evil = rng.choice(SQLI)
+        return [{"id": evil, "host": evil, "step": rng.choice(HOSTILE), "ts": rng.choice(SQLI)}]
     # Dash's own page router takes what a browser's location can hold (it answers 500 to a
     # pathname that does not start with "/", which no browser sends).
     if prop == "pathname":

@@ -159,14 +159,13 @@ def mapping(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def table_row(cell: Any, rows: Any) -> dict[str, Any] | None:
-    """The row a DataTable's ``active_cell`` points at in its viewport, or None."""
-    if not isinstance(cell, dict) or not isinstance(rows, list):
+def table_row(clicked: Any, rows: Any) -> dict[str, Any] | None:
+    """The row of a grid's ``rowData`` that its ``cellClicked`` names (by the row id that
+    ``app.ui.table`` gives each row), or None."""
+    row_id = clicked.get("rowId") if isinstance(clicked, dict) else None
+    if not isinstance(row_id, str) or not isinstance(rows, list):
         return None
-    i = cell.get("row")
-    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(rows):
-        return None
-    return rows[i] if isinstance(rows[i], dict) else None
+    return next((r for r in rows if isinstance(r, dict) and r.get("id") == row_id), None)
 
 
 def view_range(view: dict[str, Any] | None) -> TimeRange | None:

@@ -193,28 +193,20 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
         "fail-int-table",
         rows,
         COLUMNS,
-        page_size=8,
         row_id="key",
-        hidden_columns=hidden,
-        export_columns="all",
-        css=[
-            {"selector": ".show-hide", "rule": "display: none"},
-            {  # the clicked cell stays readable in both themes
-                "selector": "td.focused, td.cell--selected",
-                "rule": "background-color: var(--bs-secondary-bg) !important;"
-                " color: var(--bs-body-color) !important",
-            },
-        ],
+        hidden=hidden,
+        export_hidden=True,
+        clickable=True,
     )
 
 
 @callback(
     Output("fail-selected", "data"),
-    Input("fail-int-table", "active_cell"),
+    Input("fail-int-table", "cellClicked"),
     prevent_initial_call=True,
 )
-def _select(cell: dict[str, Any] | None) -> Any:
-    key = (cell or {}).get("row_id")
+def _select(clicked: dict[str, Any] | None) -> Any:
+    key = (clicked or {}).get("rowId")  # the row's "key" (its id in the grid)
     return key if isinstance(key, str) else no_update
 
 

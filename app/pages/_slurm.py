@@ -89,7 +89,7 @@ def _nodes(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-unty
     df = data.slurm_nodes()
     if df.empty:
         return dbc.Alert(NO_SLURM, color="info")
-    return table("slurm-nodes-table", df, NODE_COLUMNS, page_size=10)
+    return table("slurm-nodes-table", df, NODE_COLUMNS)
 
 
 @callback(Output("slurm-events", "children"), *view_inputs(themed=False))
@@ -100,7 +100,7 @@ def _events(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-unt
     if df is None or df.empty:
         return dbc.Alert(NO_SLURM if tr is None or data.slurm_nodes().empty else
                          "No Slurm node event or job end in this range.", color="info")  # fmt: skip
-    return table("slurm-events-table", df, EVENT_COLUMNS, page_size=10)
+    return table("slurm-events-table", df, EVENT_COLUMNS)
 
 
 def _register(page: str) -> None:
@@ -128,7 +128,7 @@ def _register(page: str) -> None:
         if df.empty:
             return dbc.Alert(f"No GPU samples of job {job}'s nodes during its time.",
                              color="info")  # fmt: skip
-        return table(f"{page}-slurm-job-table", df.round(1), JOB_GPU_COLUMNS, page_size=8)
+        return table(f"{page}-slurm-job-table", df.round(1), JOB_GPU_COLUMNS)
 
 
 for _page in FILTER_PAGES:

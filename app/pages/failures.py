@@ -193,7 +193,7 @@ def _xid_table(df: pd.DataFrame) -> Any:
         action=df["action"] + " (" + df["action_text"] + ")",
         last_ts=_ts_text(df["last_ts"]),
     )
-    return table("fail-xid-table", df, XID_COLUMNS, page_size=8)
+    return table("fail-xid-table", df, XID_COLUMNS)
 
 
 def _lemon_table(df: pd.DataFrame) -> Any:
@@ -206,7 +206,7 @@ def _lemon_table(df: pd.DataFrame) -> Any:
         downtime_min=ffig.known(df["downtime_s"] / 60.0, 1),
         last_failure=_ts_text(df["last_failure"]),
     )
-    return table("fail-lemon-table", df, LEMON_COLUMNS, page_size=8)
+    return table("fail-lemon-table", df, LEMON_COLUMNS)
 
 
 def _tax_table(df: pd.DataFrame, by: str) -> Any:
@@ -219,7 +219,7 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
         ref_pct=df["ref_pct"].round(1),
         lost_gpu_hours=ffig.known(df["lost_gpu_hours"], 1),
     )
-    return table("fail-tax-table", df, columns, page_size=20)
+    return table("fail-tax-table", df, columns)
 
 
 @callback(

@@ -252,7 +252,13 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
     if df.empty:
         return "", dbc.Alert("No outlier GPUs in this range.", color="secondary")
     summary = " · ".join(f"{n:,} {reason}" for reason, n in data.outlier_reasons(df))
-    tbl = table("gpu-outlier-table", df, OUTLIER_COLUMNS, page_size=10, filter_action="native")
+    tbl = table(
+        "gpu-outlier-table",
+        df,
+        OUTLIER_COLUMNS,
+        row_id=["host", "gpu", "reason"],
+        clickable=True,
+    )
     return summary, tbl
 
 
@@ -270,7 +276,7 @@ clientside_callback(
     }""",
     Output("gpu-node-scrolled", "data"),
     Input(HEATMAP, "clickData"),
-    Input("gpu-outlier-table", "active_cell"),
+    Input("gpu-outlier-table", "cellClicked"),
     prevent_initial_call=True,
 )
 
@@ -296,15 +302,15 @@ def _select_from_heatmap(click: dict[str, Any] | None, view: Any) -> str:
 
 @callback(
     Output("url", "hash", allow_duplicate=True),
-    Input("gpu-outlier-table", "active_cell"),
-    State("gpu-outlier-table", "derived_viewport_data"),
+    Input("gpu-outlier-table", "cellClicked"),
+    State("gpu-outlier-table", "rowData"),
     State("view", "data"),
     prevent_initial_call=True,
 )
 def _select_from_table(
-    cell: dict[str, Any] | None, rows: list[dict[str, Any]] | None, view: Any
+    clicked: dict[str, Any] | None, rows: list[dict[str, Any]] | None, view: Any
 ) -> str:
-    row = table_row(cell, rows)
+    row = table_row(clicked, rows)
     host = row.get("host") if row else None
     if not isinstance(host, str) or not host or len(host) > MAX_ID:
         raise PreventUpdate
@@ -396,5 +402,5 @@ def _node_workload(  # type: ignore[no-untyped-def]
         fig.update_layout(uirevision=f"{revision(view)}|{host}|{key}")
     if work.empty:
         return fig, "", dbc.Alert(f"No GPUs of {host} are stored.", color="secondary")
-    tbl = table("gpu-node-workload-table", gfig.workload_rows(work), WORKLOAD_COLUMNS, page_size=8)
+    tbl = table("gpu-node-workload-table", gfig.workload_rows(work), WORKLOAD_COLUMNS)
     return fig, gfig.WORKLOAD_NOTE, tbl

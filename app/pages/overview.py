@@ -271,7 +271,7 @@ def _targets(health: Any) -> list[Any]:
     if not problems.empty:
         body = [
             html.H6("Sources down or stale (exporters, logs, imports)"),
-            table("ov-targets-table", problems, ft.TARGET_COLUMNS, page_size=6),
+            table("ov-targets-table", problems, ft.TARGET_COLUMNS),
         ]
         out.append(dbc.Col(dbc.Card(dbc.CardBody(body), class_name="h-100"), md=8, xl=10))
     return out
@@ -320,7 +320,6 @@ def _hot_table(hottest: pd.DataFrame) -> Any:
             "sm_clock_mhz": "SM MHz",
             "power_w": "W",
         },
-        page_size=8,
     )
 
 

@@ -166,8 +166,8 @@ def _update(view, _n, theme, axis, smoothing, log_y, overlay):  # type: ignore[n
             "tr-spike-table",
             _spike_rows(spikes),
             SPIKE_COLUMNS,
-            row_selectable=False,
-            cell_selectable=True,
+            row_id=["step", "attempt"],
+            clickable=True,
         )
         if not spikes.empty
         else dbc.Alert("No loss spikes in this range.", color="secondary", class_name="small")
@@ -223,15 +223,15 @@ def _zoom_steps(relayouts, axis, view):  # type: ignore[no-untyped-def]
 
 @callback(
     Output("url", "hash", allow_duplicate=True),
-    Input("tr-spike-table", "active_cell"),
-    State("tr-spike-table", "derived_viewport_data"),
+    Input("tr-spike-table", "cellClicked"),
+    State("tr-spike-table", "rowData"),
     State("view", "data"),
     prevent_initial_call=True,
 )
-def _zoom_to_spike(cell, rows, view):  # type: ignore[no-untyped-def]
+def _zoom_to_spike(clicked, rows, view):  # type: ignore[no-untyped-def]
     """A click on a spike narrows the shared range to an hour around it (via the URL, so the
     shell handles it like any other navigation and back returns to the previous view)."""
-    row = table_row(cell, rows)
+    row = table_row(clicked, rows)
     if row is None:
         raise PreventUpdate
     at = parse_time(str(row.get("ts")))

@@ -42,11 +42,11 @@ def test_failures_page_shows_taxonomy_xids_and_lemons(
     assert "count / 419" in basis and "Table 5" in basis
     xids = page.locator("#fail-xid-table")
     for code, mnemonic in [("46", "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR"), ("143", "GPU_INIT_ERROR")]:
-        row = xids.locator("tr", has=page.get_by_text(mnemonic, exact=True))
+        row = xids.locator(".ag-row", has=page.get_by_text(mnemonic, exact=True))
         expect(row).to_contain_text(code)
         expect(row).to_contain_text("RESET_GPU (reset the GPU)")
-    expect(xids.locator("tbody tr")).to_have_count(5)  # header + 4 codes
-    first = page.locator("#fail-lemon-table tbody tr").nth(1)
+    expect(xids.locator(".ag-row")).to_have_count(4)  # 4 codes
+    first = page.locator("#fail-lemon-table .ag-row").nth(0)
     expect(first).to_contain_text("h100-0009")
     expect(page.locator("#fail-tax-table")).to_contain_text("Faulty GPU")
     page.wait_for_function(f"() => ({TIMELINE_POINTS})() === 10")

@@ -65,7 +65,7 @@ def _label(url: str, body: dict, token: str | None) -> tuple[int, dict]:
 
 
 def _row(page: Page, text: str):  # type: ignore[no-untyped-def]
-    return page.locator("#fail-int-table tbody tr", has=page.get_by_text(text, exact=True))
+    return page.locator("#fail-int-table .ag-row", has=page.get_by_text(text, exact=True))
 
 
 def test_evidence_of_an_inferred_interruption_and_a_correction(

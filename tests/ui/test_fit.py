@@ -1,7 +1,8 @@
 """Every page fits 1366 x 768, 1440 x 900 and 1536 x 864 laptops (Bootstrap's widest layout
 starts at 1,400 px) and a 1920 x 1080 screen: no table runs past its card
-(nor scrolls sideways inside it), no cell is cut with an ellipsis, the page itself never
-scrolls sideways, and no chart's legend covers an axis or chart title."""
+(nor scrolls sideways inside it), no cell is cut with an ellipsis nor has a word broken over
+two lines, the page itself never scrolls sideways, and no chart's legend covers an axis or
+chart title."""
 
 from __future__ import annotations
 
@@ -27,36 +28,59 @@ PAGES = {
 OVERFLOWS = """() => {
   const out = [];
   const right = el => el.getBoundingClientRect().right;
-  const tables = [...document.querySelectorAll('.dash-table-container, table.table')];
+  const tables = [...document.querySelectorAll('.ff-table, table.table')];
   for (const t of tables) {
-    const name = t.id || t.closest('[id]')?.id || '?';
+    const name = t.dataset.grid || t.id || t.closest('[id]')?.id || '?';
     const card = t.closest('.card-body') || document.documentElement;
-    const inner = t.querySelector('table') || t;
+    const inner = t.querySelector('.ag-root-wrapper, table') || t;
     if (right(inner) > right(card) + 1) {
       out.push(`${name}: ${Math.round(right(inner) - right(card))} px past its card`);
     }
-    const boxes = t.querySelectorAll('.dash-spreadsheet-container, .dash-spreadsheet-inner');
+    const boxes = t.querySelectorAll('.ag-center-cols-viewport, .ag-header-viewport');
     for (const box of [t, ...boxes]) {
       if (box.scrollWidth > box.clientWidth + 1) {
         out.push(`${name}: scrolls sideways (${box.scrollWidth} > ${box.clientWidth} px)`);
         break;
       }
     }
-    for (const cell of t.querySelectorAll('td, th')) {
+    const cells = t.querySelectorAll('.ag-cell, .ag-header-cell-text, td, th');
+    for (const cell of cells) {
       const s = getComputedStyle(cell);
-      const inner = cell.querySelector('.dash-cell-value, div') || cell;
+      const inner = cell.querySelector('.ag-cell-value, div') || cell;
       const cut = [cell, inner].some(el => el.scrollWidth > el.clientWidth + 1
                   && getComputedStyle(el).textOverflow === 'ellipsis');
       if (cut && s.display !== 'none') {
         out.push(`${name}: "${cell.textContent.slice(0, 30)}" cut with an ellipsis`);
       }
     }
+    out.push(...broken(t).map(w => `${name}: "${w}" broken over two lines`));
   }
   const page = document.scrollingElement;
   if (page.scrollWidth > window.innerWidth + 1) {
     out.push(`the page scrolls sideways (${page.scrollWidth} > ${window.innerWidth} px)`);
   }
   return out;
+
+  // Words of a cell or header drawn on two lines ("Categ" / "ory"): a column too narrow for
+  // them. A break after a hyphen is the browser's own (as "Lost (GPU-" / "h)"), and a word
+  // longer than 32 characters (a path) may break.
+  function broken(t) {
+    const words = [];
+    for (const el of t.querySelectorAll('.ag-cell-value, .ag-header-cell-text')) {
+      const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        for (const m of n.data.matchAll(/[^\\s-]+-?/g)) {
+          if (m[0].length > 32) continue;
+          const r = document.createRange();
+          r.setStart(n, m.index);
+          r.setEnd(n, m.index + m[0].length);
+          const tops = [...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top));
+          if (new Set(tops).size > 1) words.push(m[0]);
+        }
+      }
+    }
+    return words;
+  }
 }"""
 
 
@@ -73,7 +97,7 @@ def test_every_table_and_chart_fits(
     page.set_viewport_size({"width": size[0], "height": size[1]})
     page.goto(dev_server.url + path + "#range=all")
     for table in PAGES[path]:
-        page.wait_for_selector(f"#{table} td", timeout=30000)
+        page.wait_for_selector(f"#{table} .ag-row", timeout=30000)
     page.wait_for_function(SETTLED, timeout=30000)
     assert page.evaluate(OVERFLOWS) == []
     assert page.evaluate(CLASHES) == []

@@ -4,6 +4,7 @@ metric selector, the outlier table and the drill-down into one node's eight GPUs
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
 
@@ -69,10 +70,10 @@ def test_gpus_page_shows_the_fleet_and_its_outliers(
     page.wait_for_function(f"() => {dist}?._fullData?.[0]?.y?.length > 10")
     table = page.locator("#gpu-outlier-table")
     expect(table).to_contain_text("straggler")
-    straggler = table.locator("tr", has_text="straggler")
+    straggler = table.locator(".ag-row", has_text="straggler")
     expect(straggler).to_contain_text("h100-0003")
     expect(straggler).to_contain_text("MHz")
-    hot = table.locator("tr", has_text="≥ 85 °C for")
+    hot = table.locator(".ag-row", has_text="≥ 85 °C for")
     expect(hot).to_contain_text("h100-0007")
     expect(hot).to_contain_text("hot")
     expect(page.locator("#gpu-outlier-summary")).to_contain_text("1 straggler")
@@ -125,8 +126,8 @@ def test_clicking_a_heatmap_cell_drills_down_to_the_node(
 
 def test_clicking_an_outlier_row_drills_down(page: Page, dev_server: Server) -> None:
     _open(page, dev_server.url)
-    hot = page.locator("#gpu-outlier-table tr", has_text="≥ 85 °C for")
-    hot.locator("td").first.click()
+    hot = page.locator("#gpu-outlier-table .ag-row", has_text="≥ 85 °C for")
+    hot.locator(".ag-cell[col-id=host]").click()
     _clock_series(page)
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0007")
     temps = {name: max(ys) for name, ys in page.evaluate(_series("temp")).items()}
@@ -139,31 +140,65 @@ def test_a_link_opens_the_drilldown_and_back_returns_to_the_previous_node(
     page.goto(dev_server.url + "/gpus#range=all&node=h100-0003")  # a link a colleague sent
     _clock_series(page)
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
-    hot = page.locator("#gpu-outlier-table tr", has_text="≥ 85 °C for")
-    hot.locator("td").first.click()
+    hot = page.locator("#gpu-outlier-table .ag-row", has_text="≥ 85 °C for")
+    hot.locator(".ag-cell[col-id=host]").click()
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0007")
     expect(page).to_have_url(re.compile(r"node=h100-0007"))
     page.go_back()
     expect(page.locator("#gpu-node-host")).to_have_text("h100-0003")
 
 
-def test_a_filter_on_the_outlier_table_survives_the_live_refresh(
+def _cells(page: Page, column: str) -> list[str]:
+    return page.locator(f"#gpu-outlier-table .ag-row .ag-cell[col-id={column}]").all_inner_texts()
+
+
+def test_the_outlier_table_keeps_its_sort_filter_and_selection_through_the_live_refresh(
     page: Page, dev_server: Server
 ) -> None:
-    """The 10 s refresh redraws the table; it used to wipe what the user typed into a filter."""
+    """The 10 s refresh redraws the table, and a click on a row changes the view (the URL):
+    what the user sorted, typed into a filter and clicked stays."""
     page.clock.install()
     _open(page, dev_server.url)
-    rows = page.locator("#gpu-outlier-table tbody tr:has(td)")
+    table = page.locator("#gpu-outlier-table")
+    rows = table.locator(".ag-row")
     expect(rows).to_have_count(10)
-    page.locator("#gpu-outlier-table th.dash-filter[data-dash-column='host']").click()
-    page.keyboard.type("h100-0007")
-    page.keyboard.press("Enter")
-    expect(rows.first).to_contain_text("h100-0007")
+    page.clock.run_for(1000)  # the grid's start-up (its event listeners), as a person waits
+    table.get_by_role("columnheader", name="Reason").click()  # sort by reason, A to Z
+    assert _settles(page, lambda: _cells(page, "reason") == sorted(_cells(page, "reason")))
+    assert _cells(page, "reason") != _unsorted(page)
+    table.locator(".ag-floating-filter[col-id=host] input").fill("h100-0007")
+    # the filter applies once the typing pauses
+    assert _settles(page, lambda: 1 < rows.count() < 10 and _kept(page)), _cells(page, "host")
     filtered = rows.count()
-    assert filtered < 10
+    table.locator(".ag-row", has_text="≥ 85 °C for").locator(".ag-cell[col-id=host]").click()
+    expect(page).to_have_url(re.compile(r"node=h100-0007"))
     for _ in range(2):
         with page.expect_response(lambda r: "gpu-outliers" in (r.request.post_data or "")):
             page.clock.run_for(10_001)
         page.wait_for_load_state("networkidle")
-        expect(rows).to_have_count(filtered)
-        expect(rows.first).to_contain_text("h100-0007")
+        assert _settles(page, lambda: rows.count() == filtered and _kept(page)), _cells(
+            page, "host"
+        )
+        expect(table.locator(".ag-row-selected")).to_contain_text("≥ 85 °C for")
+
+
+def _kept(page: Page) -> bool:
+    reasons = _cells(page, "reason")
+    return set(_cells(page, "host")) == {"h100-0007"} and reasons == sorted(reasons)
+
+
+def _settles(page: Page, check: Callable[[], bool]) -> bool:
+    """``check`` comes true within 10 s, the page's (installed) clock running meanwhile."""
+    for _ in range(50):
+        page.clock.run_for(200)
+        if check():
+            return True
+        page.wait_for_timeout(100)
+    return False
+
+
+def _unsorted(page: Page) -> list[str]:
+    """The reasons in the order the server sends them (worst first), from the grid's data."""
+    return page.evaluate(
+        "() => dash_ag_grid.getApi('gpu-outlier-table').getGridOption('rowData').map(r => r.reason)"
+    )

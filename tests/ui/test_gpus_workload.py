@@ -56,7 +56,7 @@ def test_a_scraped_node_shows_its_rack_workload_and_memory_clock(
     page.goto(f"{scraped.url}/gpus#range=all&node={HOST}")
     expect(page.locator("#gpu-node-host")).to_have_text(HOST, timeout=30_000)
     expect(page.locator("#gpu-node-info")).to_contain_text("r12 · job node · 8 ×")
-    rows = page.locator("#gpu-node-workload-table tbody tr:has(td)")
+    rows = page.locator("#gpu-node-workload-table .ag-row")
     expect(rows).to_have_count(8, timeout=30_000)
     expect(rows.nth(0)).to_contain_text("llama-70b-worker-3")
     expect(rows.nth(0)).to_contain_text("llm-training")
@@ -80,9 +80,9 @@ def test_a_replayed_node_shows_its_job_and_says_it_has_no_memory_clock(
     page: Page, dev_server: Server
 ) -> None:
     page.goto(f"{dev_server.url}/gpus#range=all&node=h100-0003")
-    rows = page.locator("#gpu-node-workload-table tbody tr:has(td)")
+    rows = page.locator("#gpu-node-workload-table .ag-row")
     expect(rows).to_have_count(8, timeout=30_000)
-    job = rows.nth(0).locator("td").nth(1).inner_text()
+    job = rows.nth(0).locator(".ag-cell[col-id=hpc_job]").inner_text()
     assert job.startswith("dev-64")  # the replay's run, which holds every GPU
     fb = _more_series(page, "Framebuffer used")  # the default pick
     assert list(fb) == [f"GPU {i}" for i in range(8)] and all(len(v) > 100 for v in fb.values())

@@ -162,9 +162,9 @@ def test_unknowns_read_as_a_dash_not_zero(page: Page, night_server: Server) -> N
     page.goto(night_server.url + f"/failures#run={NIGHT_RUN}&range=all")
     expect(page.locator("#fail-lostgh")).to_have_text("–", timeout=30000)
     lemons = page.locator("#fail-lemon-table")
-    expect(lemons.locator("tr", has_text="node-7")).to_contain_text("–")
+    expect(lemons.locator(".ag-row", has_text="node-7")).to_contain_text("–")
     page.goto(night_server.url + f"/gpus#run={NIGHT_RUN}&range=all")
-    xid = page.locator("#gpu-outlier-table tr", has_text="node-7")  # an XID naming no GPU
+    xid = page.locator("#gpu-outlier-table .ag-row", has_text="node-7")  # an XID naming no GPU
     expect(xid).to_contain_text("XID", timeout=30000)
     # leaving a page aborts its live-refresh callbacks in flight: collect_errors skips those
     assert errors == [], errors

@@ -35,7 +35,7 @@ def test_a_stall_alerts_and_the_resumed_run_shows_its_interruption(
             fh.write(f"[{t:%Y-%m-%d %H:%M:%S}] loading checkpoint from /ckpt at iteration 200\n")
             fh.write(lines(210, 230, t + timedelta(seconds=5), every_s=1.0))
         page.goto(server.url + "/failures")
-        row = page.locator("#fail-int-table tbody tr", has=page.get_by_text("inferred"))
+        row = page.locator("#fail-int-table .ag-row", has=page.get_by_text("inferred"))
         expect(row).to_have_count(1, timeout=45_000)
         expect(row).to_contain_text("step 200")
     finally:

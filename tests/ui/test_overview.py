@@ -48,9 +48,9 @@ def test_the_hottest_gpus_table_fits_a_laptop_screen(page: Page, dev_server: Ser
     """At 1366 px every column of the table beside the charts is visible without scrolling."""
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(dev_server.url + "/#range=all")
-    expect(page.locator("#ov-hot-table td").first).to_be_visible()
+    expect(page.locator("#ov-hot-table .ag-cell").first).to_be_visible()
     fits = page.evaluate(
-        """() => { const t = document.querySelector('#ov-hot-table .dash-spreadsheet-container');
+        """() => { const t = document.querySelector('#ov-hot-table .ag-center-cols-viewport');
                    return [t.scrollWidth, t.clientWidth]; }"""
     )
     assert fits[0] <= fits[1], fits

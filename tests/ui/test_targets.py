@@ -49,7 +49,7 @@ def test_overview_shows_targets_down_and_stale_with_reasons(
     expect(page.locator("#ov-targets-count")).to_have_text("1 / 3 up")
     card = page.locator("#ov-targets-count").locator("xpath=..")
     expect(card).to_contain_text("1 down · 1 stale")
-    rows = page.locator("#ov-targets-table tbody tr")
+    rows = page.locator("#ov-targets-table .ag-row")
     expect(rows.filter(has_text="down")).to_contain_text("HTTP 500")
     expect(rows.filter(has_text="down")).to_contain_text(f"{exporter}/error/metrics")
     expect(rows.filter(has_text="stale")).to_contain_text("same sample values every scrape")

@@ -70,7 +70,7 @@ def test_axis_and_smoothing_change_the_curve(page: Page, dev_server: Server) -> 
 
 def test_clicking_a_spike_zooms_to_it(page: Page, dev_server: Server) -> None:
     page.goto(dev_server.url + "/training#run=dev-64-s1&range=all")
-    cell = page.locator("#tr-spike-table td").first
+    cell = page.locator("#tr-spike-table .ag-cell[col-id=ts]").first
     expect(cell).to_contain_text("2026-01-05", timeout=20000)
     when = cell.inner_text()
     cell.click()
