@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.conftest import Server, collect_errors
 
@@ -49,9 +50,13 @@ def test_the_hottest_gpus_table_fits_a_laptop_screen(page: Page, dev_server: Ser
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(dev_server.url + "/#range=all")
     expect(page.locator("#ov-hot-table .ag-cell").first).to_be_visible()
-    fits = page.evaluate(
-        """() => { const t = document.querySelector('#ov-hot-table .ag-center-cols-viewport');
-                   return [t.scrollWidth, t.clientWidth]; }"""
-    )
+    widths = """() => { const t = document.querySelector('#ov-hot-table .ag-center-cols-viewport');
+                        return [t.scrollWidth, t.clientWidth]; }"""
+    try:  # the grid sizes its columns to the card once drawn: judge the settled layout
+        page.wait_for_function(f"() => {{ const w = ({widths})(); return w[0] <= w[1]; }}",
+                               timeout=10000)  # fmt: skip
+    except PlaywrightTimeoutError:
+        pass
+    fits = page.evaluate(widths)
     assert fits[0] <= fits[1], fits
     expect(page.locator("#ov-hot-table")).to_contain_text("SM MHz")
