@@ -38,7 +38,16 @@ def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[st
     """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
     it in the browser); ``tiers`` is the range's ``tier_stats``. None outside the run."""
     m = ckq.model_inputs(store(), run_id, tr, tiers)
-    return {**m.as_dict(), "run_id": run_id} if m else None
+    if m is None:
+        return None
+    # the run's measured figures, read once with the view (not again at each what-if keystroke)
+    block = good.goodput(store(), run_id)
+    return {
+        **m.as_dict(),
+        "run_id": run_id,
+        "measured_ettr": run_summary(store(), run_id, detail=False).get("ettr"),
+        "measured_goodput": None if not block else block["goodput"],
+    }
 
 
 def model_interval_s(model: Any) -> float | None:
@@ -93,15 +102,11 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
 def measured_ettr(model: Any) -> str | None:
     """The run's measured ETTR beside the model's, and why they differ: "measured over the
     run: 81.2 % (productive time over wall time); the model ..."; None without one."""
-    m = mapping(model)
-    run = (m or {}).get("run_id")
-    if not isinstance(run, str):
-        return None
-    ettr = run_summary(store(), run, detail=False).get("ettr")
+    m = mapping(model) or {}
+    ettr, goodput_ = number(m.get("measured_ettr")), number(m.get("measured_goodput"))
     if ettr is None:
         return None
-    block = good.goodput(store(), run)
-    g = "" if not block or block["goodput"] is None else f", goodput {block['goodput'] * 100:.1f} %"
+    g = "" if goodput_ is None else f", goodput {goodput_ * 100:.1f} %"
     return (f"measured over the run: {ettr * 100:.1f} %{g} (productive time over wall time); the "
             "model (Kokolis et al.) expects failures at random at the measured rate, each "
             "costing the restart time and on average half an interval of redone work, and "
