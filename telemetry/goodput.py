@@ -82,9 +82,19 @@ def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | 
     span = run_span(store, run_id)
     if span is None:
         return None
-    end = span.end or store.scalar(
-        "SELECT max(ts) FROM train_metrics WHERE run_id = ?", [run_id]
-    )
+    # to the run's newest record, never past it: a live replay's record ends in the future
+    # (its planned end), and the hours not yet simulated are no one's slowdown
+    last = store.scalar("SELECT max(ts) FROM train_metrics WHERE run_id = ?", [run_id])
+    if span.end is None:
+        end = last
+    else:
+        newest = store.scalar(
+            """SELECT greatest(?::TIMESTAMP, (SELECT max(end_ts) FROM checkpoints WHERE run_id = ?),
+                               (SELECT max(coalesce(end_ts, ts)) FROM interruptions
+                                WHERE run_id = ?))""",
+            [last, run_id, run_id],
+        )
+        end = span.end if newest is None else min(span.end, newest)
     if end is None:
         return None
     start, stop = span.start, end

@@ -14,7 +14,6 @@ the same way. Definitions (Kokolis et al., HPCA 2025):
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -168,7 +167,14 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
     """The run at its data's end: "finished" (how, when, the line or job that says it),
     "stopped" (its data ends with an interruption nobody restarted), else
     "running"."""
-    ended = run_end(store, run_id, datetime.max) if last is not None else None
+    # judged at the run's newest record (a closing line comes after the last step), never at
+    # a later time: a live replay's record ends in the future
+    newest = store.scalar(
+        """SELECT greatest(?::TIMESTAMP, (SELECT max(ts) FROM signals WHERE run_id = ?),
+                           (SELECT max(end_ts) FROM slurm_jobs WHERE run_id = ?))""",
+        [last, run_id, run_id],
+    )
+    ended = run_end(store, run_id, newest) if last is not None else None
     if ended is not None:
         return ended["state"], ended | {"ts": ended["ts"].isoformat()}
     open_stop = store.scalar(
