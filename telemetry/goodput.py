@@ -136,21 +136,21 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
     # consecutive progress points of one attempt that advanced (a pair across a restart is no
     # step); their steps summed per hour (days are whole hours), the ideal step time in SQL:
     # 54 days of a run are ~700 K points, never sent to Python
-    (ideal,), = store.rows(
+    rows = store.rows(
         f"""WITH {_PAIRS},
             m AS (SELECT median(dt / ds) AS med FROM d),
-            a AS (SELECT median(abs(dt / ds - med)) AS mad FROM d, m)
-            SELECT sum(dt) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9)
-                   / sum(ds) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9)
-            FROM d, m, a""",
-        [run_id, win.start, win.end, MAD_K, MAD_K],
-    )
-    hourly = store.df(
-        f"""WITH {_PAIRS}
-            SELECT epoch(date_trunc('hour', ts)) - epoch(?::TIMESTAMP) AS t, sum(ds) AS ds
-            FROM d GROUP BY ALL ORDER BY t""",
-        [run_id, win.start, win.end, t0],
-    )
+            a AS (SELECT median(abs(dt / ds - med)) AS mad FROM d, m),
+            i AS (SELECT sum(dt) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9)
+                         / sum(ds) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9) AS ideal
+                  FROM d, m, a),
+            h AS (SELECT epoch(date_trunc('hour', ts)) - epoch(?::TIMESTAMP) AS t, sum(ds) AS ds
+                  FROM d GROUP BY ALL)
+            SELECT h.t, h.ds, i.ideal FROM h, i ORDER BY h.t""",
+        [run_id, win.start, win.end, MAD_K, MAD_K, t0],
+    )  # one statement: the pairs are read once for the ideal and the hours
+    ideal = rows[0][2] if rows else None
+    hour_t = np.array([r[0] for r in rows], dtype=float)
+    hour_ds = np.array([r[1] for r in rows], dtype=float)
     first = store.scalar(
         "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, win.start, win.end],
@@ -175,7 +175,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "lost": ints["lost_steps"].to_numpy(float),
         "first": None if first is None else (first - t0).total_seconds(),
         "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
-        "hour_t": hourly["t"].to_numpy(float), "hour_ds": hourly["ds"].to_numpy(float),
+        "hour_t": hour_t, "hour_ds": hour_ds,
         "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
         "ideal": None if ideal is None else float(ideal),
     }  # fmt: skip
@@ -187,8 +187,9 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
     taken: list[tuple[float, float]] = []
     excluded = _claim([(max(a, lo), min(b, hi)) for a, b in d["excluded"]], taken)
     wall = hi - lo - excluded  # the operator's exclusions leave the denominator
+    near = (d["a"] < hi) & (d["b"] > lo)  # a day reads its own interruptions, not the run's
     for planned in (True, False):
-        pick = d["planned"] == planned
+        pick = near & (d["planned"] == planned)
         spans = [(max(a, lo), min(b, hi)) for a, b in zip(d["a"][pick], d["b"][pick],
                                                           strict=True)]  # fmt: skip
         out["planned" if planned else "recovery"] = _claim(spans, taken)
@@ -225,30 +226,33 @@ def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict
     }
 
 
-def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[str, Any] | None:
+def goodput(
+    store: Store, run_id: str, window: TimeRange | None = None, days: bool = True
+) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
     productive fraction), ``ideal_step_s``, ``slow_ranks`` and ``days`` (the same per UTC day
-    of the window, each adding up to its own seconds); None when nothing dates it."""
+    of the window, each adding up to its own seconds; ``days=False``: an empty list, for the
+    views that show the total only); None when nothing dates it."""
     win = _window(store, run_id, window)
     if win is None:
         return None
     d = _inputs(store, run_id, win)
     wall = win.seconds
     out = _block(_account(d, 0.0, wall), wall, win.start, win.end)
-    days = []
+    per_day = []
     day = pd.Timestamp(win.start).floor("D").to_pydatetime()
-    while day < win.end:
+    while days and day < win.end:
         nxt = day + timedelta(days=1)
         a, b = max(day, win.start), min(nxt, win.end)
         lo, hi = (a - win.start).total_seconds(), (b - win.start).total_seconds()
-        days.append(_block(_account(d, lo, hi), hi - lo, a, b) | {"day": day.date().isoformat()})
+        per_day.append(_block(_account(d, lo, hi), hi - lo, a, b) | {"day": day.date().isoformat()})
         day = nxt
     ideal = d["ideal"]
     return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
         "slow_ranks": [],
-        "days": days,
+        "days": per_day,
     }
 
 
