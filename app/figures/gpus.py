@@ -188,7 +188,11 @@ def heatmap(
 def _role_ticks(cells: pd.DataFrame, names: dict[Any, str]) -> dict[str, Any]:
     """Row labels saying a node runs no job now ("h100-0009 · spare"): an idle spare painted
     red read as an idle job node (#37). The rows' values stay the hosts (a click names one)."""
-    roles = dict(zip(cells["host"], cells["role_now"], strict=True)) if "role_now" in cells else {}
+    if "role_now" not in cells:
+        return {}
+    # one row per host (the cells are hosts x buckets: 130 K at 54 days, slow to iterate)
+    per_host = cells[["host", "role_now"]].drop_duplicates("host")
+    roles = dict(zip(per_host["host"].tolist(), per_host["role_now"].tolist(), strict=True))
     shown = list(dict.fromkeys(names.values()))
     text = [f"{h} · {r}" if isinstance(r := roles.get(h), str) and r != "job" else h
             for h in shown]  # fmt: skip
