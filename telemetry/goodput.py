@@ -67,15 +67,11 @@ def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _claim(spans: list[tuple[float, float]], taken: list[tuple[float, float]]) -> float:
-    """Seconds of ``spans`` outside ``taken`` (both unions), and ``taken`` grows by them."""
-    mine = _union(spans)
-    total = sum(b - a for a, b in mine)
-    overlap = 0.0
-    for a, b in mine:
-        for c, d in taken:
-            overlap += max(0.0, min(b, d) - max(a, c))
-    taken[:] = _union(taken + mine)
-    return total - overlap
+    """Seconds of ``spans`` outside ``taken`` (both unions), and ``taken`` grows by them:
+    |mine - taken| = |mine U taken| - |taken|."""
+    before = sum(b - a for a, b in taken)
+    taken[:] = _union(taken + _union(spans))
+    return sum(b - a for a, b in taken) - before
 
 
 def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | None:
