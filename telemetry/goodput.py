@@ -104,7 +104,7 @@ _PAIRS = """p AS (
              lag(attempt) OVER w AS patt
       FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
       WINDOW w AS (ORDER BY ts, step)),
-    d AS (SELECT ts, epoch(ts) - epoch(pts) AS dt, (step - pstep)::DOUBLE AS ds FROM p
+    d AS MATERIALIZED (SELECT ts, epoch(ts) - epoch(pts) AS dt, (step - pstep)::DOUBLE AS ds FROM p
           WHERE pstep IS NOT NULL AND step > pstep AND attempt IS NOT DISTINCT FROM patt
             AND ts > pts)"""
 
