@@ -21,7 +21,8 @@ How the window is cut (``goodput``):
 
 The **ideal step time** is the mean seconds per step of the running pairs of consecutive
 progress points whose step time is at most median + 3 MAD (a pair across a stall or a restart
-is not a step time). Per-rank timings (slow ranks) are not read yet: ``slow_ranks`` is empty.
+is not a step time). ``slow_ranks`` names the slowest ranks of the window, chronic or one-off,
+from the per-rank timing reports the run's logs printed (``queries.slow_ranks``; empty without).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, run_span
+from telemetry.queries.slow_ranks import slow_ranks
 from telemetry.store import Store
 
 CATEGORIES = (
@@ -247,7 +249,7 @@ def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[
     ideal = d["ideal"]
     return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
-        "slow_ranks": [],
+        "slow_ranks": slow_ranks(store, run_id, win),
         "days": days,
     }
 

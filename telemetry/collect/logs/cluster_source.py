@@ -154,7 +154,10 @@ class _Log:
             offset += len(pending)
             yield self.parser.drain(), self._id(start, pending), offset, lineno + 1
         elif not self.follow:
-            self.parser.finish()
+            self.parser.finish()  # a per-rank report that ends the file is read now
+            last = self.parser.drain()
+            if last.rank_perf or last.rank_hosts:
+                yield last, self._id(offset, b""), offset, lineno
 
     def _id(self, start: int, block: bytes) -> str:
         """A block's batch id: the file, where the block starts and what it holds (a file
