@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, run_span
-from telemetry.queries.slow_ranks import slow_ranks
+from telemetry.queries.slow_ranks import report_windows, slow_ranks
 from telemetry.store import Store
 
 CATEGORIES = (
@@ -230,8 +230,9 @@ def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict
 def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
-    productive fraction), ``ideal_step_s``, ``slow_ranks`` and ``days`` (the same per UTC day
-    of the window, each adding up to its own seconds); None when nothing dates it."""
+    productive fraction), ``ideal_step_s``, ``slow_ranks`` (``queries.slow_ranks``),
+    ``rank_reports`` (the per-rank timing reports read in the window) and ``days`` (the same
+    per UTC day of the window, each adding up to its own seconds); None when nothing dates it."""
     win = _window(store, run_id, window)
     if win is None:
         return None
@@ -250,6 +251,7 @@ def goodput(store: Store, run_id: str, window: TimeRange | None = None) -> dict[
     return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
         "slow_ranks": slow_ranks(store, run_id, win),
+        "rank_reports": report_windows(store, run_id, win),
         "days": days,
     }
 

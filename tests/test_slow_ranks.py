@@ -261,3 +261,21 @@ def test_a_store_from_before_the_table_is_served_as_it_is(imported: Path, tmp_pa
         assert schema.outdated(s._con) == []
         block = goodput(s, BRIDGE)
     assert block is not None and block["slow_ranks"] == []
+
+
+def test_the_checkpoints_page_table_and_its_note(imported: Path, tmp_path: Path) -> None:
+    """The page's adapter: a row per slow rank with the columns shown; without reports, the
+    note names the log reports that would fill it."""
+    from app.data import checkpoints as data
+    from tests.cluster_fixture import RUN
+
+    with Store(str(imported), read_only=True) as s:
+        frame, note = data.slow_ranks(goodput(s, BRIDGE))
+    assert list(frame.columns) == list(data.SLOW_RANK_COLUMNS)
+    assert frame[["rank", "host"]].values.tolist() == [[11, "gpu-a02"], [4, "gpu-a01"]]
+    assert frame["pattern"].iloc[0].startswith("chronic (EWMA 0.6")
+    assert note.startswith(f"Slow ranks: from {WINDOWS} per-rank timing reports")
+    with Store(str(imported_night(tmp_path)), read_only=True) as s:
+        frame, note = data.slow_ranks(goodput(s, RUN))
+    assert frame.empty and note == data.NO_RANK_REPORTS
+    assert "times across ranks (ms):" in note and "GPU relative performance:" in note

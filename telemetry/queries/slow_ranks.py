@@ -77,6 +77,19 @@ def has_reports(store: Store) -> bool:
     )
 
 
+def report_windows(store: Store, run_id: str, window: TimeRange) -> int:
+    """How many per-rank timing reports (distinct report times) the run's logs printed in
+    ``window``: 0 says no log of it printed one (nothing could name a slow rank)."""
+    if not has_reports(store):
+        return 0
+    return int(
+        store.scalar(
+            "SELECT count(DISTINCT ts) FROM rank_perf WHERE run_id = ? AND ts BETWEEN ? AND ?",
+            [run_id, window.start, window.end],
+        )
+    )
+
+
 def slow_ranks(
     store: Store, run_id: str, window: TimeRange, limit: int = MAX_RANKS
 ) -> list[dict[str, Any]]:
