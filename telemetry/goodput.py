@@ -21,7 +21,8 @@ How the window is cut (``goodput``):
 
 The **ideal step time** is the mean seconds per step of the running pairs of consecutive
 progress points whose step time is at most median + 3 MAD (a pair across a stall or a restart
-is not a step time). Per-rank timings (slow ranks) are not read yet: ``slow_ranks`` is empty.
+is not a step time). ``slow_ranks`` names the slowest ranks of the window, chronic or one-off,
+from the per-rank timing reports the run's logs printed (``queries.slow_ranks``; empty without).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, run_span
+from telemetry.queries.slow_ranks import report_windows, slow_ranks
 from telemetry.store import Store
 
 CATEGORIES = (
@@ -227,9 +229,11 @@ def goodput(
 ) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
-    productive fraction), ``ideal_step_s``, ``slow_ranks`` and ``days`` (the same per UTC day
-    of the window, each adding up to its own seconds; ``days=False``: an empty list, for the
-    views that show the total only); None when nothing dates it."""
+    productive fraction), ``ideal_step_s``, ``slow_ranks`` (``queries.slow_ranks``),
+    ``rank_reports`` (the per-rank timing reports read in the window) and ``days`` (the same
+    per UTC day of the window, each adding up to its own seconds); None when nothing dates it.
+    ``days=False``: the totals only (no days, no slow ranks: empty lists), for the views that
+    show the total alone (the Overview's card, the what-if, the GoodputLow alert)."""
     win = _window(store, run_id, window)
     if win is None:
         return None
@@ -247,7 +251,8 @@ def goodput(
     ideal = d["ideal"]
     return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
-        "slow_ranks": [],
+        "slow_ranks": slow_ranks(store, run_id, win) if days else [],
+        "rank_reports": report_windows(store, run_id, win) if days else None,
         "days": per_day,
     }
 

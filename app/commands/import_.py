@@ -168,6 +168,10 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             print(f"  not recognised (the first {len(a.unread)} of {a.unrecognised:,}):")
             for line in a.unread:
                 print(f"    {line}")
+        if a.rank_perf or a.untimed_rank_perf:
+            skipped = f" ({a.untimed_rank_perf:,} with no time before them skipped)" if (
+                a.untimed_rank_perf) else ""
+            print(f"  {a.rank_perf:,} per-rank timing scores (slow ranks){skipped}")
         if a.untimed_metrics:
             print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
         if a.untimed:
@@ -176,7 +180,8 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             print(f"  unreadable {p}")
         if len(a.problems) > SHOW_REJECTIONS:
             print(f"  ... and {len(a.problems) - SHOW_REJECTIONS:,} more unreadable lines")
-        if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks):
+        if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks
+                or a.rank_perf):
             if not a.problems and is_kernel_log(a.path):  # a quiet node: nothing went wrong
                 print(f"  nothing of note in {a.path} (a kernel log: no XID or failure line)")
             else:

@@ -43,7 +43,27 @@ def run(s: Settings) -> int:
                 share = f"  {v / g['window_s']:6.1%}" if g["window_s"] else ""
                 cost = f"  {money(usd[k])}" if k in usd else ""
                 print(f"  {k:<18} {v / 3600:9.2f} h{share}{cost}")
+            if g.get("slow_ranks"):
+                print("  " + slow_ranks_line(g["slow_ranks"]))
     return 0
+
+
+SHOW_SLOW_RANKS = 3
+
+
+def slow_ranks_line(ranks: list[dict]) -> str:
+    """One line naming the slowest ranks (goodput's ``slow_ranks``, worst first)."""
+    parts = []
+    for e in ranks[:SHOW_SLOW_RANKS]:
+        where = f" on {e['host']}" if e.get("host") else ""
+        score = f"score {e['score']:.2f}, " if e.get("score") is not None else ""
+        if e.get("worst") is not None and e["worst"] != e.get("score"):
+            score = f"worst {e['worst']:.2f}, now {e['score']:.2f}, "
+        note = f"; {e['gpu_note']}" if e.get("gpu_note") else ""
+        parts.append(f"rank {e['rank']}{where} ({score}{e['pattern']}, flagged in "
+                     f"{e['windows']} report window(s){note})")  # fmt: skip
+    more = f" and {len(ranks) - SHOW_SLOW_RANKS} more" if len(ranks) > SHOW_SLOW_RANKS else ""
+    return "slow ranks: " + "; ".join(parts) + more
 
 
 def _state(r: dict) -> str:

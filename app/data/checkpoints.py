@@ -17,6 +17,7 @@ from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
+from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE
 from telemetry.reliability import IntervalAdvice
 from telemetry.summary import run_summary
 from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
@@ -116,6 +117,38 @@ def measured_ettr(model: Any) -> str | None:
 def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
     """The run's goodput block over the range, with its days (``telemetry.goodput``)."""
     return good.goodput(store(), run_id, tr)
+
+
+SLOW_RANK_COLUMNS = {
+    "rank": "Rank", "host": "Host", "score": "Score (1 = reference rank)", "pattern": "Pattern",
+    "windows": "Reports flagged", "source": "Source", "gpu_note": "GPU note",
+}  # fmt: skip
+NO_RANK_REPORTS = (
+    "Slow ranks: no per-rank timing report in this range. Megatron-LM's timers with "
+    "--timing-log-option all ('times across ranks (ms):') or minmax, or the NVIDIA Resiliency "
+    "Extension's straggler callback ('GPU relative performance:'), in an imported or followed "
+    "job log, name the slowest ranks here."
+)
+
+
+def slow_ranks(block: dict[str, Any] | None) -> tuple[pd.DataFrame, str]:
+    """The goodput block's slow ranks as a table's frame (columns ``SLOW_RANK_COLUMNS``) and a
+    one-line note: which reports were read, or which would fill the table."""
+    rows = (block or {}).get("slow_ranks") or []
+    frame = pd.DataFrame(rows, columns=list(SLOW_RANK_COLUMNS))
+    reports = int((block or {}).get("rank_reports") or 0)
+    if not reports:
+        return frame, NO_RANK_REPORTS
+    if frame.empty:
+        return frame, (f"Slow ranks: {reports:,} per-rank timing reports read; no rank below "
+                       f"{SLOW_SCORE:.0%} of the reference rank's speed.")  # fmt: skip
+    frame["pattern"] = [
+        f"{p} (EWMA {e:.2f})" if e is not None else p
+        for p, e in zip(frame["pattern"], [r.get("ewma") for r in rows], strict=True)
+    ]
+    return frame, (f"Slow ranks: from {reports:,} per-rank timing reports; chronic when the "
+                   f"running score (EWMA, alpha {EWMA_ALPHA}) stays below "
+                   f"{SLOW_SCORE}, one-off when flagged in one report only.")  # fmt: skip
 
 
 def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:

@@ -100,6 +100,8 @@ def layout(**_query: str) -> html.Div:
             html.Div(id="ck-restores"),
             graph("ck-goodput"),
             html.Div(id="ck-goodput-note", className="small text-body-secondary mb-3"),
+            html.H6("Slow ranks", className="mt-2"),
+            html.Div(id="ck-slow-ranks", className="mb-3"),
         ]
     )
 
@@ -273,9 +275,10 @@ def _per_day(delta: float, m: dict[str, Any]) -> str | None:
 @callback(
     Output({"type": "chart", "id": "ck-goodput"}, "figure"),
     Output("ck-goodput-note", "children"),
+    Output("ck-slow-ranks", "children"),
     *view_inputs(),
 )
-@guarded("figure", "alert")
+@guarded("figure", "alert", "alert")
 def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     """Where each day of the run went (#38, 3): goodput and its badput categories per day."""
     tpl = template(theme)
@@ -291,4 +294,8 @@ def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  #
                 + ". Every second in one category: interruptions' downtime (recovery, planned), "
                 "start-up, blocking checkpoint saves, steps redone after restores, and the "
                 "other steps at the ideal step time (productive), the rest slowdown.")  # fmt: skip
-    return ckfig.goodput_days(block, tpl), note
+    slow, slow_note = data.slow_ranks(block)
+    note_div = html.Div(slow_note, className="small text-body-secondary mb-1")
+    shown = [note_div, table("ck-slow-ranks-table", slow, data.SLOW_RANK_COLUMNS)] if len(
+        slow) else note_div  # fmt: skip
+    return ckfig.goodput_days(block, tpl), note, shown

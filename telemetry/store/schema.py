@@ -139,6 +139,9 @@ CREATE TABLE IF NOT EXISTS hangs (
   source VARCHAR);
 CREATE TABLE IF NOT EXISTS rank_hosts (
   run_id VARCHAR, rank INTEGER, host VARCHAR, how VARCHAR, origin VARCHAR);
+CREATE TABLE IF NOT EXISTS rank_perf (
+  run_id VARCHAR, ts TIMESTAMP, rank INTEGER, host VARCHAR, source VARCHAR, metric VARCHAR,
+  score DOUBLE, value_ms DOUBLE, origin VARCHAR);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
@@ -354,8 +357,9 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
-# exclusions): a store without them is served as it is, not upgraded first.
-OPTIONAL_TABLES = frozenset({"goodput_exclusions"})
+# exclusions, the logs' per-rank timing reports): a store without them is served as it is, not
+# upgraded first.
+OPTIONAL_TABLES = frozenset({"goodput_exclusions", "rank_perf"})
 
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -87,6 +87,8 @@ class FileAccount:
     unrecognised: int = 0
     untimed: int = 0
     untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
+    rank_perf: int = 0  # per-rank timing rows (``rankperf``) with a time: stored
+    untimed_rank_perf: int = 0  # ... without one: not stored
     problems: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)  # the first unrecognised lines, file:line
 
@@ -152,7 +154,10 @@ class _Log:
             offset += len(pending)
             yield self.parser.drain(), self._id(start, pending), offset, lineno + 1
         elif not self.follow:
-            self.parser.finish()
+            self.parser.finish()  # a per-rank report that ends the file is read now
+            last = self.parser.drain()
+            if last.rank_perf or last.rank_hosts:
+                yield last, self._id(offset, b""), offset, lineno
 
     def _id(self, start: int, block: bytes) -> str:
         """A block's batch id: the file, where the block starts and what it holds (a file
@@ -252,6 +257,21 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
                 "host": [r[1] for r in batch.rank_hosts],
                 "how": [r[2] for r in batch.rank_hosts],
                 "origin": [r[3] for r in batch.rank_hosts],
+            }
+        )
+    perf = [r for r in batch.rank_perf if r.ts is not None]  # an untimed report: counted
+    if perf and run:
+        out["rank_perf"] = pd.DataFrame(
+            {
+                "run_id": [run] * len(perf),
+                "ts": pd.to_datetime([r.ts for r in perf]),
+                "rank": pd.array([r.rank for r in perf], dtype="Int32"),
+                "host": [r.host for r in perf],
+                "source": [r.source for r in perf],
+                "metric": [r.metric for r in perf],
+                "score": pd.array([r.score for r in perf], dtype="Float64"),
+                "value_ms": pd.array([r.value_ms for r in perf], dtype="Float64"),
+                "origin": [r.origin for r in perf],
             }
         )
     events = [e for e in batch.checkpoint_events if e.ts is not None]
@@ -442,6 +462,9 @@ class ClusterSource:
             else:
                 acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
         acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
+        timed = sum(1 for r in batch.rank_perf if r.ts is not None)
+        acc.rank_perf += timed
+        acc.untimed_rank_perf += len(batch.rank_perf) - timed
         acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
         acc.unread = [f"{log.parser.label}:{n}: {t}" for n, t in log.parser.unread]
 

@@ -65,6 +65,8 @@ PREFILTER = "|".join(
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
         r" (?:time|host|rank|exitcode) +: ",  # torchrun's ChildFailedError summary
         r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ n[Rr]anks [0-9]+",  # which host each rank is on
+        r"time(?:s)? across ranks \(ms\):",  # Megatron-LM's timers (rankperf: the slow rank)
+        r"GPU (?:relative|individual) performance:|STRAGGLER DETECTION WARNING",  # NVRx
     ]
 )
 PREFILTER_RE = re.compile(PREFILTER)

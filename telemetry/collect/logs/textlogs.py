@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from telemetry.collect.logs import logfast
 from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs.importers import BadLine, ImportFileError
 from telemetry.collect.logs.logclock import LogClock
 from telemetry.derive import signals as sig
@@ -68,6 +69,7 @@ class LogBatch:
     checkpoint_events: list[CheckpointEvent]
     signals: list[Signal]
     rank_hosts: list[RankHost] = field(default_factory=list)
+    rank_perf: list[rp.RankPerf] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class LogScan:
     counts: dict[str, int] = field(default_factory=dict)  # per kind; see LogParser.counts
     rank_hosts: list[RankHost] = field(default_factory=list)
     unread: list[tuple[int, str]] = field(default_factory=list)  # first unrecognised lines
+    rank_perf: list[rp.RankPerf] = field(default_factory=list)  # per-rank timing reports
 
 
 class LogParser:
@@ -117,11 +120,13 @@ class LogParser:
         self.checkpoint_events: list[CheckpointEvent] = []
         self.signals: list[Signal] = []
         self.rank_hosts: list[RankHost] = []
+        self.rank_perf: list[rp.RankPerf] = []
+        self._report: rp.Report | None = None  # a per-rank timing report being read
         self.bad: list[BadLine] = []
         self.counts: Counter[str] = Counter()
         self.lines = 0
         self.next_lineno = 1
-        self._drained = (0, 0, 0, 0)
+        self._drained = (0, 0, 0, 0, 0)
         self._ctx_lo = 0  # block offset up to which the clock knows the most recent time
         self._blk = b""  # the block being read, and where the current line starts/ends in it
         self._s = self._e = 0
@@ -186,18 +191,20 @@ class LogParser:
             self._flush_long()
         self.counts["tracebacks_unfinished"] += len(self._tb)
         self._tb.clear()
+        self._end_report()
 
     def drain(self) -> LogBatch:
         """Metrics, checkpoint events and signals found since the last call."""
-        m, e, s, r = self._drained
+        m, e, s, r, p = self._drained
         out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
-                       self.signals[s:], self.rank_hosts[r:])
+                       self.signals[s:], self.rank_hosts[r:], self.rank_perf[p:])
         if self.keep:
             self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals),
-                             len(self.rank_hosts))
+                             len(self.rank_hosts), len(self.rank_perf))
         else:
             self.metrics, self.metric_origins = [], []
             self.checkpoint_events, self.signals, self.rank_hosts = [], [], []
+            self.rank_perf = []
         return out
 
     @property
@@ -242,7 +249,7 @@ class LogParser:
         counts["unrecognised"] = self.unrecognised
         return LogScan(self.label, self.metrics, self.metric_origins, self.checkpoint_events,
                        self.signals, self.lines, self.unrecognised, list(self.bad), counts,
-                       self.rank_hosts, list(self.unread))
+                       self.rank_hosts, list(self.unread), self.rank_perf)
 
     # -- blocks --------------------------------------------------------------------------------
     def _absorb(self, data: bytes) -> None:
@@ -310,9 +317,9 @@ class LogParser:
             resume = self._follow(block, e + 1, base + i + 1)
 
     def _follow(self, block: bytes, s: int, lineno: int) -> int:
-        """Inside an open traceback every line counts, keyword or not."""
+        """Inside an open traceback or per-rank report every line counts, keyword or not."""
         size = len(block)
-        while self._tb and s < size:
+        while (self._tb or self._report is not None) and s < size:
             e = block.find(b"\n", s)
             e = size if e < 0 else e
             self._line(block, s, e, lineno)
@@ -412,6 +419,8 @@ class LogParser:
             return self._text(parts[-1], lineno) or bool(bars) if parts else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
+        if self._report is not None and (got := self._in_report(raw, lineno)) is not None:
+            return got
         prefix, body, self._rank = lr.split_prefix(raw)
         self._label = prefix
         if self._tb and prefix in self._tb:
@@ -456,12 +465,81 @@ class LogParser:
             if "nNodes" in body and (shape := lr.nccl_shape(body)):
                 self._nccl_shape(*shape)
             return self._nccl_init(n, lineno)
+        if ("across ranks" in body or " performance:" in body) and (kind := rp.header(body)):
+            return self._start_report(kind, raw, body, lineno)
+        if "STRAGGLER" in body:
+            return self._straggler_warning(body, lineno)
         if ":" in body and (fld := lr.summary_field(body)):
             return self._summary(fld, raw, lineno)
         if f := ll.failure(body):
             self._signal(f, body, raw, lineno)
             return True
         return False
+
+    # -- per-rank timing reports (``rankperf``) ------------------------------------------------
+    def _start_report(self, kind: str, raw: str, body: str, lineno: int) -> bool:
+        self._end_report()
+        ts, how, _ = self._when(body)
+        key, _rest = rp.split_key(raw)
+        self._report = rp.Report(kind, key, ts, self._origin(lineno))
+        self.counts[f"rank_reports_{kind}"] += 1
+        if ts is None:
+            self.counts["rank_reports_untimed"] += 1
+        return True
+
+    def _in_report(self, raw: str, lineno: int) -> bool | None:
+        """A line while a report is open: True/False if it was one of the report's lines
+        (False: refused), None when it is not (the report ends at its writer's next line)."""
+        rep = self._report
+        assert rep is not None
+        key, body = rp.split_key(raw)
+        if key != rep.key:
+            rep.gap += 1
+            if rep.gap > rp.MAX_GAP:
+                self._end_report()
+            return None
+        if rp.header(body) is not None:
+            self._end_report()
+            return None
+        try:
+            mine = rep.line(body)
+        except ValueError as exc:
+            self._bad(lineno, f"per-rank report line refused: {exc}")
+            self.counts["rank_report_lines_refused"] += 1
+            return False
+        if not mine:
+            self._end_report()
+            return None
+        rep.gap = 0
+        return True
+
+    def _end_report(self) -> None:
+        rep, self._report = self._report, None
+        if rep is None:
+            return
+        rows = rep.finish()
+        self.rank_perf.extend(rows)
+        self.counts["rank_perf_rows"] += len(rows)
+        for rank, host in rep.named_hosts():
+            self._map(rank, host, "nvrx straggler report", int(rep.origin.rsplit(":", 1)[1]))
+
+    def _straggler_warning(self, body: str, lineno: int) -> bool:
+        try:
+            got = rp.warning(body)
+        except ValueError as exc:
+            self._bad(lineno, str(exc))
+            return False
+        if got is None:
+            return False
+        metric, named = got
+        ts, _how, _ = self._when(body)
+        origin = self._origin(lineno)
+        for rank, host in named:
+            self.rank_perf.append(rp.RankPerf(ts, rank, host, rp.NVRX, metric, None, None, origin))
+            if host:
+                self._map(rank, host, "nvrx straggler report", lineno)
+        self.counts["straggler_warnings"] += 1
+        return True
 
     # -- which rank runs where -----------------------------------------------------------------
     def _map(self, rank: int, host: str, how: str, lineno: int) -> None:

@@ -1,0 +1,281 @@
+"""The slow rank named (#38, 2): per-rank timing reports, in the formats Megatron-LM's timers and
+NVIDIA's resiliency extension print, imported with the user's command; the slowest ranks of a
+run, chronic or one-off, with their hosts and what their GPUs did."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from telemetry.collect.logs import rankperf as rp
+from telemetry.collect.logs.textlogs import parse_file
+from telemetry.goodput import goodput
+from telemetry.queries import TimeRange
+from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE, slow_ranks
+from telemetry.store import Store
+from tests.conftest import cli, imported_night
+
+T0 = datetime(2026, 3, 2, 10, 0, 0)
+MEGA, BRIDGE = "mega-8", "bridge-16"
+WINDOWS = 12
+
+
+def _iteration(t: datetime, step: int) -> str:
+    """Megatron-LM's progress line (``training_log``)."""
+    return (
+        f"[{t:%Y-%m-%d %H:%M:%S}] iteration {step:>8}/  100000 | consumed samples: "
+        f"{step * 512:>12} | elapsed time per iteration (ms): 2000.0 | learning rate: 3.000E-04 | "
+        "global batch size:   512 | lm loss: 2.500000E+00 | loss scale: 1.0 | grad norm: 0.900 | "
+        "number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+
+
+def _all_ranks(times: dict[str, dict[int, str]]) -> list[str]:
+    """``Timers._get_all_ranks_time_string``: 'times across ranks (ms):', then '\\n  {}:' per
+    timer and '\\n     rank {:2d}: {:.2f}' per rank."""
+    out = ["times across ranks (ms):"]
+    for name, by_rank in times.items():
+        out.append(f"  {name}:")
+        out += [f"     rank {r:2d}: {ms}" for r, ms in by_rank.items()]
+    return out
+
+
+def _minmax(times: dict[str, tuple[float, float]]) -> list[str]:
+    """``_get_global_min_max_time_string``: '(min, max) time across ranks (ms):' then
+    '\\n    {}: ({:.2f}, {:.2f})'.format((name + ' ').ljust(48, '.'), min, max)."""
+    out = ["(min, max) time across ranks (ms):"]
+    for name, (lo, hi) in times.items():
+        out.append(f"    {(name + ' ').ljust(48, '.')}: ({lo:.2f}, {hi:.2f})")
+    return out
+
+
+def _nvrx(kind: str, scores: dict[int, float], node: dict[int, str], shown: int = 3) -> list[str]:
+    """``StragglerDetectionCallback._print_gpu_scores``: logger.info(f"\\nGPU relative
+    performance:\\n{rel_perf_str}") with ' Worst performing {n}/{N} ranks:' and
+    '  Rank={r} Node={node} Score={s:.2f}' lines (``_format_gpu_scores``)."""
+    ranked = sorted(((s, r) for r, s in scores.items()), reverse=True)
+    out = [f"GPU {kind} performance:", f" Worst performing {shown}/{len(scores)} ranks:"]
+    out += [f"  Rank={r} Node={node[r]} Score={s:.2f}" for s, r in reversed(ranked[-shown:])]
+    out.append(f" Best performing {shown}/{len(scores)} ranks:")
+    out += [f"  Rank={r} Node={node[r]} Score={s:.2f}" for s, r in ranked[:shown]]
+    return [*out, ""]
+
+
+def megatron_log(path: Path) -> Path:
+    """8 ranks on two nodes (NCCL says where), the last rank (srun task 7) printing the timers
+    of every rank every 10 steps: rank 6 always 40 % slower in compute, rank 3 once; window 3
+    carries lines no one should believe."""
+    out = [f"{r}: node-{r // 4}:{4000 + r}:{4100 + r} [{r % 4}] NCCL INFO comm 0x55d5c8e0 rank {r} "
+           f"nranks 8 cudaDev {r % 4} busId 1b000 - Init COMPLETE" for r in range(8)]  # fmt: skip
+    for w in range(WINDOWS):
+        t = T0 + timedelta(seconds=20 * (w + 1))
+        out.append(f"7: {_iteration(t, 10 * (w + 1))}")
+        compute = {r: f"{100.0 + r * 0.5:.2f}" for r in range(8)}
+        compute[6] = "140.00"
+        if w == 5:
+            compute[3] = "170.00"
+        if w == 3:
+            compute[5], compute[2] = "1e308", "-12.00"
+        block = _all_ranks({"forward-compute": compute,
+                            "forward-backward": {r: "2000.00" for r in range(8)}})  # fmt: skip
+        if w == 3:
+            block.insert(4, "     rank x1: 12.0")  # garbage among the ranks
+            block.insert(6, "0: a line of another rank in between")
+        out += [ln if ln.startswith("0: ") else f"7: {ln}" for ln in block]
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def bridge_log(path: Path) -> Path:
+    """16 ranks (torchrun --tee's ``[default0]:``), Megatron's (min, max) timers and the NVRx
+    callback's scores every window: rank 11 on gpu-a02 always at 0.62 (and warned), rank 4 at
+    0.80 once."""
+    node = {r: f"gpu-a0{1 + r // 8}" for r in range(16)}
+    out = []
+    for w in range(WINDOWS):
+        t = T0 + timedelta(seconds=20 * (w + 1))
+        out.append(_iteration(t, 10 * (w + 1)))
+        out += _minmax({"forward-backward": (1000.0, 1450.0), "optimizer": (20.0, 21.0)})
+        rel = {r: 0.97 + 0.002 * (r % 5) for r in range(16)}
+        rel[11] = 0.62
+        if w == 6:
+            rel[4] = 0.80
+        out.append(f"[NeMo I {t:%Y-%m-%d %H:%M:%S} straggler_det_callback:126] ")
+        out.append(
+            "STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected "
+            f"ranks: {{StragglerId(rank=11, node='{node[11]}')}}"
+        )
+        out += _nvrx("relative", rel, node)
+        out += _nvrx("individual", {r: 0.99 for r in range(16)}, node)
+        out.append(" Straggler report processing time: 0.042 sec.")
+    path.write_text("\n".join(f"[default0]:{ln}" for ln in out) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("slow")
+    store = root / "s.duckdb"
+    for run, log in ((MEGA, megatron_log(root / "slurm-900.out")),
+                     (BRIDGE, bridge_log(root / "slurm-901.out"))):  # fmt: skip
+        r = cli("import", "--store", str(store), "--run", run, str(log))
+        assert r.returncode == 0, r.stderr
+        assert "per-rank timing scores" in r.stdout
+    return store
+
+
+def test_megatron_all_ranks_timers_name_the_chronic_and_the_one_off_rank(imported: Path) -> None:
+    with Store(str(imported), read_only=True) as s:
+        block = goodput(s, MEGA)
+    assert block is not None
+    slow = block["slow_ranks"]
+    assert [(e["rank"], e["pattern"]) for e in slow] == [(6, "chronic"), (3, "one-off")]
+    six, three = slow
+    assert six["host"] == "node-1" and three["host"] == "node-0"  # from NCCL's rank_hosts
+    assert six["chronic"] and not three["chronic"]
+    assert six["windows"] == WINDOWS and three["windows"] == 1 and six["seen"] == WINDOWS
+    median = (100.0 + 3 * 0.5 + 100.0 + 4 * 0.5) / 2  # of 8 ranks: ranks 3 and 4 in the middle
+    assert six["score"] == pytest.approx(median / 140.0, abs=1e-3)
+    assert six["source"] == "megatron" and six["gpu_note"] is None  # no GPU samples stored
+
+
+def test_the_ewma_is_the_documented_one() -> None:
+    """alpha 0.3, started at the first window: a rank slow once at 0.6 in window 6 of 12."""
+    e = 1.0
+    for w in range(1, WINDOWS):
+        e = EWMA_ALPHA * (0.6 if w == 5 else 1.0) + (1 - EWMA_ALPHA) * e
+    assert e > SLOW_SCORE  # one window does not make it chronic
+
+
+def test_hostile_rank_lines_are_refused_and_the_rest_kept(imported: Path, tmp_path: Path) -> None:
+    scan = parse_file(megatron_log(tmp_path / "slurm-900.out"), run=MEGA)
+    reasons = [b.reason for b in scan.bad]
+    assert any("'1e308' is out of range" in r for r in reasons)
+    assert any("'-12.00' is out of range" in r for r in reasons)
+    assert any("rank line not read: 'rank x1: 12.0'" in r for r in reasons)
+    assert scan.counts["rank_report_lines_refused"] == 3
+    with Store(str(imported), read_only=True) as s:
+        per_window = s.rows(
+            """SELECT ts, count(*) FROM rank_perf WHERE run_id = ? AND metric = 'forward-compute'
+               GROUP BY ts ORDER BY ts""",
+            [MEGA],
+        )
+    counts = [n for _, n in per_window]
+    assert len(counts) == WINDOWS and counts[3] == 6 and set(counts[:3] + counts[4:]) == {8}
+
+
+def test_nvrx_scores_name_the_node_and_the_minmax_spread_is_a_run_row(imported: Path) -> None:
+    with Store(str(imported), read_only=True) as s:
+        block = goodput(s, BRIDGE)
+        spread = s.rows(
+            """SELECT count(*), min(score), max(value_ms) FROM rank_perf
+               WHERE run_id = ? AND rank IS NULL AND metric = 'forward-backward'""",
+            [BRIDGE],
+        )[0]
+        hosts = dict(s.rows("SELECT rank, host FROM rank_hosts WHERE run_id = ?", [BRIDGE]))
+    assert block is not None
+    slow = block["slow_ranks"]
+    assert [(e["rank"], e["pattern"]) for e in slow] == [(11, "chronic"), (4, "one-off")]
+    assert slow[0]["host"] == "gpu-a02" and slow[0]["score"] == 0.62
+    assert slow[0]["source"] == "nvrx" and slow[0]["windows"] == WINDOWS
+    assert slow[1]["worst"] == 0.8 and slow[1]["score"] == 0.98 and slow[1]["host"] == "gpu-a01"
+    assert spread == (WINDOWS, pytest.approx(1000.0 / 1450.0), 1450.0)  # min/max, rank NULL
+    assert hosts[11] == "gpu-a02"  # the report's Node fills rank_hosts too
+
+
+def test_summary_names_the_slow_rank(imported: Path) -> None:
+    r = cli("summary", "--store", str(imported))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "slow ranks:" in ln]
+    assert len(lines) == 2  # one per run with reports
+    assert "rank 11 on gpu-a02 (score 0.62, chronic, flagged in 12 report window(s))" in lines[1]
+    assert "rank 3 on node-0 (worst 0.60, now 1.00, one-off, flagged in 1" in lines[0]
+    j = cli("summary", "--store", str(imported), "--json")
+    runs = {x["run_id"]: x for x in json.loads(j.stdout)["runs"]}
+    assert runs[MEGA]["goodput"]["slow_ranks"][0]["rank"] == 6
+
+
+def test_a_run_without_reports_has_no_slow_ranks(tmp_path: Path) -> None:
+    from tests.cluster_fixture import RUN
+
+    with Store(str(imported_night(tmp_path)), read_only=True) as s:
+        block = goodput(s, RUN)
+    assert block is not None and block["slow_ranks"] == []
+
+
+def test_a_throttled_gpu_on_the_slow_ranks_host_is_said(imported: Path, tmp_path: Path) -> None:
+    """GPU samples of both nodes while the job ran: gpu-a02's GPU 3 busy at 1410 MHz and 88 °C
+    while the fleet runs at 1980."""
+    path = tmp_path / "gpus.duckdb"
+    path.write_bytes(imported.read_bytes())
+    ticks = [T0 + timedelta(seconds=15 * i) for i in range(40)]
+    with Store(str(path)) as s:
+        with s.transaction(["nodes", "gpus"]) as con:
+            for n in (1, 2):
+                con.execute("INSERT INTO nodes (node_id, host, role) VALUES (?, ?, 'job')",
+                            [n, f"gpu-a0{n}"])  # fmt: skip
+                for g in range(8):
+                    con.execute("INSERT INTO gpus (gpu_id, node_id, host, gpu) VALUES (?, ?, ?, ?)",
+                                [n * 8 + g, n, f"gpu-a0{n}", g])  # fmt: skip
+        slow = [(t, n * 8 + g, 1410.0 if (n, g) == (2, 3) else 1980.0,
+                 88.0 if (n, g) == (2, 3) else 60.0)
+                for t in ticks for n in (1, 2) for g in range(8)]  # fmt: skip
+        cols = ("ts", "gpu_id", "sm_clock_mhz", "temp_c")
+        frame = pd.DataFrame(slow, columns=list(cols)).assign(util_pct=98.0)
+        s.append("gpu_samples", frame)
+        s.refresh_rollups()
+    with Store(str(path), read_only=True) as s:
+        ranks = slow_ranks(s, BRIDGE, TimeRange(T0, T0 + timedelta(hours=1)))
+    note = ranks[0]["gpu_note"]
+    assert note is not None and note.startswith("gpu-a02 GPU 3: SM clock 1,410 MHz vs fleet 1,980")
+    assert note.endswith("(throttled)")
+    assert ranks[1]["gpu_note"] is None  # rank 4's gpu-a01 ran like the fleet
+
+
+def test_report_formats_read_alone() -> None:
+    assert rp.header("(min, max) time across ranks (ms):") == "minmax"
+    assert rp.header("[2026-03-02 10:00:20] times across ranks (ms):") == "all"
+    assert rp.header("max time across ranks (ms):") == "max"
+    assert rp.header("GPU individual performance:") == "individual"
+    assert rp.header("iteration 10/ 100") is None
+    assert rp.split_key("63:      rank  3: 1.00") == ("63:", "     rank  3: 1.00")
+    dropped = "STRAGGLER DETECTION WARNING: Some GPUs performance dropped. Affected ranks: "
+    assert rp.warning(dropped + "[162, 79]") == ("straggler_individual", [(162, None), (79, None)])
+    with pytest.raises(ValueError, match="names no rank"):
+        rp.warning(dropped + "?")
+
+
+def test_a_store_from_before_the_table_is_served_as_it_is(imported: Path, tmp_path: Path) -> None:
+    """No upgrade forced on a read-only open (``schema.OPTIONAL_TABLES``): no slow ranks."""
+    from telemetry.store import schema
+
+    path = tmp_path / "old.duckdb"
+    path.write_bytes(imported.read_bytes())
+    with Store(str(path)) as s, s.transaction(["rank_perf"]) as con:
+        con.execute("DROP TABLE rank_perf")
+    with Store(str(path), read_only=True) as s:
+        assert schema.outdated(s._con) == []
+        block = goodput(s, BRIDGE)
+    assert block is not None and block["slow_ranks"] == []
+
+
+def test_the_checkpoints_page_table_and_its_note(imported: Path, tmp_path: Path) -> None:
+    """The page's adapter: a row per slow rank with the columns shown; without reports, the
+    note names the log reports that would fill it."""
+    from app.data import checkpoints as data
+    from tests.cluster_fixture import RUN
+
+    with Store(str(imported), read_only=True) as s:
+        frame, note = data.slow_ranks(goodput(s, BRIDGE))
+    assert list(frame.columns) == list(data.SLOW_RANK_COLUMNS)
+    assert frame[["rank", "host"]].values.tolist() == [[11, "gpu-a02"], [4, "gpu-a01"]]
+    assert frame["pattern"].iloc[0].startswith("chronic (EWMA 0.6")
+    assert note.startswith(f"Slow ranks: from {WINDOWS} per-rank timing reports")
+    with Store(str(imported_night(tmp_path)), read_only=True) as s:
+        frame, note = data.slow_ranks(goodput(s, RUN))
+    assert frame.empty and note == data.NO_RANK_REPORTS
+    assert "times across ranks (ms):" in note and "GPU relative performance:" in note
