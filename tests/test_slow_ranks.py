@@ -274,6 +274,8 @@ def test_the_checkpoints_page_table_and_its_note(imported: Path, tmp_path: Path)
     assert list(frame.columns) == list(data.SLOW_RANK_COLUMNS)
     assert frame[["rank", "host"]].values.tolist() == [[11, "gpu-a02"], [4, "gpu-a01"]]
     assert frame["pattern"].iloc[0].startswith("chronic (EWMA 0.6")
+    # a one-off rank recovered (score now 1.0): its worst window says why it is listed
+    assert (frame["worst"] <= frame["score"]).all() and frame["worst"].max() < 0.9
     assert note.startswith(f"Slow ranks: from {WINDOWS} per-rank timing reports")
     with Store(str(imported_night(tmp_path)), read_only=True) as s:
         frame, note = data.slow_ranks(goodput(s, RUN))

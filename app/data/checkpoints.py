@@ -120,8 +120,9 @@ def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
 
 
 SLOW_RANK_COLUMNS = {
-    "rank": "Rank", "host": "Host", "score": "Score (1 = reference rank)", "pattern": "Pattern",
-    "windows": "Reports flagged", "source": "Source", "gpu_note": "GPU note",
+    "rank": "Rank", "host": "Host", "score": "Score now (1 = reference rank)",
+    "worst": "Worst score", "pattern": "Pattern", "windows": "Reports flagged",
+    "source": "Source", "gpu_note": "GPU note",
 }  # fmt: skip
 NO_RANK_REPORTS = (
     "Slow ranks: no per-rank timing report in this range. Megatron-LM's timers with "
