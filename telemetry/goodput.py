@@ -16,8 +16,11 @@ How the window is cut (``goodput``):
    ``slowdown`` the rest: time beyond the ideal step time (slow steps, stragglers, short
    stalls below the stall threshold).
 3. ``other`` is the remainder, never negative (it is where a category's records overlap the
-   window's edges); ``checkpoint_restore``, ``data_loading`` and ``evaluation`` are 0 until
-   records mark them (a log's load start and end, an evaluation phase): not yet read.
+   window's edges). ``checkpoint_restore`` is the time between a load's start and its finish
+   where the log says both (Megatron's ``loading checkpoint from``/``successfully loaded``,
+   TorchTitan's ``Loading the checkpoint``/``Finished loading``), claimed before the
+   intervals of 1 (a restore inside a downtime is the restore's); ``data_loading`` and
+   ``evaluation`` are 0: no supported framework times them in its log.
 
 The **ideal step time** is the mean seconds per step of the running pairs of consecutive
 progress points whose step time is at most median + 3 MAD (a pair across a stall or a restart
@@ -162,6 +165,17 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
            FROM goodput_exclusions WHERE run_id = ? AND start_ts < ? AND end_ts > ?""",
         [t0, t0, run_id, win.end, win.start],
     ) if has else pd.DataFrame({"a": [], "b": []})
+    # a restore the log times (a load's start and its finish: ``checkpoint_events`` "load"
+    # and "load_end"), each finish paired with the newest start before it, within 6 hours
+    restores = store.df(
+        """WITH l AS (SELECT run_id, ts FROM checkpoint_events WHERE run_id = ? AND kind = 'load'),
+                e AS (SELECT run_id, ts FROM checkpoint_events
+                      WHERE run_id = ? AND kind = 'load_end' AND ts BETWEEN ? AND ?)
+           SELECT epoch(l.ts) - epoch(?::TIMESTAMP) AS a, epoch(e.ts) - epoch(?::TIMESTAMP) AS b
+           FROM e ASOF JOIN l ON e.run_id = l.run_id AND e.ts >= l.ts
+           WHERE e.ts - l.ts <= INTERVAL 6 HOUR""",
+        [run_id, run_id, win.start, win.end, t0, t0],
+    )
     saves = store.df(
         """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS t, blocking_s FROM checkpoints
            WHERE run_id = ? AND status = 'ok' AND blocking_s IS NOT NULL
@@ -173,6 +187,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "lost": ints["lost_steps"].to_numpy(float),
         "first": None if first is None else (first - t0).total_seconds(),
         "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
+        "restores": list(zip(restores["a"].tolist(), restores["b"].tolist(), strict=True)),
         "hour_t": hour_t, "hour_ds": hour_ds,
         "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
         "ideal": None if ideal is None else float(ideal),
@@ -185,6 +200,9 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
     taken: list[tuple[float, float]] = []
     excluded = _claim([(max(a, lo), min(b, hi)) for a, b in d["excluded"]], taken)
     wall = hi - lo - excluded  # the operator's exclusions leave the denominator
+    # a timed restore is a restore whatever stopped the run: claimed before the downtime
+    out["checkpoint_restore"] = _claim([(max(a, lo), min(b, hi)) for a, b in d["restores"]],
+                                       taken)  # fmt: skip
     near = (d["a"] < hi) & (d["b"] > lo)  # a day reads its own interruptions, not the run's
     for planned in (True, False):
         pick = near & (d["planned"] == planned)

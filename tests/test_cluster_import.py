@@ -35,7 +35,7 @@ def _rows(store: Path, sql: str) -> list[tuple]:
 def test_the_command_prints_what_it_found(imported: tuple[Path, str]) -> None:
     _, out = imported
     assert "slurm-81234.out: 708 lines: 660 train_metrics records stored" in out
-    assert "ib_error 1" in out and "nccl_timeout 1" in out and "35 checkpoint lines" in out
+    assert "ib_error 1" in out and "nccl_timeout 1" in out and "37 checkpoint lines" in out
     assert "node-7-kern.log: 2 lines" in out and "xid 1" in out
     assert "nvme=" in out and ": 11 ok" in out and "1 failed, 5 ok" in out
     assert "run atlas-70b: 2 interruption(s) inferred" in out

@@ -64,7 +64,8 @@ def test_megatron_iterations_checkpoints_and_context_times(tmp_path: Path) -> No
     assert scan.counts["metrics_ts_from_context"] == 1
     events = [(e.kind, e.step, e.path, _line_of(e.origin)) for e in scan.checkpoint_events]
     assert events == [("save_start", 100, "/ckpt/x", 3), ("save_end", 100, "/ckpt/x", 4),
-                      ("save_end", 101, "/ckpt/x", 6), ("load", 100, "/ckpt/x", 7)]
+                      ("save_end", 101, "/ckpt/x", 6), ("load", 100, "/ckpt/x", 7),
+                      ("load_end", 100, "/ckpt/x", 8)]  # the load's finish: its time measured
     assert scan.checkpoint_events[0].ts == datetime(2024, 5, 1, 12, 5)
     assert scan.lines == 8 and scan.unrecognised == 1 and scan.bad == []
     berlin = parse_file(log, tz="Europe/Berlin")  # summer: UTC+2
@@ -124,6 +125,7 @@ def test_torchtitan_with_colours_rank_prefix_and_checkpoints(tmp_path: Path) -> 
     events = [(e.kind, e.step, e.path, e.ts) for e in scan.checkpoint_events]
     assert events == [
         ("load", 100, "./outputs/checkpoint/step-100", datetime(2025, 2, 3, 10, 0, 0, 123000)),
+        ("load_end", None, None, datetime(2025, 2, 3, 10, 0, 1, 500000)),  # restore: 1.377 s
         ("save_start", None, None, datetime(2025, 2, 3, 10, 0, 12)),
         ("save_end", None, None, datetime(2025, 2, 3, 10, 0, 15, 210000)),
         ("load", 120, None, datetime(2025, 2, 3, 10, 0, 16)),

@@ -89,7 +89,9 @@ SIGNAL_COLUMNS = (
     "ts", "run_id", "host", "gpu", "kind", "xid", "detail", "origin", "line", "source", "rank"
 )
 
-CHECKPOINT_EVENT_KINDS = ("save_start", "save_end", "load")
+# "load" is a load's start (or a load known from one line); "load_end" its finish when the log
+# says both, so the restore's seconds are measured (goodput's checkpoint_restore)
+CHECKPOINT_EVENT_KINDS = ("save_start", "save_end", "load", "load_end")
 
 MAX_LINE_CHARS = 1000  # a signal keeps at most this much of its line
 MAX_DETAIL_CHARS = 240
@@ -122,7 +124,7 @@ class Signal:
 @dataclass(frozen=True, slots=True)
 class CheckpointEvent:
     ts: datetime | None
-    kind: str  # one of CHECKPOINT_EVENT_KINDS; a load's start and finish are one "load"
+    kind: str  # one of CHECKPOINT_EVENT_KINDS; a load's finish after its start is "load_end"
     step: int | None  # None when the line does not say it
     path: str | None
     origin: str  # file:line

@@ -748,9 +748,9 @@ class LogParser:
         if kind == "load":
             finished_open = phase == "finish" and self._load_open
             self._load_open = phase == "start"
-            if finished_open:  # start and finish of one load are one event
+            if finished_open:  # the finish of the load started above: its end, timed
                 self.counts["load_finished"] += 1
-                return True
+                kind = "load_end"
         ts, how, _ = self._when(body)
         self.checkpoint_events.append(
             CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw)))
