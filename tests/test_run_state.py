@@ -159,4 +159,5 @@ def test_the_overview_card_is_goodput_with_what_cost_most(bound: Store) -> None:
 
     card = str(page._goodput_card(overview.summary(RUN), overview.goodput(RUN)))
     assert "Goodput" in card and "81.1 %" in card
-    assert "most lost: recovery 10.8 %" in card and "ETTR 81.2 %" in card
+    # recovery without the 55 s its restores took (timed in the log: checkpoint_restore)
+    assert "most lost: recovery 10.4 %" in card and "ETTR 81.2 %" in card
