@@ -243,14 +243,14 @@ def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict
 
 
 def goodput(
-    store: Store, run_id: str, window: TimeRange | None = None, days: bool = True
+    store: Store, run_id: str, window: TimeRange | None = None, detail: bool = True
 ) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
     productive fraction), ``ideal_step_s``, ``slow_ranks`` (``queries.slow_ranks``),
     ``rank_reports`` (the per-rank timing reports read in the window) and ``days`` (the same
     per UTC day of the window, each adding up to its own seconds); None when nothing dates it.
-    ``days=False``: the totals only (no days, no slow ranks: empty lists), for the views that
+    ``detail=False``: the totals only (no days, no slow ranks: empty lists), for the views that
     show the total alone (the Overview's card, the what-if, the GoodputLow alert)."""
     win = _window(store, run_id, window)
     if win is None:
@@ -260,7 +260,7 @@ def goodput(
     out = _block(_account(d, 0.0, wall), wall, win.start, win.end)
     per_day = []
     day = pd.Timestamp(win.start).floor("D").to_pydatetime()
-    while days and day < win.end:
+    while detail and day < win.end:
         nxt = day + timedelta(days=1)
         a, b = max(day, win.start), min(nxt, win.end)
         lo, hi = (a - win.start).total_seconds(), (b - win.start).total_seconds()
@@ -269,8 +269,8 @@ def goodput(
     ideal = d["ideal"]
     return out | {
         "ideal_step_s": None if ideal is None else round(ideal, 6),
-        "slow_ranks": slow_ranks(store, run_id, win) if days else [],
-        "rank_reports": report_windows(store, run_id, win) if days else None,
+        "slow_ranks": slow_ranks(store, run_id, win) if detail else [],
+        "rank_reports": report_windows(store, run_id, win) if detail else None,
         "days": per_day,
     }
 

@@ -42,7 +42,7 @@ def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[st
     if m is None:
         return None
     # the run's measured figures, read once with the view (not again at each what-if keystroke)
-    block = good.goodput(store(), run_id, days=False)
+    block = good.goodput(store(), run_id, detail=False)
     return {
         **m.as_dict(),
         "run_id": run_id,

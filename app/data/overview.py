@@ -63,7 +63,7 @@ def summary(run_id: str) -> dict[str, Any]:
 
 def goodput(run_id: str) -> dict[str, Any] | None:
     """The run's goodput block (``telemetry.goodput``) over its whole span."""
-    return good.goodput(store(), run_id, days=False)
+    return good.goodput(store(), run_id, detail=False)
 
 
 def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:

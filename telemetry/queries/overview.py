@@ -257,7 +257,7 @@ def _goodput_alert(
     from telemetry.goodput import goodput, top_badput
 
     window = TimeRange(end - timedelta(seconds=rules.goodput_window_s), end)
-    block = goodput(store, run_id, window, days=False)
+    block = goodput(store, run_id, window, detail=False)
     if block is None or block["goodput"] is None or block["goodput"] >= rules.goodput_below:
         return []
     top = top_badput(block)
