@@ -242,15 +242,18 @@ class Alert:
         return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def from_overview(rows: Any, run_id: str | None) -> list[Alert]:
+def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> list[Alert]:
     """Alerts from ``queries.overview.active_alerts`` rows (severity, alert, detail, key):
-    ``key`` is ``name`` or ``name:value`` (``XidSeen:79``, ``CheckpointOverdue:pfs``)."""
+    ``key`` is ``name`` or ``name:value`` (``XidSeen:79``, ``CheckpointOverdue:pfs``). A run's
+    alerts name the run, and its Slurm job (``job``) while one runs it."""
     out = []
     for r in rows.itertuples():
         name, _, value = str(r.key).partition(":")
         labels = {"alertname": name, "severity": str(r.severity)}
         if run_id and name in RUN_ALERTS:
             labels["run"] = run_id
+            if job_id:
+                labels["job"] = job_id
         if value:
             labels[LABEL_OF.get(name, "key")] = value
         out.append(Alert(labels, str(r.alert), str(r.detail)))
@@ -383,12 +386,13 @@ def store_alerts(
     store: Store, now: datetime | None = None, rules: Rules | None = None
 ) -> list[Alert]:
     """The alerts the live Overview shows over the last 6 hours of data, for every run that
-    is live there (``queries.live_runs``: the newest run, and any other that logged a step in
-    those hours, while not ended), and ``DataStale`` when no source has written for
-    ``STALE_AFTER_S`` (or ten sample intervals) by the wall clock (``now``): the alerts above
-    describe the last data, and at 3 a.m. a stopped pipeline is the news. An alert of the
-    fleet (hot GPUs, XIDs, targets) is listed once, whichever run's view found it."""
-    from telemetry.queries import TimeRange, data_extent, live_runs
+    is live there (``queries.live_runs``: the newest run, any other that logged a step in
+    those hours or whose Slurm job still runs, while not ended; each names its run and its
+    job), and ``DataStale`` when no source has written for ``STALE_AFTER_S`` (or ten sample
+    intervals) by the wall clock (``now``): the alerts above describe the last data, and at
+    3 a.m. a stopped pipeline is the news. An alert of the fleet (hot GPUs, XIDs, targets) is
+    listed once, whichever run's view found it."""
+    from telemetry.queries import TimeRange, data_extent, live_runs, running_jobs
     from telemetry.queries.outliers import duration_text
     from telemetry.queries.overview import active_alerts
     from telemetry.queries.targets import report_time
@@ -402,9 +406,11 @@ def store_alerts(
     at = report_time(store, extent.end, live=True)
     out: list[Alert] = []
     seen: set[str] = set()
-    for run in live_runs(store, tr) or [None]:
+    runs = live_runs(store, tr)
+    jobs = running_jobs(store, runs, max(at, tr.end))
+    for run in runs or [None]:
         found = active_alerts(store, run, tr, targets_at=at, rules=rules)
-        for alert in from_overview(found, run):
+        for alert in from_overview(found, run, jobs.get(run or "")):
             if alert.fingerprint not in seen:
                 seen.add(alert.fingerprint)
                 out.append(alert)

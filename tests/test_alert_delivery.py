@@ -435,7 +435,42 @@ def test_every_live_run_is_judged_not_only_the_newest(day: Path) -> None:
     found = {(a.labels["alertname"], a.labels.get("run")) for a in alerts}
     assert ("JobNotTraining", "older-job") in found
     assert ("JobNotTraining", "newer-job") not in found
+    assert all("job" not in a.labels for a in alerts)  # no Slurm job runs either
     # the fleet's alerts are listed once, without a run: the day's four XIDs
     xids = [a.labels for a in alerts if a.labels["alertname"] == "XidSeen"]
     assert sorted(x["xid"] for x in xids) == ["140", "143", "46", "95"]
     assert all("run" not in x for x in xids)
+
+
+def test_a_run_silent_past_the_view_is_judged_while_its_slurm_job_runs(day: Path) -> None:
+    # A job hung 8 hours ago: its last step is before the live view's 6 hours, but Slurm's
+    # last poll still finds it RUNNING on its GPUs. It is judged, and its alert names the run
+    # and the job; a run whose job completed as long ago is not news.
+    from telemetry.queries import data_extent
+
+    with Store(str(day)) as s:
+        extent = data_extent(s)
+        assert extent is not None
+        end = extent.end
+        with s.transaction() as con:
+            for k, (run, state) in enumerate((("hung-run", "RUNNING"), ("done-run", "COMPLETED"))):
+                last = end - timedelta(hours=8)
+                con.execute("INSERT INTO runs (run_id, name, start_ts) VALUES (?, ?, ?)",
+                            [run, run, last - timedelta(hours=2)])  # fmt: skip
+                con.executemany(
+                    "INSERT INTO train_metrics (run_id, ts, step, loss, attempt) "
+                    "VALUES (?, ?, ?, 2.0, 1)",
+                    [[run, last - timedelta(minutes=2 * i), 500 - i] for i in range(30)],
+                )
+                con.execute(
+                    "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, name, state, "
+                    "start_ts, end_ts, run_id, polled_ts) VALUES ('c', ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+                    [4200 + k, str(4200 + k), run, state, last - timedelta(hours=2),
+                     None if state == "RUNNING" else last, run, end - timedelta(minutes=1)],
+                )
+        alerts = store_alerts(s, now=end)
+    judged = {a.labels.get("run"): a.labels for a in alerts if "run" in a.labels}
+    assert "done-run" not in judged
+    hung = [a.labels for a in alerts if a.labels.get("run") == "hung-run"]
+    assert {x["alertname"] for x in hung} >= {"JobNotTraining"}
+    assert all(x["job"] == "4200" for x in hung)

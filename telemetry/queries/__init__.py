@@ -81,21 +81,42 @@ def newest_trained_run(store: Store) -> str | None:
 
 def live_runs(store: Store, tr: TimeRange) -> list[str]:
     """The runs a live view judges at ``tr.end``, newest first: the newest run with training
-    metrics, and every other run that logged a step in ``tr``; none that ended by ``tr.end``
-    (a finished run's "not training" is not news)."""
+    metrics, every other run that logged a step in ``tr``, and every run whose Slurm job was
+    still running at its last poll in ``tr`` (a job hung for longer than the view still holds
+    its GPUs: its silence is the news); none that ended by ``tr.end`` (a finished run's "not
+    training" is not news)."""
     rows = store.rows(
         """WITH trained AS (SELECT DISTINCT run_id FROM train_metrics),
                 recent AS (SELECT DISTINCT run_id FROM train_metrics WHERE ts BETWEEN ? AND ?),
+                held AS (SELECT run_id FROM slurm_jobs
+                         WHERE run_id IS NOT NULL AND state = 'RUNNING'
+                           AND polled_ts BETWEEN ? AND ?),
                 ranked AS (
-                  SELECT r.run_id, r.end_ts, r.run_id IN (SELECT run_id FROM recent) AS recent,
+                  SELECT r.run_id, r.end_ts,
+                         r.run_id IN (SELECT run_id FROM recent)
+                           OR r.run_id IN (SELECT run_id FROM held) AS recent,
                          row_number() OVER (ORDER BY r.start_ts DESC NULLS LAST, r.run_id DESC)
                            AS k
                   FROM runs r WHERE r.run_id IN (SELECT run_id FROM trained))
            SELECT run_id FROM ranked
            WHERE (k = 1 OR recent) AND (end_ts IS NULL OR end_ts > ?) ORDER BY k""",
-        [tr.start, tr.end, tr.end],
+        [tr.start, tr.end, tr.start, tr.end, tr.end],
     )
     return [r[0] for r in rows]
+
+
+def running_jobs(store: Store, run_ids: list[str], at: datetime) -> dict[str, str]:
+    """The Slurm job each of ``run_ids`` runs as at ``at`` (its newest job whose last poll up to
+    ``at`` found it running; a requeued job keeps its id): run_id -> job id."""
+    if not run_ids:
+        return {}
+    rows = store.rows(
+        """SELECT run_id, job_id FROM slurm_jobs
+           WHERE run_id IN (SELECT unnest(?)) AND state = 'RUNNING' AND polled_ts <= ?
+           QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY start_ts DESC, job_id) = 1""",
+        [run_ids, at],
+    )
+    return {r[0]: r[1] for r in rows}
 
 
 def run_span(store: Store, run_id: str) -> TimeRange | None:
