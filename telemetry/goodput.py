@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, run_span
+from telemetry.queries.energy import energy_per_hour
 from telemetry.queries.slow_ranks import report_windows, slow_ranks
 from telemetry.store import Store
 
@@ -243,7 +244,11 @@ def _block(seconds: dict[str, float], wall: float, start: Any, end: Any) -> dict
 
 
 def goodput(
-    store: Store, run_id: str, window: TimeRange | None = None, detail: bool = True
+    store: Store,
+    run_id: str,
+    window: TimeRange | None = None,
+    detail: bool = True,
+    energy: bool = False,
 ) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
@@ -251,7 +256,8 @@ def goodput(
     ``rank_reports`` (the per-rank timing reports read in the window) and ``days`` (the same
     per UTC day of the window, each adding up to its own seconds); None when nothing dates it.
     ``detail=False``: the totals only (no days, no slow ranks: empty lists), for the views that
-    show the total alone (the Overview's card, the what-if, the GoodputLow alert)."""
+    show the total alone (the Overview's card, the what-if, the GoodputLow alert).
+    ``energy``: also ``energy`` (``goodput_energy``: each category's kWh)."""
     win = _window(store, run_id, window)
     if win is None:
         return None
@@ -272,7 +278,34 @@ def goodput(
         "slow_ranks": slow_ranks(store, run_id, win) if detail else [],
         "rank_reports": report_windows(store, run_id, win) if detail else None,
         "days": per_day,
-    }
+    } | ({"energy": _energy(store, run_id, win, d)} if energy else {})
+
+
+def _energy(store: Store, run_id: str, win: TimeRange, d: dict[str, Any]) -> dict[str, Any]:
+    """Each category's GPU energy: every hour's measured energy (``energy_per_hour``: the run's
+    own GPUs where the store knows them, else the fleet's) split by the seconds each category
+    took in that hour, so a day of recovery is charged what the GPUs drew while it lasted,
+    not the run's mean. Within an hour the draw is taken as even (the rollups keep no finer
+    energy). ``kwh`` per category, ``excluded_kwh`` (the operator's exclusions), ``basis``
+    (counter or power x time), None where no hour of the window has an energy."""
+    hours = energy_per_hour(store, win, run_id)
+    hours = hours[hours["kwh"].notna()]
+    if hours.empty:
+        return {"kwh": None, "excluded_kwh": None, "basis": None}
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    excluded = 0.0
+    for hour, kwh in zip(hours["hour"].tolist(), hours["kwh"].tolist(), strict=True):
+        start = (pd.Timestamp(hour).to_pydatetime() - win.start).total_seconds()
+        lo, hi = max(start, 0.0), min(start + 3600.0, win.seconds)
+        if hi <= lo:
+            continue
+        part = float(kwh) / 3600.0  # kWh a second of this hour
+        secs = _account(d, lo, hi)
+        excluded += secs.pop("_excluded") * part
+        for k, v in secs.items():
+            out[k] += v * part
+    return {"kwh": {k: round(v, 3) for k, v in out.items()}, "excluded_kwh": round(excluded, 3),
+            "basis": str(hours["basis"].iloc[0])}  # fmt: skip
 
 
 def _exact(seconds: dict[str, float], wall: float) -> dict[str, float]:

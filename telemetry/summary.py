@@ -157,7 +157,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     out["hangs"] = hangs(store, run_id)
     out["state"], out["ended"] = _state(store, run_id, last)
     if detail:
-        out["goodput"] = goodput(store, run_id)
+        out["goodput"] = goodput(store, run_id, energy=True)
         out["interruptions"]["list"] = _interruption_list(store, run_id)
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
     return out

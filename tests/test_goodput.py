@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from telemetry.goodput import CATEGORIES, goodput, ideal_step_s
@@ -44,6 +45,30 @@ def test_a_replayed_run_matches_its_timeline(tmp_path: Path, seed: int) -> None:
     assert abs(secs["wasted_progress"] - rework) <= 0.01 * wall, (secs, rework)
     planned = sum(i.detect_s + i.restart_s for i in tl.interruptions if i.planned and i.t < wall)
     assert abs(secs["planned"] - planned) <= 0.01 * wall
+
+
+def test_energy_per_category_is_each_hours_draw_while_it_lasted(tmp_path: Path) -> None:
+    """#38, 4: each category's kWh adds up to the run's measured GPU energy over its window, and
+    an hour of downtime is charged what the GPUs drew while down (idle power), not the run's
+    mean: the replay's GPUs idle while a run is down."""
+    from telemetry.queries import TimeRange
+    from telemetry.queries.energy import energy
+    from tests.conftest import build_store
+
+    path = build_store(tmp_path / "s.duckdb", seed=0, days=1.0)
+    with Store(str(path), read_only=True) as s:
+        block = goodput(s, "dev-64-s0", energy=True)
+        assert block is not None
+        win = TimeRange(pd.Timestamp(block["start"]).to_pydatetime(),
+                        pd.Timestamp(block["end"]).to_pydatetime())  # fmt: skip
+        whole = energy(s, win).kwh
+    e, secs = block["energy"], block["seconds"]
+    assert e["basis"] == "energy counter" and set(e["kwh"]) == set(CATEGORIES)
+    assert whole is not None and sum(e["kwh"].values()) == pytest.approx(whole, rel=0.02)
+    per_hour = {k: e["kwh"][k] / (secs[k] / 3600) for k in ("productive", "recovery")}
+    assert per_hour["recovery"] < 0.6 * per_hour["productive"], per_hour
+    text = cli("summary", "--store", str(path)).stdout
+    assert " kWh" in text.split("  recovery ")[1].splitlines()[0]
 
 
 def test_an_imported_night_is_accounted_for(tmp_path: Path) -> None:

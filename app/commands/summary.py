@@ -39,10 +39,15 @@ def run(s: Settings) -> int:
             print(f"  goodput {_n(g['goodput'], '{:.1%}')} of {g['window_s'] / 3600:,.1f} h "
                   f"(ideal step {_n(g['ideal_step_s'], '{:.3f} s')}):")  # fmt: skip
             usd = g.get("usd") or {}
+            kwh = (g.get("energy") or {}).get("kwh") or {}
             for k, v in g["seconds"].items():
                 share = f"  {v / g['window_s']:6.1%}" if g["window_s"] else ""
                 cost = f"  {money(usd[k])}" if k in usd else ""
-                print(f"  {k:<18} {v / 3600:9.2f} h{share}{cost}")
+                drawn = f"  {kwh[k]:,.0f} kWh" if k in kwh else ""
+                print(f"  {k:<18} {v / 3600:9.2f} h{share}{cost}{drawn}")
+            if kwh:
+                print(f"  (energy by {g['energy']['basis']}: each hour's GPU energy split by "
+                      "the seconds of each category in it)")
             if g.get("slow_ranks"):
                 print("  " + slow_ranks_line(g["slow_ranks"]))
     return 0

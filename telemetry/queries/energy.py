@@ -144,19 +144,23 @@ _JOBS_CTE = """WITH j AS (
          coalesce(end_ts, polled_ts) AS end_ts
   FROM slurm_jobs WHERE run_id = ? AND start_ts IS NOT NULL AND hosts IS NOT NULL)"""
 
-_RUN_COUNTER_SQL = _JOBS_CTE + """
-SELECT count(*), count(r.energy_mj_used), sum(r.energy_mj_used) / 3.6e9
+_RUN_COUNTER_T = _JOBS_CTE + """
+SELECT {hour} count(*) AS gpu_hours, count(r.energy_mj_used) AS counted,
+       sum(r.energy_mj_used) / 3.6e9 AS kwh
 FROM gpu_rollup r JOIN gpus g USING (gpu_id)
 WHERE r.bucket_s = ? AND r.ts >= ? AND r.ts < ? AND EXISTS (
   SELECT 1 FROM j WHERE r.ts >= j.first_hour AND r.ts < j.end_ts
-    AND list_contains(j.hosts, g.host))"""
+    AND list_contains(j.hosts, g.host)) {by}"""
 
-_RUN_POWER_SQL = _JOBS_CTE + """
-SELECT sum(r.power_w * r.samples / nullif(r.gpus, 0)) * ? / 3.6e6
+_RUN_POWER_T = _JOBS_CTE + """
+SELECT {hour} sum(r.power_w * r.samples / nullif(r.gpus, 0)) * ? / 3.6e6 AS kwh
 FROM node_rollup r JOIN nodes n USING (node_id)
 WHERE r.bucket_s = ? AND r.ts >= ? AND r.ts < ? AND EXISTS (
   SELECT 1 FROM j WHERE r.ts >= j.first_hour AND r.ts < j.end_ts
-    AND list_contains(j.hosts, n.host))"""
+    AND list_contains(j.hosts, n.host)) {by}"""
+_RUN_COUNTER_SQL = _RUN_COUNTER_T.format(hour="", by="")
+_RUN_POWER_SQL = _RUN_POWER_T.format(hour="", by="")
+_HOURLY = {"hour": "r.ts AS hour,", "by": "GROUP BY r.ts ORDER BY r.ts"}
 
 
 def run_jobs(store: Store, run_id: str) -> tuple[int, int]:
@@ -192,3 +196,32 @@ def run_energy(store: Store, run_id: str, tr: TimeRange, both: bool = True) -> E
     if counter is not None and counter > 0:
         return Energy(counter, COUNTER, counter, power)
     return Energy(power, POWER if power is not None else None, None, power)
+
+
+def energy_per_hour(store: Store, tr: TimeRange, run_id: str | None = None) -> pd.DataFrame:
+    """kWh per hour over the whole hours of ``tr``: hour, kwh, basis. Of ``run_id``'s own GPUs
+    where the store knows them (as ``run_energy``), else of the fleet; by the counter where
+    every GPU-hour of the range has it, else power x time (one basis for the whole range)."""
+    start, end = _hours(tr)
+    hour = "ts AS hour,"
+    if run_id is not None and run_jobs(store, run_id)[0] > 0:
+        if HOUR in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since():
+            df = store.df(_RUN_COUNTER_T.format(**_HOURLY), [run_id, HOUR, start, end])
+            if not df.empty and (df["counted"] == df["gpu_hours"]).all() and df["kwh"].sum() > 0:
+                return df[["hour", "kwh"]].assign(basis=COUNTER)
+        args = [run_id, store.sample_interval_s(), HOUR, start, end]
+        df = store.df(_RUN_POWER_T.format(**_HOURLY), args)
+        return df.assign(basis=POWER)
+    _, table = _counter(store, tr)
+    if table:
+        df = store.df(
+            _COUNTER_SQL.format(table=table, group=hour, by="GROUP BY ts ORDER BY ts"),
+            [HOUR, start, end],
+        )
+        if not df.empty and df["kwh"].fillna(0).sum() > 0:
+            return df.assign(basis=COUNTER)
+    df = store.df(
+        _POWER_SQL.format(group=hour, by="GROUP BY ts ORDER BY ts"),
+        [store.sample_interval_s(), HOUR, start, end],
+    )
+    return df.assign(basis=POWER)
