@@ -157,9 +157,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, win.start, win.end],
     )
-    has = store.scalar(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'goodput_exclusions'"
-    )  # a store from before exclusions, served read-only, has none
+    has = store.has_table("goodput_exclusions")  # a store from before them has none
     excl = store.df(
         """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS a,
                   epoch(end_ts) - epoch(?::TIMESTAMP) AS b

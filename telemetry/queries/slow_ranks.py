@@ -72,9 +72,7 @@ WHERE len(coalesce(e.slow_ts, [])) + len(coalesce(w.warned_ts, [])) > 0"""
 
 def has_reports(store: Store) -> bool:
     """Whether the store has the table (a store from before it, served read-only, has not)."""
-    return bool(
-        store.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'rank_perf'")
-    )
+    return store.has_table("rank_perf")
 
 
 def report_windows(store: Store, run_id: str, window: TimeRange) -> int:

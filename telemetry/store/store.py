@@ -334,6 +334,18 @@ class Store:
             self._handed_over |= "gpu_buckets" in batches
         return total
 
+    def has_table(self, name: str) -> bool:
+        """Whether the store has table ``name``: an optional table (``schema.OPTIONAL_TABLES``)
+        is missing only from a store written before it, served read-only, where nothing adds
+        it while it is open (a writable store creates every table when opened), so the answer
+        is kept for the life of this object."""
+        tables = self.__dict__.get("_table_names")
+        if tables is None:
+            tables = self._table_names = frozenset(
+                r[0] for r in self.rows("SELECT table_name FROM duckdb_tables()")
+            )
+        return name in tables
+
     # -- rollups ---------------------------------------------------------------------------
     def sample_interval_s(self) -> float:
         return float(self.meta().get("sample_interval_s", "15"))
