@@ -19,8 +19,15 @@ How the window is cut (``goodput``):
    window's edges). ``checkpoint_restore`` is the time between a load's start and its finish
    where the log says both (Megatron's ``loading checkpoint from``/``successfully loaded``,
    TorchTitan's ``Loading the checkpoint``/``Finished loading``), claimed before the
-   intervals of 1 (a restore inside a downtime is the restore's); ``data_loading`` and
-   ``evaluation`` are 0: no supported framework times them in its log.
+   intervals of 1 (a restore inside a downtime is the restore's). ``evaluation`` and
+   ``data_loading`` come from Megatron-LM's timers where the log prints them (``rank_perf``;
+   the slowest rank's time): each ``evaluate`` report is an interval claimed like a restore
+   (``timers.log(['evaluate'])`` prints an evaluation's whole time; it is dated by the
+   progress line before it, when the evaluation started), and ``batch-generator`` (the
+   milliseconds per iteration each step waited for its batch, averaged per hour) times the
+   kept steps of the hour is moved out of ``productive``. Without those timers (the default
+   ``--timing-log-level 0`` leaves ``batch-generator`` out; other frameworks print neither)
+   both are 0.
 
 The **ideal step time** is the mean seconds per step of the running pairs of consecutive
 progress points whose step time is at most median + 3 MAD (a pair across a stall or a restart
@@ -175,6 +182,22 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
            WHERE e.ts - l.ts <= INTERVAL 6 HOUR""",
         [run_id, run_id, win.start, win.end, t0, t0],
     )
+    # Megatron-LM's timers (``rank_perf``, as printed: the slowest rank's milliseconds of each
+    # report): ``evaluate`` (``timers.log(['evaluate'])`` after each evaluation, its whole
+    # time, dated by the progress line before it: when it started) and ``batch-generator``
+    # (per iteration, averaged over the log interval), the latter averaged per hour
+    timed = store.rows(
+        """WITH r AS (
+             SELECT metric = 'evaluate' AS ev, ts, max(value_ms) AS ms FROM rank_perf
+             WHERE run_id = ? AND ts BETWEEN ? AND ? AND value_ms IS NOT NULL
+               AND metric IN ('evaluate', 'batch-generator', 'batch generator') GROUP BY ALL)
+           SELECT ev, epoch(CASE WHEN ev THEN ts ELSE date_trunc('hour', ts) END)
+                      - epoch(?::TIMESTAMP) AS t,
+                  CASE WHEN ev THEN max(ms) ELSE avg(ms) END AS ms
+           FROM r GROUP BY 1, 2""",
+        [run_id, win.start, win.end, t0],
+    ) if store.has_table("rank_perf") else []
+    data_ms = {float(t): float(ms) for ev, t, ms in timed if not ev}
     saves = store.df(
         """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS t, blocking_s FROM checkpoints
            WHERE run_id = ? AND status = 'ok' AND blocking_s IS NOT NULL
@@ -190,6 +213,8 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "hour_t": hour_t, "hour_ds": hour_ds,
         "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
         "ideal": None if ideal is None else float(ideal),
+        "evals": [(float(t), float(t) + float(ms) / 1e3) for ev, t, ms in timed if ev],
+        "data_s": np.array([data_ms.get(t, 0.0) / 1e3 for t in hour_t.tolist()], dtype=float),
     }  # fmt: skip
 
 
@@ -202,6 +227,7 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
     # a timed restore is a restore whatever stopped the run: claimed before the downtime
     out["checkpoint_restore"] = _claim([(max(a, lo), min(b, hi)) for a, b in d["restores"]],
                                        taken)  # fmt: skip
+    out["evaluation"] = _claim([(max(a, lo), min(b, hi)) for a, b in d["evals"]], taken)
     near = (d["a"] < hi) & (d["b"] > lo)  # a day reads its own interruptions, not the run's
     for planned in (True, False):
         pick = near & (d["planned"] == planned)
@@ -217,12 +243,18 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
     ideal = d["ideal"]
     if ideal is not None:
         hours = d["hour_t"]  # each hour's start: the hours that overlap [lo, hi)
-        steps = float(d["hour_ds"][(hours + 3600.0 > lo) & (hours < hi)].sum())
+        pick = (hours + 3600.0 > lo) & (hours < hi)
+        steps = float(d["hour_ds"][pick].sum())
         redone = float(d["lost"][(d["a"] >= lo) & (d["a"] < hi)].sum())
         out["wasted_progress"] = wasted = min(ideal * min(redone, steps), left)
         left -= wasted
-        out["productive"] = prod = min(ideal * max(steps - redone, 0.0), left)
+        kept = max(steps - redone, 0.0)
+        prod = min(ideal * kept, left)
         left -= prod
+        # the kept steps' time waiting for their batches (the slowest rank's), out of them
+        waited = float((d["hour_ds"][pick] * d["data_s"][pick]).sum())
+        out["data_loading"] = fed = min(waited * kept / steps if steps else 0.0, prod)
+        out["productive"] = prod - fed
     out["slowdown"] = left
     out["other"] = max(wall - sum(v for k, v in out.items() if k != "other"), 0.0)
     return _exact({k: float(v) for k, v in out.items()}, wall) | {"_excluded": excluded}

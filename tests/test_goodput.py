@@ -6,6 +6,7 @@ blocking saves, redone work) within 1 % of its wall time."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +198,38 @@ def test_restores_the_log_times_are_their_own_category(tmp_path: Path) -> None:
     assert secs["recovery"] > 0
     assert round(sum(secs.values()), 3) == pytest.approx(block["window_s"], abs=0.001)
     assert sum(d["seconds"]["checkpoint_restore"] for d in block["days"]) == pytest.approx(55.0)
+
+
+def test_megatron_timers_give_evaluation_and_data_loading(tmp_path: Path) -> None:
+    """#38, 1: Megatron-LM's timers, where the log prints them, split evaluation and data
+    loading out of a run's time: ``evaluate`` after each evaluation (its whole time) and
+    ``batch-generator`` per iteration (the slowest rank's wait for its batch)."""
+    from tests.test_slow_ranks import T0, _all_ranks, _iteration, _minmax
+
+    out, t = [], T0
+    for w in range(30):
+        t += timedelta(seconds=20)  # 10 steps of 2.0 s
+        out.append(_iteration(t, 10 * (w + 1)))
+        batch = {r: "100.00" for r in range(4)} | {2: "300.00"}  # rank 2 waits 0.3 s a step
+        out += _all_ranks({"forward-compute": {r: "1500.00" for r in range(4)},
+                           "batch-generator": batch})  # fmt: skip
+        if w == 14:  # an evaluation of 30 s after step 150, as Megatron prints it
+            out += _minmax({"evaluate": (29000.0, 30000.0)})
+            out += ["-" * 100, " validation loss at iteration 150 | lm loss value: 2.4E+00 |",
+                    "-" * 100]  # fmt: skip
+            t += timedelta(seconds=30)
+    log = tmp_path / "slurm-77.out"
+    log.write_text("\n".join(out) + "\n")
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "mega-eval", str(log))
+    assert r.returncode == 0, r.stderr
+    with Store(str(store), read_only=True) as s:
+        block = goodput(s, "mega-eval")
+    assert block is not None
+    _adds_up(block)
+    secs = block["seconds"]
+    assert block["ideal_step_s"] == 2.0
+    assert secs["evaluation"] == pytest.approx(30.0, abs=0.01)
+    fed = secs["data_loading"] / (secs["productive"] + secs["data_loading"])
+    assert fed == pytest.approx(0.3 / 2.0, abs=1e-6)  # 0.3 s of each 2.0-s step
+    assert secs["slowdown"] < 1.0  # the evaluation is no longer "slow steps"
