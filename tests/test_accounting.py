@@ -6,6 +6,7 @@ down) and one on a healthy node, and a reservation that is not maintenance (igno
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -136,3 +137,26 @@ def test_bad_ranges_are_a_clear_error(store: Store) -> None:
     for days in (0, -1, 400):
         with pytest.raises(FactoryFloorError, match="days must be 1 to 366"):
             accounting(store, D, days=days)
+
+
+def test_summary_json_and_text_give_the_days(store: Store, tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    path = store.path
+    store.close()
+    p = cli("summary", "--store", path, "--json", "--gpu-hour-price", "3")
+    assert p.returncode == 0, p.stderr
+    days = json.loads(p.stdout)["accounting"]
+    assert [d["day"] for d in days] == ["2026-11-20", "2026-11-21"]
+    d = days[1]
+    assert {k: d[k] for k in ("reported", "allocated", "idle", "down", "planned_down")} == {
+        "reported": 480.0, "allocated": 56.0, "idle": 360.0, "down": 32.0, "planned_down": 32.0,
+    }  # fmt: skip
+    assert d["accounts"] == {"ml": 56.0} and d["users"] == {"alice": 56.0}
+    assert d["usd"]["allocated"] == 168.0 and d["usd"]["idle"] == 1080.0
+    text = cli("summary", "--store", path).stdout
+    assert (
+        "cluster GPU-hours newest day (2026-11-21 UTC): reported 480.0; allocated 56.0 (12%)"
+        in text
+    )
+    assert "by account: ml 56.0" in text
