@@ -94,3 +94,34 @@ def test_a_job_known_only_from_slurm_is_shown_over_its_own_time(
     expect(events).not_to_contain_text("PREEMPTED")  # another job's end, at another time
     assert not errors, errors
 
+
+def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
+    slurm_server: Server, page: Page
+) -> None:
+    """The real cluster's day (its node has 8 GPUs as Slurm gres): the GPU jobs of ml and
+    research and root's exclusive ones are allocated by their AllocTRES (157 GPU-seconds),
+    root's CPU-only jobs none; the node drained at the end of the history is down from then
+    on. The chart stacks the four parts; its allocated bar's hover splits it by account."""
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": 1400, "height": 1200})
+    page.goto(slurm_server.url + "/gpus")
+    summary = page.locator("#accounting-summary")
+    # ff-low 8 x 1 s + ff-urgent 8 x 2 s + alice 4 x 20 s + 1 x 10 s + bob 2 x 20 s + 1 x 3 s
+    expect(summary).to_contain_text("Newest day 2026-11-28 (UTC)", timeout=20_000)
+    expect(summary).to_contain_text("allocated 0.044 GPU-h")
+    expect(summary).to_contain_text("planned down (maintenance) 0.000 GPU-h")
+    accounts = page.locator("#accounting-accounts")
+    for account, hours in (("ml", "0.025"), ("research", "0.012"), ("root", "0.007")):
+        row = accounts.locator(".ag-row", has=page.get_by_text(account, exact=True))
+        expect(row).to_contain_text(hours)
+    chart = page.locator("#accounting-chart .js-plotly-plot")
+    expect(chart.locator(".legendtext")).to_have_text(
+        ["allocated", "idle", "down / drained", "planned down (maintenance)"]
+    )
+    data = chart.evaluate("el => el._fullData.map(t => [t.name, Array.from(t.y), t.customdata])")
+    by = {name: (y, custom) for name, y, custom in data}
+    down_h = by["down / drained"][0]
+    assert len(down_h) == 1 and down_h[0] > 0  # drained 22:16 to the day's end
+    split = by["allocated"][1][0][1]  # the allocated bar's hover: by account, largest first
+    assert split.index("ml: 0.025 GPU-h") < split.index("research: 0.012 GPU-h")
+    assert not errors, errors

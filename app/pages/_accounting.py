@@ -1,0 +1,93 @@
+"""Page part for cluster accounting (``telemetry.queries.accounting``), on the GPUs page beside
+the Slurm node states: where the cluster's GPU-hours went each day of the view (allocated,
+idle, down, planned down), as ``sreport cluster utilization`` reports CPU time; the newest
+day's figures in one line, a stacked day chart whose hover splits allocated by account, and
+the accounts' GPU-hours over the days shown. Says plainly when nothing is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Output, callback, dcc, html
+
+from app import figures
+from app.data import accounting as data
+from app.data.view import template, view_range
+from app.figures.accounting import PARTS, TITLE, day_chart, gpu_hours
+from app.ui import graph_config, guarded, table, view_inputs
+
+ACCOUNT_COLUMNS = {
+    "account": "Account",
+    "gpu_hours": "Allocated GPU-hours",
+    "share": "Share of allocated (%)",
+    "usd": "Cost (USD)",
+}
+NOTHING = ("No GPU capacity or Slurm job stored for these days: run `factoryfloor import "
+           "--slurm` (or `ingest --slurm`) beside the GPU collector.")  # fmt: skip
+
+
+def card() -> dbc.Card:
+    """The GPUs page's accounting section."""
+    return dbc.Card(
+        dbc.CardBody(
+            [
+                html.H6("Cluster GPU-hours per day", className="mb-1"),
+                html.Div(id="accounting-summary", className="small mb-2"),
+                dcc.Graph(
+                    id="accounting-chart",
+                    figure=figures.PLACEHOLDER,
+                    config=graph_config("accounting"),
+                ),
+                html.Div(id="accounting-accounts"),
+            ]
+        ),  # fmt: skip
+        class_name="mb-2",
+        id="accounting",
+    )
+
+
+def summary_line(days: pd.DataFrame, gpu_hour: float, price: str) -> str:
+    """The newest day of the view: its reported GPU-hours and where they went."""
+    d = days.iloc[-1]
+    rep = float(d["reported"])
+    parts = [
+        f"{name} {gpu_hours(d[col])} GPU-h" + (f" ({d[col] / rep:.0%})" if rep else "")
+        for col, (name, _) in PARTS.items()
+    ]
+    return (f"Newest day {d['day']:%Y-%m-%d} (UTC): {gpu_hours(rep)} GPU-h reported; "
+            + ", ".join(parts) + f". Idle {data.money(d['idle'] * gpu_hour)}, allocated "
+            f"{data.money(d['allocated'] * gpu_hour)} {price}.")  # fmt: skip
+
+
+def accounts_frame(accounts: pd.DataFrame, gpu_hour: float) -> pd.DataFrame:
+    by = accounts.groupby("account", as_index=False)["gpu_hours"].sum()
+    total = by["gpu_hours"].sum()
+    by["share"] = (by["gpu_hours"] / total * 100).round(1) if total else 0.0
+    by["usd"] = (by["gpu_hours"] * gpu_hour).round(0)
+    by["gpu_hours"] = by["gpu_hours"].round(3)
+    return by.sort_values("gpu_hours", ascending=False)
+
+
+@callback(
+    Output("accounting-summary", "children"),
+    Output("accounting-chart", "figure"),
+    Output("accounting-accounts", "children"),
+    *view_inputs(),
+)
+@guarded("alert", "figure", "alert")
+def _accounting(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    tpl = template(theme)
+    a = data.cluster_days(view_range(view))
+    if a is None or a.days.empty or not (a.days["reported"].sum() or a.accounts.size):
+        return (dbc.Alert(NOTHING, color="info"),
+                figures.empty(TITLE, "Nothing stored for these days", template=tpl),
+                None)  # fmt: skip
+    price = data.gpu_hour_price()
+    return (
+        summary_line(a.days, price.gpu_hour, price.per_gpu_hour()),
+        day_chart(a.days, a.accounts, tpl),
+        table("accounting-accounts-table", accounts_frame(a.accounts, price.gpu_hour),
+              ACCOUNT_COLUMNS) if not a.accounts.empty else None,
+    )  # fmt: skip
