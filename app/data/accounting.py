@@ -27,6 +27,10 @@ def days_of(tr: TimeRange | None) -> tuple[datetime, int] | None:
 
 
 def cluster_days(tr: TimeRange | None) -> Accounting | None:
+    """The view's days, None when the store holds no Slurm job or node event at all (a
+    replayed run's GPUs alone would read as idle all day)."""
+    if acct.activity_days(store()) is None:
+        return None
     span = days_of(tr)
     return None if span is None else acct.accounting(store(), span[0], span[1])
 

@@ -24,8 +24,8 @@ ACCOUNT_COLUMNS = {
     "share": "Share of allocated (%)",
     "usd": "Cost (USD)",
 }
-NOTHING = ("No GPU capacity or Slurm job stored for these days: run `factoryfloor import "
-           "--slurm` (or `ingest --slurm`) beside the GPU collector.")  # fmt: skip
+NOTHING = ("No Slurm jobs stored: the cluster's accounting needs `factoryfloor import --slurm` "
+           "(or `ingest --slurm`) beside the GPU collector.")  # fmt: skip
 
 
 def card() -> dbc.Card:
@@ -80,7 +80,7 @@ def accounts_frame(accounts: pd.DataFrame, gpu_hour: float) -> pd.DataFrame:
 def _accounting(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     tpl = template(theme)
     a = data.cluster_days(view_range(view))
-    if a is None or a.days.empty or not (a.days["reported"].sum() or a.accounts.size):
+    if a is None or a.days.empty or not (a.days["reported"].sum() or len(a.accounts)):
         return (dbc.Alert(NOTHING, color="info"),
                 figures.empty(TITLE, "Nothing stored for these days", template=tpl),
                 None)  # fmt: skip
