@@ -304,3 +304,26 @@ def test_hostile_or_malformed_account_gpus_and_reservations_lose_nothing() -> No
         "allocated": [{"type": "gres", "name": "gpu", "count": "many"}]}}]})  # fmt: skip
     (row,) = sp.parse("sacct", "json", bad_json.encode()).rows
     assert row["gpus"] is None
+
+
+def test_a_reservation_deleted_before_its_end_is_stored_ending_when_found_gone(
+    tmp_path: Path,
+) -> None:
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    for name in ("sacct.txt", "squeue.txt", "nodes.txt"):
+        (rec / name).write_text("")
+    (rec / "reservations.txt").write_text(
+        "ReservationName=fix StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T14:00:00 "
+        "Nodes=n[1-2] Flags=MAINT,IGNORE_JOBS Users=root Accounts=(null)\n"
+    )
+    src = SlurmSource(SlurmClient(mode="text", runner=recorded_runner(str(rec))),
+                      since=datetime(2026, 11, 1), follow=True, interval_s=0)  # fmt: skip
+    with Store(str(tmp_path / "r.duckdb")) as store:
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 11, 0))
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 11, 1))  # unchanged: no write
+        (rec / "reservations.txt").write_text("No reservations in the system\n")
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 12, 30))  # deleted early
+        rows = store.rows("SELECT name, nodes, start_ts, end_ts, flags FROM slurm_reservations")
+    start, gone = datetime(2026, 11, 25, 10), datetime(2026, 11, 25, 12, 30)
+    assert rows == [("fix", ["n1", "n2"], start, gone, "MAINT,IGNORE_JOBS")]
