@@ -114,6 +114,10 @@ def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
     for account, hours in (("ml", "0.025"), ("research", "0.012"), ("root", "0.007")):
         row = accounts.locator(".ag-row", has=page.get_by_text(account, exact=True))
         expect(row).to_contain_text(hours)
+    users = page.locator("#accounting-users")
+    for user, hours in (("ffalice", "0.025"), ("ffbob", "0.012"), ("root", "0.007")):
+        row = users.locator(".ag-row", has=page.get_by_text(user, exact=True))
+        expect(row).to_contain_text(hours)
     chart = page.locator("#accounting-chart .js-plotly-plot")
     expect(chart.locator(".legendtext")).to_have_text(
         ["allocated", "idle", "down / drained", "planned down (maintenance)"]
