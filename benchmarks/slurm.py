@@ -59,12 +59,14 @@ def make_outputs(out: Path, jobs: int, nodes: int) -> dict[str, int]:
         iso = [datetime.utcfromtimestamp(t[k]).isoformat() for k in ("submission", "start", "end")]
         lines.append("|".join([
             str(j["job_id"]), str(j["job_id"]), j["cluster"], j["user"], j["partition"],
-            j["nodes"], j["state"]["current"], j["state"]["reason"], "0:0", *iso, j["name"],
+            j["nodes"], j["state"]["current"], j["state"]["reason"], "0:0", *iso,
+            j.get("account") or "", "billing=8,cpu=8,gres/gpu=64,node=8", j["name"],
         ]))  # fmt: skip
     (out / "sacct.txt").write_text("\n".join(lines) + "\n")
     queue = json.loads((REC / "squeue.json").read_bytes())
     (out / "squeue.json").write_text(json.dumps(queue))
     (out / "squeue.txt").write_bytes((REC / "squeue.txt").read_bytes())
+    (out / "reservations.txt").write_bytes((REC / "reservations.txt").read_bytes())
     info = json.loads((REC / "nodes.json").read_bytes())
     node = info["nodes"][0]
     info["nodes"] = [dict(node, name=f"gpu{i:04d}", hostname=f"gpu{i:04d}") for i in range(nodes)]

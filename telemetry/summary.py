@@ -22,6 +22,7 @@ from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.goodput import goodput, goodput_money
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
+from telemetry.queries.accounting import summary_block as accounting_block
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.run_end import run_end
@@ -356,4 +357,7 @@ def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, An
         "simulated": meta.get("simulated") == "true",
         "gpu_samples": int(store.scalar("SELECT count(*) FROM gpu_samples")),
         "runs": runs,
+        # the Slurm cluster's GPU-hours per day (telemetry.queries.accounting)
+        "accounting": accounting_block(store, book.default.gpu_hour),
+        "accounting_price": book.default.per_gpu_hour(),
     }

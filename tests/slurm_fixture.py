@@ -11,9 +11,12 @@ a job that exits 1 (FAILED), one cancelled (CANCELLED), one past its one-minute 
 (TIMEOUT), one past its memory limit (OUT_OF_MEMORY: task/cgroup on this host's cgroup v1
 memory controller), a requeue (REQUEUED), a low-priority job preempted by a high-priority one
 (PREEMPTED), slurmd killed while a job runs (the node "Not responding", the job NODE_FAIL and
-requeued), a DRAIN with an XID reason, and a DOWN node. ``maintenance`` books a maintenance
-reservation on the node. ``stop`` cancels every job first (slurmstepd children outlive a
-killed slurmd), then stops each daemon by the pid in its pid file.
+requeued), a DRAIN with an XID reason, and a DOWN node; and GPU jobs of two users in two
+accounts at once (``GPU_JOBS``: the node has ``GPUS`` GPUs as gres, character devices made with
+mknod, so AllocTRES says ``gres/gpu=N``). ``maintenance`` books a maintenance reservation on
+the node (recorded booked two hours ahead, in ``reservations.txt``). ``stop`` cancels every
+job first (slurmstepd children outlive a killed slurmd), then stops each daemon by the pid in
+its pid file.
 
 Run as a script (``python -m tests.slurm_fixture record DIR``) it starts a cluster, makes the
 history and records what the client commands print (``--json`` and the parsable text forms)
@@ -28,6 +31,7 @@ import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -46,6 +50,26 @@ DOWN_REASON = "PSU replaced, cabling check"
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 OOM_JOB = "python3 -c 'x = bytearray(700 * 2**20); import time; time.sleep(60)'"
 MAINT_RESERVATION = "ff-maint"
+GPUS = 8  # gres/gpu on the one node: character devices made with mknod (no real GPU)
+# Two users in two accounts besides root (in ml): made with useradd -M when missing
+USERS = {"ffalice": "ml", "ffbob": "research"}
+ACCOUNTS = ("ml", "research")
+# Concurrent GPU jobs of both users: name -> (user, account, GPUs, script)
+GPU_JOBS = {
+    "alice-train": ("ffalice", "ml", 4, "sleep 20"),
+    "bob-eval": ("ffbob", "research", 2, "sleep 20"),
+    "bob-debug": ("ffbob", "research", 1, "sleep 3; exit 2"),
+    "alice-prep": ("ffalice", "ml", 1, "sleep 10"),
+}
+
+
+def _ensure_user(name: str) -> None:
+    """A local user (no home) that jobs can run as: ``sbatch --uid`` needs it to exist."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True,
+                       capture_output=True, timeout=30)  # fmt: skip
 
 
 def free_port() -> int:
@@ -124,9 +148,12 @@ class SlurmCluster:
         self._daemon(["slurmdbd"], "slurmdbd")
         wait_for("slurmdbd", lambda: self._sacctmgr_ok(), 30)
         self.run("sacctmgr", "-i", "add", "cluster", CLUSTER, check=False)
-        self.run("sacctmgr", "-i", "add", "account", "ml", "Cluster=" + CLUSTER, check=False)
-        for user in ("root",):
-            self.run("sacctmgr", "-i", "add", "user", user, "Account=ml", check=False)
+        self.run("sacctmgr", "-i", "add", "account", ",".join(ACCOUNTS), "Cluster=" + CLUSTER,
+                 check=False)  # fmt: skip
+        for user, account in {"root": "ml", **USERS}.items():
+            if user != "root":
+                _ensure_user(user)
+            self.run("sacctmgr", "-i", "add", "user", user, f"Account={account}", check=False)
         self._daemon(["slurmctld"], "slurmctld")
         self._daemon(["slurmd"], "slurmd")
         wait_for("the node to be idle", lambda: "idle" in self.node_state(), 30)
@@ -238,6 +265,7 @@ class SlurmCluster:
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n"
             "MpiDefault=none\nSwitchType=switch/none\nJobAcctGatherType=jobacct_gather/none\n"
             "AccountingStorageType=accounting_storage/slurmdbd\n"
+            "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n"
             f"AccountingStorageHost=localhost\nAccountingStoragePort={p['dbd']}\n"
             "JobCompType=jobcomp/none\n"
             "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=64\n"
@@ -246,13 +274,24 @@ class SlurmCluster:
             "KillWait=2\nOverTimeLimit=0\nReturnToService=1\n"
             "SchedulerParameters=sched_interval=2\n"
             "PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n"
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=16 RealMemory=4096 State=UNKNOWN\n"
+            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=16 RealMemory=4096 "
+            f"Gres=gpu:{GPUS} State=UNKNOWN\n"
             f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP "
             "PriorityTier=1\n"
             f"PartitionName=urgent Nodes={self.node} MaxTime=INFINITE State=UP PriorityTier=10\n"
         )
 
         # beside slurm.conf, where slurmd looks for it; this host's cgroup v1 hierarchy
+        # GPUs on a GPU-less node: gres.conf naming character devices (a count-only line makes
+        # slurmd report none and the controller drain the node INVAL)
+        gdir = b / "dev"
+        gdir.mkdir(exist_ok=True)
+        for i in range(GPUS):
+            if not (gdir / f"gpu{i}").exists():
+                os.mknod(gdir / f"gpu{i}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        (self.conf.parent / "gres.conf").write_text(
+            f"AutoDetect=off\nName=gpu File={gdir}/gpu[0-{GPUS - 1}]\n"
+        )
         (self.conf.parent / "cgroup.conf").write_text(
             "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n"
             "ConstrainRAMSpace=yes\nConstrainSwapSpace=no\n"
@@ -331,13 +370,21 @@ class SlurmCluster:
         j["array"] = self.sbatch("-J", "ff-array", "-a", "0-1", "--wrap", "exit 0")
         # past its memory: the cgroup's OOM killer ends it, Slurm says OUT_OF_MEMORY
         j["oom"] = self.sbatch("-J", "ff-oom", "--mem=64M", "--wrap", OOM_JOB)
+        # GPU jobs of two users in two accounts, at once (one ends FAILED, exit 2)
+        for name, (user, account, gpus, script) in GPU_JOBS.items():
+            j[name] = self.sbatch("-J", name, f"--uid={user}", "-A", account,
+                                  f"--gres=gpu:{gpus}", "--wrap", script)  # fmt: skip
         self.wait_state(j["cancelled"], ("RUNNING",), 30)
         self.run("scancel", j["cancelled"])
         self.wait_state(j["requeued"], ("RUNNING",), 30)
         self.run("scontrol", "requeue", j["requeued"])
         self.wait_state(j["oom"], ("OUT_OF_MEMORY",), 60)
         self.wait_state(j["timeout"], ("TIMEOUT",), 150)
-        self.run("scancel", j["requeued"])  # pending again after its requeue: cancelled there
+        for name in GPU_JOBS:
+            self.wait_state(j[name], ("COMPLETED", "FAILED"), 60)
+        # requeued, it starts again once its begin time passes: a second record of one job id
+        self.wait_state(j["requeued"], ("RUNNING",), 180)
+        self.run("scancel", j["requeued"])
         # A node failure while a job runs: slurmd killed, the controller gives up on it.
         j["node_fail"] = self.sbatch("-J", "ff-nodefail", "--wrap", "sleep 600")
         self.wait_state(j["node_fail"], ("RUNNING",), 30)
@@ -352,6 +399,7 @@ class SlurmCluster:
         self._kill_steps()
         self._daemon(["slurmd"], "slurmd")
         wait_for("the node back", lambda: "down" not in self.node_state(), 60, 1)
+        self.wait_state(j["node_fail"], ("RUNNING",), 180)  # requeued, then running again
         self.run("scancel", j["node_fail"])
         # Drain and down with reasons, by an operator (root here).
         self.run("scontrol", "update", f"nodename={self.node}", "state=drain",
@@ -377,11 +425,14 @@ class SlurmCluster:
         self.run("scontrol", "update", f"nodename={self.node}", "state=down",
                  f"reason={DOWN_REASON}")  # fmt: skip
 
-    def maintenance(self, minutes: int = 30) -> None:
-        """A planned maintenance window on the node, as an operator books one."""
+    def maintenance(self, minutes: int = 30, start: str = "now") -> None:
+        """A planned maintenance window on the node, as an operator books one (``start`` in
+        scontrol's words: ``now``, ``now+2hours``; a later one does not flag the node yet)."""
         self.run("scontrol", "create", "reservation", f"reservationname={MAINT_RESERVATION}",
-                 "starttime=now", f"duration={minutes}", f"nodes={self.node}",
+                 f"starttime={start}", f"duration={minutes}", f"nodes={self.node}",
                  "flags=maint,ignore_jobs", "users=root")  # fmt: skip
+        if start != "now":
+            return
         # slurmctld flags the node on its next reservation pass (seconds, more under load)
         wait_for("the node to show the maintenance",
                  lambda: "MAINT" in self.run("scontrol", "show", "node", self.node, check=False),
@@ -489,6 +540,11 @@ def main(argv: Sequence[str]) -> int:
         t0 = time.monotonic()
         cluster.make_history()
         print(f"history made in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+        cluster.maintenance(60, "now+2hours")  # booked, not started: in reservations.txt
+        # a GPU job that cannot start on the drained node: pending in squeue
+        cluster.jobs["pending"] = cluster.sbatch("-J", "bob-waiting", "--uid=ffbob", "-A",
+                                                 "research", "--gres=gpu:2", "--wrap", "sleep 1")
+        cluster.wait_state(cluster.jobs["pending"], ("PENDING",), 30)
         record(cluster, Path(argv[1]) / "drained")
         cluster.set_down()
         record(cluster, Path(argv[1]) / "down")

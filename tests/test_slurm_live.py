@@ -73,6 +73,16 @@ def test_every_job_end_made_by_the_real_slurm_is_stored(
     node = slurm_cluster.node
     hosts = _q(imported, "SELECT hosts FROM slurm_jobs WHERE job_id = ?", [j["failed"]])
     assert hosts[0][0] == [node]
+    # GPU jobs of two users in two accounts, ran at once: each one's account and AllocTRES GPUs
+    gpu_jobs = {r[0]: r[1:] for r in _q(
+        imported, "SELECT job_id, user_name, account, gpus, start_ts, end_ts FROM slurm_jobs "
+        "WHERE gpus IS NOT NULL AND user_name LIKE 'ff%'")}  # fmt: skip
+    assert {gpu_jobs[j[n]][:3] for n in ("alice-train", "bob-eval", "bob-debug", "alice-prep")} == {
+        ("ffalice", "ml", 4), ("ffbob", "research", 2), ("ffbob", "research", 1),
+        ("ffalice", "ml", 1),
+    }  # fmt: skip
+    assert max(r[3] for r in gpu_jobs.values()) < min(r[4] for r in gpu_jobs.values())
+    assert _q(imported, "SELECT gpus FROM slurm_nodes") == [(8,)]
 
 
 def test_the_drain_reason_with_who_and_when_and_its_signal(
@@ -204,6 +214,12 @@ def test_a_maintenance_reservation_makes_a_runs_stop_planned(
         store, "SELECT category, component, evidence FROM interruptions WHERE run_id = 'train'")
     assert (category, component) == ("Planned", "Planned maintenance"), evidence
     assert "slurm_maintenance" in {e["kind"] for e in json.loads(evidence)}
+    # the reservation is stored, and the day's accounting counts the node's GPUs as planned down
+    (name, flags, nodes), = _q(store, "SELECT name, flags, nodes FROM slurm_reservations")
+    assert name == "ff-maint" and "MAINT" in flags.split(",") and nodes == [cl.node]
+    s = cli("summary", "--store", str(store), "--json")
+    day = json.loads(s.stdout)["accounting"][-1]
+    assert day["planned_down"] > 0 and day["reported"] > 0, day
 
 
 def test_ingest_polls_and_sees_a_new_failure(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811

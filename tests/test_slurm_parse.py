@@ -35,13 +35,13 @@ def _jobs(form: str, d: Path = DRAINED) -> pd.DataFrame:
 
 def test_json_and_text_give_the_same_jobs() -> None:
     j, t = _jobs("json"), _jobs("text")
-    assert len(j) == len(t) == 22
+    assert len(j) == len(t) == 17
     same = [c for c in sp.JOB_COLUMNS if c != "exit_code"]
     assert j[same].astype(str).equals(t[same].astype(str))
     # Slurm 22.05's JSON reports exit code 0 for a job that exited 1: unknown, never a false 0;
     # the text form has it.
     failed = t["state"] == "FAILED"
-    assert set(t.loc[failed, "exit_code"]) == {1} and j.loc[failed, "exit_code"].isna().all()
+    assert set(t.loc[failed, "exit_code"]) == {1, 2} and j.loc[failed, "exit_code"].isna().all()
 
 
 def test_every_end_state_of_the_real_cluster_is_read() -> None:
@@ -138,7 +138,7 @@ def test_recorded_cluster_into_a_store_gives_signals_and_runs(tmp_path: Path) ->
         assert kinds["xid"] == 1 and kinds["slurm_time_limit"] == 1
         assert store.scalar("SELECT xid FROM signals WHERE kind = 'xid'") == 79
         # The mapped job is run "low"; the others are runs of their own.
-        assert store.scalar("SELECT count(*) FROM slurm_jobs WHERE run_id = 'low'") == 2
+        assert store.scalar("SELECT count(*) FROM slurm_jobs WHERE run_id = 'low'") == 1
         assert store.scalar("SELECT source FROM runs WHERE run_id = 'low'") == "slurm"
         # Polling the same state again stores nothing new.
         before = store.rows("SELECT (SELECT count(*) FROM signals), "
@@ -172,7 +172,9 @@ def test_slurm_down_on_every_command_marks_each_down(tmp_path: Path) -> None:
     with Store(str(tmp_path / "d.duckdb")) as store:
         collect(src, StoreWriter(store), datetime(2026, 11, 25))
         rows = store.rows("SELECT target, up, error FROM targets ORDER BY target")
-    assert [r[0] for r in rows] == ["slurm:nodes", "slurm:sacct", "slurm:squeue"]
+    assert [r[0] for r in rows] == [
+        "slurm:nodes", "slurm:reservations", "slurm:sacct", "slurm:squeue",
+    ]  # fmt: skip
     assert not any(r[1] for r in rows) and all("\n" not in r[2] for r in rows)
 
 
@@ -188,14 +190,14 @@ def test_a_jobs_gpus_by_hpc_job_label_else_by_its_nodes_and_time(
     at = datetime(2026, 11, 25, 9, 30)
     rec = tmp_path / "rec"
     rec.mkdir()
-    line = "{0}|{0}|c1|ann|gpu|{1}|{2}|None|0:0|{3}|{3}|{4}|train\n"
+    line = "{0}|{0}|c1|ann|gpu|{1}|{2}|None|0:0|{3}|{3}|{4}|ml|gres/gpu=8|train\n"
     (rec / "sacct.txt").write_text(
         line.format(4312877, "elsewhere01", "RUNNING", "2026-11-25T09:00:00", "Unknown")
         + line.format(500, "dgx-h100-[017]", "RUNNING", "2026-11-25T09:00:00", "Unknown")
         + line.format(501, "dgx-h100-017", "COMPLETED", "2026-11-25T08:00:00",
                       "2026-11-25T08:30:00")  # fmt: skip
     )
-    for name in ("squeue.txt", "nodes.txt"):
+    for name in ("squeue.txt", "nodes.txt", "reservations.txt"):
         (rec / name).write_text("")
     with Store(str(tmp_path / "g.duckdb")) as store:
         urls = [f"{exporter}/default_h100/metrics", f"{exporter}/hostname_lowercase/metrics"]
@@ -213,3 +215,115 @@ def test_a_jobs_gpus_by_hpc_job_label_else_by_its_nodes_and_time(
         assert set(by_nodes["host"]) == {"dgx-h100-017"} and len(by_nodes) == 8
         assert (by_nodes["samples"] == 1).all() and by_nodes["util_pct"].notna().all()
         assert job_gpus(store, "501").empty
+
+
+# -- accounts, GPUs and reservations ------------------------------------------------------------
+def test_account_and_gpus_of_the_real_clusters_jobs_in_both_forms() -> None:
+    """Two users in two accounts ran GPU jobs at once (``--gres=gpu:N``, ``--uid``, ``-A``):
+    both forms read each job's account and AllocTRES GPUs; a job without GPUs has none."""
+    jobs = META["jobs"]
+    for form in ("json", "text"):
+        t = _jobs(form).drop_duplicates("job_id", keep="last").set_index("job_id")
+        got = {n: (t.at[jobs[n], "user_name"], t.at[jobs[n], "account"], t.at[jobs[n], "gpus"])
+               for n in ("alice-train", "bob-eval", "bob-debug", "alice-prep")}  # fmt: skip
+        assert got == {
+            "alice-train": ("ffalice", "ml", 4), "bob-eval": ("ffbob", "research", 2),
+            "bob-debug": ("ffbob", "research", 1), "alice-prep": ("ffalice", "ml", 1),
+        }, form  # fmt: skip
+        # root's jobs: its default account, no GPU asked (none in AllocTRES)
+        assert pd.isna(t.at[jobs["failed"], "gpus"]) and t.at[jobs["failed"], "account"] == "root"
+        assert t.at[jobs["bob-debug"], "state"] == "FAILED"
+        # the four ran at once: each started before any of them ended
+        four = t.loc[[jobs[n] for n in ("alice-train", "bob-eval", "bob-debug", "alice-prep")]]
+        assert four["start_ts"].max() < four["end_ts"].min()
+
+
+def test_the_pending_gpu_job_and_the_nodes_gpus_in_both_forms() -> None:
+    for form, ext in (("json", "json"), ("text", "txt")):
+        (job,) = sp.parse("squeue", form, (DRAINED / f"squeue.{ext}").read_bytes()).rows
+        assert (job["state"], job["account"], job["gpus"]) == ("PENDING", "research", 2), form
+        (node,) = sp.parse("nodes", form, (DRAINED / f"nodes.{ext}").read_bytes()).rows
+        assert node["gpus"] == 8
+
+
+def test_the_booked_maintenance_reservation() -> None:
+    p = sp.parse("reservations", "text", (DRAINED / "reservations.txt").read_bytes())
+    (r,) = p.rows
+    assert r["name"] == "ff-maint" and r["nodes"] == [META["node"]]
+    assert "MAINT" in r["flags"].split(",") and r["users"] == "root" and r["accounts"] is None
+    assert r["end_ts"] - r["start_ts"] == timedelta(hours=1) and p.unreadable == 0
+    assert sp.parse("reservations", "text", b"No reservations in the system\n").rows == []
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("billing=8,cpu=8,gres/gpu=4,mem=1G,node=1", 4),
+        ("cpu=8,gres/gpu:h100=2,gres/gpu:a100=1", 3),  # typed only: summed
+        ("cpu=8,gres/gpu=3,gres/gpu:h100=3", 3),  # untyped and typed: the untyped total
+        ("cpu=8,mem=1G,node=1", None),  # no GPUs
+        ("", None),
+        ("gres/gpu=abc", None),
+        ("gres/gpu=-4", None),
+        ("gres/gpu=99999999999999", None),  # not a count the store can hold
+        ("gres/gpumem=80G,cpu=1", None),  # another gres, not a GPU count
+        ("gres/gpu:h100=2,gres/gpu:a100=x", None),
+    ],
+)
+def test_gpus_of_a_tres_list(tres: str, gpus: int | None) -> None:
+    assert sp.tres_gpus(tres) == gpus
+
+
+def test_hostile_or_malformed_account_gpus_and_reservations_lose_nothing() -> None:
+    line = ("7|7|c|eve|gpu|n1|COMPLETED|None|0:0|2026-11-25T09:00:00|2026-11-25T09:00:01|"
+            "2026-11-25T09:01:00|{acct}|{tres}|{name}\n")  # fmt: skip
+    text = (
+        line.format(acct="<img src=x onerror=alert(1)>", tres="gres/gpu=2", name="a|b|c")
+        + line.format(acct="", tres="gres/gpu=lots", name="x")
+        + "7|7|c|eve|gpu|n1|COMPLETED|None|0:0|2026|2026|2026|x\n"  # the old 13 fields
+    )
+    p = sp.parse("sacct", "text", text.encode())
+    assert p.unreadable == 1 and len(p.rows) == 2
+    assert p.rows[0]["account"] == "<img src=x onerror=alert(1)>" and p.rows[0]["gpus"] == 2
+    assert p.rows[0]["name"] == "a|b|c"
+    assert p.rows[1]["account"] is None and p.rows[1]["gpus"] is None
+    resv = (
+        b"ReservationName=ok StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T12:00:00 "
+        b"Nodes=n[1-2] Flags=MAINT Users=root Accounts=ml\n"
+        b"ReservationName=backwards StartTime=2026-11-25T12:00:00 EndTime=2026-11-25T10:00:00 "
+        b"Nodes=n1 Flags=MAINT\n"
+        b"ReservationName=huge StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T12:00:00 "
+        b"Nodes=n[0-99999999999] Flags=MAINT\n"
+        b"StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T12:00:00 Nodes=n1\n"
+        b"\xff\xfe garbage\n"
+    )
+    r = sp.parse("reservations", "text", resv)
+    assert [x["name"] for x in r.rows] == ["ok"] and r.unreadable == 4
+    assert r.rows[0]["nodes"] == ["n1", "n2"] and r.rows[0]["accounts"] == "ml"
+    bad_json = json.dumps({"jobs": [{"job_id": 1, "account": ["not", "text"], "tres": {
+        "allocated": [{"type": "gres", "name": "gpu", "count": "many"}]}}]})  # fmt: skip
+    (row,) = sp.parse("sacct", "json", bad_json.encode()).rows
+    assert row["gpus"] is None
+
+
+def test_a_reservation_deleted_before_its_end_is_stored_ending_when_found_gone(
+    tmp_path: Path,
+) -> None:
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    for name in ("sacct.txt", "squeue.txt", "nodes.txt"):
+        (rec / name).write_text("")
+    (rec / "reservations.txt").write_text(
+        "ReservationName=fix StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T14:00:00 "
+        "Nodes=n[1-2] Flags=MAINT,IGNORE_JOBS Users=root Accounts=(null)\n"
+    )
+    src = SlurmSource(SlurmClient(mode="text", runner=recorded_runner(str(rec))),
+                      since=datetime(2026, 11, 1), follow=True, interval_s=0)  # fmt: skip
+    with Store(str(tmp_path / "r.duckdb")) as store:
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 11, 0))
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 11, 1))  # unchanged: no write
+        (rec / "reservations.txt").write_text("No reservations in the system\n")
+        collect(src, StoreWriter(store), datetime(2026, 11, 25, 12, 30))  # deleted early
+        rows = store.rows("SELECT name, nodes, start_ts, end_ts, flags FROM slurm_reservations")
+    start, gone = datetime(2026, 11, 25, 10), datetime(2026, 11, 25, 12, 30)
+    assert rows == [("fix", ["n1", "n2"], start, gone, "MAINT,IGNORE_JOBS")]

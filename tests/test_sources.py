@@ -125,7 +125,8 @@ def _slurm(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
     source = SlurmSource(SlurmClient(runner=recorded_runner(str(rec))), follow=False,
                          since=datetime(2020, 1, 1))  # fmt: skip
     written = collect(source, StoreWriter(store), NOW)
-    assert sum(w.rows for w in written) >= 22
+    # 17 job records, the pending job, the node, its drain and the maintenance reservation
+    assert sum(w.rows for w in written) >= 21
     return source, NOW
 
 

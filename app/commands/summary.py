@@ -50,7 +50,32 @@ def run(s: Settings) -> int:
                       "the seconds of each category in it)")
             if g.get("slow_ranks"):
                 print("  " + slow_ranks_line(g["slow_ranks"]))
+    if summary.get("accounting"):
+        print(accounting_line(summary["accounting"], summary["accounting_price"]))
     return 0
+
+
+def accounting_line(days: list[dict], price: str) -> str:
+    """The cluster's GPU-hours of yesterday (UTC), or of the newest day the store has."""
+    from datetime import datetime, timedelta
+
+    yesterday = (datetime.utcnow() - timedelta(days=1)).strftime("%Y-%m-%d")  # noqa: DTZ003
+    d = next((d for d in days if d["day"] == yesterday), days[-1])
+    when = "yesterday" if d["day"] == yesterday else "newest day"
+    rep = d["reported"] or 0.0
+
+    def part(name: str, key: str) -> str:
+        share = f" ({d[key] / rep:.0%})" if rep else ""
+        return f"{name} {d[key]:,.1f}{share}"
+
+    accounts = ", ".join(f"{k} {v:,.1f}" for k, v in list(d["accounts"].items())[:3])
+    return (
+        f"cluster GPU-hours {when} ({d['day']} UTC): reported {rep:,.1f}; "
+        + "; ".join(part(n, k) for n, k in (("allocated", "allocated"), ("idle", "idle"),
+                                            ("down", "down"), ("planned down", "planned_down")))
+        + (f"; by account: {accounts}" if accounts else "")
+        + f"; allocated {money(d['usd']['allocated'])}, idle {money(d['usd']['idle'])} at {price}"
+    )  # fmt: skip
 
 
 SHOW_SLOW_RANKS = 3

@@ -128,6 +128,10 @@ CREATE TABLE IF NOT EXISTS slurm_nodes (
 CREATE TABLE IF NOT EXISTS slurm_node_events (
   ts TIMESTAMP, host VARCHAR, state VARCHAR, reason VARCHAR, reason_user VARCHAR,
   reason_ts TIMESTAMP, polled_ts TIMESTAMP);
+CREATE TABLE IF NOT EXISTS slurm_reservations (
+  name VARCHAR NOT NULL, nodes VARCHAR[], start_ts TIMESTAMP NOT NULL, end_ts TIMESTAMP,
+  flags VARCHAR, users VARCHAR, accounts VARCHAR, polled_ts TIMESTAMP,
+  PRIMARY KEY (name, start_ts));
 CREATE TABLE IF NOT EXISTS remote_write_staging (
   request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE,
   claim VARCHAR);
@@ -205,6 +209,10 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         if c.name in OPTIONAL_COLUMNS
     },
     "node_tick": {"real_s": "DOUBLE"},
+    # a Slurm job's account and allocated GPUs (AllocTRES gres/gpu; NULL when Slurm said none)
+    "slurm_jobs": {"account": "VARCHAR", "gpus": "INTEGER"},
+    # ... and each node's GPUs as Slurm configures them (Gres=gpu:8), the cluster's capacity
+    "slurm_nodes": {"gpus": "INTEGER"},
     # remote_write's staged rows are claimed by the round being written (crash-safe promotion)
     "remote_write_staging": {"claim": "VARCHAR"},
     # ... and whether each cell is idle, slow or hot against the fleet in its bucket
@@ -232,6 +240,8 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "node_rollup": tuple(ADDED_COLUMNS["node_rollup"]),
     "fleet_rollup": tuple(ADDED_COLUMNS["fleet_rollup"]),
 }
+# Not read-required: ``slurm_jobs.account``/``gpus`` (a reader checks for them itself,
+# ``telemetry.queries.accounting``), so an older read-only store is served without an upgrade.
 
 
 def create(con: duckdb.DuckDBPyConnection) -> None:
@@ -357,9 +367,9 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
-# exclusions, the logs' per-rank timing reports): a store without them is served as it is, not
-# upgraded first.
-OPTIONAL_TABLES = frozenset({"goodput_exclusions", "rank_perf"})
+# exclusions, the logs' per-rank timing reports, Slurm's reservations): a store without them
+# is served as it is, not upgraded first.
+OPTIONAL_TABLES = frozenset({"goodput_exclusions", "rank_perf", "slurm_reservations"})
 
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -53,6 +53,7 @@ APPENDABLE = (
     "slurm_jobs",
     "slurm_nodes",
     "slurm_node_events",
+    "slurm_reservations",
     "hangs",
     "rank_hosts",
     "rank_perf",
@@ -61,13 +62,13 @@ APPENDABLE = (
 _BY_NAME = frozenset(
     {"gpu_samples", "node_tick", "gpu_buckets", "interruptions", "checkpoints", "signals",
      "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events", "hangs", "rank_hosts",
-     "rank_perf"}
+     "rank_perf", "slurm_reservations"}
 )  # fmt: skip
 # Batch names stored under other tables' names: a producer's whole per-GPU buckets
 # (``telemetry.replay.partials``) are rollup rows, one table per level.
 _INTO = {"gpu_buckets": rollups.GPU_TABLES}
 # Tables whose rows replace the stored row with the same key (a run's end, a job's state).
-_REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes"})
+_REPLACING = frozenset({"runs", "slurm_jobs", "slurm_nodes", "slurm_reservations"})
 
 
 def _upgrade(path: str) -> duckdb.DuckDBPyConnection:

@@ -6,6 +6,7 @@ Overview lists the jobs of the range."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,6 +23,7 @@ from telemetry.store import Store
 from tests.conftest import Server, collect_errors, start_server
 
 REC = Path(__file__).parent.parent / "fixtures" / "slurm" / "drained"
+META = json.loads((REC / "cluster.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +31,14 @@ def slurm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("slurm-ui")
     path = tmp / "s.duckdb"
     with Store(str(path)) as store:
-        start = datetime(2026, 11, 25, 9, 0)
+        start = datetime(2026, 11, 28, 22, 0)  # the recording's evening: ff-low preempted
         recs = [{"run": "low", "step": i, "ts": (start + timedelta(seconds=30 * i)).isoformat(),
                  "loss": 2.0} for i in range(30)]  # fmt: skip
         assert store_records(store, "train_metrics", recs).stored == 30
         client = SlurmClient(runner=recorded_runner(str(REC)))
         src = SlurmSource(client, since=datetime(2020, 1, 1), follow=False,
                           run_from_job="^ff-(low)$")  # fmt: skip
-        collect(src, StoreWriter(store), datetime(2026, 11, 25, 9, 20))
+        collect(src, StoreWriter(store), datetime(2026, 11, 28, 22, 20))
     server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
     yield server
     server.stop()
@@ -55,8 +57,8 @@ def test_gpus_page_shows_the_drain_reason(slurm_server: Server, page: Page) -> N
 def test_failures_page_lists_slurm_events_and_job_ends(slurm_server: Server, page: Page) -> None:
     errors = collect_errors(page)
     # the training run the page opens on is "low"; its whole run holds only its preemption,
-    # so the view is widened to the morning every other job ended in
-    page.goto(slurm_server.url + "/failures#from=2026-11-25T08:00:00&to=2026-11-25T12:00:00")
+    # so the view is widened to the evening every other job ended in
+    page.goto(slurm_server.url + "/failures#from=2026-11-28T21:00:00&to=2026-11-28T23:30:00")
     events = page.locator("#slurm-events")
     for state in ("NODE_FAIL", "TIMEOUT", "PREEMPTED"):
         expect(events).to_contain_text(state, timeout=20_000)
@@ -86,8 +88,44 @@ def test_a_job_known_only_from_slurm_is_shown_over_its_own_time(
     errors = collect_errors(page)
     page.goto(slurm_server.url + "/failures")
     expect(page.locator("#run-select")).to_contain_text("low", timeout=20_000)
-    page.goto(slurm_server.url + "/failures#run=slurm-18&range=all")
+    page.goto(slurm_server.url + f"/failures#run=slurm-{META['jobs']['node_fail']}&range=all")
     events = page.locator("#slurm-events")
     expect(events).to_contain_text("NODE_FAIL", timeout=20_000)
     expect(events).not_to_contain_text("PREEMPTED")  # another job's end, at another time
+    assert not errors, errors
+
+
+def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
+    slurm_server: Server, page: Page
+) -> None:
+    """The real cluster's day (its node has 8 GPUs as Slurm gres): the GPU jobs of ml and
+    research and root's exclusive ones are allocated by their AllocTRES (157 GPU-seconds),
+    root's CPU-only jobs none; the node drained at the end of the history is down from then
+    on. The chart stacks the four parts; its allocated bar's hover splits it by account."""
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": 1400, "height": 1200})
+    page.goto(slurm_server.url + "/gpus")
+    summary = page.locator("#accounting-summary")
+    # ff-low 8 x 1 s + ff-urgent 8 x 2 s + alice 4 x 20 s + 1 x 10 s + bob 2 x 20 s + 1 x 3 s
+    expect(summary).to_contain_text("Newest day 2026-11-28 (UTC)", timeout=20_000)
+    expect(summary).to_contain_text("allocated 0.044 GPU-h")
+    expect(summary).to_contain_text("planned down (maintenance) 0.000 GPU-h")
+    accounts = page.locator("#accounting-accounts")
+    for account, hours in (("ml", "0.025"), ("research", "0.012"), ("root", "0.007")):
+        row = accounts.locator(".ag-row", has=page.get_by_text(account, exact=True))
+        expect(row).to_contain_text(hours)
+    users = page.locator("#accounting-users")
+    for user, hours in (("ffalice", "0.025"), ("ffbob", "0.012"), ("root", "0.007")):
+        row = users.locator(".ag-row", has=page.get_by_text(user, exact=True))
+        expect(row).to_contain_text(hours)
+    chart = page.locator("#accounting-chart .js-plotly-plot")
+    expect(chart.locator(".legendtext")).to_have_text(
+        ["allocated", "idle", "down / drained", "planned down (maintenance)"]
+    )
+    data = chart.evaluate("el => el._fullData.map(t => [t.name, Array.from(t.y), t.customdata])")
+    by = {name: (y, custom) for name, y, custom in data}
+    down_h = by["down / drained"][0]
+    assert len(down_h) == 1 and down_h[0] > 0  # drained 22:16 to the day's end
+    split = by["allocated"][1][0][1]  # the allocated bar's hover: by account, largest first
+    assert split.index("ml: 0.025 GPU-h") < split.index("research: 0.012 GPU-h")
     assert not errors, errors

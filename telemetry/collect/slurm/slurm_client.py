@@ -3,7 +3,8 @@
 Factory Floor asks the cluster the client's own configuration names (``SLURM_CONF``, else
 ``/etc/slurm/slurm.conf``): no REST daemon, no database credentials, only ``sacct`` (job
 history, needs slurmdbd), ``squeue`` (jobs now), ``sinfo --json`` or ``scontrol show node -o``
-(node states and drain/down reasons with who set them and when). Each command is asked for
+(node states and drain/down reasons with who set them and when), ``scontrol show reservation
+-o`` (reservations: a maintenance one is planned down time). Each command is asked for
 ``--json`` where the installed Slurm has it (21.08+), else for its parsable text form; which
 one worked is remembered per command (``mode``), so an old Slurm costs one failed try.
 
@@ -33,9 +34,10 @@ MODES = ("auto", "json", "text")
 # The parsable text forms: free text (a job name) last, so a "|" in it cannot shift fields.
 SACCT_FIELDS = (
     "JobIDRaw,JobID,Cluster,User,Partition,NodeList,State,Reason,ExitCode,Submit,Start,End,"
-    "JobName"
+    "Account,AllocTRES,JobName"
 )
-SQUEUE_FORMAT = "%A|%i|%F|%K|%u|%P|%N|%T|%r|%V|%S|%e|%j"
+SQUEUE_FORMAT = "%A|%i|%F|%K|%u|%P|%N|%T|%r|%V|%S|%e|%a|%b|%j"
+TEXT_ONLY = frozenset({"reservations"})  # no --json form in 22.05: text whatever the mode
 
 
 class SlurmError(FactoryFloorError):
@@ -57,6 +59,7 @@ def commands(since: str, form: str) -> dict[str, list[str]]:
             "sacct": ["sacct", "--json", "-a", "-D", "-S", since, "-E", "now"],
             "squeue": ["squeue", "--json"],
             "nodes": ["sinfo", "--json"],
+            "reservations": RESERVATIONS,
         }
     return {
         # Not -X: it can drop a requeued record that never got an allocation, which the
@@ -65,7 +68,11 @@ def commands(since: str, form: str) -> dict[str, list[str]]:
                   "-o", SACCT_FIELDS],
         "squeue": ["squeue", "-h", "-a", "-o", SQUEUE_FORMAT],
         "nodes": ["scontrol", "show", "node", "-o"],
+        "reservations": RESERVATIONS,
     }  # fmt: skip
+
+
+RESERVATIONS = ["scontrol", "show", "reservation", "-o"]
 
 
 def recorded_commands(since: str) -> dict[str, list[str]]:
@@ -73,7 +80,8 @@ def recorded_commands(since: str) -> dict[str, list[str]]:
     out = {}
     for form, ext in (("json", "json"), ("text", "txt")):
         for name, argv in commands(since, form).items():
-            out[f"{name}.{ext}"] = argv
+            if name not in TEXT_ONLY or form == "text":
+                out[f"{name}.{ext}"] = argv
     out["sinfo-R.txt"] = ["sinfo", "-R", "-h", "-o", "%u|%H|%N|%E"]
     return out
 
@@ -137,6 +145,8 @@ class SlurmClient:
     def fetch(self, command: str, since: str) -> Output:
         """Run ``command`` ("sacct", "squeue", "nodes") in the form that works here."""
         form = self.forms.get(command) or ("text" if self.mode == "text" else "json")
+        if command in TEXT_ONLY:
+            form = "text"
         try:
             out = self._once(command, since, form)
         except SlurmError as exc:
@@ -220,10 +230,10 @@ def recorded_runner(directory: str) -> Runner:
     """A runner that answers each command with what the real one printed once, recorded in
     ``directory`` under the names of ``recorded_commands`` (the tests' recordings of a real
     cluster; the benchmark's 10,000-job outputs): parsing and storing without a cluster."""
-    names = {tuple(argv[:2]): name for name, argv in recorded_commands("-").items()}
+    names = {tuple(argv[:3]): name for name, argv in recorded_commands("-").items()}
 
     def run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Any:
-        name = names.get(tuple(argv[:2]))
+        name = names.get(tuple(argv[:3]))
         path = os.path.join(directory, name) if name else ""
         if not name or not os.path.exists(path):
             return subprocess.CompletedProcess(list(argv), 1, b"", b"no recording")

@@ -15,6 +15,8 @@ accounting) and ``sinfo --json``/``scontrol show node -o`` (``slurm_client``), p
   reason changed, or that is drained/down/failing when first seen: its reason, who set it and
   when); the events of one poll are one batch keyed by their content, so importing the same
   state again stores nothing twice;
+- ``slurm_reservations`` (``scontrol show reservation -o``) that are new or changed, keyed by
+  name and start; one deleted before its end is stored again ending when it was found gone;
 - a ``Derive``: the store attaches jobs to runs, turns job ends and node events into signals
   (``slurm_store``) and re-derives the runs' interruptions.
 
@@ -50,7 +52,7 @@ INTERVAL_S = 60.0
 IMPORT_LOOKBACK = timedelta(days=30)  # import without --since
 INGEST_LOOKBACK = timedelta(days=1)  # the first poll of a daemon without --since
 OVERLAP = timedelta(minutes=10)  # later polls ask sacct from this long before the last good one
-COMMANDS = ("sacct", "squeue", "nodes")
+COMMANDS = ("sacct", "squeue", "nodes", "reservations")
 HEALTHY_NODE = re.compile(r"^(IDLE|ALLOCATED|ALLOC|MIXED|MIX|COMPLETING)(\+(COMPLETING|RESERVED|"
                           r"POWERED_DOWN|POWER_DOWN|CLOUD|PLANNED))*$")  # fmt: skip
 
@@ -100,6 +102,7 @@ class SlurmSource:
         self.book = HealthBook()
         self._seen: dict[tuple[Any, ...], int] = {}  # job key -> digest of its row
         self._nodes: dict[str, tuple[Any, ...]] = {}  # host -> (state, reason, user, reason_ts)
+        self._resv: dict[tuple[Any, ...], dict[str, Any]] = {}  # (name, start) -> its row
         self._last_poll: datetime | None = None
         self._fresh = True
         self._last_ok: dict[str, datetime] = {}
@@ -158,8 +161,11 @@ class SlurmSource:
             return  # polled more often than --slurm-interval by a faster loop: not yet
         self._last_poll, self._fresh = now, True
         since = self._window(now)
-        acct, queue, nodes = (self._fetch(c, since, now) for c in COMMANDS)
+        acct, queue, nodes, resv = (self._fetch(c, since, now) for c in COMMANDS)
         wrote = False
+        if resv is not None and (reservations := self._reservations(resv.rows, now)) is not None:
+            yield Tables({"slurm_reservations": reservations}, now, 0,
+                         label=f"{len(reservations):,} Slurm reservation(s)")  # fmt: skip
         jobs = self._jobs(acct, queue, now)
         if jobs is not None:
             wrote = True
@@ -208,6 +214,23 @@ class SlurmSource:
         df["polled_ts"] = now
         return df
 
+    def _reservations(self, rows: list[dict[str, Any]], now: datetime) -> Any:
+        """The reservations that are new or changed as a frame (None: none). One seen before
+        that is gone before its end was deleted early: stored again, ending now."""
+        from telemetry.collect.slurm.slurm_parse import reservations_frame
+
+        seen = {(r["name"], r["start_ts"]): r for r in rows}
+        for key, r in self._resv.items():
+            if key not in seen and r["start_ts"] <= now < r["end_ts"]:
+                seen[key] = {**r, "end_ts": now}
+        changed = [r for key, r in seen.items() if self._resv.get(key) != r]
+        self._resv = {k: r for k, r in seen.items() if r["end_ts"] > now}
+        if not changed:
+            return None
+        df = reservations_frame(changed)
+        df["polled_ts"] = now
+        return df
+
     def _node_batches(self, rows: list[dict[str, Any]], now: datetime) -> Iterator[Tables]:
         """The node states when any changed (all of them: the store keeps the newest), and the
         events of the nodes that changed."""
@@ -215,7 +238,7 @@ class SlurmSource:
 
         events, changed = [], False
         for r in rows:
-            key = (r["state"], r["reason"], r["reason_user"], r["reason_ts"])
+            key = (r["state"], r["reason"], r["reason_user"], r["reason_ts"], r.get("gpus"))
             before = self._nodes.get(r["host"])
             self._nodes[r["host"]] = key
             if before == key:
@@ -227,7 +250,8 @@ class SlurmSource:
         if not changed:
             return
         snapshot = pd.DataFrame(rows, columns=["host", "state", "reason", "reason_user",
-                                               "reason_ts"])  # fmt: skip
+                                               "reason_ts", "gpus"])  # fmt: skip
+        snapshot["gpus"] = pd.array(snapshot["gpus"], dtype="Int64")
         snapshot["reason_ts"] = pd.to_datetime(snapshot["reason_ts"])
         snapshot["polled_ts"] = now
         yield Tables({"slurm_nodes": snapshot}, now, 0, label=f"{len(rows):,} Slurm node states")
@@ -249,6 +273,8 @@ class SlurmSource:
             self._seen.clear()  # not stored: every job is new again next poll
         if not written.ok and isinstance(batch, Tables) and "slurm_node_events" in batch.tables:
             self._nodes.clear()
+        if not written.ok and isinstance(batch, Tables) and "slurm_reservations" in batch.tables:
+            self._resv.clear()
 
     def health(self) -> list[Health]:
         return self.book.all() if self._fresh else []
