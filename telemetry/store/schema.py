@@ -205,6 +205,8 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         if c.name in OPTIONAL_COLUMNS
     },
     "node_tick": {"real_s": "DOUBLE"},
+    # Slurm jobs' account and allocated GPUs (sacct/squeue; NULL where not collected)
+    "slurm_jobs": {"account": "VARCHAR", "gpus": "INTEGER"},
     # remote_write's staged rows are claimed by the round being written (crash-safe promotion)
     "remote_write_staging": {"claim": "VARCHAR"},
     # ... and whether each cell is idle, slow or hot against the fleet in its bucket
