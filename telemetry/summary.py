@@ -24,6 +24,7 @@ from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
+from telemetry.queries.jobs import recent_jobs
 from telemetry.queries.run_end import run_end
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -339,8 +340,14 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, Any]:
-    """Every run's summary, each with its ``cost`` at ``prices`` (the defaults when None)."""
+JOBS_DAYS = 7.0  # summary's jobs: those of the last week of the store's data
+
+
+def store_summary(
+    store: Store, prices: PriceBook | None = None, jobs_days: float = JOBS_DAYS
+) -> dict[str, Any]:
+    """Every run's summary, each with its ``cost`` at ``prices`` (the defaults when None), and
+    the jobs that ran in the last ``jobs_days`` of the store's data (``queries.jobs``)."""
     meta = store.meta()
     book = prices or price_book(None, None, None)
     runs = []
@@ -356,4 +363,5 @@ def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, An
         "simulated": meta.get("simulated") == "true",
         "gpu_samples": int(store.scalar("SELECT count(*) FROM gpu_samples")),
         "runs": runs,
+        "jobs": recent_jobs(store, jobs_days),
     }

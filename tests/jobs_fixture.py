@@ -52,7 +52,7 @@ def _gpus() -> pd.DataFrame:
 
 def _samples() -> pd.DataFrame:
     rows = []
-    for n, (host, (u0, u1, power, mem, (first, last))) in enumerate(NODES.items()):
+    for n, (u0, u1, power, mem, (first, last)) in enumerate(NODES.values()):
         for m in range(first, last):
             for g, util in enumerate((u0, u1)):
                 rows.append({

@@ -154,9 +154,18 @@ def _sources(store: Store) -> str:
     gpus = "gpus" if _has_column(store, "slurm_jobs", "gpus") else "NULL::INTEGER"
     parts = [_SLURM.format(account=account, gpus=gpus), _LOGS]
     levels = store.gpu_rollup_levels()
-    if levels:
-        parts.append(_LABELS.format(coarse=gpu_table(levels[-1]), coarse_s=levels[-1],
-                                    fine=gpu_table(levels[0]), fine_s=levels[0]))
+    labelled = store.scalar(
+        "SELECT count(*) FROM gpus WHERE hpc_job IS NOT NULL OR pod IS NOT NULL"
+    )
+    if levels and labelled:
+        parts.append(
+            _LABELS.format(
+                coarse=gpu_table(levels[-1]),
+                coarse_s=levels[-1],
+                fine=gpu_table(levels[0]),
+                fine_s=levels[0],
+            )
+        )
     return " UNION ALL BY NAME ".join(f"({p})" for p in parts)
 
 
@@ -260,12 +269,36 @@ FROM g {join} GROUP BY {by} ORDER BY {by}"""
 
 _LEVEL_SQL = """SELECT x.key, x.gpu_id, x.w, t.samples, t.util_avg, t.real_avg, t.idle_n,
   t.fb_used_avg, t.power_w, t.energy_mj_used
-FROM x JOIN {table} t ON t.gpu_id = x.gpu_id AND t.ts = x.ts WHERE x.level = {level}"""
+FROM x JOIN {table} t ON t.gpu_id = x.gpu_id AND t.ts = x.ts
+WHERE x.level = {level} AND t.ts >= ? AND t.ts < ?"""
 
 
 def _day_mark(store: Store) -> datetime | None:
     mark = store.meta().get(DAY_MARK)
     return datetime.fromisoformat(mark) if mark else None
+
+
+def _bounds(
+    known: pd.DataFrame, picked: list[int], mark: datetime
+) -> tuple[list[int], list[datetime]]:
+    """The level tables the jobs read and, for each, the times their buckets lie in (bound
+    parameters, so a level's table is read only over those times: its rows are in time
+    order)."""
+    spans: dict[int, list[tuple[datetime, datetime]]] = {}
+    for s, e, lv in zip(known["start"].tolist(), known["end"].tolist(), picked, strict=True):
+        s, e = s.to_pydatetime(), e.to_pydatetime()
+        if lv == DAY_S:
+            spans.setdefault(DAY_S, []).append((s, min(e, mark)))
+            if e > mark:  # the days not kept yet: their 6-hour buckets
+                spans.setdefault(DAY_FROM, []).append((max(s, mark), e))
+        else:
+            spans.setdefault(lv, []).append((s, e))
+    tables = sorted(spans)
+    bounds = []
+    for lv in tables:
+        bounds += [min(s for s, _ in spans[lv]) - timedelta(seconds=lv),
+                   max(e for _, e in spans[lv])]  # fmt: skip
+    return tables, bounds
 
 
 def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.DataFrame:
@@ -281,12 +314,10 @@ def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.Dat
         return pd.DataFrame(columns=["key", "level_s"])
     span = (known["end"] - known["start"]).dt.total_seconds()
     picked = [level_for(s, levels) for s in span.tolist()]
-    union = " UNION ALL ".join(
-        _LEVEL_SQL.format(table=gpu_table(lv), level=lv) for lv in sorted(set(picked) | (
-            {DAY_FROM} if DAY_S in picked else set()))
-    )
-    interval = store.sample_interval_s()
     day_mark = mark or datetime(9999, 1, 1)
+    tables, bounds = _bounds(known, picked, day_mark)
+    union = " UNION ALL ".join(_LEVEL_SQL.format(table=gpu_table(lv), level=lv) for lv in tables)
+    interval = store.sample_interval_s()
     # one string per job (the cache keys parameters by value: no list of lists); a host name
     # has no comma (Slurm's hostlists separate by it)
     hosts = [",".join(h) if h is not None else "" for h in known["hosts"].tolist()]
@@ -296,7 +327,7 @@ def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.Dat
                           join="JOIN gpus USING (gpu_id)" if per_gpu else ""),
         [known["key"].tolist(), known["label"].tolist(), hosts,
          [t.to_pydatetime() for t in known["start"]], [t.to_pydatetime() for t in known["end"]],
-         picked, day_mark, day_mark, day_mark, *[interval] * 6],
+         picked, day_mark, day_mark, day_mark, *bounds, *[interval] * 6],
     )  # fmt: skip
     chosen = dict(zip(known["key"].tolist(), picked, strict=True))
     df["level_s"] = df["key"].map(chosen)
@@ -356,3 +387,86 @@ def job_gpus(store: Store, key: str) -> pd.DataFrame:
     source, _, job_id = str(key).partition(":")
     one = list_jobs(store, JobFilter(), limit=1, only=(source, job_id))
     return job_stats(store, one, per_gpu=True)
+
+
+def filter_values(store: Store, tr: TimeRange | None) -> dict[str, list[str]]:
+    """What the filters can pick among the Slurm jobs overlapping ``tr``: states, users,
+    accounts and partitions, each sorted."""
+    account = "account" if _has_column(store, "slurm_jobs", "account") else "NULL"
+    lo, hi = (tr.start, tr.end) if tr is not None else (datetime.min, datetime.max)
+    rows = store.rows(
+        f"""SELECT list(DISTINCT state ORDER BY state), list(DISTINCT user_name ORDER BY user_name),
+                   list(DISTINCT {account} ORDER BY {account}),
+                   list(DISTINCT partition ORDER BY partition)
+            FROM slurm_jobs WHERE start_ts <= ? AND coalesce(end_ts, polled_ts) >= ?""",
+        [hi, lo],
+    )
+    names = ("states", "users", "accounts", "partitions")
+    return {
+        n: [v for v in (vals or []) if v is not None]
+        for n, vals in zip(names, rows[0], strict=True)
+    }
+
+
+# One line per job in the CSV and in ``summary --json``'s ``jobs``: (column, name)
+EXPORT = {
+    "job_id": "job_id", "name": "name", "user": "user", "account": "account",
+    "partition": "partition", "state": "state", "start": "start", "end": "end",
+    "nodes": "nodes", "gpus": "gpus", "alloc_gpu_hours": "gpu_hours",
+    "used_gpu_hours": "used_gpu_hours", "used_dcp_gpu_hours": "used_dcp_gpu_hours",
+    "idle_gpu_hours": "idle_gpu_hours", "util_pct": "util_pct", "mem_peak_mib": "mem_peak_mib",
+    "power_w": "power_w", "energy_kwh": "energy_kwh", "energy_basis": "energy_basis",
+    "exit_code": "exit_code", "requeues": "requeues", "source": "source",
+    "problems": "problems",
+}  # fmt: skip
+
+
+def export_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """``jobs``' rows as exported (``EXPORT``): times as ISO text, figures rounded to 3
+    decimals, problems joined by "; "."""
+    out = df[list(EXPORT)].rename(columns=EXPORT).copy()
+    for col in ("start", "end"):
+        out[col] = out[col].map(lambda t: None if pd.isna(t) else t.isoformat())
+    for col in out.columns:
+        if out[col].dtype.kind == "f":
+            out[col] = out[col].round(3)
+    out["problems"] = out["problems"].map("; ".join)
+    return out
+
+
+def day_jobs(store: Store, day: str) -> pd.DataFrame:
+    """Every job that ran during the UTC day ``day`` (``YYYY-MM-DD``), newest first, with its
+    efficiency over its whole time (``jobs``), as exported (``export_frame``)."""
+    return export_frame(jobs(store, JobFilter(tr=day_range(day)), limit=MAX_DAY_JOBS))
+
+
+MAX_DAY_JOBS = 100_000  # a day's CSV lists every job of the day
+
+
+MAX_SUMMARY_JOBS = 10_000  # summary --json lists at most this many jobs (newest first)
+SUMMARY = ("job_id", "name", "user", "account", "partition", "state", "start", "end", "nodes",
+           "gpus", "gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours", "idle_gpu_hours",
+           "energy_kwh", "source")  # fmt: skip
+
+
+def recent_jobs(store: Store, days: float) -> list[dict[str, Any]]:
+    """The jobs that ran in the last ``days`` of the store's data (to its newest sample, metric
+    or scrape), newest first, at most ``MAX_SUMMARY_JOBS``, as ``summary --json`` lists them:
+    ``SUMMARY``'s fields and ``problems`` (a list of texts)."""
+    from telemetry.queries import data_extent
+
+    if days <= 0:
+        raise FactoryFloorError(f"--jobs-days must be positive, not {days}")
+    ext = data_extent(store)
+    newest = store.scalar("SELECT max(coalesce(end_ts, polled_ts)) FROM slurm_jobs")
+    ends = [t for t in (ext.end if ext else None, newest) if t is not None]
+    if not ends:
+        return []
+    end = max(ends)
+    df = jobs(store, JobFilter(tr=TimeRange(end - timedelta(days=days), end)), MAX_SUMMARY_JOBS)
+    out = export_frame(df)
+    rows = out[list(SUMMARY)].astype(object).where(out[list(SUMMARY)].notna(), None)
+    records = rows.to_dict("records")
+    for rec, problems_ in zip(records, df["problems"].tolist(), strict=True):
+        rec["problems"] = problems_
+    return records
