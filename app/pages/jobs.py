@@ -28,23 +28,24 @@ JOB_COLUMNS = {
     "account": "Account",
     "partition": "Partition",
     "state": "State",
+    "problem_text": "Problems",
     "start": "Start (UTC)",
     "end": "End (UTC)",
     "elapsed_h": "Elapsed (h)",
-    "exit_code": "Exit",
     "nodes": "Nodes",
     "gpus": "GPUs",
     "alloc_gpu_hours": "Allocated (GPU-h)",
-    "used_gpu_hours": "Used (GPU-h, util.)",
-    "used_dcp_gpu_hours": "Used (GPU-h, SM active)",
+    "used_gpu_hours": "Used (GPU-h)",
+    "used_dcp_gpu_hours": "Used, SM active (GPU-h)",
     "idle_gpu_hours": "Idle (GPU-h)",
-    "util_pct": "Utilization (%)",
-    "mem_peak_gib": "Peak memory (GiB)",
+    "util_pct": "Util. (%)",
+    "mem_peak_gib": "Peak mem. (GiB)",
     "power_w": "Power (W/GPU)",
     "energy_kwh": "Energy (kWh)",
-    "problem_text": "Problems",
+    "exit_code": "Exit",
     "source": "Source",
 }
+HIDDEN = ("end", "exit_code", "source")  # in the CSV export, not on screen (room for the rest)
 GPU_COLUMNS = {
     "host": "Node",
     "gpu": "GPU",
@@ -125,7 +126,7 @@ def _shown(df: pd.DataFrame) -> pd.DataFrame:
     )
     for col in ("elapsed_h", "alloc_gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours",
                 "idle_gpu_hours", "util_pct", "mem_peak_gib", "power_w", "energy_kwh"):  # fmt: skip
-        out[col] = pd.to_numeric(out[col], errors="coerce").round(2)
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float).round(2)
     return out
 
 
@@ -162,7 +163,7 @@ def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, l
         card("Problem jobs", f"{int((df['problems'].map(len) > 0).sum()):,}", "see Problems"),
     ]  # fmt: skip
     grid = table("jobs-table", _shown(df), JOB_COLUMNS, row_id="key", clickable=True,
-                 hidden=("source",), export_hidden=True)  # fmt: skip
+                 hidden=HIDDEN, export_hidden=True)  # fmt: skip
     return grid, cards
 
 
@@ -178,7 +179,7 @@ def detail_for(key: str | None) -> Any:
                          "nodes sent none, or the store does not know them.",
                          color="info")  # fmt: skip
     nodes = sorted(df["host"].unique())
-    shown = df.assign(mem_peak_gib=df["mem_peak_mib"] / 1024).round(2)
+    shown = df.assign(mem_peak_gib=df["mem_peak_mib"].astype(float) / 1024).round(2)
     return html.Div(
         [
             html.Div(
