@@ -156,4 +156,5 @@ def test_an_older_store_without_the_added_columns_still_lists_jobs(tmp_path: Pat
     con.close()
     with Store(str(path), read_only=True) as s:
         j = _by_id(s)["101"]
-        assert j["account"] != j["account"] and j["gpus"] == 2  # NaN; its node's GPUs, not Slurm's count
+        assert j["account"] != j["account"]  # NaN: not known
+        assert j["gpus"] == 2  # its node's GPUs, not Slurm's count
