@@ -221,7 +221,7 @@ def level_for(span_s: float, levels: list[int]) -> int | None:
 # Each job's GPUs (labelled with it where any is, else its nodes') and the buckets of its level
 # over its time, weighted by the share of each inside the job; then the level's own table.
 _STATS_SQL = """WITH sel AS (
-  SELECT unnest(?) AS key, unnest(?) AS label, string_split(unnest(?), ',') AS hosts,
+  SELECT unnest(?::INTEGER[]) AS key, unnest(?) AS label, string_split(unnest(?), ',') AS hosts,
          unnest(?::TIMESTAMP[]) AS s, unnest(?::TIMESTAMP[]) AS e, unnest(?::INTEGER[]) AS level
 ), glab AS (
   SELECT gpu_id, hpc_job AS label FROM gpus WHERE hpc_job IS NOT NULL
@@ -325,11 +325,13 @@ def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.Dat
         _STATS_SQL.format(day=DAY_S, day_from=DAY_FROM, union=union, idle=IDLE_PCT,
                           by="key, host, gpu" if per_gpu else "key",
                           join="JOIN gpus USING (gpu_id)" if per_gpu else ""),
-        [known["key"].tolist(), known["label"].tolist(), hosts,
+        [list(range(len(known))), known["label"].tolist(), hosts,
          [t.to_pydatetime() for t in known["start"]], [t.to_pydatetime() for t in known["end"]],
          picked, day_mark, day_mark, day_mark, *bounds, *[interval] * 6],
     )  # fmt: skip
-    chosen = dict(zip(known["key"].tolist(), picked, strict=True))
+    keys = known["key"].tolist()  # jobs are numbered in the query (integer joins and groups)
+    df["key"] = [keys[i] for i in df["key"].tolist()]
+    chosen = dict(zip(keys, picked, strict=True))
     df["level_s"] = df["key"].map(chosen)
     hourly = df["level_s"] == ENERGY_LEVEL_S
     counter = hourly & df["kwh_counter"].notna()
