@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,21 @@ def test_summary_json_lists_the_last_days_jobs(path: Path) -> None:
     assert jobs["105"]["energy_kwh"] == pytest.approx(5.577, abs=1e-3)
     p = cli("summary", "--store", str(path), "--json", "--jobs-days", "0")
     assert p.returncode == 2 and "--jobs-days" in p.stderr
+
+
+def test_a_run_imported_from_logs_is_a_job_on_its_ranks_hosts(tmp_path: Path) -> None:
+    """The cluster fixture's night, imported from its logs (no Slurm, no samples): one job
+    over the run's time with the 64 GPUs its log states; its nodes are not known (no rank
+    said where it ran), so none are made up."""
+    from tests.conftest import imported_night
+
+    store = imported_night(tmp_path)
+    p = cli("summary", "--store", str(store), "--json")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    (run,) = summary["runs"]
+    (job,) = [j for j in summary["jobs"] if j["source"] == "log"]
+    assert job["job_id"] == run["run_id"] == "atlas-70b" and job["nodes"] is None
+    assert job["gpus"] == 64 and job["start"] is not None and job["end"] > job["start"]
+    hours = (datetime.fromisoformat(job["end"]) - datetime.fromisoformat(job["start"]))
+    assert job["gpu_hours"] == pytest.approx(64 * hours.total_seconds() / 3600, abs=1e-3)

@@ -138,14 +138,15 @@ SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name, NULL AS "use
   count(DISTINCT l.gpu_id)::INTEGER AS gpus_alloc, 0 AS requeues, NULL AS run_id
 FROM l JOIN f USING (label) GROUP BY l.label"""
 
-# Runs imported from logs that no Slurm job maps to, on the hosts their ranks ran on.
+# Runs imported from logs (``import``, and ``logs`` from a cluster's log directories) that no
+# Slurm job maps to, on the hosts their ranks ran on.
 _LOGS = """SELECT 'log' AS source, r.run_id AS job_id, NULL AS label, r.name, NULL AS "user",
   NULL AS account, NULL AS partition, CASE WHEN r.end_ts IS NULL THEN 'RUNNING' ELSE 'ENDED' END
   AS state, r.start_ts AS "start", coalesce(r.end_ts, (SELECT max(ts) FROM train_metrics t
   WHERE t.run_id = r.run_id)) AS "end", NULL::INTEGER AS exit_code,
   (SELECT list(DISTINCT host ORDER BY host) FROM rank_hosts h WHERE h.run_id = r.run_id) AS hosts,
   NULL AS nodelist, r.gpus AS gpus_alloc, 0 AS requeues, r.run_id
-FROM runs r WHERE coalesce(r.source, '') NOT IN ('replay', 'slurm') AND r.start_ts IS NOT NULL
+FROM runs r WHERE r.source IN ('import', 'logs') AND r.start_ts IS NOT NULL
   AND r.run_id NOT IN (SELECT run_id FROM slurm_jobs WHERE run_id IS NOT NULL)"""
 
 

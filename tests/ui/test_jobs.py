@@ -5,6 +5,8 @@ the morning they ran, with their end states."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -89,4 +91,24 @@ def test_the_real_clusters_slurm_jobs_are_listed(jobs_server: Server, page: Page
     expect(grid).to_contain_text("FAILED 0.0 min after start")  # ff-failed: exit 1 at once
     page.locator("#jobs-table .ag-row", has_text="ff-nodefail").locator(".ag-cell").first.click()
     expect(page.locator("#jobs-detail")).to_contain_text("No GPU samples", timeout=20_000)
+    assert not errors, errors
+
+
+def test_download_a_days_jobs_as_csv(jobs_server: Server, page: Page) -> None:
+    errors = collect_errors(page)
+    page.goto(jobs_server.url + "/jobs#from=2026-03-01T00:00:00&to=2026-03-01T04:00:00")
+    expect(page.locator("#jobs-count")).to_have_text("7", timeout=20_000)
+    expect(page.locator("#jobs-day")).to_have_value("2026-03-01")  # the range's last day
+    with page.expect_download() as got:
+        page.locator("#jobs-csv-button").click()
+    assert got.value.suggested_filename == "factoryfloor-jobs-2026-03-01.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text())))
+    assert sorted(r["job_id"] for r in rows) == [
+        "100", "101", "102", "103", "104", "105", "research/eval-7"]  # fmt: skip
+    assert next(r for r in rows if r["job_id"] == "105")["idle_gpu_hours"] == "4.0"
+    page.locator("#jobs-day").fill("2026-03-02")  # a day without jobs: the header only
+    with page.expect_download() as got:
+        page.locator("#jobs-csv-button").click()
+    assert Path(got.value.path()).read_text().strip().startswith("job_id,name,user")
+    assert len(Path(got.value.path()).read_text().strip().splitlines()) == 1
     assert not errors, errors
