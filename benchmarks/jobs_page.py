@@ -166,8 +166,11 @@ def main() -> None:
     from app.pages import jobs as page  # what the callbacks call (replies not kept)
 
     end = START + timedelta(days=args.days)
-    day = {"range": "24h"}
-    month = {"range": "all"}
+    # explicit windows: the store has rollups but no raw samples, so no "last 24 h" of its own
+    day = {"range": "custom", "start": f"{end - timedelta(days=1):%Y-%m-%dT%H:%M:%S}",
+           "end": f"{end:%Y-%m-%dT%H:%M:%S}"}  # fmt: skip
+    month = {"range": "custom", "start": f"{START:%Y-%m-%dT%H:%M:%S}",
+             "end": f"{end:%Y-%m-%dT%H:%M:%S}"}  # fmt: skip
     with Store(path, read_only=True) as store:
         from telemetry.queries import jobs as jq
 

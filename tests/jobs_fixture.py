@@ -65,7 +65,7 @@ def _samples() -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"gpu_id": "int32"})
 
 
-def _job(job: int, hosts: list[str], start_min: int, end_min: int | None, state: str,
+def job(job: int, hosts: list[str], start_min: int, end_min: int | None, state: str,
          requeue: int = 0, **kw: object) -> dict[str, object]:  # fmt: skip
     return {
         "cluster": "c1", "job_id_raw": job, "requeue": requeue, "job_id": str(job),
@@ -82,15 +82,25 @@ def _job(job: int, hosts: list[str], start_min: int, end_min: int | None, state:
 
 
 JOBS = [
-    _job(100, ["n0"], 0, 60, "COMPLETED", name="train-small"),
-    _job(101, ["n1"], 60, 180, "COMPLETED", gpus=1, user="bob", account="infra"),
-    _job(102, ["n2"], 0, 5, "REQUEUED", requeue=0),
-    _job(102, ["n2"], 0, 5, "REQUEUED", requeue=1),
-    _job(102, ["n2"], 0, 5, "FAILED", requeue=2, exit_code=1, name="crashy"),
-    _job(103, ["n9"], 30, 90, "CANCELLED", partition="debug"),
-    _job(104, ["n2"], 10, 70, "COMPLETED", name="idler", user="bob", account="infra"),
-    _job(105, ["n0", "n1"], 0, 240, "COMPLETED", name="train-big"),
+    job(100, ["n0"], 0, 60, "COMPLETED", name="train-small"),
+    job(101, ["n1"], 60, 180, "COMPLETED", gpus=1, user="bob", account="infra"),
+    job(102, ["n2"], 0, 5, "REQUEUED", requeue=0),
+    job(102, ["n2"], 0, 5, "REQUEUED", requeue=1),
+    job(102, ["n2"], 0, 5, "FAILED", requeue=2, exit_code=1, name="crashy"),
+    job(103, ["n9"], 30, 90, "CANCELLED", partition="debug"),
+    job(104, ["n2"], 10, 70, "COMPLETED", name="idler", user="bob", account="infra"),
+    job(105, ["n0", "n1"], 0, 240, "COMPLETED", name="train-big"),
 ]
+
+
+def insert_jobs(store: Store, jobs: list[dict[str, object]]) -> None:
+    """Slurm job records (``job``'s rows) written as the collector writes them."""
+    cols = [r[0] for r in store.rows(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'slurm_jobs' "
+        "ORDER BY column_index")]  # fmt: skip
+    frame = pd.DataFrame(jobs)[cols]  # noqa: F841 (read by DuckDB by name)
+    with store.transaction(["slurm_jobs"]) as con:
+        con.execute("INSERT INTO slurm_jobs SELECT * FROM frame")
 
 
 def build_jobs_store(path: Path) -> Path:
@@ -100,10 +110,5 @@ def build_jobs_store(path: Path) -> Path:
         store.append("gpus", _gpus())
         store.append("gpu_samples", _samples())
         store.refresh_rollups()
-        cols = [r[0] for r in store.rows(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'slurm_jobs' "
-            "ORDER BY column_index")]  # fmt: skip
-        with store.transaction(["slurm_jobs"]) as con:
-            frame = pd.DataFrame(JOBS)[cols]  # noqa: F841 (read by DuckDB by name)
-            con.execute("INSERT INTO slurm_jobs SELECT * FROM frame")
+        insert_jobs(store, JOBS)
     return path

@@ -17,7 +17,7 @@ from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jq
 from telemetry.store import Store
 from telemetry.summary import store_summary
-from tests.jobs_fixture import T0, build_jobs_store
+from tests.jobs_fixture import T0, build_jobs_store, insert_jobs, job
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,19 @@ def test_an_older_store_without_the_added_columns_still_lists_jobs(tmp_path: Pat
         j = _by_id(s)["101"]
         assert j["account"] != j["account"]  # NaN: not known
         assert j["gpus"] == 2  # its node's GPUs, not Slurm's count
+
+
+def test_a_job_sharing_its_node_gets_its_share_of_the_nodes_figures(tmp_path: Path) -> None:
+    """106 holds one of n0's two GPUs for an hour, and no label says which: its GPU-hours and
+    energy are half the node's, its utilization the node's mean; said so."""
+    path = build_jobs_store(tmp_path / "shared.duckdb")
+    with Store(str(path)) as s:
+        insert_jobs(s, [job(106, ["n0"], 0, 60, "COMPLETED", gpus=1)])
+        j = _by_id(s)["106"]
+        assert j["attribution"] == "nodes, shared: 1 of 2 GPUs"
+        assert j["alloc_gpu_hours"] == pytest.approx(1.0)
+        assert j["sampled_gpu_hours"] == pytest.approx(1.0)
+        assert j["used_gpu_hours"] == pytest.approx(0.8) and j["util_pct"] == pytest.approx(80)
+        assert j["energy_kwh"] == pytest.approx(0.4)
+        assert _by_id(s)["100"]["attribution"] == "nodes"
+        assert _by_id(s)["101"]["attribution"] == "label"

@@ -44,8 +44,10 @@ JOB_COLUMNS = {
     "energy_kwh": "Energy (kWh)",
     "exit_code": "Exit",
     "source": "Source",
+    "attribution": "GPUs from",
 }
-HIDDEN = ("end", "exit_code", "source")  # in the CSV export, not on screen (room for the rest)
+# in the CSV export, not on screen (room for the rest)
+HIDDEN = ("end", "exit_code", "source", "attribution")
 GPU_COLUMNS = {
     "host": "Node",
     "gpu": "GPU",

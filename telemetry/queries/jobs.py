@@ -63,7 +63,7 @@ COLUMNS = (
     "end", "elapsed_s", "exit_code", "nodes", "gpus", "requeues", "run_id", "nodelist",
     "alloc_gpu_hours", "sampled_gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours",
     "idle_gpu_hours", "idle_max_min", "util_pct", "mem_peak_mib", "power_w", "energy_kwh",
-    "energy_basis", "level_s", "problems",
+    "energy_basis", "level_s", "attribution", "problems",
 )  # fmt: skip
 
 
@@ -258,7 +258,8 @@ g AS (
     sum(energy_mj_used * w) AS mj, count(energy_mj_used) AS mj_buckets
   FROM r GROUP BY key, gpu_id
 )
-SELECT {by}, sum(n) * ? / 3600 AS sampled_gpu_hours, sum(util) / 100 * ? / 3600 AS used_gpu_hours,
+SELECT {by}, count(DISTINCT gpu_id) AS gpus_seen, bool_or(by_label) AS by_label,
+  sum(n) * ? / 3600 AS sampled_gpu_hours, sum(util) / 100 * ? / 3600 AS used_gpu_hours,
   CASE WHEN sum(dcp_buckets) = sum(buckets) THEN sum(dcp) / 100 * ? / 3600 END
     AS used_dcp_gpu_hours,
   sum(idle) * ? / 3600 AS idle_gpu_hours, max(idle) * ? / 60 AS idle_max_min,
@@ -266,7 +267,8 @@ SELECT {by}, sum(n) * ? / 3600 AS sampled_gpu_hours, sum(util) / 100 * ? / 3600 
   sum(power) / nullif(sum(n), 0) AS power_w,
   CASE WHEN sum(mj_buckets) = sum(buckets) THEN sum(mj) / 3.6e9 END AS kwh_counter,
   sum(power) * ? / 3.6e6 AS kwh_power
-FROM g {join} GROUP BY {by} ORDER BY {by}"""
+FROM g LEFT JOIN (SELECT DISTINCT key, TRUE AS by_label FROM byl) USING (key) {join}
+GROUP BY {by} ORDER BY {by}"""
 
 _LEVEL_SQL = """SELECT x.key, x.gpu_id, x.w, t.samples, t.util_avg, t.real_avg, t.idle_n,
   t.fb_used_avg, t.power_w, t.energy_mj_used
@@ -358,12 +360,43 @@ def problems(row: Any) -> list[str]:
     return out
 
 
+SHARE_COLUMNS = ("sampled_gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours", "idle_gpu_hours",
+                 "energy_kwh")  # fmt: skip
+
+
+def _shared(df: pd.DataFrame) -> pd.DataFrame:
+    """``attribution`` of each job's figures, and the share of its nodes' for a job holding
+    fewer GPUs than its nodes have, with no label saying which: its GPU-hours and energy are
+    its share (its GPUs / the nodes' GPUs) of the nodes', and its idle minutes per GPU the
+    nodes' mean (not the most idle GPU, which may be another job's). Means (utilization,
+    power, memory peak) are the nodes'."""
+    if df.empty or "gpus_seen" not in df.columns:
+        return df.assign(attribution=None)
+    seen = pd.to_numeric(df["gpus_seen"], errors="coerce")
+    label = df["by_label"].astype("boolean").fillna(False).astype(bool)
+    gpus = pd.to_numeric(df["gpus"], errors="coerce")
+    shared = (~label & (gpus < seen)).fillna(False).astype(bool)
+    share = (gpus / seen).where(shared, 1.0)
+    out = df.copy()
+    for col in SHARE_COLUMNS:
+        out[col] = pd.to_numeric(out[col], errors="coerce") * share
+    mean_idle = out["idle_gpu_hours"] * 60 / gpus
+    out["idle_max_min"] = pd.to_numeric(out["idle_max_min"], errors="coerce").where(
+        ~shared, mean_idle)  # fmt: skip
+    how = ["label" if lb else "nodes" if s == s else None
+           for lb, s in zip(label.tolist(), seen.tolist(), strict=True)]  # fmt: skip
+    for i in [i for i, sh in enumerate(shared.tolist()) if sh]:
+        how[i] = f"nodes, shared: {int(gpus.iloc[i])} of {int(seen.iloc[i])} GPUs"
+    out["attribution"] = how
+    return out
+
+
 def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     """The jobs ``f`` selects with their efficiency and problems (``COLUMNS``), newest first.
     With ``f.problems_only``, only jobs with a problem (of the newest ``limit``)."""
     listed = list_jobs(store, f, limit)
     stats = job_stats(store, listed)
-    df = listed.merge(stats, on="key", how="left")
+    df = _shared(listed.merge(stats, on="key", how="left"))
     df["alloc_gpu_hours"] = df["gpus"] * df["elapsed_s"] / 3600
     for col in COLUMNS:
         if col not in df.columns:
@@ -420,6 +453,7 @@ EXPORT = {
     "idle_gpu_hours": "idle_gpu_hours", "util_pct": "util_pct", "mem_peak_mib": "mem_peak_mib",
     "power_w": "power_w", "energy_kwh": "energy_kwh", "energy_basis": "energy_basis",
     "exit_code": "exit_code", "requeues": "requeues", "source": "source",
+    "attribution": "attribution",
     "problems": "problems",
 }  # fmt: skip
 
