@@ -113,30 +113,58 @@ _SLURM = """SELECT 'slurm' AS source, job_id, job_id AS label, name, user_name A
 FROM slurm_jobs WHERE start_ts IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY cluster, job_id_raw ORDER BY requeue DESC) = 1"""
 
-# Labels naming no Slurm job, over their GPUs' buckets: found on the coarsest per-GPU level,
-# then the first and last bucket refined on the finest (a 54-day label over 16,384 GPUs reads
-# its 6-hour buckets and two of them at the finest level, not every finest bucket).
-_LABELS = """WITH l AS (
-  SELECT gpu_id, host, hpc_job AS label, NULL AS namespace FROM gpus WHERE hpc_job IS NOT NULL
+# The GPUs each attribution label names: dcgm-exporter's hpc_job, else a pod as namespace/pod.
+_LABEL_GPUS = """SELECT gpu_id, host, hpc_job AS label, NULL AS namespace FROM gpus
+  WHERE hpc_job IS NOT NULL
   UNION ALL SELECT gpu_id, host, namespace || '/' || pod, namespace FROM gpus
-  WHERE pod IS NOT NULL AND hpc_job IS NULL
-), c AS (
-  SELECT l.label, min(t.ts) AS lo, max(t.ts) AS hi FROM l JOIN {coarse} t USING (gpu_id)
-  WHERE l.label NOT IN (SELECT job_id FROM slurm_jobs WHERE job_id IS NOT NULL)
-  GROUP BY l.label
-), f AS (
-  SELECT l.label, min(t.ts) AS lo, max(t.ts) + to_seconds({fine_s}) AS hi
-  FROM l JOIN c USING (label) JOIN {fine} t USING (gpu_id)
-  WHERE (t.ts >= c.lo AND t.ts < c.lo + to_seconds({coarse_s}))
-     OR (t.ts >= c.hi AND t.ts < c.hi + to_seconds({coarse_s}))
-  GROUP BY l.label
-)
-SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name, NULL AS "user",
-  any_value(l.namespace) AS account, NULL AS partition, NULL AS state, any_value(f.lo) AS "start",
-  any_value(f.hi) AS "end", NULL::INTEGER AS exit_code,
+  WHERE pod IS NOT NULL AND hpc_job IS NULL"""
+
+# Labels naming no Slurm job, each over its span (``_label_spans``, bound as lists).
+_LABELS = f"""SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name,
+  NULL AS "user", any_value(l.namespace) AS account, NULL AS partition, NULL AS state,
+  any_value(s.lo) AS "start", any_value(s.hi) AS "end", NULL::INTEGER AS exit_code,
   list(DISTINCT l.host ORDER BY l.host) AS hosts, NULL AS nodelist,
   count(DISTINCT l.gpu_id)::INTEGER AS gpus_alloc, 0 AS requeues, NULL AS run_id
-FROM l JOIN f USING (label) GROUP BY l.label"""
+FROM ({_LABEL_GPUS}) l JOIN (SELECT unnest(?::VARCHAR[]) AS label,
+  unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi) s USING (label)
+GROUP BY l.label"""
+
+_SPAN_COARSE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({_LABEL_GPUS}) l
+JOIN {{table}} t USING (gpu_id)
+WHERE l.label NOT IN (SELECT job_id FROM slurm_jobs WHERE job_id IS NOT NULL)
+GROUP BY l.label ORDER BY l.label"""
+_SPAN_FINE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({_LABEL_GPUS}) l
+JOIN {{table}} t USING (gpu_id) WHERE t.ts >= ? AND t.ts < ? GROUP BY l.label"""
+
+
+def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime]]:
+    """Each label naming no Slurm job and the span of its GPUs' buckets: found on the coarsest
+    per-GPU level, then its first and last bucket on the finest, read only around them (a
+    54-day label over 16,384 GPUs reads its 6-hour buckets and two 6-hour windows of the
+    finest level, not every finest bucket)."""
+    levels = store.gpu_rollup_levels()
+    if not levels or not store.scalar(
+        "SELECT count(*) FROM gpus WHERE hpc_job IS NOT NULL OR pod IS NOT NULL"
+    ):
+        return [], [], []
+    fine, coarse = levels[0], levels[-1]
+    spans = store.rows(_SPAN_COARSE.format(table=gpu_table(coarse)))
+    if not spans:
+        return [], [], []
+    width = timedelta(seconds=coarse)
+    los, his = [r[1] for r in spans], [r[2] for r in spans]
+    first = {r[0]: r[1] for r in store.rows(_SPAN_FINE.format(table=gpu_table(fine)),
+                                            [min(los), max(los) + width])}  # fmt: skip
+    last = {r[0]: r[2] for r in store.rows(_SPAN_FINE.format(table=gpu_table(fine)),
+                                           [min(his), max(his) + width])}  # fmt: skip
+    labels = [r[0] for r in spans]
+    step = timedelta(seconds=fine)
+    return (
+        labels,
+        [first.get(lb, lo) for lb, lo in zip(labels, los, strict=True)],
+        [last.get(lb, hi) + step for lb, hi in zip(labels, his, strict=True)],
+    )
+
 
 # Runs imported from logs (``import``, and ``logs`` from a cluster's log directories) that no
 # Slurm job maps to, on the hosts their ranks ran on.
@@ -150,24 +178,16 @@ FROM runs r WHERE r.source IN ('import', 'logs') AND r.start_ts IS NOT NULL
   AND r.run_id NOT IN (SELECT run_id FROM slurm_jobs WHERE run_id IS NOT NULL)"""
 
 
-def _sources(store: Store) -> str:
+def _sources(store: Store) -> tuple[str, list[Any]]:
+    """Every source's jobs as one query, and its parameters."""
     account = "account" if _has_column(store, "slurm_jobs", "account") else "NULL"
     gpus = "gpus" if _has_column(store, "slurm_jobs", "gpus") else "NULL::INTEGER"
     parts = [_SLURM.format(account=account, gpus=gpus), _LOGS]
-    levels = store.gpu_rollup_levels()
-    labelled = store.scalar(
-        "SELECT count(*) FROM gpus WHERE hpc_job IS NOT NULL OR pod IS NOT NULL"
-    )
-    if levels and labelled:
-        parts.append(
-            _LABELS.format(
-                coarse=gpu_table(levels[-1]),
-                coarse_s=levels[-1],
-                fine=gpu_table(levels[0]),
-                fine_s=levels[0],
-            )
-        )
-    return " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+    labels, los, his = _label_spans(store)
+    if labels:
+        parts.append(_LABELS)
+    params: list[Any] = [labels, los, his] if labels else []
+    return " UNION ALL BY NAME ".join(f"({p})" for p in parts), params
 
 
 def _in(values: tuple[str, ...]) -> tuple[str, list[Any]]:
@@ -198,15 +218,16 @@ def list_jobs(
         where.append("contains(lower(coalesce(name, '') || ' ' || job_id), lower(?))")
         params.append(f.name)
     gpn = gpus_per_node(store)
+    sources, source_params = _sources(store)
     df = store.df(
         f"""SELECT source || ':' || job_id AS key, source, job_id, label, name, "user", account,
                    partition, state, "start", "end",
                    epoch("end") - epoch("start") AS elapsed_s, exit_code,
                    len(hosts) AS nodes, coalesce(gpus_alloc, len(hosts) * ?) AS gpus,
                    requeues, run_id, nodelist, hosts
-            FROM ({_sources(store)}) WHERE {" AND ".join(where)}
+            FROM ({sources}) WHERE {" AND ".join(where)}
             ORDER BY "start" DESC, job_id LIMIT ?""",
-        [gpn, *params, limit],
+        [gpn, *source_params, *params, limit],
     )
     return df
 
@@ -401,7 +422,9 @@ def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     for col in COLUMNS:
         if col not in df.columns:
             df[col] = None
-    df["problems"] = [problems(r) for r in df.to_dict("records")]
+    cols = ("idle_max_min", "state", "elapsed_s", "requeues")
+    df["problems"] = [problems(dict(zip(cols, r, strict=True)))
+                      for r in zip(*(df[c].tolist() for c in cols), strict=True)]  # fmt: skip
     if f.problems_only:
         df = df[df["problems"].map(len) > 0]
     return df[list(COLUMNS)].reset_index(drop=True)
