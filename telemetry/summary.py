@@ -20,11 +20,11 @@ import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.goodput import goodput, goodput_money
+from telemetry.jobs_export import recent_jobs
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
-from telemetry.queries.jobs import recent_jobs
 from telemetry.queries.run_end import run_end
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry import jobs_export as jx
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jq
@@ -123,15 +124,15 @@ def test_bad_filters_and_days_are_clear_errors() -> None:
         jq.JobFilter(tr=TimeRange(T0, datetime(2026, 2, 1)))
     for bad in ("2026-02-30", "yesterday", "", "2026-3-1x"):
         with pytest.raises(FactoryFloorError, match="not a day"):
-            jq.day_range(bad)
+            jx.day_range(bad)
 
 
 def test_a_days_jobs_and_the_summary_list_the_same_jobs(store: Store) -> None:
-    day = jq.day_jobs(store, "2026-03-01")
+    day = jx.day_jobs(store, "2026-03-01")
     assert len(day) == 7 and day.loc[day["job_id"] == "102", "problems"].item() == (
         f"FAILED 5.0 min after start (< {jq.FAILED_WITHIN_MIN}); requeued 2 times"
     )
-    assert jq.day_jobs(store, "2026-03-02").empty
+    assert jx.day_jobs(store, "2026-03-02").empty
     jobs = store_summary(store)["jobs"]
     assert {j["job_id"] for j in jobs} == set(day["job_id"])
     big = next(j for j in jobs if j["job_id"] == "105")

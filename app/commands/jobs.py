@@ -11,7 +11,7 @@ from telemetry.errors import FactoryFloorError
 
 
 def run(s: Settings) -> int:
-    from telemetry.queries.jobs import day_jobs, day_range
+    from telemetry.jobs_export import day_jobs, day_range
     from telemetry.store import open_store
 
     assert s.store is not None and s.day is not None  # the parser requires them

@@ -9,13 +9,14 @@ import pandas as pd
 
 from app.data.services import store
 from telemetry.errors import FactoryFloorError as FactoryFloorError  # for the page
+from telemetry.jobs_export import day_jobs
+from telemetry.jobs_export import day_range as day_range  # a day's range, for the page
 from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jobsq
 from telemetry.queries.jobs import FAILED_WITHIN_MIN as FAILED_WITHIN_MIN  # vocabulary
 from telemetry.queries.jobs import IDLE_MINUTES as IDLE_MINUTES  # vocabulary re-export
 from telemetry.queries.jobs import MAX_JOBS as MAX_JOBS  # vocabulary re-export
 from telemetry.queries.jobs import REQUEUED_TIMES as REQUEUED_TIMES  # vocabulary re-export
-from telemetry.queries.jobs import day_range as day_range  # a day's range, for the page
 
 FILTERS = ("states", "users", "accounts", "partitions")
 MAX_PICKS = 50  # values one filter may hold (a crafted request gets an error, not a query)
@@ -55,4 +56,4 @@ def job_gpus(key: str) -> pd.DataFrame:
 
 def day_csv(day: str) -> str:
     """The jobs of the UTC day ``day`` (``YYYY-MM-DD``) as CSV text."""
-    return jobsq.day_jobs(store(), day).to_csv(index=False)
+    return day_jobs(store(), day).to_csv(index=False)
