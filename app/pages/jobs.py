@@ -31,23 +31,23 @@ JOB_COLUMNS = {
     "problem_text": "Problems",
     "start": "Start (UTC)",
     "end": "End (UTC)",
-    "elapsed_h": "Elapsed (h)",
+    "elapsed_h": "Hours",
     "nodes": "Nodes",
     "gpus": "GPUs",
-    "alloc_gpu_hours": "Allocated (GPU-h)",
-    "used_gpu_hours": "Used (GPU-h)",
-    "used_dcp_gpu_hours": "Used, SM active (GPU-h)",
-    "idle_gpu_hours": "Idle (GPU-h)",
-    "util_pct": "Util. (%)",
-    "mem_peak_gib": "Peak mem. (GiB)",
-    "power_w": "Power (W/GPU)",
-    "energy_kwh": "Energy (kWh)",
+    "alloc_gpu_hours": "Alloc. GPU-h",
+    "used_gpu_hours": "Used GPU-h",
+    "used_dcp_gpu_hours": "SM-act. GPU-h",
+    "idle_gpu_hours": "Idle GPU-h",
+    "util_pct": "Util. %",
+    "mem_peak_gib": "Peak GiB",
+    "power_w": "W/GPU",
+    "energy_kwh": "kWh",
     "exit_code": "Exit",
     "source": "Source",
     "attribution": "GPUs from",
 }
 # in the CSV export, not on screen (room for the rest)
-HIDDEN = ("end", "exit_code", "source", "attribution")
+HIDDEN = ("partition", "end", "nodes", "exit_code", "source", "attribution")
 GPU_COLUMNS = {
     "host": "Node",
     "gpu": "GPU",
@@ -110,7 +110,10 @@ def layout(**_query: str) -> html.Div:
                 f"allocated; failed within {data.FAILED_WITHIN_MIN} min of its start; requeued "
                 f"{data.REQUEUED_TIMES} times or more. Utilization and memory come from the "
                 "per-GPU rollups of exactly the job's GPUs over its time (memory: the highest "
-                "bucket mean). Click a job for its GPUs.",
+                "bucket mean). GPU-h: GPU-hours allocated, used (weighted by utilization, and "
+                "by SM activity where profiled) and idle; W/GPU: mean power per GPU; kWh: "
+                "energy. Export adds partition, end, nodes, exit code and where the figures "
+                "come from. Click a job for its GPUs and nodes.",
                 className="small text-body-secondary mb-2",
             ),
             html.H6("Selected job", className="mt-2"),

@@ -112,3 +112,20 @@ def test_download_a_days_jobs_as_csv(jobs_server: Server, page: Page) -> None:
     assert Path(got.value.path()).read_text().strip().startswith("job_id,name,user")
     assert len(Path(got.value.path()).read_text().strip().splitlines()) == 1
     assert not errors, errors
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_the_jobs_grid_fits_a_laptop(jobs_server: Server, page: Page, width: int) -> None:
+    """No table past its card or scrolling sideways, no cell cut (test_fit's check: the page
+    has no chart, which that test waits for)."""
+    from tests.ui.test_fit import OVERFLOWS
+
+    errors = collect_errors(page)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(jobs_server.url + "/jobs#from=2026-03-01T00:00:00&to=2026-03-01T04:00:00")
+    expect(page.locator("#jobs-count")).to_have_text("7", timeout=20_000)
+    page.locator("#jobs-table .ag-row", has_text="train-big").locator(".ag-cell").first.click()
+    expect(page.locator("#jobs-gpus-table")).to_contain_text("n1", timeout=20_000)
+    page.wait_for_timeout(500)
+    assert page.evaluate(OVERFLOWS) == []
+    assert not errors, errors
