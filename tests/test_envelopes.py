@@ -22,7 +22,7 @@ _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
 _REAL = {
     "output": "last-updated.children",
     "outputs": {"id": "last-updated", "property": "children"},
-    "inputs": [_INPUT],
+    "inputs": [_INPUT, {"id": "view", "property": "data", "value": None}],
     "changedPropIds": ["refresh.n_intervals"],
 }
 BAD = [

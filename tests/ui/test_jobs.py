@@ -129,3 +129,16 @@ def test_the_jobs_grid_fits_a_laptop(jobs_server: Server, page: Page, width: int
     page.wait_for_timeout(500)
     assert page.evaluate(OVERFLOWS) == []
     assert not errors, errors
+
+
+def test_the_header_shows_the_selected_runs_own_time(jobs_server: Server, page: Page) -> None:
+    """The store spans 2026-03-01 (samples) to the recorded cluster's morning; a Slurm job's
+    own run (slurm-18, ff-nodefail) is shown over its own few seconds, not the store's months."""
+    errors = collect_errors(page)
+    page.goto(jobs_server.url + "/jobs#run=slurm-18&range=all")
+    stamp = page.locator("#last-updated")
+    expect(stamp).to_contain_text("Data 2026-11-25 09:0", timeout=20_000)
+    expect(stamp).not_to_contain_text("2026-03-01")
+    page.goto(jobs_server.url + "/jobs#run=slurm-9&range=all")  # ff-low, preempted earlier
+    expect(stamp).to_contain_text("Data 2026-11-25 09:03", timeout=20_000)
+    assert not errors, errors
