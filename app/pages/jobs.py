@@ -235,10 +235,11 @@ def _day(view: dict[str, Any] | None) -> str | None:
 @callback(Output("jobs-csv", "data"), Output("jobs-csv-error", "children"),
           Input("jobs-csv-button", "n_clicks"), State("jobs-day", "value"),
           prevent_initial_call=True)  # fmt: skip
-def _csv(_clicks: int | None, day: str | None) -> tuple[Any, str]:
+def _csv(_clicks: int | None, day: Any) -> tuple[Any, str]:
+    day = day if isinstance(day, str) else ""  # as a crafted request may send
     try:
-        data.day_range(day or "")
-        text = data.day_csv(day or "")
+        data.day_range(day)
+        text = data.day_csv(day)
     except data.FactoryFloorError as exc:
         return None, str(exc)
     return {"content": text, "filename": f"factoryfloor-jobs-{day}.csv", "type": "text/csv"}, ""
