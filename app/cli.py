@@ -35,6 +35,7 @@ COMMANDS = {
     "serve": "serve",
     "demo": "demo",
     "summary": "summary",
+    "jobs": "jobs",
 }
 
 Container = argparse.ArgumentParser | argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup
@@ -201,7 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("summary", help="reliability summary of every run in a store")
     m.add_argument("--store", required=True)
     _flag(m, "--json", "json", help="print JSON")
+    _opt(m, "--jobs-days", "jobs_days", type=_positive_float, metavar="N")
     _price_args(m)
+
+    j = sub.add_parser("jobs", help="one day's jobs with their GPU efficiency, as CSV")
+    _opt(j, "--store", "store", required=True)
+    _opt(j, "--day", "day", required=True, metavar="YYYY-MM-DD")
+    _opt(j, "--csv", "csv", metavar="FILE")
 
     g = sub.add_parser("ingest", help="scrape dcgm-exporter targets into a store")
     _source_options("ingest", g)

@@ -37,6 +37,7 @@ from app.data.view import (
     extent,
     fragment,
     parse_time,
+    run_extent,
     run_label,
     run_options,
     run_simulation,
@@ -345,13 +346,17 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             return []
         return _banner(clean_view(view).get("run"))
 
-    @app.callback(Output("last-updated", "children"), Input("refresh", "n_intervals"))
-    def _updated(_n: int | None) -> str:
+    @app.callback(
+        Output("last-updated", "children"), Input("refresh", "n_intervals"), Input("view", "data")
+    )
+    def _updated(_n: int | None, view: Any) -> str:
+        """The selected run's own time (the store's without a run), and the newest data."""
         ext = extent()
         if ext is None:
             return "No data stored yet."
+        own = run_extent(clean_view(view).get("run")) or ext
         return (
-            f"Data {ext.start:%Y-%m-%d %H:%M} – {ext.end:%Y-%m-%d %H:%M:%S} UTC · "
+            f"Data {own.start:%Y-%m-%d %H:%M} – {own.end:%Y-%m-%d %H:%M:%S} UTC · "
             f"last updated {ext.end:%H:%M:%S} UTC"
         )
 

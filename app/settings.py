@@ -59,6 +59,13 @@ class Settings:
         "without it the dashboard is read-only",
     )
     json: bool = setting(False, "machine-readable output")
+    # -- jobs (``jobs``, ``summary``'s ``jobs``) -------------------------------------------------
+    day: str | None = setting(None, "the UTC day YYYY-MM-DD whose jobs are written")
+    csv: str | None = setting(None, "CSV file to write ('-': standard output, the default)")
+    jobs_days: float = setting(
+        7.0,
+        "summary's jobs: those that ran in the last N days of the store's data (default {default})",
+    )
     # -- the replay engine ----------------------------------------------------------------
     scenario: str | None = setting(None, "see `scenarios`")
     seed: int = setting(0, "random seed (default {default})")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.goodput import goodput, goodput_money
+from telemetry.jobs_export import recent_jobs
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
@@ -340,8 +341,14 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, Any]:
-    """Every run's summary, each with its ``cost`` at ``prices`` (the defaults when None)."""
+JOBS_DAYS = 7.0  # summary's jobs: those of the last week of the store's data
+
+
+def store_summary(
+    store: Store, prices: PriceBook | None = None, jobs_days: float = JOBS_DAYS
+) -> dict[str, Any]:
+    """Every run's summary, each with its ``cost`` at ``prices`` (the defaults when None), and
+    the jobs that ran in the last ``jobs_days`` of the store's data (``queries.jobs``)."""
     meta = store.meta()
     book = prices or price_book(None, None, None)
     runs = []
@@ -360,4 +367,5 @@ def store_summary(store: Store, prices: PriceBook | None = None) -> dict[str, An
         # the Slurm cluster's GPU-hours per day (telemetry.queries.accounting)
         "accounting": accounting_block(store, book.default.gpu_hour),
         "accounting_price": book.default.per_gpu_hour(),
+        "jobs": recent_jobs(store, jobs_days),
     }

@@ -275,7 +275,7 @@ LIVE_MODULES = frozenset(
         "test_cluster_import", "test_culprit", "test_disk_faults", "test_down_reasons",
         "test_envelopes", "test_exporter_faults", "test_exporters", "test_flight_recorder",
         "test_forward", "test_fuzz_endpoints", "test_goodput_exclusions", "test_import",
-        "test_ingest", "test_kill",
+        "test_ingest", "test_jobs_cli", "test_jobs_slurm_live", "test_kill",
         "test_page_rounds", "test_prom_history", "test_prom_remote_write", "test_prom_source",
         "test_remote_write_kill", "test_remote_write_loss", "test_replay_store", "test_security",
         "test_server_limits", "test_slurm_live", "test_warm_landing",

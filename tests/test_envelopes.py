@@ -19,10 +19,11 @@ from telemetry.ingest.http import LogThrottle
 from tests.conftest import Server
 
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
+_VIEW = {"id": "view", "property": "data", "value": None}  # the header shows the view's run
 _REAL = {
     "output": "last-updated.children",
     "outputs": {"id": "last-updated", "property": "children"},
-    "inputs": [_INPUT],
+    "inputs": [_INPUT, _VIEW],
     "changedPropIds": ["refresh.n_intervals"],
 }
 BAD = [
@@ -38,12 +39,12 @@ BAD = [
         "no callback has that output",
     ),
     # A real callback's output, its parts not the callback's (Dash answered each with a 500).
-    ({**_REAL, "inputs": []}, "inputs must list the callback's 1 inputs (got 0)"),
-    ({**_REAL, "inputs": [_INPUT, _INPUT]}, "inputs must list the callback's 1 inputs"),
-    ({**_REAL, "inputs": [{}]}, "inputs[0] is not the callback's refresh.n_intervals"),
-    ({**_REAL, "inputs": [{**_INPUT, "id": "nope"}]}, "inputs[0] is not the callback's"),
-    ({**_REAL, "inputs": [{**_INPUT, "id": {"a": 1}}]}, "inputs[0] is not the callback's"),
-    ({**_REAL, "inputs": [[_INPUT]]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": []}, "inputs must list the callback's 2 inputs (got 0)"),
+    ({**_REAL, "inputs": [_INPUT, _INPUT]}, "inputs[1] is not the callback's view.data"),
+    ({**_REAL, "inputs": [{}, _VIEW]}, "inputs[0] is not the callback's refresh.n_intervals"),
+    ({**_REAL, "inputs": [{**_INPUT, "id": "nope"}, _VIEW]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [{**_INPUT, "id": {"a": 1}}, _VIEW]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [[_INPUT], _VIEW]}, "inputs[0] is not the callback's"),
     ({**_REAL, "state": [_INPUT]}, "state must list the callback's 0 state (got 1)"),
     ({**_REAL, "outputs": {"id": 1}}, "outputs[0] is not the callback's last-updated.children"),
     ({**_REAL, "outputs": []}, "outputs[0] is not the callback's"),

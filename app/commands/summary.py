@@ -19,7 +19,7 @@ def run(s: Settings) -> int:
         raise FactoryFloorError(f"store {s.store} does not exist")
     prices = s.prices()
     with open_store(s.store, read_only=True) as store:
-        summary = store_summary(store, prices)
+        summary = store_summary(store, prices, jobs_days=s.jobs_days)
     if s.json:
         print(json.dumps(summary, indent=2, default=str))
         return 0

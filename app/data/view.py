@@ -84,6 +84,15 @@ def extent() -> TimeRange | None:
     return queries.data_extent(store())
 
 
+def run_extent(run: Any) -> TimeRange | None:
+    """The selected run's own time within the stored data (a run outside it: its own time),
+    the store's without a run; None when nothing is stored."""
+    ext = extent()
+    if ext is None or not isinstance(run, str) or not run:
+        return ext
+    return _run_extent(ext, run)
+
+
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$")
 
 
