@@ -38,6 +38,7 @@ from app.data.view import (
     fragment,
     parse_time,
     run_extent,
+    run_ids,
     run_label,
     run_options,
     run_simulation,
@@ -87,6 +88,16 @@ def _navbar() -> dbc.Navbar:
         [
             dcc.Dropdown(
                 id="run-select", clearable=False, placeholder="Run", style={"minWidth": "220px"}
+            ),
+            dbc.Switch(  # runs made for Slurm jobs that trained nothing: listed when asked
+                id="runs-all",
+                label="All jobs",
+                value=False,
+                persistence=True,
+                persistence_type="local",
+                class_name="ms-1 mb-0",
+                label_class_name="text-light",
+                input_style={"cursor": "pointer"},
             ),
             dcc.Dropdown(
                 id="range-select",
@@ -226,25 +237,32 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         Input("url", "hash"),
         Input("run-select", "value"),
         Input("range-select", "value"),
+        Input("runs-all", "value"),
         State("view", "data"),
         State("run-select", "options"),
     )
-    def _sync(url_hash, run, preset, view, options):  # type: ignore[no-untyped-def]
+    def _sync(url_hash, run, preset, all_jobs, view, options):  # type: ignore[no-untyped-def]
         # Neither the live tick nor chart relayouts are inputs here: Dash drops the reply of a
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
         # Zooms reach the view through the URL (``_zoom_to_url``), as every other change does.
-        opts = run_options()
-        runs = [o["value"] for o in opts]
-        opts_out = opts if opts != options else no_update
         trig = ctx.triggered_id
         view = clean_view(view) if view is not None else None  # as a crafted POST may send
+        runs = run_ids()  # a link may name any run, listed in the picker or not
+        shown = run if trig == "run-select" else (view or {}).get("run")
+        opts = run_options(all_jobs is True, keep=shown)
+        opts_out = opts if opts != options else no_update
+        if trig == "runs-all" and view is not None:  # the list only: the view stays
+            if opts_out is no_update:
+                raise dash.exceptions.PreventUpdate
+            return no_update, no_update, no_update, opts_out, no_update
         if trig == "url" or view is None:
             new = _view_from_url(url_hash, runs)
             if _same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
                 if opts_out is no_update:
                     raise dash.exceptions.PreventUpdate
                 return no_update, no_update, no_update, opts_out, no_update
+            opts = run_options(all_jobs is True, keep=new["run"])  # the linked run is listed
             return new, no_update, new["run"], opts, new["range"]
         new = dict(view)
         if trig == "run-select":
@@ -256,7 +274,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
                 return no_update, no_update, no_update, opts_out, view.get("range")
             new |= {"range": preset, "start": None, "end": None}
         if new.get("run") not in runs:
-            new["run"] = runs[-1] if runs else None
+            new["run"] = default_run(runs)
         if _same(new, view):
             raise dash.exceptions.PreventUpdate
         return new, fragment(new), new["run"], opts_out, new["range"]
@@ -318,16 +336,17 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         Input("refresh", "n_intervals"),
         State("run-select", "value"),
         State("run-select", "options"),
+        State("runs-all", "value"),
         prevent_initial_call=True,
     )
-    def _runs_live(_n, run, options):  # type: ignore[no-untyped-def]
+    def _runs_live(_n, run, options, all_jobs):  # type: ignore[no-untyped-def]
         """Live: list runs that appeared since the page loaded; when the shown run is gone (or
-        there was none yet), pick the newest, which ``_sync`` then takes into the view."""
-        opts = run_options()
-        runs = [o["value"] for o in opts]
+        there was none yet), pick the newest trained, which ``_sync`` then takes into the view."""
+        opts = run_options(all_jobs is True, keep=run)
+        runs = run_ids()
         opts_out = opts if opts != options else no_update
         if runs and run not in runs:
-            return opts_out, runs[-1]
+            return opts_out, default_run(runs)
         if opts_out is no_update:
             raise dash.exceptions.PreventUpdate
         return opts_out, no_update
@@ -441,7 +460,7 @@ def warm_landing() -> threading.Thread:
 
     def run() -> None:
         try:
-            view = _view_from_url("", [o["value"] for o in run_options()])
+            view = _view_from_url("", run_ids())
             sys.modules[dash.page_registry["pages.overview"]["module"]].warm(view, DEFAULT_THEME)
         except Exception:  # noqa: BLE001 (a warm-up never stops the server)
             logging.getLogger("factoryfloor.app").exception("warming the landing view failed")

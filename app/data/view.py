@@ -56,14 +56,39 @@ def runs() -> pd.DataFrame:
     return queries.runs(store())
 
 
-def run_options() -> list[dict[str, str]]:
-    """The runs as dropdown options (label: the run's name, or its id when it has none: a run
-    known from a log or a dump only; a null label broke every page's dropdown), oldest first."""
-    return [
-        {"label": r.name if isinstance(r.name, str) and r.name else str(r.run_id),
-         "value": r.run_id}
-        for r in runs().itertuples()
-    ]  # fmt: skip
+SHOW_JOBS = 3  # Slurm job ids named in a run's label; more are counted
+
+
+def _run_label(name: Any, run_id: str, jobs: list[str]) -> str:
+    label = name if isinstance(name, str) and name else str(run_id)
+    if not jobs or label in (f"slurm-{jobs[0]}", jobs[0]):
+        return label
+    more = f" +{len(jobs) - SHOW_JOBS}" if len(jobs) > SHOW_JOBS else ""
+    word = "job" if len(jobs) == 1 else "jobs"
+    return f"{label} · Slurm {word} {', '.join(jobs[:SHOW_JOBS])}{more}"
+
+
+def run_options(all_runs: bool = False, keep: Any = None) -> list[dict[str, str]]:
+    """The runs as dropdown options, oldest first. Label: the run's name (its id when it has
+    none: a run known from a log or a dump only; a null label broke every page's dropdown) and
+    the Slurm jobs that ran it (the jobs are grouped under their run, not listed apart). A run
+    made for a Slurm job that trained nothing (an interactive or eval job: the Jobs page's
+    rows) is listed only with ``all_runs``, or when it is the one on show (``keep``)."""
+    df = queries.run_picker(store())
+    out = []
+    for run_id, name, for_job, trained, jobs in zip(
+        df["run_id"].tolist(), df["name"].tolist(), df["made_for_job"].tolist(),
+        df["trained"].tolist(), df["jobs"].tolist(), strict=True,
+    ):  # fmt: skip
+        if for_job and not trained and not all_runs and run_id != keep:
+            continue
+        out.append({"label": _run_label(name, run_id, list(jobs)), "value": run_id})
+    return out
+
+
+def run_ids() -> list[str]:
+    """Every run's id, oldest first (listed in the picker or not: a link may name any)."""
+    return [str(r) for r in runs()["run_id"].tolist()]
 
 
 def default_run(runs: list[str]) -> str | None:

@@ -42,6 +42,23 @@ def runs(store: Store) -> pd.DataFrame:
     )
 
 
+def run_picker(store: Store) -> pd.DataFrame:
+    """The runs as the run picker lists them, oldest first: run_id, name, ``made_for_job``
+    (a run Factory Floor made for a Slurm job that matched no run: ``source = 'slurm'``),
+    ``trained`` (it has training metrics) and ``jobs`` (the Slurm job ids that ran it, each
+    once, in order: a run's requeues and restarts)."""
+    return store.df(
+        """WITH t AS (SELECT DISTINCT run_id FROM train_metrics),
+                j AS (SELECT run_id, list(DISTINCT job_id ORDER BY job_id) AS jobs
+                      FROM slurm_jobs WHERE run_id IS NOT NULL AND job_id IS NOT NULL
+                      GROUP BY run_id)
+           SELECT r.run_id, r.name, coalesce(r.source = 'slurm', false) AS made_for_job,
+                  t.run_id IS NOT NULL AS trained, coalesce(j.jobs, []) AS jobs
+           FROM runs r LEFT JOIN t USING (run_id) LEFT JOIN j USING (run_id)
+           ORDER BY r.start_ts, r.run_id"""
+    )
+
+
 def data_extent(store: Store) -> TimeRange | None:
     """First and last time anything was stored: GPU samples, training metrics, or a scrape
     round (rounds keep being stored when every exporter is down, so the range, and with it

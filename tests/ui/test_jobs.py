@@ -32,7 +32,7 @@ def jobs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with Store(str(path)) as store:
         src = SlurmSource(SlurmClient(runner=recorded_runner(str(REC))),
                           since=datetime(2020, 1, 1), follow=False)  # fmt: skip
-        collect(src, StoreWriter(store), datetime(2026, 11, 25, 9, 20))
+        collect(src, StoreWriter(store), datetime(2026, 11, 28, 22, 20))
     server = start_server(["serve", "--store", str(path)], tmp / "serve.log")
     yield server
     server.stop()
@@ -78,12 +78,12 @@ def test_problem_jobs_only(jobs_server: Server, page: Page) -> None:
 
 
 def test_the_real_clusters_slurm_jobs_are_listed(jobs_server: Server, page: Page) -> None:
-    """The recorded cluster's morning: its jobs by their latest record (ff-nodefail was
+    """The recorded cluster's evening: its jobs by their latest record (ff-nodefail was
     requeued after its NODE_FAIL, then cancelled), each a row, with no GPU samples (the test
     cluster's node has no GPU) said as unknown, not 0."""
     errors = collect_errors(page)
     page.set_viewport_size({"width": 1600, "height": 1400})
-    page.goto(jobs_server.url + "/jobs#from=2026-11-25T08:00:00&to=2026-11-25T12:00:00")
+    page.goto(jobs_server.url + "/jobs#from=2026-11-28T22:00:00&to=2026-11-28T23:00:00")
     grid = page.locator("#jobs-table")
     for state in ("TIMEOUT", "PREEMPTED", "FAILED", "CANCELLED"):
         expect(grid).to_contain_text(state, timeout=20_000)
@@ -132,13 +132,13 @@ def test_the_jobs_grid_fits_a_laptop(jobs_server: Server, page: Page, width: int
 
 
 def test_the_header_shows_the_selected_runs_own_time(jobs_server: Server, page: Page) -> None:
-    """The store spans 2026-03-01 (samples) to the recorded cluster's morning; a Slurm job's
-    own run (slurm-18, ff-nodefail) is shown over its own few seconds, not the store's months."""
+    """The store spans 2026-03-01 (samples) to the recorded cluster's evening; a Slurm job's
+    own run (slurm-15, ff-nodefail) is shown over its own minutes, not the store's months."""
     errors = collect_errors(page)
-    page.goto(jobs_server.url + "/jobs#run=slurm-18&range=all")
+    page.goto(jobs_server.url + "/jobs#run=slurm-15&range=all")
     stamp = page.locator("#last-updated")
-    expect(stamp).to_contain_text("Data 2026-11-25 09:0", timeout=20_000)
+    expect(stamp).to_contain_text("Data 2026-11-28 22:13", timeout=20_000)
     expect(stamp).not_to_contain_text("2026-03-01")
-    page.goto(jobs_server.url + "/jobs#run=slurm-9&range=all")  # ff-low, preempted earlier
-    expect(stamp).to_contain_text("Data 2026-11-25 09:03", timeout=20_000)
+    page.goto(jobs_server.url + "/jobs#run=slurm-1&range=all")  # ff-low, preempted earlier
+    expect(stamp).to_contain_text("Data 2026-11-28 22:11", timeout=20_000)
     assert not errors, errors

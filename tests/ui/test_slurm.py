@@ -7,6 +7,7 @@ Overview lists the jobs of the range."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -128,4 +129,30 @@ def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
     assert len(down_h) == 1 and down_h[0] > 0  # drained 22:16 to the day's end
     split = by["allocated"][1][0][1]  # the allocated bar's hover: by account, largest first
     assert split.index("ml: 0.025 GPU-h") < split.index("research: 0.012 GPU-h")
+    assert not errors, errors
+
+
+def test_the_run_picker_groups_jobs_under_their_run_and_hides_jobs_without_metrics(
+    slurm_server: Server, page: Page
+) -> None:
+    """#39, 1: the training run is listed with the Slurm job that ran it; the jobs that trained
+    nothing (each a run of its own, for its accounting) are not in the picker until asked
+    ("All jobs"); a link naming one still opens it."""
+    errors = collect_errors(page)
+    page.goto(slurm_server.url + "/")
+    picker = page.locator("#run-select")
+    expect(picker).to_contain_text(f"low · Slurm job {META['jobs']['preempted']}", timeout=20_000)
+    picker.click()
+    options = page.get_by_role("option")
+    expect(options).to_have_count(1)  # the training run alone
+    page.keyboard.press("Escape")
+    page.locator("label[for=runs-all]").click()
+    picker.click()
+    node_fail = re.compile(f"Slurm job {META['jobs']['node_fail']}$")
+    expect(page.get_by_role("option", name=node_fail)).to_be_visible()
+    assert page.get_by_role("option").count() > 3
+    page.keyboard.press("Escape")
+    page.locator("label[for=runs-all]").click()  # off again; a link still opens a job's run
+    page.goto(slurm_server.url + f"/#run=slurm-{META['jobs']['failed']}&range=all")
+    expect(picker).to_contain_text(f"Slurm job {META['jobs']['failed']}", timeout=20_000)
     assert not errors, errors
