@@ -9,7 +9,7 @@ import inspect
 import json
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dash_ag_grid as dag
@@ -165,42 +165,42 @@ def _text_px(word: str) -> float:
     )
 
 
-def _longest_px(texts: pd.Series) -> float:
-    """The widest word (of at most ``LONGEST_WORD`` characters) of the known ``texts``."""
-    words = {w for v in texts.dropna().tolist() for w in str(v).split() if len(w) <= LONGEST_WORD}
+def _longest_px(texts: Iterable[str]) -> float:
+    """The widest word (of at most ``LONGEST_WORD`` characters) of ``texts``."""
+    words = {w for t in set(texts) for w in t.split() if len(w) <= LONGEST_WORD}
     longest = sorted(words, key=len)[-20:]  # the widest is among the longest
     return max((_text_px(w) for w in longest), default=0.0)
 
 
-def _min_width(values: pd.Series, header: str, header_icons_px: int) -> int:
-    """A column's minimum width (px): its longest word, and its header's, stay whole. A
-    browser wrapping a narrow cell breaks words anywhere (AG Grid's wrapped cells may), which
-    splits a date ("2026-" / "01-05"), a host ("h100-" / "0004") or a header ("Categ" /
-    "ory"); the old DataTable never did, and neither does this table."""
-    cell = _longest_px(values)
-    head = _longest_px(pd.Series([header])) + header_icons_px
+def _min_width(texts: list[str], header: str, header_icons_px: int) -> int:
+    """A column's minimum width (px) from its known values as text: its longest word, and its
+    header's, stay whole. A browser wrapping a narrow cell breaks words anywhere (AG Grid's
+    wrapped cells may), which splits a date ("2026-" / "01-05"), a host ("h100-" / "0004")
+    or a header ("Categ" / "ory"); the old DataTable never did, and neither does this table."""
+    cell = _longest_px(texts)
+    head = _longest_px([header]) + header_icons_px
     return round(max(cell, head, 24.0)) + 12  # + the cell's padding and border
 
 
-def _flex(values: pd.Series, header: str) -> int:
+def _flex(texts: list[str], numeric: bool, header: str) -> int:
     """A column's share of the width: long texts (a reason, a log line) get more than a
     number, so they wrap onto fewer lines."""
-    lengths = [len(str(v)) for v in values.dropna().tolist()]
-    if not lengths or values.dtype.kind in "biuf":
+    if not texts or numeric:
         return 1
-    typical = float(np.median(lengths))
+    typical = float(np.median([len(t) for t in texts]))
     return int(min(max(typical, len(header) / 2) // 12 + 1, 4))
 
 
 def _column(df: pd.DataFrame, col: str, header: str, hidden: bool, icons_px: int) -> dict[str, Any]:
     values = df[col] if col in df.columns else pd.Series(dtype=object)
     numeric = values.dtype.kind in "biuf"
+    texts = [str(v) for v in values.dropna().tolist()]  # one pass, for the width and the flex
     out: dict[str, Any] = {
         "field": col,
         "headerName": header,
         "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter",
-        "flex": _flex(values, header),
-        "minWidth": _min_width(values, header, icons_px),
+        "flex": _flex(texts, numeric, header),
+        "minWidth": _min_width(texts, header, icons_px),
         "valueFormatter": UNKNOWN,
     }
     if hidden:

@@ -91,13 +91,12 @@ class JobFilter:
             )
 
 
-def _has_column(store: Store, table: str, column: str) -> bool:
-    return bool(
-        store.scalar(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
-            [table, column],
-        )
+def _slurm_columns(store: Store) -> set[str]:
+    """The columns ``slurm_jobs`` has (one statement for every added column asked about)."""
+    got = store.scalar(
+        "SELECT list(column_name) FROM duckdb_columns() WHERE table_name = 'slurm_jobs'"
     )
+    return set(got or ())
 
 
 def gpus_per_node(store: Store) -> int | None:
@@ -183,8 +182,9 @@ FROM runs r WHERE r.source IN ('import', 'logs') AND r.start_ts IS NOT NULL
 
 def _sources(store: Store) -> tuple[str, list[Any]]:
     """Every source's jobs as one query, and its parameters."""
-    account = "account" if _has_column(store, "slurm_jobs", "account") else "NULL"
-    gpus = "gpus" if _has_column(store, "slurm_jobs", "gpus") else "NULL::INTEGER"
+    have = _slurm_columns(store)
+    account = "account" if "account" in have else "NULL"
+    gpus = "gpus" if "gpus" in have else "NULL::INTEGER"
     parts = [_SLURM.format(account=account, gpus=gpus), _LOGS]
     labels, los, his = _label_spans(store)
     if labels:
@@ -447,7 +447,7 @@ def job_gpus(store: Store, key: str) -> pd.DataFrame:
 def filter_values(store: Store, tr: TimeRange | None) -> dict[str, list[str]]:
     """What the filters can pick among the Slurm jobs overlapping ``tr``: states, users,
     accounts and partitions, each sorted."""
-    account = "account" if _has_column(store, "slurm_jobs", "account") else "NULL"
+    account = "account" if "account" in _slurm_columns(store) else "NULL"
     lo, hi = (tr.start, tr.end) if tr is not None else (datetime.min, datetime.max)
     rows = store.rows(
         f"""SELECT list(DISTINCT state ORDER BY state), list(DISTINCT user_name ORDER BY user_name),
