@@ -54,7 +54,12 @@ def test_the_days_jobs_as_slurm_ended_them(slurm_cluster: SlurmCluster, imported
     assert rows[j["requeued"]]["state"] in ("REQUEUED", "CANCELLED")
     assert sum(r["name"] == "ff-requeue" for r in rows.values()) == 1
     assert rows[j["completed"]]["state"] == "COMPLETED" and not rows[j["completed"]]["problems"]
-    assert all(r["user"] == "root" and r["partition"] for r in rows.values())
+    assert all(r["partition"] for r in rows.values())
+    # the two users' GPU jobs in their accounts, with the GPUs Slurm allocated (AllocTRES)
+    alice, bob = rows[j["alice-train"]], rows[j["bob-eval"]]
+    assert (alice["user"], alice["account"], alice["gpus"]) == ("ffalice", "ml", "4")
+    assert (bob["user"], bob["account"], bob["gpus"]) == ("ffbob", "research", "2")
+    assert rows[j["bob-debug"]]["state"] == "FAILED"
 
 
 @pytest.fixture(scope="module")
