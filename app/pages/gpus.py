@@ -30,7 +30,7 @@ from app.data.view import (
     view_range,
 )
 from app.figures import gpus as gfig
-from app.pages import _accounting, _slurm
+from app.pages import _accounting, _node_health, _slurm
 from app.ui import TIMECHART, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/gpus", name="GPUs", order=2)
@@ -123,6 +123,7 @@ def layout(**_query: str) -> html.Div:
                 class_name="mb-2",
             ),
             _slurm.nodes_card(),
+            _node_health.card(),
             _accounting.card(),
             _slurm.job_filter("gpus"),
         ]
