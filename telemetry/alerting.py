@@ -254,7 +254,10 @@ def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> l
             labels["run"] = run_id
             if job_id:
                 labels["job"] = job_id
-        if value:
+        if name == "NodeHealth":  # node|gpu|rule: a label each (no gpu: a node's finding)
+            node, gpu, rule = (["", ""] + value.rsplit("|", 2))[-3:]  # a host may hold "|"
+            labels |= {"node": node, "rule": rule} | ({"gpu": gpu} if gpu else {})
+        elif value:
             labels[LABEL_OF.get(name, "key")] = value
         out.append(Alert(labels, str(r.alert), str(r.detail)))
     return out
@@ -275,7 +278,7 @@ def generator_url(base: str, alert: Alert) -> str:
         else _PAGE["ckpt"]
         if name == "CheckpointOverdue"
         else _PAGE["gpu"]
-        if name.startswith("Gpu")
+        if name.startswith("Gpu") or name == "NodeHealth"
         else _PAGE["run"]
         if name in ("RunStalled", "RunStopped", "RestartLoop", "JobNotTraining", "LossSpike")
         else "/"

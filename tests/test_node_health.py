@@ -37,9 +37,11 @@ def _store(tmp_path: Path, xids: list[dict], jobs: list[dict] = (),
         for table, rows in (("xid_events", xids), ("slurm_jobs", list(jobs)),
                             ("slurm_node_events", list(events))):  # fmt: skip
             if rows:
-                frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB by name)
-                cols = ", ".join(pd.DataFrame(rows).columns)
-                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM frame")
+                frame = pd.DataFrame(rows)
+                con.register(f"new_{table}", frame)
+                cols = ", ".join(frame.columns)
+                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM new_{table}")
+                con.unregister(f"new_{table}")
     return s
 
 
@@ -116,3 +118,38 @@ def test_the_timeline_says_who_drained_a_node_and_how_long_repair_took(tmp_path:
     assert list(fixed["host"]) == ["n1"] and fixed.iloc[0]["hours"] == pytest.approx(6.0)
     n2 = states[states["host"] == "n2"].iloc[0]
     assert n2["kind"] == "down" and pd.isna(n2["end_ts"])  # still down at the range's end
+
+
+def test_findings_are_alerts_naming_node_gpu_and_rule(tmp_path: Path) -> None:
+    from telemetry.alerting import from_overview, generator_url
+    from telemetry.queries.overview import health_alerts
+
+    s = _store(tmp_path, [_xid("n|7", 3, 79, 1), _xid("n|7", 3, 79, 20)],
+               jobs=[_job(1, "bad", "alice", "FAILED", 2), _job(2, "bad", "bob", "FAILED", 3)])
+    with s:
+        rows = health_alerts(s, T0 + timedelta(hours=21))
+    alerts = from_overview(pd.DataFrame(rows, columns=["severity", "alert", "detail", "key"]),
+                           "run-1")  # fmt: skip
+    by_rule = {a.labels["rule"]: a for a in alerts}
+    xid = by_rule["fatal_xid_repeat"]
+    assert xid.labels == {"alertname": "NodeHealth", "severity": "critical", "node": "n|7",
+                          "gpu": "3", "rule": "fatal_xid_repeat"}  # fmt: skip
+    assert "reset GPU 3" in xid.description and "XID 79" in xid.description
+    node = by_rule["jobs_of_users_failed"]
+    assert node.labels["node"] == "bad" and "gpu" not in node.labels
+    assert node.labels["severity"] == "warning"
+    assert generator_url("http://ff", xid).startswith("http://ff/gpus#")
+
+
+def test_the_bad_node_ranking_names_the_rules_a_node_broke(tmp_path: Path) -> None:
+    from telemetry.queries.failures import lemons
+
+    # n2 has more XIDs, none a pattern; n1's two are the same fatal XID on one GPU in a day
+    s = _store(tmp_path, [_xid("n1", 3, 79, 1), _xid("n1", 3, 79, 20)]
+               + [_xid("n2", 1, 43, h) for h in (2, 3, 4)],
+               jobs=[_job(1, "n3", "alice", "FAILED", 2), _job(2, "n3", "bob", "FAILED", 3)])
+    with s:
+        ranked = lemons(s, None, DAY)
+    assert list(ranked["host"]) == ["n1", "n3", "n2"]  # a broken rule ranks above more XIDs
+    assert list(ranked["health"]) == ["same fatal XID repeated", "jobs of several users failed",
+                                      ""]  # fmt: skip

@@ -88,12 +88,15 @@ def _health(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         return ("Nothing stored yet.", None, None,
                 figures.empty(TITLE, "Nothing stored yet", template=tpl))  # fmt: skip
     h = data.health(tr)
-    found = (table("health-findings-table", _times(h.findings, ("first_ts", "last_ts")),
-                   FINDING_COLUMNS) if len(h.findings) else None)  # fmt: skip
+    found = ([html.Div("Findings", className="small fw-semibold mb-1"),
+              table("health-findings-table", _times(h.findings, ("first_ts", "last_ts")),
+                    FINDING_COLUMNS)] if len(h.findings) else None)  # fmt: skip
     drained = None
     if len(h.drained):
         d = _times(h.drained, ("since",)).assign(hours=h.drained["hours"].round(1))
-        drained = table("health-drained-table", d, DRAINED_COLUMNS)
+        drained = [html.Div("Drained, down or in maintenance now (Slurm's last poll)",
+                            className="small fw-semibold mb-1"),
+                   table("health-drained-table", d, DRAINED_COLUMNS)]  # fmt: skip
     fig = timeline(h.states, h.findings, h.hosts, tr.start, tr.end, tpl)
     if h.troubled > len(h.hosts):
         fig.update_layout(title={"text": f"{TITLE}: the worst {len(h.hosts)} of "

@@ -62,6 +62,7 @@ LEMON_COLUMNS = {
     "downtime_min": "Downtime (min)",
     "last_failure": "Last failure (UTC)",
     "components": "Components",
+    "health": "Health rules broken",
 }
 
 

@@ -274,8 +274,10 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
     (repeat offenders first). Columns: ``host``, ``rack``, ``unexpected``, ``planned``,
     ``xids``, ``lost_gpu_hours`` and ``downtime_s`` (of its unexpected interruptions: planned
     maintenance is not the node's fault), ``last_failure`` (newest unexpected interruption or
-    XID), ``components`` (distinct, most frequent first). Hosts with only planned
-    interruptions are left out, and interruptions that name no node (a blank row, #37)."""
+    XID), ``components`` (distinct, most frequent first), ``health`` (the node-health rules it
+    broke: ``queries.node_health``; a broken rule ranks a node above one with more XIDs and
+    the same interruptions). Hosts with only planned interruptions are left out, and
+    interruptions that name no node (a blank row, #37)."""
     return store.df(
         f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE}
                        AND nullif(host, '') IS NOT NULL),  -- no node named: no node to rank
@@ -291,7 +293,9 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
                       WHERE c.host = r.host) AS components
               FROM r GROUP BY host),
             x AS (SELECT host, count(*) AS xids, max(ts) AS last_xid
-                  FROM xid_events WHERE {_xid_filter()} GROUP BY host)
+                  FROM xid_events WHERE {_xid_filter()} GROUP BY host),
+            h AS (SELECT unnest(?::VARCHAR[]) AS host, unnest(?::VARCHAR[]) AS health,
+                         unnest(?::INTEGER[]) AS rules)
             SELECT host, n.rack, coalesce(i.unexpected, 0) AS unexpected,
                    coalesce(i.planned, 0) AS planned, coalesce(x.xids, 0) AS xids,
                    -- no interruption: nothing lost; interruptions not saying it: unknown
@@ -300,13 +304,28 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
                    CASE WHEN coalesce(i.unexpected, 0) = 0 THEN 0 ELSE i.downtime_s END
                        AS downtime_s,
                    greatest(i.last_int, x.last_xid) AS last_failure,
-                   coalesce(i.components, '') AS components
-            FROM i FULL OUTER JOIN x USING (host) LEFT JOIN nodes n USING (host)
-            WHERE coalesce(i.unexpected, 0) + coalesce(x.xids, 0) > 0
-            ORDER BY unexpected DESC, xids DESC, lost_gpu_hours DESC NULLS LAST, host
+                   coalesce(i.components, '') AS components, coalesce(h.health, '') AS health
+            FROM i FULL OUTER JOIN x USING (host) FULL OUTER JOIN h USING (host)
+              LEFT JOIN nodes n USING (host)
+            WHERE coalesce(i.unexpected, 0) + coalesce(x.xids, 0) + coalesce(h.rules, 0) > 0
+            ORDER BY unexpected DESC, coalesce(h.rules, 0) DESC, xids DESC,
+                     lost_gpu_hours DESC NULLS LAST, host
             LIMIT ?""",
-        [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
+        [*_params(run_id, tr), *_params(run_id, tr), *_health(store, tr), int(limit)],
     )
+
+
+def _health(store: Store, tr: TimeRange) -> list[list[Any]]:
+    """The node-health rules each host broke in ``tr`` (``queries.node_health``): hosts, the
+    rules in words (worst first), how many."""
+    from telemetry.queries.node_health import findings
+
+    by: dict[str, list[str]] = {}
+    for host, what in zip(*(findings(store, tr)[c].tolist() for c in ("host", "what")),
+                          strict=True):  # fmt: skip
+        if what not in by.setdefault(host, []):
+            by[host].append(what)
+    return [list(by), [", ".join(v) for v in by.values()], [len(v) for v in by.values()]]
 
 
 def interruption_list(

@@ -240,6 +240,7 @@ def active_alerts(
     elif last is not None:
         rows += _gpu_alerts(store, last, bool(training))
     rows += _xid_alerts(store, now)
+    rows += health_alerts(store, now)
     rows += target_alerts(store, targets_at or now)
     if run_id is not None:  # an ingest store may hold GPU telemetry without a training run
         watched = report_time(store, now, (targets_at or now) > now, imports=False)
@@ -346,6 +347,23 @@ def _ordered(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
     return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(
         drop=True
     )
+
+
+def health_alerts(store: Store, now: datetime) -> list[tuple[str, str, str, str]]:
+    """``NodeHealth`` per finding of the node-health rules in the last 24 h
+    (``queries.node_health``): its key names the node, GPU and rule (``alerting`` makes them
+    labels); the recommended action and the evidence are its description."""
+    from telemetry.queries.node_health import findings
+
+    found = findings(store, TimeRange(now - timedelta(hours=24), now))
+    out = []
+    for f in found.itertuples():
+        gpu = "" if pd.isna(f.gpu) else str(int(f.gpu))
+        where = f.host + (f" GPU {gpu}" if gpu else "")
+        severity = "critical" if f.rule in ("row_remap_failure", "fatal_xid_repeat") else "warning"
+        out.append((severity, f"Node health: {f.what} on {where}",
+                    f"{f.action} ({f.evidence})", f"NodeHealth:{f.host}|{gpu}|{f.rule}"))
+    return out
 
 
 def _xid_alerts(store: Store, now: datetime) -> list[tuple[str, str, str, str]]:

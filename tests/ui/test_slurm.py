@@ -22,6 +22,7 @@ from telemetry.ingest.records import store_records
 from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import Server, collect_errors, start_server
+from tests.slurm_fixture import XID_REASON
 
 REC = Path(__file__).parent.parent / "fixtures" / "slurm" / "drained"
 META = json.loads((REC / "cluster.json").read_text())
@@ -155,4 +156,22 @@ def test_the_run_picker_groups_jobs_under_their_run_and_hides_jobs_without_metri
     page.locator("label[for=runs-all]").click()  # off again; a link still opens a job's run
     page.goto(slurm_server.url + f"/#run=slurm-{META['jobs']['failed']}&range=all")
     expect(picker).to_contain_text(f"Slurm job {META['jobs']['failed']}", timeout=20_000)
+    assert not errors, errors
+
+
+def test_gpus_page_node_health_names_the_node_and_what_to_do(
+    slurm_server: Server, page: Page
+) -> None:
+    """#39, 4: the recorded cluster's node failed jobs of two users (ffbob's bob-debug, root's
+    ff-failed) within a day: the rule's finding names it and says to drain the node, not to
+    chase the jobs; Slurm's drain is listed with its reason and who set it."""
+    errors = collect_errors(page)
+    page.goto(slurm_server.url + "/gpus#range=all")
+    section = page.locator("#node-health")
+    findings = section.locator("#health-findings")
+    expect(findings).to_contain_text("jobs of several users failed", timeout=20_000)
+    expect(findings).to_contain_text("drain and investigate the node, not the jobs")
+    expect(findings).to_contain_text("ffbob")
+    expect(section.locator("#health-drained")).to_contain_text(XID_REASON)
+    expect(section.locator("#health-summary")).to_contain_text("Rules judge windows of 24 h")
     assert not errors, errors
