@@ -111,19 +111,22 @@ def energy(store: Store, tr: TimeRange, both: bool = True) -> Energy:
 
 def energy_per_day(store: Store, tr: TimeRange) -> pd.DataFrame:
     """kWh per UTC day over ``tr`` (whole hours): day, kwh, basis."""
+    return _fleet_by(store, tr, "time_bucket(INTERVAL 1 day, ts) AS day,", "day")
+
+
+def _fleet_by(store: Store, tr: TimeRange, group: str, key: str) -> pd.DataFrame:
+    """The fleet's kWh over the whole hours of ``tr`` grouped by ``group`` (a fixed SQL
+    expression named ``key``, never input): by the counter where every GPU-hour has it, else
+    power x time."""
     start, end = _hours(tr)
-    day = "time_bucket(INTERVAL 1 day, ts) AS day,"
+    by = f"GROUP BY {key} ORDER BY {key}"
     _, table = _counter(store, tr)
     if table:
-        df = store.df(
-            _COUNTER_SQL.format(table=table, group=day, by="GROUP BY day ORDER BY day"),
-            [HOUR, start, end],
-        )
+        df = store.df(_COUNTER_SQL.format(table=table, group=group, by=by), [HOUR, start, end])
         if not df.empty and df["kwh"].fillna(0).sum() > 0:
             return df.assign(basis=COUNTER)
     df = store.df(
-        _POWER_SQL.format(group=day, by="GROUP BY day ORDER BY day"),
-        [store.sample_interval_s(), HOUR, start, end],
+        _POWER_SQL.format(group=group, by=by), [store.sample_interval_s(), HOUR, start, end]
     )
     return df.assign(basis=POWER)
 
@@ -203,7 +206,6 @@ def energy_per_hour(store: Store, tr: TimeRange, run_id: str | None = None) -> p
     where the store knows them (as ``run_energy``), else of the fleet; by the counter where
     every GPU-hour of the range has it, else power x time (one basis for the whole range)."""
     start, end = _hours(tr)
-    hour = "ts AS hour,"
     if run_id is not None and run_jobs(store, run_id)[0] > 0:
         if HOUR in store.gpu_rollup_levels() and tr.start >= store.gpu_rollup_since():
             df = store.df(_RUN_COUNTER_T.format(**_HOURLY), [run_id, HOUR, start, end])
@@ -212,16 +214,4 @@ def energy_per_hour(store: Store, tr: TimeRange, run_id: str | None = None) -> p
         args = [run_id, store.sample_interval_s(), HOUR, start, end]
         df = store.df(_RUN_POWER_T.format(**_HOURLY), args)
         return df.assign(basis=POWER)
-    _, table = _counter(store, tr)
-    if table:
-        df = store.df(
-            _COUNTER_SQL.format(table=table, group=hour, by="GROUP BY ts ORDER BY ts"),
-            [HOUR, start, end],
-        )
-        if not df.empty and df["kwh"].fillna(0).sum() > 0:
-            return df.assign(basis=COUNTER)
-    df = store.df(
-        _POWER_SQL.format(group=hour, by="GROUP BY ts ORDER BY ts"),
-        [store.sample_interval_s(), HOUR, start, end],
-    )
-    return df.assign(basis=POWER)
+    return _fleet_by(store, tr, "ts AS hour,", "hour")
