@@ -113,6 +113,10 @@ def test_filters_select_by_state_user_account_partition_name_and_time(store: Sto
     assert ids(partitions=("debug",)) == ["103"]
     assert ids(name="TRAIN") == ["100", "105"]  # any case
     assert ids(name="'; DROP TABLE slurm_jobs; --") == []  # a bound value, not SQL
+    # what ran on a node: its name matches a job's node exactly (n1 is not n10), any case
+    assert ids(name="N2", tr=TimeRange(datetime(2026, 3, 1), datetime(2026, 3, 2))) == [
+        "102", "104"]  # fmt: skip
+    assert ids(name="n1") == ["101", "105"]
     later = TimeRange(datetime(2026, 3, 1, 3, 30), datetime(2026, 3, 1, 5))
     assert ids(tr=later) == ["105", "research/eval-7"]
 

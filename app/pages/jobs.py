@@ -72,7 +72,7 @@ def _filters() -> dbc.Row:
         )  # fmt: skip
         for f, label in _FILTER_LABELS.items()
     ]
-    name = dbc.Input(id="jobs-name", placeholder="Name or job id contains", debounce=True,
+    name = dbc.Input(id="jobs-name", placeholder="Name, job id or node", debounce=True,
                      size="sm", maxLength=128)  # fmt: skip
     problems = dbc.Checkbox(id="jobs-problems", label="Problem jobs only", value=False)
     cols.append(dbc.Col(name, xs=6, md=2))

@@ -72,7 +72,8 @@ COLUMNS = (
 @dataclass(frozen=True)
 class JobFilter:
     """Which jobs to list: overlapping ``tr`` (None: any time), with a state, user, account
-    and partition among the given (empty: any), and ``name`` in the name (any case)."""
+    and partition among the given (empty: any), and ``name`` in the name or job id, or one of
+    its nodes (any case)."""
 
     tr: TimeRange | None = None
     states: tuple[str, ...] = ()
@@ -217,9 +218,10 @@ def list_jobs(
         if cond:
             where.append(f"{col} {cond}")
             params += p
-    if f.name:
-        where.append("contains(lower(coalesce(name, '') || ' ' || job_id), lower(?))")
-        params.append(f.name)
+    if f.name:  # in the name or id, or one of its nodes by name ("what ran on node X")
+        where.append("(contains(lower(coalesce(name, '') || ' ' || job_id), lower(?)) OR "
+                     "len(list_filter(coalesce(hosts, []), lambda h: lower(h) = lower(?))) > 0)")
+        params += [f.name, f.name]
     gpn = gpus_per_node(store)
     sources, source_params = _sources(store)
     df = store.df(
