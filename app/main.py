@@ -74,6 +74,14 @@ window.ffNatives=[[String.prototype,"trim"],[String.prototype,"trimStart"],
 </html>"""
 
 
+def _kept_switch(id_: str, label: str) -> dbc.Switch:
+    """A navbar switch, off at first and remembered in this browser (localStorage): reloads
+    and links keep it."""
+    return dbc.Switch(id=id_, label=label, value=False, persistence=True,
+                      persistence_type="local", class_name="ms-1 mb-0",
+                      label_class_name="text-light")  # fmt: skip
+
+
 def _navbar() -> dbc.Navbar:
     links = [
         dbc.NavLink(
@@ -89,16 +97,7 @@ def _navbar() -> dbc.Navbar:
             dcc.Dropdown(
                 id="run-select", clearable=False, placeholder="Run", style={"minWidth": "220px"}
             ),
-            dbc.Switch(  # runs made for Slurm jobs that trained nothing: listed when asked
-                id="runs-all",
-                label="All jobs",
-                value=False,
-                persistence=True,
-                persistence_type="local",
-                class_name="ms-1 mb-0",
-                label_class_name="text-light",
-                input_style={"cursor": "pointer"},
-            ),
+            _kept_switch("runs-all", "All jobs"),  # runs of jobs that trained nothing
             dcc.Dropdown(
                 id="range-select",
                 clearable=False,
@@ -113,15 +112,7 @@ def _navbar() -> dbc.Navbar:
                 class_name="ms-2 mb-0",
                 label_class_name="text-light",
             ),
-            dbc.Switch(  # remembered in this browser (localStorage): reloads and links keep it
-                id="theme-switch",
-                label="Light",
-                value=False,
-                persistence=True,
-                persistence_type="local",
-                class_name="ms-1 mb-0",
-                label_class_name="text-light",
-            ),
+            _kept_switch("theme-switch", "Light"),
         ],
         className="d-flex align-items-center gap-2 flex-wrap",
     )

@@ -30,6 +30,7 @@ from datetime import timedelta
 import pandas as pd
 
 from telemetry.queries import TimeRange
+from telemetry.reference import xids
 from telemetry.store import Store
 
 WINDOW = timedelta(hours=24)
@@ -98,8 +99,8 @@ def findings(store: Store, tr: TimeRange) -> pd.DataFrame:
     most events): host, gpu (None for a node's), rule, what (the rule in words), action,
     evidence, n (events in the fullest window), first_ts, last_ts."""
     since = tr.start - WINDOW
-    fatal = [c for c, x in _xids().items() if x.fatal and c not in ROW_REMAP_XIDS]
-    xids = store.df(
+    fatal = [c for c, x in xids().items() if x.fatal and c not in ROW_REMAP_XIDS]
+    hits = store.df(
         _XID_SQL,
         [since, tr.end, list(ROW_REMAP_XIDS), list(APP_XIDS), APP_REPEAT, fatal,
          FATAL_REPEAT, tr.start],  # fmt: skip
@@ -108,9 +109,9 @@ def findings(store: Store, tr: TimeRange) -> pd.DataFrame:
         _JOBS_SQL, [list(FAILED_STATES), since, tr.end, WINDOW, USERS_FAILED, tr.start]
     )
     rows = []
-    for r in xids.itertuples():
+    for r in hits.itertuples():
         gpu = None if pd.isna(r.gpu) else int(r.gpu)
-        name = _xids().get(int(r.xid))
+        name = xids().get(int(r.xid))
         meaning = f" ({name.message})" if name is not None else ""
         rows.append({
             "host": r.host, "gpu": gpu, "rule": r.rule, "what": RULES[r.rule],
@@ -138,12 +139,6 @@ def findings(store: Store, tr: TimeRange) -> pd.DataFrame:
 
 def _hours(d: timedelta) -> str:
     return f"{d.total_seconds() / 3600:g} h"
-
-
-def _xids() -> dict:
-    from telemetry.reference import xids
-
-    return xids()
 
 
 # node states as the rest of the Slurm views read them
