@@ -266,9 +266,11 @@ def _sync_logged(store: Store, run_id: str, inputs: dict[str, Any]) -> None:
 def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
     """Re-derive the given real runs (default: every real run with a step stream), after the
     Slurm tables' jobs and node events are brought into runs and signals (when changed)."""
+    from telemetry.derive import job_figures
     from telemetry.store import slurm_store
 
     slurm_store.refresh(store)
+    job_figures.keep(store)  # the jobs that ended since: their figures, kept
     unplaced = [r[0] for r in store.rows(
         "SELECT DISTINCT run_id FROM hangs WHERE culprit_host IS NULL ORDER BY 1")]
     for run in unplaced if runs is None else [r for r in unplaced if r in set(runs)]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from telemetry.derive import job_figures
 from telemetry.errors import DuplicateBatchError
 from telemetry.ingest.records import store_records
 from telemetry.ingest.seam import (
@@ -109,6 +110,7 @@ class StoreWriter:
         if self._lagging:
             self.store.refresh_rollups()
             self._lagging = False
+            job_figures.keep(self.store)
 
     def round_sink(self) -> StoreSink:
         """The sink rounds go to, made on first use; ValueError for a store that cannot take
@@ -125,6 +127,7 @@ class StoreWriter:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)
         self._lagging = True
+        job_figures.keep(self.store, since=batch.ts)  # jobs ended (or late data): figures
         line = f"round {batch.ts.isoformat()} stored: {round_line(rep)}"
         return Written(ok=True, line=line, rows=rep.samples, report=rep)
 

@@ -15,22 +15,9 @@ on a cluster whose accounting tracks GPUs a job without a count had none (a CPU-
 ``queries.accounting`` counts it; else (no job of its cluster has a count) its nodes x the GPUs
 per node the store knows.
 
-Efficiency is read from the per-GPU rollups (``gpu_rollup``), never the raw samples: per job a
-level by its span (``level_for``: at most about ``MAX_BUCKETS`` buckets per GPU), each bucket
-weighted by the share of it inside the job's time. So 5,000 jobs of a 2,048-node, 30-day
-store read a few rows per job-GPU. Per job:
-
-- ``alloc_gpu_hours``: allocated GPUs x elapsed; ``sampled_gpu_hours``: what the samples cover.
-- ``used_gpu_hours``: sampled GPU-hours weighted by utilization; ``used_dcp_gpu_hours`` the
-  same by real utilization (``telemetry.utilization``: DCP SM activity) where every bucket
-  has it, else None.
-- ``idle_gpu_hours``: GPU time below ``vocabulary.IDLE_PCT`` (by real utilization where
-  reported), from the buckets' idle sample counts; ``idle_max_min`` the most idle GPU's minutes.
-- ``mem_peak_mib``: the highest bucket mean of framebuffer used on one GPU (a peak shorter than
-  a bucket is averaged away); ``util_pct``/``power_w`` sample-weighted means.
-- ``energy_kwh``: by the energy counter's per-bucket use (``energy_mj_used``, kept on the hourly
-  level: see ``telemetry.queries.energy``) when the job is read at that level and every bucket
-  has it, else mean power x sampled time; ``energy_basis`` says which.
+Efficiency (``telemetry.queries.job_stats``: GPU-hours used and idle, memory, power, energy)
+is read from the per-GPU rollups, or from the figures kept for finished jobs
+(``telemetry.derive.job_figures``) where the listing finds them (``with_stats``).
 
 Problems (``problems``, a list of short texts): a GPU idle for more than ``IDLE_MINUTES`` in
 total while allocated, failed within ``FAILED_WITHIN_MIN`` minutes of its start, requeued
@@ -43,20 +30,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange
+from telemetry.queries.job_stats import STAT_COLUMNS, job_stats
 from telemetry.store import Store
-from telemetry.store.rollups import DAY_FROM, DAY_MARK, DAY_S, ENERGY_LEVEL_S, gpu_table
-from telemetry.vocabulary import IDLE_PCT
+from telemetry.store.rollups import gpu_table
 
 IDLE_MINUTES = 30  # a GPU of the job idle for longer than this (in total) is a problem
 FAILED_WITHIN_MIN = 10  # a job failing within this many minutes of its start is a problem
 REQUEUED_TIMES = 2  # requeued this many times or more is a problem
 FAILED_STATES = ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY")
 MAX_JOBS = 500  # rows one listing returns (newest first)
-MAX_BUCKETS = 24  # per GPU: the finest per-GPU level giving at most about this many buckets
 MAX_NAME = 128  # characters of a name filter
 
 # The columns a listing has, in order (efficiency ones are None where nothing was sampled).
@@ -108,13 +95,19 @@ def gpus_per_node(store: Store) -> int | None:
 
 # Each source's jobs with one set of columns; {account} and {gpus} are the added Slurm
 # columns or NULL for a store without them (served read-only as it is).
+# (The latest record and the cluster's GPU tracking are joined from small groupings, not
+# windows: a window carries every column of every record through its sort, ~15 ms of 5,000.)
 _SLURM = """SELECT 'slurm' AS source, job_id, job_id AS label, name, user_name AS "user",
   {account} AS account, partition, state, start_ts AS "start",
   coalesce(end_ts, polled_ts) AS "end", exit_code, hosts, nodelist,
-  {gpus} AS gpus_alloc, count({gpus}) OVER (PARTITION BY cluster) > 0 AS gpus_tracked,
-  requeue AS requeues, run_id
-FROM slurm_jobs WHERE start_ts IS NOT NULL
-QUALIFY row_number() OVER (PARTITION BY cluster, job_id_raw ORDER BY requeue DESC) = 1"""
+  {gpus} AS gpus_alloc, c.tracked AS gpus_tracked,
+  requeue AS requeues, run_id, end_ts IS NOT NULL AS finished
+FROM slurm_jobs
+JOIN (SELECT cluster, job_id_raw, max(requeue) AS requeue FROM slurm_jobs
+      WHERE start_ts IS NOT NULL GROUP BY cluster, job_id_raw) USING (cluster, job_id_raw, requeue)
+JOIN (SELECT cluster, count({gpus}) > 0 AS tracked FROM slurm_jobs WHERE start_ts IS NOT NULL
+      GROUP BY cluster) c USING (cluster)
+WHERE start_ts IS NOT NULL"""
 
 # The GPUs each attribution label names: dcgm-exporter's hpc_job, else a pod as namespace/pod.
 _LABEL_GPUS = """SELECT gpu_id, host, hpc_job AS label, NULL AS namespace FROM gpus
@@ -127,7 +120,8 @@ _LABELS = f"""SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name
   NULL AS "user", any_value(l.namespace) AS account, NULL AS partition, NULL AS state,
   any_value(s.lo) AS "start", any_value(s.hi) AS "end", NULL::INTEGER AS exit_code,
   list(DISTINCT l.host ORDER BY l.host) AS hosts, NULL AS nodelist,
-  count(DISTINCT l.gpu_id)::INTEGER AS gpus_alloc, 0 AS requeues, NULL AS run_id
+  count(DISTINCT l.gpu_id)::INTEGER AS gpus_alloc, 0 AS requeues, NULL AS run_id,
+  FALSE AS finished
 FROM ({_LABEL_GPUS}) l JOIN (SELECT unnest(?::VARCHAR[]) AS label,
   unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi) s USING (label)
 GROUP BY l.label"""
@@ -176,18 +170,22 @@ _LOGS = """SELECT 'log' AS source, r.run_id AS job_id, NULL AS label, r.name, NU
   AS state, r.start_ts AS "start", coalesce(r.end_ts, (SELECT max(ts) FROM train_metrics t
   WHERE t.run_id = r.run_id)) AS "end", NULL::INTEGER AS exit_code,
   (SELECT list(DISTINCT host ORDER BY host) FROM rank_hosts h WHERE h.run_id = r.run_id) AS hosts,
-  NULL AS nodelist, r.gpus AS gpus_alloc, 0 AS requeues, r.run_id
+  NULL AS nodelist, r.gpus AS gpus_alloc, 0 AS requeues, r.run_id,
+  r.end_ts IS NOT NULL AS finished
 FROM runs r WHERE r.source IN ('import', 'logs') AND r.start_ts IS NOT NULL
   AND r.run_id NOT IN (SELECT run_id FROM slurm_jobs WHERE run_id IS NOT NULL)"""
 
 
-def _sources(store: Store) -> tuple[str, list[Any]]:
-    """Every source's jobs as one query, and its parameters."""
+def _sources(store: Store, with_labels: bool = True) -> tuple[str, list[Any]]:
+    """Every source's jobs as one query, and its parameters (``with_labels``: the label
+    source's too; its jobs never end, so the finished jobs need not read them)."""
     have = _slurm_columns(store)
     account = "account" if "account" in have else "NULL"
     gpus = "gpus" if "gpus" in have else "NULL::INTEGER"
-    parts = [_SLURM.format(account=account, gpus=gpus), _LOGS]
-    labels, los, his = _label_spans(store)
+    parts = [_SLURM.format(account=account, gpus=gpus)]
+    if store.scalar("SELECT count(*) FROM runs WHERE source IN ('import', 'logs')"):
+        parts.append(_LOGS)  # (planning it costs ~5 ms: only where such runs are)
+    labels, los, his = _label_spans(store) if with_labels else ([], [], [])
     if labels:
         parts.append(_LABELS)
     params: list[Any] = [labels, los, his] if labels else []
@@ -200,12 +198,22 @@ def _in(values: tuple[str, ...]) -> tuple[str, list[Any]]:
 
 
 def list_jobs(
-    store: Store, f: JobFilter, limit: int = MAX_JOBS, only: tuple[str, str] | None = None
+    store: Store,
+    f: JobFilter,
+    limit: int | None = MAX_JOBS,
+    only: tuple[str, str] | None = None,
+    finished: bool = False,
+    labels: bool = True,
 ) -> pd.DataFrame:
-    """The jobs ``f`` selects, newest first, at most ``limit``: their accounting columns
-    (``COLUMNS`` up to ``nodelist``) and ``label``, ``hosts`` (for ``job_stats``). ``only``:
-    the one job (source, job_id)."""
+    """The jobs ``f`` selects, newest first, at most ``limit`` (None: all): their accounting
+    columns (``COLUMNS`` up to ``nodelist``) and ``label``, ``hosts`` (for ``job_stats``),
+    ``finished`` (its end is known: a Slurm job's end time, an imported run's end), ``kept``
+    (its figures are kept: ``kept_end`` and ``kept_<column>`` of ``STAT_COLUMNS``). ``only``:
+    the one job (source, job_id). ``finished``: only those. ``labels``: with the jobs known
+    only from attribution labels (they never end, so the kept figures need not read them)."""
     where, params = ["TRUE"], []
+    if finished:
+        where.append("finished")
     if only is not None:
         where.append("source = ? AND job_id = ?")
         params += list(only)
@@ -219,157 +227,45 @@ def list_jobs(
             where.append(f"{col} {cond}")
             params += p
     if f.name:  # in the name or id, or one of its nodes by name ("what ran on node X")
-        where.append("(contains(lower(coalesce(name, '') || ' ' || job_id), lower(?)) OR "
-                     "len(list_filter(coalesce(hosts, []), lambda h: lower(h) = lower(?))) > 0)")
+        where.append(
+            "(contains(lower(coalesce(name, '') || ' ' || job_id), lower(?)) OR "
+            "len(list_filter(coalesce(hosts, []), lambda h: lower(h) = lower(?))) > 0)"
+        )
         params += [f.name, f.name]
     gpn = gpus_per_node(store)
-    sources, source_params = _sources(store)
+    sources, source_params = _sources(store, with_labels=labels and not finished)
+    kept = store.has_table("job_figures")
     df = store.df(
-        f"""SELECT source || ':' || job_id AS key, source, job_id, label, name, "user", account,
-                   partition, state, "start", "end",
-                   epoch("end") - epoch("start") AS elapsed_s, exit_code,
-                   len(hosts) AS nodes,
-                   coalesce(gpus_alloc, CASE WHEN gpus_tracked THEN 0
-                                             ELSE len(hosts) * ? END) AS gpus,
-                   requeues, run_id, nodelist, hosts
-            FROM ({sources}) WHERE {" AND ".join(where)}
-            ORDER BY "start" DESC, job_id LIMIT ?""",
-        [gpn, *source_params, *params, limit],
+        f"""WITH j AS (
+              SELECT source || ':' || job_id AS key, source, job_id, label, name, "user",
+                     account, partition, state, "start", "end",
+                     epoch("end") - epoch("start") AS elapsed_s, exit_code,
+                     len(hosts) AS nodes,
+                     coalesce(gpus_alloc, CASE WHEN gpus_tracked THEN 0
+                                               ELSE len(hosts) * ? END) AS gpus,
+                     requeues, run_id, nodelist, hosts, finished
+              FROM ({sources}) WHERE {" AND ".join(where)}
+              ORDER BY "start" DESC, job_id LIMIT ?)
+            SELECT j.* {_KEPT_HOSTS if kept else ""}, {_KEPT_SELECT if kept else "FALSE AS kept"}
+            FROM j {_KEPT_JOIN if kept else ""} ORDER BY j."start" DESC, j.job_id""",
+        [gpn, *source_params, *params, (1 << 62) if limit is None else limit],
     )
     return df
 
 
-def level_for(span_s: float, levels: list[int]) -> int | None:
-    """The finest per-GPU level giving at most about ``MAX_BUCKETS`` buckets over a span (the
-    coarsest kept when none does); None without per-GPU levels."""
-    if not levels:
-        return None
-    return next((lv for lv in levels if span_s / lv <= MAX_BUCKETS), levels[-1])
-
-
-# Each job's GPUs (labelled with it where any is, else its nodes') and the buckets of its level
-# over its time, weighted by the share of each inside the job; then the level's own table.
-_STATS_SQL = """WITH sel AS (
-  SELECT unnest(?::INTEGER[]) AS key, unnest(?) AS label, string_split(unnest(?), ',') AS hosts,
-         unnest(?::TIMESTAMP[]) AS s, unnest(?::TIMESTAMP[]) AS e, unnest(?::INTEGER[]) AS level
-), glab AS (
-  SELECT gpu_id, hpc_job AS label FROM gpus WHERE hpc_job IS NOT NULL
-  UNION ALL SELECT gpu_id, namespace || '/' || pod FROM gpus WHERE pod IS NOT NULL
-), byl AS (
-  SELECT sel.key, glab.gpu_id FROM sel JOIN glab USING (label)
-), jg AS (
-  SELECT * FROM byl
-  UNION ALL
-  SELECT h.key, g.gpu_id FROM (
-    SELECT key, unnest(hosts) AS host FROM sel WHERE key NOT IN (SELECT key FROM byl)) h
-  JOIN gpus g USING (host)
-), spans AS (  -- (key, level, from, to): days end at the mark, 6-hour buckets after it
-  SELECT key, level, s, CASE WHEN level = {day} THEN least(e, ?::TIMESTAMP) ELSE e END AS e,
-         s AS js, e AS je FROM sel
-  UNION ALL
-  SELECT key, {day_from}, greatest(s, ?::TIMESTAMP), e, s, e FROM sel
-  WHERE level = {day} AND e > ?::TIMESTAMP
-), b AS (
-  SELECT key, level, ts, (epoch(least(ts + to_seconds(level), je)) - epoch(greatest(ts, js)))
-         / level AS w
-  FROM (SELECT key, level, js, je, e,
-          unnest(generate_series(time_bucket(to_seconds(level), s), e, to_seconds(level))) AS ts
-        FROM spans WHERE e > s)
-  WHERE ts < e
-), x AS (SELECT jg.key, jg.gpu_id, b.level, b.ts, b.w FROM jg JOIN b USING (key)),
-r AS ({union}),
-g AS (
-  SELECT key, gpu_id, sum(samples * w) AS n, sum(util_avg * samples * w) AS util,
-    sum(real_avg * samples * w) AS dcp, count(*) AS buckets, count(real_avg) AS dcp_buckets,
-    sum(coalesce(idle_n, CASE WHEN coalesce(real_avg, util_avg) < {idle} THEN samples END, 0)
-        * w) AS idle, max(fb_used_avg) AS mem_peak, sum(power_w * samples * w) AS power,
-    sum(energy_mj_used * w) AS mj, count(energy_mj_used) AS mj_buckets
-  FROM r GROUP BY key, gpu_id
+# How a listing reads the kept figures (``telemetry.derive.job_figures``): a finished job's row
+# when it was kept for the job as it is (same start, end, nodes and label), a running job's
+# (kept up to the rollups' last closed bucket) when it is the same job (same start, nodes,
+# label).
+_KEPT_SELECT = 'f.key IS NOT NULL AS kept, f."end" AS kept_end, ' + ", ".join(
+    f"f.{c} AS kept_{c}" for c in STAT_COLUMNS[1:]
 )
-SELECT {by}, count(DISTINCT gpu_id) AS gpus_seen, bool_or(by_label) AS by_label,
-  sum(n) * ? / 3600 AS sampled_gpu_hours, sum(util) / 100 * ? / 3600 AS used_gpu_hours,
-  CASE WHEN sum(dcp_buckets) = sum(buckets) THEN sum(dcp) / 100 * ? / 3600 END
-    AS used_dcp_gpu_hours,
-  sum(idle) * ? / 3600 AS idle_gpu_hours, max(idle) * ? / 60 AS idle_max_min,
-  sum(util) / nullif(sum(n), 0) AS util_pct, max(mem_peak) AS mem_peak_mib,
-  sum(power) / nullif(sum(n), 0) AS power_w,
-  CASE WHEN sum(mj_buckets) = sum(buckets) THEN sum(mj) / 3.6e9 END AS kwh_counter,
-  sum(power) * ? / 3.6e6 AS kwh_power
-FROM g LEFT JOIN (SELECT DISTINCT key, TRUE AS by_label FROM byl) USING (key) {join}
-GROUP BY {by} ORDER BY {by}"""
-
-_LEVEL_SQL = """SELECT x.key, x.gpu_id, x.w, t.samples, t.util_avg, t.real_avg, t.idle_n,
-  t.fb_used_avg, t.power_w, t.energy_mj_used
-FROM x JOIN {table} t ON t.gpu_id = x.gpu_id AND t.ts = x.ts
-WHERE x.level = {level} AND t.ts >= ? AND t.ts < ?"""
-
-
-def _day_mark(store: Store) -> datetime | None:
-    mark = store.meta().get(DAY_MARK)
-    return datetime.fromisoformat(mark) if mark else None
-
-
-def _bounds(
-    known: pd.DataFrame, picked: list[int], mark: datetime
-) -> tuple[list[int], list[datetime]]:
-    """The level tables the jobs read and, for each, the times their buckets lie in (bound
-    parameters, so a level's table is read only over those times: its rows are in time
-    order)."""
-    spans: dict[int, list[tuple[datetime, datetime]]] = {}
-    for s, e, lv in zip(known["start"].tolist(), known["end"].tolist(), picked, strict=True):
-        s, e = s.to_pydatetime(), e.to_pydatetime()
-        if lv == DAY_S:
-            spans.setdefault(DAY_S, []).append((s, min(e, mark)))
-            if e > mark:  # the days not kept yet: their 6-hour buckets
-                spans.setdefault(DAY_FROM, []).append((max(s, mark), e))
-        else:
-            spans.setdefault(lv, []).append((s, e))
-    tables = sorted(spans)
-    bounds = []
-    for lv in tables:
-        bounds += [min(s for s, _ in spans[lv]) - timedelta(seconds=lv),
-                   max(e for _, e in spans[lv])]  # fmt: skip
-    return tables, bounds
-
-
-def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.DataFrame:
-    """Per job of ``jobs`` (``list_jobs``' rows): its GPUs' efficiency (see the module's
-    docstring) and the level it was read at, ``level_s``. Jobs without samples get no row.
-    ``per_gpu``: a row per job and GPU, with ``host`` and ``gpu``."""
-    levels = sorted(store.gpu_rollup_levels())
-    mark = _day_mark(store)
-    if mark is not None and DAY_FROM in levels:
-        levels.append(DAY_S)
-    known = jobs[jobs["hosts"].notna() | jobs["label"].notna()]
-    if not levels or known.empty:
-        return pd.DataFrame(columns=["key", "level_s"])
-    span = (known["end"] - known["start"]).dt.total_seconds()
-    picked = [level_for(s, levels) for s in span.tolist()]
-    day_mark = mark or datetime(9999, 1, 1)
-    tables, bounds = _bounds(known, picked, day_mark)
-    union = " UNION ALL ".join(_LEVEL_SQL.format(table=gpu_table(lv), level=lv) for lv in tables)
-    interval = store.sample_interval_s()
-    # one string per job (the cache keys parameters by value: no list of lists); a host name
-    # has no comma (Slurm's hostlists separate by it)
-    hosts = [",".join(h) if h is not None else "" for h in known["hosts"].tolist()]
-    df = store.df(
-        _STATS_SQL.format(day=DAY_S, day_from=DAY_FROM, union=union, idle=IDLE_PCT,
-                          by="key, host, gpu" if per_gpu else "key",
-                          join="JOIN gpus USING (gpu_id)" if per_gpu else ""),
-        [list(range(len(known))), known["label"].tolist(), hosts,
-         [t.to_pydatetime() for t in known["start"]], [t.to_pydatetime() for t in known["end"]],
-         picked, day_mark, day_mark, day_mark, *bounds, *[interval] * 6],
-    )  # fmt: skip
-    keys = known["key"].tolist()  # jobs are numbered in the query (integer joins and groups)
-    df["key"] = [keys[i] for i in df["key"].tolist()]
-    chosen = dict(zip(keys, picked, strict=True))
-    df["level_s"] = df["key"].map(chosen)
-    hourly = df["level_s"] == ENERGY_LEVEL_S
-    counter = hourly & df["kwh_counter"].notna()
-    df["energy_kwh"] = df["kwh_counter"].where(counter, df["kwh_power"])
-    df["energy_basis"] = ["energy counter" if c else "power x time" for c in counter]
-    df.loc[df["energy_kwh"].isna(), "energy_basis"] = None
-    return df.drop(columns=["kwh_counter", "kwh_power"])
+# a finished job's kept figures need no hosts (only ``job_stats`` reads them): 500 lists less
+_KEPT_HOSTS = """EXCLUDE (hosts), CASE WHEN f.key IS NULL OR NOT f.finished THEN j.hosts END
+  AS hosts"""
+_KEPT_JOIN = """LEFT JOIN job_figures f ON f.key = j.key AND f."start" = j."start"
+  AND f.finished = j.finished AND (NOT f.finished OR f."end" = j."end")
+  AND f.hosts IS NOT DISTINCT FROM j.hosts AND f.label IS NOT DISTINCT FROM j.label"""
 
 
 def problems(row: Any) -> list[str]:
@@ -400,31 +296,53 @@ def _shared(df: pd.DataFrame) -> pd.DataFrame:
     power, memory peak) are the nodes'."""
     if df.empty or "gpus_seen" not in df.columns:
         return df.assign(attribution=None)
-    seen = pd.to_numeric(df["gpus_seen"], errors="coerce")
-    label = df["by_label"].astype("boolean").fillna(False).astype(bool)
-    gpus = pd.to_numeric(df["gpus"], errors="coerce")
-    shared = (~label & (gpus < seen)).fillna(False).astype(bool)
-    share = (gpus / seen).where(shared, 1.0)
-    out = df.copy()
-    for col in SHARE_COLUMNS:
-        out[col] = pd.to_numeric(out[col], errors="coerce") * share
-    mean_idle = out["idle_gpu_hours"] * 60 / gpus
-    out["idle_max_min"] = pd.to_numeric(out["idle_max_min"], errors="coerce").where(
-        ~shared, mean_idle)  # fmt: skip
-    how = ["label" if lb else "nodes" if s == s else None
-           for lb, s in zip(label.tolist(), seen.tolist(), strict=True)]  # fmt: skip
-    for i in [i for i, sh in enumerate(shared.tolist()) if sh]:
-        how[i] = f"nodes, shared: {int(gpus.iloc[i])} of {int(seen.iloc[i])} GPUs"
-    out["attribution"] = how
-    return out
+    seen, gpus = _num(df["gpus_seen"]), _num(df["gpus"])
+    label = np.array([x is True or x is np.True_ for x in df["by_label"].tolist()], dtype=bool)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN compares False; 0/0 is NaN
+        shared = ~label & (gpus < seen)
+        share = np.where(shared, gpus / seen, 1.0)
+        cols = {col: _num(df[col]) * share for col in SHARE_COLUMNS}
+        mean_idle = cols["idle_gpu_hours"] * 60 / gpus
+    cols["idle_max_min"] = np.where(shared, mean_idle, _num(df["idle_max_min"]))
+    how: list[str | None] = [
+        "label" if lb else "nodes" if s == s else None
+        for lb, s in zip(label.tolist(), seen.tolist(), strict=True)
+    ]
+    for i in np.flatnonzero(shared).tolist():
+        how[i] = f"nodes, shared: {int(gpus[i])} of {int(seen[i])} GPUs"
+    return df.assign(**cols, attribution=how)
+
+
+def _num(values: pd.Series) -> np.ndarray:
+    """A column as floats (None and what is no number: NaN)."""
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def with_stats(store: Store, jobs: pd.DataFrame) -> pd.DataFrame:
+    """``jobs`` (``list_jobs``' rows) with ``job_stats``' columns (``STAT_COLUMNS``): the kept
+    figures (``job_figures``) where a job has them, the others' read from the rollups now;
+    None where nothing was sampled."""
+    kept = jobs["kept"].astype(bool).to_numpy()
+    base = jobs[[c for c in jobs.columns if not c.startswith("kept")]]
+    stats = {c: (jobs[f"kept_{c}"].to_numpy(dtype=object, copy=True)
+                 if f"kept_{c}" in jobs.columns else np.full(len(jobs), None, dtype=object))
+             for c in STAT_COLUMNS[1:]}  # fmt: skip
+    rest = base[~kept]
+    if not rest.empty:
+        fresh = job_stats(store, rest)
+        at = pd.Index(base["key"]).get_indexer(fresh["key"])
+        for c in [c for c in STAT_COLUMNS[1:] if c in fresh.columns]:
+            stats[c][at] = fresh[c].astype(object).to_numpy()
+    for c in STAT_COLUMNS[1:]:
+        if c not in ("by_label", "energy_basis"):
+            stats[c] = _num(pd.Series(stats[c]))
+    return base.assign(**stats)
 
 
 def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     """The jobs ``f`` selects with their efficiency and problems (``COLUMNS``), newest first.
     With ``f.problems_only``, only jobs with a problem (of the newest ``limit``)."""
-    listed = list_jobs(store, f, limit)
-    stats = job_stats(store, listed)
-    df = _shared(listed.merge(stats, on="key", how="left"))
+    df = _shared(with_stats(store, list_jobs(store, f, limit)))
     df["alloc_gpu_hours"] = df["gpus"] * df["elapsed_s"] / 3600
     for col in COLUMNS:
         if col not in df.columns:

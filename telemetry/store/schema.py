@@ -132,6 +132,13 @@ CREATE TABLE IF NOT EXISTS slurm_reservations (
   name VARCHAR NOT NULL, nodes VARCHAR[], start_ts TIMESTAMP NOT NULL, end_ts TIMESTAMP,
   flags VARCHAR, users VARCHAR, accounts VARCHAR, polled_ts TIMESTAMP,
   PRIMARY KEY (name, start_ts));
+CREATE TABLE IF NOT EXISTS job_figures (
+  key VARCHAR PRIMARY KEY, "start" TIMESTAMP, "end" TIMESTAMP, hosts VARCHAR[],
+  label VARCHAR, finished BOOLEAN, settled_ts TIMESTAMP, level_s INTEGER, gpus_seen INTEGER,
+  by_label BOOLEAN,
+  sampled_gpu_hours DOUBLE, used_gpu_hours DOUBLE, used_dcp_gpu_hours DOUBLE,
+  idle_gpu_hours DOUBLE, idle_max_min DOUBLE, util_pct DOUBLE, mem_peak_mib DOUBLE,
+  power_w DOUBLE, energy_kwh DOUBLE, energy_basis VARCHAR, kept_ts TIMESTAMP);
 CREATE TABLE IF NOT EXISTS remote_write_staging (
   request VARCHAR, ts_ms BIGINT, instance VARCHAR, name VARCHAR, labels VARCHAR, value DOUBLE,
   claim VARCHAR);
@@ -367,9 +374,11 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
-# exclusions, the logs' per-rank timing reports, Slurm's reservations): a store without them
-# is served as it is, not upgraded first.
-OPTIONAL_TABLES = frozenset({"goodput_exclusions", "rank_perf", "slurm_reservations"})
+# exclusions, the logs' per-rank timing reports, Slurm's reservations, finished jobs' kept
+# figures): a store without them is served as it is, not upgraded first.
+OPTIONAL_TABLES = frozenset(
+    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures"}
+)
 
 
 def outdated(con: duckdb.DuckDBPyConnection) -> list[str]:
