@@ -106,13 +106,16 @@ def _row_ids(df: pd.DataFrame, row_id: str | list[str]) -> list[str]:
     return out
 
 
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # a table's times (not ISO's "T" and fractions)
+
+
 def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: RowId) -> list[dict[str, Any]]:
     if df.empty:
         return []
     shown = df[[c for c in columns if c in df.columns]]
     stamps = [c for c in shown.columns if pd.api.types.is_datetime64_any_dtype(shown[c])]
     if stamps:  # as every page writes a time (not ISO's "T" and fractions)
-        shown = shown.assign(**{c: shown[c].dt.strftime("%Y-%m-%d %H:%M:%S") for c in stamps})
+        shown = shown.assign(**{c: shown[c].dt.strftime(TIME_FORMAT) for c in stamps})
     # column by column (to_dict("records") iterates pandas' Arrow strings cell by cell: ~5x)
     cols = {c: shown[c].tolist() for c in shown.columns}
     if row_id:
@@ -194,7 +197,10 @@ def _flex(texts: list[str], numeric: bool, header: str) -> int:
 def _column(df: pd.DataFrame, col: str, header: str, hidden: bool, icons_px: int) -> dict[str, Any]:
     values = df[col] if col in df.columns else pd.Series(dtype=object)
     numeric = values.dtype.kind in "biuf"
-    texts = [str(v) for v in values.dropna().tolist()]  # one pass, for the width and the flex
+    if values.dtype.kind == "M":  # every time is written alike (``_rows``): one is enough
+        texts = [f"{v:{TIME_FORMAT}}" for v in values.dropna().head(1).tolist()]
+    else:
+        texts = [str(v) for v in values.dropna().tolist()]  # one pass, width and flex
     out: dict[str, Any] = {
         "field": col,
         "headerName": header,

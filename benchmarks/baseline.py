@@ -64,9 +64,19 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def duckdb_scan(store: str, repeat: int = 5) -> dict[str, float]:
-    """Seconds of ``SCAN_SQL`` over ``store``, a fresh read-only connection each time (the
-    connection's opening not counted): ``p50``, ``p95`` and the GPUs it grouped."""
+# The same over the per-GPU hourly rollup, for stores holding no raw samples (the generated
+# cluster of ``cluster_store``): its newest day, per GPU.
+ROLLUP_SCAN_SQL = """
+SELECT gpu_id, avg(util_avg) AS util, max(temp_avg) AS temp
+FROM gpu_rollup_3600
+WHERE ts > (SELECT max(ts) FROM gpu_rollup_3600) - INTERVAL 1 DAY
+GROUP BY gpu_id
+"""
+
+
+def duckdb_scan(store: str, repeat: int = 5, sql: str = SCAN_SQL) -> dict[str, float]:
+    """Seconds of ``sql`` (``SCAN_SQL``) over ``store``, a fresh read-only connection each
+    time (the connection's opening not counted): ``p50``, ``p95`` and the GPUs it grouped."""
     import duckdb
 
     times, groups = [], 0
@@ -74,7 +84,7 @@ def duckdb_scan(store: str, repeat: int = 5) -> dict[str, float]:
         con = duckdb.connect(store, read_only=True)
         try:
             t0 = time.perf_counter()
-            groups = len(con.execute(SCAN_SQL).fetchall())
+            groups = len(con.execute(sql).fetchall())
             times.append(time.perf_counter() - t0)
         finally:
             con.close()
