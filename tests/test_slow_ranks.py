@@ -358,6 +358,15 @@ def test_ptl_straggler_metrics_in_tensorboard_are_the_runs_spread(tmp_path: Path
     j = json.loads(cli("summary", "--store", str(store), "--json").stdout)
     (run,) = [x for x in j["runs"] if x["run_id"] == PTL]
     assert run["goodput"]["rank_spread"][0]["worst_min"] == 0.62
+    text = cli("summary", "--store", str(store)).stdout
+    assert (
+        "gpu_relative_perf over the ranks (logged, no rank named): min 0.62 / median 0.98 / "
+        "max 1.00 in the newest of 8 report(s); lowest min 0.62, below 0.9 in 5"
+    ) in text
+    from app.data import checkpoints as data
+
+    frame, note = data.slow_ranks(block)
+    assert frame.empty and "gpu_relative_perf min fell to 0.62 (below 0.9) in 5 of them" in note
 
 
 def test_ptl_straggler_metrics_in_lightning_metrics_csv(tmp_path: Path) -> None:
