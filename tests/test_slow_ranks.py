@@ -404,3 +404,31 @@ def test_ptl_straggler_metrics_in_lightning_metrics_csv(tmp_path: Path) -> None:
     rel = spread[0]
     assert rel["metric"] == "gpu_relative_perf" and rel["worst_min"] == 0.62
     assert rel["windows"] == 1 and rel["slow_windows"] == 1  # one time: one report window
+
+
+def test_ptl_straggler_metrics_in_json_lines_read_alone(tmp_path: Path) -> None:
+    """A JSON-lines log: keys in any case or under ``train/``; a step of scores alone is no
+    record; a run that is no id refuses the step's scores, not the file's others."""
+    from telemetry.collect.logs.formats import read_log
+
+    p = tmp_path / "m.jsonl"
+    recs = [
+        {"step": 40, "ts": PTL_T0, "loss": 2.5, "train/GPU_Relative_Perf/min": 0.7},
+        {"step": 40, "ts": PTL_T0, "gpu_relative_perf/median": 0.9, "gpu_relative_perf/max": 1},
+        {"run": ["x"], "step": 90, "ts": PTL_T0 + 50, "gpu_relative_perf/min": 0.5},
+        {"step": 90, "ts": PTL_T0 + 50, "gpu_individual_perf/max": True},
+    ]
+    p.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    log = read_log(str(p), "train_metrics", "j-1")
+    at = datetime(1970, 1, 1) + timedelta(seconds=PTL_T0)
+    assert [(run, r.metric, r.score, r.ts, r.rank) for run, r in log.rank_perf] == [
+        ("j-1", "gpu_relative_perf/min", 0.7, at, None),
+        ("j-1", "gpu_relative_perf/median", 0.9, at, None),
+        ("j-1", "gpu_relative_perf/max", 1.0, at, None),
+    ]
+    assert [r["step"] for r in log.records] == [40]  # the loss's; 2 and 4 held scores alone
+    assert [(b.origin, b.reason) for b in log.bad_lines] == [
+        (f"{p}:3", "straggler scores not stored: run \"['x']\" is not a run id"),
+        (f"{p}:4", "gpu_individual_perf/max True is not a number"),
+    ]
+    assert log.records[0].get("train/GPU_Relative_Perf/min") is None  # not an ignored field
