@@ -45,7 +45,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange, run_span
 from telemetry.queries.energy import energy_per_hour
-from telemetry.queries.slow_ranks import report_windows, slow_ranks
+from telemetry.queries.slow_ranks import rank_spread, report_windows, slow_ranks
 from telemetry.store import Store
 
 CATEGORIES = (
@@ -283,8 +283,10 @@ def goodput(
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
     productive fraction), ``ideal_step_s``, ``slow_ranks`` (``queries.slow_ranks``),
-    ``rank_reports`` (the per-rank timing reports read in the window) and ``days`` (the same
-    per UTC day of the window, each adding up to its own seconds); None when nothing dates it.
+    ``rank_reports`` (the per-rank timing reports read in the window), ``rank_spread`` (the
+    ranks' min/median/max scores logged as metrics: ``queries.slow_ranks.rank_spread``) and
+    ``days`` (the same per UTC day of the window, each adding up to its own seconds); None when
+    nothing dates it.
     ``detail=False``: the totals only (no days, no slow ranks: empty lists), for the views that
     show the total alone (the Overview's card, the what-if, the GoodputLow alert).
     ``energy``: also ``energy`` (``goodput_energy``: each category's kWh)."""
@@ -307,6 +309,7 @@ def goodput(
         "ideal_step_s": None if ideal is None else round(ideal, 6),
         "slow_ranks": slow_ranks(store, run_id, win) if detail else [],
         "rank_reports": report_windows(store, run_id, win) if detail else None,
+        "rank_spread": rank_spread(store, run_id, win) if detail else [],
         "days": per_day,
     } | ({"energy": _energy(store, run_id, win, d)} if energy else {})
 

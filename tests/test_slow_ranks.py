@@ -15,7 +15,7 @@ from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs.textlogs import parse_file
 from telemetry.goodput import goodput
 from telemetry.queries import TimeRange
-from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE, slow_ranks
+from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE, rank_spread, slow_ranks
 from telemetry.store import Store
 from tests.conftest import cli, imported_night
 
@@ -281,3 +281,154 @@ def test_the_checkpoints_page_table_and_its_note(imported: Path, tmp_path: Path)
         frame, note = data.slow_ranks(goodput(s, RUN))
     assert frame.empty and note == data.NO_RANK_REPORTS
     assert "times across ranks (ms):" in note and "GPU relative performance:" in note
+
+
+# -- the straggler callback's scores logged as Lightning metrics (``ptlperf``) ---------------------
+PTL = "ptl-16"
+PTL_T0 = 1_795_000_000.0  # unix seconds of step 0
+
+
+def _ptl_scores(w: int) -> dict[str, float]:
+    """``_log_gpu_perf_scores``' ``scores_log`` of report ``w`` (every 50 steps): rank 11's GPU
+    at 0.62 of the best from the fourth report on, the individual scores steady."""
+    lo = 0.62 if w >= 3 else 0.96
+    return {"gpu_relative_perf/min": lo, "gpu_relative_perf/median": 0.98,
+            "gpu_relative_perf/max": 1.0, "gpu_individual_perf/min": 0.97,
+            "gpu_individual_perf/median": 0.99, "gpu_individual_perf/max": 1.0}  # fmt: skip
+
+
+def ptl_tensorboard(logdir: Path) -> Path:
+    """Lightning's TensorBoardLogger: ``SummaryWriter.add_scalar(k, v, step)`` per logged key
+    (``train_loss`` every 10 steps, the callback's six every 50), plus values no one should
+    believe: NaN (a report without scores), a negative and a huge score, a min above the max."""
+    tb = pytest.importorskip("torch.utils.tensorboard")
+    w = tb.SummaryWriter(str(logdir))
+    for step in range(0, 400, 10):
+        w.add_scalar("train_loss", 3.0 - step / 1000, step, walltime=PTL_T0 + step)
+        if step % 50 == 49 - 9:  # steps 40, 90, ...: the callback's on_train_batch_end
+            for k, v in _ptl_scores(step // 50).items():
+                w.add_scalar(k, v, step, walltime=PTL_T0 + step + 0.5)
+    w.add_scalar("gpu_relative_perf/min", float("nan"), 400, walltime=PTL_T0 + 400)
+    w.add_scalar("gpu_individual_perf/min", -0.5, 410, walltime=PTL_T0 + 410)
+    w.add_scalar("gpu_individual_perf/median", 1e9, 410, walltime=PTL_T0 + 410)
+    w.add_scalar("gpu_relative_perf/min", 0.99, 420, walltime=PTL_T0 + 420)
+    w.add_scalar("gpu_relative_perf/max", 0.5, 420, walltime=PTL_T0 + 420)
+    w.add_scalar("gpu_individual_perf/max", 1.0, 420, walltime=PTL_T0 + 420)
+    w.close()
+    return logdir
+
+
+def test_ptl_straggler_metrics_in_tensorboard_are_the_runs_spread(tmp_path: Path) -> None:
+    store, logdir = tmp_path / "s.duckdb", ptl_tensorboard(tmp_path / "tb")
+    r = cli("import", "--store", str(store), "--run", PTL, str(logdir))
+    assert r.returncode == 0, r.stderr
+    assert "40 train_metrics records stored, 4 rejected" in r.stdout  # no record of 400..420
+    assert "49 straggler scores (min/median/max over the ranks) stored" in r.stdout
+    assert "step 400 (attempt 0): gpu_relative_perf/min is NaN" in r.stdout
+    assert "step 410 (attempt 0): gpu_individual_perf/min -0.5 is out of range" in r.stdout
+    assert "gpu_individual_perf/median 1e+09 is out of range" in r.stdout
+    assert "gpu_relative_perf: min 0.99, max 0.5 are not in min <= median <= max order" in r.stdout
+    assert "ignored:" not in r.stdout  # the six tags are read, not ignored
+    with Store(str(store), read_only=True) as s:
+        rows = s.rows("SELECT DISTINCT rank, source FROM rank_perf")
+        block = goodput(s, PTL)
+    assert rows == [(None, "nvrx-ptl")]  # 8 reports x 6 + step 420's individual max
+    assert block is not None and block["slow_ranks"] == []  # no rank named: none taken
+    rel, ind = block["rank_spread"]
+    assert rel["metric"] == "gpu_relative_perf" and rel["windows"] == 8
+    assert (rel["min"], rel["median"], rel["max"]) == (0.62, 0.98, 1.0)
+    assert rel["worst_min"] == 0.62 and rel["slow_windows"] == 5
+    newest = datetime(1970, 1, 1) + timedelta(seconds=PTL_T0 + 390)  # the step's earliest
+    assert rel["at"] == newest.isoformat()
+    # step 420's lone individual max is stored, but after the run's last step (its window)
+    assert ind["metric"] == "gpu_individual_perf" and ind["windows"] == 8
+    assert (ind["min"], ind["median"], ind["max"]) == (0.97, 0.99, 1.0)
+    assert ind["worst_min"] == 0.97 and ind["slow_windows"] == 0
+    wide = TimeRange(newest, newest + timedelta(minutes=1))
+    with Store(str(store), read_only=True) as s:
+        late = rank_spread(s, PTL, wide)
+    assert [(x["metric"], x["min"], x["max"]) for x in late] == [
+        ("gpu_relative_perf", 0.62, 1.0),
+        ("gpu_individual_perf", None, 1.0),  # step 420: the max alone
+    ]
+    again = cli("import", "--store", str(store), "--run", PTL, str(logdir))
+    assert "0 straggler scores (min/median/max over the ranks) stored (already imported)" in (
+        again.stdout
+    )
+    j = json.loads(cli("summary", "--store", str(store), "--json").stdout)
+    (run,) = [x for x in j["runs"] if x["run_id"] == PTL]
+    assert run["goodput"]["rank_spread"][0]["worst_min"] == 0.62
+    text = cli("summary", "--store", str(store)).stdout
+    assert (
+        "gpu_relative_perf over the ranks (logged, no rank named): min 0.62 / median 0.98 / "
+        "max 1.00 in the newest of 8 report(s); lowest min 0.62, below 0.9 in 5"
+    ) in text
+    from app.data import checkpoints as data
+
+    frame, note = data.slow_ranks(block)
+    assert frame.empty and "gpu_relative_perf min fell to 0.62 (below 0.9) in 5 of them" in note
+
+
+def test_ptl_straggler_metrics_in_lightning_metrics_csv(tmp_path: Path) -> None:
+    """Lightning's CSVLogger: ``metrics.csv`` with a column per logged key, ``epoch`` and
+    ``step`` (no time), a step's other keys empty (the module logs ``self.log("loss", ...)``:
+    a CSV's columns are record fields)."""
+    store, p = tmp_path / "s.duckdb", tmp_path / "metrics.csv"
+    names = list(_ptl_scores(0))
+    lines = [",".join(["loss", *names, "epoch", "step"])]
+    for step in range(0, 200, 10):
+        lines.append(",".join([f"{3.0 - step / 1000}", *[""] * 6, "0", str(step)]))
+        if step % 50 == 40:
+            scores = map(str, _ptl_scores(step // 50).values())
+            lines.append(",".join(["", *scores, "0", str(step)]))
+    lines.append(",".join(["", "abc", "0.9", "1.0", "0.9", "1.2", "0.95", "0", "200"]))
+    p.write_text("\n".join(lines) + "\n")
+    r = cli("import", "--store", str(store), "--run", PTL, str(p))
+    assert r.returncode == 0, r.stderr
+    assert "20 train_metrics records stored, 2 rejected" in r.stdout
+    assert f"{p}:{len(lines)}: gpu_relative_perf/min 'abc' is not a number" in r.stdout
+    assert "gpu_individual_perf: min 0.9, median 1.2, max 0.95 are not in" in r.stdout
+    assert "26 straggler scores (min/median/max over the ranks) stored" in r.stdout
+    wide = TimeRange(datetime(2000, 1, 1), datetime.now() + timedelta(days=1))
+    with Store(str(store), read_only=True) as s:
+        got = s.rows(
+            "SELECT metric, score FROM rank_perf WHERE origin = ? ORDER BY metric",
+            [f"{p}:{len(lines)}"],
+        )
+        stamps = s.rows("SELECT DISTINCT r.ts = m.ts FROM rank_perf r, train_metrics m")
+        spread = rank_spread(s, PTL, wide)
+        slow = slow_ranks(s, PTL, wide)
+    assert got == [("gpu_relative_perf/max", 1.0), ("gpu_relative_perf/median", 0.9)]
+    assert stamps == [(True,)]  # undated: dated at the import, its metrics and scores alike
+    assert slow == []  # rank NULL rows name no rank
+    rel = spread[0]
+    assert rel["metric"] == "gpu_relative_perf" and rel["worst_min"] == 0.62
+    assert rel["windows"] == 1 and rel["slow_windows"] == 1  # one time: one report window
+
+
+def test_ptl_straggler_metrics_in_json_lines_read_alone(tmp_path: Path) -> None:
+    """A JSON-lines log: keys in any case or under ``train/``; a step of scores alone is no
+    record; a run that is no id refuses the step's scores, not the file's others."""
+    from telemetry.collect.logs.formats import read_log
+
+    p = tmp_path / "m.jsonl"
+    recs = [
+        {"step": 40, "ts": PTL_T0, "loss": 2.5, "train/GPU_Relative_Perf/min": 0.7},
+        {"step": 40, "ts": PTL_T0, "gpu_relative_perf/median": 0.9, "gpu_relative_perf/max": 1},
+        {"run": ["x"], "step": 90, "ts": PTL_T0 + 50, "gpu_relative_perf/min": 0.5},
+        {"step": 90, "ts": PTL_T0 + 50, "gpu_individual_perf/max": True},
+    ]
+    p.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    log = read_log(str(p), "train_metrics", "j-1")
+    at = datetime(1970, 1, 1) + timedelta(seconds=PTL_T0)
+    assert [(run, r.metric, r.score, r.ts, r.rank) for run, r in log.rank_perf] == [
+        ("j-1", "gpu_relative_perf/min", 0.7, at, None),
+        ("j-1", "gpu_relative_perf/median", 0.9, at, None),
+        ("j-1", "gpu_relative_perf/max", 1.0, at, None),
+    ]
+    assert [r["step"] for r in log.records] == [40]  # the loss's; 2 and 4 held scores alone
+    assert [(b.origin, b.reason) for b in log.bad_lines] == [
+        (f"{p}:3", "straggler scores not stored: run \"['x']\" is not a run id"),
+        (f"{p}:4", "gpu_individual_perf/max True is not a number"),
+    ]
+    assert log.records[0].get("train/GPU_Relative_Perf/min") is None  # not an ignored field

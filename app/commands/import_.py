@@ -149,6 +149,9 @@ def _show(f: ImportedFile, kind: str) -> None:
         print(f"  ... and {len(f.rejected) - SHOW_REJECTIONS:,} more rejected")
     if f.ignored:
         print("  ignored: " + ", ".join(f"{k} ({n:,})" for k, n in sorted(f.ignored.items())))
+    if f.scores or f.scores_again:
+        again = " (already imported)" if f.scores_again else ""
+        print(f"  {f.scores:,} straggler scores (min/median/max over the ranks) stored{again}")
 
 
 def _show_cluster(source: ClusterSource) -> list[str]:

@@ -50,6 +50,8 @@ def run(s: Settings) -> int:
                       "the seconds of each category in it)")
             if g.get("slow_ranks"):
                 print("  " + slow_ranks_line(g["slow_ranks"]))
+            for e in g.get("rank_spread") or []:
+                print("  " + rank_spread_line(e))
     if summary.get("accounting"):
         print(accounting_line(summary["accounting"], summary["accounting_price"]))
     return 0
@@ -94,6 +96,18 @@ def slow_ranks_line(ranks: list[dict]) -> str:
                      f"{e['windows']} report window(s){note})")  # fmt: skip
     more = f" and {len(ranks) - SHOW_SLOW_RANKS} more" if len(ranks) > SHOW_SLOW_RANKS else ""
     return "slow ranks: " + "; ".join(parts) + more
+
+
+def rank_spread_line(e: dict) -> str:
+    """One line of a logged score spread (goodput's ``rank_spread``: min/median/max over the
+    ranks, no rank named)."""
+    from telemetry.queries.slow_ranks import SLOW_SCORE
+
+    now = " / ".join(f"{s} {e[s]:.2f}" for s in ("min", "median", "max") if e[s] is not None)
+    low = f"; lowest min {e['worst_min']:.2f}" if e["worst_min"] is not None else ""
+    return (f"{e['metric']} over the ranks (logged, no rank named): {now or 'none'} in the "
+            f"newest of {e['windows']} report(s){low}, below {SLOW_SCORE} in "
+            f"{e['slow_windows']}")  # fmt: skip
 
 
 def _state(r: dict) -> str:

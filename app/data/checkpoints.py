@@ -140,6 +140,13 @@ def slow_ranks(block: dict[str, Any] | None) -> tuple[pd.DataFrame, str]:
     reports = int((block or {}).get("rank_reports") or 0)
     if not reports:
         return frame, NO_RANK_REPORTS
+    spread = [e for e in (block or {}).get("rank_spread") or [] if e["slow_windows"]]
+    if frame.empty and spread:  # only the spread was logged: a slow rank, unnamed
+        e = spread[0]
+        return frame, (f"Slow ranks: {reports:,} reports read; the logged {e['metric']} min "
+                       f"fell to {e['worst_min']:.2f} (below {SLOW_SCORE}) in "
+                       f"{e['slow_windows']:,} of them, but metrics name no rank: the job "
+                       "log's 'GPU relative performance:' report does.")  # fmt: skip
     if frame.empty:
         return frame, (f"Slow ranks: {reports:,} per-rank timing reports read; no rank below "
                        f"{SLOW_SCORE:.0%} of the reference rank's speed.")  # fmt: skip

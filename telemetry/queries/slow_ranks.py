@@ -16,6 +16,10 @@ did meanwhile.
   the first window's score) is below ``SLOW_SCORE``. **One-off**: flagged in a single window
   only. Otherwise **intermittent** (flagged more than once, but recovering). A rank named only
   by warnings (no scores printed) has no EWMA: chronic when warned in more than one window.
+- **Spread** (``rank_spread``): where only the spread over the ranks was logged (NVIDIA's
+  Lightning straggler callback's ``gpu_relative_perf/min|median|max`` metrics, run-level rows
+  with no rank: ``collect.logs.ptlperf``), each score's newest min, median and max, its lowest
+  min and the windows whose min was below ``SLOW_SCORE``: a slow rank was there, unnamed.
 - **GPU note**: the rank's host's GPUs in the hours around its newest flagged window
   (``GPU_LOOKBACK``), from the per-GPU 5-minute rollup (never the raw samples: a store can hold
   256 M), against the fleet in the same buckets: the GPU with the lowest SM clock while busy,
@@ -27,7 +31,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.collect.logs.rankperf import GPU_RELATIVE, WARNED
+from telemetry.collect.logs.ptlperf import NVRX_PTL, STATS
+from telemetry.collect.logs.rankperf import GPU_INDIVIDUAL, GPU_RELATIVE, WARNED
 from telemetry.queries import TimeRange
 from telemetry.queries.outliers import STRAGGLER_RATIO, THROTTLE_RATIO, THROTTLE_TEMP_C
 from telemetry.store import Store
@@ -86,6 +91,52 @@ def report_windows(store: Store, run_id: str, window: TimeRange) -> int:
             [run_id, window.start, window.end],
         )
     )
+
+
+# reports of one time (a file without times) merge: the lowest min, median median, highest max
+_SPREAD_SQL = """SELECT metric, ts,
+  CASE WHEN metric LIKE '%/max' THEN max(score) WHEN metric LIKE '%/median' THEN median(score)
+       ELSE min(score) END
+FROM rank_perf
+WHERE run_id = ? AND rank IS NULL AND source = ? AND ts BETWEEN ? AND ? AND score IS NOT NULL
+GROUP BY metric, ts ORDER BY ts, metric"""
+
+
+def rank_spread(store: Store, run_id: str, window: TimeRange) -> list[dict[str, Any]]:
+    """The spread over the ranks of each GPU score the run logged as metrics in ``window``
+    (``ptlperf``): dicts of ``metric`` (``gpu_relative_perf``, ``gpu_individual_perf``),
+    ``windows`` (report times), ``min``, ``median``, ``max`` (the newest report's, None where it
+    logged not that one), ``at`` (its ISO time), ``worst_min`` and ``worst_at`` (the lowest min
+    and when), ``slow_windows`` (reports whose min was below ``SLOW_SCORE``). Reports of one
+    time count as one (the lowest min, the highest max). Empty without."""
+    if not has_reports(store):
+        return []
+    rows = store.rows(_SPREAD_SQL, [run_id, NVRX_PTL, window.start, window.end])
+    by: dict[str, dict[datetime, dict[str, float]]] = {}
+    for metric, ts, score in rows:
+        name, _, stat = metric.partition("/")
+        if stat in STATS:
+            by.setdefault(name, {}).setdefault(ts, {})[stat] = score
+    out = []
+    for name in (GPU_RELATIVE, GPU_INDIVIDUAL):
+        reports = by.get(name)
+        if not reports:
+            continue
+        at = max(reports)
+        mins = [(v["min"], ts) for ts, v in reports.items() if "min" in v]
+        worst = min(mins, default=(None, None))
+        entry: dict[str, Any] = {"metric": name, "windows": len(reports)}
+        entry |= {s: _round(reports[at].get(s)) for s in STATS}
+        entry["at"] = at.isoformat()
+        entry["worst_min"] = _round(worst[0])
+        entry["worst_at"] = worst[1].isoformat() if worst[1] else None
+        entry["slow_windows"] = sum(1 for m, _ in mins if m < SLOW_SCORE)
+        out.append(entry)
+    return out
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
 
 
 def slow_ranks(

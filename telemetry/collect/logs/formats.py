@@ -50,10 +50,11 @@ def _by_extension(*exts: str) -> Callable[[str], bool]:
 
 
 def _fill_run(log: FileRecords, run: str | None) -> FileRecords:
-    """``log`` with ``run`` filled into the records that name none."""
+    """``log`` with ``run`` filled into the records (and straggler score rows) that name none."""
     for rec in log.records:
         if run and isinstance(rec, dict) and rec.get("run") is None:
             rec["run"] = run
+    log.rank_perf[:] = [(r or run, row) for r, row in log.rank_perf]
     return log
 
 

@@ -5,7 +5,8 @@ store is opened, so a typo or an unreadable file writes nothing. ``poll`` then y
 file's records in chunks of ``IMPORT_CHUNK``; a chunk's batch id is a hash of the file's bytes,
 the kind and the run plus its offset, so importing the same file again stores nothing ("already
 imported"). Each file's health row is ``import:<path>``: down when none of its records was
-valid.
+valid. The straggler callback's scores a file held (``importers.FileRecords.rank_perf``) follow
+its records as one ``rank_perf`` batch, stored at most once the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from telemetry.ingest.seam import (
     Records,
     SourceContext,
     SourceSpec,
+    Tables,
     Written,
 )
 
@@ -44,13 +46,15 @@ class ImportedFile:
     digest: str
     stored: int = 0
     duplicates: int = 0
+    scores: int = 0  # run-level straggler score rows stored (``ptlperf``)
+    scores_again: bool = False  # ... stored before: nothing written
     rejected: list[str] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)
     chunks_left: int = 0
 
     @property
     def usable(self) -> bool:
-        return bool(self.stored or self.duplicates)
+        return bool(self.stored or self.duplicates or self.scores or self.scores_again)
 
 
 def log_digest(path: str, kind: str, run: str | None) -> str:
@@ -67,7 +71,7 @@ def log_digest(path: str, kind: str, run: str | None) -> str:
 
 class ImportSource:
     name = "import"
-    produces = (Records,)
+    produces = (Records, Tables)
     health_rows = True
     interval_s = 0.0  # read once
 
@@ -87,14 +91,18 @@ class ImportSource:
         for f in self.files:
             f.rejected = [f"{b.origin}: {b.reason}" for b in f.log.bad_lines]
             f.ignored = dict(f.log.ignored_tags)
+            if unnamed := sum(1 for run, _ in f.log.rank_perf if run is None):
+                why = f"{unnamed:,} straggler scores name no run; add --run"
+                f.rejected.append(f"{f.log.path}: {why}")
         self._chunks: dict[str, tuple[ImportedFile, int]] = {}
         self.book = HealthBook()
 
     def poll(self, now: datetime) -> Iterator[Records]:
         for f in self.files:
             starts = range(0, len(f.log.records), self.chunk)
-            f.chunks_left = len(starts)
-            if not starts:
+            scores = self._scores(f, now)
+            f.chunks_left = len(starts) + (scores is not None)
+            if not f.chunks_left:
                 self._done(f, now)
             for start in starts:
                 batch_id = f"import:{f.digest}:{start}"
@@ -106,15 +114,32 @@ class ImportSource:
                     origin="import",
                     batch_id=batch_id,
                 )
+            if scores is not None:
+                yield scores
+
+    def _scores(self, f: ImportedFile, now: datetime) -> Tables | None:
+        """The file's straggler score rows that name their run, as one batch (None: none)."""
+        from telemetry.collect.logs.ptlperf import frame
+
+        rows = [(run, r) for run, r in f.log.rank_perf if run is not None]
+        if not rows:
+            return None
+        batch_id = f"import:{f.digest}:rank_perf"
+        self._chunks[batch_id] = (f, -1)
+        label = f"{f.log.path}: {len(rows):,} straggler scores"
+        return Tables({"rank_perf": frame(rows)}, now, 0, batch_id, label)
 
     def settle(self, now: datetime, batch: Batch, written: Written) -> None:
         from telemetry.ingest.records import RecordReport
 
-        if not isinstance(batch, Records) or batch.batch_id not in self._chunks:
+        if not isinstance(batch, Records | Tables) or batch.batch_id not in self._chunks:
             return
         f, start = self._chunks.pop(batch.batch_id)
         rep = written.report
-        if isinstance(rep, RecordReport):
+        if isinstance(batch, Tables):
+            f.scores_again = written.duplicate
+            f.scores = 0 if written.duplicate or not written.ok else len(batch.tables["rank_perf"])
+        elif isinstance(rep, RecordReport):
             f.stored += rep.stored
             f.duplicates += rep.duplicate
             f.rejected += [f"{f.log.origins[start + r.index]}: {r.reason}" for r in rep.rejected]

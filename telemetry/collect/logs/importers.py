@@ -7,6 +7,10 @@ so a rejection can name where it came from. A line that is not JSON, or a CSV ro
 cells than the header, becomes a ``bad_lines`` entry and the rest of the file is still read (a
 crashed job's log usually ends in a torn line). A file that cannot be read at all raises
 ``ImportFileError`` naming it.
+
+The GPU performance scores NVIDIA's Lightning straggler callback logs among the metrics
+(``ptlperf``) are taken out of the records as run-level ``rank_perf`` rows (a refused one is a
+``bad_lines`` entry); a step that held nothing else is no record.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from telemetry.collect.logs import ptlperf
+from telemetry.collect.logs.rankperf import RankPerf
 from telemetry.collect.logs.tbfiles import TB_PREFIX
 from telemetry.errors import FactoryFloorError
-from telemetry.ingest.records import FIELD_KINDS
+from telemetry.ingest.records import FIELD_KINDS, MAX_ID_CHARS, METRICS, parse_time
 
 # TensorBoard tag (lower case, without a ``train/`` or ``training/`` prefix) -> record field.
 # Names as the common trainers write them: HF Trainer, Lightning, Megatron-LM, nanoGPT forks.
@@ -67,6 +74,8 @@ class FileRecords:
     origins: list[str]  # where each record came from, same order
     bad_lines: list[BadLine] = field(default_factory=list)
     ignored_tags: dict[str, int] = field(default_factory=dict)  # TensorBoard tags not mapped
+    # (run, row) of the straggler callback's scores (``ptlperf``); run None: ``--run`` fills it
+    rank_perf: list[tuple[str | None, RankPerf]] = field(default_factory=list)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -91,7 +100,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> FileRecords:
     lines = list(_lines(p))
     first = next((text.lstrip() for _, text in lines if text.strip()), "")
     if first.startswith("["):
-        return _json_array(p, "".join(text for _, text in lines))
+        return _take_scores(_json_array(p, "".join(text for _, text in lines)))
     out = FileRecords(str(p), [], [])
     for n, text in lines:
         if not text.strip():
@@ -103,7 +112,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> FileRecords:
             out.bad_lines.append(BadLine(f"{p}:{n}", f"not JSON: {exc.msg} at column {exc.colno}"))
         except RecursionError:
             out.bad_lines.append(BadLine(f"{p}:{n}", "JSON nested too deeply"))
-    return out
+    return _take_scores(out)
 
 
 def _json_array(p: Path, text: str) -> FileRecords:
@@ -116,6 +125,44 @@ def _json_array(p: Path, text: str) -> FileRecords:
     if not isinstance(items, list):
         raise ImportFileError(p, "not a JSON array")
     return FileRecords(str(p), items, [f"{p}: item {i}" for i in range(len(items))])
+
+
+def _take_scores(log: FileRecords) -> FileRecords:
+    """``log`` with the straggler callback's scores (``ptlperf``) taken out of its records as
+    rows dated by the record's ``ts``; a record without one is dated now, as ``store_records``
+    dates its metrics (then the file's undated records are given that ``ts``, so its metrics and
+    scores share it). A record left with no metric is dropped."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    out = FileRecords(log.path, [], [], list(log.bad_lines), dict(log.ignored_tags))
+    for rec, origin in zip(log.records, log.origins, strict=True):
+        keys = {}
+        if isinstance(rec, dict):
+            keys = {k: n for k in rec if isinstance(k, str) and (n := ptlperf.name_of(k))}
+        if keys:
+            values = {n: rec.pop(k) for k, n in keys.items()}
+            try:
+                run = _run_of(rec)
+                ts = now if rec.get("ts") is None else parse_time(rec["ts"], now)
+                rows, refused = ptlperf.step_rows(values, ts, origin)
+                out.rank_perf.extend((run, r) for r in rows)
+                out.bad_lines.extend(BadLine(origin, why) for why in refused)
+            except ValueError as exc:
+                out.bad_lines.append(BadLine(origin, f"straggler scores not stored: {exc}"))
+            if all(rec.get(m) is None for m in METRICS):
+                continue
+        out.records.append(rec)
+        out.origins.append(origin)
+    for rec in out.records if out.rank_perf else []:  # the file's undated steps: one time
+        if isinstance(rec, dict) and rec.get("ts") is None:
+            rec["ts"] = now.isoformat()
+    return out
+
+
+def _run_of(rec: dict[str, Any]) -> str | None:
+    run = rec.get("run")
+    if run is None or isinstance(run, str) and 0 < len(run) <= MAX_ID_CHARS and run.isprintable():
+        return run
+    raise ValueError(f"run {str(run)[:40]!r} is not a run id")
 
 
 def _cell(name: str, text: str) -> Any:
@@ -150,7 +197,7 @@ def read_csv(path: str | os.PathLike[str]) -> FileRecords:
         try:
             row = next(reader)
         except StopIteration:
-            return out
+            return _take_scores(out)
         except csv.Error as exc:
             out.bad_lines.append(BadLine(f"{p}:{reader.line_num}", str(exc)))
             continue
@@ -210,7 +257,8 @@ def _field_for(tag: str) -> str | None:
 def read_tensorboard(path: str | os.PathLike[str], run: str) -> FileRecords:
     """Scalars of the event file(s) at ``path`` as ``train_metrics`` records of ``run``: one
     record per (attempt, step), ``ts`` the step's earliest wall time. Tags are mapped by
-    ``TB_TAGS``; other tags and non-scalar summaries are counted in ``ignored_tags``. When a
+    ``TB_TAGS`` (the straggler callback's scores: ``ptlperf``); other tags and non-scalar
+    summaries are counted in ``ignored_tags``. When a
     tag's step goes backwards the job restarted from a checkpoint: the following steps belong
     to the next ``attempt``."""
     files = event_files(path)
@@ -222,7 +270,7 @@ def read_tensorboard(path: str | os.PathLike[str], run: str) -> FileRecords:
     for f in files:
         for tag, step, wall, value in _scalars(f):
             read_any = True
-            name = _field_for(tag)
+            name = _field_for(tag) or ptlperf.name_of(tag)
             if name is None or value is None:
                 ignored[tag[:64]] += 1
                 continue
@@ -235,4 +283,5 @@ def read_tensorboard(path: str | os.PathLike[str], run: str) -> FileRecords:
         raise ImportFileError(path, "no TensorBoard summaries found (not an event file?)")
     keys = sorted(steps)
     origins = [f"{path}: step {s} (attempt {a})" for a, s in keys]
-    return FileRecords(str(path), [steps[k] for k in keys], origins, [], dict(ignored))
+    log = FileRecords(str(path), [steps[k] for k in keys], origins, [], dict(ignored))
+    return _take_scores(log)

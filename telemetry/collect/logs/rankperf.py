@@ -34,7 +34,9 @@ The reports as their writers print them (format strings quoted from their source
   skipped. Its warnings ``"STRAGGLER DETECTION WARNING: Some GPUs have worse relative
   performance. Affected ranks: {rel_stragglers}"`` (and ``"Some GPUs performance dropped."``)
   print a set of ``StragglerId(rank=3, node='h100-0004')``; Megatron-Bridge's documentation
-  shows a plain list ``[76, 13, 45]``: both are read, one row per rank, ``score`` NULL.
+  shows a plain list ``[76, 13, 45]``: both are read, one row per rank, ``score`` NULL. With
+  ``enable_ptl_logging=True`` the callback also logs the scores' min/median/max as Lightning
+  metrics (no rank): ``ptlperf`` reads those from imported TensorBoard/CSV/JSON-lines files.
 
 A report's lines carry its writer's prefix (``srun --label``'s ``63: ``, torchrun's
 ``[default3]:``); the report ends at the first line of the same prefix that is not one of its
