@@ -192,3 +192,23 @@ def test_a_job_without_a_gpu_count_had_none_where_the_cluster_counts_them(tmp_pa
         jobs = _by_id(s)
     assert jobs["107"]["gpus"] == 0 and not jobs["107"]["alloc_gpu_hours"]
     assert jobs["108"]["gpus"] == 2  # cluster c2 counts no job's GPUs: its node's two
+
+
+def test_a_clicked_job_whose_id_holds_a_hash_shows_its_own_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job id with "#" in it (a label's job, a run id) is that job's, not cut at the "#"
+    the grid's row ids use for repeats."""
+    from app.main import create_app
+    from tests.conftest import bound_store
+
+    path = build_jobs_store(tmp_path / "s.duckdb")
+    with Store(str(path)) as st:
+        insert_jobs(st, [job(7, ["n0"], 0, 60, "COMPLETED") | {"job_id": "eval#2"}])
+    for st in bound_store(path, monkeypatch):
+        create_app(st)
+        from app.pages import jobs as page  # registered with an app
+
+        rows = [{"id": "slurm:eval#2", "source": "slurm", "job_id": "eval#2"}]
+        shown = str(page._detail({"rowId": "slurm:eval#2"}, rows))
+    assert "Job eval#2 (slurm): 2 GPUs on 1 nodes: n0" in shown

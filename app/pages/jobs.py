@@ -221,9 +221,8 @@ def _grid(view: dict[str, Any] | None, _n: int | None, states: Any, users: Any, 
           State("jobs-table", "rowData"))  # fmt: skip
 @guarded("alert")
 def _detail(clicked: Any, rows: Any):  # type: ignore[no-untyped-def]
-    row = table_row(clicked, rows)
-    key = row.get("id") if row else None
-    return detail_for(key.split("#")[0] if isinstance(key, str) else None)
+    row = table_row(clicked, rows)  # its key from its own cells: an id may hold "#"
+    return detail_for(f"{row.get('source')}:{row.get('job_id')}" if row else None)
 
 
 @callback(Output("jobs-day", "value"), Input("view", "data"))
