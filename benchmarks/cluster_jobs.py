@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import baseline  # noqa: E402
 from benchmarks.cluster_store import START, build  # noqa: E402
 from telemetry.queries.accounting import accounting  # noqa: E402
 from telemetry.store import Store  # noqa: E402
@@ -51,11 +52,13 @@ def main() -> int:
         counts = build(path, a.jobs, a.days, a.nodes, a.seed)
         print(f"built in {time.perf_counter() - t0:.1f} s: "
               + ", ".join(f"{v:,} {k}" for k, v in counts.items()))  # fmt: skip
+        scan = baseline.duckdb_scan(path, 5, baseline.ROLLUP_SCAN_SQL)["p50"] * 1000
+        print(f"baseline (same run): DuckDB scan + GROUP BY of the newest day's hourly per-GPU "
+              f"rows, fresh connection: {scan:.1f} ms")  # fmt: skip
         print(f"day accounting, {a.days} days, {a.nodes:,} nodes, {a.jobs:,} jobs:")
-        print(
-            f"  cold (fresh read-only open, nothing cached): "
-            f"{statistics.median(cold(path, a.days) for _ in range(a.repeat)) * 1000:.0f} ms"
-        )
+        ms = statistics.median(cold(path, a.days) for _ in range(a.repeat)) * 1000
+        print(f"  cold (fresh read-only open, nothing cached): {ms:.0f} ms = "
+              f"{ms / scan:.1f} x scan")  # fmt: skip
         with Store(path, read_only=True) as store:
             asof = START + timedelta(days=a.days)
             accounting(store, START, a.days, asof=asof)
@@ -66,10 +69,9 @@ def main() -> int:
                 accounting(store, START, a.days, asof=asof)
                 return time.perf_counter() - t
 
-            print(
-                f"  warm (same connection, result cache dropped): "
-                f"{statistics.median(warm() for _ in range(a.repeat)) * 1000:.0f} ms"
-            )
+            ms = statistics.median(warm() for _ in range(a.repeat)) * 1000
+            print(f"  warm (same connection, result cache dropped): {ms:.0f} ms = "
+                  f"{ms / scan:.1f} x scan")  # fmt: skip
             day = accounting(store, START, a.days, asof=asof).days
             print(f"  GPU-hours over the {a.days} days: "
                   + ", ".join(f"{c} {day[c].sum():,.0f}" for c in day.columns[1:]))  # fmt: skip
