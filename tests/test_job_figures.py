@@ -143,3 +143,24 @@ def test_settled_at_is_the_end_of_the_bucket_of_the_last_moment() -> None:
     assert job_figures.settled_at(datetime(2026, 3, 1, 1, 0, 1), 3600) == datetime(2026, 3, 1, 2)
     # a day-level job's last part is read from 6-hour buckets
     assert job_figures.settled_at(datetime(2026, 3, 1, 7), 86400) == datetime(2026, 3, 1, 12)
+
+
+def test_problem_jobs_are_the_newest_with_a_problem_not_the_problems_of_the_newest(
+    stores: tuple[Path, Path],
+) -> None:
+    """ "Which jobs wasted their GPUs this week": the problem filter reads the kept figures of
+    every job in the range, so the newest problem jobs are listed even when more than the
+    listing's limit of newer jobs ran since; the kept figures' problems are the ones the
+    page names."""
+    _, kept = stores
+    with Store(str(kept), read_only=True) as store:
+        every = jq.jobs(store, jq.JobFilter())
+        flagged = [k for k, p in zip(every["key"], every["problems"], strict=True) if p]
+        # 104 idle an hour; 102 failed early, requeued; 105 (not kept: its last hour is not
+        # complete) one GPU idle all along
+        assert flagged == ["slurm:104", "slurm:102", "slurm:105"]
+        for limit in (1, 2, 7):
+            got = jq.jobs(store, jq.JobFilter(problems_only=True), limit=limit)
+            assert got["key"].tolist() == flagged[:limit]
+        # the newest job alone, as before, holds no problem: nothing is lost to the limit
+        assert not jq.jobs(store, jq.JobFilter(), limit=1)["problems"].iloc[0]

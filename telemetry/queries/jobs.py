@@ -235,6 +235,10 @@ def list_jobs(
     gpn = gpus_per_node(store)
     sources, source_params = _sources(store, with_labels=labels and not finished)
     kept = store.has_table("job_figures")
+    # problem jobs only: the newest ``limit`` of the jobs in the range with a problem by their
+    # kept figures, and every job not kept (``jobs`` judges those: running ones, labels'), not
+    # the problems among the newest ``limit`` jobs
+    picked = f.problems_only and kept and only is None
     df = store.df(
         f"""WITH j AS (
               SELECT source || ':' || job_id AS key, source, job_id, label, name, "user",
@@ -245,9 +249,11 @@ def list_jobs(
                                                ELSE len(hosts) * ? END) AS gpus,
                      requeues, run_id, nodelist, hosts, finished
               FROM ({sources}) WHERE {" AND ".join(where)}
-              ORDER BY "start" DESC, job_id LIMIT ?)
+              {"" if picked else 'ORDER BY "start" DESC, job_id LIMIT ?'})
             SELECT j.* {_KEPT_HOSTS if kept else ""}, {_KEPT_SELECT if kept else "FALSE AS kept"}
-            FROM j {_KEPT_JOIN if kept else ""} ORDER BY j."start" DESC, j.job_id""",
+            FROM j {_KEPT_JOIN if kept else ""}
+            {_PICKED.format(problem=_KEPT_PROBLEM) if picked else ""}
+            ORDER BY j."start" DESC, j.job_id""",
         [gpn, *source_params, *params, (1 << 62) if limit is None else limit],
     )
     return df
@@ -263,6 +269,17 @@ _KEPT_SELECT = 'f.key IS NOT NULL AS kept, f."end" AS kept_end, ' + ", ".join(
 # a finished job's kept figures need no hosts (only ``job_stats`` reads them): 500 lists less
 _KEPT_HOSTS = """EXCLUDE (hosts), CASE WHEN f.key IS NULL OR NOT f.finished THEN j.hosts END
   AS hosts"""
+# a kept job's problems as ``problems`` finds them (``_shared``'s idle minutes of a job sharing
+# its nodes: its share of the nodes' idle GPU-hours per GPU); tests check both agree
+_KEPT_PROBLEM = f"""((CASE WHEN NOT coalesce(f.by_label, FALSE) AND j.gpus < f.gpus_seen
+    THEN CASE WHEN j.gpus > 0 THEN f.idle_gpu_hours * 60 / f.gpus_seen END
+    ELSE f.idle_max_min END) > {IDLE_MINUTES}
+  OR (j.state IN ({", ".join(f"'{s}'" for s in FAILED_STATES)})
+      AND j.elapsed_s < {FAILED_WITHIN_MIN * 60})
+  OR j.requeues >= {REQUEUED_TIMES})"""
+_PICKED = """WHERE f.key IS NULL OR {problem}
+QUALIFY f.key IS NULL OR row_number() OVER (PARTITION BY f.key IS NULL
+                                            ORDER BY j."start" DESC, j.job_id) <= ?"""
 _KEPT_JOIN = """LEFT JOIN job_figures f ON f.key = j.key AND f."start" = j."start"
   AND f.finished = j.finished AND (NOT f.finished OR f."end" = j."end")
   AND f.hosts IS NOT DISTINCT FROM j.hosts AND f.label IS NOT DISTINCT FROM j.label"""
@@ -351,7 +368,7 @@ def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     df["problems"] = [problems(dict(zip(cols, r, strict=True)))
                       for r in zip(*(df[c].tolist() for c in cols), strict=True)]  # fmt: skip
     if f.problems_only:
-        df = df[df["problems"].map(len) > 0]
+        df = df[df["problems"].map(len) > 0].head(limit)
     return df[list(COLUMNS)].reset_index(drop=True)
 
 
