@@ -161,7 +161,7 @@ def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, l
     more = f"the newest {data.MAX_JOBS}" if len(df) >= data.MAX_JOBS else "all"
     cards = [
         card("Jobs", f"{len(df):,}", f"{more} in the range", id_="jobs-count"),
-        card("Allocated", f"{alloc:,.1f} GPU-h", "GPUs x elapsed"),
+        card("Allocated", f"{alloc:,.1f} GPU-h", "the listed jobs' GPUs x elapsed"),
         card("Used", f"{used:,.1f} GPU-h",
              f"{used / alloc:.0%} of allocated" if alloc else "utilization-weighted"),
         card("Idle while allocated", f"{idle:,.1f} GPU-h", "GPU time below 5 % utilization"),
