@@ -164,3 +164,15 @@ def test_problem_jobs_are_the_newest_with_a_problem_not_the_problems_of_the_newe
             assert got["key"].tolist() == flagged[:limit]
         # the newest job alone, as before, holds no problem: nothing is lost to the limit
         assert not jq.jobs(store, jq.JobFilter(), limit=1)["problems"].iloc[0]
+
+
+def test_a_cluster_whose_jobs_all_still_run_keeps_their_figures(tmp_path: Path) -> None:
+    path = build_jobs_store(tmp_path / "running.duckdb")
+    with Store(str(path)) as store:
+        with store.transaction(["slurm_jobs"]) as con:
+            con.execute("DELETE FROM slurm_jobs")
+        insert_jobs(store, [job(106, ["n0"], 120, None, "RUNNING")])
+        assert job_figures.keep(store) == 1
+        assert _kept_row(store, "slurm:106")["used_gpu_hours"] == pytest.approx(
+            0.8 * 2 * (1 + 55 / 60)
+        )

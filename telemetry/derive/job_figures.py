@@ -37,8 +37,9 @@ from telemetry.queries import jobs as jq
 from telemetry.store import Store
 from telemetry.store.rollups import DAY_FROM, DAY_MARK, DAY_S, gpu_table
 
-_ANY_FINISHED = """SELECT EXISTS (SELECT 1 FROM slurm_jobs WHERE end_ts IS NOT NULL)
-  OR EXISTS (SELECT 1 FROM runs WHERE source IN ('import', 'logs') AND end_ts IS NOT NULL)"""
+# any job whose figures could be kept (one that started: running or ended)
+_ANY_JOB = """SELECT EXISTS (SELECT 1 FROM slurm_jobs WHERE start_ts IS NOT NULL)
+  OR EXISTS (SELECT 1 FROM runs WHERE source IN ('import', 'logs') AND start_ts IS NOT NULL)"""
 CHUNK = 500  # jobs per statement (about one listing's worth)
 _MARK_KEY = "job_figures_mark"
 _EPOCH = datetime(1970, 1, 1)
@@ -89,10 +90,10 @@ def _mark(store: Store, horizons: dict[int, datetime]) -> str:
 
 
 def keep(store: Store, since: datetime | None = None) -> int:
-    """Compute and store the figures of the finished jobs settled by now and not kept yet
-    (see the module); ``since``: the oldest time of data just written (late data drops the
-    rows it may change). Returns the number of jobs kept. A read-only store, or one without
-    per-GPU rollups, keeps nothing."""
+    """Compute and store the figures of the finished jobs settled by now and not kept yet,
+    and of the running ones up to now (see the module); ``since``: the oldest time of data
+    just written (late data drops the rows it may change). Returns the number of jobs kept.
+    A read-only store, or one without per-GPU rollups, keeps nothing."""
     if store.read_only or not store.gpu_rollup_levels():
         return 0
     levels = sorted(store.gpu_rollup_levels())
@@ -101,7 +102,7 @@ def keep(store: Store, since: datetime | None = None) -> int:
     ):
         with store.transaction(["job_figures"]) as con:
             con.execute("DELETE FROM job_figures WHERE settled_ts > ?", [since])
-    if not store.scalar(_ANY_FINISHED):
+    if not store.scalar(_ANY_JOB):
         return 0
     horizons = _horizons(store, levels)
     if not horizons:
