@@ -31,7 +31,7 @@ def day_range(day: str) -> TimeRange:
 EXPORT = {
     "job_id": "job_id", "name": "name", "user": "user", "account": "account",
     "partition": "partition", "state": "state", "start": "start", "end": "end",
-    "nodes": "nodes", "gpus": "gpus", "alloc_gpu_hours": "gpu_hours",
+    "nodes": "nodes", "nodelist": "nodelist", "gpus": "gpus", "alloc_gpu_hours": "gpu_hours",
     "used_gpu_hours": "used_gpu_hours", "used_dcp_gpu_hours": "used_dcp_gpu_hours",
     "idle_gpu_hours": "idle_gpu_hours", "util_pct": "util_pct", "mem_peak_mib": "mem_peak_mib",
     "power_w": "power_w", "energy_kwh": "energy_kwh", "energy_basis": "energy_basis",
@@ -65,8 +65,8 @@ MAX_DAY_JOBS = 100_000  # a day's CSV lists every job of the day
 
 MAX_SUMMARY_JOBS = 10_000  # summary --json lists at most this many jobs (newest first)
 SUMMARY = ("job_id", "name", "user", "account", "partition", "state", "start", "end", "nodes",
-           "gpus", "gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours", "idle_gpu_hours",
-           "energy_kwh", "source")  # fmt: skip
+           "nodelist", "gpus", "gpu_hours", "used_gpu_hours", "used_dcp_gpu_hours",
+           "idle_gpu_hours", "energy_kwh", "source")  # fmt: skip
 
 
 def recent_jobs(store: Store, days: float) -> list[dict[str, Any]]:

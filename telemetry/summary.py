@@ -26,6 +26,7 @@ from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
 from telemetry.queries.failures import COSTED
 from telemetry.queries.failures import missing as _missing
+from telemetry.queries.node_health import summary_block as node_health_block
 from telemetry.queries.run_end import run_end
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -368,4 +369,6 @@ def store_summary(
         "accounting": accounting_block(store, book.default.gpu_hour),
         "accounting_price": book.default.per_gpu_hour(),
         "jobs": recent_jobs(store, jobs_days),
+        # Slurm's drained nodes now, node-health findings and repairs of the last 7 days
+        "node_health": node_health_block(store),
     }

@@ -66,6 +66,8 @@ def test_summary_json_lists_the_last_days_jobs(path: Path) -> None:
     assert set(jobs) == {"100", "101", "102", "103", "104", "105", "research/eval-7"}
     assert jobs["102"]["problems"] == ["FAILED 5.0 min after start (< 10)", "requeued 2 times"]
     assert jobs["105"]["energy_kwh"] == pytest.approx(5.577, abs=1e-3)
+    # "what ran on node X": each job's nodes, as Slurm lists them, a label's job its hosts
+    assert jobs["105"]["nodelist"] == "n0,n1" and jobs["research/eval-7"]["nodelist"] == "n3"
     p = cli("summary", "--store", str(path), "--json", "--jobs-days", "0")
     assert p.returncode == 2 and "--jobs-days" in p.stderr
 

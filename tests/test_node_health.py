@@ -153,3 +153,35 @@ def test_the_bad_node_ranking_names_the_rules_a_node_broke(tmp_path: Path) -> No
     assert list(ranked["host"]) == ["n1", "n3", "n2"]  # a broken rule ranks above more XIDs
     assert list(ranked["health"]) == ["same fatal XID repeated", "jobs of several users failed",
                                       ""]  # fmt: skip
+
+
+def test_summary_json_says_why_a_node_is_drained_and_what_it_broke(tmp_path: Path) -> None:
+    """"Why is node X drained": ``summary --json``'s ``node_health`` names the nodes drained
+    at Slurm's last poll with the reason and who set it, the rules broken in the last 7 days
+    and the repairs."""
+    from telemetry.summary import store_summary
+
+    xid = [{"ts": T0 + timedelta(hours=h), "host": "n3", "gpu": 2, "xid": 79}
+           for h in (1, 3)]  # fmt: skip
+    ev = [
+        {"ts": T0 + timedelta(hours=1), "host": "n1", "state": "DRAIN", "reason": "XID 79",
+         "reason_user": "oncall"},
+        {"ts": T0 + timedelta(hours=7), "host": "n1", "state": "IDLE"},
+        {"ts": T0 + timedelta(hours=4), "host": "n3", "state": "DRAIN",
+         "reason": "XID 79 twice", "reason_user": "ops", "reason_ts": T0 + timedelta(hours=4)},
+    ]  # fmt: skip
+    s = _store(tmp_path, xid, events=ev)
+    with s:
+        now = pd.DataFrame([{"host": "n3", "state": "IDLE+DRAIN", "reason": "XID 79 twice",
+                             "reason_user": "ops", "reason_ts": T0 + timedelta(hours=4),
+                             "polled_ts": T0 + timedelta(hours=10)}])  # fmt: skip
+        s.append_many({"slurm_nodes": now})
+        block = store_summary(s)["node_health"]
+    (drained,) = block["drained_now"]
+    assert drained["host"] == "n3" and drained["reason"] == "XID 79 twice"
+    assert drained["reason_user"] == "ops" and drained["hours"] == pytest.approx(6.0)
+    assert drained["since"] == (T0 + timedelta(hours=4)).isoformat()
+    assert [(f["host"], f["gpu"], f["rule"]) for f in block["findings"]] == [
+        ("n3", 2, "fatal_xid_repeat")
+    ]
+    assert [(r["host"], r["hours"]) for r in block["repairs"]] == [("n1", 6.0)]

@@ -266,9 +266,10 @@ def list_jobs(
 _KEPT_SELECT = 'f.key IS NOT NULL AS kept, f."end" AS kept_end, ' + ", ".join(
     f"f.{c} AS kept_{c}" for c in STAT_COLUMNS[1:]
 )
-# a finished job's kept figures need no hosts (only ``job_stats`` reads them): 500 lists less
-_KEPT_HOSTS = """EXCLUDE (hosts), CASE WHEN f.key IS NULL OR NOT f.finished THEN j.hosts END
-  AS hosts"""
+# a finished Slurm job's kept figures need no hosts (``job_stats`` reads them; its nodelist
+# names them): 500 lists less
+_KEPT_HOSTS = """EXCLUDE (hosts), CASE WHEN f.key IS NULL OR NOT f.finished
+  OR j.nodelist IS NULL THEN j.hosts END AS hosts"""
 # a kept job's problems as ``problems`` finds them (``_shared``'s idle minutes of a job sharing
 # its nodes: its share of the nodes' idle GPU-hours per GPU); tests check both agree
 _KEPT_PROBLEM = f"""((CASE WHEN NOT coalesce(f.by_label, FALSE) AND j.gpus < f.gpus_seen
@@ -361,6 +362,11 @@ def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     With ``f.problems_only``, only jobs with a problem (of the newest ``limit``)."""
     df = _shared(with_stats(store, list_jobs(store, f, limit)))
     df["alloc_gpu_hours"] = df["gpus"] * df["elapsed_s"] / 3600
+    df["nodelist"] = [  # a label's or a log's job: its hosts, as a Slurm list names them
+        n if isinstance(n, str) else (",".join(h) or None) if isinstance(h, list | np.ndarray)
+        else None
+        for n, h in zip(df["nodelist"].tolist(), df["hosts"].tolist(), strict=True)
+    ]
     for col in COLUMNS:
         if col not in df.columns:
             df[col] = None

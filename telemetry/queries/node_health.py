@@ -195,3 +195,45 @@ def drained_now(store: Store) -> pd.DataFrame:
 def has_node_states(store: Store) -> bool:
     """Whether Slurm's node states were ever stored (a replay or a bare exporter has none)."""
     return bool(store.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM slurm_nodes LIMIT 1)"))
+
+
+SUMMARY_DAYS = 7  # summary --json's node health: the findings and repairs of this many days
+
+
+def summary_block(store: Store, days: float = SUMMARY_DAYS) -> dict[str, object]:
+    """``summary --json``'s ``node_health``: ``drained_now`` (``drained_now``'s rows: host,
+    state, kind, reason, reason_user, since, hours), and over the last ``days`` to Slurm's
+    last poll or the newest XID, ``findings`` (``findings``' rows) and ``repairs``
+    (``repairs``' rows); empty lists where nothing says."""
+    end = store.scalar(
+        "SELECT greatest((SELECT max(polled_ts) FROM slurm_nodes), "
+        "(SELECT max(ts) FROM slurm_node_events), (SELECT max(ts) FROM xid_events))"
+    )
+    out: dict[str, object] = {"drained_now": [], "findings": [], "repairs": []}
+    if end is None:
+        return out
+    tr = TimeRange(end - timedelta(days=days), end)
+    out["drained_now"] = _records(drained_now(store))
+    out["findings"] = _records(findings(store, tr))
+    out["repairs"] = _records(repairs(node_states(store, tr)))
+    return out
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows as JSON-ready dicts: times as ISO text, numbers rounded, None for unknown."""
+    out = []
+    for rec in df.to_dict("records"):
+        row: dict[str, object] = {}
+        for k, v in rec.items():
+            if v is None or (not isinstance(v, (list, tuple, str)) and pd.isna(v)):
+                row[k] = None
+            elif isinstance(v, pd.Timestamp):
+                row[k] = v.isoformat()
+            elif isinstance(v, float):
+                row[k] = round(v, 3)
+            elif hasattr(v, "item"):  # a numpy number
+                row[k] = v.item()
+            else:
+                row[k] = v
+        out.append(row)
+    return out
