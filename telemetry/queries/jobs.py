@@ -339,22 +339,34 @@ def _num(values: pd.Series) -> np.ndarray:
 def with_stats(store: Store, jobs: pd.DataFrame) -> pd.DataFrame:
     """``jobs`` (``list_jobs``' rows) with ``job_stats``' columns (``STAT_COLUMNS``): the kept
     figures (``job_figures``) where a job has them, the others' read from the rollups now;
-    None where nothing was sampled."""
+    NaN (None for the texts) where nothing was sampled."""
     kept = jobs["kept"].astype(bool).to_numpy()
-    base = jobs[[c for c in jobs.columns if not c.startswith("kept")]]
-    stats = {c: (jobs[f"kept_{c}"].to_numpy(dtype=object, copy=True)
-                 if f"kept_{c}" in jobs.columns else np.full(len(jobs), None, dtype=object))
-             for c in STAT_COLUMNS[1:]}  # fmt: skip
-    rest = base[~kept]
-    if not rest.empty:
-        fresh = job_stats(store, rest)
-        at = pd.Index(base["key"]).get_indexer(fresh["key"])
+    names = [c for c in jobs.columns if not c.startswith("kept")]
+    stats = {c: _stat(jobs.get(f"kept_{c}"), c, len(jobs)) for c in STAT_COLUMNS[1:]}
+    if not kept.all():
+        fresh = job_stats(store, jobs.loc[~kept, names])
+        at = pd.Index(jobs["key"]).get_indexer(fresh["key"])
         for c in [c for c in STAT_COLUMNS[1:] if c in fresh.columns]:
-            stats[c][at] = fresh[c].astype(object).to_numpy()
-    for c in STAT_COLUMNS[1:]:
-        if c not in ("by_label", "energy_basis"):
-            stats[c] = _num(pd.Series(stats[c]))
-    return base.assign(**stats)
+            stats[c][at] = _stat(fresh[c], c, len(fresh))
+    # one frame from the columns as they are (selecting and assigning would copy the listing's
+    # Arrow strings column by column: most of this function's time)
+    return pd.DataFrame({**{c: jobs[c] for c in names}, **stats}, index=jobs.index, copy=False)
+
+
+_TEXT_STATS = ("by_label", "energy_basis")  # of ``STAT_COLUMNS``; the others are numbers
+
+
+def _stat(values: pd.Series | None, col: str, n: int) -> np.ndarray:
+    """One statistic's values as a writable array: floats (NaN unknown), or objects (None)."""
+    if values is None:
+        return np.full(n, None if col in _TEXT_STATS else np.nan, dtype=object
+                       if col in _TEXT_STATS else float)  # fmt: skip
+    if col not in _TEXT_STATS:
+        got = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        return got if got.flags.writeable else got.copy()
+    out = values.to_numpy(dtype=object, copy=True)
+    out[pd.isna(out)] = None
+    return out
 
 
 def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
