@@ -369,15 +369,19 @@ def _stat(values: pd.Series | None, col: str, n: int) -> np.ndarray:
     return out
 
 
+def _nodelist(nodelist: Any, hosts: Any) -> str | None:
+    if isinstance(nodelist, str):
+        return nodelist
+    return (",".join(hosts) or None) if isinstance(hosts, list | np.ndarray) else None
+
+
 def jobs(store: Store, f: JobFilter, limit: int = MAX_JOBS) -> pd.DataFrame:
     """The jobs ``f`` selects with their efficiency and problems (``COLUMNS``), newest first.
     With ``f.problems_only``, only jobs with a problem (of the newest ``limit``)."""
     df = _shared(with_stats(store, list_jobs(store, f, limit)))
     df["alloc_gpu_hours"] = df["gpus"] * df["elapsed_s"] / 3600
     df["nodelist"] = [  # a label's or a log's job: its hosts, as a Slurm list names them
-        n if isinstance(n, str) else (",".join(h) or None) if isinstance(h, list | np.ndarray)
-        else None
-        for n, h in zip(df["nodelist"].tolist(), df["hosts"].tolist(), strict=True)
+        _nodelist(n, h) for n, h in zip(df["nodelist"].tolist(), df["hosts"].tolist(), strict=True)
     ]
     for col in COLUMNS:
         if col not in df.columns:
