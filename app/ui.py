@@ -112,12 +112,14 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # a table's times (not ISO's "T" and fraction
 def _rows(df: pd.DataFrame, columns: dict[str, str], row_id: RowId) -> list[dict[str, Any]]:
     if df.empty:
         return []
-    shown = df[[c for c in columns if c in df.columns]]
-    stamps = [c for c in shown.columns if pd.api.types.is_datetime64_any_dtype(shown[c])]
-    if stamps:  # as every page writes a time (not ISO's "T" and fractions)
-        shown = shown.assign(**{c: shown[c].dt.strftime(TIME_FORMAT) for c in stamps})
-    # column by column (to_dict("records") iterates pandas' Arrow strings cell by cell: ~5x)
-    cols = {c: shown[c].tolist() for c in shown.columns}
+    # column by column (to_dict("records") iterates pandas' Arrow strings cell by cell: ~5x),
+    # from the frame's own columns (selecting them first copies every one); times as every
+    # page writes them (not ISO's "T" and fractions)
+    cols = {
+        c: (df[c].dt.strftime(TIME_FORMAT) if df[c].dtype.kind == "M" else df[c]).tolist()
+        for c in columns
+        if c in df.columns
+    }
     if row_id:
         cols["id"] = _row_ids(df, row_id)
     return [dict(zip(cols, row, strict=True)) for row in zip(*cols.values(), strict=True)]
