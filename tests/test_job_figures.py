@@ -176,3 +176,12 @@ def test_a_cluster_whose_jobs_all_still_run_keeps_their_figures(tmp_path: Path) 
         assert _kept_row(store, "slurm:106")["used_gpu_hours"] == pytest.approx(
             0.8 * 2 * (1 + 55 / 60)
         )
+
+
+def test_a_kept_jobs_gpus_are_still_shown_one_by_one(stores: tuple[Path, Path]) -> None:
+    """A click on a job whose figures are kept shows its GPUs (read by its hosts)."""
+    _, kept = stores
+    with Store(str(kept), read_only=True) as store:
+        gpus = jq.job_gpus(store, "slurm:104")
+    assert sorted(zip(gpus["host"], gpus["gpu"], strict=True)) == [("n2", 0), ("n2", 1)]
+    assert gpus["idle_gpu_hours"].tolist() == pytest.approx([1.0, 1.0])

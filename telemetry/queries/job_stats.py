@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import numpy as np
 import pandas as pd
 
 from telemetry.store import Store
@@ -155,7 +156,8 @@ def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.Dat
     interval = store.sample_interval_s()
     # one string per job (the cache keys parameters by value: no list of lists); a host name
     # has no comma (Slurm's hostlists separate by it)
-    hosts = [",".join(h) if h is not None else "" for h in known["hosts"].tolist()]
+    hosts = [",".join(h) if isinstance(h, list | tuple | np.ndarray) else ""
+             for h in known["hosts"].tolist()]  # fmt: skip
     df = store.df(
         _STATS_SQL.format(day=DAY_S, day_from=DAY_FROM, union=union, idle=IDLE_PCT,
                           by="key, host, gpu" if per_gpu else "key",

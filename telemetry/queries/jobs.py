@@ -250,7 +250,8 @@ def list_jobs(
                      requeues, run_id, nodelist, hosts, finished
               FROM ({sources}) WHERE {" AND ".join(where)}
               {"" if picked else 'ORDER BY "start" DESC, job_id LIMIT ?'})
-            SELECT j.* {_KEPT_HOSTS if kept else ""}, {_KEPT_SELECT if kept else "FALSE AS kept"}
+            SELECT j.* {_KEPT_HOSTS if kept and only is None else ""},
+                   {_KEPT_SELECT if kept else "FALSE AS kept"}
             FROM j {_KEPT_JOIN if kept else ""}
             {_PICKED.format(problem=_KEPT_PROBLEM) if picked else ""}
             ORDER BY j."start" DESC, j.job_id""",
@@ -266,8 +267,8 @@ def list_jobs(
 _KEPT_SELECT = 'f.key IS NOT NULL AS kept, f."end" AS kept_end, ' + ", ".join(
     f"f.{c} AS kept_{c}" for c in STAT_COLUMNS[1:]
 )
-# a finished Slurm job's kept figures need no hosts (``job_stats`` reads them; its nodelist
-# names them): 500 lists less
+# a finished Slurm job's kept figures need no hosts in a listing (``job_stats`` reads them; its
+# nodelist names them): 500 lists less; one job's (``job_gpus``) are read by its hosts
 _KEPT_HOSTS = """EXCLUDE (hosts), CASE WHEN f.key IS NULL OR NOT f.finished
   OR j.nodelist IS NULL THEN j.hosts END AS hosts"""
 # a kept job's problems as ``problems`` finds them (``_shared``'s idle minutes of a job sharing
