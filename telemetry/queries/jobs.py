@@ -202,18 +202,15 @@ def list_jobs(
     f: JobFilter,
     limit: int | None = MAX_JOBS,
     only: tuple[str, str] | None = None,
-    finished: bool = False,
     labels: bool = True,
 ) -> pd.DataFrame:
     """The jobs ``f`` selects, newest first, at most ``limit`` (None: all): their accounting
     columns (``COLUMNS`` up to ``nodelist``) and ``label``, ``hosts`` (for ``job_stats``),
     ``finished`` (its end is known: a Slurm job's end time, an imported run's end), ``kept``
     (its figures are kept: ``kept_end`` and ``kept_<column>`` of ``STAT_COLUMNS``). ``only``:
-    the one job (source, job_id). ``finished``: only those. ``labels``: with the jobs known
+    the one job (source, job_id). ``labels``: with the jobs known
     only from attribution labels (they never end, so the kept figures need not read them)."""
     where, params = ["TRUE"], []
-    if finished:
-        where.append("finished")
     if only is not None:
         where.append("source = ? AND job_id = ?")
         params += list(only)
@@ -233,7 +230,7 @@ def list_jobs(
         )
         params += [f.name, f.name]
     gpn = gpus_per_node(store)
-    sources, source_params = _sources(store, with_labels=labels and not finished)
+    sources, source_params = _sources(store, with_labels=labels)
     kept = store.has_table("job_figures")
     # problem jobs only: the newest ``limit`` of the jobs in the range with a problem by their
     # kept figures, and every job not kept (``jobs`` judges those: running ones, labels'), not
@@ -363,7 +360,7 @@ def _stat(values: pd.Series | None, col: str, n: int) -> np.ndarray:
         return np.full(n, None if col in _TEXT_STATS else np.nan, dtype=object
                        if col in _TEXT_STATS else float)  # fmt: skip
     if col not in _TEXT_STATS:
-        got = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        got = _num(values)
         return got if got.flags.writeable else got.copy()
     out = values.to_numpy(dtype=object, copy=True)
     out[pd.isna(out)] = None
