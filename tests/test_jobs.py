@@ -211,4 +211,24 @@ def test_a_clicked_job_whose_id_holds_a_hash_shows_its_own_gpus(
 
         rows = [{"id": "slurm:eval#2", "source": "slurm", "job_id": "eval#2"}]
         shown = str(page._detail({"rowId": "slurm:eval#2"}, rows))
-    assert "Job eval#2 (slurm): 2 GPUs on 1 nodes: n0" in shown
+    assert "Job eval#2 (slurm): 2 GPUs on 1 node: n0" in shown
+
+
+def test_a_shared_jobs_gpus_say_it_holds_fewer_than_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A click on a job holding one of its node's two GPUs, with no label saying which, shows
+    both GPUs and says it holds one of them (not "2 GPUs", as if both were its own)."""
+    from app.main import create_app
+    from tests.conftest import bound_store
+
+    path = build_jobs_store(tmp_path / "s.duckdb")
+    with Store(str(path)) as st:
+        insert_jobs(st, [job(106, ["n0"], 0, 60, "COMPLETED", gpus=1)])
+    for st in bound_store(path, monkeypatch):
+        create_app(st)
+        from app.pages import jobs as page  # registered with an app
+
+        shared, whole = str(page.detail_for("slurm:106")), str(page.detail_for("slurm:100"))
+    assert "Job 106 (slurm) holds 1 of the 2 GPUs of its 1 node and no label says which" in shared
+    assert "Job 100 (slurm): 2 GPUs on 1 node: n0" in whole

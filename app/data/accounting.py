@@ -21,6 +21,8 @@ def days_of(tr: TimeRange | None) -> tuple[datetime, int] | None:
     if tr is None:
         return acct.activity_days(store())
     end = min(tr.end, datetime.utcnow())  # noqa: DTZ003 (naive UTC like the store)
+    # a range ending at midnight ends the day before (its end is not in it: no empty day)
+    end = max(min(tr.start, end), end - timedelta(microseconds=1))
     first = min(max(tr.start, end - timedelta(days=MAX_DAYS - 1)), end)
     d0 = datetime(first.year, first.month, first.day)
     return d0, (datetime(end.year, end.month, end.day) - d0).days + 1

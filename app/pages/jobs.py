@@ -6,6 +6,7 @@ over its time; "Download CSV" writes one day's jobs."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import dash
@@ -183,14 +184,22 @@ def detail_for(key: str | None) -> Any:
         return dbc.Alert(f"No GPU samples of job {job_id} ({source}) during its time: its "
                          "nodes sent none, or the store does not know them.",
                          color="info")  # fmt: skip
+    held = df.attrs.get("gpus")
     nodes = sorted(df["host"].unique())
     shown = df.assign(mem_peak_gib=df["mem_peak_mib"].astype(float) / 1024).round(2)
+    where = ", ".join(nodes[:64]) + (" ..." if len(nodes) > 64 else "")
+    on = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    labelled = bool(df["by_label"].eq(True).any())
+    if held is not None and held < len(df) and not labelled:
+        what = (f"Job {job_id} ({source}) holds {held} of the {len(df)} GPUs of its {on} and "
+                "no label says which: every GPU of its nodes is shown (its figures in the list "
+                f"are its share of these): {where}")  # fmt: skip
+    else:
+        what = f"Job {job_id} ({source}): {len(df)} GPUs on {on}: {where}"
     return html.Div(
         [
             html.Div(
-                f"Job {job_id} ({source}): {len(df)} GPUs on {len(nodes)} nodes: "
-                + ", ".join(nodes[:64])
-                + (" ..." if len(nodes) > 64 else ""),
+                what,
                 id="jobs-detail-nodes",
                 className="small mb-1",
             ),  # fmt: skip
@@ -228,7 +237,10 @@ def _detail(clicked: Any, rows: Any):  # type: ignore[no-untyped-def]
 @callback(Output("jobs-day", "value"), Input("view", "data"))
 def _day(view: dict[str, Any] | None) -> str | None:
     tr = view_range(view)
-    return tr.end.strftime("%Y-%m-%d") if tr is not None else None
+    if tr is None:
+        return None
+    # the range's last day (a range ending at midnight ends the day before)
+    return max(tr.start, tr.end - timedelta(microseconds=1)).strftime("%Y-%m-%d")
 
 
 @callback(Output("jobs-csv", "data"), Output("jobs-csv-error", "children"),

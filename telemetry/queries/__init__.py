@@ -14,6 +14,7 @@ import pandas as pd
 
 from telemetry.queries.targets import SCRAPED
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,27 @@ def data_extent(store: Store) -> TimeRange | None:
         [store.rollup_levels()[0]] if expired else [],
     )
     if row is None or row[0] is None:
-        return None
+        return _accounting_extent(store)
     return TimeRange(row[0], row[1])
+
+
+def _accounting_extent(store: Store) -> TimeRange | None:
+    """A store holding no samples, metrics, checkpoints or logs may still hold a cluster's
+    Slurm accounting (``import --slurm`` before any scrape) and per-GPU rollups: their span,
+    so its jobs, node health and accounting have a range (not "no data stored yet")."""
+    levels = store.gpu_rollup_levels()
+    rolled = (f"UNION ALL SELECT min(ts), max(ts) FROM {gpu_table(levels[0])}"
+              if levels else "")  # fmt: skip
+    (row,) = store.rows(
+        f"""SELECT min(lo), max(hi) FROM (
+             SELECT min(start_ts) AS lo, max(coalesce(end_ts, polled_ts, start_ts)) AS hi
+             FROM slurm_jobs
+             UNION ALL SELECT min(ts), max(coalesce(polled_ts, ts)) FROM slurm_node_events
+             {rolled})"""
+    )
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return TimeRange(row[0], max(row[0], row[1]))
 
 
 def newest_trained_run(store: Store) -> str | None:

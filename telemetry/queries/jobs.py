@@ -398,7 +398,12 @@ def job_gpus(store: Store, key: str) -> pd.DataFrame:
     no such job, or nothing sampled)."""
     source, _, job_id = str(key).partition(":")
     one = list_jobs(store, JobFilter(), limit=1, only=(source, job_id))
-    return job_stats(store, one, per_gpu=True)
+    out = job_stats(store, one, per_gpu=True)
+    # the GPUs it holds (``attrs["gpus"]``: fewer than shown where it shares its nodes and no
+    # label says which are its own)
+    gpus = one["gpus"].iloc[0] if len(one) else None
+    out.attrs["gpus"] = None if gpus is None or pd.isna(gpus) else int(gpus)
+    return out
 
 
 def filter_values(store: Store, tr: TimeRange | None) -> dict[str, list[str]]:
