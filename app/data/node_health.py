@@ -42,3 +42,9 @@ def health(tr: TimeRange) -> Health:
         order += [h for h in by_time.index.tolist() if h not in order]
     return Health(found, states, nh.drained_now(s), nh.repairs(states), order[:SHOWN],
                   len(order), nh.has_node_states(s))  # fmt: skip
+
+
+def node_story(name: str, tr: TimeRange) -> dict[str, object] | None:
+    """One node's Slurm state now, its states in ``tr`` and its findings (None: no such
+    node)."""
+    return nh.node_story(store(), name, tr)

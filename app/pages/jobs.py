@@ -15,6 +15,7 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
 from app.data import jobs as data
+from app.data import node_health
 from app.data.view import table_row, view_range
 from app.ui import card, guarded, table, view_inputs
 
@@ -152,11 +153,49 @@ def _total(df: pd.DataFrame, col: str) -> float:
     return float(pd.to_numeric(df[col], errors="coerce").fillna(0).sum())
 
 
+def _when(t: Any) -> str:
+    return "" if t is None or pd.isna(t) else f"{pd.Timestamp(t):%Y-%m-%d %H:%M}"
+
+
+def _why(reason: Any, user: Any) -> str:
+    said = f", reason \u201c{reason}\u201d" if isinstance(reason, str) and reason else ""
+    return said + (f", set by {user}" if isinstance(user, str) and user else "")
+
+
+def node_panel(story: dict[str, Any]) -> html.Div:
+    """A node named in the filter: its Slurm state now and why, its drains and downs in the
+    range, and the health rules' findings on it (the GPUs page has the fleet's)."""
+    host, now = story["host"], story["now"]
+    if now is None:
+        lines = [f"Node {host}: Slurm has not reported it (no node states collected)."]
+    elif now["kind"] == "in service":
+        lines = [f"Node {host} at Slurm's last word: {now['state']}, in service."]
+    else:
+        hours = f", {now['hours']:.1f} h" if now["hours"] is not None else ""
+        why = _why(now["reason"], now["reason_user"])
+        lines = [f"Node {host} at Slurm's last word: {now['state']} ({now['kind']} since "
+                 f"{_when(now['since']) or 'unknown'}{hours}){why}."]  # fmt: skip
+    bad = story["states"][story["states"]["kind"] != "in service"]
+    for r in bad.tail(5).itertuples():
+        lines.append(f"In this range: {r.kind} {_when(r.start_ts)} \u2192 "
+                     f"{_when(r.end_ts) or 'still'}{_why(r.reason, r.reason_user)}.")  # fmt: skip
+    if bad.empty and now is not None:
+        lines.append("In this range: never drained or down.")
+    for r in story["findings"].head(5).itertuples():
+        lines.append(f"Finding: {r.what} ({r.evidence}): {r.action}.")
+    return html.Div([html.Div(t) for t in lines], id="jobs-node", className="small mb-2")
+
+
 def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, list[dbc.Col]]:
-    """The jobs grid and the cards above it for the view's range and the filters."""
-    df = data.jobs(data.job_filter(view_range(view), picks))
+    """The jobs grid and the cards above it for the view's range and the filters; with a
+    node's name in the name filter, that node's state and why above them."""
+    tr = view_range(view)
+    df = data.jobs(data.job_filter(tr, picks))
+    name = str(picks.get("name") or "").strip()
+    story = node_health.node_story(name, tr) if name and tr is not None else None
+    panel = node_panel(story) if story is not None else None
     if df.empty:
-        return dbc.Alert(NO_JOBS, color="info"), []
+        return html.Div([panel, dbc.Alert(NO_JOBS, color="info")]), []
     alloc, used, idle = (_total(df, c) for c in ("alloc_gpu_hours", "used_gpu_hours",
                                                  "idle_gpu_hours"))  # fmt: skip
     more = f"the newest {data.MAX_JOBS}" if len(df) >= data.MAX_JOBS else "all"
@@ -170,7 +209,7 @@ def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, l
     ]  # fmt: skip
     grid = table("jobs-table", _shown(df), JOB_COLUMNS, row_id="key", clickable=True,
                  hidden=HIDDEN, export_hidden=True)  # fmt: skip
-    return grid, cards
+    return (grid if panel is None else html.Div([panel, grid])), cards
 
 
 def detail_for(key: str | None) -> Any:

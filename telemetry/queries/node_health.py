@@ -192,6 +192,39 @@ def drained_now(store: Store) -> pd.DataFrame:
     )
 
 
+def node_story(store: Store, name: str, tr: TimeRange) -> dict[str, object] | None:
+    """One node as an operator asks about it ("what ran on node X, and why is it drained"),
+    ``name`` its host name in any case: ``host``; ``now``, its state at Slurm's last word
+    (``drained_now``'s columns, None where Slurm does not know it); ``states``, its
+    ``node_states`` intervals overlapping ``tr``; ``findings``, the rules' findings on it in
+    ``tr``. None when the store knows no such node."""
+    host = store.scalar(
+        """SELECT host FROM (SELECT host FROM slurm_nodes UNION ALL SELECT host FROM nodes)
+           WHERE lower(host) = lower(?) LIMIT 1""",
+        [str(name)[:256]],
+    )
+    if host is None:
+        return None
+    now = store.df(
+        f"""SELECT host, state, {_STATE_SQL} AS kind, reason, reason_user, reason_ts AS since,
+                   (epoch(polled_ts) - epoch(reason_ts)) / 3600 AS hours
+            FROM slurm_nodes WHERE host = ?""",
+        [host],
+    )
+    states = store.df(
+        f"""SELECT * FROM ({_INTERVALS_SQL})
+            WHERE host = ? AND coalesce(end_ts, ?) >= ? ORDER BY start_ts""",
+        [tr.end, host, tr.end, tr.start],
+    )
+    found = findings(store, tr)
+    return {
+        "host": host,
+        "now": _records(now)[0] if len(now) else None,
+        "states": states,
+        "findings": found[found["host"] == host].reset_index(drop=True),
+    }
+
+
 def has_node_states(store: Store) -> bool:
     """Whether Slurm's node states were ever stored (a replay or a bare exporter has none)."""
     return bool(store.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM slurm_nodes LIMIT 1)"))
