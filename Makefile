@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python benchmarks/replay.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/dashboard.py
+	$(BIN)/python benchmarks/goodput.py
 	$(BIN)/python benchmarks/workload.py
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/ckptscan.py

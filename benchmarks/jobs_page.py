@@ -6,7 +6,8 @@ docstring says how it is generated; the accounting benchmark runs on the same st
     .venv/bin/python benchmarks/jobs_page.py --keep /tmp/jobs-bench.duckdb   # build once, reuse
 
 Timed, each callback of the Jobs page (the page's default view, the last day of the store; one
-account; problems only; the whole 30 days; a selected job's GPUs; the filter options), median
+account; problems only; the whole 30 days; a node's name in the filter, with the node's Slurm
+state and findings above its jobs; a selected job's GPUs; the filter options), median
 and p95 of ``--repeat``, two ways:
 
 - **cold**, the dashboard benchmark's rule (issue #16): a new store version, no query result
@@ -106,6 +107,9 @@ def main() -> None:
         last = jq.list_jobs(store, jq.JobFilter(TimeRange(end - timedelta(days=1), end)), None)
         running = last[last["state"] == "RUNNING"]
         key = (running if not running.empty else last)["key"].iloc[0]
+        node = store.scalar(  # the node drained most often: the node panel has most to say
+            "SELECT host FROM slurm_node_events GROUP BY host ORDER BY count(*) DESC, host LIMIT 1"
+        ) or "gpu0000"
         print(f"rows: {store.scalar('SELECT count(*) FROM slurm_jobs'):,} Slurm job records, "
               f"{store.scalar('SELECT count(*) FROM gpu_rollup'):,} per-GPU rollup rows; "
               f"the last day lists {len(last)} jobs ({len(running)} running, "
@@ -116,6 +120,7 @@ def main() -> None:
         "grid, last day, one account": lambda: page.grid_for(day, {"accounts": ["research"]}),
         "grid, last day, problems only": lambda: page.grid_for(day, {"problems": True}),
         "grid, 30 days (newest 500)": lambda: page.grid_for(month, {}),
+        f"grid, 30 days, node {node} and its state": lambda: page.grid_for(month, {"name": node}),
         f"selected job's GPUs ({key})": lambda: page.detail_for(key),
     }
     scan = baseline.duckdb_scan(path, 5, baseline.ROLLUP_SCAN_SQL)["p50"] * 1000
@@ -128,7 +133,7 @@ def main() -> None:
         "open; first = a fresh read-only open"
     )
     print(
-        f"  {'callback':38s} {'cold p50':>8} {'cold p95':>8} {'/scan':>6} "
+        f"  {'callback':44s} {'cold p50':>8} {'cold p95':>8} {'/scan':>6} "
         f"{'first p50':>9} {'first p95':>9} {'/scan':>6}"
     )
     with Store(path, read_only=True) as store:
@@ -137,7 +142,7 @@ def main() -> None:
     for name, fn in cases.items():
         (cm, cp), (fm, fp) = cold[name], _fresh(path, fn, args.repeat)
         print(
-            f"  {name:38s} {cm:8.1f} {cp:8.1f} {cp / scan:6.2f} "
+            f"  {name:44s} {cm:8.1f} {cp:8.1f} {cp / scan:6.2f} "
             f"{fm:9.1f} {fp:9.1f} {fp / scan:6.2f}"
         )
 

@@ -152,14 +152,17 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
             i AS (SELECT sum(dt) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9)
                          / sum(ds) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9) AS ideal
                   FROM d, m, a),
-            h AS (SELECT epoch(date_trunc('hour', ts)) - epoch(?::TIMESTAMP) AS t, sum(ds) AS ds
+            h AS (SELECT epoch(date_trunc('hour', ts)) - epoch(?::TIMESTAMP) AS t, sum(ds) AS ds,
+                         sum(dt) AS dt, median(dt / ds) AS med
                   FROM d GROUP BY ALL)
-            SELECT h.t, h.ds, i.ideal FROM h, i ORDER BY h.t""",
+            SELECT h.t, h.ds, i.ideal, h.dt, h.med FROM h, i ORDER BY h.t""",
         [run_id, win.start, win.end, MAD_K, MAD_K, t0],
     )  # one statement: the pairs are read once for the ideal and the hours
     ideal = rows[0][2] if rows else None
     hour_t = np.array([r[0] for r in rows], dtype=float)
     hour_ds = np.array([r[1] for r in rows], dtype=float)
+    hour_dt = np.array([r[3] for r in rows], dtype=float)
+    hour_med = np.array([r[4] for r in rows], dtype=float)
     first = store.scalar(
         "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
         [run_id, win.start, win.end],
@@ -210,7 +213,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "first": None if first is None else (first - t0).total_seconds(),
         "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
         "restores": list(zip(restores["a"].tolist(), restores["b"].tolist(), strict=True)),
-        "hour_t": hour_t, "hour_ds": hour_ds,
+        "hour_t": hour_t, "hour_ds": hour_ds, "hour_dt": hour_dt, "hour_med": hour_med,
         "save_t": saves["t"].to_numpy(float), "save_s": saves["blocking_s"].to_numpy(float),
         "ideal": None if ideal is None else float(ideal),
         "evals": [(float(t), float(t) + float(ms) / 1e3) for ev, t, ms in timed if ev],
@@ -279,6 +282,7 @@ def goodput(
     window: TimeRange | None = None,
     detail: bool = True,
     energy: bool = False,
+    steps: bool = False,
 ) -> dict[str, Any] | None:
     """The run's goodput block over ``window`` (default: its whole span): ``window_s``,
     ``seconds`` (one key per ``CATEGORIES``, adding up to ``window_s``), ``goodput`` (the
@@ -289,7 +293,8 @@ def goodput(
     nothing dates it.
     ``detail=False``: the totals only (no days, no slow ranks: empty lists), for the views that
     show the total alone (the Overview's card, the what-if, the GoodputLow alert).
-    ``energy``: also ``energy`` (``goodput_energy``: each category's kWh)."""
+    ``energy``: also ``energy`` (``goodput_energy``: each category's kWh).
+    ``steps``: also ``step_time`` (``step_time``: each hour's step time against the ideal)."""
     win = _window(store, run_id, window)
     if win is None:
         return None
@@ -311,7 +316,29 @@ def goodput(
         "rank_reports": report_windows(store, run_id, win) if detail else None,
         "rank_spread": rank_spread(store, run_id, win) if detail else [],
         "days": per_day,
-    } | ({"energy": _energy(store, run_id, win, d)} if energy else {})
+    } | ({"energy": _energy(store, run_id, win, d)} if energy else {}) | (
+        {"step_time": step_time(d, win)} if steps else {})
+
+
+def step_time(d: dict[str, Any], win: TimeRange) -> list[dict[str, Any]]:
+    """Each hour of the window with timed steps: ``hour`` (its start, ISO), ``median_s`` (the
+    median seconds per step of its progress pairs), ``mean_s`` (its running time over its
+    steps: what the slowdown badput counts, a stall included) and each as a deviation from the
+    ideal step time in percent (``median_pct``, ``mean_pct``; None without an ideal)."""
+    ideal = d["ideal"]
+    out = []
+    cols = (d[k].tolist() for k in ("hour_t", "hour_ds", "hour_dt", "hour_med"))
+    for t, ds, dt, med in zip(*cols, strict=True):
+        if ds <= 0:
+            continue
+        mean = dt / ds
+        out.append({
+            "hour": (win.start + timedelta(seconds=t)).isoformat(),
+            "median_s": round(med, 6), "mean_s": round(mean, 6),
+            "median_pct": None if not ideal else round((med / ideal - 1) * 100, 3),
+            "mean_pct": None if not ideal else round((mean / ideal - 1) * 100, 3),
+        })  # fmt: skip
+    return out
 
 
 def _energy(store: Store, run_id: str, win: TimeRange, d: dict[str, Any]) -> dict[str, Any]:

@@ -233,3 +233,43 @@ def test_megatron_timers_give_evaluation_and_data_loading(tmp_path: Path) -> Non
     fed = secs["data_loading"] / (secs["productive"] + secs["data_loading"])
     assert fed == pytest.approx(0.3 / 2.0, abs=1e-6)  # 0.3 s of each 2.0-s step
     assert secs["slowdown"] < 1.0  # the evaluation is no longer "slow steps"
+
+
+def test_each_hours_step_time_against_the_ideal_shows_a_slow_hour_and_a_stall(
+    tmp_path: Path,
+) -> None:
+    """#38, 2: step-time deviation over time. Three hours of 2 s steps, the second hour's steps
+    3 s (50 % slower), a 10-minute stall in the third: the chart's median line says +50 % in
+    the slow hour and ~0 elsewhere; the mean line carries the stall, and the axis is not
+    flattened by it."""
+    from datetime import datetime
+
+    from app.figures.checkpoints import step_time_hours
+
+    t0 = datetime(2026, 3, 1)
+    rows, t, step = [], 0.0, 0
+    while t < 3 * 3600:
+        step += 1
+        t += 3.0 if 3600 <= t < 7200 else 2.0
+        if step == 4000:
+            t += 600.0  # a stall in the third hour
+        rows.append({"run_id": "r", "ts": t0 + timedelta(seconds=t), "step": step, "attempt": 0})
+    frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB by name)
+    with Store(str(tmp_path / "s.duckdb")) as s:
+        with s.transaction(["runs", "train_metrics"]) as con:
+            con.execute("INSERT INTO runs (run_id, start_ts, end_ts) VALUES ('r', ?, ?)",
+                        [t0, t0 + timedelta(seconds=t)])  # fmt: skip
+            con.execute("INSERT INTO train_metrics (run_id, ts, step, attempt) "
+                        "SELECT run_id, ts, step, attempt FROM frame")  # fmt: skip
+        block = goodput(s, "r", steps=True)
+    assert block is not None and block["ideal_step_s"] == pytest.approx(2.0, rel=0.01)
+    hours = block["step_time"]
+    assert [h["hour"][11:16] for h in hours] == ["00:00", "01:00", "02:00", "03:00"][: len(hours)]
+    assert hours[0]["median_pct"] == pytest.approx(0.0, abs=1)
+    assert hours[1]["median_pct"] == pytest.approx(50.0, abs=1)  # the slow hour
+    stalled = hours[2]
+    assert stalled["median_pct"] == pytest.approx(0.0, abs=1)
+    assert stalled["mean_pct"] > 10  # 600 s over the hour's ~1,500 steps of 2 s
+    fig = step_time_hours(block, "plotly_dark").to_dict()
+    assert [tr["name"] for tr in fig["data"]] == ["Median step", "Mean (stalls included)"]
+    assert fig["layout"]["yaxis"]["range"][1] >= 50  # the slow hour is on the chart

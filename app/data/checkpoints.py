@@ -115,8 +115,9 @@ def measured_ettr(model: Any) -> str | None:
 
 
 def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
-    """The run's goodput block over the range, with its days (``telemetry.goodput``)."""
-    return good.goodput(store(), run_id, tr)
+    """The run's goodput block over the range, with its days and its hours' step time
+    (``telemetry.goodput``)."""
+    return good.goodput(store(), run_id, tr, steps=True)
 
 
 SLOW_RANK_COLUMNS = {

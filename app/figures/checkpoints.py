@@ -413,3 +413,35 @@ def goodput_days(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figu
         yaxis={"title": "Share of the day (%)", "range": [0, 100]},
     )
     return legend_below(fig, rows=2)
+
+
+def step_time_hours(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figure:
+    """Each hour's step time against the ideal (the goodput block's ``step_time``), in percent:
+    the median step (a slow phase, a straggler) and the mean (what the slowdown badput counts,
+    its stalls included). The axis stops above every median and most means, so one stalled
+    hour does not flatten the rest; its hover says its value."""
+    title = "Step time against the ideal, per hour"
+    hours = (block or {}).get("step_time") or []
+    ideal = (block or {}).get("ideal_step_s")
+    if not hours or not ideal:
+        return empty(title, "No timed steps in this range", 260, template)
+    x = [h["hour"] for h in hours]
+    fig = _base(f"{title} (ideal {ideal:.3g} s)", 260, template)
+    for key, name, colour in (("median_pct", "Median step", "#19d3f3"),
+                              ("mean_pct", "Mean (stalls included)", "#ffa15a")):  # fmt: skip
+        fig.add_trace(plot.Scatter(
+            x=x, y=[h[key] for h in hours], name=name, mode="lines",
+            line={"color": colour, "width": 1},
+            hovertemplate="%{x|%Y-%m-%d %H:00}: %{y:+.1f} % against the ideal<extra>"
+            + name + "</extra>",
+        ))  # fmt: skip
+    means = sorted(h["mean_pct"] for h in hours)  # the medians all shown, the means mostly
+    top = max(means[int(0.98 * (len(means) - 1))], max(h["median_pct"] for h in hours)) * 1.2
+    top = max(top, 10.0)
+    low = min(min(h["median_pct"] for h in hours) * 1.2, -5.0)
+    fig.update_layout(
+        hovermode="x unified",
+        xaxis={"title": "Time (UTC)", "type": "date"},
+        yaxis={"title": "Against the ideal (%)", "range": [low, top], "zeroline": True},
+    )
+    return legend_below(fig)

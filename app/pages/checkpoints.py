@@ -100,6 +100,7 @@ def layout(**_query: str) -> html.Div:
             html.Div(id="ck-restores"),
             graph("ck-goodput"),
             html.Div(id="ck-goodput-note", className="small text-body-secondary mb-3"),
+            graph("ck-step-time"),
             html.H6("Slow ranks", className="mt-2"),
             html.Div(id="ck-slow-ranks", className="mb-3"),
         ]
@@ -276,11 +277,13 @@ def _per_day(delta: float, m: dict[str, Any]) -> str | None:
     Output({"type": "chart", "id": "ck-goodput"}, "figure"),
     Output("ck-goodput-note", "children"),
     Output("ck-slow-ranks", "children"),
+    Output({"type": "chart", "id": "ck-step-time"}, "figure"),
     *view_inputs(),
 )
-@guarded("figure", "alert", "alert")
+@guarded("figure", "alert", "alert", "figure")
 def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
-    """Where each day of the run went (#38, 3): goodput and its badput categories per day."""
+    """Where each day of the run went (#38, 3): goodput and its badput categories per day, the
+    slow ranks, and each hour's step time against the ideal (#38, 2)."""
     tpl = template(theme)
     tr = view_range(view)
     run_id = run_of(view)
@@ -298,4 +301,4 @@ def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  #
     note_div = html.Div(slow_note, className="small text-body-secondary mb-1")
     shown = [note_div, table("ck-slow-ranks-table", slow, data.SLOW_RANK_COLUMNS)] if len(
         slow) else note_div  # fmt: skip
-    return ckfig.goodput_days(block, tpl), note, shown
+    return ckfig.goodput_days(block, tpl), note, shown, ckfig.step_time_hours(block, tpl)
