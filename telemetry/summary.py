@@ -72,31 +72,9 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     interruption list, checkpoint tiers, restores, Slurm jobs and utilization are left out:
     the list alone is every interruption's evidence parsed, ~50 ms over the 419 of a 54-day
     run, for cards that show counts."""
-    run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
-    last = store.scalar(
-        """SELECT max(t) FROM (
-             SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
-             UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
-             UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
-        [run_id, run_id, run_id],
-    )
-    start, end_ts = _time(run["start_ts"]), _time(run["end_ts"])
-    end = min(end_ts, last) if last is not None and end_ts is not None else last
-    wall_s = max((end - start).total_seconds(), 0.0) if None not in (start, end) else 0.0
-    tm = store.df(
-        """SELECT arg_max(tokens, ts) FILTER (WHERE tokens IS NOT NULL) AS tokens,
-                  arg_max(step, ts) AS step,
-                  avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
-           FROM train_metrics WHERE run_id = ?""",
-        [run_id],
-    ).iloc[0]
-    tokens, tps = _num(tm["tokens"]), _num(tm["tps"])
-    productive_s = tokens / tps if tokens and tps and tps > 0 else 0.0
-    basis = "tokens" if tokens and tps else None
-    if basis is None:  # a log without tokens: surviving steps x the median step time
-        steps_s = _step_seconds(store, run_id)
-        if steps_s is not None:
-            productive_s, basis = steps_s, "steps"
+    e = _ettr_inputs(store, run_id)
+    run, last, start, end, tm = e["run"], e["last"], e["start"], e["end"], e["tm"]
+    wall_s, tokens, basis = e["wall_s"], e["tokens"], e["basis"]
     loss, mfu = _num(tm["loss"]), _num(tm["mfu"])
     ints = store.df(
         f"""SELECT planned, component, category, coalesce(source, 'posted') AS source,
@@ -124,7 +102,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "steps": _int(tm["step"]),
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
-        "ettr": round(min(productive_s / wall_s, 1.0), 4) if wall_s > 0 and basis else None,
+        "ettr": _ettr(e),
         "ettr_basis": basis,
         "mtbf_hours": round(wall_h / n_unexp, 3) if n_unexp else None,
         "mfu": None if mfu is None else round(mfu, 4),
@@ -164,6 +142,49 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         out["interruptions"]["list"] = _interruption_list(store, run_id)
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
     return out
+
+
+def _ettr_inputs(store: Store, run_id: str) -> dict[str, Any]:
+    """What ETTR is computed from (module doc): the run's row, its newest record (``last``),
+    its wall time to it, its training metrics' totals (``tm``) and the productive seconds with
+    their ``basis`` (tokens / throughput, else the steps at the median step time)."""
+    run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
+    last = store.scalar(
+        """SELECT max(t) FROM (
+             SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
+             UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
+             UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
+        [run_id, run_id, run_id],
+    )
+    start, end_ts = _time(run["start_ts"]), _time(run["end_ts"])
+    end = min(end_ts, last) if last is not None and end_ts is not None else last
+    wall_s = max((end - start).total_seconds(), 0.0) if None not in (start, end) else 0.0
+    tm = store.df(
+        """SELECT arg_max(tokens, ts) FILTER (WHERE tokens IS NOT NULL) AS tokens,
+                  arg_max(step, ts) AS step,
+                  avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
+           FROM train_metrics WHERE run_id = ?""",
+        [run_id],
+    ).iloc[0]
+    tokens, tps = _num(tm["tokens"]), _num(tm["tps"])
+    productive_s = tokens / tps if tokens and tps and tps > 0 else 0.0
+    basis = "tokens" if tokens and tps else None
+    if basis is None:  # a log without tokens: surviving steps x the median step time
+        steps_s = _step_seconds(store, run_id)
+        if steps_s is not None:
+            productive_s, basis = steps_s, "steps"
+    return {"run": run, "last": last, "start": start, "end": end, "wall_s": wall_s, "tm": tm,
+            "tokens": tokens, "productive_s": productive_s, "basis": basis}  # fmt: skip
+
+
+def _ettr(e: dict[str, Any]) -> float | None:
+    wall_s, basis = e["wall_s"], e["basis"]
+    return round(min(e["productive_s"] / wall_s, 1.0), 4) if wall_s > 0 and basis else None
+
+
+def measured_ettr(store: Store, run_id: str) -> float | None:
+    """The run's ETTR as ``run_summary`` gives it, read alone (3 statements, not its 13)."""
+    return _ettr(_ettr_inputs(store, run_id))
 
 
 def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | None]:

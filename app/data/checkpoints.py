@@ -9,6 +9,7 @@ import pandas as pd
 from app.data.services import store
 from app.data.view import mapping, number
 from telemetry import goodput as good
+from telemetry import summary as run_figures
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.queries import TimeRange
@@ -19,7 +20,6 @@ from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabular
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
 from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE
 from telemetry.reliability import IntervalAdvice
-from telemetry.summary import run_summary
 from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
 
@@ -35,20 +35,26 @@ def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
     return ckq.timeline(store(), run_id, tr)
 
 
-def checkpoint_model(run_id: str, tr: TimeRange, tiers: pd.DataFrame) -> dict[str, Any] | None:
+def measured(run_id: str) -> dict[str, Any]:
+    """The run's measured ETTR and goodput (``measured_ettr``, ``measured_goodput``), read once
+    with the view (not again at each what-if keystroke), beside the range's other reads."""
+    block = good.goodput(store(), run_id, detail=False)
+    return {
+        "measured_ettr": run_figures.measured_ettr(store(), run_id),
+        "measured_goodput": None if not block else block["goodput"],
+    }
+
+
+def checkpoint_model(
+    run_id: str, tr: TimeRange, tiers: pd.DataFrame, figures: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
-    it in the browser); ``tiers`` is the range's ``tier_stats``. None outside the run."""
+    it in the browser); ``tiers`` is the range's ``tier_stats``, ``figures`` the run's
+    ``measured`` ones (read here without). None outside the run."""
     m = ckq.model_inputs(store(), run_id, tr, tiers)
     if m is None:
         return None
-    # the run's measured figures, read once with the view (not again at each what-if keystroke)
-    block = good.goodput(store(), run_id, detail=False)
-    return {
-        **m.as_dict(),
-        "run_id": run_id,
-        "measured_ettr": run_summary(store(), run_id, detail=False).get("ettr"),
-        "measured_goodput": None if not block else block["goodput"],
-    }
+    return {**m.as_dict(), "run_id": run_id, **(figures or measured(run_id))}
 
 
 def model_interval_s(model: Any) -> float | None:

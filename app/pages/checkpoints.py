@@ -182,12 +182,13 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
-    tiers, rs, points = together(
+    tiers, rs, points, measured = together(
         lambda: data.tier_stats(run_id, tr),
         lambda: data.restores(run_id, tr),
         lambda: data.checkpoint_timeline(run_id, tr),
+        lambda: data.measured(run_id),
     )
-    model = data.checkpoint_model(run_id, tr, tiers)
+    model = data.checkpoint_model(run_id, tr, tiers, measured)
     fig = ckfig.timeline(points, rs, tpl)
     restores = (
         table("ck-restores-table", ckfig.restore_table(rs), ckfig.RESTORE_TABLE_COLUMNS)
