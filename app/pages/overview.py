@@ -31,7 +31,13 @@ _SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 def layout(**_query: str) -> html.Div:
     return html.Div(
         [
-            dbc.Row(id="ov-cards", class_name="g-2 mb-2"),
+            dbc.Row(
+                [  # the fleet's cards and the run's, each its own callback's, in one row
+                    html.Div(id="ov-cards", className="ff-contents"),
+                    html.Div(id="ov-run-cards", className="ff-contents"),
+                ],
+                class_name="g-2 mb-2",
+            ),
             dbc.Row(id="ov-targets", class_name="g-2 mb-2"),
             dbc.Row(
                 [
@@ -358,66 +364,103 @@ def delivery_text(state: dict[str, Any]) -> list[Any]:
     Output("ov-cards", "children"),
     Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
     Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
-    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
-    Output("ov-ckpt", "children"),
-    Output("ov-alerts", "children"),
     Output("ov-hot", "children"),
     Output("ov-targets", "children"),
     *view_inputs(),
 )
-@guarded("alert", "figure", "figure", "figure", "alert", "alert", "alert", "alert")
+@guarded("alert", "figure", "figure", "alert", "alert")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    """The fleet: its cards, utilization, temperature and power over the range, the hottest
+    GPUs and the sources. The run's cards, its loss and the alerts are callbacks of their own,
+    asked for at the same time (the first viewer after a write waits for the slowest of them,
+    not their sum)."""
     tpl = template(theme)
     tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Fleet", msg, template=tpl)
-        return [dbc.Alert(msg, color="info")], e, e, e, "", "", "", []
+        return [dbc.Alert(msg, color="info")], e, e, "", []
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
-    run = run_id is not None
-    ints, series, latest, summary, train, ages, health, alerts, hot, last24, good = together(
+    ints, series, latest, health, hot = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: data.fleet_series(tr),
         data.fleet_latest,
-        lambda: data.summary(run_id) if run else None,
-        lambda: loss_series(run_id, tr) if run else None,
-        lambda: data.checkpoint_ages(run_id, tr.end) if run else None,
         lambda: data.target_health(at),
-        lambda: data.active_alerts(run_id, tr, at),
         lambda: data.hottest_gpus(8),
-        lambda: data.recent_interruptions(run_id) if run else 0,
-        lambda: data.goodput(run_id) if run else None,
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
-    cards = _fleet_cards(latest, series, zoomed=not live)
-    if run_id is None:
-        loss = figures.empty("Training loss", "No training run in this store", template=tpl)
-        ckpt: Any = ""
-    else:
-        cards += _run_cards(summary, last24, good)
-        loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=rev)
-        ckpt = _checkpoint_card(ages)
     return (
-        cards,
+        _fleet_cards(latest, series, zoomed=not live),
         ofig.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
         ofig.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
-        loss,
-        ckpt,
-        _alerts(
-            alerts,
-            _newest_incident(run_id)
-            if run and alerts["key"].isin(INCIDENT_ALERTS).any()
-            else None,
-        ),
         _hot_table(hot),
         _targets(health) if health is not None else [],
     )
 
 
+@callback(Output("ov-run-cards", "children"), *view_inputs())
+@guarded("alert")
+def _run_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None):  # type: ignore[no-untyped-def]
+    """The selected run's cards (step, goodput, interruptions), beside the fleet's."""
+    tr = view_range(view)
+    run_id = (view or {}).get("run")
+    if tr is None or run_id is None:
+        return []
+    summary, last24, good = together(
+        lambda: data.summary(run_id),
+        lambda: data.recent_interruptions(run_id),
+        lambda: data.goodput(run_id),
+    )
+    return _run_cards(summary, last24, good)
+
+
+@callback(
+    Output({"type": TIMECHART, "id": "ov-loss"}, "figure"),
+    Output("ov-ckpt", "children"),
+    *view_inputs(),
+)
+@guarded("figure", "alert")
+def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+    """The run's loss over the range (interruptions marked) and its checkpoints' ages."""
+    tpl = template(theme)
+    tr = view_range(view)
+    run_id = (view or {}).get("run")
+    if tr is None:
+        msg = "No data stored yet: start a replay or the ingest daemon."
+        return figures.empty("Training loss", msg, template=tpl), ""
+    if run_id is None:
+        return figures.empty("Training loss", "No training run in this store", template=tpl), ""
+    ints, train, ages = together(
+        lambda: data.interruption_marks(run_id, tr),
+        lambda: loss_series(run_id, tr),
+        lambda: data.checkpoint_ages(run_id, tr.end),
+    )
+    span = figures.window_range(tr.start, tr.end)
+    loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=revision(view))
+    return loss, _checkpoint_card(ages)
+
+
+@callback(Output("ov-alerts", "children"), *view_inputs())
+@guarded("alert")
+def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None):  # type: ignore[no-untyped-def]
+    """The active alerts at the end of the view, asked for beside the cards and charts (its
+    rules read their own data: the first viewer after a write waits for the slower of the
+    two, not their sum)."""
+    tr = view_range(view)
+    if tr is None:
+        return ""
+    run_id = (view or {}).get("run")
+    live = (view or {}).get("range") != "custom"
+    alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
+    about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
+    return _alerts(alerts, _newest_incident(run_id) if about else None)
+
+
 def warm(view: dict[str, Any], theme: str) -> None:
-    """Build ``view``'s reply into the reply memo (and its reads into the store's cache), as
-    the first browser to ask for it would."""
-    _update(view, None, theme)
+    """Build ``view``'s replies into the reply memo (and their reads into the store's cache),
+    as the first browser to ask for them would."""
+    for fn in (_update, _run_panel, _loss_panel, _alert_panel):
+        fn(view, None, theme)
