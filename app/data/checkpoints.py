@@ -35,26 +35,52 @@ def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
     return ckq.timeline(store(), run_id, tr)
 
 
-def measured(run_id: str) -> dict[str, Any]:
-    """The run's measured ETTR and goodput (``measured_ettr``, ``measured_goodput``), read once
-    with the view (not again at each what-if keystroke), beside the range's other reads."""
+def measured_goodput(run_id: str) -> float | None:
+    """The run's measured goodput (its whole span), read once with the view (not again at
+    each what-if keystroke)."""
     block = good.goodput(store(), run_id, detail=False)
-    return {
-        "measured_ettr": run_figures.measured_ettr(store(), run_id),
-        "measured_goodput": None if not block else block["goodput"],
-    }
+    return None if not block else block["goodput"]
+
+
+def measured_ettr_of(run_id: str) -> float | None:
+    """The run's measured ETTR, as its summary gives it."""
+    return run_figures.measured_ettr(store(), run_id)
+
+
+def model_inputs(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
+    """The measured inputs of the interval models over the range (``ModelInputs`` as a dict),
+    None outside the run; its ``tier_stats`` read as the page reads them (one statement, shared
+    when both ask at once)."""
+    m = ckq.model_inputs(store(), run_id, tr, tier_stats(run_id, tr))
+    return None if m is None else m.as_dict()
+
+
+_UNREAD = object()  # a measured figure the caller did not read (None: read, not known)
 
 
 def checkpoint_model(
-    run_id: str, tr: TimeRange, tiers: pd.DataFrame, figures: dict[str, Any] | None = None
+    run_id: str,
+    tr: TimeRange,
+    tiers: pd.DataFrame | None = None,
+    ettr: Any = _UNREAD,
+    goodput: Any = _UNREAD,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The measured inputs of the interval models (``ModelInputs`` as a dict, as the page keeps
-    it in the browser); ``tiers`` is the range's ``tier_stats``, ``figures`` the run's
-    ``measured`` ones (read here without). None outside the run."""
-    m = ckq.model_inputs(store(), run_id, tr, tiers)
-    if m is None:
+    """The model as the page keeps it in the browser: ``model_inputs`` (``inputs``, read here
+    without; ``tiers`` the range's ``tier_stats`` where already read), the run, and its
+    measured ETTR and goodput (read here where not given). None outside the run."""
+    if inputs is None:
+        m = ckq.model_inputs(store(), run_id, tr, tier_stats(run_id, tr) if tiers is None
+                             else tiers)  # fmt: skip
+        inputs = None if m is None else m.as_dict()
+    if inputs is None:
         return None
-    return {**m.as_dict(), "run_id": run_id, **(figures or measured(run_id))}
+    return {
+        **inputs,
+        "run_id": run_id,
+        "measured_ettr": measured_ettr_of(run_id) if ettr is _UNREAD else ettr,
+        "measured_goodput": measured_goodput(run_id) if goodput is _UNREAD else goodput,
+    }
 
 
 def model_interval_s(model: Any) -> float | None:

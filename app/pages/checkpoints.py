@@ -182,13 +182,17 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         msg = "No data stored yet: start a replay or the ingest daemon."
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
-    tiers, rs, points, measured = together(
+    # every read at once (the model's inputs read the tiers too: one statement, shared)
+    tiers, rs, points, inputs, ettr, goodput = together(
         lambda: data.tier_stats(run_id, tr),
         lambda: data.restores(run_id, tr),
         lambda: data.checkpoint_timeline(run_id, tr),
-        lambda: data.measured(run_id),
+        lambda: data.model_inputs(run_id, tr),
+        lambda: data.measured_ettr_of(run_id),
+        lambda: data.measured_goodput(run_id),
     )
-    model = data.checkpoint_model(run_id, tr, tiers, measured)
+    model = None if inputs is None else data.checkpoint_model(
+        run_id, tr, ettr=ettr, goodput=goodput, inputs=inputs)  # fmt: skip
     fig = ckfig.timeline(points, rs, tpl)
     restores = (
         table("ck-restores-table", ckfig.restore_table(rs), ckfig.RESTORE_TABLE_COLUMNS)
