@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -40,24 +38,8 @@ os.environ["FACTORYFLOOR_REPLY_CACHE"] = "0"  # every callback builds its reply
 
 from benchmarks import baseline  # noqa: E402
 from benchmarks.dashboard import build  # noqa: E402
+from benchmarks.timing import cold, p50_p95  # noqa: E402
 from telemetry.store import Store  # noqa: E402
-
-
-def _p(times: list[float]) -> tuple[float, float]:
-    times = sorted(times)
-    return statistics.median(times), times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)]
-
-
-def _cold(store: Store, fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(median, p95) ms of ``fn`` on the open ``store``, its results forgotten each time."""
-    fn()  # the store's first statements (its tables, its meta) as a server has run them
-    times = []
-    for _ in range(repeat):
-        store.forget_results()
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return _p(times)
 
 
 def _adds_up(block: dict) -> str:
@@ -114,13 +96,13 @@ def run(path: str, repeat: int) -> None:
         from app.pages import checkpoints as page
 
         view = {"run": run_id, "range": "all"}
-        cold_block = _cold(store, whole(store), repeat)
-        cold_chart = _cold(store, lambda: page._goodput(view, None, "dark"), repeat)
+        cold_block = cold(store, whole(store), repeat)
+        cold_chart = cold(store, lambda: page._goodput(view, None, "dark"), repeat)
         fig = page._goodput(view, None, "dark")[0]
     fig = fig if isinstance(fig, dict) else fig.to_plotly_json()
     size = len(json.dumps(fig, default=str)) / 1024
     print(f"{repeat} runs each, ms (p50 / p95, and p95 / scan)")
-    rows = [("goodput block, first after open", _p(fresh), "1 s"),
+    rows = [("goodput block, first after open", p50_p95(fresh), "1 s"),
             ("goodput block, cold", cold_block, "1 s"),
             ("day chart callback, cold", cold_chart, "100 ms")]  # fmt: skip
     for name, (p50, p95), target in rows:

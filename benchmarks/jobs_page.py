@@ -24,9 +24,7 @@ and each figure's ratio to it.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,13 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import baseline  # noqa: E402
 from benchmarks.cluster_store import START, build  # noqa: E402
+from benchmarks.timing import cold, p50_p95  # noqa: E402
 from telemetry.queries import TimeRange  # noqa: E402
 from telemetry.store import Store  # noqa: E402
-
-
-def _p(times: list[float]) -> tuple[float, float]:
-    times = sorted(times)
-    return statistics.median(times), times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)]
 
 
 def _fresh(path: str, fn: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -59,19 +53,7 @@ def _fresh(path: str, fn: Callable[[], object], repeat: int) -> tuple[float, flo
             t = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t) * 1000)
-    return _p(times)
-
-
-def _cold(store: Store, fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(median, p95) ms of ``fn`` on the open ``store``, its results forgotten each time."""
-    times = []
-    fn()  # the store's first statements (its tables, its meta) as a server has run them
-    for _ in range(repeat):
-        store.forget_results()
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return _p(times)
+    return p50_p95(times)
 
 
 def main() -> None:
@@ -138,9 +120,9 @@ def main() -> None:
     )
     with Store(path, read_only=True) as store:
         services.bind(services.Services(store=store))
-        cold = {name: _cold(store, fn, args.repeat) for name, fn in cases.items()}
+        colds = {name: cold(store, fn, args.repeat) for name, fn in cases.items()}
     for name, fn in cases.items():
-        (cm, cp), (fm, fp) = cold[name], _fresh(path, fn, args.repeat)
+        (cm, cp), (fm, fp) = colds[name], _fresh(path, fn, args.repeat)
         print(
             f"  {name:44s} {cm:8.1f} {cp:8.1f} {cp / scan:6.2f} "
             f"{fm:9.1f} {fp:9.1f} {fp / scan:6.2f}"
