@@ -59,7 +59,7 @@ def test_filter_select_a_job_and_see_its_gpus(jobs_server: Server, page: Page) -
     # the idle job's GPUs during its time: n2's two, idle an hour each
     page.locator("#jobs-table .ag-row", has_text="idler").locator(".ag-cell").first.click()
     detail = page.locator("#jobs-detail")
-    expect(detail).to_contain_text("Job 104 (slurm): 2 GPUs on 1 nodes: n2", timeout=20_000)
+    expect(detail).to_contain_text("Job 104 (slurm): 2 GPUs on 1 node: n2", timeout=20_000)
     cells = page.locator("#jobs-gpus-table .ag-row .ag-cell[col-id='idle_gpu_hours']")
     expect(cells).to_have_text(["1", "1"])
     assert not errors, errors
