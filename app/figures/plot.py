@@ -179,6 +179,8 @@ def _sent(value: Any, key: str | None = "") -> Any:
     if isinstance(value, dict):
         return {k: _sent(v, k) for k, v in value.items()}
     if isinstance(value, list):
+        if all(type(v) in JSON_LEAVES for v in value):  # text, numbers: nothing to convert
+            return list(value)
         return [_sent(v, None) for v in value]
     if key is not None and isinstance(value, np.ndarray) and not is_skipped_key(key):
         return to_typed_array_spec(value)
