@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from app.data.services import prices, store
+from app.data.view import last_instant
 from telemetry.cost import Prices
 from telemetry.cost import money as money  # formatting re-export for the page
 from telemetry.queries import TimeRange
@@ -21,8 +22,7 @@ def days_of(tr: TimeRange | None) -> tuple[datetime, int] | None:
     if tr is None:
         return acct.activity_days(store())
     end = min(tr.end, datetime.utcnow())  # noqa: DTZ003 (naive UTC like the store)
-    # a range ending at midnight ends the day before (its end is not in it: no empty day)
-    end = max(min(tr.start, end), end - timedelta(microseconds=1))
+    end = last_instant(tr.start, end)
     first = min(max(tr.start, end - timedelta(days=MAX_DAYS - 1)), end)
     d0 = datetime(first.year, first.month, first.day)
     return d0, (datetime(end.year, end.month, end.day) - d0).days + 1

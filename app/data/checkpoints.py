@@ -47,40 +47,35 @@ def measured_ettr_of(run_id: str) -> float | None:
     return run_figures.measured_ettr(store(), run_id)
 
 
-def model_inputs(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
+def model_inputs(
+    run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
+) -> dict[str, Any] | None:
     """The measured inputs of the interval models over the range (``ModelInputs`` as a dict),
-    None outside the run; its ``tier_stats`` read as the page reads them (one statement, shared
-    when both ask at once)."""
-    m = ckq.model_inputs(store(), run_id, tr, tier_stats(run_id, tr))
+    None outside the run; ``tiers`` the range's ``tier_stats`` (read here without: one
+    statement, shared when the page's own read asks at once)."""
+    m = ckq.model_inputs(store(), run_id, tr, tier_stats(run_id, tr) if tiers is None else tiers)
     return None if m is None else m.as_dict()
 
 
-_UNREAD = object()  # a measured figure the caller did not read (None: read, not known)
+def with_measured(
+    run_id: str, inputs: dict[str, Any] | None, ettr: float | None, goodput: float | None
+) -> dict[str, Any] | None:
+    """The model as the page keeps it in the browser: ``model_inputs``' dict, the run, and its
+    measured ETTR and goodput (``measured_ettr_of``, ``measured_goodput``); None without
+    inputs."""
+    if inputs is None:
+        return None
+    return {**inputs, "run_id": run_id, "measured_ettr": ettr, "measured_goodput": goodput}
 
 
 def checkpoint_model(
-    run_id: str,
-    tr: TimeRange,
-    tiers: pd.DataFrame | None = None,
-    ettr: Any = _UNREAD,
-    goodput: Any = _UNREAD,
-    inputs: dict[str, Any] | None = None,
+    run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
 ) -> dict[str, Any] | None:
-    """The model as the page keeps it in the browser: ``model_inputs`` (``inputs``, read here
-    without; ``tiers`` the range's ``tier_stats`` where already read), the run, and its
-    measured ETTR and goodput (read here where not given). None outside the run."""
-    if inputs is None:
-        m = ckq.model_inputs(store(), run_id, tr, tier_stats(run_id, tr) if tiers is None
-                             else tiers)  # fmt: skip
-        inputs = None if m is None else m.as_dict()
+    """``with_measured`` of everything read here, in turn (the page reads them at once)."""
+    inputs = model_inputs(run_id, tr, tiers)
     if inputs is None:
         return None
-    return {
-        **inputs,
-        "run_id": run_id,
-        "measured_ettr": measured_ettr_of(run_id) if ettr is _UNREAD else ettr,
-        "measured_goodput": measured_goodput(run_id) if goodput is _UNREAD else goodput,
-    }
+    return with_measured(run_id, inputs, measured_ettr_of(run_id), measured_goodput(run_id))
 
 
 def model_interval_s(model: Any) -> float | None:

@@ -224,6 +224,12 @@ def template(theme: str | None) -> str:
     return "plotly_white" if theme == "light" else "plotly_dark"
 
 
+def last_instant(start: datetime, end: datetime) -> datetime:
+    """The last instant of a range ending at ``end`` (not in it): what day it ends on, so a
+    range ending at midnight ends the day before (no empty day after it)."""
+    return max(min(start, end), end - timedelta(microseconds=1))
+
+
 def time_range(preset: str | None, run: str | None = None) -> TimeRange | None:
     """The preset range ending at the newest data of ``run`` (the store's, without a run; not
     the wall clock: replays and backfills have their own time). "Whole run" is the run's own

@@ -191,8 +191,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         lambda: data.measured_ettr_of(run_id),
         lambda: data.measured_goodput(run_id),
     )
-    model = None if inputs is None else data.checkpoint_model(
-        run_id, tr, ettr=ettr, goodput=goodput, inputs=inputs)  # fmt: skip
+    model = data.with_measured(run_id, inputs, ettr, goodput)
     fig = ckfig.timeline(points, rs, tpl)
     restores = (
         table("ck-restores-table", ckfig.restore_table(rs), ckfig.RESTORE_TABLE_COLUMNS)

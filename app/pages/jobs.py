@@ -6,7 +6,6 @@ over its time; "Download CSV" writes one day's jobs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import dash
@@ -16,7 +15,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from app.data import jobs as data
 from app.data import node_health
-from app.data.view import table_row, view_range
+from app.data.view import last_instant, table_row, view_range
 from app.ui import card, guarded, table, view_inputs
 
 dash.register_page(__name__, path="/jobs", name="Jobs", order=6)
@@ -278,8 +277,7 @@ def _day(view: dict[str, Any] | None) -> str | None:
     tr = view_range(view)
     if tr is None:
         return None
-    # the range's last day (a range ending at midnight ends the day before)
-    return max(tr.start, tr.end - timedelta(microseconds=1)).strftime("%Y-%m-%d")
+    return last_instant(tr.start, tr.end).strftime("%Y-%m-%d")  # the range's last day
 
 
 @callback(Output("jobs-csv", "data"), Output("jobs-csv-error", "children"),

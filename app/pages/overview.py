@@ -25,6 +25,7 @@ from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
+NO_DATA = "No data stored yet: start a replay or the ingest daemon."
 _SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 
 
@@ -378,9 +379,8 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
-        msg = "No data stored yet: start a replay or the ingest daemon."
-        e = figures.empty("Fleet", msg, template=tpl)
-        return [dbc.Alert(msg, color="info")], e, e, "", []
+        e = figures.empty("Fleet", NO_DATA, template=tpl)
+        return [dbc.Alert(NO_DATA, color="info")], e, e, "", []
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     ints, series, latest, health, hot = together(
@@ -429,8 +429,7 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
     tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
-        msg = "No data stored yet: start a replay or the ingest daemon."
-        return figures.empty("Training loss", msg, template=tpl), ""
+        return figures.empty("Training loss", NO_DATA, template=tpl), ""
     if run_id is None:
         return figures.empty("Training loss", "No training run in this store", template=tpl), ""
     ints, train, ages = together(

@@ -158,14 +158,16 @@ SELECT host, ts AS start_ts, lead(ts) OVER (PARTITION BY host ORDER BY ts) AS en
        reason, reason_user FROM i"""
 
 
-def node_states(store: Store, tr: TimeRange) -> pd.DataFrame:
+def node_states(store: Store, tr: TimeRange, host: str | None = None) -> pd.DataFrame:
     """Each node's states overlapping ``tr`` from Slurm's node events: host, start_ts, end_ts
     (None: still so at the range's end), kind (drained, down, maintenance, in service),
-    reason, reason_user (who set it). Consecutive events of one kind are one interval."""
+    reason, reason_user (who set it). Consecutive events of one kind are one interval.
+    ``host``: that node's only."""
     return store.df(
         f"""SELECT * FROM ({_INTERVALS_SQL})
-            WHERE coalesce(end_ts, ?) >= ? ORDER BY host, start_ts""",
-        [tr.end, tr.end, tr.start],
+            WHERE coalesce(end_ts, ?) >= ? AND (?::VARCHAR IS NULL OR host = ?)
+            ORDER BY host, start_ts""",
+        [tr.end, tr.end, tr.start, host, host],
     )
 
 
@@ -181,14 +183,18 @@ def repairs(states: pd.DataFrame) -> pd.DataFrame:
     return bad[["host", "kind", "start_ts", "end_ts", "hours", "reason"]].reset_index(drop=True)
 
 
+# each node at Slurm's last word: host, state, kind, reason, reason_user, since, hours (from
+# the reason's time to that last poll)
+_NOW_SQL = f"""SELECT host, state, {_STATE_SQL} AS kind, reason, reason_user, reason_ts AS since,
+  (epoch(polled_ts) - epoch(reason_ts)) / 3600 AS hours FROM slurm_nodes"""
+
+
 def drained_now(store: Store) -> pd.DataFrame:
     """Nodes drained, down or in maintenance at Slurm's last word: host, state, kind, reason,
     reason_user, since, hours (from the reason's time to that last poll), longest first."""
     return store.df(
-        f"""SELECT host, state, {_STATE_SQL} AS kind, reason, reason_user, reason_ts AS since,
-                   (epoch(polled_ts) - epoch(reason_ts)) / 3600 AS hours
-            FROM slurm_nodes WHERE {_STATE_SQL} <> 'in service'
-            ORDER BY reason_ts NULLS LAST, host"""
+        f"""SELECT * FROM ({_NOW_SQL}) WHERE kind <> 'in service'
+            ORDER BY since NULLS LAST, host"""
     )
 
 
@@ -205,18 +211,9 @@ def node_story(store: Store, name: str, tr: TimeRange) -> dict[str, object] | No
     )
     if host is None:
         return None
-    now = store.df(
-        f"""SELECT host, state, {_STATE_SQL} AS kind, reason, reason_user, reason_ts AS since,
-                   (epoch(polled_ts) - epoch(reason_ts)) / 3600 AS hours
-            FROM slurm_nodes WHERE host = ?""",
-        [host],
-    )
-    states = store.df(
-        f"""SELECT * FROM ({_INTERVALS_SQL})
-            WHERE host = ? AND coalesce(end_ts, ?) >= ? ORDER BY start_ts""",
-        [tr.end, host, tr.end, tr.start],
-    )
-    found = findings(store, tr)
+    now = store.df(f"SELECT * FROM ({_NOW_SQL}) WHERE host = ?", [host])
+    states = node_states(store, tr, host)
+    found = findings(store, tr)  # the fleet's (the GPUs page reads the same), this node's kept
     return {
         "host": host,
         "now": _records(now)[0] if len(now) else None,
