@@ -237,17 +237,19 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
         # Zooms reach the view through the URL (``_zoom_to_url``), as every other change does.
-        trig = ctx.triggered_id
+        # Dash merges the triggers of calls queued together (a link opened while the "All jobs"
+        # switch's call waits): every input that changed counts, a link's first.
+        trigs = {str(i) for i in ctx.triggered_prop_ids.values()}
         view = clean_view(view) if view is not None else None  # as a crafted POST may send
         runs = run_ids()  # a link may name any run, listed in the picker or not
-        shown = run if trig == "run-select" else (view or {}).get("run")
+        shown = run if "run-select" in trigs else (view or {}).get("run")
         opts = run_options(all_jobs is True, keep=shown)
         opts_out = opts if opts != options else no_update
-        if trig == "runs-all" and view is not None:  # the list only: the view stays
+        if trigs == {"runs-all"} and view is not None:  # the list only: the view stays
             if opts_out is no_update:
                 raise dash.exceptions.PreventUpdate
             return no_update, no_update, no_update, opts_out, no_update
-        if trig == "url" or view is None:
+        if "url" in trigs or view is None:
             new = _view_from_url(url_hash, runs)
             if _same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
                 if opts_out is no_update:
@@ -256,18 +258,16 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             opts = run_options(all_jobs is True, keep=new["run"])  # the linked run is listed
             return new, no_update, new["run"], opts, new["range"]
         new = dict(view)
-        if trig == "run-select":
-            if run not in runs:  # a stale or cleared value: show the current run again
-                return no_update, no_update, view.get("run"), opts_out, no_update
+        if "run-select" in trigs and run in runs:  # a stale or cleared value: the view's run
             new["run"] = run
-        elif trig == "range-select":
-            if preset == "custom":
-                return no_update, no_update, no_update, opts_out, view.get("range")
+        if "range-select" in trigs and preset != "custom":  # "custom" is set by a zoom only
             new |= {"range": preset, "start": None, "end": None}
         if new.get("run") not in runs:
             new["run"] = default_run(runs)
-        if _same(new, view):
-            raise dash.exceptions.PreventUpdate
+        if _same(new, view):  # the pickers show the view again (a stale run, "custom" picked)
+            if run == new["run"] and preset == new["range"] and opts_out is no_update:
+                raise dash.exceptions.PreventUpdate
+            return no_update, no_update, new["run"], opts_out, new["range"]
         return new, fragment(new), new["run"], opts_out, new["range"]
 
     # Every chart reports a relayout as it is first drawn (``{"autosize": true}``): 3-9 per

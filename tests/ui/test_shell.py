@@ -200,6 +200,53 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
 
 
+def test_a_link_opened_while_the_jobs_switch_waits_is_followed(dev_server: Server) -> None:
+    """The browser merges the triggers of calls queued together: a link opened (or pasted)
+    while the "All jobs" switch's call waits reaches the server as one call triggered by both.
+    The link counts; before, the switch was taken alone and the link's view was dropped (a CI
+    run's UI test stayed on the training run after opening a job's link)."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(dev_server.url + "/_dash-dependencies", timeout=30) as r:
+        deps = json.loads(r.read())
+    dep = next(d for d in deps if any(i["id"] == "runs-all" for i in d["inputs"]))
+    values = {
+        ("url", "hash"): "#run=dev-64-s1&range=6h",
+        ("run-select", "value"): "dev-64-s1",
+        ("range-select", "value"): "all",
+        ("runs-all", "value"): False,
+        ("view", "data"): {"run": "dev-64-s1", "range": "all"},
+        ("run-select", "options"): [],
+    }
+
+    def item(spec: dict) -> dict:
+        return spec | {"value": values[(spec["id"], spec["property"])]}
+
+    outputs = [
+        dict(zip(("id", "property"), o.split("."), strict=True))
+        for o in dep["output"].strip(".").split("...")
+    ]
+    body = {
+        "output": dep["output"],
+        "outputs": outputs,
+        "inputs": [item(i) for i in dep["inputs"]],
+        "state": [item(s) for s in dep["state"]],
+        "changedPropIds": ["runs-all.value", "url.hash"],
+    }
+    req = urllib.request.Request(
+        dev_server.url + "/_dash-update-component",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, "the link changed nothing"
+        reply = json.loads(r.read())["response"]
+    assert reply["view"]["data"]["range"] == "6h"
+    assert reply["range-select"]["value"] == "6h"
+
+
 def test_loading_a_page_asks_the_server_nothing_about_zooms(page: Page, dev_server: Server) -> None:
     """Every chart reports a relayout as it is first drawn; the browser keeps those to itself
     (before, each batch of them was a request that answered 204), and a real zoom still goes
