@@ -208,7 +208,7 @@ def _zoom_steps(relayouts, axis, view):  # type: ignore[no-untyped-def]
     zooms are the shell's (``_zoom_to_url``); a reset returns to the whole run there too."""
     run = run_of(view)
     events = relayouts.get("relayouts") if isinstance(relayouts, dict) else None
-    if ctx.triggered_id != "zoom-relayouts":  # an axis change is not a zoom
+    if "zoom-relayouts" not in ctx.triggered_prop_ids.values():  # an axis change alone: none
         raise PreventUpdate
     if axis not in ("step", "tokens") or not run or not isinstance(events, list):
         raise PreventUpdate
