@@ -449,3 +449,33 @@ def test_throughput_and_mfu_axes_start_at_zero(dev_store: Path) -> None:
     assert fig.layout.yaxis.range[0] == 0 and top < fig.layout.yaxis.range[1] < top * 1.1
     mfu_top = float((series["mfu"] * 100).max())
     assert fig.layout.yaxis2.range[0] == 0 and fig.layout.yaxis2.range[1] > mfu_top
+
+
+def test_a_heatmap_of_200_rows_names_rows_that_can_be_read() -> None:
+    """199 nodes and the averaged row in 620 px: every row named drew 200 overlapping names,
+    none readable. One row in a few is named, the worst first and the averaged last always,
+    each at least a label's height apart, and a spare keeps its role in its name."""
+    hours = pd.date_range("2026-11-27", periods=4, freq="h")
+    hosts = [f"h100-{i:04d}" for i in range(199)] + [None]
+    cells = pd.DataFrame(
+        {
+            "ts": list(hours) * 200,
+            "rank": [r for r in range(1, 201) for _ in hours],
+            "host": [h for h in hosts for _ in hours],
+            "role_now": [("spare" if h == "h100-0005" else "job") for h in hosts for _ in hours],
+            "value": np.linspace(0, 100, 800),
+        }
+    )
+    heat = check(
+        gfig.heatmap(cells, key="util", label="Utilization", unit="%", bucket_s=3600,
+                     nodes_total=2064, nodes_shown=199)
+    )  # fmt: skip
+    y = heat.layout.yaxis
+    named, text = list(y.tickvals), list(y.ticktext)
+    rows = list(heat.data[0].y)
+    assert len(rows) == 200 and named[0] == "h100-0000" and text[-1] == "other 1,865 nodes (mean)"
+    step = rows.index(named[1])
+    plot_px = heat.layout.height - 140
+    assert step * plot_px / 200 >= gfig.ROW_LABEL_PX and len(named) <= 200 // step + 2
+    assert "h100-0005 · spare" in text  # the 6th row: named with one row in 5
+    assert f"one row in {step} named" in heat.layout.title.subtitle.text
