@@ -49,7 +49,12 @@ def _template(name: str) -> dict:
     with _TEMPLATE_LOCK:
         full = pio.templates[name].to_plotly_json()
         data = {t: full["data"][t] for t in _TRACE_TYPES if t in full["data"]}
-        return {"layout": full["layout"], "data": data}
+        layout = dict(full["layout"])
+        # Plotly measures every tick label against the div to hide one that would cross it
+        # (0.06 s of /gpus' main thread); the margins keep each inside already.
+        for axis in ("xaxis", "yaxis"):
+            layout[axis] = {**layout.get(axis, {}), "ticklabeloverflow": "allow"}
+        return {"layout": layout, "data": data}
 
 
 HEIGHT = 300  # a chart's usual height (px)
