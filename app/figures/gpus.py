@@ -139,10 +139,11 @@ def heatmap(
         why = basis if key == "real" and basis else "No GPU samples in this range"
         return empty(title, why, height=360, template=template)
     rest = nodes_total - nodes_shown
-    labels = cells["host"].where(cells["host"].notna(), f"other {rest:,} nodes (mean)")
     ranks, stamps, z = table(cells["rank"], cells["ts"], cells["value"], np.nan)
     stamps, z = _silences(stamps, z, bucket_s)
-    names = dict(zip(cells["rank"].tolist(), labels.tolist(), strict=True))
+    per_rank = cells[["rank", "host"]].drop_duplicates("rank")  # 200 rows of 43 K cells
+    labels = per_rank["host"].where(per_rank["host"].notna(), f"other {rest:,} nodes (mean)")
+    names = dict(zip(per_rank["rank"].tolist(), labels.tolist(), strict=True))
     rows = len(ranks)
     height = int(min(max(140 + 14 * rows, 360), 760))
     fig = _base(title, height, template)
@@ -166,7 +167,7 @@ def heatmap(
     )
     if culprits is not None and not culprits.empty:
         other = f"other {rest:,} nodes (mean)" if rest > 0 else None
-        _mark_culprits(fig, culprits, set(cells["host"].dropna().tolist()), other)
+        _mark_culprits(fig, culprits, set(per_rank["host"].dropna().tolist()), other)
     which = (
         f"all {nodes_total:,} nodes"
         if rest <= 0
@@ -203,7 +204,7 @@ def _role_ticks(cells: pd.DataFrame, rows: list[str], step: int) -> dict[str, An
     roles: dict[Any, Any] = {}
     if "role_now" in cells:
         # one row per host (the cells are hosts x buckets: 130 K at 54 days, slow to iterate)
-        per_host = cells[["host", "role_now"]].drop_duplicates("host")
+        per_host = cells[["rank", "host", "role_now"]].drop_duplicates("rank")
         roles = dict(zip(per_host["host"].tolist(), per_host["role_now"].tolist(), strict=True))
     text = [f"{h} · {r}" if isinstance(r := roles.get(h), str) and r != "job" else h
             for h in shown]  # fmt: skip
