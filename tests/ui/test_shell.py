@@ -163,6 +163,21 @@ def test_a_chart_relayout_during_a_link_change_keeps_the_new_view(
         assert (hours - 0.5) * 3600 < span <= hours * 3600, (hours, span)
 
 
+def _post_callback(url: str, body: dict) -> tuple[int, dict]:
+    """A callback request as the browser posts it: the status and the reply (204: none)."""
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(
+        url + "/_dash-update-component",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.status, (json.loads(r.read()) if r.status == 200 else {})
+
+
 def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Server) -> None:
     """Two charts can report in one batch (an autosize, then the user's zoom). The zoom is
     what counts, wherever it is in the batch; before, only the first entry was read and the
@@ -188,14 +203,7 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
         ],
         "changedPropIds": ["zoom-relayouts.data"],
     }
-    req = urllib.request.Request(
-        dev_server.url + "/_dash-update-component",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        reply = json.loads(r.read())
+    status, reply = _post_callback(dev_server.url, body)
     link = reply["response"]["url"]["hash"]
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
 
@@ -234,15 +242,9 @@ def test_a_link_opened_while_the_jobs_switch_waits_is_followed(dev_server: Serve
         "state": [item(s) for s in dep["state"]],
         "changedPropIds": ["runs-all.value", "url.hash"],
     }
-    req = urllib.request.Request(
-        dev_server.url + "/_dash-update-component",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        assert r.status == 200, "the link changed nothing"
-        reply = json.loads(r.read())["response"]
+    status, answer = _post_callback(dev_server.url, body)
+    assert status == 200, "the link changed nothing"
+    reply = answer["response"]
     assert reply["view"]["data"]["range"] == "6h"
     assert reply["range-select"]["value"] == "6h"
 
