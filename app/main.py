@@ -159,6 +159,7 @@ def _layout() -> html.Div:
             dcc.Store(id="theme-store"),
             dcc.Store(id="export-run"),  # the shown run, for the names of CSV exports
             dcc.Store(id="zoom-relayouts"),  # time charts' relayouts that may be zooms
+            dcc.Store(id="node-pick"),  # a node clicked on the GPUs page (app.pages.gpus)
             _navbar(),
             dbc.Container(
                 [
