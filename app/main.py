@@ -160,6 +160,7 @@ def _layout() -> html.Div:
             dcc.Store(id="export-run"),  # the shown run, for the names of CSV exports
             dcc.Store(id="zoom-relayouts"),  # time charts' relayouts that may be zooms
             dcc.Store(id="node-pick"),  # a node clicked on the GPUs page (app.pages.gpus)
+            dcc.Store(id="spike-pick"),  # a loss spike clicked (app.pages.training)
             _navbar(),
             dbc.Container(
                 [

@@ -21,6 +21,7 @@ CHAINED = {
     "range-select.value": "the view follows the range picker",
     "zoom-relayouts.data": "a zoom is written to the URL after it is collected",
     "node-pick.data": "a node clicked in the heatmap or the outlier table goes into the URL",
+    "spike-pick.data": "a loss spike clicked in its table goes into the URL as its hour",
     "fail-labelled.data": "a label an operator saves is shown where it was made",
     "fail-selected.data": "the evidence follows the interruption clicked in the table",
     "fail-label-component.value": "a component's categories follow the component picked",

@@ -9,19 +9,19 @@ from urllib.parse import urlencode
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app.data import training as data
 from app.data.services import together
 from app.data.view import (
+    mapping,
     number,
     parse_time,
     revision,
     run_label,
     run_of,
     run_options,
-    table_row,
     template,
     view_range,
 )
@@ -221,20 +221,37 @@ def _zoom_steps(relayouts, axis, view):  # type: ignore[no-untyped-def]
     return "#" + urlencode({"run": run, "from": tr.start.isoformat(), "to": tr.end.isoformat()})
 
 
-@callback(
-    Output("url", "hash", allow_duplicate=True),
+# The spike clicked reaches the server through the shell's "spike-pick" store, set in the
+# browser: Dash calls a callback whose input appears in a newly drawn table with nothing
+# clicked, and asked of the server that was one more round trip at the end of each load.
+clientside_callback(
+    """function(cell, rows){
+      if (!cell || cell.rowId == null) return window.dash_clientside.no_update;
+      var row = (rows || []).find(function(r){ return r && r.id === cell.rowId; });
+      if (!row || row.ts == null) return window.dash_clientside.no_update;
+      window.ffSpikePicks = (window.ffSpikePicks || 0) + 1;
+      return {ts: row.ts, n: window.ffSpikePicks};
+    }""",
+    Output("spike-pick", "data"),
     Input("tr-spike-table", "cellClicked"),
     State("tr-spike-table", "rowData"),
+    prevent_initial_call=True,
+)
+
+
+@callback(
+    Output("url", "hash", allow_duplicate=True),
+    Input("spike-pick", "data"),
     State("view", "data"),
     prevent_initial_call=True,
 )
-def _zoom_to_spike(clicked, rows, view):  # type: ignore[no-untyped-def]
+def _zoom_to_spike(pick, view):  # type: ignore[no-untyped-def]
     """A click on a spike narrows the shared range to an hour around it (via the URL, so the
     shell handles it like any other navigation and back returns to the previous view)."""
-    row = table_row(clicked, rows)
-    if row is None:
+    ts = (mapping(pick) or {}).get("ts")
+    if ts is None:
         raise PreventUpdate
-    at = parse_time(str(row.get("ts")))
+    at = parse_time(str(ts))
     if at is None:
         return no_update
     lo, hi = at - timedelta(minutes=30), at + timedelta(minutes=30)
