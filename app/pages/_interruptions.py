@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
 
 from app.data import failures as data
 from app.data.incident import run_fragment
@@ -200,14 +200,18 @@ def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  
     )
 
 
-@callback(
+# The row clicked, by its "key" (its id in the grid), set in the browser: Dash calls this
+# with nothing clicked each time the table is drawn, and asked of the server that was one
+# more round trip at the end of each /failures load.
+clientside_callback(
+    """function(clicked){
+      var key = (clicked || {}).rowId;
+      return typeof key === 'string' ? key : window.dash_clientside.no_update;
+    }""",
     Output("fail-selected", "data"),
     Input("fail-int-table", "cellClicked"),
     prevent_initial_call=True,
 )
-def _select(clicked: dict[str, Any] | None) -> Any:
-    key = (clicked or {}).get("rowId")  # the row's "key" (its id in the grid)
-    return key if isinstance(key, str) else no_update
 
 
 def evidence_item(e: dict[str, Any], whole: bool = False) -> html.Li:
