@@ -48,6 +48,16 @@ def test_checkpoints_page_shows_tiers_timeline_and_restores(
     expect(page.locator("#ck-configured")).to_contain_text("5.0 min")
     expect(page.locator("#ck-verdict")).to_contain_text("longer")  # 5 min vs ~3.6 min optimum
     expect(page.locator("#ck-restores-table")).to_contain_text("Faulty GPU")
+    # the three tiers' table ends under its last row (AG Grid kept a 150 px band under them)
+    rows_px, body_px = page.evaluate(
+        """() => {
+          const t = document.querySelector('#ck-tiers-table');
+          const rows = [...t.querySelectorAll('.ag-center-cols-container .ag-row')];
+          return [rows.reduce((s, r) => s + r.getBoundingClientRect().height, 0),
+                  t.querySelector('.ag-center-cols-viewport').getBoundingClientRect().height];
+        }"""
+    )
+    assert 0 < rows_px and body_px <= rows_px + 4, (rows_px, body_px)
     page.screenshot(path=str(shots / "checkpoints.png"), full_page=True)
     assert errors == [], errors
 
