@@ -9,7 +9,17 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
+from dash import (
+    ClientsideFunction,
+    Input,
+    Output,
+    State,
+    callback,
+    clientside_callback,
+    dcc,
+    html,
+    no_update,
+)
 from dash.exceptions import PreventUpdate
 
 from app import figures
@@ -283,28 +293,15 @@ clientside_callback(
 
 
 # A node picked in the heatmap or the outlier table reaches the server through the shell's
-# "node-pick" store, set in the browser. Dash calls a callback whose input appears in a newly
-# drawn part of the page (the table, drawn when its rows arrive) with nothing clicked: asked of
-# the server, that was one more round trip after the rest of the page, 0.3 s of a cold /gpus.
+# "node-pick" store, set in the browser (assets/36-grid-pick.js says why).
 clientside_callback(
-    """function(click){
-      var p = ((click || {}).points || [])[0];
-      if (!p || typeof p.y !== 'string') return window.dash_clientside.no_update;
-      window.ffPicks = (window.ffPicks || 0) + 1;
-      return {host: p.y, n: window.ffPicks};
-    }""",
+    ClientsideFunction("ff", "pickedPoint"),
     Output("node-pick", "data"),
     Input(HEATMAP, "clickData"),
     prevent_initial_call=True,
 )
 clientside_callback(
-    """function(cell, rows){
-      if (!cell || cell.rowId == null) return window.dash_clientside.no_update;
-      var row = (rows || []).find(function(r){ return r && r.id === cell.rowId; });
-      if (!row || typeof row.host !== 'string') return window.dash_clientside.no_update;
-      window.ffPicks = (window.ffPicks || 0) + 1;
-      return {host: row.host, n: window.ffPicks};
-    }""",
+    ClientsideFunction("ff", "pickedRow"),
     Output("node-pick", "data", allow_duplicate=True),
     Input("gpu-outlier-table", "cellClicked"),
     State("gpu-outlier-table", "rowData"),
@@ -321,7 +318,7 @@ clientside_callback(
 def _select_node(pick: dict[str, Any] | None, view: Any) -> str:
     """The picked node into the view (its drill-down), when the inventory knows it: the
     averaged "other nodes" row names none."""
-    host = (mapping(pick) or {}).get("host")
+    host = (mapping((mapping(pick) or {}).get("row")) or {}).get("host")
     if not isinstance(host, str) or not host or len(host) > MAX_ID or data.node_info(host) is None:
         raise PreventUpdate
     return fragment(clean_view(view) | {"node": host})

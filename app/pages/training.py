@@ -9,7 +9,18 @@ from urllib.parse import urlencode
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import (
+    ClientsideFunction,
+    Input,
+    Output,
+    State,
+    callback,
+    clientside_callback,
+    ctx,
+    dcc,
+    html,
+    no_update,
+)
 from dash.exceptions import PreventUpdate
 
 from app.data import training as data
@@ -222,16 +233,9 @@ def _zoom_steps(relayouts, axis, view):  # type: ignore[no-untyped-def]
 
 
 # The spike clicked reaches the server through the shell's "spike-pick" store, set in the
-# browser: Dash calls a callback whose input appears in a newly drawn table with nothing
-# clicked, and asked of the server that was one more round trip at the end of each load.
+# browser (assets/36-grid-pick.js says why).
 clientside_callback(
-    """function(cell, rows){
-      if (!cell || cell.rowId == null) return window.dash_clientside.no_update;
-      var row = (rows || []).find(function(r){ return r && r.id === cell.rowId; });
-      if (!row || row.ts == null) return window.dash_clientside.no_update;
-      window.ffSpikePicks = (window.ffSpikePicks || 0) + 1;
-      return {ts: row.ts, n: window.ffSpikePicks};
-    }""",
+    ClientsideFunction("ff", "pickedRow"),
     Output("spike-pick", "data"),
     Input("tr-spike-table", "cellClicked"),
     State("tr-spike-table", "rowData"),
@@ -248,7 +252,7 @@ clientside_callback(
 def _zoom_to_spike(pick, view):  # type: ignore[no-untyped-def]
     """A click on a spike narrows the shared range to an hour around it (via the URL, so the
     shell handles it like any other navigation and back returns to the previous view)."""
-    ts = (mapping(pick) or {}).get("ts")
+    ts = (mapping((mapping(pick) or {}).get("row")) or {}).get("ts")
     if ts is None:
         raise PreventUpdate
     at = parse_time(str(ts))
