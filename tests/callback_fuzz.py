@@ -82,7 +82,25 @@ def hostile_value(prop: str, cid: Any, rng: random.Random) -> Any:
     return rng.choice(HOSTILE)
 
 
-def _parse_outputs(spec: str) -> list[dict[str, Any]]:
+def post_callback(
+    base: str, body: object, headers: dict[str, str] | None = None, timeout: float = 30
+) -> tuple[int, str]:
+    """POST a callback request to ``base``'s Dash as the browser does: the status and the
+    reply's text (an error status's too)."""
+    req = urllib.request.Request(
+        base + "/_dash-update-component",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def parse_outputs(spec: str) -> list[dict[str, Any]]:
     multi = spec.startswith("..") and spec.endswith("..")
     parts = spec[2:-2].split("...") if multi else [spec]
     out = []
@@ -118,7 +136,7 @@ def fuzz_callbacks(
     for dep in deps:
         if dep.get("clientside_function"):  # runs in the browser; the server has no handler
             continue
-        outputs = _parse_outputs(dep["output"])
+        outputs = parse_outputs(dep["output"])
         for _ in range(rounds):
             inputs = [_item(i, rng) for i in dep["inputs"]]
             first = inputs[0][0] if isinstance(inputs[0], list) else inputs[0]
@@ -131,23 +149,12 @@ def fuzz_callbacks(
                 "state": [_item(s, rng) for s in dep["state"]],
                 "changedPropIds": [f"{first_id}.{first['property']}"],
             }
-            data = json.dumps(body).encode()
-            req = urllib.request.Request(
-                base + "/_dash-update-component",
-                data=data,
-                method="POST",
-                headers={"Content-Type": "application/json", **(headers or {})},
-            )
             sent += 1
-            try:
-                with urllib.request.urlopen(req, timeout=60) as r:
-                    code, reply = r.status, r.read()
-            except urllib.error.HTTPError as exc:
-                code, reply = exc.code, exc.read()
-                if code >= 500:
-                    failures.append(f"{dep['output'][:60]}: {reply[:200]!r}")
+            code, reply = post_callback(base, body, headers, timeout=60)
+            if code >= 500:
+                failures.append(f"{dep['output'][:60]}: {reply[:200]!r}")
             statuses[code] = statuses.get(code, 0) + 1
-            echoed += MARKER.encode() in reply
+            echoed += MARKER in reply
     return {"sent": sent, "statuses": statuses, "failures": failures, "echoed": echoed}
 
 

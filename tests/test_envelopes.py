@@ -16,6 +16,7 @@ import pytest
 
 from app.guard import OneLine
 from telemetry.ingest.http import LogThrottle
+from tests.callback_fuzz import post_callback
 from tests.conftest import Server
 
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
@@ -54,17 +55,7 @@ BAD = [
 
 
 def _post(url: str, body: object) -> tuple[int, str]:
-    req = urllib.request.Request(
-        url + "/_dash-update-component",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return post_callback(url, body, timeout=10)
 
 
 @pytest.mark.parametrize(("body", "reason"), BAD)

@@ -14,6 +14,7 @@ from playwright.sync_api import Page, expect
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import get_scenario
 from telemetry.store import Store
+from tests.callback_fuzz import parse_outputs, post_callback
 from tests.conftest import Server, build_store, cli, drag_zoom, start_server
 from tests.ui.test_overview import FLEET_READY, FLEET_X, _span_s
 
@@ -163,21 +164,6 @@ def test_a_chart_relayout_during_a_link_change_keeps_the_new_view(
         assert (hours - 0.5) * 3600 < span <= hours * 3600, (hours, span)
 
 
-def _post_callback(url: str, body: dict) -> tuple[int, dict]:
-    """A callback request as the browser posts it: the status and the reply (204: none)."""
-    import json
-    import urllib.request
-
-    req = urllib.request.Request(
-        url + "/_dash-update-component",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return r.status, (json.loads(r.read()) if r.status == 200 else {})
-
-
 def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Server) -> None:
     """Two charts can report in one batch (an autosize, then the user's zoom). The zoom is
     what counts, wherever it is in the batch; before, only the first entry was read and the
@@ -203,8 +189,8 @@ def test_a_zoom_batched_after_an_autosize_still_reaches_the_link(dev_server: Ser
         ],
         "changedPropIds": ["zoom-relayouts.data"],
     }
-    status, reply = _post_callback(dev_server.url, body)
-    link = reply["response"]["url"]["hash"]
+    _, text = post_callback(dev_server.url, body)
+    link = json.loads(text)["response"]["url"]["hash"]
     assert "run=dev-64-s1" in link and "from=2026-01-05T10" in link and "to=2026-01-05T12" in link
 
 
@@ -231,10 +217,7 @@ def test_a_link_opened_while_the_jobs_switch_waits_is_followed(dev_server: Serve
     def item(spec: dict) -> dict:
         return spec | {"value": values[(spec["id"], spec["property"])]}
 
-    outputs = [
-        dict(zip(("id", "property"), o.split("."), strict=True))
-        for o in dep["output"].strip(".").split("...")
-    ]
+    outputs = parse_outputs(dep["output"])
     body = {
         "output": dep["output"],
         "outputs": outputs,
@@ -242,9 +225,9 @@ def test_a_link_opened_while_the_jobs_switch_waits_is_followed(dev_server: Serve
         "state": [item(s) for s in dep["state"]],
         "changedPropIds": ["runs-all.value", "url.hash"],
     }
-    status, answer = _post_callback(dev_server.url, body)
+    status, text = post_callback(dev_server.url, body)
     assert status == 200, "the link changed nothing"
-    reply = answer["response"]
+    reply = json.loads(text)["response"]
     assert reply["view"]["data"]["range"] == "6h"
     assert reply["range-select"]["value"] == "6h"
 
