@@ -144,6 +144,7 @@ def heatmap(
     per_rank = cells[["rank", "host"]].drop_duplicates("rank")  # 200 rows of 43 K cells
     labels = per_rank["host"].where(per_rank["host"].notna(), f"other {rest:,} nodes (mean)")
     names = dict(zip(per_rank["rank"].tolist(), labels.tolist(), strict=True))
+    row_names = [names[r] for r in ranks.tolist()]  # top to bottom
     rows = len(ranks)
     height = int(min(max(140 + 14 * rows, 360), 760))
     fig = _base(title, height, template)
@@ -154,7 +155,7 @@ def heatmap(
             # cell half an hour early beside the page's other time charts)
             xperiod=bucket_s * 1000,
             xperiodalignment="middle",
-            y=[names[r] for r in ranks.tolist()],
+            y=row_names,
             z=np.round(z, 1).astype(np.float32),  # a typed array: compact, NaN = no sample
             colorbar={"title": {"text": unit, "side": "right"}, "thickness": 12},
             hovertemplate="%{y}<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:,.1f} "
@@ -191,7 +192,7 @@ def heatmap(
         hovermode="closest",
         xaxis={"title": "Time (UTC)"},
         yaxis={"title": None, "autorange": "reversed", "type": "category", "automargin": True,
-               **_role_ticks(cells, [names[r] for r in ranks.tolist()], step)},  # fmt: skip
+               **_role_ticks(cells, row_names, step)},  # fmt: skip
     )
     return fig
 
