@@ -43,17 +43,10 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check telemetry app tests benchmarks
 
+## Every benchmark (benchmarks/all.py): the llama3-405b store replayed once and shared, each
+## run's figures kept in benchmarks/results/ and compared with the run before
 bench: setup
-	$(BIN)/python benchmarks/replay.py
-	$(BIN)/python benchmarks/ingest.py
-	$(BIN)/python benchmarks/dashboard.py
-	$(BIN)/python benchmarks/goodput.py
-	$(BIN)/python benchmarks/workload.py
-	$(BIN)/python benchmarks/logs.py
-	$(BIN)/python benchmarks/ckptscan.py
-	$(BIN)/python benchmarks/slurm.py
-	$(BIN)/python benchmarks/flight_recorder.py
-	$(BIN)/python benchmarks/cascade.py
+	$(BIN)/python benchmarks/all.py
 
 reliability: setup
 	$(BIN)/python benchmarks/reliability.py

@@ -8,6 +8,7 @@ rank and host in <= 60 s here. Baseline measured in the same run: reading the sa
 line in Python (``for line in open(path)``), the floor of any reader of it.
 
     .venv/bin/python benchmarks/cascade.py [--nodes 2048] [--per-node 8] [--culprit 9137]
+        [--json FILE]    # FILE: the run's key figures, for benchmarks/compare.py
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
+from benchmarks import figures  # noqa: E402
 from tests import cascade_fixture as cf  # noqa: E402
 
 
@@ -40,6 +42,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--per-node", type=int, default=8)
     ap.add_argument("--culprit", type=int, default=9137)
+    figures.add_argument(ap)
     args = ap.parse_args()
     world = args.nodes * args.per_node
     if not 0 <= args.culprit < world:
@@ -71,6 +74,20 @@ def main() -> None:
         print(f"attributed to: {got} (want rank {want[0]} on {want[1]}): "
               f"{'right' if right else 'WRONG'}; target <= 60 s: "
               f"{'met' if took <= 60 and right else 'NOT met'}")  # fmt: skip
+        figures.write(
+            args.json,
+            {
+                "ranks": world,
+                "log_lines": lines,
+                "log_mib": mib,
+                "baseline_read_lines_s": base,
+                "baseline_read_lines_per_s": lines / base,
+                "import_s": took,
+                "import_lines_per_s": lines / took,
+                "ratio_import_over_read": took / base,
+                "attributed_right": int(right),
+            },
+        )
         if not right:
             sys.exit(1)
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/ckptscan.py              # 10,000 files (99 checkpoints x 100 + 100)
     .venv/bin/python benchmarks/ckptscan.py --per-format 330   # ~100,000 files
+    .venv/bin/python benchmarks/ckptscan.py --json FILE  # also write the key figures to FILE
 
 Builds, in a temporary directory, two runs' checkpoints across the formats the scanner knows
 (files are small: the scan reads names and stats, not contents, except the plain files' ends):
@@ -35,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures  # noqa: E402
 from telemetry.collect.checkpoints.ckptdirs import TRACKER, CheckpointWatcher, scan  # noqa: E402
 
 SHARDS = 100  # files per directory checkpoint
@@ -103,12 +105,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--per-format", type=int, default=33, help="checkpoints per directory format")
     ap.add_argument("--repeat", type=int, default=5)
+    figures.add_argument(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ckpt"
         t = time.perf_counter()
         files = build(root, args.per_format)
-        print(f"tree: {files:,} files in {time.perf_counter() - t:.1f} s to build")
+        build_s = time.perf_counter() - t
+        print(f"tree: {files:,} files in {build_s:.1f} s to build")
 
         res = scan("pfs", root)
         c = res.counts
@@ -133,6 +137,30 @@ def main() -> None:
         print(f"watcher first poll:     {first_s * 1e3:8.1f} ms  ({len(first)} emitted)")
         print(f"watcher steady poll:    {poll_s * 1e3:8.1f} ms  (best {poll_best * 1e3:.1f}), "
               f"{len(watcher.history)} checkpoints settled, unchanged tree")  # fmt: skip
+    figures.write(
+        args.json,
+        {
+            "tree_files": files,
+            **{
+                f"found_{k}": c[k]
+                for k in ("ok", "failed", "in_progress", "dcp", "hf", "megatron", "file")
+            },
+            "found_checkpoint_files": c["files"],
+            "found_problems": len(res.problems),
+            "scan_ms": scan_s * 1e3,
+            "scan_best_ms": scan_best * 1e3,
+            "scan_files_per_s": files / scan_s,
+            "baseline_walk_stat_ms": base_s * 1e3,
+            "baseline_walk_stat_best_ms": base_best * 1e3,
+            "baseline_walk_stat_files_per_s": files / base_s,
+            "ratio_scan_to_baseline": scan_s / base_s,
+            "watcher_first_poll_ms": first_s * 1e3,
+            "watcher_first_emitted": len(first),
+            "watcher_steady_poll_ms": poll_s * 1e3,
+            "watcher_steady_poll_best_ms": poll_best * 1e3,
+            "watcher_settled": len(watcher.history),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -5,9 +5,14 @@ within 20 % on every figure).
     .venv/bin/python benchmarks/dashboard.py --json run1.json
     .venv/bin/python benchmarks/dashboard.py --json run2.json
     .venv/bin/python benchmarks/compare.py run1.json run2.json [--tolerance 0.2]
+    .venv/bin/python benchmarks/compare.py benchmarks/results/RUN1 benchmarks/results/RUN2
 
-Exit status 1 when a figure moved by more than the tolerance (figures under ``--floor-ms``
-ms, where a millisecond of scheduling is a large fraction, are shown but not judged).
+Two directories (``make bench``'s runs, ``benchmarks/all.py``) are compared benchmark by
+benchmark: every ``NAME.json`` in both, each figure named ``NAME: figure``.
+
+Exit status 1 when a figure moved by more than the tolerance (latencies under ``--floor-ms``
+ms, in ``_ms`` or ``_s`` figures, where a millisecond of scheduling is a large fraction, are
+shown but not judged; a figure 0 in both runs agrees).
 """
 
 from __future__ import annotations
@@ -18,6 +23,29 @@ import sys
 from pathlib import Path
 
 
+def _floor(name: str, floor_ms: float) -> float:
+    """The smallest value of figure ``name`` that is judged: a latency in ms (``_ms``) or in
+    seconds (``_s``) under ``floor_ms`` is a few scheduling slices, not a measure."""
+    unit = name.split(" ", 1)[0].rsplit(": ", 1)[-1]
+    if name.endswith("_ms") or unit.endswith("_ms"):
+        return floor_ms
+    if name.endswith("_s") or unit.endswith("_s"):
+        return floor_ms / 1000
+    return float("-inf")
+
+
+def _load(path: Path) -> dict[str, float]:
+    """One run's figures: a benchmark's JSON, or a directory of them (``NAME: figure``)."""
+    if not path.is_dir():
+        return json.loads(path.read_text())
+    out: dict[str, float] = {}
+    for f in sorted(path.glob("*.json")):
+        out |= {f"{f.stem}: {k}": v for k, v in json.loads(f.read_text()).items()}
+    if not out:
+        raise ValueError(f"{path}: no benchmark figures (*.json) in it")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("first")
@@ -26,7 +54,7 @@ def main() -> int:
     ap.add_argument("--floor-ms", type=float, default=10.0)
     a = ap.parse_args()
     try:
-        one, two = (json.loads(Path(p).read_text()) for p in (a.first, a.second))
+        one, two = _load(Path(a.first)), _load(Path(a.second))
     except (OSError, ValueError) as exc:
         print(f"compare: cannot read the runs: {exc}", file=sys.stderr)
         return 2
@@ -34,9 +62,8 @@ def main() -> int:
     print(f"{'figure':<70} {'first':>9} {'second':>9} {'ratio':>6}")
     for key in sorted(set(one) & set(two)):
         x, y = float(one[key]), float(two[key])
-        ratio = y / x if x else float("inf")
-        small = key.endswith("_ms") or "_ms " in key
-        judged = not (small and max(x, y) < a.floor_ms)
+        ratio = y / x if x else (1.0 if y == 0 else float("inf"))  # 0 and 0 agree
+        judged = max(x, y) >= _floor(key, a.floor_ms)
         bad = judged and abs(ratio - 1) > a.tolerance
         moved += bad
         flag = "  MOVED" if bad else ("" if judged else "  (under the floor)")

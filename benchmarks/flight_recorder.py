@@ -8,7 +8,8 @@ unpickling whole dumps as a naive reader would (timed on a sample, scaled to eve
 The dumps are PyTorch's layout (``version``, ``pg_config``, ``comm_lib_version``,
 ``pg_status``, ``entries``; protocol 2 pickles, as ``_dump_fr_trace`` writes) built here: the
 waiting ranks' dumps are byte-identical (they did the same), the culprit's lacks the last
-entry. Run: ``python benchmarks/flight_recorder.py [--ranks 16384] [--entries 2000]``.
+entry. Run: ``python benchmarks/flight_recorder.py [--ranks 16384] [--entries 2000] [--json FILE]``
+(``--json FILE`` writes the run's key figures, for ``benchmarks/compare.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import figures  # noqa: E402
 from telemetry.collect.logs import flight_recorder as fr  # noqa: E402
 
 
@@ -68,6 +70,7 @@ def main() -> int:
     ap.add_argument("--entries", type=int, default=2_000)
     ap.add_argument("--culprit", type=int, default=12_345)
     ap.add_argument("--sample", type=int, default=128, help="dumps the naive baseline unpickles")
+    figures.add_argument(ap)
     args = ap.parse_args()
     culprit = min(args.culprit, args.ranks - 1)
     last = 50_000
@@ -106,6 +109,14 @@ def main() -> int:
     print(f"{'baseline: unpickle every dump (scaled)':<44} {naive:>8.2f} {naive / took:>11.2f}x")
     print(f"peak RSS {rss:.0f} MB ({rss0:.0f} MB before the analysis); target <= 30 s: "
           f"{'met' if took <= 30 else 'NOT met'}")  # fmt: skip
+    figures.write(args.json, {
+        "ranks": args.ranks, "entries_per_dump": args.entries, "dump_mb": size / 1e6,
+        "dumps_gb": args.ranks * size / 1e9, "dumps_written_s": made, "analysis_s": took,
+        "baseline_read_heads_s": floor, "baseline_unpickle_all_s": naive,
+        "ratio_read_heads_over_analysis": floor / took,
+        "ratio_unpickle_all_over_analysis": naive / took,
+        "peak_rss_mb": rss, "rss_before_analysis_mb": rss0,
+    })  # fmt: skip
     return 0 if took <= 30 else 1
 
 

@@ -3,6 +3,7 @@ page's goodput day chart callback, cold.
 
     .venv/bin/python benchmarks/goodput.py                         # builds llama3-405b first
     .venv/bin/python benchmarks/goodput.py --store llama.duckdb    # an existing store
+    .venv/bin/python benchmarks/goodput.py --json FILE             # and its figures as JSON
 
 Timed, median and p95 of ``--repeat``:
 
@@ -19,6 +20,7 @@ Timed, median and p95 of ``--repeat``:
 Beside them, the same-run baseline (issue #40): ``baseline.SCAN_SQL`` (a DuckDB scan and GROUP
 BY of the store's newest day of GPU samples in a fresh connection) and each figure's ratio.
 Also printed: whether the categories add up to the window exactly, the run's and every day's.
+``--json FILE`` writes the printed figures (``benchmarks/figures.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["FACTORYFLOOR_REPLY_CACHE"] = "0"  # every callback builds its reply
 
-from benchmarks import baseline  # noqa: E402
+from benchmarks import baseline, figures  # noqa: E402
 from benchmarks.dashboard import build  # noqa: E402
 from benchmarks.timing import cold, p50_p95  # noqa: E402
 from telemetry.store import Store  # noqa: E402
@@ -53,15 +55,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", help="an existing llama3-405b store (built if omitted)")
     ap.add_argument("--repeat", type=int, default=15)
+    figures.add_argument(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.store or os.path.join(tmp, "llama.duckdb")
         if not args.store:
             build(path, "llama3-405b", None)
-        run(path, args.repeat)
+        figs = run(path, args.repeat)
+    figures.write(args.json, figs)
 
 
-def run(path: str, repeat: int) -> None:
+def run(path: str, repeat: int) -> dict[str, float]:
+    """Measure and print; the printed figures by name (``benchmarks/figures.py``)."""
     from telemetry import goodput as good
     from telemetry.queries import newest_trained_run
 
@@ -108,6 +113,17 @@ def run(path: str, repeat: int) -> None:
     for name, (p50, p95), target in rows:
         print(f"  {name:34s} {p50:8.1f} {p95:8.1f} {p95 / scan:7.2f}x   target <= {target}")
     print(f"  day chart figure: {size:.0f} KB of JSON")
+    keys = ("goodput_block_first_after_open", "goodput_block_cold", "day_chart_callback_cold")
+    figs = {
+        "run_days": block["window_s"] / 86400,
+        "goodput_pct": block["goodput"] * 100,
+        "categories_windows": 1 + len(block.get("days", [])),
+        "baseline_scan_ms": scan,
+        "day_chart_figure_kb": size,
+    }
+    for key, (_, (p50, p95), _) in zip(keys, rows, strict=True):
+        figs |= {f"{key}_p50_ms": p50, f"{key}_p95_ms": p95, f"x_scan_{key}_p95": p95 / scan}
+    return figs
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/ingest.py                  # 2,048 hosts x 8 GPUs, default counters
     .venv/bin/python benchmarks/ingest.py --hosts 256      # a quicker look
+    .venv/bin/python benchmarks/ingest.py --json FILE      # also write the key figures to FILE
 
 Renders one dcgm-exporter scrape per host (the exporter's default counters, with # HELP/# TYPE,
 labels in its order, doubles with 6 decimals), then parses every scrape one call per target as
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from benchmarks import figures  # noqa: E402
 from telemetry.collect.dcgm.scrape import load_targets, scrape_round  # noqa: E402
 from telemetry.ingest import dcgm_rows, exposition, roundparse  # noqa: E402
 from telemetry.ingest.sink import StoreSink  # noqa: E402
@@ -233,6 +235,7 @@ def main() -> None:
         "--farm-hosts", type=int, default=None, help="exporters in the farm (default: --hosts)"
     )
     ap.add_argument("--dir", default=None, help="where the benchmark stores go (default: tmp)")
+    figures.add_argument(ap)
     args = ap.parse_args()
     print(f"load average              {_load()} (2 cores shared with other work)")
     texts = fleet(args.hosts)
@@ -256,19 +259,33 @@ def main() -> None:
     )
     print(f"scrape round              {n:,} samples in {len(texts):,} scrapes ({mib:.1f} MiB)")
     print(f"prometheus_client         {ref_s:8.3f} s  {n / ref_s:>10,.0f} samples/s  (reference)")
-    for label, s in (
-        ("parse, cold cache", cold_s),
-        ("parse, warm cache", warm_s),
-        ("parse round, cold cache", round_cold_s),
-        ("parse round, warm cache", round_warm_s),
-        ("+ round_rows + Arrow, cold", arrow_cold_s),
-        ("+ round_rows + Arrow, warm", arrow_warm_s),
-        ("end to end, first round", e2e_cold_s),
-        ("end to end, fastest round", e2e_s),
-        (f"end to end, mean of {store_rounds - 1}", e2e_mean_s),
-        ("  the same, no rollups", floor_s),
+    out: dict[str, float] = {
+        "fleet_hosts": args.hosts,
+        "fleet_gpus": args.hosts * GPUS_PER_HOST,
+        "round_samples": n,
+        "round_scrapes": len(texts),
+        "round_mib": mib,
+        "baseline_prometheus_client_cpu_s": ref_s,
+        "baseline_prometheus_client_samples_per_s": n / ref_s,
+    }
+    for key, label, s in (
+        ("parse_cold_cache", "parse, cold cache", cold_s),
+        ("parse_warm_cache", "parse, warm cache", warm_s),
+        ("parse_round_cold_cache", "parse round, cold cache", round_cold_s),
+        ("parse_round_warm_cache", "parse round, warm cache", round_warm_s),
+        ("arrow_cold_cache", "+ round_rows + Arrow, cold", arrow_cold_s),
+        ("arrow_warm_cache", "+ round_rows + Arrow, warm", arrow_warm_s),
+        ("end_to_end_first_round", "end to end, first round", e2e_cold_s),
+        ("end_to_end_fastest_round", "end to end, fastest round", e2e_s),
+        ("end_to_end_mean", f"end to end, mean of {store_rounds - 1}", e2e_mean_s),
+        ("end_to_end_mean_no_rollups", "  the same, no rollups", floor_s),
     ):
         print(f"{label:<26}{s:8.3f} s  {n / s:>10,.0f} samples/s  {ref_s / s:5.1f}x reference")
+        out[f"{key}_cpu_s"] = s
+        out[f"{key}_samples_per_s"] = n / s
+        out[f"ratio_{key}_x_baseline"] = ref_s / s
+    out["end_to_end_mean_rounds"] = store_rounds - 1
+    out["end_to_end_rollups_share_cpu_s"] = e2e_mean_s - floor_s
     met = "met" if n / e2e_mean_s >= 500_000 and ref_s / e2e_mean_s >= 20 else "MISSED"
     print(f"target                    end to end (mean) >= 500,000 samples/s and >= 20x: {met}")
     met = "met" if n / e2e_mean_s >= 1_000_000 and n / e2e_cold_s >= 800_000 else "MISSED"
@@ -280,15 +297,22 @@ def main() -> None:
     if args.farm_rounds:
         hosts = args.farm_hosts or args.hosts
         farm = farm_rounds(hosts, args.farm_rounds, args.dir)
+        out["farm_hosts"] = hosts
         for k, (fetch_s, write_s, up) in enumerate(farm):
             print(
                 f"farm round {k + 1:<15}{fetch_s + write_s:8.3f} s  (fetch {fetch_s:.2f} s + "
                 f"write {write_s:.2f} s, {up:,}/{hosts:,} targets up)"
             )
+            out[f"farm_round_s {k + 1}"] = fetch_s + write_s
+            out[f"farm_fetch_s {k + 1}"] = fetch_s
+            out[f"farm_write_s {k + 1}"] = write_s
+            out[f"farm_targets_up {k + 1}"] = up
         worst = max(f + w for f, w, _ in farm)
+        out["farm_worst_round_s"] = worst
         met = "met" if worst <= 15.0 and all(up == hosts for *_, up in farm) else "MISSED"
         print(f"target                    every {hosts:,}-exporter round within 15 s: {met}")
     print(f"load average              {_load()}")
+    figures.write(args.json, out)
 
 
 def _load() -> str:

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/logs.py            # a 1 GiB log (issue #13's figure)
     .venv/bin/python benchmarks/logs.py --mb 50    # a quick look
+    .venv/bin/python benchmarks/logs.py --json FILE    # and its key figures, for compare.py
 
 Writes, in a temporary directory, a job log of ``--mb`` MiB as ``srun`` collects it: one
 Megatron iteration line per iteration (log interval 1), and between them what a real job prints
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures  # noqa: E402
 from telemetry.collect.logs.textlogs import LogBatch, parse_file  # noqa: E402
 
 START = datetime(2026, 3, 1)
@@ -139,7 +141,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--mb", type=float, default=1024, help="size of the mixed log in MiB")
     ap.add_argument("--repeat", type=int, default=2)
+    figures.add_argument(ap)
     args = ap.parse_args()
+    figs: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         files = [("mixed job log", "mixed", args.mb), ("noise only", "noise", min(args.mb, 100)),
                  ("iteration lines only", "iterations", min(args.mb, 100))]
@@ -155,15 +159,29 @@ def main() -> None:
             print(f"{title:22} {size:7.0f} {lines:11,} {lines / took:14,.0f} {size / took:7.1f} "
                   f"{lines / base:17,.0f} {base / took:6.2f}")
             print(f"{'':22} found: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+            figs |= {
+                f"{kind}_mib": size,
+                f"{kind}_lines": lines,
+                f"{kind}_parse_lines_per_s": lines / took,
+                f"{kind}_parse_mib_per_s": size / took,
+                f"baseline_{kind}_read_lines_per_s": lines / base,
+                f"ratio_{kind}_read_over_parse": base / took,
+            } | {
+                f"{kind}_found_{k.replace(' ', '_')}": v for k, v in counts.items() if k != "lines"
+            }
             if kind == "mixed":
-                imported(path, lines, took, Path(tmp))
+                figs |= imported(path, lines, took, Path(tmp))
             path.unlink()
+    # a count of 0 (noise has no metrics, say) is left out: compare.py judges each figure by its
+    # ratio to the first run's, and 0 has none (0 vs 0 would read as moved)
+    figures.write(args.json, {k: v for k, v in figs.items() if v})
 
 
-def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> None:
+def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> dict[str, float]:
     """End to end, as ``factoryfloor import --run R FILE`` does it: the cluster source read
     into a fresh store (metrics validated and stored, signals, checkpoint lines), then the
-    run's interruptions derived. Ratio: against parsing alone, measured above."""
+    run's interruptions derived. Ratio: against parsing alone, measured above. Returns the
+    figures it prints."""
     from telemetry.collect.logs.cluster_source import ClusterSource
     from telemetry.ingest.daemon import collect
     from telemetry.ingest.writer import StoreWriter
@@ -193,6 +211,15 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> None:
         f"{'':22} {took:.1f} s: {metrics:,} train_metrics stored, {ints} interruptions "
         f"inferred; a re-derivation over the stored run takes {derive_s:.2f} s"
     )
+    return {
+        "import_lines_per_s": lines / took,
+        "import_mib_per_s": path.stat().st_size / 2**20 / took,
+        "ratio_parse_over_import": parse_s / took,
+        "import_s": took,
+        "import_train_metrics_stored": metrics,
+        "import_interruptions_inferred": ints,
+        "rederive_s": derive_s,
+    }
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/slurm.py               # 10,000 jobs, 2,048 nodes
     .venv/bin/python benchmarks/slurm.py --jobs 50000
+    .venv/bin/python benchmarks/slurm.py --json FILE   # and its figures as JSON
 
 The outputs are made from the recordings of the real test cluster (tests/fixtures/slurm/drained,
 ``sacct``/``squeue``/``sinfo --json`` and their parsable text forms): each recorded job is
@@ -14,6 +15,9 @@ and the refresh of runs and signals. Printed (median of ``--repeat`` after one w
 * the first poll into an empty store (every job new) for each form;
 * a second poll with nothing changed (the steady state of ``ingest --slurm``);
 * the baseline: plain ``json.loads`` of the same sacct/squeue/sinfo JSON bytes.
+
+``--json FILE`` writes these figures and each poll's ratio to the baseline
+(``benchmarks/figures.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures  # noqa: E402
 from telemetry.collect.slurm.slurm_client import SlurmClient, recorded_runner  # noqa: E402
 from telemetry.collect.slurm.slurm_source import SlurmSource  # noqa: E402
 from telemetry.ingest.daemon import collect  # noqa: E402
@@ -107,6 +112,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--nodes", type=int, default=2_048)
     ap.add_argument("--repeat", type=int, default=3)
+    figures.add_argument(ap)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "out"
@@ -117,13 +123,23 @@ def main() -> int:
         db = Path(tmp) / "b.duckdb"
         blobs = [(d / n).read_bytes() for n in ("sacct.json", "squeue.json", "nodes.json")]
         base = median(lambda: _t(blobs), a.repeat)
+        figs = {
+            "jobs": a.jobs,
+            "nodes": a.nodes,
+            "sacct_json_mb": sizes["sacct.json"] / 1e6,
+            "sacct_text_mb": sizes["sacct.txt"] / 1e6,
+            "baseline_json_loads_ms": base * 1000,
+        }
         for form in ("json", "text"):
             first = median(lambda f=form: poll(d, db, f, False), a.repeat)
             again = median(lambda f=form: poll(d, db, f, True), a.repeat)
             print(f"  {form:4s} first poll (all new, stored, runs and signals refreshed): "
                   f"{first * 1000:7.0f} ms   second poll (nothing changed): "
                   f"{again * 1000:5.0f} ms")  # fmt: skip
+            for key, t in ((f"{form}_first_poll", first), (f"{form}_second_poll", again)):
+                figs |= {f"{key}_ms": t * 1000, f"ratio_{key}_json_loads": t / base}
         print(f"  baseline: json.loads of the same sacct+squeue+sinfo JSON: {base * 1000:.0f} ms")
+    figures.write(a.json, figs)
     return 0
 
 

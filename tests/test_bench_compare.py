@@ -10,14 +10,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _compare(tmp_path: Path, one: dict, two: dict, *extra: str) -> subprocess.CompletedProcess:
-    a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps(one))
-    b.write_text(json.dumps(two))
+def _run_compare(a: Path, b: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "compare.py"), str(a), str(b), *extra],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+
+
+def _compare(tmp_path: Path, one: dict, two: dict, *extra: str) -> subprocess.CompletedProcess:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(one))
+    b.write_text(json.dumps(two))
+    return _run_compare(a, b, *extra)
 
 
 def test_runs_within_tolerance_agree(tmp_path: Path) -> None:
@@ -44,9 +48,66 @@ def test_small_figures_under_the_floor_are_not_judged(tmp_path: Path) -> None:
 def test_unreadable_run_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text("{not json")
     (tmp_path / "b.json").write_text("{}")
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "compare.py"), str(tmp_path / "a.json"),
-         str(tmp_path / "b.json")], capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    r = _run_compare(tmp_path / "a.json", tmp_path / "b.json")
     assert r.returncode == 2
     assert "cannot read the runs" in r.stderr
+
+
+def test_two_make_bench_runs_are_compared_benchmark_by_benchmark(tmp_path: Path) -> None:
+    """Directories of NAME.json (benchmarks/all.py's runs): each figure named by its benchmark,
+    so a figure of the same name in two benchmarks is judged apart."""
+    one, two = tmp_path / "run1", tmp_path / "run2"
+    for d, cold in ((one, 80.0), (two, 130.0)):
+        d.mkdir()
+        (d / "dashboard.json").write_text(json.dumps({"worst_cold_p95_ms": cold}))
+        (d / "goodput.json").write_text(json.dumps({"worst_cold_p95_ms": 50.0}))
+    r = _run_compare(one, two)
+    assert r.returncode == 1, r.stdout
+    moved = [ln for ln in r.stdout.splitlines() if ln.endswith("MOVED")]
+    assert len(moved) == 1 and moved[0].startswith("dashboard: worst_cold_p95_ms"), r.stdout
+    assert "goodput: worst_cold_p95_ms" in r.stdout
+
+
+def test_an_empty_run_directory_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "b.json").write_text("{}")
+    r = _run_compare(tmp_path / "empty", tmp_path / "b.json")
+    assert r.returncode == 2
+    assert "no benchmark figures" in r.stderr
+
+
+def test_a_figure_that_is_not_a_number_is_never_recorded(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import figures
+
+    out = tmp_path / "x.json"
+    try:
+        figures.write(str(out), {"first_view_s": float("nan"), "server_up_s": 1.0})
+    except ValueError as exc:
+        assert "first_view_s" in str(exc)
+    else:
+        raise AssertionError("a NaN figure was written")
+    assert not out.exists()
+    figures.write(str(out), {"server_up_s": 1.0})
+    assert json.loads(out.read_text()) == {"server_up_s": 1.0}
+
+
+def test_make_bench_refuses_an_unknown_benchmark_before_running_any(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "all.py"), "--only", "dashbaord",
+         "--out", str(tmp_path / "run")], capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "unknown benchmark(s): dashbaord" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_count_of_zero_in_both_runs_agrees_and_tiny_seconds_are_not_judged(
+    tmp_path: Path,
+) -> None:
+    r = _compare(tmp_path, {"found_signals": 0, "rederive_s": 0.004, "import_s": 10.0},
+                 {"found_signals": 0, "rederive_s": 0.008, "import_s": 10.5})  # fmt: skip
+    assert r.returncode == 0, r.stdout
+    assert "0 figure(s) moved" in r.stdout
+    r = _compare(tmp_path, {"found_signals": 0}, {"found_signals": 3})
+    assert r.returncode == 1, r.stdout
