@@ -147,6 +147,7 @@ def export_name(id_: str) -> str:
 
 
 SMALL_ROWS = 15  # up to this many rows a table is as tall as its rows; past it, it scrolls
+ROW_BUFFER = 3
 _SPACE = re.compile(r"\s")
 LONGEST_WORD = 32  # characters kept whole in a cell: a longer word (a path) may break
 # "–" for a value that is not known (null: NaN, NaT, None reach the browser as null)
@@ -269,6 +270,10 @@ def table(
     }
     if not big:
         options["domLayout"] = "autoHeight"
+    else:
+        # rows drawn beyond the scrolled-to ones (AG Grid's default 10): each drawn row's
+        # wrapping cells are measured one by one as the table first appears
+        options["rowBuffer"] = ROW_BUFFER
     if clickable:
         options["rowSelection"] = {
             "mode": "singleRow", "checkboxes": False, "enableClickSelection": True
