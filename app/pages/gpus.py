@@ -336,22 +336,36 @@ def _shown_node(view: Any, tr: Any) -> tuple[Any, tuple[str, str] | None]:
     Output("gpu-node-host", "children"),
     Output("gpu-node-info", "children"),
     *[Output({"type": TIMECHART, "id": i}, "figure") for i in NODE_CHART_IDS.values()],
+    Output({"type": TIMECHART, "id": NODE_MORE_ID}, "figure"),
+    Output("gpu-node-workload-note", "children"),
+    Output("gpu-node-workload", "children"),
     *view_inputs(),
+    Input("gpu-node-metric", "value"),
 )
-@guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS))
-def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+@guarded("alert", "alert", *["figure"] * len(NODE_CHART_IDS), "figure", "alert", "alert")
+def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: Any):  # type: ignore[no-untyped-def]
+    """The drill-down: the node's GPUs on four charts, one more metric picked from a list, and
+    what runs on each GPU. One callback: the node shown (when none is chosen, the worst by the
+    outlier ranking) is found once, not once per part (0.03 s of the first viewer's page)."""
     tpl = template(theme)
     tr = view_range(view)
     host, worst = _shown_node(view, tr)
+    key, column, label, unit = data.node_metric(key)
+    more_title = f"{label} ({unit})"
+    known = isinstance(host, str) and len(host) <= MAX_ID and tr is not None
+    info = data.node_info(host) if known else None
     if host is None or tr is None:
         msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
         figs = [
             figures.empty(gfig.NODE_CHARTS[c][1], msg, gfig.NODE_CHART_HEIGHT, tpl)
             for c in NODE_CHART_IDS
         ]
-        return no_update, "", *figs
-    info, series = together(lambda: data.node_info(host), lambda: data.node_gpu_series(host, tr))
-    series = series if info else None
+        more = figures.empty(more_title, msg, gfig.NODE_CHART_HEIGHT, tpl)
+        return no_update, "", *figs, more, "", ""
+    series, (more_df, work) = together(
+        lambda: data.node_gpu_series(host, tr) if info else None,
+        lambda: data.node_more(host, tr, key) if info else (None, None),
+    )
     rev = f"{revision(view)}|{host}"
     figs = [
         gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)
@@ -367,37 +381,19 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # ty
     note = data.expired_note(tr, series)
     if note:
         header += f" · {note}"
-    return host, header, *figs
+    if more_df is None:
+        more = figures.empty(more_title, f"Unknown node {host!r}", gfig.NODE_CHART_HEIGHT, tpl)
+        return host, header, *figs, more, "", ""
+    return host, header, *figs, *_more(host, key, column, label, unit, more_df, work, rev, tpl)
 
 
-@callback(
-    Output({"type": TIMECHART, "id": NODE_MORE_ID}, "figure"),
-    Output("gpu-node-workload-note", "children"),
-    Output("gpu-node-workload", "children"),
-    *view_inputs(),
-    Input("gpu-node-metric", "value"),
-)
-@guarded("figure", "alert", "alert")
-def _node_workload(  # type: ignore[no-untyped-def]
-    view: dict[str, Any] | None, _n: int | None, theme: str | None, key: Any
+def _more(  # type: ignore[no-untyped-def]
+    host: str, key: str, column: str, label: str, unit: str, df, work, rev: str, tpl: str
 ):
-    """Follows the node the drill-down shows, whichever way it was chosen: found from the
-    view as ``_node`` finds it, not from its heading, so both are asked for at once when the
-    page opens (chained on the heading, this chart waited for the browser to draw the first
-    eight: ~0.6 s of the page's 1.2 s at llama3 scale)."""
-    tpl = template(theme)
-    key, column, label, unit = data.node_metric(key)
-    title = f"{label} ({unit})"
-    tr = view_range(view)
-    host, _ = _shown_node(view, tr)
-    known = isinstance(host, str) and len(host) <= MAX_ID and data.node_info(host)
-    if tr is None or not known:
-        msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
-        return figures.empty(title, msg, gfig.NODE_CHART_HEIGHT, tpl), "", ""
-    df, work = data.node_more(host, tr, key)
+    """Below the node's charts: the picked metric of its GPUs, and its workload table."""
     if df.empty and key in EXTRA_FIELDS:
         fig = figures.empty(
-            title,
+            f"{label} ({unit})",
             f"No {label.lower()} from {host} in this range: it is kept from dcgm-exporter "
             f"scrapes ({EXTRA_FIELDS[key]}), not by a replay",
             gfig.NODE_CHART_HEIGHT,
@@ -406,7 +402,7 @@ def _node_workload(  # type: ignore[no-untyped-def]
     else:
         spec = (column, label, unit, None)
         fig = gfig.node_metric(df, key, host, tpl, spec=spec)
-        fig.update_layout(uirevision=f"{revision(view)}|{host}|{key}")
+        fig.update_layout(uirevision=f"{rev}|{key}")
     if work.empty:
         return fig, "", dbc.Alert(f"No GPUs of {host} are stored.", color="secondary")
     tbl = table("gpu-node-workload-table", gfig.workload_rows(work), WORKLOAD_COLUMNS)
