@@ -61,11 +61,16 @@ def test_two_make_bench_runs_are_compared_benchmark_by_benchmark(tmp_path: Path)
         d.mkdir()
         (d / "dashboard.json").write_text(json.dumps({"worst_cold_p95_ms": cold}))
         (d / "goodput.json").write_text(json.dumps({"worst_cold_p95_ms": 50.0}))
+        # a small latency of one benchmark stays under the floor with its name before it
+        (d / "dashboard.json").write_text(
+            json.dumps({"worst_cold_p95_ms": cold, "cold_p95_ms url": cold / 20})
+        )
     r = _run_compare(one, two)
     assert r.returncode == 1, r.stdout
     moved = [ln for ln in r.stdout.splitlines() if ln.endswith("MOVED")]
     assert len(moved) == 1 and moved[0].startswith("dashboard: worst_cold_p95_ms"), r.stdout
     assert "goodput: worst_cold_p95_ms" in r.stdout
+    assert "dashboard: cold_p95_ms url" in r.stdout and "(under the floor)" in r.stdout
 
 
 def test_an_empty_run_directory_is_a_clear_error(tmp_path: Path) -> None:
