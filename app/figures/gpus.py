@@ -423,8 +423,12 @@ def node_metric(
             )
         )
     fig.update_layout(
-        xaxis={"title": "Time (UTC)"},
-        yaxis={"title": f"{name} ({unit})", **({"range": yrange} if yrange else {})},
+        xaxis={"title": "Time (UTC)", "automargin": False},
+        yaxis={
+            "title": f"{name} ({unit})",
+            "automargin": False,
+            **({"range": yrange} if yrange else {}),
+        },
         legend={
             "orientation": "v",
             "x": 1.01,
@@ -434,7 +438,7 @@ def node_metric(
             "font": {"size": 10},
             "tracegroupgap": 0,
         },
-        margin={"t": 40, "b": 40, "r": 70},
+        margin={"t": 40, "b": 76, "r": 96, "l": 72},
     )
     return fig
 

@@ -11,6 +11,7 @@ from statistics import mean
 from playwright.sync_api import Page, expect
 
 from tests.conftest import Server, collect_errors
+from tests.ui.test_readable import SETTLED
 
 HEATMAP = "document.querySelector('#gpu-heatmap .js-plotly-plot')"
 # Plotly ships numeric arrays base64-encoded; the decoded values live in ``_fullData``.
@@ -202,3 +203,45 @@ def _unsorted(page: Page) -> list[str]:
     return page.evaluate(
         "() => dash_ag_grid.getApi('gpu-outlier-table').getGridOption('rowData').map(r => r.reason)"
     )
+
+
+# Every tick label and axis title of a chart, and whether each lies inside its chart's box.
+LABELS_INSIDE = """(sel) => {
+  const out = [];
+  for (const g of document.querySelectorAll(sel)) {
+    const box = g.querySelector('.main-svg').getBoundingClientRect();
+    const texts = '.xtick text, .ytick text, .g-xtitle text, .g-ytitle text';
+    for (const t of g.querySelectorAll(texts)) {
+      const r = t.getBoundingClientRect();
+      if (!t.textContent) continue;
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1
+          || r.bottom > box.bottom + 1) out.push(t.textContent);
+    }
+  }
+  return out;
+}"""
+
+
+def test_the_drilldown_charts_keep_every_axis_label_inside_them(
+    page: Page, dev_server: Server
+) -> None:
+    """The drill-down's five charts set their margins rather than have plotly measure every
+    tick label to grow them (0.1 s of the page); each label must still fit: a two-line time
+    at the bottom, "1,980" MHz or "80k" MiB on the left, over a one-hour and a whole range."""
+    for rng in ("1h", "all"):
+        page.goto(f"{dev_server.url}/gpus#range={rng}")
+        page.wait_for_function(f"() => {_node_chart('util')}?._fullData?.length === 8")
+        page.wait_for_function(f"() => {_node_chart('more')}?._fullData?.length === 8")
+        page.wait_for_function(SETTLED)
+        charts = page.evaluate(
+            "() => document.querySelectorAll('[id^=\"gpu-node-\"] .js-plotly-plot').length"
+        )
+        assert charts == 5
+        assert page.evaluate(LABELS_INSIDE, '[id^="gpu-node-"] .js-plotly-plot') == []
+        # the check can fail: a label pushed out of a chart is found
+        pushed = page.evaluate(
+            """() => { const g = document.querySelector('#gpu-node-clock .js-plotly-plot');
+                       return Plotly.relayout(g, {'margin.l': 5}).then(() => 0); }"""
+        )
+        assert pushed == 0
+        assert page.evaluate(LABELS_INSIDE, "#gpu-node-clock .js-plotly-plot") != []
