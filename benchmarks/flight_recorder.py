@@ -86,11 +86,16 @@ def main() -> int:
         print(f"{args.ranks:,} dumps of {args.entries:,} entries ({size / 1e6:.2f} MB each, "
               f"{args.ranks * size / 1e9:.1f} GB) written in {made:.1f} s")  # fmt: skip
         files = [os.path.join(d, f"nccl_trace_rank_{r}") for r in range(args.ranks)]
-        t0 = time.perf_counter()
-        for f in files:
-            with open(f, "rb") as fh:
-                fh.read(fr.HEAD_BYTES)
-        floor = time.perf_counter() - t0
+        floor = float("inf")
+        # the best of two passes: the first may read from the disk what the writes above
+        # pushed out of the page cache (1.26 and 0.47 s in two runs), the analysis after it
+        # reads what it left there
+        for _ in range(2):
+            t0 = time.perf_counter()
+            for f in files:
+                with open(f, "rb") as fh:
+                    fh.read(fr.HEAD_BYTES)
+            floor = min(floor, time.perf_counter() - t0)
         t0 = time.perf_counter()
         for f in files[: args.sample]:
             with open(f, "rb") as fh:
@@ -111,7 +116,7 @@ def main() -> int:
           f"{'met' if took <= 30 else 'NOT met'}")  # fmt: skip
     figures.write(args.json, {
         "ranks": args.ranks, "entries_per_dump": args.entries, "dump_mb": size / 1e6,
-        "dumps_gb": args.ranks * size / 1e9, "dumps_written_s": made, "analysis_s": took,
+        "dumps_gb": args.ranks * size / 1e9, "analysis_s": took,
         "baseline_read_heads_s": floor, "baseline_unpickle_all_s": naive,
         "ratio_read_heads_over_analysis": floor / took,
         "ratio_unpickle_all_over_analysis": naive / took,
