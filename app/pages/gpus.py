@@ -362,9 +362,10 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: A
         ]
         more = figures.empty(more_title, msg, gfig.NODE_CHART_HEIGHT, tpl)
         return no_update, "", *figs, more, "", ""
-    series, (more_df, work) = together(
-        lambda: data.node_gpu_series(host, tr) if info else None,
-        lambda: data.node_more(host, tr, key) if info else (None, None),
+    series, (more_df, work) = (
+        together(lambda: data.node_gpu_series(host, tr), lambda: data.node_more(host, tr, key))
+        if info
+        else (None, (None, None))  # a node the inventory does not know
     )
     rev = f"{revision(view)}|{host}"
     figs = [
