@@ -229,6 +229,9 @@ def test_the_drilldown_charts_keep_every_axis_label_inside_them(
     tick label to grow them (0.1 s of the page); each label must still fit: a two-line time
     at the bottom, "1,980" MHz or "80k" MiB on the left, over a one-hour and a whole range."""
     for rng in ("1h", "all"):
+        # a fresh document each time: a change of hash alone keeps the last range's charts
+        # (and the settled mark) until the new answers arrive, and those would be checked
+        page.goto("about:blank")
         page.goto(f"{dev_server.url}/gpus#range={rng}")
         page.wait_for_function(f"() => {_node_chart('util')}?._fullData?.length === 8")
         page.wait_for_function(f"() => {_node_chart('more')}?._fullData?.length === 8")
