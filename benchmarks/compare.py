@@ -10,7 +10,8 @@ within 20 % on every figure).
 Two directories (``make bench``'s runs, ``benchmarks/all.py``) are compared benchmark by
 benchmark: every ``NAME.json`` in both, each figure named ``NAME: figure``.
 
-Exit status 1 when a figure moved by more than the tolerance (latencies under ``--floor-ms``
+Exit status 1 when a figure moved by more than the tolerance, the larger of the two over the
+smaller (so 100 -> 80 ms moved as much as its rate, 10 -> 12.5 per s; latencies under ``--floor-ms``
 ms, in ``_ms`` or ``_s`` figures, where a millisecond of scheduling is a large fraction, are
 shown but not judged; a figure 0 in both runs agrees).
 """
@@ -64,7 +65,9 @@ def main() -> int:
         x, y = float(one[key]), float(two[key])
         ratio = y / x if x else (1.0 if y == 0 else float("inf"))  # 0 and 0 agree
         judged = max(x, y) >= _floor(key, a.floor_ms)
-        bad = judged and abs(ratio - 1) > a.tolerance
+        # the larger over the smaller: a time and its rate (ms and files/s) move alike
+        spread = max(abs(x), abs(y)) / min(abs(x), abs(y)) if x and y else ratio
+        bad = judged and (x * y < 0 or abs(spread - 1) > a.tolerance)
         moved += bad
         flag = "  MOVED" if bad else ("" if judged else "  (under the floor)")
         print(f"{key[:70]:<70} {x:9.2f} {y:9.2f} {ratio:6.2f}{flag}")

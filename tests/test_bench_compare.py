@@ -39,6 +39,15 @@ def test_a_figure_that_moved_fails_and_is_named(tmp_path: Path) -> None:
     assert len(moved) == 1 and moved[0].startswith("worst_cold_p95_ms")
 
 
+def test_a_time_and_its_rate_move_alike(tmp_path: Path) -> None:
+    """41 -> 34 ms is the same change as 244 -> 293 K files/s: both moved by 20.3 %."""
+    r = _compare(tmp_path, {"scan_ms": 41.0, "scan_files_per_s": 243_900.0},
+                 {"scan_ms": 34.1, "scan_files_per_s": 293_255.0})  # fmt: skip
+    assert r.returncode == 1
+    moved = [ln.split()[0] for ln in r.stdout.splitlines() if ln.endswith("MOVED")]
+    assert moved == ["scan_files_per_s", "scan_ms"], r.stdout
+
+
 def test_small_figures_under_the_floor_are_not_judged(tmp_path: Path) -> None:
     r = _compare(tmp_path, {"cold_p95_ms url": 2.0}, {"cold_p95_ms url": 6.0})
     assert r.returncode == 0
