@@ -14,10 +14,11 @@ Builds, in a temporary directory, two runs' checkpoints across the formats the s
   ``latest_checkpointed_iteration.txt`` (the last iteration left unfinished);
 * ``run-b/model_step_N.pt``: plain torch.save zips (their ends are read to check them whole);
 
-then prints, as the median of ``--repeat`` runs after one warm-up (page cache warm, as on a
-watched tier): ``scan()`` of the tree; the baseline, a bare ``os.walk`` plus one ``os.stat`` per
-file of the same tree; their ratio; and ``CheckpointWatcher.poll`` on the unchanged tree once
-every checkpoint has been emitted (the steady state of ``serve --checkpoints``).
+then prints, as the median of ``--repeat`` runs after one warm-up, a second apart (page cache
+warm, as on a watched tier): ``scan()`` of the tree; the baseline, a bare ``os.walk`` plus one
+``os.stat`` per file of the same tree; their ratio; and ``CheckpointWatcher.poll`` on the
+unchanged tree once every checkpoint has been emitted (the steady state of ``serve
+--checkpoints``).
 """
 
 from __future__ import annotations
@@ -90,15 +91,20 @@ def baseline(root: Path) -> int:
     return n
 
 
-def timed(*fns: Callable[[], object], repeat: int) -> list[tuple[float, float]]:
+def timed(
+    *fns: Callable[[], object], repeat: int, pause_s: float = 0.0
+) -> list[tuple[float, float]]:
     """(median, best) wall seconds of each of ``fns`` over ``repeat`` rounds after one warm-up.
     The functions take turns within each round, so a scan and its baseline meet the same
     moments of the machine (timed one after the other, the baseline moved by a fifth between
-    runs while the scan did not)."""
+    runs while the scan did not); ``pause_s`` between rounds spreads them over a longer stretch
+    of the machine's own speed, which moves by a fifth over minutes."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
+    for k in range(repeat):
+        if k:
+            time.sleep(pause_s)
         for fn, ts in zip(fns, times, strict=True):
             t = time.perf_counter()
             fn()
@@ -110,7 +116,9 @@ def first_poll(root: Path, repeat: int) -> tuple[float, int]:
     """Median wall seconds of a new watcher's first poll over ``repeat`` new watchers (one poll
     alone moved by a fifth between runs), and what the first one emitted."""
     times, emitted = [], 0
-    for _ in range(repeat):
+    for k in range(repeat):
+        if k:
+            time.sleep(1.0)  # spread over the machine's moving speed, as ``timed``
         watcher = CheckpointWatcher("pfs", root)
         t = time.perf_counter()
         first = watcher.poll()
@@ -141,7 +149,7 @@ def main() -> None:
               f"{c['files']:,} checkpoint files, {len(res.problems)} problems")  # fmt: skip
         assert baseline(root) == files
         (scan_s, scan_best), (base_s, base_best) = timed(
-            lambda: scan("pfs", root), lambda: baseline(root), repeat=args.repeat
+            lambda: scan("pfs", root), lambda: baseline(root), repeat=args.repeat, pause_s=1.0
         )
         print(f"scan():                 {scan_s * 1e3:8.1f} ms  (best {scan_best * 1e3:.1f})"
               f"  {files / scan_s:,.0f} files/s")  # fmt: skip

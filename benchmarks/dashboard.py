@@ -178,29 +178,28 @@ def _figure_sizes(body: bytes) -> list[int]:
 
 
 def replay(url: str, requests: list[dict], repeat: int) -> dict[str, dict]:
-    """Replay each distinct callback request; latency and figure sizes per callback output."""
-    stats: dict[str, dict] = {}
-    seen: set[str] = set()
+    """Replay each distinct callback request ``repeat`` times; latency and figure sizes per
+    callback output. The requests take turns, one round of all of them after another, so each
+    callback's answers are spread over the whole pass: this machine's speed moves by a fifth
+    over minutes, and a callback timed in one burst of seconds landed wherever it stood then."""
+    distinct: dict[str, str] = {}
     for req in requests:
-        body = req["body"] or ""
-        if body in seen:
-            continue
-        seen.add(body)
-        output = json.loads(body).get("output", "?")
-        times, sizes = [], []
-        for _ in range(repeat):
+        distinct.setdefault(req["body"] or "", req["path"])
+    stats: dict[str, dict] = {}
+    for _ in range(repeat):
+        for body, path in distinct.items():
             r = urllib.request.Request(
-                url + req["path"], data=body.encode(), headers={"Content-Type": "application/json"}
+                url + path, data=body.encode(), headers={"Content-Type": "application/json"}
             )
             t0 = time.perf_counter()
             with urllib.request.urlopen(r, timeout=60) as resp:
                 data = resp.read()
-            times.append(time.perf_counter() - t0)
-            sizes = _figure_sizes(data) or sizes
-        name = _short(output)
-        s = stats.setdefault(name, {"times": [], "max_fig": 0})
-        s["times"] += times
-        s["max_fig"] = max([s["max_fig"], *sizes])
+            took = time.perf_counter() - t0
+            s = stats.setdefault(
+                _short(json.loads(body).get("output", "?")), {"times": [], "max_fig": 0}
+            )
+            s["times"].append(took)
+            s["max_fig"] = max([s["max_fig"], *_figure_sizes(data)])
     return stats
 
 
