@@ -345,23 +345,37 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         return opts_out, no_update
 
     @app.callback(
-        [Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages], Input("view", "data")
+        *[Output(f"nav-{p['module'].split('.')[-1]}", "href") for p in pages],
+        Output("sim-banner-box", "children"),
+        Output("last-updated", "children"),
+        Output("data-age", "children"),
+        Output("data-age", "className"),
+        Input("view", "data"),
+        Input("refresh", "n_intervals"),
+        Input("live-switch", "value"),
     )
-    def _nav(view: dict[str, Any] | None) -> list[str]:
+    def _header(view: Any, _n: int | None, live: Any) -> tuple[Any, ...]:
+        """The shell's parts that follow the view: the pages' links (which carry it), the
+        simulation banner, the data's span and its age. One callback, not four: Dash's renderer
+        runs at most 12 callbacks at once, and a page's own slowest ones queued behind these
+        (the GPUs page's drill-down started after the first answers, not with the others). A
+        refresh tick alone changes only the times."""
+        tick = set(ctx.triggered_prop_ids) == {"refresh.n_intervals"}
+        nav = [no_update] * len(pages) if tick else _nav(view)
+        banner = no_update if tick else _sim_banner(view)
+        return *nav, banner, _updated(view), *_age(view, live)
+
+    def _nav(view: Any) -> list[str]:
         view = clean_view(view)
         query = fragment(view) if view.get("run") else ""
         return [p["relative_path"] + query for p in pages]
 
-    @app.callback(Output("sim-banner-box", "children"), Input("view", "data"))
-    def _sim_banner(view: dict[str, Any] | None) -> Any:
+    def _sim_banner(view: Any) -> Any:
         if view is None:  # the view is not set yet: no banner rather than the wrong one
             return []
         return _banner(clean_view(view).get("run"))
 
-    @app.callback(
-        Output("last-updated", "children"), Input("refresh", "n_intervals"), Input("view", "data")
-    )
-    def _updated(_n: int | None, view: Any) -> str:
+    def _updated(view: Any) -> str:
         """The selected run's own time (the store's without a run), and the newest data."""
         ext = extent()
         if ext is None:
@@ -372,14 +386,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
             f"last updated {ext.end:%H:%M:%S} UTC"
         )
 
-    @app.callback(
-        Output("data-age", "children"),
-        Output("data-age", "className"),
-        Input("view", "data"),
-        Input("refresh", "n_intervals"),
-        Input("live-switch", "value"),
-    )
-    def _age(view: Any, _n: int | None, live: Any) -> tuple[str, str]:
+    def _age(view: Any, live: Any) -> tuple[str, str]:
         """How old the shown run's newest data is; with Live on and nothing new, says so."""
         run = clean_view(view).get("run")
         age = data_age(run)
