@@ -458,7 +458,7 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
         targets.write_text(json.dumps([{"targets": flat}]))
         faults.wait_http(url + "/api/v1/health", procs[0], timeout=300)
         print("recording each page's callbacks in Chromium, for four time ranges ...", flush=True)
-        _, requests = record(url, LOAD_RANGES)
+        _, _, requests = record(url, LOAD_RANGES)
         # A user's view: a page and a time range.
         pages: dict[str, list[dict]] = {}
         for req in requests:
@@ -613,7 +613,7 @@ def suite_soak(tmp: Path, minutes: float) -> list[Row]:
     errs: list[str] = []
     try:
         faults.wait_http(url + "/", proc, timeout=300)
-        _, requests = record(url)
+        _, _, requests = record(url)
         pages = {"all": requests}
         t0 = time.monotonic()
         until = t0 + minutes * 60

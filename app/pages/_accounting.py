@@ -16,7 +16,7 @@ from app import figures
 from app.data import accounting as data
 from app.data.view import template, view_range
 from app.figures.accounting import PARTS, TITLE, day_chart, gpu_hours
-from app.ui import graph_config, guarded, table, view_inputs
+from app.ui import graph_config, guarded, lazy, seen_input, table, unseen, view_inputs
 
 SPLIT_COLUMNS = {
     "who": "Account / user",
@@ -28,8 +28,12 @@ NOTHING = ("No Slurm jobs stored: the cluster's accounting needs `factoryfloor i
            "(or `ingest --slurm`) beside the GPU collector.")  # fmt: skip
 
 
-def card() -> dbc.Card:
-    """The GPUs page's accounting section."""
+def card() -> html.Div:
+    """The GPUs page's accounting section (at its bottom: drawn when scrolled near)."""
+    return lazy("accounting", _card())
+
+
+def _card() -> dbc.Card:
     return dbc.Card(
         dbc.CardBody(
             [
@@ -84,9 +88,12 @@ def split_frame(split: pd.DataFrame, col: str, gpu_hour: float) -> pd.DataFrame:
     Output("accounting-accounts", "children"),
     Output("accounting-users", "children"),
     *view_inputs(),
+    seen_input("accounting"),
+    prevent_initial_call=True,
 )
 @guarded("alert", "figure", "alert", "alert")
-def _accounting(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+def _accounting(view: dict[str, Any] | None, _n: int | None, theme: str | None, seen: Any):  # type: ignore[no-untyped-def]
+    unseen(seen)
     tpl = template(theme)
     a = data.cluster_days(view_range(view))
     if a is None or a.days.empty or not (a.days["reported"].sum() or len(a.accounts)):

@@ -15,7 +15,7 @@ from app import figures
 from app.data import node_health as data
 from app.data.view import template, view_range
 from app.figures.node_health import TITLE, timeline
-from app.ui import graph_config, guarded, table, view_inputs
+from app.ui import graph_config, guarded, lazy, seen_input, table, unseen, view_inputs
 
 FINDING_COLUMNS = {
     "host": "Node",
@@ -36,8 +36,12 @@ DRAINED_COLUMNS = {
 }
 
 
-def card() -> dbc.Card:
-    """The GPUs page's node health section."""
+def card() -> html.Div:
+    """The GPUs page's node health section (near its bottom: drawn when scrolled near)."""
+    return lazy("node-health", _card())
+
+
+def _card() -> dbc.Card:
     return dbc.Card(
         dbc.CardBody(
             [
@@ -79,9 +83,12 @@ def summary(h: data.Health) -> str:
     Output("health-drained", "children"),
     Output("health-timeline", "figure"),
     *view_inputs(),
+    seen_input("node-health"),
+    prevent_initial_call=True,
 )
 @guarded("alert", "alert", "alert", "figure")
-def _health(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
+def _health(view: dict[str, Any] | None, _n: int | None, theme: str | None, seen: Any):  # type: ignore[no-untyped-def]
+    unseen(seen)
     tpl = template(theme)
     tr = view_range(view)
     if tr is None:

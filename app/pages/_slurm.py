@@ -13,7 +13,7 @@ from dash import Input, Output, callback, dcc, html
 
 from app.data import slurm as data
 from app.data.view import view_range
-from app.ui import guarded, table, view_inputs
+from app.ui import guarded, lazy, seen_input, table, unseen, view_inputs
 
 NO_SLURM = "No Slurm data stored: run `factoryfloor import --slurm` or `ingest --slurm`."
 NODE_COLUMNS = {
@@ -48,9 +48,10 @@ def _card(title: str, body_id: str, *extra: Any) -> dbc.Card:
     )
 
 
-def nodes_card() -> dbc.Card:
-    """GPUs page: every node's Slurm state and drain/down reason, who set it and when."""
-    return _card("Slurm node states", "slurm-nodes")
+def nodes_card() -> html.Div:
+    """GPUs page: every node's Slurm state and drain/down reason, who set it and when (at the
+    page's bottom: drawn when scrolled near, ``app.ui.lazy``)."""
+    return lazy("slurm-nodes", _card("Slurm node states", "slurm-nodes"))
 
 
 def events_card() -> dbc.Card:
@@ -83,9 +84,15 @@ def job_filter(page: str) -> dbc.Card:
     return _card("GPUs of a Slurm job", f"{page}-slurm-job-gpus", picker)
 
 
-@callback(Output("slurm-nodes", "children"), *view_inputs(themed=False))
+@callback(
+    Output("slurm-nodes", "children"),
+    *view_inputs(themed=False),
+    seen_input("slurm-nodes"),
+    prevent_initial_call=True,
+)
 @guarded("alert")
-def _nodes(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
+def _nodes(view: dict[str, Any] | None, _n: int | None, seen: Any):  # type: ignore[no-untyped-def]
+    unseen(seen)
     df = data.slurm_nodes()
     if df.empty:
         return dbc.Alert(NO_SLURM, color="info")

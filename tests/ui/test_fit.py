@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.conftest import Server, collect_errors
-from tests.ui.test_readable import CLASHES, SETTLED
+from tests.ui.test_readable import CLASHES, settle_all
 
 # Each page and the tables it shows on the dev-64 store (all of them must be there, so the
 # check below cannot pass on a page whose tables never came).
@@ -98,7 +98,7 @@ def test_every_table_and_chart_fits(
     page.goto(dev_server.url + path + "#range=all")
     for table in PAGES[path]:
         page.wait_for_selector(f"#{table} .ag-row", timeout=30000)
-    page.wait_for_function(SETTLED, timeout=30000)
+    settle_all(page)
     assert page.evaluate(OVERFLOWS) == []
     assert page.evaluate(CLASHES) == []
     assert errors == [], errors

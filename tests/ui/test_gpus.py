@@ -248,3 +248,41 @@ def test_the_drilldown_charts_keep_every_axis_label_inside_them(
         )
         assert pushed == 0
         assert page.evaluate(LABELS_INSIDE, "#gpu-node-clock .js-plotly-plot") != []
+
+
+def test_the_bottom_cards_are_drawn_when_scrolled_to_not_before(
+    page: Page, dev_server: Server
+) -> None:
+    """The page's three bottom cards (Slurm node states, node health, GPU-hours per day) are
+    far below its first screen: nothing of them is built while the reader looks at the
+    heatmap (a request the view's change sends is answered with no update), and each is drawn
+    once scrolled near (app.ui.lazy)."""
+    answered: list[tuple[str, int]] = []
+    page.on(
+        "response",
+        lambda r: answered.append((r.request.post_data or "", r.status))
+        if "_dash-update-component" in r.url
+        else None,
+    )
+    bottom = ("slurm-nodes.children", "health-summary.children", "accounting-summary.children")
+
+    def built() -> list[str]:
+        return [b for b in bottom if any(b in body and st == 200 for body, st in answered)]
+
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(f"{dev_server.url}/gpus#range=all")
+    page.wait_for_function(SETTLED)
+    page.wait_for_timeout(1000)  # the layout has stood still: the parts are judged by now
+    assert built() == []
+    for part in ("#health-summary", "#accounting-summary", "#slurm-nodes"):
+        expect(page.locator(part)).to_be_empty()
+    for _ in range(30):  # the reader scrolls down to the page's end, a screen at a time
+        page.mouse.wheel(0, 800)
+        page.wait_for_timeout(100)
+    expect(page.locator("#health-summary")).to_contain_text("Rules judge windows of 24 h")
+    expect(page.locator("#accounting")).to_contain_text("No Slurm jobs stored")
+    expect(page.locator("#slurm-nodes")).to_contain_text("No Slurm data stored")
+    expect(page.locator("#health-timeline .js-plotly-plot .gtitle")).to_contain_text(
+        "Node health"
+    )
+    assert built() == list(bottom)

@@ -10,7 +10,8 @@ from tests.conftest import Server, collect_errors
 
 # Every chart drawn (data or a message), and no callback still loading, for half a second.
 SETTLED = """() => {
-  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const plots = [...document.querySelectorAll('.js-plotly-plot')]  // parts not yet scrolled
+    .filter(p => !p.closest('.ff-lazy:not([data-ff-seen])'));      // near are not drawn
   const loading = document.querySelectorAll('[data-dash-is-loading="true"]').length;
   const drawn = p => p._fullLayout && ((p.data || []).length > 0
                      || (p.layout?.annotations || []).length > 0);
@@ -21,6 +22,30 @@ SETTLED = """() => {
   window.__settled = window.__settled || performance.now();
   return performance.now() - window.__settled > 500;
 }"""
+
+
+
+def scroll_through(page: Page) -> None:
+    """Scroll to each part of the page drawn when scrolled near (``app.ui.lazy``), as a
+    reader moving down, and wait until every one has been seen: a check of every chart or
+    table of a page then covers them too."""
+    parts = page.locator(".ff-lazy")
+    for i in range(parts.count()):
+        parts.nth(i).scroll_into_view_if_needed()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.ff-lazy')].every(p => p.dataset.ffSeen)"
+    )
+
+
+def settle_all(page: Page, timeout: float = 30000) -> None:
+    """The first screen settled, then the parts below it scrolled to and settled as well; the
+    page is left scrolled to its top."""
+    page.wait_for_function(SETTLED, timeout=timeout)
+    scroll_through(page)
+    page.evaluate("() => { window.__settled = 0; }")
+    page.wait_for_function(SETTLED, timeout=timeout)
+    page.evaluate("() => window.scrollTo(0, 0)")
+
 
 # Per chart: the legend overlapping a title, and any text sticking out of the chart.
 CLASHES = """() => {
@@ -70,7 +95,7 @@ def test_charts_are_readable_at_1366_px(
     errors = collect_errors(page)
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(dev_server.url + path + f"#range={span}")
-    page.wait_for_function(SETTLED, timeout=30000)
+    settle_all(page)
     assert page.evaluate(CLASHES) == []
     assert errors == [], errors
     # every figure passed plotly.py's validators on the way out (the suite's servers check

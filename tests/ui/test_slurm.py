@@ -50,6 +50,7 @@ def test_gpus_page_shows_the_drain_reason(slurm_server: Server, page: Page) -> N
     errors = collect_errors(page)
     page.goto(slurm_server.url + "/gpus#range=all")
     table = page.locator("#slurm-nodes")
+    table.scroll_into_view_if_needed()  # at the page's bottom: drawn when scrolled near
     expect(table).to_contain_text("XID 79 GPU fell off the bus", timeout=20_000)
     expect(table).to_contain_text("IDLE+DRAIN")
     expect(table).to_contain_text("root")
@@ -108,6 +109,7 @@ def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
     page.set_viewport_size({"width": 1400, "height": 1200})
     page.goto(slurm_server.url + "/gpus")
     summary = page.locator("#accounting-summary")
+    summary.scroll_into_view_if_needed()  # at the page's bottom: drawn when scrolled near
     # ff-low 8 x 1 s + ff-urgent 8 x 2 s + alice 4 x 20 s + 1 x 10 s + bob 2 x 20 s + 1 x 3 s
     expect(summary).to_contain_text("Newest day 2026-11-28 (UTC)", timeout=20_000)
     expect(summary).to_contain_text("allocated 0.044 GPU-h")
@@ -168,6 +170,7 @@ def test_gpus_page_node_health_names_the_node_and_what_to_do(
     errors = collect_errors(page)
     page.goto(slurm_server.url + "/gpus#range=all")
     section = page.locator("#node-health")
+    section.scroll_into_view_if_needed()  # near the page's bottom: drawn when scrolled near
     findings = section.locator("#health-findings")
     expect(findings).to_contain_text("jobs of several users failed", timeout=20_000)
     expect(findings).to_contain_text("drain and investigate the node, not the jobs")

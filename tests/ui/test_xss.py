@@ -15,6 +15,7 @@ from telemetry.ingest.sink import StoreSink
 from telemetry.ingest.targets import Fetch, Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server
+from tests.ui.test_readable import scroll_through
 
 HOST = '<img src=x onerror="window.__xss=1;alert(1)">'
 RUN = "<script>window.__xss=2</script>run"
@@ -69,6 +70,8 @@ def test_hostile_names_render_as_text_and_run_nothing(page: Page, hostile_server
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     for path in PAGES:
         page.goto(hostile_server.url + path)
+        page.wait_for_load_state("networkidle")
+        scroll_through(page)  # the parts drawn when scrolled near too
         page.wait_for_load_state("networkidle")
         page.wait_for_timeout(500)
         assert page.evaluate("() => window.__xss") is None, path
