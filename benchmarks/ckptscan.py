@@ -165,6 +165,9 @@ def main() -> None:
         print(f"watcher first poll:     {first_s * 1e3:8.1f} ms  ({emitted} emitted; median of 5)")
         print(f"watcher steady poll:    {poll_s * 1e3:8.1f} ms  (best {poll_best * 1e3:.1f}), "
               f"{len(watcher.history)} checkpoints settled, unchanged tree")  # fmt: skip
+    # The figures two runs are compared on are medians over rounds spread over time; the
+    # best-of times (printed above) follow the machine's fastest moment (#40: 31 and 39 ms for
+    # the same scan in two consecutive runs, while the medians read 42.2 and 42.5 ms).
     figures.write(
         args.json,
         {
@@ -176,16 +179,13 @@ def main() -> None:
             "found_checkpoint_files": c["files"],
             "found_problems": len(res.problems),
             "scan_ms": scan_s * 1e3,
-            "scan_best_ms": scan_best * 1e3,
             "scan_files_per_s": files / scan_s,
             "baseline_walk_stat_ms": base_s * 1e3,
-            "baseline_walk_stat_best_ms": base_best * 1e3,
             "baseline_walk_stat_files_per_s": files / base_s,
             "ratio_scan_to_baseline": scan_s / base_s,
             "watcher_first_poll_ms": first_s * 1e3,
             "watcher_first_emitted": emitted,
             "watcher_steady_poll_ms": poll_s * 1e3,
-            "watcher_steady_poll_best_ms": poll_best * 1e3,
             "watcher_settled": len(watcher.history),
         },
     )

@@ -54,6 +54,27 @@ def test_small_figures_under_the_floor_are_not_judged(tmp_path: Path) -> None:
     assert "(under the floor)" in r.stdout
 
 
+def test_a_ratio_of_two_small_times_is_not_judged_but_one_of_a_large_time_is(
+    tmp_path: Path,
+) -> None:
+    """workload's classes over its 2.9 ms baseline: 3.7 / 2.9 ms read 1.31 in one run and
+    1.58 in the next, scheduling over scheduling; the 4-hour classes' 196 ms over the same
+    baseline is judged."""
+    one = {"workload_classes_24h_ms": 3.73, "workload_classes_4h_ms": 196.0,
+           "baseline_fleet_series_7d_ms": 2.85,
+           "ratio_workload_classes_24h_fleet_series_7d": 1.31,
+           "ratio_workload_classes_4h_fleet_series_7d": 69.0}  # fmt: skip
+    two = {"workload_classes_24h_ms": 4.10, "workload_classes_4h_ms": 193.0,
+           "baseline_fleet_series_7d_ms": 2.60,
+           "ratio_workload_classes_24h_fleet_series_7d": 1.58,
+           "ratio_workload_classes_4h_fleet_series_7d": 90.0}  # fmt: skip
+    r = _compare(tmp_path, one, two)
+    lines = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith("ratio_")}
+    assert lines["ratio_workload_classes_24h_fleet_series_7d"].endswith("(under the floor)")
+    assert lines["ratio_workload_classes_4h_fleet_series_7d"].endswith("MOVED")
+    assert r.returncode == 1
+
+
 def test_unreadable_run_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text("{not json")
     (tmp_path / "b.json").write_text("{}")
