@@ -19,12 +19,12 @@ from telemetry.ingest.http import LogThrottle
 from tests.callback_fuzz import post_callback
 from tests.conftest import Server
 
+_JOB = {"id": "gpus-slurm-job", "property": "value", "value": None}
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
-_VIEW = {"id": "view", "property": "data", "value": None}  # the header shows the view's run
-_REAL = {
-    "output": "last-updated.children",
-    "outputs": {"id": "last-updated", "property": "children"},
-    "inputs": [_INPUT, _VIEW],
+_REAL = {  # the GPUs page's Slurm job picker: no job picked yet
+    "output": "gpus-slurm-job-gpus.children",
+    "outputs": {"id": "gpus-slurm-job-gpus", "property": "children"},
+    "inputs": [_JOB, _INPUT],
     "changedPropIds": ["refresh.n_intervals"],
 }
 BAD = [
@@ -41,15 +41,16 @@ BAD = [
     ),
     # A real callback's output, its parts not the callback's (Dash answered each with a 500).
     ({**_REAL, "inputs": []}, "inputs must list the callback's 2 inputs (got 0)"),
-    ({**_REAL, "inputs": [_INPUT, _INPUT]}, "inputs[1] is not the callback's view.data"),
-    ({**_REAL, "inputs": [{}, _VIEW]}, "inputs[0] is not the callback's refresh.n_intervals"),
-    ({**_REAL, "inputs": [{**_INPUT, "id": "nope"}, _VIEW]}, "inputs[0] is not the callback's"),
-    ({**_REAL, "inputs": [{**_INPUT, "id": {"a": 1}}, _VIEW]}, "inputs[0] is not the callback's"),
-    ({**_REAL, "inputs": [[_INPUT], _VIEW]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [_JOB, _JOB]}, "inputs[1] is not the callback's refresh.n_intervals"),
+    ({**_REAL, "inputs": [{}, _INPUT]}, "inputs[0] is not the callback's gpus-slurm-job.value"),
+    ({**_REAL, "inputs": [{**_JOB, "id": "nope"}, _INPUT]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [{**_JOB, "id": {"a": 1}}, _INPUT]}, "inputs[0] is not the callback's"),
+    ({**_REAL, "inputs": [[_JOB], _INPUT]}, "inputs[0] is not the callback's"),
     ({**_REAL, "state": [_INPUT]}, "state must list the callback's 0 state (got 1)"),
-    ({**_REAL, "outputs": {"id": 1}}, "outputs[0] is not the callback's last-updated.children"),
+    ({**_REAL, "outputs": {"id": 1}},
+     "outputs[0] is not the callback's gpus-slurm-job-gpus.children"),
     ({**_REAL, "outputs": []}, "outputs[0] is not the callback's"),
-    ({**_REAL, "outputs": [{"id": "last-updated", "property": "children"}] * 2},
+    ({**_REAL, "outputs": [{"id": "gpus-slurm-job-gpus", "property": "children"}] * 2},
      "outputs[0] is not the callback's"),
 ]  # fmt: skip
 
@@ -70,7 +71,7 @@ def test_a_malformed_envelope_is_a_400_with_a_reason(
 def test_a_real_callback_still_answers(dev_server: Server) -> None:
     status, text = _post(dev_server.url, _REAL)
     assert status == 200, text
-    assert "last updated" in json.loads(text)["response"]["last-updated"]["children"]
+    assert "Pick a job to see its GPUs" in json.dumps(json.loads(text)["response"])
 
 
 def test_a_callback_failing_on_its_values_is_a_400_and_a_burst_logs_a_few_lines(
