@@ -14,7 +14,9 @@ Exit status 1 when a figure moved by more than the tolerance, the larger of the 
 smaller (so 100 -> 80 ms moved as much as its rate, 10 -> 12.5 per s; latencies under ``--floor-ms``
 ms, in ``_ms`` or ``_s`` figures, where a millisecond of scheduling is a large fraction, are
 shown but not judged, and so is a ratio of two of them, ``ratio_A_B`` of ``A_ms`` over its
-same-run baseline ``baseline_B_ms``; a figure 0 in both runs agrees).
+same-run baseline ``baseline_B_ms``; a latency whose two values differ by less than
+``--noise-ms`` (5 ms: a scheduler's slice or two on a 2-core machine) has not moved, whatever
+the ratio; a figure 0 in both runs agrees).
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ def _of_small_times(key: str, runs: tuple[dict[str, float], ...], floor_ms: floa
     return False
 
 
+def _within_noise(name: str, x: float, y: float, noise_ms: float) -> bool:
+    """Whether latency figure ``name``'s two values differ by less than ``noise_ms``: the
+    p95 of a 10-ms callback read 12.7 then 9.6 ms, a scheduling slice, not a change."""
+    scale = _floor(name, 1000.0) / 1000.0  # 1 for a figure in ms, 1/1000 in seconds
+    return scale > 0 and abs(x - y) < noise_ms * scale
+
+
 def _load(path: Path) -> dict[str, float]:
     """One run's figures: a benchmark's JSON, or a directory of them (``NAME: figure``)."""
     if not path.is_dir():
@@ -76,6 +85,7 @@ def main() -> int:
     ap.add_argument("second")
     ap.add_argument("--tolerance", type=float, default=0.2)
     ap.add_argument("--floor-ms", type=float, default=10.0)
+    ap.add_argument("--noise-ms", type=float, default=5.0)
     a = ap.parse_args()
     try:
         one, two = _load(Path(a.first)), _load(Path(a.second))
@@ -87,13 +97,17 @@ def main() -> int:
     for key in sorted(set(one) & set(two)):
         x, y = float(one[key]), float(two[key])
         ratio = y / x if x else (1.0 if y == 0 else float("inf"))  # 0 and 0 agree
-        judged = max(x, y) >= _floor(key, a.floor_ms)
-        judged = judged and not _of_small_times(key, (one, two), a.floor_ms)
+        small = max(x, y) < _floor(key, a.floor_ms) or _of_small_times(key, (one, two), a.floor_ms)
+        noise = not small and _within_noise(key, x, y, a.noise_ms)
+        judged = not small and not noise
         # the larger over the smaller: a time and its rate (ms and files/s) move alike
         spread = max(abs(x), abs(y)) / min(abs(x), abs(y)) if x and y else ratio
         bad = judged and (x * y < 0 or abs(spread - 1) > a.tolerance)
         moved += bad
-        flag = "  MOVED" if bad else ("" if judged else "  (under the floor)")
+        flag = "  MOVED" if bad else "  (under the floor)" if small else ""
+        flag = flag or (
+            f"  (within {a.noise_ms:g} ms)" if noise and abs(spread - 1) > a.tolerance else ""
+        )
         print(f"{key[:70]:<70} {x:9.2f} {y:9.2f} {ratio:6.2f}{flag}")
     only = sorted(set(one) ^ set(two))
     if only:

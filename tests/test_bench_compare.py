@@ -75,6 +75,20 @@ def test_a_ratio_of_two_small_times_is_not_judged_but_one_of_a_large_time_is(
     assert r.returncode == 1
 
 
+def test_a_latency_that_moved_by_less_than_the_noise_has_not_moved(tmp_path: Path) -> None:
+    """A 10-ms callback's p95 read 12.7 then 9.6 ms (3 ms: a scheduling slice); a page's
+    1.01 -> 1.25 s moved 240 ms and is judged."""
+    r = _compare(tmp_path, {"cold_p95_ms slurm": 12.73, "page_cold_s /failures": 1.01},
+                 {"cold_p95_ms slurm": 9.62, "page_cold_s /failures": 1.25})  # fmt: skip
+    lines = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith(("cold", "page"))}
+    assert lines["cold_p95_ms"].endswith("(within 5 ms)"), r.stdout
+    assert lines["page_cold_s"].endswith("MOVED"), r.stdout
+    assert r.returncode == 1
+    r = _compare(tmp_path, {"cold_p95_ms slurm": 12.73}, {"cold_p95_ms slurm": 9.62},
+                 "--noise-ms", "1")  # fmt: skip
+    assert r.returncode == 1 and "MOVED" in r.stdout
+
+
 def test_unreadable_run_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text("{not json")
     (tmp_path / "b.json").write_text("{}")
