@@ -104,10 +104,9 @@ def main() -> int:
         spread = max(abs(x), abs(y)) / min(abs(x), abs(y)) if x and y else ratio
         bad = judged and (x * y < 0 or abs(spread - 1) > a.tolerance)
         moved += bad
+        quiet = noise and abs(spread - 1) > a.tolerance  # moved by the ratio, not by the ms
         flag = "  MOVED" if bad else "  (under the floor)" if small else ""
-        flag = flag or (
-            f"  (within {a.noise_ms:g} ms)" if noise and abs(spread - 1) > a.tolerance else ""
-        )
+        flag += f"  (within {a.noise_ms:g} ms)" if quiet else ""
         print(f"{key[:70]:<70} {x:9.2f} {y:9.2f} {ratio:6.2f}{flag}")
     only = sorted(set(one) ^ set(two))
     if only:
