@@ -35,18 +35,6 @@ def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
     return ckq.timeline(store(), run_id, tr)
 
 
-def measured_goodput(run_id: str) -> float | None:
-    """The run's measured goodput (its whole span), read once with the view (not again at
-    each what-if keystroke)."""
-    block = good.goodput(store(), run_id, detail=False)
-    return None if not block else block["goodput"]
-
-
-def measured_ettr_of(run_id: str) -> float | None:
-    """The run's measured ETTR, as its summary gives it."""
-    return run_figures.measured_ettr(store(), run_id)
-
-
 def model_inputs(
     run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
 ) -> dict[str, Any] | None:
@@ -57,25 +45,13 @@ def model_inputs(
     return None if m is None else m.as_dict()
 
 
-def with_measured(
-    run_id: str, inputs: dict[str, Any] | None, ettr: float | None, goodput: float | None
-) -> dict[str, Any] | None:
-    """The model as the page keeps it in the browser: ``model_inputs``' dict, the run, and its
-    measured ETTR and goodput (``measured_ettr_of``, ``measured_goodput``); None without
-    inputs."""
-    if inputs is None:
-        return None
-    return {**inputs, "run_id": run_id, "measured_ettr": ettr, "measured_goodput": goodput}
-
-
 def checkpoint_model(
     run_id: str, tr: TimeRange, tiers: pd.DataFrame | None = None
 ) -> dict[str, Any] | None:
-    """``with_measured`` of everything read here, in turn (the page reads them at once)."""
+    """The model as the page keeps it in the browser: ``model_inputs``' dict and the run (its
+    prices price the what-if); None without inputs."""
     inputs = model_inputs(run_id, tr, tiers)
-    if inputs is None:
-        return None
-    return with_measured(run_id, inputs, measured_ettr_of(run_id), measured_goodput(run_id))
+    return None if inputs is None else {**inputs, "run_id": run_id}
 
 
 def model_interval_s(model: Any) -> float | None:
@@ -127,13 +103,16 @@ def what_if(model: Any, interval_min: Any, write_s: Any) -> WhatIf | None:
     return ckq.what_if(m, interval_s, _typed(write_s, base.write_s, positive=False))
 
 
-def measured_ettr(model: Any) -> str | None:
-    """The run's measured ETTR beside the model's, and why they differ: "measured over the
-    run: 81.2 % (productive time over wall time); the model ..."; None without one."""
-    m = mapping(model) or {}
-    ettr, goodput_ = number(m.get("measured_ettr")), number(m.get("measured_goodput"))
+def measured_ettr(run_id: str) -> str | None:
+    """The run's measured ETTR (its summary's) and goodput (its whole span) beside the model's,
+    and why they differ: "measured over the run: 81.2 %, goodput 80.1 % (productive time over
+    wall time); the model ..."; None without an ETTR. Read beside the page's cards, not inside
+    them: the goodput total is a third of their cold time, for one line of text."""
+    ettr = number(run_figures.measured_ettr(store(), run_id))
     if ettr is None:
         return None
+    block = good.goodput(store(), run_id, detail=False)
+    goodput_ = number(block["goodput"]) if block else None
     g = "" if goodput_ is None else f", goodput {goodput_ * 100:.1f} %"
     return (f"measured over the run: {ettr * 100:.1f} %{g} (productive time over wall time); the "
             "model (Kokolis et al.) expects failures at random at the measured rate, each "

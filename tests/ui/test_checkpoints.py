@@ -73,6 +73,9 @@ def test_what_if_projects_ettr(page: Page, dev_server: Server, shots: Path) -> N
     base = _percent(page, "ck-whatif-base")
     assert _percent(page, "ck-whatif-ettr") == base
     assert 90 < base < 99
+    # the run's measured ETTR and goodput under the model's, read in their own request
+    measured = page.locator("#ck-measured-ettr")
+    expect(measured).to_have_text(re.compile(r"^measured over the run: [\d.]+ %, goodput [\d.]+ %"))
 
     shown = page.locator("#ck-whatif-ettr").inner_text()
     interval.fill("60")  # an hourly checkpoint loses ~30 min of work per failure
