@@ -98,8 +98,9 @@ def test_an_imported_night_is_accounted_for(tmp_path: Path) -> None:
     run = json.loads(s.stdout)["runs"][0]
     assert run["goodput"]["seconds"] == secs  # the summary's block is the same
     # money per category (#38, 4): the run's 64 GPUs (the log states them) at $2.00/GPU-h
-    assert run["goodput"]["gpu_hours"]["wasted_progress"] == pytest.approx(1200 / 3600 * 64,
-                                                                           abs=0.001)
+    assert run["goodput"]["gpu_hours"]["wasted_progress"] == pytest.approx(
+        1200 / 3600 * 64, abs=0.001
+    )
     assert run["goodput"]["usd"]["wasted_progress"] == pytest.approx(1200 / 3600 * 64 * 2.0,
                                                                      abs=0.01)  # fmt: skip
     text = cli("summary", "--store", str(store)).stdout
@@ -126,7 +127,8 @@ def test_each_day_adds_up_and_the_days_make_the_run(tmp_path: Path) -> None:
     assert sum(d["window_s"] for d in block["days"]) == pytest.approx(block["window_s"])
     for k in ("recovery", "planned", "checkpoint_save", "startup"):  # intervals: cut exactly
         assert sum(d["seconds"][k] for d in block["days"]) == pytest.approx(
-            block["seconds"][k], abs=0.01)
+            block["seconds"][k], abs=0.01
+        )
     assert [d["day"] for d in block["days"]] == ["2026-01-05", "2026-01-06", "2026-01-07"]
 
 
@@ -147,6 +149,14 @@ def test_the_day_chart_stacks_each_day_to_its_whole(tmp_path: Path) -> None:
     line = next(t for t in fig["data"] if t["name"] == "Goodput, rolling 7 days")
     assert line["y"][0] == pytest.approx(block["days"][0]["goodput"] * 100, abs=0.01)
     assert goodput_days(None, "plotly_dark").to_dict()["layout"]["annotations"]  # a message
+    # whole days on the axis: half a day either side, a date a tick (one day alone was
+    # autoscaled to a millisecond, ticked '23:59:59.9996')
+    axis = fig["layout"]["xaxis"]
+    assert axis["range"] == ["2026-01-04T12:00:00", "2026-01-07T12:00:00"]
+    assert axis["tickformat"] == "%b %d" and axis["dtick"] == 86_400_000
+    one = goodput_days(block | {"days": block["days"][:1]}, "plotly_dark").to_dict()
+    assert one["layout"]["xaxis"]["range"] == ["2026-01-04T12:00:00", "2026-01-05T12:00:00"]
+    assert {t["width"] for t in one["data"] if t["type"] == "bar"} == {0.9 * 86_400_000}
 
 
 def test_goodput_below_the_alerts_files_threshold_is_an_alert(tmp_path: Path) -> None:

@@ -168,6 +168,23 @@ def time_axis(x_range: list | None, title: str = "Time (UTC)") -> dict[str, Any]
     return {"title": title} | ({"range": x_range} if x_range else {})
 
 
+def day_axis(days: Any, title: str | None = None) -> dict[str, Any]:
+    """A date axis of whole days (bars a day each): half a day either side of the first and
+    last, each tick a date, a tick a day up to two weeks (Plotly's spacing beyond). Autoscaled,
+    one day's bar alone spanned a millisecond either side, ticked '23:59:59.9996'."""
+    stamps = pd.to_datetime(pd.Series(list(days)))
+    half = pd.Timedelta(hours=12)
+    axis: dict[str, Any] = {"type": "date", "tickformat": "%b %d"}
+    if len(stamps):
+        axis["range"] = [(stamps.min() - half).isoformat(), (stamps.max() + half).isoformat()]
+    if len(stamps) <= 14:
+        axis["dtick"] = 86_400_000
+    return axis | ({"title": title} if title else {})
+
+
+DAY_BAR_MS = 0.9 * 86_400_000  # a day's bar on a ``day_axis``: one bar alone was a hairline
+
+
 def gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
     """``df`` with a row after each restart piece that repeats its last x but has no ``ys``:
     plotly breaks the line there, so a restart is not drawn as a jump back."""

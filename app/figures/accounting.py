@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.figures import TEMPLATE, _base, empty, legend_below
+from app.figures import DAY_BAR_MS, TEMPLATE, _base, day_axis, empty, legend_below
 from app.figures.plot import Bar, Figure
 
 TITLE = "Where each day's GPU-hours went (UTC days)"
@@ -56,7 +56,7 @@ def day_chart(days: pd.DataFrame, accounts: pd.DataFrame, template: str = TEMPLA
             else [""] * len(days)
         )
         fig.add_trace(Bar(
-            x=days["day"], y=days[col], name=name, marker_color=colour,
+            x=days["day"], y=days[col], name=name, marker_color=colour, width=DAY_BAR_MS,
             customdata=list(zip(share.round(1), extra, map(gpu_hours, days[col]), strict=True)),
             hovertemplate=f"{name}: %{{customdata[2]}} GPU-h (%{{customdata[0]}} %)"
                           "%{customdata[1]}<extra></extra>",
@@ -65,7 +65,7 @@ def day_chart(days: pd.DataFrame, accounts: pd.DataFrame, template: str = TEMPLA
         barmode="stack",
         hovermode="x",
         yaxis_title="GPU-hours",
-        xaxis={"type": "date", "tickformat": "%b %d", "dtick": 86400000},
+        xaxis=day_axis(days["day"]),
     )
     fig = legend_below(fig)
     fig.update_layout(legend={"traceorder": "normal"})  # allocated first, as stacked from 0

@@ -7,7 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from app.figures import TEMPLATE, TIER_COLOURS, _base, empty, legend_below, plot
+from app.figures import (
+    DAY_BAR_MS,
+    TEMPLATE,
+    TIER_COLOURS,
+    _base,
+    day_axis,
+    empty,
+    legend_below,
+    plot,
+)
 from app.figures.failures import known
 from app.figures.plot import Figure
 
@@ -392,7 +401,7 @@ def goodput_days(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figu
             continue
         share = [v / w * 100 if w else 0.0 for v, w in zip(secs, wall, strict=True)]
         fig.add_trace(plot.Bar(
-            x=x, y=share, name=category_name(key), marker={"color": colour},
+            x=x, y=share, name=category_name(key), marker={"color": colour}, width=DAY_BAR_MS,
             customdata=[v / 3600.0 for v in secs],
             hovertemplate="%{x|%Y-%m-%d}: " + category_name(key).lower()
             + " %{y:.1f} % (%{customdata:.2f} h)<extra></extra>",
@@ -401,7 +410,8 @@ def goodput_days(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figu
     rolling = [sum(prod[max(0, i - 6) : i + 1]) / sum(wall[max(0, i - 6) : i + 1]) * 100
                if sum(wall[max(0, i - 6) : i + 1]) else None for i in range(len(days))]  # fmt: skip
     fig.add_trace(plot.Scatter(
-        x=x, y=rolling, name="Goodput, rolling 7 days", mode="lines",
+        x=x, y=rolling, name="Goodput, rolling 7 days",
+        mode="lines+markers" if len(x) <= 14 else "lines",  # one day: a point, not nothing
         line={"color": "#ffffff" if "dark" in template else "#222222", "width": 2, "dash": "dot"},
         hovertemplate="%{x|%Y-%m-%d}: 7-day goodput %{y:.1f} %<extra></extra>",
     ))  # fmt: skip
@@ -409,7 +419,7 @@ def goodput_days(block: dict[str, Any] | None, template: str = TEMPLATE) -> Figu
         barmode="stack",
         bargap=0.1,
         hovermode="closest",
-        xaxis={"title": "Day (UTC)", "type": "date"},
+        xaxis=day_axis(x, "Day (UTC)"),
         yaxis={"title": "Share of the day (%)", "range": [0, 100]},
     )
     return legend_below(fig, rows=2)

@@ -132,6 +132,15 @@ def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
     assert len(down_h) == 1 and down_h[0] > 0  # drained 22:16 to the day's end
     split = by["allocated"][1][0][1]  # the allocated bar's hover: by account, largest first
     assert split.index("ml: 0.025 GPU-h") < split.index("research: 0.012 GPU-h")
+    # the day's one bar is drawn as a day, not a hairline, under a date tick (a lone bar on a
+    # date axis autoscaled to a millisecond either side, its ticks '23:59:59.9996')
+    bar_px, plot_px = chart.evaluate(
+        """el => [Math.max(...[...el.querySelectorAll('.bars path')]
+                              .map(p => p.getBoundingClientRect().width)),
+                  el.querySelector('.nsewdrag').getBoundingClientRect().width]"""
+    )
+    assert bar_px > 0.5 * plot_px, (bar_px, plot_px)
+    expect(chart.locator(".xtick text")).to_have_text(["Nov 28"])
     assert not errors, errors
 
 
