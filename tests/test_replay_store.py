@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,50 @@ def test_live_mode_is_paced_and_stops_cleanly(tmp_path: Path) -> None:
         advanced = (second - first).total_seconds()
         assert 100 <= advanced <= 300  # about 2 s x 100 simulated seconds per second
         assert (first - sc.start).total_seconds() >= 600  # prefill came first
+
+
+def test_a_live_replays_prefill_is_in_the_rollups_before_its_first_live_tick(
+    tmp_path: Path,
+) -> None:
+    """`make demo` backfills 20 hours, then streams at 1x: its GPUs heatmap and fleet charts
+    (node and fleet levels) said "No GPU samples in this range" until the first live tick's
+    refresh, ~15 s after the page had the per-GPU charts of the same hours."""
+    from telemetry.queries import TimeRange
+    from telemetry.queries.gpus import heatmap
+
+    sc = get_scenario("dev-64").with_overrides(days=0.25)
+    stop = threading.Event()
+    with Store(str(tmp_path / "live.duckdb")) as store:
+        th = threading.Thread(
+            target=replay,
+            args=(store, sc, 1),
+            kwargs={"speed": 0.001, "prefill_s": 7200.0, "stop": stop},  # no live tick for hours
+        )
+        th.start()
+        try:
+
+            def newest() -> datetime | None:
+                return store.scalar("SELECT max(ts) FROM gpu_samples")
+
+            deadline = time.monotonic() + 60  # the prefill, stored
+            while ((t := newest()) is None or (t - sc.start).total_seconds() < 7000) and (
+                    time.monotonic() < deadline):  # fmt: skip
+                time.sleep(0.1)
+            t = newest()
+            assert t is not None and (t - sc.start).total_seconds() >= 7000
+            drawn = None  # the heatmap's newest cell, read as the page reads it
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                cells = heatmap(store, TimeRange(sc.start, t), "util").cells
+                drawn = None if cells.empty else cells["ts"].max()
+                if drawn is not None and drawn >= t - timedelta(minutes=10):
+                    break
+                time.sleep(0.2)
+            assert drawn is not None and drawn >= t - timedelta(minutes=10), (drawn, t)
+        finally:
+            stop.set()
+            th.join(timeout=30)
+        assert not th.is_alive()
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])

@@ -138,6 +138,9 @@ def replay(
     rows = _backfill(store, source, sink, fill_end, end, progress, stop)
     synced = sync_roles(store, source.syn, None)
     if speed is not None and source.left:
+        # the backfilled hours in the node and fleet levels now, not at the first live tick:
+        # `make demo`'s heatmap said "No GPU samples in this range" for its first ~15 s
+        store.refresh_rollups()
         rows += _live(store, source, sink, speed, end, progress, stop, synced)
     store.refresh_rollups()
     done = min(source.t_prev, end)
