@@ -9,16 +9,19 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from telemetry.replay.runner import replay
-from telemetry.replay.scenarios import get_scenario
+from telemetry.replay.scenarios import Scenario, get_scenario
 from telemetry.store import Store
 from telemetry.summary import store_summary
 from tests.conftest import ROOT, build_store
+from tests.slurm_fixture import wait_for
 
 TABLES = (
     "gpu_samples",
@@ -119,23 +122,32 @@ def test_llama3_summary_from_the_store_matches_the_reference(tmp_path: Path) -> 
     assert run["restores"].get("pfs", 0) > 0 and run["restores"].get("nvme", 0) > 0
 
 
+@contextmanager
+def _live(store: Store, sc: Scenario, speed: float, prefill_s: float) -> Iterator[None]:
+    """A live replay of ``sc`` into ``store`` on a thread, stopped and joined on exit."""
+    stop = threading.Event()
+    th = threading.Thread(
+        target=replay,
+        args=(store, sc, 1),
+        kwargs={"speed": speed, "prefill_s": prefill_s, "stop": stop},
+    )
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(timeout=30)
+    assert not th.is_alive()
+
+
 def test_live_mode_is_paced_and_stops_cleanly(tmp_path: Path) -> None:
     sc = get_scenario("dev-64").with_overrides(days=0.05)
-    stop = threading.Event()
     with Store(str(tmp_path / "live.duckdb")) as store:
-        th = threading.Thread(
-            target=replay,
-            args=(store, sc, 1),
-            kwargs={"speed": 100.0, "prefill_s": 600.0, "stop": stop},
-        )
-        th.start()
-        time.sleep(1.5)
-        first = store.scalar("SELECT max(ts) FROM gpu_samples")
-        time.sleep(2.0)
-        second = store.scalar("SELECT max(ts) FROM gpu_samples")
-        stop.set()
-        th.join(timeout=10)
-        assert not th.is_alive()
+        with _live(store, sc, speed=100.0, prefill_s=600.0):
+            time.sleep(1.5)
+            first = store.scalar("SELECT max(ts) FROM gpu_samples")
+            time.sleep(2.0)
+            second = store.scalar("SELECT max(ts) FROM gpu_samples")
         advanced = (second - first).total_seconds()
         assert 100 <= advanced <= 300  # about 2 s x 100 simulated seconds per second
         assert (first - sc.start).total_seconds() >= 600  # prefill came first
@@ -151,38 +163,17 @@ def test_a_live_replays_prefill_is_in_the_rollups_before_its_first_live_tick(
     from telemetry.queries.gpus import heatmap
 
     sc = get_scenario("dev-64").with_overrides(days=0.25)
-    stop = threading.Event()
     with Store(str(tmp_path / "live.duckdb")) as store:
-        th = threading.Thread(
-            target=replay,
-            args=(store, sc, 1),
-            kwargs={"speed": 0.001, "prefill_s": 7200.0, "stop": stop},  # no live tick for hours
-        )
-        th.start()
-        try:
+        with _live(store, sc, speed=0.001, prefill_s=7200.0):  # no live tick for hours
+            t = wait_for("the 2-hour prefill, stored", lambda: (
+                (n := store.scalar("SELECT max(ts) FROM gpu_samples")) is not None
+                and (n - sc.start).total_seconds() >= 7000 and n), 60)  # fmt: skip
 
-            def newest() -> datetime | None:
-                return store.scalar("SELECT max(ts) FROM gpu_samples")
-
-            deadline = time.monotonic() + 60  # the prefill, stored
-            while ((t := newest()) is None or (t - sc.start).total_seconds() < 7000) and (
-                    time.monotonic() < deadline):  # fmt: skip
-                time.sleep(0.1)
-            t = newest()
-            assert t is not None and (t - sc.start).total_seconds() >= 7000
-            drawn = None  # the heatmap's newest cell, read as the page reads it
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
+            def drawn() -> bool:  # the heatmap, read as the page reads it, up to the prefill
                 cells = heatmap(store, TimeRange(sc.start, t), "util").cells
-                drawn = None if cells.empty else cells["ts"].max()
-                if drawn is not None and drawn >= t - timedelta(minutes=10):
-                    break
-                time.sleep(0.2)
-            assert drawn is not None and drawn >= t - timedelta(minutes=10), (drawn, t)
-        finally:
-            stop.set()
-            th.join(timeout=30)
-        assert not th.is_alive()
+                return not cells.empty and cells["ts"].max() >= t - timedelta(minutes=10)
+
+            wait_for("the heatmap's cells up to the prefill's end", drawn, 10)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])

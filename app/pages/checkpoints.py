@@ -261,9 +261,9 @@ def _whatif(  # type: ignore[no-untyped-def]
     )
 
 
-@callback(Output("ck-measured-ettr", "children"), *view_inputs())
+@callback(Output("ck-measured-ettr", "children"), *view_inputs(themed=False))
 @guarded("alert")
-def _measured(view: dict[str, Any] | None, _n: int | None, _theme: str | None):  # type: ignore[no-untyped-def]
+def _measured(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
     """The run's measured ETTR and goodput under the model's: its own request, beside the
     cards (the goodput total was a third of their cold time) and not chained after them."""
     run_id = run_of(view)
