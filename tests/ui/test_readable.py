@@ -24,16 +24,40 @@ SETTLED = """() => {
 }"""
 
 
-
 def scroll_through(page: Page) -> None:
     """Scroll to each part of the page drawn when scrolled near (``app.ui.lazy``), as a
     reader moving down, and wait until every one has been seen: a check of every chart or
-    table of a page then covers them too."""
-    parts = page.locator(".ff-lazy")
-    for i in range(parts.count()):
-        parts.nth(i).scroll_into_view_if_needed()
+    table of a page then covers them too. The page must be drawn already (its parts exist).
+    Scrolled again while a part is unseen: a part scrolled to while the first screen's charts
+    still grow the page above it is pushed out of reach again (``scroll_near``)."""
     page.wait_for_function(
-        "() => [...document.querySelectorAll('.ff-lazy')].every(p => p.dataset.ffSeen)"
+        """() => {
+          const unseen = [...document.querySelectorAll('.ff-lazy')].filter(p => !p.dataset.ffSeen);
+          if (unseen.length) unseen[0].scrollIntoView({block: 'center'});
+          return unseen.length === 0;
+        }""",
+        polling=100,
+    )
+
+
+def scroll_near(page: Page, selector: str, timeout: float = 20_000) -> None:
+    """Scroll to the element ``selector`` as a reader would, until the part drawn when
+    scrolled near that holds it has been seen. One scroll right after ``goto`` is not enough:
+    Dash may not have drawn the page yet, or the page is still short (no scroll happens) and
+    the charts drawn above then push the part two screens down, where it is rightly not
+    drawn."""
+    page.wait_for_function(
+        """sel => {
+          const el = document.querySelector(sel);
+          if (!el) return false;
+          const part = el.closest('.ff-lazy');
+          if (part && part.dataset.ffSeen) return true;
+          el.scrollIntoView({block: 'center'});
+          return !part;
+        }""",
+        arg=selector,
+        polling=100,
+        timeout=timeout,
     )
 
 

@@ -23,6 +23,7 @@ from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import Server, collect_errors, start_server
 from tests.slurm_fixture import XID_REASON
+from tests.ui.test_readable import scroll_near
 
 REC = Path(__file__).parent.parent / "fixtures" / "slurm" / "drained"
 META = json.loads((REC / "cluster.json").read_text())
@@ -49,8 +50,8 @@ def slurm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_gpus_page_shows_the_drain_reason(slurm_server: Server, page: Page) -> None:
     errors = collect_errors(page)
     page.goto(slurm_server.url + "/gpus#range=all")
+    scroll_near(page, "#slurm-nodes")  # at the page's bottom: drawn when scrolled near
     table = page.locator("#slurm-nodes")
-    table.scroll_into_view_if_needed()  # at the page's bottom: drawn when scrolled near
     expect(table).to_contain_text("XID 79 GPU fell off the bus", timeout=20_000)
     expect(table).to_contain_text("IDLE+DRAIN")
     expect(table).to_contain_text("root")
@@ -108,8 +109,8 @@ def test_gpus_page_shows_where_the_clusters_gpu_hours_went(
     errors = collect_errors(page)
     page.set_viewport_size({"width": 1400, "height": 1200})
     page.goto(slurm_server.url + "/gpus")
+    scroll_near(page, "#accounting-summary")  # at the page's bottom: drawn when scrolled near
     summary = page.locator("#accounting-summary")
-    summary.scroll_into_view_if_needed()  # at the page's bottom: drawn when scrolled near
     # ff-low 8 x 1 s + ff-urgent 8 x 2 s + alice 4 x 20 s + 1 x 10 s + bob 2 x 20 s + 1 x 3 s
     expect(summary).to_contain_text("Newest day 2026-11-28 (UTC)", timeout=20_000)
     expect(summary).to_contain_text("allocated 0.044 GPU-h")
@@ -178,8 +179,8 @@ def test_gpus_page_node_health_names_the_node_and_what_to_do(
     chase the jobs; Slurm's drain is listed with its reason and who set it."""
     errors = collect_errors(page)
     page.goto(slurm_server.url + "/gpus#range=all")
+    scroll_near(page, "#node-health")  # near the page's bottom: drawn when scrolled near
     section = page.locator("#node-health")
-    section.scroll_into_view_if_needed()  # near the page's bottom: drawn when scrolled near
     findings = section.locator("#health-findings")
     expect(findings).to_contain_text("jobs of several users failed", timeout=20_000)
     expect(findings).to_contain_text("drain and investigate the node, not the jobs")
