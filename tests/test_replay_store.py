@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.queries import TimeRange
+from telemetry.queries.gpus import heatmap
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import Scenario, get_scenario
 from telemetry.store import Store
@@ -159,9 +161,6 @@ def test_a_live_replays_prefill_is_in_the_rollups_before_its_first_live_tick(
     """`make demo` backfills 20 hours, then streams at 1x: its GPUs heatmap and fleet charts
     (node and fleet levels) said "No GPU samples in this range" until the first live tick's
     refresh, ~15 s after the page had the per-GPU charts of the same hours."""
-    from telemetry.queries import TimeRange
-    from telemetry.queries.gpus import heatmap
-
     sc = get_scenario("dev-64").with_overrides(days=0.25)
     with Store(str(tmp_path / "live.duckdb")) as store:
         with _live(store, sc, speed=0.001, prefill_s=7200.0):  # no live tick for hours

@@ -26,18 +26,11 @@ SETTLED = """() => {
 
 def scroll_through(page: Page) -> None:
     """Scroll to each part of the page drawn when scrolled near (``app.ui.lazy``), as a
-    reader moving down, and wait until every one has been seen: a check of every chart or
-    table of a page then covers them too. The page must be drawn already (its parts exist).
-    Scrolled again while a part is unseen: a part scrolled to while the first screen's charts
-    still grow the page above it is pushed out of reach again (``scroll_near``)."""
-    page.wait_for_function(
-        """() => {
-          const unseen = [...document.querySelectorAll('.ff-lazy')].filter(p => !p.dataset.ffSeen);
-          if (unseen.length) unseen[0].scrollIntoView({block: 'center'});
-          return unseen.length === 0;
-        }""",
-        polling=100,
-    )
+    reader moving down, and wait until every one has been seen (``scroll_near``): a check of
+    every chart or table of a page then covers them too. The page must be drawn already (its
+    parts exist)."""
+    for name in page.eval_on_selector_all(".ff-lazy", "ps => ps.map(p => p.dataset.seen)"):
+        scroll_near(page, f'.ff-lazy[data-seen="{name}"]')
 
 
 def scroll_near(page: Page, selector: str, timeout: float = 20_000) -> None:
