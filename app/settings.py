@@ -205,6 +205,8 @@ def _read_token(path: str | None, flag: str, from_env: str) -> str | None:
                 tok = fh.read().strip()
         except OSError as exc:
             raise FactoryFloorError(f"{flag} {path}: {exc.strerror}") from None
+        if not tok:  # not "no token": an empty file is a mistake, never read-only/open
+            raise FactoryFloorError(f"{flag} {path}: the file is empty")
     else:
         tok = from_env
     if tok and (len(tok) < MIN_TOKEN_CHARS or not tok.isprintable()):

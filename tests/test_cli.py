@@ -184,6 +184,20 @@ def test_ingest_and_serve_errors_are_one_line(tmp_path: Path) -> None:
         assert len(lines) == 1 and expected in lines[0], (args, r.stderr)
 
 
+def test_an_empty_token_file_is_refused_not_taken_for_no_token(tmp_path: Path) -> None:
+    """An empty --operator-token-file started the server read-only without a word (and an
+    empty --token-file, open to all): each is one line naming the file, exit 1."""
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    store = str(tmp_path / "s.duckdb")
+    serve = ("serve", "--store", store, "--accept-ingest", "--port", str(free_port()))
+    for flag in ("--operator-token-file", "--token-file"):
+        r = cli(*serve, flag, str(empty))
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 1 and len(lines) == 1, (flag, r.stderr)
+        assert flag in lines[0] and str(empty) in lines[0] and "empty" in lines[0], lines
+
+
 def _counts(path: Path) -> dict[str, int]:
     from telemetry.store import Store
 
