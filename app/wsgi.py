@@ -28,6 +28,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
+from app import connections
 from telemetry import env
 
 REQUEST_READ_S = 60.0  # a whole request, headers and body, must arrive within this
@@ -36,13 +37,14 @@ REQUEST_READ_S = 60.0  # a whole request, headers and body, must arrive within t
 # (a forwarded round, 64 MiB), each endpoint checking its own below it.
 LIMITS: dict[str, Any] = {
     "threads": 8,  # requests served at once; the rest queue (callbacks are short)
-    "connection_limit": 200,  # open connections; more wait in the listen backlog
-    "channel_timeout": 60,  # an idle connection is closed after this, seconds
+    "connection_limit": connections.LIMIT,  # open connections; more wait in the backlog
+    "channel_timeout": connections.IDLE_S,  # an idle connection is closed after this, seconds
     "cleanup_interval": 5,  # how often idle and slow connections are looked for, seconds
     "max_request_header_size": 1 * 2**20,
     "max_request_body_size": 64 * 2**20 + 1,
     "backlog": 1024,
     "ident": "factoryfloor",
+    "asyncore_use_poll": True,  # select() fails past file descriptor 1024
 }
 
 
@@ -52,10 +54,21 @@ def _parser(body_limit: Callable[[str], int]) -> type[HTTPRequestParser]:
 
         def parse_header(self, header_plus: bytes) -> None:
             super().parse_header(header_plus)
-            if self.chunked:  # the app answers 411; the chunks' end is not sought
+            refused = self.chunked or self.content_length > body_limit(self.path or "/")
+            if refused and self.expect_continue:  # the client waits for "100 Continue" or
+                self._refuse_unsent()  # an answer before it sends the body: answer now
+            elif self.chunked:  # the app answers 411; the chunks' end is not sought
                 self.body_rcv, self.chunked, self.connection_close = None, False, True
-            elif self.content_length > body_limit(self.path or "/"):  # the app answers 413
+            elif refused:  # the app answers 413
                 self.unread, self.content_length, self.body_rcv = self.content_length, 0, None
+
+        def _refuse_unsent(self) -> None:
+            # No "100 Continue" (waitress would send it, then read the body as the next
+            # request's headers): the app answers from the headers, and the connection closes
+            # after, as the body that may still come is not read (RFC 9110, 10.1.1).
+            self.expect_continue, self.body_rcv, self.chunked = False, None, False
+            self.content_length = 0
+            self.headers["CONNECTION"] = "close"
 
         def received(self, data: bytes) -> int:
             n = int(super().received(data))
@@ -121,6 +134,15 @@ class _Channel(HTTPChannel):
 
 class _Server(TcpWSGIServer):  # type: ignore[misc]
     channel_class = _Channel
+
+    def handle_accept(self) -> None:
+        before = set(self.active_channels)
+        super().handle_accept()
+        channels = self.active_channels
+        for fd in set(channels) - before:  # the one just accepted makes room for itself
+            old = connections.to_close(channels[fd], list(channels.values()))
+            if old is not None:
+                old.handle_close()
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)

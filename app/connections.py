@@ -1,0 +1,69 @@
+"""Which connection the server closes to make room, so clients that only hold connections
+(idle ones, and slow ones that send a request now and then) cannot fill the server's table.
+
+Waitress stops accepting at its connection limit, and before this a page then waited in the
+listen backlog until an idle connection timed out (60 s): 210 idle connections were enough.
+Now each new connection is admitted at once, and makes room for itself:
+
+* an address holding more than ``PER_ADDRESS`` connections loses its own connection idle the
+  longest (one client cannot take the whole table, nor evict other clients to do it);
+* over ``LIMIT - RESERVE`` connections in all, the connection idle the longest, whoever holds
+  it, is closed: the last ``RESERVE`` places stay free for the request that is arriving.
+
+Only a connection with nothing to answer can be chosen: idle between requests (a closed
+keep-alive connection costs a browser one reconnect), or still sending a request begun more
+than ``SLOW_S`` ago. A request being answered is never cut; a new connection that finds
+nothing to close is kept (the reserve holds it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+LIMIT = 500  # open connections in all; waitress accepts no more (the listen backlog holds them)
+RESERVE = 50  # places kept free for new connections (over LIMIT - RESERVE, the idlest closes)
+PER_ADDRESS = 32  # connections one client address keeps (a browser opens 6 per host)
+SLOW_S = 5.0  # a request still arriving after this may be closed to make room
+IDLE_S = 20  # an idle connection is closed after this (the pages refresh every 10 s)
+
+
+class Conn(Protocol):
+    addr: Any
+    requests: list[Any]
+    total_outbufs_len: int
+    will_close: bool
+    last_activity: float
+    reading_since: float | None
+
+
+def _rank(c: Conn, now: float) -> tuple[int, float] | None:
+    """How readily ``c`` is closed to make room (lowest first); None: it must stay."""
+    if c.requests or c.total_outbufs_len or c.will_close:
+        return None  # being answered
+    if c.reading_since is None:
+        return (0, c.last_activity)  # idle: the longest idle first
+    if c.reading_since < now - SLOW_S:
+        return (1, c.reading_since)  # a request too slow to arrive: the oldest first
+    return None
+
+
+def victim(conns: Iterable[Conn], now: float) -> Conn | None:
+    """The connection to close among ``conns`` (None: none may be closed)."""
+    ranked = [(r, i, c) for i, c in enumerate(conns) if (r := _rank(c, now)) is not None]
+    return min(ranked, key=lambda t: (t[0], t[1]))[2] if ranked else None
+
+
+def to_close(new: Conn, conns: list[Conn], limit: int = LIMIT) -> Conn | None:
+    """The connection to close now that ``new`` is admitted among ``conns`` (``new``
+    included); None when there is room, or nothing that may be closed."""
+    now = time.time()
+    others = [c for c in conns if c is not new]
+    host = new.addr[0] if new.addr else None
+    same = [c for c in others if c.addr and c.addr[0] == host]
+    if len(same) + 1 > PER_ADDRESS and (v := victim(same, now)) is not None:
+        return v
+    if len(conns) > limit - RESERVE:
+        return victim(others, now)
+    return None
