@@ -209,7 +209,7 @@ def view_range(view: dict[str, Any] | None) -> TimeRange | None:
     if view.get("range") == "custom":
         start, end = parse_time(view.get("start")), parse_time(view.get("end"))
         if start is not None and end is not None and start < end:
-            return TimeRange(start, end)
+            return TimeRange(start, end).shown()  # a link to the year 9999 shows its edge
     return time_range(view.get("range"), view.get("run"))
 
 

@@ -8,7 +8,7 @@ rollup tables at a bucket size chosen so no series exceeds ``max_points``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 
@@ -25,6 +25,23 @@ class TimeRange:
     @property
     def seconds(self) -> float:
         return max((self.end - self.start).total_seconds(), 1.0)
+
+    def shown(self) -> TimeRange:
+        """This range within ``SHOWN`` (a range wholly outside it: the nearest minute in it)."""
+        start = min(max(self.start, SHOWN_FROM), SHOWN_TO - _MINUTE)
+        return TimeRange(start, max(min(self.end, SHOWN_TO), start + _MINUTE))
+
+
+# The times a page can show: any stored time outside them (a log line or a record dated 9999
+# or 0001 that reached the store before its source refused such times) is no page's data. The
+# store's and a run's extent leave them out, and the app clamps every range it makes to them
+# (``TimeRange.shown``), so no chart, card or table computes with a date Python or pandas
+# cannot hold (pandas' nanoseconds end in 1677 and 2262; a range's padding and buckets need
+# room).
+SHOWN_FROM = datetime(1970, 1, 1)
+SHOWN_TO = datetime(2200, 1, 1)
+_MINUTE = timedelta(minutes=1)
+_IN_SHOWN = "BETWEEN TIMESTAMP '1970-01-01' AND TIMESTAMP '2200-01-01'"  # SHOWN_FROM, SHOWN_TO
 
 
 # Whether node ``n`` (a ``nodes`` row) is one of the job's nodes: scheduled as a job node (or
@@ -77,15 +94,16 @@ def data_extent(store: Store) -> TimeRange | None:
         f"""SELECT min(lo), max(hi) FROM (
              SELECT min(ts) AS lo, max(ts) AS hi FROM node_tick
              UNION ALL {rolled or "SELECT NULL, NULL"}
-             UNION ALL SELECT min(ts), max(ts) FROM train_metrics
+             UNION ALL SELECT min(ts), max(ts) FROM train_metrics WHERE ts {_IN_SHOWN}
              UNION ALL SELECT min(start_ts), max(coalesce(end_ts, start_ts)) FROM checkpoints
-             UNION ALL SELECT min(ts), max(ts) FROM signals
+                       WHERE start_ts {_IN_SHOWN} AND coalesce(end_ts, start_ts) {_IN_SHOWN}
+             UNION ALL SELECT min(ts), max(ts) FROM signals WHERE ts {_IN_SHOWN}
              UNION ALL SELECT min(ts), max(ts) FROM targets WHERE {SCRAPED})""",
         [store.rollup_levels()[0]] if expired else [],
     )
     if row is None or row[0] is None:
         return _accounting_extent(store)
-    return TimeRange(row[0], row[1])
+    return TimeRange(row[0], row[1]).shown()
 
 
 def _accounting_extent(store: Store) -> TimeRange | None:
@@ -104,7 +122,7 @@ def _accounting_extent(store: Store) -> TimeRange | None:
     )
     if row is None or row[0] is None or row[1] is None:
         return None
-    return TimeRange(row[0], max(row[0], row[1]))
+    return TimeRange(row[0], max(row[0], row[1])).shown()
 
 
 def newest_trained_run(store: Store) -> str | None:
@@ -161,19 +179,23 @@ def run_span(store: Store, run_id: str) -> TimeRange | None:
     final saves finish after its last progress line); the end is None while the run has none
     recorded (a live run). None when nothing dates the run."""
     (row,) = store.rows(
-        """SELECT least(min(r.start_ts), (SELECT min(ts) FROM train_metrics WHERE run_id = ?)),
-                  greatest(max(r.end_ts), (SELECT max(ts) FROM train_metrics WHERE run_id = ?)),
+        f"""WITH m AS (SELECT ts FROM train_metrics WHERE run_id = ? AND ts {_IN_SHOWN})
+           SELECT least(min(r.start_ts), (SELECT min(ts) FROM m)),
+                  greatest(max(r.end_ts), (SELECT max(ts) FROM m)),
                   bool_or(r.end_ts IS NULL),
-                  (SELECT max(coalesce(end_ts, start_ts)) FROM checkpoints WHERE run_id = ?)
+                  (SELECT max(coalesce(end_ts, start_ts)) FROM checkpoints
+                   WHERE run_id = ? AND coalesce(end_ts, start_ts) {_IN_SHOWN})
            FROM runs r WHERE r.run_id = ?""",
-        [run_id, run_id, run_id, run_id],
+        [run_id, run_id, run_id],
     )
     start, end, live, saved = row
     if end is not None and saved is not None:
         end = max(end, saved)
     if start is None:
         return None
-    return TimeRange(start, None if live or end is None else end)  # type: ignore[arg-type]
+    if live or end is None:
+        return TimeRange(min(max(start, SHOWN_FROM), SHOWN_TO), None)  # type: ignore[arg-type]
+    return TimeRange(start, end).shown()
 
 
 def pick_level(store: Store, tr: TimeRange, max_points: int) -> int:

@@ -43,6 +43,7 @@ import pandas as pd
 
 from telemetry import env
 from telemetry.collect.logs.import_source import log_digest
+from telemetry.collect.logs.logclock import MAX_FUTURE_S, SPAN_S, file_window
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
     Batch,
@@ -96,8 +97,10 @@ class FileAccount:
 class _Log:
     """One log file read block by block from a position, across rotation and truncation."""
 
-    def __init__(self, path: str, run: str | None, tz: str | None, follow: bool) -> None:
+    def __init__(self, path: str, run: str | None, tz: str | None, follow: bool,
+                 bounds: tuple[float, float] = (MAX_FUTURE_S, SPAN_S)) -> None:
         self.path, self.run, self.tz, self.follow = path, run, tz, follow
+        self.bounds = bounds  # (max future, span), seconds: logclock.file_window
         self.account = FileAccount(path)
         self.fh: Any = None
         self.ident = ""  # batch id stem: content digest (import) or dev:inode (follow)
@@ -110,7 +113,9 @@ class _Log:
     def _new_parser(self) -> Any:
         from telemetry.collect.logs.textlogs import LogParser
 
-        return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False)
+        window = file_window(self.path, self.tz, None, *self.bounds)
+        return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False,
+                         window=window)
 
     def open(self, position: Mapping[str, Any] | None = None) -> None:
         self.fh = open(self.path, "rb")  # noqa: SIM115 (kept open: a rotated file is read out)
@@ -311,10 +316,13 @@ class ClusterSource:
         grace_s: float | None = None,
         ranks_per_node: int | None = None,
         data_year: int | None = None,
+        max_future_s: float = MAX_FUTURE_S,
+        span_s: float = SPAN_S,
     ) -> None:
         from telemetry.collect.checkpoints import ckptdirs
 
         self.run, self.tz, self.follow = run, tz, follow
+        self.bounds = (max_future_s, span_s)  # which log times are data (logclock)
         # health rows: a followed file reports every poll ("cluster:"); an import once, at
         # the time it was read, which says nothing of the job's time ("import:", as records)
         self.kind = "cluster" if follow else "import"
@@ -332,7 +340,7 @@ class ClusterSource:
                     pass
             except OSError as exc:
                 raise FactoryFloorError(f"{f}: cannot read ({exc.strerror})") from None
-            self.logs[f] = _Log(f, run, tz, follow=False)
+            self.logs[f] = _Log(f, run, tz, follow=False, bounds=self.bounds)
         # Year-less logs (syslog's "Mar  1 09:40:30") take the year of the surrounding data:
         # they are read after the logs whose lines carry a full date.
         self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
@@ -380,7 +388,7 @@ class ClusterSource:
             for path in sorted(glob.glob(pattern)):
                 if path in self.logs or not os.path.isfile(path):
                     continue
-                log = _Log(path, self.run, self.tz, follow=True)
+                log = _Log(path, self.run, self.tz, follow=True, bounds=self.bounds)
                 try:
                     log.open(self._positions.get(path))
                 except OSError as exc:
@@ -568,6 +576,8 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         positions=_positions_file(ctx.store, key) if follow else None,
         ranks_per_node=per_node,
         data_year=None if follow or not run else _stored_year(ctx.store, run),
+        max_future_s=values.get("log_max_future") or MAX_FUTURE_S,
+        span_s=values.get("log_span") or SPAN_S,
     )
 
 
@@ -600,6 +610,29 @@ _TZ = Option(
     "--log-tz",
     {"metavar": "ZONE", "help": "time zone of log times without one (default UTC)"},
 )
+def _duration(text: str) -> float:
+    from argparse import ArgumentTypeError
+
+    from telemetry.ingest.since import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
+
+
+_FUTURE = Option(
+    "--log-max-future",
+    {"type": _duration, "metavar": "DURATION",
+     "help": "a log line stamped more than this past the server's clock is not data, listed as "
+             "not recognised (default 1d)"},
+)
+_SPAN = Option(
+    "--log-span",
+    {"type": _duration, "metavar": "DURATION",
+     "help": "nor is one stamped more than this from the middle of its file's times (default "
+             "366d)"},
+)
 _LOGS = Option(
     "--logs",
     {
@@ -625,9 +658,9 @@ SPEC = SourceSpec(
     name="cluster",
     summary="training and kernel logs (text) and checkpoint directories per tier",
     options={
-        "import": (_CKPT, _TZ, _PER_NODE),
-        "ingest": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
-        "serve": (_LOGS, _CKPT, _TZ, _RUN, _PER_NODE),
+        "import": (_CKPT, _TZ, _FUTURE, _SPAN, _PER_NODE),
+        "ingest": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
+        "serve": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
     },
     build=build,
     ask="--logs GLOB or --checkpoints TIER=PATH",

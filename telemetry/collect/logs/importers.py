@@ -18,12 +18,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from telemetry.collect.logs import ptlperf
 from telemetry.collect.logs.rankperf import RankPerf
@@ -53,6 +54,10 @@ TB_TAGS = {
 }
 
 
+MAX_RECORD_LINE_BYTES = 1 << 20  # one JSON line or CSV row: no record is near this
+MAX_ARRAY_BYTES = 64 << 20  # a ``[...]`` JSON file is parsed whole; JSON lines stream
+
+
 class ImportFileError(FactoryFloorError):
     """A log file that cannot be read: missing, unreadable, or not in the format it claims."""
 
@@ -78,31 +83,63 @@ class FileRecords:
     rank_perf: list[tuple[str | None, RankPerf]] = field(default_factory=list)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file. It is opened without blocking
+    and checked on the descriptor itself: a FIFO would block for ever, a symlink to
+    ``/dev/zero`` would stream without end, and a file swapped after a ``stat`` is caught."""
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            yield from enumerate(fh, start=1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ImportFileError(path, "no such file") from None
-    except IsADirectoryError:
-        raise ImportFileError(path, "is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ImportFileError(path, f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise ImportFileError(path, exc.strerror or str(exc)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        other = "not a regular file (a FIFO, device or socket)"
+        raise ImportFileError(path, "a directory" if stat.S_ISDIR(mode) else other)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _lines(path: Path, bad: list[BadLine]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line, read as a stream. A line over ``MAX_RECORD_LINE_BYTES``
+    is skipped in bounded memory (a ``bad`` entry), as is a line that is not UTF-8."""
+    with open_regular(path) as fh:
+        n = 0
+        while raw := fh.readline(MAX_RECORD_LINE_BYTES + 1):
+            n += 1
+            if len(raw) > MAX_RECORD_LINE_BYTES and not raw.endswith(b"\n"):
+                size = len(raw) + _skip_line(fh)
+                bad.append(BadLine(f"{path}:{n}", f"line of {size:,} bytes, over the "
+                                   f"{MAX_RECORD_LINE_BYTES:,} a record may be: skipped"))
+                continue
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad.append(BadLine(f"{path}:{n}", f"not UTF-8 text ({exc.reason})"))
+
+
+def _skip_line(fh: BinaryIO) -> int:
+    """Read past the rest of a line (its newline included); how many bytes that was."""
+    skipped = 0
+    while chunk := fh.readline(1 << 20):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> FileRecords:
     """One JSON object per line (blank lines skipped); a file whose first character is ``[`` is
-    read as one JSON array. Each record is whatever the line holds: ``store_records`` rejects
-    what is not an object."""
+    read as one JSON array (at most ``MAX_ARRAY_BYTES``). Each record is whatever the line
+    holds: ``store_records`` rejects what is not an object. Read as a stream: a line over
+    ``MAX_RECORD_LINE_BYTES`` is a bad line, never held whole."""
     p = Path(path)
-    lines = list(_lines(p))
-    first = next((text.lstrip() for _, text in lines if text.strip()), "")
-    if first.startswith("["):
-        return _take_scores(_json_array(p, "".join(text for _, text in lines)))
+    if _starts_array(p):
+        return _take_scores(_json_array(p))
     out = FileRecords(str(p), [], [])
-    for n, text in lines:
+    for n, text in _lines(p, out.bad_lines):
         if not text.strip():
             continue
         try:
@@ -115,9 +152,21 @@ def read_jsonl(path: str | os.PathLike[str]) -> FileRecords:
     return _take_scores(out)
 
 
-def _json_array(p: Path, text: str) -> FileRecords:
+def _starts_array(p: Path) -> bool:
+    """Whether the file's first non-blank byte (within its first MiB) is ``[``."""
+    with open_regular(p) as fh:
+        head = fh.read(1 << 20).lstrip()
+    return head.startswith(b"[")
+
+
+def _json_array(p: Path) -> FileRecords:
+    with open_regular(p) as fh:
+        data = fh.read(MAX_ARRAY_BYTES + 1)
+    if len(data) > MAX_ARRAY_BYTES:
+        raise ImportFileError(p, f"a JSON array over {MAX_ARRAY_BYTES:,} bytes: write JSON "
+                                 "lines (one record a line) instead")
     try:
-        items = json.loads(text)
+        items = json.loads(data)
     except ValueError as exc:
         raise ImportFileError(p, f"not a JSON array ({exc})") from None
     except RecursionError:
@@ -184,24 +233,31 @@ def read_csv(path: str | os.PathLike[str]) -> FileRecords:
     """A CSV file with a header row of record field names; empty cells are absent fields.
     Numeric, time and boolean fields are converted (``true``/``false``, ``1``/``0``)."""
     p = Path(path)
-    lines = _lines(p)
-    reader = csv.reader(text for _, text in lines)
+    bad: list[BadLine] = []
+    at = [0]  # the file's line number of the last line read (skipped lines count too)
+
+    def texts() -> Iterator[str]:
+        for n, text in _lines(p, bad):
+            at[0] = n
+            yield text
+
+    reader = csv.reader(texts())
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise ImportFileError(p, "empty file: expected a header row of field names") from None
     except csv.Error as exc:
         raise ImportFileError(p, f"line 1: {exc}") from None
-    out = FileRecords(str(p), [], [])
+    out = FileRecords(str(p), [], [], bad)
     while True:
         try:
             row = next(reader)
         except StopIteration:
             return _take_scores(out)
         except csv.Error as exc:
-            out.bad_lines.append(BadLine(f"{p}:{reader.line_num}", str(exc)))
+            out.bad_lines.append(BadLine(f"{p}:{at[0]}", str(exc)))
             continue
-        where = f"{p}:{reader.line_num}"
+        where = f"{p}:{at[0]}"
         if not any(c.strip() for c in row):
             continue
         if len(row) > len(header):
@@ -224,6 +280,7 @@ def event_files(path: str | os.PathLike[str]) -> list[Path]:
         return files
     if not p.exists():
         raise ImportFileError(p, "no such file or directory")
+    open_regular(p).close()  # a FIFO or a device would block or never end
     return [p]
 
 

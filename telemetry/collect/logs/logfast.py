@@ -11,6 +11,7 @@ which gives the same record for the lines taken here (tests compare both paths).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from math import isfinite
 from typing import Any
 
@@ -36,10 +37,11 @@ def _floats(col: pa.Array) -> list[float | None]:
                    pa.float64()).to_pylist()
 
 
-def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | None:
+def megatron_columns(lines: pa.Array, window: Container[Any] | None = None
+                     ) -> tuple[np.ndarray, dict[str, list]] | None:
     """(positions in ``lines`` taken, columns ts/step/loss/lr/grad_norm as Python lists);
     None when nothing is taken or a value does not convert (then every line goes the slow
-    way)."""
+    way). A line whose time is not in ``window`` is not taken: the line path refuses it."""
     ext = pc.extract_regex(lines, MEGATRON_COLUMNS)
     ok = pc.and_(ext.is_valid(), pc.and_(pc.equal(pc.struct_field(ext, "nan"), "0"),
                                           pc.not_equal(pc.struct_field(ext, "loss"), "")))
@@ -56,6 +58,12 @@ def megatron_columns(lines: pa.Array) -> tuple[np.ndarray, dict[str, list]] | No
             cols[name] = _floats(pc.struct_field(rows, name))
     except (pa.ArrowInvalid, ValueError):
         return None
+    if window is not None and not all(t in window for t in cols["ts"]):
+        keep = [i for i, t in enumerate(cols["ts"]) if t in window]
+        if not keep:
+            return None
+        pos = pos[keep]
+        cols = {k: [v[i] for i in keep] for k, v in cols.items()}
     return pos, cols
 
 

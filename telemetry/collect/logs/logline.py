@@ -83,7 +83,8 @@ _HOST_TAG = re.compile(r" +([A-Za-z0-9][A-Za-z0-9_.-]*) +([A-Za-z0-9_./-]+)(?:\[
 PREFIX = re.compile(r"\[(?:rank|default)?\d+\]: ?|(?: *\d+: )(?=\S)")  # torchrun/srun labels
 
 # Stamp: (kind, fields, host, kernel). kind "full": fields is a datetime (aware when the line
-# gave an offset); "yearless": (month, day, h, m, s, us); "boot": no wall time; None: no time.
+# gave an offset); "yearless": (month, day, h, m, s, us); "boot": no wall time; "bad": a stamp
+# that names no real instant (``Feb 30``, ``25:61:61``; fields its text); None: no time.
 Stamp = tuple[str | None, object, str | None, bool]
 NO_STAMP: Stamp = (None, None, None, False)
 
@@ -102,7 +103,7 @@ def stamp(body: str) -> Stamp:
             try:
                 t = datetime(int(yy), MONTHS[mon], int(d), int(hh), int(mm), int(ss))
             except ValueError:
-                return NO_STAMP
+                return "bad", m.group(0), None, True
             return "full", t, None, True
         if _BOOT.match(body):
             return "boot", None, None, True
@@ -120,7 +121,7 @@ def stamp(body: str) -> Stamp:
     try:
         t = datetime.fromisoformat(m.group(0))
     except ValueError:
-        return NO_STAMP
+        return "bad", m.group(0), None, False
     host, kernel = _header_host(body, m.end()) if m.start() == 0 and "T" in m.group(0) else (
         None, False)
     return "full", t, host, kernel

@@ -45,7 +45,7 @@ from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs import logranks as lr
 from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs.importers import BadLine, ImportFileError
-from telemetry.collect.logs.logclock import LogClock
+from telemetry.collect.logs.logclock import LogClock, Window, file_window
 from telemetry.derive import signals as sig
 from telemetry.derive.signals import CheckpointEvent, Signal, clean_line
 
@@ -96,7 +96,8 @@ class LogParser:
     ``host_hint`` is the node the log belongs to when its lines do not say (default: the node
     in the file name, ``node-7-kern.log`` -> ``node-7``); ``gpu_by_pci`` maps PCI bus ids to GPU
     indices so an ``NVRM: Xid (PCI:...)`` line names its GPU; ``run`` is put in each metric.
-    With ``keep=False`` drained results are released (a long-lived tailer)."""
+    With ``keep=False`` drained results are released (a long-lived tailer). ``window``: the
+    times that are data (``logclock.Window``; default: up to a day past the server's clock)."""
 
     def __init__(
         self,
@@ -108,9 +109,10 @@ class LogParser:
         run: str | None = None,
         gpu_by_pci: Mapping[str, int] | None = None,
         keep: bool = True,
+        window: Window | None = None,
     ) -> None:
         self.label = str(label)
-        self.clock = LogClock(tz, year_hint)
+        self.clock = LogClock(tz, year_hint, window)
         self.host = host_hint or ll.host_from_filename(self.label)
         self.run = run
         self.keep = keep
@@ -329,7 +331,7 @@ class LogParser:
 
     def _fast_megatron(self, arr: pa.Array, cand: np.ndarray) -> tuple[np.ndarray, Any]:
         """Candidates minus the plain Megatron iteration lines read column-wise (logfast)."""
-        got = logfast.megatron_columns(arr.take(pa.array(cand)))
+        got = logfast.megatron_columns(arr.take(pa.array(cand)), self.clock.window)
         if got is None:
             return cand, None
         if self.clock.full_year is None and got[1]["ts"]:  # year-less lines read before them
@@ -364,7 +366,13 @@ class LogParser:
         raw = block[s:e].decode("utf-8")
         if raw.endswith("\r"):
             raw = raw[:-1]
-        if self._text(raw, lineno):
+        try:
+            known = self._text(raw, lineno)
+        except _Untimely as exc:  # a stamp that is no data: the line is not read as any
+            self._bad(lineno, str(exc))
+            self.counts["times_refused"] += 1
+            known = False
+        if known:
             self.counts["recognised"] += 1
         else:
             self._unread(lineno, lambda: raw)
@@ -578,7 +586,7 @@ class LogParser:
             self._map(rank, host, "torchrun summary", lineno)
         where = f" on {host}" if host else ""
         detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
-        ts = self.clock.utc(entry["time"])
+        ts = self._accepted(self.clock.utc(entry["time"]))
         self._add_signal(Signal(ts, sig.WORKER_EXIT, host, None, None, f"{detail} (pid {pid})",
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
         return True
@@ -602,6 +610,8 @@ class LogParser:
     def _when(self, body: str) -> tuple[datetime | None, str, ll.Stamp]:
         """(time, how, stamp) of the current line: how is line, context, boot or none."""
         t, how, st = self.clock.stamp(body)
+        if how == "refused":
+            raise _Untimely(self.clock.refusal)
         if t is not None:
             self._ctx_lo = self._e + 1
             return t, how, st
@@ -618,6 +628,12 @@ class LogParser:
         return t
 
     # -- results -------------------------------------------------------------------------------
+    def _accepted(self, t: datetime) -> datetime:
+        """``t`` (a time a line's text gave) if it is data, else the line is not (_Untimely)."""
+        if not self.clock.accept(t):
+            raise _Untimely(self.clock.refusal)
+        return t
+
     def _origin(self, lineno: int) -> str:
         return f"{self.label}:{lineno}"
 
@@ -702,10 +718,10 @@ class LogParser:
             return
         if total not in self._bars or elapsed < self._bar_elapsed.get(total, 0.0):
             t = self._context()  # a new bar (or the same total started again: a restart)
-            self._bars[total] = None if t is None else t - timedelta(seconds=elapsed)
+            self._bars[total] = _shift(t, -elapsed, self.clock.window)
         self._bar_elapsed[total] = elapsed
         origin = self._bars[total]
-        self._bar_ts = None if origin is None else origin + timedelta(seconds=elapsed)
+        self._bar_ts = _shift(origin, elapsed, self.clock.window)
 
     def _pace(self, first: int) -> None:
         """Time the progress lines of the block just read that have no time of their own by
@@ -728,7 +744,8 @@ class LogParser:
             if pace is not None:
                 iter_s, est = pace
                 if est is None and iter_s and self._progress and step > self._progress[0]:
-                    est = self._progress[1] + timedelta(seconds=(step - self._progress[0]) * iter_s)
+                    ahead = (step - self._progress[0]) * iter_s
+                    est = _shift(self._progress[1], ahead, self.clock.window)
                 if est is not None and (ts is None or est > ts):
                     had = "context" if ts is not None else "none"
                     self.counts[f"metrics_ts_from_{had}"] -= 1
@@ -764,9 +781,11 @@ class LogParser:
         ts, how, st = self._when(body)
         if at:
             try:
-                ts, how = self.clock.utc(datetime.fromisoformat(at)), "line"
+                at_ts = self.clock.utc(datetime.fromisoformat(at))
             except ValueError:
-                pass
+                at_ts = None
+            if at_ts is not None:
+                ts, how = self._accepted(at_ts), "line"
         kernel = st[3] or st[0] == "boot" or kind == sig.XID
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
@@ -791,6 +810,22 @@ class LogParser:
             self.counts["signals_ts_from_context"] += 1
 
 
+class _Untimely(ValueError):
+    """A line's time is no data (outside the window, or no real instant): why, in words."""
+
+
+def _shift(t: datetime | None, seconds: float, window: Window) -> datetime | None:
+    """``t`` moved by ``seconds`` (a bar's elapsed time, steps x time per step), or None when
+    that leaves the window (a line's absurd pace must not date a point in the year 9999)."""
+    if t is None:
+        return None
+    try:
+        out = t + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None
+    return out if out in window else None
+
+
 def _utf8_start(data: bytes) -> bytes:
     """``data`` from its first byte that starts a UTF-8 character."""
     i = 0
@@ -809,13 +844,16 @@ def parse_file(
     run: str | None = None,
     gpu_by_pci: Mapping[str, int] | None = None,
     on_batch: Callable[[LogBatch], None] | None = None,
+    window: Window | None = None,
 ) -> LogScan:
     """Read a text log in full. Lines before ``start_line`` are skipped (already read); with
     ``on_batch`` the results of each 8 MiB block go there and are not kept in the scan (memory
-    stays flat for any file size). Raises ``ImportFileError`` when the file cannot be read."""
+    stays flat for any file size). ``window``: the times that are data (default: the file's,
+    ``logclock.file_window``). Raises ``ImportFileError`` when the file cannot be read."""
     p = Path(path)
     parser = LogParser(p, tz=tz, year_hint=year_hint, host_hint=host, run=run,
-                       gpu_by_pci=gpu_by_pci, keep=on_batch is None)
+                       gpu_by_pci=gpu_by_pci, keep=on_batch is None,
+                       window=window or file_window(str(p), tz))
     try:
         with open(p, "rb") as fh:
             pending = _skip_lines(fh, start_line - 1)
