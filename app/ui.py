@@ -316,7 +316,11 @@ def table(
         },
         **({"getRowId": "params.data.id"} if row_id else {}),
         dashGridOptions=options,
-        csvExportParams={"fileName": f"factoryfloor-{export_name(id_)}.csv"},
+        csvExportParams={
+            "fileName": f"factoryfloor-{export_name(id_)}.csv",
+            # formulas neutralised, as every CSV the product writes (telemetry.csv_safe)
+            "processCellCallback": {"function": "ffCsvCell(params)"},
+        },
         className="ff-grid",
         style={"height": "32rem" if big else None, "width": "100%"},
         # A refresh draws a new grid: the filter and selection come back through Dash's

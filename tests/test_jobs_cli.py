@@ -34,7 +34,7 @@ def test_a_days_jobs_as_csv_on_stdout_and_in_a_file(path: Path, tmp_path: Path) 
     assert p.returncode == 0 and "7 jobs of 2026-03-01 written" in p.stderr
     assert list(csv.DictReader(out.open())) == rows
     p = cli("jobs", "--store", str(path), "--day", "2026-03-05")  # a day without jobs
-    assert p.returncode == 0 and p.stdout.startswith("job_id,name,user,account")
+    assert p.returncode == 0 and p.stdout.startswith('"job_id","name","user","account"')
     assert len(p.stdout.splitlines()) == 1
 
 

@@ -1,5 +1,6 @@
 """``factoryfloor jobs``: one UTC day's jobs with their GPU efficiency and problems, as CSV
-(``telemetry.queries.jobs.day_jobs``), to a file or standard output."""
+(``telemetry.queries.jobs.day_jobs``), to a file or standard output; text that a spreadsheet
+would run as a formula is neutralised (``telemetry.csv_safe``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from telemetry.errors import FactoryFloorError
 
 
 def run(s: Settings) -> int:
+    from telemetry import csv_safe
     from telemetry.jobs_export import day_jobs, day_range
     from telemetry.store import open_store
 
@@ -21,10 +23,10 @@ def run(s: Settings) -> int:
     with open_store(s.store, read_only=True) as store:
         df = day_jobs(store, s.day)
     if not s.csv or s.csv == "-":
-        df.to_csv(sys.stdout, index=False)
+        csv_safe.to_csv(df, sys.stdout)
         return 0
     try:
-        df.to_csv(s.csv, index=False)
+        csv_safe.to_csv(df, s.csv)
     except OSError as exc:
         raise FactoryFloorError(f"cannot write {s.csv}: {exc.strerror or exc}") from None
     print(f"{len(df)} jobs of {s.day} written to {s.csv}", file=sys.stderr)

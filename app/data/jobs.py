@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from app.data.services import store
+from telemetry import csv_safe
 from telemetry.errors import FactoryFloorError as FactoryFloorError  # for the page
 from telemetry.jobs_export import day_jobs
 from telemetry.jobs_export import day_range as day_range  # a day's range, for the page
@@ -55,5 +56,6 @@ def job_gpus(key: str) -> pd.DataFrame:
 
 
 def day_csv(day: str) -> str:
-    """The jobs of the UTC day ``day`` (``YYYY-MM-DD``) as CSV text."""
-    return day_jobs(store(), day).to_csv(index=False)
+    """The jobs of the UTC day ``day`` (``YYYY-MM-DD``) as CSV text, safe to open in a
+    spreadsheet (``telemetry.csv_safe``)."""
+    return csv_safe.to_csv(day_jobs(store(), day)) or ""

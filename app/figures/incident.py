@@ -1,6 +1,6 @@
 """The incident view's figure and its postmortem text: one interruption's spans (stalled,
 down, redoing lost steps) and its evidence lines on one time axis, and the same story as
-Markdown for the postmortem document."""
+Markdown for the postmortem document (every value escaped, code fenced: ``app.figures.md``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.figures import CATEGORY_COLOURS, TEMPLATE, _base, plot
 from app.figures.checkpoints import fmt_duration
+from app.figures.md import code, fence, text
 from app.figures.plot import Figure
 
 SPAN_COLOURS = {
@@ -89,21 +90,21 @@ def markdown(inc: dict[str, Any]) -> str:
     """The incident as Markdown for a postmortem: what, where, when, restore, loss, evidence."""
     conf = inc.get("confidence")
     how = str(inc.get("source_shown") or inc.get("source") or "")
-    cause = f"{inc['component']} ({inc['category']})"
+    cause = text(f"{inc['component']} ({inc['category']})")
     lines = [
-        f"## {when(inc['ts'])} UTC: {cause}",
+        f"## {text(when(inc['ts']))} UTC: {cause}",
         "",
-        f"- **Run:** {inc.get('run_name') or inc['run_id']}",
-        f"- **Cause:** {cause}, {how}"
+        f"- **Run:** {text(inc.get('run_name') or inc['run_id'])}",
+        f"- **Cause:** {cause}, {text(how)}"
         + ("" if conf is None else f", confidence {float(conf) * 100:.0f} %"),
-        f"- **Culprit:** {where(inc)}",
-        f"- **Last progress:** {when(inc['ts'])} UTC; detected {when(inc['detected'])} UTC; "
-        f"training resumed {when(inc.get('resumed'))} UTC",
-        f"- **Restored from:** {restored(inc)}",
-        f"- **Lost:** {lost(inc)}",
+        f"- **Culprit:** {text(where(inc))}",
+        f"- **Last progress:** {text(when(inc['ts']))} UTC; detected "
+        f"{text(when(inc['detected']))} UTC; training resumed {text(when(inc.get('resumed')))} UTC",
+        f"- **Restored from:** {text(restored(inc))}",
+        f"- **Lost:** {text(lost(inc))}",
     ]
     if inc.get("description"):
-        lines.append(f"- **Summary:** {inc['description']}")
+        lines.append(f"- **Summary:** {text(inc['description'])}")
     for h in inc.get("hangs") or []:
         lines += ["", "### The hang its ranks were stuck in (flight recorder)", "",
                   *hang_lines(h)]  # fmt: skip
@@ -114,14 +115,14 @@ def markdown(inc: dict[str, Any]) -> str:
             head = " ".join(
                 x
                 for x in (
-                    when(e.get("ts")),
-                    str(e.get("host") or ""),
-                    f"[{e.get('role') or 'context'}]",
-                    f"`{e['origin']}`" if e.get("origin") else "",
+                    text(when(e.get("ts"))),
+                    text(e.get("host") or ""),
+                    f"[{text(e.get('role') or 'context')}]",
+                    code(e["origin"]) if e.get("origin") else "",
                 )
                 if x
             )
-            lines += [f"- {head}", "", "  ```", "  " + str(e.get("line") or ""), "  ```"]
+            lines += [f"- {head}", "", *fence(e.get("line") or "", "  ")]
     return "\n".join(lines) + "\n"
 
 
@@ -131,36 +132,44 @@ def hang_lines(h: dict[str, Any]) -> list[str]:
     culprit, host = h.get("culprit_rank"), h.get("culprit_host")
     who = "no single rank (every rank stuck alike)"
     if culprit is not None and culprit == culprit:  # not NaN
-        who = f"rank {int(culprit)}" + (f" on {host}" if host else " (host not known)")
+        who = f"rank {int(culprit)}" + (f" on {text(host)}" if host else " (host not known)")
     missing = list(h.get("missing_ranks") if h.get("missing_ranks") is not None else [])
     ranks = (f"never called by rank(s) {', '.join(str(r) for r in missing[:20])}"
              + (f" and {len(missing) - 20:,} more" if len(missing) > 20 else "")
              if missing else f"{h.get('stuck_ranks') or 0:,} ranks stuck in it")  # fmt: skip
     out = [
-        f"- **Collective:** {h.get('op') or 'collective'} #{h.get('seq_id')}, process group "
-        f"{h.get('pg_desc') or h.get('process_group') or '–'}",
+        f"- **Collective:** {text(h.get('op') or 'collective')} #{text(h.get('seq_id'))}, "
+        f"process group {text(h.get('pg_desc') or h.get('process_group') or '–')}",
         f"- **Culprit:** {who}",
-        f"- **Ranks:** {ranks} of {h.get('ranks') or 0:,}; waiting since {when(h.get('ts'))} UTC",
+        f"- **Ranks:** {text(ranks)} of {text(_count(h.get('ranks')))}; waiting since "
+        f"{text(when(h.get('ts')))} UTC",
     ]
     if h.get("story"):
-        out.append(f"- **Story:** {h['story']}")
+        out.append(f"- **Story:** {text(h['story'])}")
     for title, key in (("The culprit last called from", "culprit_frames"),
                        ("The others wait in", "waiting_frames")):  # fmt: skip
         frames = [str(f) for f in (h.get(key) if h.get(key) is not None else [])][:6]
         if frames:
-            out += [f"- **{title}:**", *[f"  - `{f}`" for f in frames]]
+            out += [f"- **{title}:**", *[f"  - {code(f)}" for f in frames]]
     return out
+
+
+def _count(n: Any) -> str:
+    try:
+        return f"{int(n or 0):,}"
+    except (TypeError, ValueError):
+        return str(n)
 
 
 def hang_markdown(h: dict[str, Any]) -> str:
     """A hang as Markdown for a postmortem."""
     lines = [
-        f"## {when(h.get('ts'))} UTC: hang in {h.get('op') or 'a collective'} "
-        f"#{h.get('seq_id')}",
+        f"## {text(when(h.get('ts')))} UTC: hang in {text(h.get('op') or 'a collective')} "
+        f"#{text(h.get('seq_id'))}",
         "",
-        f"- **Run:** {h.get('run_name') or h.get('run_id')}",
+        f"- **Run:** {text(h.get('run_name') or h.get('run_id'))}",
         *hang_lines(h),
-        f"- **From:** {h.get('source') or '–'} (PyTorch flight recorder)",
+        f"- **From:** {text(h.get('source') or '–')} (PyTorch flight recorder)",
     ]
     return "\n".join(lines) + "\n"
 

@@ -109,7 +109,7 @@ def test_download_a_days_jobs_as_csv(jobs_server: Server, page: Page) -> None:
     page.locator("#jobs-day").fill("2026-03-02")  # a day without jobs: the header only
     with page.expect_download() as got:
         page.locator("#jobs-csv-button").click()
-    assert Path(got.value.path()).read_text().strip().startswith("job_id,name,user")
+    assert Path(got.value.path()).read_text().strip().startswith('"job_id","name","user"')
     assert len(Path(got.value.path()).read_text().strip().splitlines()) == 1
     assert not errors, errors
 
