@@ -13,8 +13,9 @@ Long module: each recogniser sits beside its part of ``PREFILTER`` and the line 
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import PurePath
 
 from telemetry.collect.logs.logranks import launcher, split_prefix
@@ -514,6 +515,37 @@ def traceback_step(rest: str) -> str:
     return "exception" if _EXCEPTION.match(rest) else "other"
 
 
+# -- journald's JSON export ---------------------------------------------------------------------
+_EPOCH = datetime(1970, 1, 1)
+
+
+def journal_json(raw: str) -> str | None:
+    """A ``journalctl -o json`` entry as the line ``journalctl -o short-iso`` would print for it
+    (``2026-03-01T09:53:20.123456+00:00 node-7 kernel: NVRM: Xid ...``), so the recognisers read
+    it like any journal line; None for any other line. Fields as systemd's JSON export writes
+    them (journalctl(1), "Journal Export Formats"): ``__REALTIME_TIMESTAMP`` in microseconds
+    since the epoch (a string), ``_HOSTNAME``, ``_TRANSPORT`` ``kernel`` for the kernel ring
+    buffer, ``SYSLOG_IDENTIFIER``, and ``MESSAGE``, an array of bytes when it is not UTF-8."""
+    if not raw.startswith("{") or '"__REALTIME_TIMESTAMP"' not in raw:
+        return None
+    try:
+        e = json.loads(raw)
+        t = _EPOCH + timedelta(microseconds=int(e["__REALTIME_TIMESTAMP"]))
+    except (ValueError, KeyError, TypeError, OverflowError):
+        return None
+    msg = e.get("MESSAGE")
+    if isinstance(msg, list):
+        data = bytes(b for b in msg if isinstance(b, int) and 0 <= b < 256)
+        msg = data.decode("utf-8", "replace")
+    if not isinstance(msg, str):
+        return None
+    kernel = e.get("_TRANSPORT") == "kernel" or e.get("SYSLOG_IDENTIFIER") == "kernel"
+    ident = "kernel" if kernel else str(e.get("SYSLOG_IDENTIFIER") or "journal")
+    host = e.get("_HOSTNAME")
+    head = f"{t.isoformat()}+00:00"
+    return f"{head} {host} {ident}: {msg}" if isinstance(host, str) and host else f"{head} {msg}"
+
+
 def is_kernel_log(path: str, sample_bytes: int = 16384) -> bool:
     """Whether the file at ``path`` reads as a kernel log (syslog, journal or ``dmesg`` lines
     from the kernel) by its first lines: most of them carry a kernel header or a boot time.
@@ -528,7 +560,7 @@ def is_kernel_log(path: str, sample_bytes: int = 16384) -> bool:
         return False
     kernel = 0
     for ln in lines:
-        kind, _, _, is_kernel = stamp(PREFIX.sub("", ln, count=1))
+        kind, _, _, is_kernel = stamp(journal_json(ln) or PREFIX.sub("", ln, count=1))
         kernel += bool(is_kernel or kind == "boot")
     return kernel * 2 > len(lines)
 
@@ -542,15 +574,26 @@ _HOST_NAMED = re.compile(
 _EXTENSION = re.compile(r"\.(?:gz|xz|zst|bz2|log|txt|out|err|\d+)$")
 
 
+# a folder named for a node: letters and digits (node-7, gpu012), not "log" or "2026-03-01"
+_HOST_DIR = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9][A-Za-z0-9.-]*")
+
+
 def host_from_filename(name: str) -> str | None:
     """The node a kernel log belongs to, from names like ``node-7-kern.log``,
-    ``node-7.dmesg.txt`` or ``dmesg-node-7.log``; None for names that name no node
-    (``kern.log.1``, ``syslog``, ``slurm-81234.out``)."""
-    base = PurePath(name).name
+    ``node-7.dmesg.txt`` or ``dmesg-node-7.log``, or from the folder of a log named only for
+    what it is (``node-7/kern.log``, ``gpu012/dmesg.txt``: logs gathered one folder per node;
+    a folder name with letters and digits, so ``/var/log/kern.log`` names none); None for
+    names that name no node (``kern.log.1``, ``syslog``, ``slurm-81234.out``)."""
+    path = PurePath(name)
+    base = path.name
     while (m := _EXTENSION.search(base)) and m.start() > 0:
         base = base[: m.start()]
     m = _HOST_NAMED.fullmatch(base)
-    return (m.group("a") or m.group("b")) if m else None
+    if m:
+        return m.group("a") or m.group("b")
+    if re.fullmatch(_KERNEL_WORD, base) and _HOST_DIR.fullmatch(folder := path.parent.name):
+        return folder
+    return None
 
 
 def pci_key(pci: str) -> str:

@@ -419,6 +419,8 @@ class LogParser:
             return self._text(parts[-1], lineno) or bool(bars) if parts else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
+        if raw.startswith("{") and (j := ll.journal_json(raw)) is not None:
+            raw = j  # journalctl -o json: read as the journal line it stands for
         if self._report is not None and (got := self._in_report(raw, lineno)) is not None:
             return got
         prefix, body, self._rank = lr.split_prefix(raw)
