@@ -27,6 +27,7 @@ from telemetry.hostlist import MAX_HOSTS, count_hosts
 PREFILTER = "|".join(
     [
         r"iteration +[0-9]+/",  # Megatron-LM progress
+        r"before the start of training step",  # Megatron: training (re)starts, timed
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"Training starts at step|seq_length \.\.\.",  # tokens per step or per sample
@@ -116,6 +117,8 @@ def stamp(body: str) -> Stamp:
     elif c in "IWEF" and (m := _GLOG.match(body)):
         return _yearless(m)
     m = _ISO.search(body, 0, 80)
+    if m is None and (i := body.find("] datetime: ", 0, 200)) > 0:
+        m = _ISO.match(body, i + 12)  # Megatron's print_datetime: "[after ...] datetime: ..."
     if m is None:
         return NO_STAMP
     try:
@@ -152,7 +155,7 @@ def strip_prefix(text: str) -> tuple[str, str]:
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+\s*\|")
 _MEG_FIELDS = re.compile(
     r"\| (learning rate|lm loss|grad norm|number of nan iterations|elapsed time per iteration "
-    r"\(ms\)|consumed tokens|consumed samples|[A-Za-z0-9_ -]*loss): +([^ |]+)"
+    r"\(m?s\)|consumed tokens|consumed samples|[A-Za-z0-9_ -]*loss): +([^ |]+)"
 )
 _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
@@ -193,6 +196,8 @@ def megatron(body: str) -> dict[str, float | None] | None:
     if loss is None:
         loss = next((v for k, v in f.items() if k.endswith("loss")), None)
     ms = _float(f.get("elapsed time per iteration (ms)"))
+    if ms is None and (sec := _float(f.get("elapsed time per iteration (s)"))) is not None:
+        ms = sec * 1000.0  # BigScience's Megatron-DeepSpeed prints seconds
     return {"step": int(m.group(1)), "loss": _float(loss), "lr": _float(f.get("learning rate")),
             "grad_norm": _float(f.get("grad norm")),
             "nan_iterations": _float(f.get("number of nan iterations")),
@@ -263,6 +268,11 @@ def plan(body: str) -> list[tuple[str, int]]:
             return [("model_params", round(float(m.group(1)) * 1e9))]
         return [("model_params", int((m.group(2) or m.group(3)).replace(",", "")))]
     return []
+
+
+# Megatron-LM/-DeepSpeed training.py train(): print_datetime('before the start of training
+# step') right after starting the timer that its first "elapsed time per iteration" measures
+TRAIN_START = "[before the start of training step] datetime: "
 
 
 def iteration_of(line: str) -> tuple[int, int] | None:
