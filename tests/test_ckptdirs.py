@@ -447,3 +447,21 @@ def test_deepspeed_latest_decides_completion(tmp_path: Path) -> None:
     rows = by_step(scan("pfs", out, now=NOW).checkpoints)
     assert {s: (c.status, c.format) for s, c in rows.items()} == {
         500: ("ok", "hf"), 1000: ("failed", "hf")}
+
+
+def test_a_deepspeed_tag_below_latest_that_latest_never_named_is_not_good(tmp_path: Path) -> None:
+    """(#56, 4) DeepSpeed (runtime/engine.py ``save_checkpoint``) writes every rank's
+    ``*_optim_states.pt`` into ``global_stepN/`` and then rank 0 points ``latest`` at the tag. A
+    save that died (one rank's shard half-written, another's never started), followed by a
+    restart from the tag before and a later save that moved ``latest`` past it, leaves a tag
+    below ``latest`` that ``latest`` never named: a failed write, not a checkpoint to restore."""
+    root = tmp_path / "orion-13b"
+    deepspeed_tag(root, 1000, T0)
+    torn = deepspeed_tag(root, 1500, T0 + 10 * MIN)
+    (torn / "zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()  # never written
+    shard = torn / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    put(shard, T0 + 10 * MIN + 5 * S, torch_zip()[:1000])  # cut off mid-write
+    deepspeed_tag(root, 2000, T0 + 40 * MIN)
+    put(root / "latest", T0 + 40 * MIN + 30 * S, b"global_step2000")
+    rows = by_step(scan("pfs", root, now=NOW).checkpoints)
+    assert {s: c.status for s, c in rows.items()} == {1000: "ok", 1500: "failed", 2000: "ok"}

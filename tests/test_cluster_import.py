@@ -5,6 +5,7 @@ derived from the files alone (tests/cluster_fixture.py tells the story)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,113 @@ def test_a_quiet_kernel_log_is_nothing_of_note_not_an_error(tmp_path: Path) -> N
     job.write_text("hello\nworld\n")
     r = cli("import", "--store", str(store), "--run", "r", str(job))
     assert r.returncode == 1 and "no valid records" in r.stderr
+
+
+# -- kernel-log XIDs in the forms nodes keep them (issue 56, 4) ----------------------------------
+def _job_until_gpu_loss(root: Path, hosts: list[str], lost: str) -> tuple[Path, datetime]:
+    """A 64-rank Megatron-LM job (NCCL's communicator lines place each rank) that stops at step
+    1,600 when a GPU of ``lost`` fails; Slurm gives up on the node 7 minutes later (slurmstepd's
+    ``*** JOB N ON <batch host> CANCELLED AT ... DUE TO NODE FAILURE ***`` and srun's ``Node
+    failure on <node>``), and the requeued job loads iteration 1,500. Returns the log and the
+    time of the failure (5 s after the last progress line)."""
+    from tests.cluster_fixture import _iteration
+
+    t0 = datetime(2026, 3, 1, 9, 0, 0)
+    out = [f"{hosts[r // 8]}:{3000 + r}:{3100 + r} [{r % 8}] NCCL INFO comm 0x55d5c8e{r:05x} "
+           f"rank {r} nranks 64 cudaDev {r % 8} nvmlDev {r % 8} busId 3a000 commId 0x7c1e9a3b "
+           "- Init COMPLETE" for r in range(64)]  # fmt: skip
+    out += [_iteration(t0 + timedelta(seconds=2 * s), s) for s in range(10, 1610, 10)]
+    failed = t0 + timedelta(seconds=2 * 1600 + 5)
+    gone = failed + timedelta(minutes=7)
+    out += [f"slurmstepd: error: *** JOB 81234 ON {hosts[0]} CANCELLED AT {gone:%Y-%m-%dT%H:%M:%S}"
+            " DUE TO NODE FAILURE ***", f"srun: error: Node failure on {lost}"]  # fmt: skip
+    back = gone + timedelta(minutes=5)
+    out += [f"[{back:%Y-%m-%d %H:%M:%S}] loading checkpoint from /lustre/ckpt at iteration 1500",
+            f"[{back:%Y-%m-%d %H:%M:%S}] successfully loaded checkpoint from /lustre/ckpt "
+            "[ t 0/1, p 0/1 ] at iteration 1500"]  # fmt: skip
+    out += [_iteration(back + timedelta(seconds=2 * (s - 1500)), s) for s in range(1510, 1700, 10)]
+    job = root / "slurm-81234.out"
+    job.write_text("\n".join(out) + "\n")
+    return job, failed
+
+
+# NVIDIA's driver line, as pasted from `journalctl -k` (leptonai/gpud#1209, NVIDIA/NVSentinel#155)
+_XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus."
+
+
+def _journal_json(at: datetime, host: str, message: str) -> str:
+    """One entry of ``journalctl -k -o json``: systemd's JSON export, every value a string,
+    ``__REALTIME_TIMESTAMP`` in microseconds since the epoch."""
+    us = int((at - datetime(1970, 1, 1)).total_seconds()) * 1_000_000
+    return json.dumps({
+        "__CURSOR": f"s=6c0b3e5f;i=1a2b;b=9f1d;m={us:x};t={us:x};x=1", "__REALTIME_TIMESTAMP":
+        str(us), "__MONOTONIC_TIMESTAMP": "912345678901", "_BOOT_ID": "9f1d0c6e2a8b4d7f",
+        "_TRANSPORT": "kernel", "PRIORITY": "4", "SYSLOG_FACILITY": "0", "SYSLOG_IDENTIFIER":
+        "kernel", "_MACHINE_ID": "4e1a9b0c", "_HOSTNAME": host, "MESSAGE": message,
+    }, separators=(",", ":"))  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["journalctl -o json", "dmesg -T in a folder per node"])
+def test_an_xid_before_slurms_node_failure_is_the_cause_on_its_host(
+    tmp_path: Path, form: str
+) -> None:
+    """The kernel log of the node that lost a GPU, as it is gathered: ``journalctl -k -o json``
+    (its host in ``_HOSTNAME``; before: read as records and refused, so the stop came out as
+    Slurm's node failure, "Host Maintenance") or ``dmesg -T`` in a folder named for the node
+    (``node-7/kern.log``; before: an XID on no host). The XID, 7 minutes before Slurm's node
+    failure, is the cause, on node-7."""
+    hosts = [f"node-{i}" for i in range(1, 9)]
+    job, failed = _job_until_gpu_loss(tmp_path, hosts, "node-7")
+    up = failed - timedelta(hours=1)
+    if form == "journalctl -o json":
+        kern = tmp_path / "journal.json"
+        lines = [_journal_json(up, "node-7", "mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE"),
+                 _journal_json(failed, "node-7", _XID79)]  # fmt: skip
+    else:
+        kern = tmp_path / "node-7" / "kern.log"
+        kern.parent.mkdir()
+        lines = [f"[{up:%a %b %e %H:%M:%S %Y}] mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
+                 f"[{failed:%a %b %e %H:%M:%S %Y}] {_XID79}"]  # fmt: skip
+    kern.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", RUN, str(job), str(kern))
+    assert r.returncode == 0, r.stderr
+    rows = _rows(store, "SELECT component, host, xid, node_lost, restored_step FROM interruptions")
+    assert rows == [("Faulty GPU", "node-7", 79, True, 1500)]
+    assert _rows(store, "SELECT host, xid, source FROM xid_events") == [("node-7", 79, "kernel")]
+
+
+def test_ecc_xids_in_dmesg_T_name_their_host_gpu_and_uuid(tmp_path: Path) -> None:
+    """Uncorrectable-ECC XIDs in ``dmesg -T`` (``dmesg --ctime``: leptonai/gpud#46; the 94 line
+    as leptonai/gpud#1174 quotes it), kept as ``dgx-h100-017/dmesg.txt``: the cause names the
+    host (before: none) and, since dcgm-exporter told the store that node's GPUs (its ``gpu``,
+    ``pci_bus_id`` and ``UUID`` labels, sample_data/dcgm/default_h100.txt), the GPU's index and
+    UUID, which an RMA needs."""
+    from telemetry.ingest.sink import StoreSink
+    from telemetry.ingest.targets import Fetch, Target
+    from tests.conftest import DCGM_FIXTURES
+
+    hosts = [f"dgx-h100-{i:03d}" for i in range(10, 18)]
+    job, failed = _job_until_gpu_loss(tmp_path, hosts, "dgx-h100-017")
+    store = tmp_path / "s.duckdb"
+    with Store(str(store)) as s:  # one scrape of the node's dcgm-exporter
+        text = (DCGM_FIXTURES / "default_h100.txt").read_text()
+        target = Target("http://dgx-h100-017:9400/metrics")
+        StoreSink(s).write(failed - timedelta(hours=1), [Fetch(target, text, None, 0.05)])
+    at = f"[{failed:%a %b %e %H:%M:%S %Y}]"
+    kern = tmp_path / "dgx-h100-017" / "dmesg.txt"
+    kern.parent.mkdir()
+    kern.write_text(
+        f"{at} NVRM: Xid (PCI:0000:3a:00): 94, pid=51234, name=python3, Contained ECC error\n"
+        f"{at} NVRM: Xid (PCI:0000:3a:00): 63, pid=51234, name=python3, Row Remapper: New row "
+        "(0x00000000004ca2c8) marked for remapping, reset gpu to activate.\n"
+    )
+    r = cli("import", "--store", str(store), "--run", RUN, str(job), str(kern))
+    assert r.returncode == 0, r.stderr
+    ((component, host, gpu, xid, desc, evidence),) = _rows(
+        store, "SELECT component, host, gpu, xid, description, evidence FROM interruptions")
+    assert (component, host, gpu, xid) == ("GPU HBM3 Memory", "dgx-h100-017", 2, 94)
+    uuid = "GPU-8a4996ef-b447-c0ce-b484-38b5c41f9dfd"  # GPU 2 at 00000000:3A:00.0
+    assert f"XID 94 on dgx-h100-017 GPU 2 ({uuid})" in desc
+    cause = json.loads(evidence)[0]
+    assert (cause["role"], cause["gpu"], cause["uuid"]) == ("cause", 2, uuid)

@@ -478,3 +478,53 @@ def test_tokens_from_the_sizes_the_trainer_states_once(tmp_path: Path) -> None:
     log = tmp_path / "titan.out"
     log.write_text("\n".join(titan) + "\n")
     assert [m["tokens"] for m in parse_file(log).metrics] == [s * 64 * 8192 for s in range(1, 6)]
+
+
+@pytest.mark.parametrize("exc", ["torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"])
+def test_an_untimed_oom_traceback_under_srun_and_rank_prefixes_is_the_cause(
+    tmp_path: Path, exc: str
+) -> None:
+    """(#56, 4) Megatron-DeepSpeed under torchrun under ``srun --label`` (no ``--tee``): its
+    iteration lines carry no time (timed by their pace from ``[before the start of training
+    step] datetime: ...``), nor does rank 5's OOM traceback, each line prefixed ``1: [rank5]: ``
+    (srun's node number, PyTorch's excepthook; torch 2.x names the exception
+    ``torch.OutOfMemoryError``, older 2.x ``torch.cuda.OutOfMemoryError``). The other ranks'
+    cascade carries ProcessGroupNCCL's own times, 3 s later. Before: the traceback took the
+    training start's time, 13 minutes before, and the network was blamed."""
+    import re
+    from datetime import datetime, timedelta
+
+    from tests.test_goodput_frameworks import _megatron_deepspeed
+
+    t0 = datetime(2025, 2, 18, 7, 0, 0)
+    lines = [f"{r // 4}: [default{r % 4}]:{cf.host(r // 4)}:{20000 + r}:{20099 + r} [{r % 4}] "
+             f"NCCL INFO comm 0x55d5c8e{r:05x} rank {r} nranks 8 cudaDev {r % 4} nvmlDev {r % 4} "
+             "busId 1000 commId 0x7c1e9a3b5d2f4e60 - Init COMPLETE" for r in range(8)]  # fmt: skip
+    lines += [f"1: {ln}" for ln in _megatron_deepspeed(t0, 0, 700, every=10)]  # to 07:14:00
+    fail = t0 + timedelta(seconds=700 * 1.2 + 1)
+    lines += [f"1: [rank5]: {x}" for x in (
+        "Traceback (most recent call last):",
+        '  File "/workspace/Megatron-DeepSpeed/pretrain_gpt.py", line 350, in <module>',
+        "    pretrain(train_valid_test_datasets_provider,",
+        f"{exc}: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of "
+        "79.10 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has "
+        "78.07 GiB memory in use.")]  # fmt: skip
+    for r in (0, 1, 2, 3, 4, 6, 7):  # the cascade, as cascade_fixture writes it, without --tee
+        at = fail + timedelta(seconds=3, microseconds=137 * r)
+        lines += [re.sub(r"\[default\d\]:", "", ln)
+                  for ln in cf._cascade_lines(r, 4, 20000 + r, at)]  # fmt: skip
+    back = fail + timedelta(minutes=8)
+    lines += [f"1: [after model, optimizer, and learning rate scheduler are built] datetime: "
+              f"{back:%Y-%m-%d %H:%M:%S} ",
+              "1:   successfully loaded checkpoint from /lustre/ckpt/orion at iteration 600"]
+    lines += [f"1: {ln}" for ln in _megatron_deepspeed(back, 600, 800, every=10)]
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    assert (row["component"], row["rank"], row["host"]) == ("Software Bug", 5, cf.host(1))
+    assert row["ts"] == datetime(2025, 2, 18, 7, 14)  # step 700, by its pace
+    ev = json.loads(row["evidence"])
+    assert ev[0]["role"] == "cause" and "OutOfMemoryError" in ev[0]["line"]
+    assert ev[0]["ts"] == "2025-02-18T07:14:00"  # the time of the progress line before it
+    assert {e["role"] for e in ev if e["kind"] in ("nccl_error", "ib_error")} == {"cascade"}

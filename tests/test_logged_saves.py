@@ -69,3 +69,40 @@ def test_importing_again_keeps_one_row_per_checkpoint(rotated: Path, tmp_path: P
     assert _rows(store, "SELECT count(*) FROM checkpoints WHERE run_id = ? AND format = 'log'"
                  ) == [(0,)]  # fmt: skip
     assert before == [(17,)]
+
+
+def test_a_save_whose_end_line_is_there_finished_in_the_same_second(tmp_path: Path) -> None:
+    """(#56, 4) Megatron-LM prints its save lines without a time of their own
+    (megatron/training/checkpointing.py save_checkpoint: ``saving checkpoint at iteration
+    {:7d} to {} in {} format`` and ``  successfully saved checkpoint from iteration {:7d} to {}
+    [ t {}/{}, p {}/{} ]``): both take the time of the iteration line before them, the same
+    second. The end line is there, so the save finished; it is the step restored."""
+    from datetime import datetime, timedelta
+
+    from tests.cluster_fixture import _iteration
+
+    t0, ckpt = datetime(2026, 3, 1, 8, 0, 0), "/lustre/ckpt/atlas-70b"
+    lines = [_iteration(t0 + timedelta(seconds=2 * s), s) for s in range(10, 1010, 10)]
+    lines += [f"saving checkpoint at iteration    1000 to {ckpt} in torch_dist format",
+              f"  successfully saved checkpoint from iteration    1000 to {ckpt} [ t 1/1, p 1/1 ]"]
+    lines += [_iteration(t0 + timedelta(seconds=2 * s), s) for s in range(1010, 1060, 10)]
+    lines += ["[rank3]: Traceback (most recent call last):",
+              '[rank3]:   File "/workspace/Megatron-LM/pretrain_gpt.py", line 245, in <module>',
+              "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    back = t0 + timedelta(seconds=2 * 1050 + 600)
+    lines += [f"[{back:%Y-%m-%d %H:%M:%S}] loading checkpoint from {ckpt} at iteration 1000",
+              f"[{back:%Y-%m-%d %H:%M:%S}] successfully loaded checkpoint from {ckpt} "
+              "[ t 0/1, p 0/1 ] at iteration 1000"]  # fmt: skip
+    lines += [_iteration(back + timedelta(seconds=2 * (s - 1000)), s)
+              for s in range(1010, 1200, 10)]
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", RUN, str(log))
+    assert r.returncode == 0, r.stderr
+    with duckdb.connect(str(store), read_only=True) as con:
+        (evidence, step, desc) = con.execute(
+            "SELECT evidence, restored_step, description FROM interruptions").fetchone()
+    assert step == 1000 and "CUDA out of memory" in desc
+    # before: "(the save of step 1,000 never finished: failed)"
+    assert "never finished" not in evidence and "ckpt_save_unfinished" not in evidence

@@ -34,6 +34,7 @@ import pandas as pd
 from telemetry.derive.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
 from telemetry.derive.logged_saves import LOGGED, logged_checkpoints
 from telemetry.derive.ranks import rank_hosts
+from telemetry.derive.xid_gpus import name_gpus
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT, TIERS
@@ -111,6 +112,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
            ORDER BY ts, host, gpu""",
         [run_id, lo, hi],
     )
+    name_gpus(store, signals, xid_events)  # the GPU index and UUID an XID's bus id names
     hosts = {
         r[0]
         for r in store.rows(

@@ -211,6 +211,8 @@ def item(ts: int, kind: str, role: str = "context", **kw: Any) -> dict[str, Any]
     }
     if kw.get("rank") is not None:
         out["rank"] = opt_int(kw["rank"])
+    if kw.get("uuid"):
+        out["uuid"] = kw["uuid"]  # the GPU's UUID, for an RMA
     return out
 
 
@@ -229,6 +231,7 @@ class Evidence:
     rule: Rule | None
     rank: int | None = None
     seq: int = 0  # the order it was gathered in (file order among equal times)
+    uuid: str | None = None  # the GPU's, where the store knows it (xid_gpus)
 
     @property
     def failing(self) -> bool:
@@ -241,7 +244,7 @@ class Evidence:
 
     def item(self, role: str) -> dict[str, Any]:
         kw = {"host": self.host, "gpu": self.gpu, "xid": self.xid, "origin": self.origin,
-              "rank": self.rank}  # fmt: skip
+              "rank": self.rank, "uuid": self.uuid}  # fmt: skip
         return item(self.ts, self.kind, role, line=self.line, **kw)
 
     def text(self) -> str:
@@ -250,6 +253,7 @@ class Evidence:
         where = f" on rank {self.rank}" if self.rank is not None and self.kind != XID else ""
         where += f" on {self.host}" if self.host else ""
         where += f" GPU {self.gpu}" if self.gpu is not None else ""
+        where += f" ({self.uuid})" if self.uuid and self.gpu is not None else ""
         if self.kind == XID:
             ref = xids().get(self.xid if self.xid is not None else -1)
             return f"XID {self.xid}{where}" + (f" ({ref.message})" if ref else "")
@@ -289,9 +293,9 @@ def gather(
 
     if not is_empty(signals):
         s, js = _windowed(signals, w0, w1)  # type: ignore[arg-type]
-        names = ("kind", "host", "gpu", "xid", "origin", "line", "detail", "rank")
+        names = ("kind", "host", "gpu", "xid", "origin", "line", "detail", "rank", "uuid")
         cols = [column(s, c) for c in names]
-        for j, t, kind, host, gpu, xid, origin, line, detail, rank in zip(
+        for j, t, kind, host, gpu, xid, origin, line, detail, rank, uuid in zip(
             js, s["_ts"], *cols, strict=True
         ):
             host, xid, kind, rank = opt_str(host), opt_int(xid), str(kind), opt_int(rank)
@@ -312,21 +316,23 @@ def gather(
                 rule,
                 rank,
                 len(per[j]),
+                opt_str(uuid),
             )
             per[j].append(e)
             if kind == XID and xid is not None:
                 kernel.setdefault((int(j), host, xid), []).append(e)
     if not is_empty(xid_events):
         x, js = _windowed(xid_events[xid_events["xid"].notna()], w0, w1)  # type: ignore[index]
-        cols = [column(x, c) for c in ("host", "gpu", "xid", "source")]
-        for j, t, host, gpu, xid, source in zip(js, x["_ts"], *cols, strict=True):
+        cols = [column(x, c) for c in ("host", "gpu", "xid", "source", "uuid")]
+        for j, t, host, gpu, xid, source, uuid in zip(js, x["_ts"], *cols, strict=True):
             host, gpu, xid = opt_str(host), opt_int(gpu), int(xid)
             if not ours(host):
                 continue
             near = XID_DUPLICATE_S * 1e9
             dup = [e for e in kernel.get((int(j), host, xid), []) if abs(e.ts - t) <= near]
             if dup:
-                dup[0].gpu = dup[0].gpu if dup[0].gpu is not None else gpu
+                if dup[0].gpu is None:
+                    dup[0].gpu, dup[0].uuid = gpu, opt_str(uuid)
                 continue
             ref = xids().get(xid)
             msg = ref.message if ref else "XID not in the reference"
@@ -344,6 +350,7 @@ def gather(
                     xid_rule(xid),
                     None,
                     len(per[j]),
+                    opt_str(uuid),
                 )
             )
     for evs in per:

@@ -383,13 +383,17 @@ def _unfinished_saves(
     started: pd.DataFrame, ended: pd.DataFrame, w0: int, end: int
 ) -> list[dict[str, Any]]:
     """Checkpoint saves the log started in a stop's window and never finished before progress
-    resumed: failed writes (the step they would have saved is not there to restore)."""
+    resumed: failed writes (the step they would have saved is not there to restore). An end
+    line in the same second as its start (untimed save lines take the time before them) ends
+    it when it comes after the start in the file."""
     out = []
     st = started[(started["ts"] >= w0) & (started["ts"] <= end)]
     for t, step, path, origin, line in st[["ts", "step", "path", "origin", "line"]].itertuples(
         index=False
     ):
-        done = ended[(ended["ts"] > t) & (ended["ts"] <= end)]
+        later = (ended["ts"] > t) | ((ended["ts"] == t) & ended["origin"].map(
+            lambda o, s=origin: _after(o, s)))
+        done = ended[later & (ended["ts"] <= end)]
         if step is not None:
             done = done[done["step"].isna() | (done["step"] == step)]
         if not len(done):
@@ -397,6 +401,12 @@ def _unfinished_saves(
             text = f"{line or 'checkpoint save'} (the save of {what} never finished: failed)"
             out.append(item(int(t), "ckpt_save_unfinished", origin=origin, line=text))
     return out
+
+
+def _after(origin: str | None, than: str | None) -> bool:
+    """Whether ``file:line`` ``origin`` comes after ``than`` in the same file."""
+    (f, _, n), (g, _, m) = (str(o).rpartition(":") for o in (origin, than))
+    return f == g and n.isdigit() and m.isdigit() and int(n) > int(m)
 
 
 def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:

@@ -21,8 +21,9 @@ checkpoint from the remains of a write that died with the job:
   ``tmp-checkpoint-500/`` (the name some versions save under before renaming) is never complete.
 * DeepSpeed (``deepspeed``): ``global_step1000/`` directories (``mp_rank_00_model_states.pt``,
   ``*_optim_states.pt``) beside a ``latest`` file naming the newest complete tag
-  (``global_step1000``), which rank 0 writes after the save: a step at or below it is complete,
-  one above it (a save that died, or that ``latest`` never pointed to) is not. Without ``latest``
+  (``global_step1000``), which rank 0 writes after the save: that step is complete, one above
+  it (a save that died, or that ``latest`` never pointed to) is not, and one below it only when
+  its files are whole and hold every rank's optimizer states (``_ds_whole``). Without ``latest``
   the files cannot tell: whole once unchanged for the grace period. Inside a Hugging Face
   ``checkpoint-500/`` (the Trainer with DeepSpeed) the same ``latest`` must name its
   ``global_step`` directory for the checkpoint to be complete.
@@ -297,6 +298,27 @@ def _whole(path: str, size: int) -> bool | None:
         return False
 
 
+def _ds_whole(path: str, named: int) -> bool:
+    """Whether a DeepSpeed tag below the one ``latest`` names is a save that finished, though
+    ``latest`` no longer says so (it names only the newest): every ``.pt`` in it a whole
+    torch.save zip, and as many ranks' optimizer states as the named tag holds. A save that
+    died, followed by a restart and a later save, leaves a tag below ``latest`` that it never
+    named, with a rank's shard missing or cut off."""
+    def shards(d: str) -> list[str]:
+        try:
+            return [n for n in os.listdir(d) if n.endswith("optim_states.pt")]
+        except OSError:
+            return []
+    own = shards(path)
+    if len(own) < len(shards(os.path.join(os.path.dirname(path), f"global_step{named}"))):
+        return False
+    try:
+        pts = [e for e in os.scandir(path) if e.name.endswith(".pt") and e.is_file()]
+        return all(_whole(e.path, e.stat().st_size) is not False for e in pts)
+    except OSError:
+        return False
+
+
 _Tracker = tuple[int | None, float | None]  # Megatron's tracked iteration and the tracker's mtime
 
 
@@ -478,7 +500,7 @@ class _Scan:
         complete: bool | None = None
         marker = None
         if latest[0] is not None:
-            complete = step <= latest[0]
+            complete = step == latest[0] or (step < latest[0] and _ds_whole(path, latest[0]))
             marker = latest[1] if step == latest[0] else None
         self._emit("deepspeed", step, path, parts, files, complete, marker)
         return True

@@ -49,6 +49,22 @@ def _by_extension(*exts: str) -> Callable[[str], bool]:
     return lambda p: not _tensorboard_path(p) and _ext(p) in exts
 
 
+def _journal_export(path: str) -> bool:
+    """``journalctl -o json`` output (a node's journal, read as a text log): its first entry
+    carries journald's ``__REALTIME_TIMESTAMP`` and ``MESSAGE`` fields."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"__REALTIME_TIMESTAMP"' in head \
+        and b'"MESSAGE"' in head
+
+
+def _records_json(path: str) -> bool:
+    return _by_extension(".jsonl", ".ndjson", ".json")(path) and not _journal_export(path)
+
+
 def _fill_run(log: FileRecords, run: str | None) -> FileRecords:
     """``log`` with ``run`` filled into the records (and straggler score rows) that name none."""
     for rec in log.records:
@@ -82,7 +98,7 @@ FORMATS: tuple[LogFormat, ...] = (
         "jsonl",
         "JSON lines",
         ".jsonl, .json",
-        _by_extension(".jsonl", ".ndjson", ".json"),
+        _records_json,
         _jsonl,
     ),
     LogFormat("csv", "CSV", ".csv", _by_extension(".csv"), _csv),

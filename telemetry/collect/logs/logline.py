@@ -13,8 +13,9 @@ Long module: each recogniser sits beside its part of ``PREFILTER`` and the line 
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import PurePath
 
 from telemetry.collect.logs.logranks import launcher, split_prefix
@@ -26,6 +27,7 @@ from telemetry.hostlist import MAX_HOSTS, count_hosts
 PREFILTER = "|".join(
     [
         r"iteration +[0-9]+/",  # Megatron-LM progress
+        r"before the start of training step",  # Megatron: training (re)starts, timed
         r"step: *[0-9]",  # TorchTitan progress
         r"steps: [0-9]+ loss: ",  # DeepSpeed pipeline engine progress
         r"Training starts at step|seq_length \.\.\.",  # tokens per step or per sample
@@ -116,6 +118,8 @@ def stamp(body: str) -> Stamp:
     elif c in "IWEF" and (m := _GLOG.match(body)):
         return _yearless(m)
     m = _ISO.search(body, 0, 80)
+    if m is None and (i := body.find("] datetime: ", 0, 200)) > 0:
+        m = _ISO.match(body, i + 12)  # Megatron's print_datetime: "[after ...] datetime: ..."
     if m is None:
         return NO_STAMP
     try:
@@ -152,7 +156,7 @@ def strip_prefix(text: str) -> tuple[str, str]:
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+\s*\|")
 _MEG_FIELDS = re.compile(
     r"\| (learning rate|lm loss|grad norm|number of nan iterations|elapsed time per iteration "
-    r"\(ms\)|consumed tokens|consumed samples|[A-Za-z0-9_ -]*loss): +([^ |]+)"
+    r"\(m?s\)|consumed tokens|consumed samples|[A-Za-z0-9_ -]*loss): +([^ |]+)"
 )
 _TITAN = re.compile(r"(?<!validate )step:\s*(\d+)\s+loss:\s*([-+]?[\w.]+)")
 _PAIR = re.compile(r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*([^,}]+)""")
@@ -193,6 +197,8 @@ def megatron(body: str) -> dict[str, float | None] | None:
     if loss is None:
         loss = next((v for k, v in f.items() if k.endswith("loss")), None)
     ms = _float(f.get("elapsed time per iteration (ms)"))
+    if ms is None and (sec := _float(f.get("elapsed time per iteration (s)"))) is not None:
+        ms = sec * 1000.0  # BigScience's Megatron-DeepSpeed prints seconds
     return {"step": int(m.group(1)), "loss": _float(loss), "lr": _float(f.get("learning rate")),
             "grad_norm": _float(f.get("grad norm")),
             "nan_iterations": _float(f.get("number of nan iterations")),
@@ -263,6 +269,11 @@ def plan(body: str) -> list[tuple[str, int]]:
             return [("model_params", round(float(m.group(1)) * 1e9))]
         return [("model_params", int((m.group(2) or m.group(3)).replace(",", "")))]
     return []
+
+
+# Megatron-LM/-DeepSpeed training.py train(): print_datetime('before the start of training
+# step') right after starting the timer that its first "elapsed time per iteration" measures
+TRAIN_START = "[before the start of training step] datetime: "
 
 
 def iteration_of(line: str) -> tuple[int, int] | None:
@@ -515,6 +526,37 @@ def traceback_step(rest: str) -> str:
     return "exception" if _EXCEPTION.match(rest) else "other"
 
 
+# -- journald's JSON export ---------------------------------------------------------------------
+_EPOCH = datetime(1970, 1, 1)
+
+
+def journal_json(raw: str) -> str | None:
+    """A ``journalctl -o json`` entry as the line ``journalctl -o short-iso`` would print for it
+    (``2026-03-01T09:53:20.123456+00:00 node-7 kernel: NVRM: Xid ...``), so the recognisers read
+    it like any journal line; None for any other line. Fields as systemd's JSON export writes
+    them (journalctl(1), "Journal Export Formats"): ``__REALTIME_TIMESTAMP`` in microseconds
+    since the epoch (a string), ``_HOSTNAME``, ``_TRANSPORT`` ``kernel`` for the kernel ring
+    buffer, ``SYSLOG_IDENTIFIER``, and ``MESSAGE``, an array of bytes when it is not UTF-8."""
+    if not raw.startswith("{") or '"__REALTIME_TIMESTAMP"' not in raw:
+        return None
+    try:
+        e = json.loads(raw)
+        t = _EPOCH + timedelta(microseconds=int(e["__REALTIME_TIMESTAMP"]))
+    except (ValueError, KeyError, TypeError, OverflowError):
+        return None
+    msg = e.get("MESSAGE")
+    if isinstance(msg, list):
+        data = bytes(b for b in msg if isinstance(b, int) and 0 <= b < 256)
+        msg = data.decode("utf-8", "replace")
+    if not isinstance(msg, str):
+        return None
+    kernel = e.get("_TRANSPORT") == "kernel" or e.get("SYSLOG_IDENTIFIER") == "kernel"
+    ident = "kernel" if kernel else str(e.get("SYSLOG_IDENTIFIER") or "journal")
+    host = e.get("_HOSTNAME")
+    head = f"{t.isoformat()}+00:00"
+    return f"{head} {host} {ident}: {msg}" if isinstance(host, str) and host else f"{head} {msg}"
+
+
 def is_kernel_log(path: str, sample_bytes: int = 16384) -> bool:
     """Whether the file at ``path`` reads as a kernel log (syslog, journal or ``dmesg`` lines
     from the kernel) by its first lines: most of them carry a kernel header or a boot time.
@@ -529,7 +571,7 @@ def is_kernel_log(path: str, sample_bytes: int = 16384) -> bool:
         return False
     kernel = 0
     for ln in lines:
-        kind, _, _, is_kernel = stamp(PREFIX.sub("", ln, count=1))
+        kind, _, _, is_kernel = stamp(journal_json(ln) or PREFIX.sub("", ln, count=1))
         kernel += bool(is_kernel or kind == "boot")
     return kernel * 2 > len(lines)
 
@@ -543,15 +585,26 @@ _HOST_NAMED = re.compile(
 _EXTENSION = re.compile(r"\.(?:gz|xz|zst|bz2|log|txt|out|err|\d+)$")
 
 
+# a folder named for a node: letters and digits (node-7, gpu012), not "log" or "2026-03-01"
+_HOST_DIR = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9][A-Za-z0-9.-]*")
+
+
 def host_from_filename(name: str) -> str | None:
     """The node a kernel log belongs to, from names like ``node-7-kern.log``,
-    ``node-7.dmesg.txt`` or ``dmesg-node-7.log``; None for names that name no node
-    (``kern.log.1``, ``syslog``, ``slurm-81234.out``)."""
-    base = PurePath(name).name
+    ``node-7.dmesg.txt`` or ``dmesg-node-7.log``, or from the folder of a log named only for
+    what it is (``node-7/kern.log``, ``gpu012/dmesg.txt``: logs gathered one folder per node;
+    a folder name with letters and digits, so ``/var/log/kern.log`` names none); None for
+    names that name no node (``kern.log.1``, ``syslog``, ``slurm-81234.out``)."""
+    path = PurePath(name)
+    base = path.name
     while (m := _EXTENSION.search(base)) and m.start() > 0:
         base = base[: m.start()]
     m = _HOST_NAMED.fullmatch(base)
-    return (m.group("a") or m.group("b")) if m else None
+    if m:
+        return m.group("a") or m.group("b")
+    if re.fullmatch(_KERNEL_WORD, base) and _HOST_DIR.fullmatch(folder := path.parent.name):
+        return folder
+    return None
 
 
 def pci_key(pci: str) -> str:

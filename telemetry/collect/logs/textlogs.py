@@ -28,9 +28,10 @@ Why it is built this way:
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from math import isfinite
 from pathlib import Path
@@ -137,6 +138,9 @@ class LogParser:
         self._bar_elapsed: dict[int, float] = {}
         self._bar_ts: datetime | None = None  # the time the last bar showed
         self._progress: tuple[int, datetime] | None = None  # the last progress point's step, time
+        self._starts: list[tuple[int, int | None, datetime | None]] = []  # see _train_start
+        self._resume: int | None = None  # the step a checkpoint load named, until training starts
+        self._ctx_items: list[tuple[list[Any], int]] = []  # block items timed by context (_lift)
         self._recent: dict[int, str] = {}  # step -> the prefix of the rank that printed it
         self._last_step = -1
         self._plan: dict[str, int] = {}  # tokens per step (TorchTitan), sequence length (Megatron)
@@ -301,9 +305,12 @@ class LogParser:
         if fast is not None:
             self._merge_fast(block, base, offs, first, *fast)
         self._pace(first)
+        self._lift(first)
         self._planned_end(first, block, base, offs)
         self._s = len(block) + 1
         self._context()  # carry the most recent time into the next block
+        if self._progress and (self.clock.last is None or self._progress[1] > self.clock.last):
+            self.clock.last = self._progress[1]  # a paced progress point is a time shown too
         self._blk, self._ctx_lo = b"", 0
         self.lines += n
         self.next_lineno = base + n
@@ -427,6 +434,8 @@ class LogParser:
             return self._text(parts[-1], lineno) or bool(bars) if parts else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
+        if raw.startswith("{") and (j := ll.journal_json(raw)) is not None:
+            raw = j  # journalctl -o json: read as the journal line it stands for
         if self._report is not None and (got := self._in_report(raw, lineno)) is not None:
             return got
         prefix, body, self._rank = lr.split_prefix(raw)
@@ -463,6 +472,8 @@ class LogParser:
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
+        if ll.TRAIN_START in body:
+            return self._train_start(body, lineno)
         if ("Training starts" in body or "seq_length" in body or "world" in body
                 or "train_iters" in body or "SLURM_" in body or "arameters" in body) and (
             p := ll.plan(body)
@@ -732,7 +743,11 @@ class LogParser:
         happened, not when the log last printed a time. Points without a token count get one
         from what the trainer said once: consumed samples x Megatron's ``seq_length``, or the
         step x TorchTitan's global batch x sequence length."""
-        for rec in self.metrics[first:]:
+        starts = self._starts
+        for rec, origin in zip(self.metrics[first:], self.metric_origins[first:], strict=True):
+            while starts and starts[0][0] < _lineno(origin):  # training (re)started before it
+                _, step0, at = starts.pop(0)
+                self._progress = (step0, at) if step0 is not None and at is not None else None
             pace = self._paced.pop(id(rec), None) if self._paced else None
             step, ts = rec["step"], rec.get("ts")
             samples = rec.pop("samples", None)
@@ -753,7 +768,40 @@ class LogParser:
                     rec["ts"] = ts = est
             if ts is not None:
                 self._progress = (step, ts)
+        if starts:  # a start after the block's last progress point
+            _, step0, at = starts[-1]
+            self._progress = (step0, at) if step0 is not None and at is not None else None
+        starts.clear()
         self._paced.clear()
+
+    def _train_start(self, body: str, lineno: int) -> bool:
+        """Megatron's "[before the start of training step] datetime: ..." (training.py
+        ``train``): its first progress line measures its time per iteration from here, from the
+        step a checkpoint load just named (else step 0, when nothing was trained before), so it
+        anchors that line's pace (``_pace``), not the previous attempt's last point."""
+        ts, _how, _ = self._when(body)
+        step0 = self._resume if self._resume is not None else (0 if self._last_step < 0 else None)
+        self._resume = None
+        self._starts.append((lineno, step0, ts))
+        return True
+
+    def _lift(self, first: int) -> None:
+        """A line without a time of its own after a progress line paced later than the time it
+        took (the most recent time shown) happened after that progress: it takes its time (an
+        untimed traceback between paced iteration lines is when they say, not hours before)."""
+        items, self._ctx_items = self._ctx_items, []
+        if not items or len(self.metrics) <= first:
+            return
+        lines = [_lineno(o) for o in self.metric_origins[first:]]
+        times = [r.get("ts") for r in self.metrics[first:]]
+        for box, i in items:
+            item = box[i]
+            k = bisect_right(lines, _lineno(item.origin)) - 1
+            while k >= 0 and times[k] is None:
+                k -= 1
+            if k >= 0 and item.ts is not None and times[k] > item.ts:
+                box[i] = replace(item, ts=times[k])
+                self.counts["ts_from_paced_progress"] += 1
 
     def _nan(self, detail: str, ts: datetime | None, how: str, raw: str, lineno: int) -> None:
         self._add_signal(Signal(ts, sig.NAN_LOSS, self.host, None, None, detail,
@@ -769,6 +817,10 @@ class LogParser:
                 self.counts["load_finished"] += 1
                 kind = "load_end"
         ts, how, _ = self._when(body)
+        if kind in ("load", "load_end") and step is not None:
+            self._resume = step
+        if how == "context":
+            self._ctx_items.append((self.checkpoint_events, len(self.checkpoint_events)))
         self.checkpoint_events.append(
             CheckpointEvent(ts, kind, step, path, self._origin(lineno), clean_line(raw)))
         self.counts[kind] += 1
@@ -801,6 +853,8 @@ class LogParser:
                                 clean_line(raw), "kernel" if kernel else "log", rank), how)
 
     def _add_signal(self, s: Signal, how: str) -> None:
+        if how == "context":
+            self._ctx_items.append((self.signals, len(self.signals)))
         self.signals.append(s)
         self.counts[s.kind] += 1
         self.counts["signals"] += 1
@@ -824,6 +878,10 @@ def _shift(t: datetime | None, seconds: float, window: Window) -> datetime | Non
     except (OverflowError, ValueError):
         return None
     return out if out in window else None
+
+
+def _lineno(origin: str) -> int:
+    return int(origin.rsplit(":", 1)[1])
 
 
 def _utf8_start(data: bytes) -> bytes:
