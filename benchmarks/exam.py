@@ -25,19 +25,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import figures  # noqa: E402
 from benchmarks.exam_jobs import Case, Generated, generate, truth  # noqa: E402
 from benchmarks.exam_score import import_case, score  # noqa: E402
+from benchmarks.exam_slurm import generate_slurm  # noqa: E402
 
+# Every failure a rank can have here, across the frameworks' formats (exam_formats.py)
 CASES = [
     Case("exception", "exception", culprit=1),
+    Case("exception_titan", "exception", fmt="titan", culprit=2),
     Case("sigkill", "sigkill", culprit=2),
+    Case("sigkill_mds", "sigkill", fmt="megatron_deepspeed", culprit=1),
     Case("hang", "hang", culprit=3),
-    Case("segfault", "segfault", culprit=2),
-    Case("abort", "abort", culprit=1),
-    Case("exit0", "exit0", culprit=2),
+    Case("segfault", "segfault", fmt="titan", culprit=2),
+    Case("abort", "abort", fmt="megatron_deepspeed", culprit=1),
+    Case("exit0", "exit0", fmt="titan", culprit=2),
     Case("node_lost", "node_lost", culprit=2),
     Case("save_crash", "save_crash", culprit=1, at=10),
+    Case("save_crash_ds", "save_crash", fmt="megatron_deepspeed", culprit=2, at=10),
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),
-    Case("slow", "slow", culprit=1, at=3),
+    Case("slow", "slow", fmt="titan", culprit=1, at=3),
     Case("exception8", "exception", nproc=4, culprit=5),
+    # under the real Slurm of the tests (exam_slurm.py), srun --label starting the agents
+    Case("slurm_exception", "exception", culprit=2, slurm="srun"),
+    Case("time_limit", "time_limit", steps=200, save_every=20, slurm="time_limit"),
+    Case("preempt", "preempt", fmt="titan", steps=60, save_every=10, slurm="preempt"),
 ]
 CHECKS = ("import", "found", "cause", "rank", "host", "stop", "restore", "lost", "restarts",
           "state", "extra", "hang")  # fmt: skip
@@ -117,22 +126,48 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ff-exam-") as tmp:
         root = Path(a.keep or tmp)
         results = []
-        for c in cases:
-            d = root / c.name
-            if a.reuse and (d / "truth.json").exists():
-                g = Generated(c, d, d / "job.log", d / "ckpt", d / "fr", truth(c, d / "truth"))
-            else:
-                print(f"=== {c.name}: {c.nnodes} agents x {c.nproc} ranks, {c.kind}", flush=True)
-                g = generate(c, root)
-                print(f"    generated in {g.seconds:.0f} s", flush=True)
-            store = root / f"{c.name}.duckdb"
-            store.unlink(missing_ok=True)
-            got = import_case(g, store)
-            sc = score(g, got)
-            (d / "score.json").write_text(json.dumps(sc, indent=1, default=str))
-            results.append((g, got, sc))
+        slurm: list = []  # the tests' Slurm, started for the first Slurm case
+        try:
+            for c in cases:
+                results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+        finally:
+            for cluster in slurm:
+                cluster.stop()
         figures.write(a.json, report(results))
     return 0
+
+
+def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
+    """One case generated (or, with ``reuse``, read back), imported blind and scored."""
+    d = root / c.name
+    if reuse and (d / "truth.json").exists():
+        g = Generated(c, d, d / "job.log", d / "ckpt", d / "fr", truth(c, d / "truth"))
+    else:
+        print(f"=== {c.name}: {c.nnodes} agents x {c.nproc} ranks, {c.kind}", flush=True)
+        if c.slurm and not slurm:
+            slurm.append(_slurm(tmp / "slurm"))
+        g = generate_slurm(c, root, slurm[0]) if c.slurm else generate(c, root)
+        print(f"    generated in {g.seconds:.0f} s", flush=True)
+    store = root / f"{c.name}.duckdb"
+    store.unlink(missing_ok=True)
+    got = import_case(g, store)
+    sc = score(g, got)
+    (d / "score.json").write_text(json.dumps(sc, indent=1, default=str))
+    return g, got, sc
+
+
+def _slurm(base: Path):  # noqa: ANN202 (tests.slurm_fixture.SlurmCluster)
+    """The tests' one-node Slurm (``make slurm`` installs it), started for the Slurm cases."""
+    from tests.slurm_fixture import SlurmCluster
+
+    print("    starting the tests' Slurm (tests/slurm_fixture.py)", flush=True)
+    base.parent.chmod(0o755)  # munge and mysql must reach the cluster's dirs (a temp dir is 0700)
+    cluster = SlurmCluster(base)
+    try:
+        return cluster.start()
+    except BaseException:
+        cluster.stop()  # what did start (munge, MariaDB, slurmdbd) must not outlive us
+        raise
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ class Case:
     save_every: int = 5
     failing_attempts: int = 1  # a restart loop: 4 (the first and three restarts) and no finish
     finish: bool = True  # a last attempt that runs to the end
+    step_s: float = 0.3  # the time a step takes besides its all-reduce
+    slurm: str = ""  # under the real Slurm (exam_slurm.py): "srun", "time_limit", "preempt"
 
     @property
     def ranks(self) -> int:
@@ -70,7 +72,7 @@ def hosts(case: Case) -> list[str]:
     return [f"gpu-b{base + i:02d}" for i in range(case.nnodes)]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -84,30 +86,42 @@ def _pump(proc: subprocess.Popen, label: int, out, lock: threading.Lock) -> None
             out.flush()
 
 
-def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> None:
-    names = hosts(case)
-    hostfile = g.dir / "hosts"
-    hostfile.write_text(
-        "127.0.0.1 localhost\n" + "".join(f"127.0.2.{i + 1} {n}\n" for i, n in enumerate(names))
-    )
+def job_env(case: Case, g: Generated, attempt: int, kind: str) -> dict[str, str]:
+    """The environment of one launch: what exam_train.py injects, where it writes."""
     env = dict(os.environ)
     env.update(
         PYTHONUNBUFFERED="1", TORCH_FR_BUFFER_SIZE="2000", EXAM_KIND=kind,
         EXAM_CULPRIT=str(case.culprit), EXAM_AT=str(case.at), EXAM_STEPS=str(case.steps),
         EXAM_SAVE_EVERY=str(case.save_every), EXAM_FORMAT=case.fmt, EXAM_CKPT=str(g.ckpt),
         EXAM_TRUTH=str(g.dir / "truth"), EXAM_FR=str(g.fr), EXAM_ATTEMPT=str(attempt),
-        OMP_NUM_THREADS="1",
+        EXAM_STEP_S=str(case.step_s), OMP_NUM_THREADS="1",
     )  # fmt: skip
+    return env
+
+
+def agent_command(case: Case, g: Generated, attempt: int, port: int, hostname: str) -> str:
+    """One node: a torchrun agent under ``hostname`` in its own UTS and mount namespace,
+    seeing every node by name through a private /etc/hosts (a shell command for unshare)."""
+    names = hosts(case)
+    hostfile = g.dir / "hosts"
+    hostfile.write_text(
+        "127.0.0.1 localhost\n" + "".join(f"127.0.2.{i + 1} {n}\n" for i, n in enumerate(names))
+    )
+    run = (
+        f"{TORCHRUN} --nnodes {case.nnodes} --nproc-per-node {case.nproc} "
+        f"--rdzv-backend c10d --rdzv-endpoint {names[0]}:{port} "
+        f"--rdzv-id exam-{case.name}-{attempt} --max-restarts 0 {TEE.get(case.fmt, '')}{TRAIN}"
+    )
+    return f"hostname {hostname}; mount --bind {hostfile} /etc/hosts; exec {run}"
+
+
+def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> None:
+    names = hosts(case)
+    env = job_env(case, g, attempt, kind)
     procs, lock, pumps = [], threading.Lock(), []
     with open(g.log, "a") as out:
         for i, name in enumerate(names):
-            run = (
-                f"{TORCHRUN} --nnodes {case.nnodes} --nproc-per-node {case.nproc} "
-                f"--rdzv-backend c10d --rdzv-endpoint {names[0]}:{port} "
-                f"--rdzv-id exam-{case.name}-{attempt} --max-restarts 0 {TEE.get(case.fmt, '')}"
-                f"{TRAIN}"
-            )
-            sh = f"hostname {name}; mount --bind {hostfile} /etc/hosts; exec {run}"
+            sh = agent_command(case, g, attempt, port, name)
             p = subprocess.Popen(
                 ["unshare", "--uts", "--mount", "sh", "-c", sh], env=env, text=True,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -133,22 +147,31 @@ def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> No
             t.join(timeout=10)
 
 
-def generate(case: Case, root: Path) -> Generated:
-    """Run ``case``'s launches under ``root/<name>/`` and gather its truth."""
+def prepare(case: Case, root: Path) -> Generated:
+    """A fresh ``root/<name>/`` with the case's checkpoint, dump and truth folders."""
     d = root / case.name
     if d.exists():
         shutil.rmtree(d)
     for sub in ("ckpt", "fr", "truth"):
         (d / sub).mkdir(parents=True)
-    g = Generated(case, d, d / "job.log", d / "ckpt", d / "fr")
+    return Generated(case, d, d / "job.log", d / "ckpt", d / "fr")
+
+
+def finish(g: Generated, t0: float) -> Generated:
+    g.seconds = time.monotonic() - t0
+    g.truth = truth(g.case, g.dir / "truth")
+    (g.dir / "truth.json").write_text(json.dumps(g.truth, indent=1))
+    return g
+
+
+def generate(case: Case, root: Path) -> Generated:
+    """Run ``case``'s launches under ``root/<name>/`` and gather its truth."""
+    g = prepare(case, root)
     t0 = time.monotonic()
     attempts = [case.kind] * case.failing_attempts + (["none"] if case.finish else [])
     for n, kind in enumerate(attempts, start=1):
-        _attempt(case, g, n, kind, _free_port())
-    g.seconds = time.monotonic() - t0
-    g.truth = truth(case, d / "truth")
-    (d / "truth.json").write_text(json.dumps(g.truth, indent=1))
-    return g
+        _attempt(case, g, n, kind, free_port())
+    return finish(g, t0)
 
 
 def truth(case: Case, tdir: Path) -> dict:

@@ -31,6 +31,9 @@ CAUSES = {
     "exit0": {"Software Bug"},
     "node_lost": HOST,
     "save_crash": {"Software Bug"},
+    # Slurm's own stops are planned: the cause is Slurm's line, no rank is a culprit
+    "time_limit": {"Planned maintenance"},
+    "preempt": {"Planned maintenance"},
 }
 LOOP = re.compile(r"Restart loop: (\d+) restarts")
 
@@ -74,23 +77,22 @@ def score(g: Generated, got: dict) -> dict:
     with its confidence (for the reliability table) and each miss in words."""
     case, t, run = g.case, g.truth, got["run"]
     ints = (run.get("interruptions") or {}).get("list") or []
-    unplanned = [i for i in ints if not i["planned"]]
     stops = t["stops"]
     loop = case.failing_attempts >= 3
     want = 0 if case.kind == "slow" else 1  # a restart loop is one interruption
     checks: dict = {"import": got["import_rc"] == 0}
     miss: list[str] = []
-    checks["extra"] = len(unplanned) == want
-    if len(unplanned) != want:
-        miss.append(f"{len(unplanned)} interruptions, expected {want}: "
-                    + "; ".join(i["description"] for i in unplanned))  # fmt: skip
+    checks["extra"] = len(ints) == want
+    if len(ints) != want:
+        miss.append(f"{len(ints)} interruptions, expected {want}: "
+                    + "; ".join(i["description"] for i in ints))  # fmt: skip
     out = {"checks": checks, "miss": miss, "named": None}
     if want == 0:
         checks["state"] = run.get("state") == t["state"]
         return out
     s0 = stops[0]
     when = s0["fault_t"] or s0["last_progress_t"]
-    i = min(unplanned, key=lambda x: abs(_ts(x["ts"]) - when)) if unplanned else None
+    i = min(ints, key=lambda x: abs(_ts(x["ts"]) - when)) if ints else None
     checks["found"] = i is not None and _near(i["ts"], when)
     checks["cause"] = i is not None and i["component"] in CAUSES[case.kind]
     checks["stop"] = i is not None and _near(i["ts"], when)
@@ -99,17 +101,15 @@ def score(g: Generated, got: dict) -> dict:
     if not checks["cause"]:
         miss.append(f"cause {i['component']}, expected one of {sorted(CAUSES[case.kind])}")
     named = i["rank"] is not None or i["host"] is not None
-    right = named and (s0.get("rank") is None or i["rank"] in (None, s0["rank"])) and (
-        i["host"] in (None, s0.get("host"))
-    ) and not (s0.get("rank") is None and i["rank"] is not None
-               and t["rank_host"].get(str(i["rank"])) != s0.get("host"))  # fmt: skip
+    right = named and s0.get("host") is not None and _right(i, s0, t["rank_host"])
     if named:
         out["named"] = (i["confidence"], bool(right))
         if not right:
             miss.append(f"culprit rank {i['rank']} host {i['host']}, expected rank "
                         f"{s0.get('rank')} host {s0.get('host')}")  # fmt: skip
     checks["culprit_named_right"] = bool(right) if named else None
-    checks["culprit_recall"] = bool(right)
+    if s0.get("host") is not None:  # recall where the truth has a culprit
+        checks["culprit_recall"] = bool(right)
     if s0.get("rank") is not None:
         checks["rank"] = i["rank"] == s0["rank"]
     checks["host"] = i["host"] == s0.get("host")
@@ -121,7 +121,7 @@ def score(g: Generated, got: dict) -> dict:
         miss.append(f"restore {i['restored_step']} lost {i['lost_steps']}, expected "
                     f"{want_restore} and {want_lost}")  # fmt: skip
     m = LOOP.search(i["description"] or "")
-    restarts = int(m.group(1)) if m else sum(1 for x in unplanned if x["restored_step"] is not None)
+    restarts = int(m.group(1)) if m else sum(1 for x in ints if x["restored_step"] is not None)
     checks["restarts"] = restarts == t["restarts"]
     checks["state"] = run.get("state") == t["state"]
     if not checks["restarts"] or not checks["state"]:
@@ -136,6 +136,18 @@ def score(g: Generated, got: dict) -> dict:
         if not checks["hang"]:
             miss.append(f"hang {h}")
     return out
+
+
+def _right(i: dict, s0: dict, rank_host: dict) -> bool:
+    """What is named is the truth: the rank (when the truth has one; a lost node's rank must
+    be on that node) and the host, each where named."""
+    if i["host"] not in (None, s0["host"]):
+        return False
+    if i["rank"] is None:
+        return True
+    if s0.get("rank") is None:
+        return rank_host.get(str(i["rank"])) == s0["host"]
+    return i["rank"] == s0["rank"]
 
 
 def _ts(ts: str) -> float:
