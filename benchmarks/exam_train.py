@@ -163,8 +163,13 @@ def save(rank: int, world: int, step: int, state: dict, printer: bool) -> None:
 
 
 def main() -> None:
-    dist.init_process_group("gloo", timeout=timedelta(seconds=float(ENV.get("EXAM_PG_TIMEOUT_S",
-                                                                            "20"))))  # fmt: skip
+    # ranks of a loaded machine reach the first collective minutes apart: a long timeout for
+    # the job; the hang's waiting ranks time out on a group of their own (EXAM_PG_TIMEOUT_S)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=600))
+    group = None
+    if KIND == "hang":
+        wait_s = float(ENV.get("EXAM_PG_TIMEOUT_S", "20"))
+        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=wait_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     printer = FMT.all_ranks or rank == world - 1  # Megatron's training_log is print_rank_last
     torch.manual_seed(0)
@@ -199,7 +204,7 @@ def main() -> None:
         loss.backward()
         for p in model.parameters():
             try:
-                dist.all_reduce(p.grad)
+                dist.all_reduce(p.grad, group=group)
             except Exception:
                 if KIND == "hang" and FR:
                     dist.distributed_c10d._get_default_store().set("exam_dump", "1")
