@@ -1,0 +1,168 @@
+"""The progress and checkpoint lines each framework prints, verbatim, for the exam's job
+(``exam_train.py``). Only these lines are written by the exam; everything else in its logs
+comes from the real software.
+
+Sources (the format strings copied from each):
+- Megatron-LM (checkpoints: DCP ``iter_NNNNNNN/`` and ``latest_checkpointed_iteration.txt``,
+  its ``torch_dist`` format): megatron/training/training.py ``training_log`` (`` [%Y-%m-%d %H:%M:%S]
+  iteration {:8d}/{:8d} | consumed samples: {:12d} | elapsed time per iteration (ms): {:.1f} |
+  learning rate: {:.6E} | global batch size: {:5d} | lm loss: {:.6E} | loss scale: {:.1f} |
+  grad norm: {:.3f} | number of skipped iterations: {:3d} | number of nan iterations: {:3d} |``),
+  ``print_datetime('after training is done')``; megatron/training/checkpointing.py
+  (``saving checkpoint at iteration {:7d} to {} in {} format``, ``  successfully saved
+  checkpoint from iteration {:7d} to {} [ t {}/{}, p {}/{} ]``, `` loading distributed
+  checkpoint from {} at iteration {}``, ``  successfully loaded checkpoint from {} [ t {}/{},
+  p {}/{} ] at iteration {}``); megatron/training/arguments.py (``using world size: {},
+  data-parallel size: {}, ...``).
+- TorchTitan (DCP ``step-N/``; every rank logs, torchrun ``--role rank --tee 3`` as its
+  run_train.sh): torchtitan/tools/logging.py (``[titan] %(asctime)s - %(name)s -
+  %(levelname)s - %(message)s``), torchtitan/components/metrics.py (``step: {step:2}  loss:
+  {loss:7.4f}  grad_norm: {grad_norm:7.4f}  memory: {:5.2f}GiB({:.2f}%)  tps: {round(tps):,}
+  tflops: {tflops:,.2f}  mfu: {mfu:.2f}%``), torchtitan/train.py (``Training starts at step
+  {}, with local batch size {}, global batch size {}, sequence length {}, total steps {}
+  (warmup {})``), torchtitan/components/checkpoint.py (``Saving the checkpoint (or staging if
+  async is enabled).``, ``Finished saving the checkpoint (or staging if async is enabled)in
+  {:.2f} seconds.``, ``Loading the checkpoint from {}.``, ``Finished loading the checkpoint in
+  {:.2f} seconds.``).
+- Megatron-DeepSpeed (DeepSpeed's ``global_stepN/`` files and ``latest``): its
+  megatron/training.py ``training_log`` (no time of its own; ``consumed tokens``, ``samples
+  per second``, ``TFLOPs`` added), megatron/checkpointing.py (``saving checkpoint at iteration
+  {:7d} to {}``, ``  successfully saved checkpoint at iteration {:7d} to {}``,
+  ``  successfully loaded checkpoint from {} at iteration {}``) and DeepSpeed's logger
+  (deepspeed/utils/logging.py: ``[%(asctime)s] [%(levelname)s]
+  [%(filename)s:%(lineno)d:%(funcName)s] %(message)s``; engine.py ``[Rank 0] Saving model
+  checkpoint: {}``, ``Checkpoint {tag} is about to be saved!``, ``Checkpoint {tag} is ready
+  now!``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+GBS = 32  # global batch size the job states
+
+
+def _now() -> str:
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+@dataclass(frozen=True)
+class Format:
+    layout: str  # the checkpoint tree: megatron, titan or deepspeed (exam_train.py)
+    all_ranks: bool  # every rank prints (TorchTitan), else the last rank (Megatron)
+    start: Callable[[int, int], list[str]]  # (world, steps)
+    progress: Callable[[int, int, int, float, float], str]  # (step, steps, world, loss, dt_s)
+    save_start: Callable[[int, str], list[str]]  # (step, dir)
+    save_end: Callable[[int, str], list[str]]
+    load_start: Callable[[int, str], list[str]]
+    load_end: Callable[[int, str], list[str]]
+    end: Callable[[int], list[str]]
+
+
+def _meg_tail(loss: float) -> str:
+    """The fields after the learning rate, the same in Megatron-LM and Megatron-DeepSpeed."""
+    return (
+        f" global batch size: {GBS:5d} | lm loss: {loss:.6E} | loss scale: {1.0:.1f} |"
+        f" grad norm: {1.0:.3f} | number of skipped iterations: {0:3d} |"
+        f" number of nan iterations: {0:3d} |"
+    )
+
+
+def _meg_progress(step: int, steps: int, world: int, loss: float, dt: float) -> str:
+    return (
+        f" [{_now()}] iteration {step:8d}/{steps:8d} | consumed samples: {step * GBS:12d} |"
+        f" elapsed time per iteration (ms): {dt * 1000.0:.1f} | learning rate: {0.01:.6E} |"
+        + _meg_tail(loss)
+    )
+
+
+MEGATRON = Format(
+    layout="megatron",
+    all_ranks=False,
+    start=lambda world, steps: [
+        f"using world size: {world}, data-parallel size: {world}, context-parallel size: 1, "
+        "tensor-model-parallel size: 1, pipeline-model-parallel size: 1"
+    ],
+    progress=_meg_progress,
+    save_start=lambda step, d: [
+        "saving checkpoint at iteration {:7d} to {} in {} format".format(step, d, "torch_dist")
+    ],
+    save_end=lambda step, d: [
+        f"  successfully saved checkpoint from iteration {step:7d} to {d} [ t {1}/{1}, p {1}/{1} ]"
+    ],
+    load_start=lambda step, d: [f" loading distributed checkpoint from {d} at iteration {step}"],
+    load_end=lambda step, d: [
+        f"  successfully loaded checkpoint from {d} [ t 1/1, p 1/1 ] at iteration {step}"
+    ],
+    end=lambda steps: [f"[after training is done] datetime: {_now()} "],
+)
+
+
+def _titan(msg: str) -> str:
+    now = datetime.now()
+    return f"[titan] {now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} - root - INFO - {msg}"
+
+
+TITAN = Format(
+    layout="titan",
+    all_ranks=True,
+    start=lambda world, steps: [_titan(
+        f"Training starts at step 1, with local batch size 8, global batch size {8 * world}, "
+        f"sequence length 2048, total steps {steps} (warmup 2)")],
+    progress=lambda step, steps, world, loss, dt: _titan(
+        f"step: {step:2}  loss: {loss:7.4f}  grad_norm: {1.0:7.4f}  memory: {0.5:5.2f}GiB"
+        f"({1.25:.2f}%)  tps: {round(8 * 2048 / dt):,}  tflops: {0.01:,.2f}  mfu: {0.01:.2f}%"),
+    save_start=lambda step, d: [_titan("Saving the checkpoint (or staging if async is enabled).")],
+    save_end=lambda step, d: [_titan("Finished saving the checkpoint (or staging if async is "
+                                     f"enabled)in {0.21:.2f} seconds.")],
+    load_start=lambda step, d: [_titan(f"Loading the checkpoint from {d}/step-{step}.")],
+    load_end=lambda step, d: [_titan(f"Finished loading the checkpoint in {0.05:.2f} seconds.")],
+    end=lambda steps: [_titan("Training completed")],
+)  # fmt: skip
+
+
+def _ds(msg: str, where: str = "logging.py:128:log_dist") -> str:
+    now = datetime.now()
+    return f"[{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}] [INFO] [{where}] {msg}"
+
+
+def _mds_progress(step: int, steps: int, world: int, loss: float, dt: float) -> str:
+    return (
+        f" iteration {step:8d}/{steps:8d} | consumed samples: {step * GBS:12d} |"
+        f" consumed tokens: {step * GBS * 2048:12d} |"
+        f" elapsed time per iteration (ms): {dt * 1000.0:.1f} | learning rate: {0.01:.3E} |"
+        + _meg_tail(loss)
+        + f" samples per second: {GBS / dt:.3f} |"
+        f" tokens per gpu per second (tgs): {GBS * 2048 / dt / world:.3f} | TFLOPs: {0.01:.2f} |"
+    )
+
+
+MEGATRON_DEEPSPEED = Format(
+    layout="deepspeed",
+    all_ranks=False,
+    start=lambda world, steps: [f"using world size: {world}, data-parallel-size: {world}, "
+                                "sequence-parallel size: 1, tensor-model-parallel size: 1, "
+                                "pipeline-model-parallel size: 1 "],
+    progress=_mds_progress,
+    save_start=lambda step, d: [
+        f"saving checkpoint at iteration {step:7d} to {d}",
+        _ds(f"[Rank 0] Saving model checkpoint: {d}/global_step{step}/mp_rank_00_model_states.pt",
+            "engine.py:3241:_save_checkpoint"),
+        _ds(f"Checkpoint global_step{step} is about to be saved!",
+            "engine.py:3135:save_checkpoint"),
+    ],
+    save_end=lambda step, d: [
+        _ds(f"Checkpoint global_step{step} is ready now!", "engine.py:3206:save_checkpoint"),
+        f"  successfully saved checkpoint at iteration {step:7d} to {d}",
+    ],
+    load_start=lambda step, d: [_ds(
+        f"[Rank 0] Loading checkpoint: {d}/global_step{step}/mp_rank_00_model_states.pt",
+        "torch_checkpoint_engine.py:27:load")],
+    load_end=lambda step, d: [f"  successfully loaded checkpoint from {d} at iteration {step}"],
+    end=lambda steps: [f"[after training is done] datetime: {_now()} "],
+)  # fmt: skip
+
+FORMATS: dict[str, Format] = {"megatron": MEGATRON, "titan": TITAN,
+                              "megatron_deepspeed": MEGATRON_DEEPSPEED}  # fmt: skip

@@ -1,0 +1,156 @@
+"""Import one generated exam case blind (the real CLI, as a user would: the job's log, its
+checkpoint directory, its flight-recorder dumps, nothing else) and score what ``summary
+--json`` says against the truth the job's script recorded (``exam_jobs.truth``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.exam_jobs import Generated
+
+ROOT = Path(__file__).resolve().parent.parent
+STOP_TOLERANCE_S = 60.0
+# The cause classes that are right for each failure (components of the taxonomy,
+# /work/shared/reference/llama3_interruptions.csv). A SIGKILL is what the OOM killer sends:
+# the host's memory or the job's own use of it. A native crash is the software's or a
+# dependency's. A lost node is the host's (its ranks and agent vanished at once), never the
+# network the survivors complain about.
+HOST = {"Host Maintenance", "NIC", "SSD", "Power Supply", "Server Chassis", "CPU",
+        "System Memory", "IO Expansion Board"}  # fmt: skip
+CAUSES = {
+    "exception": {"Software Bug"},
+    "sigkill": {"Software Bug", "System Memory"},
+    "segfault": {"Software Bug", "Dependency"},
+    "abort": {"Software Bug", "Dependency"},
+    "hang": {"NCCL Watchdog Timeouts"},
+    "exit0": {"Software Bug"},
+    "node_lost": HOST,
+    "save_crash": {"Software Bug"},
+    # Slurm's own stops are planned: the cause is Slurm's line, no rank is a culprit
+    "time_limit": {"Planned maintenance"},
+    "preempt": {"Planned maintenance"},
+}
+LOOP = re.compile(r"Restart loop: (\d+) restarts")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT, capture_output=True, text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+
+
+def import_case(g: Generated, store: Path) -> dict:
+    """The run's summary after a blind import; ``import_rc``, ``import_s`` (import and
+    summary, seconds) and the import's output beside it."""
+    files = [str(g.log)] + ([str(g.fr)] if any(g.fr.iterdir()) else [])
+    t0 = time.perf_counter()
+    imp = cli("import", "--store", str(store), "--run", g.case.name,
+              "--checkpoints", f"pfs={g.ckpt}", *files)  # fmt: skip
+    summ = cli("summary", "--store", str(store), "--json")
+    took = time.perf_counter() - t0
+    run = {}
+    if summ.returncode == 0:
+        runs = [r for r in json.loads(summ.stdout)["runs"] if r["run_id"] == g.case.name]
+        run = runs[0] if runs else {}
+    return {"run": run, "import_rc": imp.returncode, "import_s": took,
+            "import_out": imp.stdout + imp.stderr}  # fmt: skip
+
+
+def _near(ts: str | None, t: float | None) -> bool:
+    from datetime import UTC, datetime
+
+    if ts is None or t is None:
+        return False
+    got = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
+    return abs(got - t) <= STOP_TOLERANCE_S
+
+
+def score(g: Generated, got: dict) -> dict:
+    """Per check True (right), False (wrong) or None (not applicable); plus the culprit named
+    with its confidence (for the reliability table) and each miss in words."""
+    case, t, run = g.case, g.truth, got["run"]
+    ints = (run.get("interruptions") or {}).get("list") or []
+    stops = t["stops"]
+    loop = case.failing_attempts >= 3
+    want = 0 if case.kind == "slow" else 1  # a restart loop is one interruption
+    checks: dict = {"import": got["import_rc"] == 0}
+    miss: list[str] = []
+    checks["extra"] = len(ints) == want
+    if len(ints) != want:
+        miss.append(f"{len(ints)} interruptions, expected {want}: "
+                    + "; ".join(i["description"] for i in ints))  # fmt: skip
+    out = {"checks": checks, "miss": miss, "named": None}
+    if want == 0:
+        checks["state"] = run.get("state") == t["state"]
+        return out
+    s0 = stops[0]
+    when = s0["fault_t"] or s0["last_progress_t"]
+    i = min(ints, key=lambda x: abs(_ts(x["ts"]) - when)) if ints else None
+    checks["found"] = i is not None and _near(i["ts"], when)
+    checks["cause"] = i is not None and i["component"] in CAUSES[case.kind]
+    checks["stop"] = i is not None and _near(i["ts"], when)
+    if i is None:
+        return out
+    if not checks["cause"]:
+        miss.append(f"cause {i['component']}, expected one of {sorted(CAUSES[case.kind])}")
+    named = i["rank"] is not None or i["host"] is not None
+    right = named and s0.get("host") is not None and _right(i, s0, t["rank_host"])
+    if named:
+        out["named"] = (i["confidence"], bool(right))
+        if not right:
+            miss.append(f"culprit rank {i['rank']} host {i['host']}, expected rank "
+                        f"{s0.get('rank')} host {s0.get('host')}")  # fmt: skip
+    checks["culprit_named_right"] = bool(right) if named else None
+    if s0.get("host") is not None:  # recall where the truth has a culprit
+        checks["culprit_recall"] = bool(right)
+    if s0.get("rank") is not None:
+        checks["rank"] = i["rank"] == s0["rank"]
+    checks["host"] = i["host"] == s0.get("host")
+    want_restore = s0["restored_step"]
+    want_lost = sum(s.get("lost_steps") or 0 for s in stops) if loop else s0.get("lost_steps")
+    checks["restore"] = i["restored_step"] == want_restore
+    checks["lost"] = i["lost_steps"] == want_lost
+    if not checks["restore"] or not checks["lost"]:
+        miss.append(f"restore {i['restored_step']} lost {i['lost_steps']}, expected "
+                    f"{want_restore} and {want_lost}")  # fmt: skip
+    m = LOOP.search(i["description"] or "")
+    restarts = int(m.group(1)) if m else sum(1 for x in ints if x["restored_step"] is not None)
+    checks["restarts"] = restarts == t["restarts"]
+    checks["state"] = run.get("state") == t["state"]
+    if not checks["restarts"] or not checks["state"]:
+        miss.append(f"restarts {restarts} state {run.get('state')}, expected {t['restarts']} "
+                    f"and {t['state']}")  # fmt: skip
+    if case.kind == "hang":
+        h = (run.get("hangs") or [{}])[0]
+        checks["hang"] = (h.get("culprit_rank") == s0["rank"]
+                          and h.get("culprit_host") == s0["host"]
+                          and list(h.get("missing_ranks") or []) == [s0["rank"]]
+                          and "all_reduce" in str(h.get("op")))  # fmt: skip
+        if not checks["hang"]:
+            miss.append(f"hang {h}")
+    return out
+
+
+def _right(i: dict, s0: dict, rank_host: dict) -> bool:
+    """What is named is the truth: the rank (when the truth has one; a lost node's rank must
+    be on that node) and the host, each where named."""
+    if i["host"] not in (None, s0["host"]):
+        return False
+    if i["rank"] is None:
+        return True
+    if s0.get("rank") is None:
+        return rank_host.get(str(i["rank"])) == s0["host"]
+    return i["rank"] == s0["rank"]
+
+
+def _ts(ts: str) -> float:
+    from datetime import UTC, datetime
+
+    return datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()

@@ -1,0 +1,79 @@
+"""The exam's jobs under the test suite's real Slurm (``tests/slurm_fixture.py``, one node):
+``sbatch`` runs ``srun --label -n NODES``, each task one torchrun agent in its own UTS and
+mount namespace with its own hostname (/work/shared/STACK.md), so the job's log carries srun's
+real ``0: `` labels and Slurm's own lines. Cases (``Case.slurm``):
+
+- ``srun``: a rank fails as ``Case.kind`` says; the job is submitted again (a requeue) and
+  resumes from its checkpoint;
+- ``time_limit``: ``sbatch -t 1``; Slurm ends the job at its limit (``DUE TO TIME LIMIT``),
+  then it is submitted again and finishes;
+- ``preempt``: a job of the higher-priority partition needs the node, Slurm cancels this one
+  (``DUE TO PREEMPTION``, the fixture's ``PreemptMode=CANCEL``), then it is requeued.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from benchmarks import exam_jobs as jobs
+from benchmarks.exam_jobs import Case, Generated
+from tests.slurm_fixture import SlurmCluster, wait_for
+
+JOB_S = 900  # the longest a launch may take on a loaded machine
+
+
+def _script(case: Case, g: Generated, attempt: int, port: int) -> Path:
+    """The batch script: one srun task per node, the task's hostname by its SLURM_PROCID."""
+    names = " ".join(jobs.hosts(case))
+    node = jobs.agent_command(case, g, attempt, port, '"$1"')
+    inner = f"set -- {names}; shift $SLURM_PROCID; {node}"
+    task = f"exec unshare --uts --mount sh -c {shlex.quote(inner)}"
+    f = g.dir / f"job{attempt}.sh"
+    f.write_text(f"#!/bin/bash\nsrun --label -n {case.nnodes} bash -c {shlex.quote(task)}\n")
+    return f
+
+
+def _progress(g: Generated, attempt: int) -> int:
+    steps = [0]
+    for f in (g.dir / "truth").glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            if e["attempt"] == attempt and e["ev"] == "progress":
+                steps.append(e["step"])
+    return max(steps)
+
+
+def _submit(cl: SlurmCluster, case: Case, g: Generated, attempt: int, *opts: str) -> str:
+    env = jobs.job_env(
+        case, g, attempt, case.kind if case.slurm == "srun" and attempt == 1 else "none"
+    )
+    env["SLURM_CONF"] = str(cl.conf)
+    p = subprocess.run(
+        ["sbatch", "--parsable", "-J", f"exam-{case.name}", "-N", "1", "-n", str(case.nnodes),
+         "--exclusive", "--mem=3500M", "-o", str(g.log), "--open-mode=append", *opts,
+         str(_script(case, g, attempt, jobs.free_port()))],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return p.stdout.strip().split(";")[0]
+
+
+def generate_slurm(case: Case, root: Path, cl: SlurmCluster) -> Generated:
+    g = jobs.prepare(case, root)
+    t0 = time.monotonic()
+    ends = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL")
+    limit = ["-t", "1"] if case.slurm == "time_limit" else []
+    job = _submit(cl, case, g, 1, *limit)
+    if case.slurm == "preempt":
+        wait_for("steps past the first checkpoint", lambda: _progress(g, 1) > case.save_every,
+                 JOB_S, 1)  # fmt: skip
+        urgent = cl.sbatch("-J", "exam-urgent", "-p", "urgent", "--exclusive", "--wrap", "sleep 2")
+        cl.wait_state(job, ("PREEMPTED", "CANCELLED"), 120)
+        cl.wait_state(urgent, ("COMPLETED",), 120)
+    cl.wait_state(job, ends, JOB_S)
+    again = _submit(cl, case, g, 2)
+    cl.wait_state(again, ends, JOB_S)
+    return jobs.finish(g, t0)

@@ -1,0 +1,234 @@
+"""The exam's training job (``benchmarks/exam_jobs.py`` starts it under real ``torchrun``).
+
+A tiny model trained with gloo on the CPU. The script itself writes only what a trainer
+writes: its progress and checkpoint lines, in one framework's verbatim format
+(``exam_formats.py``), and its checkpoints (real DCP trees, as Megatron's ``torch_dist``
+format writes them). Every other line of the job's log comes from the real software. At step
+``EXAM_AT`` rank ``EXAM_CULPRIT`` does what ``EXAM_KIND`` says; what happened and when, by
+this script's own clock, goes to ``EXAM_TRUTH/rank<R>.jsonl`` (never into the log).
+
+Environment: EXAM_KIND, EXAM_CULPRIT, EXAM_AT, EXAM_STEPS, EXAM_SAVE_EVERY, EXAM_STEP_S,
+EXAM_FORMAT, EXAM_CKPT, EXAM_TRUTH, EXAM_FR (dump dir), EXAM_PG_TIMEOUT_S, EXAM_ATTEMPT.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exam_formats  # noqa: E402
+
+ENV = os.environ
+KIND, CULPRIT, AT = (
+    ENV.get("EXAM_KIND", "none"),
+    int(ENV.get("EXAM_CULPRIT", "-1")),
+    int(ENV.get("EXAM_AT", "-1")),
+)
+STEPS, EVERY = int(ENV.get("EXAM_STEPS", "12")), int(ENV.get("EXAM_SAVE_EVERY", "5"))
+STEP_S = float(ENV.get("EXAM_STEP_S", "0.3"))
+CKPT, TRUTH, FR = Path(ENV["EXAM_CKPT"]), Path(ENV["EXAM_TRUTH"]), ENV.get("EXAM_FR", "")
+FMT = exam_formats.FORMATS[ENV.get("EXAM_FORMAT", "megatron")]
+
+
+def truth(rank: int, **ev: object) -> None:
+    with open(TRUTH / f"rank{rank}.jsonl", "a") as fh:
+        ev |= {"t": time.time(), "rank": rank, "host": socket.gethostname(),
+               "attempt": int(ENV.get("EXAM_ATTEMPT", "1"))}  # fmt: skip
+        fh.write(json.dumps(ev) + "\n")
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def dump_fr(rank: int) -> None:
+    """The rank's flight recorder, as PyTorch writes it on a watchdog timeout (pickle,
+    ``nccl_trace_rank_N``)."""
+    data = torch._C._distributed_c10d._dump_fr_trace(True, True)
+    with open(os.path.join(FR, f"nccl_trace_rank_{rank}"), "wb") as fh:
+        fh.write(data)
+
+
+def watch_for_dump(rank: int, store: dist.Store) -> None:
+    """As TORCH_NCCL_DUMP_ON_TIMEOUT does: the first rank to time out tells the others
+    through the job's store, and each dumps, even one whose main thread is stuck."""
+
+    def loop() -> None:
+        while True:
+            try:
+                if store.check(["exam_dump"]):
+                    dump_fr(rank)
+                    return
+            except Exception:  # the store went away: the job is ending
+                return
+            time.sleep(0.3)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def inject(rank: int, world: int, step: int) -> None:
+    """The failure, by the real means (a signal, a native crash, an exception...)."""
+    truth(rank, ev="fault", kind=KIND, step=step)
+    if KIND == "exception":
+        raise RuntimeError(f"exam: injected fault in the training step at iteration {step}")
+    if KIND == "sigkill":  # as the OOM killer does
+        os.kill(os.getpid(), signal.SIGKILL)
+    if KIND == "segfault":  # a real native crash: read address 0
+        ctypes.string_at(0)
+    if KIND == "abort":
+        os.abort()
+    if KIND == "exit0":  # a rank whose loop ends early, cleanly
+        sys.exit(0)
+    if KIND == "hang":  # stuck before the next collective (a data loader, a hung kernel)
+        while True:
+            time.sleep(1)
+    if KIND == "node_lost":  # every rank of this agent and the agent itself, at once
+        agent = os.getppid()
+        kids = []
+        for task in Path(f"/proc/{agent}/task").iterdir():
+            kids += (task / "children").read_text().split()
+        os.kill(agent, signal.SIGKILL)
+        for pid in kids:
+            if int(pid) != os.getpid():
+                os.kill(int(pid), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def latest() -> int:
+    """The step the job resumes from, as each framework finds it: Megatron's tracker file,
+    DeepSpeed's ``latest``, TorchTitan's newest ``step-N`` with DCP's ``.metadata``."""
+    if FMT.layout == "megatron":
+        f = CKPT / "latest_checkpointed_iteration.txt"
+        return int(f.read_text()) if f.exists() else 0
+    if FMT.layout == "deepspeed":
+        f = CKPT / "latest"
+        return int(f.read_text().strip()[len("global_step") :]) if f.exists() else 0
+    done = [p for p in CKPT.glob("step-*") if (p / ".metadata").exists()]
+    return max((int(p.name[5:]) for p in done), default=0)
+
+
+def _dir(step: int) -> Path:
+    name = {"megatron": f"iter_{step:07d}", "titan": f"step-{step}"}.get(FMT.layout)
+    return CKPT / (name or f"global_step{step}")
+
+
+def write_ckpt(rank: int, step: int, state: dict) -> None:
+    """DCP for Megatron's torch_dist and TorchTitan; DeepSpeed's per-rank files otherwise."""
+    d = _dir(step)
+    if FMT.layout != "deepspeed":
+        dcp.save(state, checkpoint_id=str(d))
+    else:
+        d.mkdir(exist_ok=True)
+        torch.save(state, d / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
+        if rank == 0:
+            torch.save(state, d / "mp_rank_00_model_states.pt")
+    dist.barrier()
+    if rank == 0 and FMT.layout == "megatron":
+        (CKPT / "latest_checkpointed_iteration.txt").write_text(str(step))
+    if rank == 0 and FMT.layout == "deepspeed":
+        (CKPT / "latest").write_text(f"global_step{step}")
+
+
+def read_ckpt(rank: int, step: int, state: dict) -> None:
+    d = _dir(step)
+    if FMT.layout != "deepspeed":
+        dcp.load(state, checkpoint_id=str(d))
+    else:
+        state.update(torch.load(d / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"))
+
+
+def save(rank: int, world: int, step: int, state: dict, printer: bool) -> None:
+    if printer:
+        for line in FMT.save_start(step, str(CKPT)):
+            say(line)
+    if KIND == "save_crash" and step == AT and rank == CULPRIT:
+        inject(rank, world, step)  # mid-save: the others are in the save's collectives
+    write_ckpt(rank, step, state)
+    if rank == 0:
+        truth(rank, ev="saved", step=step)
+    if printer:
+        for line in FMT.save_end(step, str(CKPT)):
+            say(line)
+
+
+def main() -> None:
+    # ranks of a loaded machine reach the first collective minutes apart: a long timeout for
+    # the job; the hang's waiting ranks time out on a group of their own (EXAM_PG_TIMEOUT_S)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=600))
+    group = None
+    if KIND == "hang":
+        wait_s = float(ENV.get("EXAM_PG_TIMEOUT_S", "20"))
+        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=wait_s))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    printer = FMT.all_ranks or rank == world - 1  # Megatron's training_log is print_rank_last
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    state = {"model": model.state_dict(), "step": torch.tensor(0)}
+    if KIND == "hang" and FR:
+        watch_for_dump(rank, dist.distributed_c10d._get_default_store())
+    start = latest()
+    if start:
+        if printer:
+            for line in FMT.load_start(start, str(CKPT)):
+                say(line)
+        read_ckpt(rank, start, state)
+        model.load_state_dict(state["model"])
+        if printer:
+            for line in FMT.load_end(start, str(CKPT)):
+                say(line)
+        if rank == 0:
+            truth(rank, ev="loaded", step=start)
+    if printer:
+        for line in FMT.start(world, STEPS):
+            say(line)
+    t_last = time.time()
+    for step in range(start + 1, STEPS + 1):
+        if step == AT and rank == CULPRIT and KIND not in ("slow", "save_crash"):
+            inject(rank, world, step - 1)
+        time.sleep(STEP_S * (4 if KIND == "slow" and rank == CULPRIT and step >= AT else 1))
+        x = torch.randn(32, 64)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            try:
+                dist.all_reduce(p.grad, group=group)
+            except Exception:
+                if KIND == "hang" and FR:
+                    dist.distributed_c10d._get_default_store().set("exam_dump", "1")
+                    dump_fr(rank)
+                    time.sleep(3)  # the stuck rank's watcher dumps before torchrun stops it
+                raise
+            p.grad /= world
+        opt.step()
+        now = time.time()
+        if printer:
+            say(FMT.progress(step, STEPS, world, loss.item(), now - t_last))
+            if rank == world - 1:
+                truth(rank, ev="progress", step=step)
+        t_last = now
+        if step % EVERY == 0:
+            state["step"] = torch.tensor(step)
+            save(rank, world, step, state, printer)
+    if printer:
+        for line in FMT.end(STEPS):
+            say(line)
+        if rank == world - 1:
+            truth(rank, ev="finished", step=STEPS)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
