@@ -38,6 +38,7 @@ BENCHMARKS = [
     "slurm",
     "flight_recorder",
     "cascade",
+    "corpus",
 ]
 READS_STORE = {"dashboard", "goodput", "workload"}  # take --store (llama3-405b) instead of a replay
 
