@@ -2,7 +2,7 @@
 
 Each excerpt is imported blind, as a user would: ``factoryfloor import --store S --run R FILE``
 into a fresh DuckDB store, through the CLI's own entry point (``app.cli.main``) in this
-process, so 65 imports take seconds, not the minutes of 65 interpreters. Then ``summary
+process, so each import costs its work, not an interpreter start as well. Then ``summary
 --json`` is read back, as a user would, and its interruptions are compared with the label.
 
 Per excerpt: did import succeed (exit 0, no exception), was an interruption found, is its
