@@ -528,3 +528,27 @@ def test_an_untimed_oom_traceback_under_srun_and_rank_prefixes_is_the_cause(
     assert ev[0]["role"] == "cause" and "OutOfMemoryError" in ev[0]["line"]
     assert ev[0]["ts"] == "2025-02-18T07:14:00"  # the time of the progress line before it
     assert {e["role"] for e in ev if e["kind"] in ("nccl_error", "ib_error")} == {"cascade"}
+
+
+def test_an_untimed_oom_printed_after_the_others_cascade_is_still_the_cause(
+    tmp_path: Path,
+) -> None:
+    """(#56, 4) ``srun --label`` interleaves the nodes' output: rank 5's untimed OOM traceback
+    (``1: [rank5]: ``) reaches the log after node 0's cascade, whose NCCL ``WARN NET/IB``
+    lines carry no time either, only ProcessGroupNCCL's lines after them do. Before: those
+    WARN lines took the last progress line's time, 11 s before the time the traceback took,
+    so the network was blamed on a victim (rank 0). An untimed network error is placed no
+    earlier than the log proves: the next time it shows."""
+    import re
+
+    lines = cf.build(tmp_path / "full.out", culprit=5).read_text().splitlines()
+    oom = [ln for ln in lines if ln.startswith("1: [default1]:[rank5]:")]
+    rest = [re.sub(r"\[default\d\]:", "", ln) for ln in lines if ln not in oom]
+    after = max(k for k, ln in enumerate(rest) if "WorkNCCL destructor" in ln) + 1
+    oom = [ln.replace("1: [default1]:[rank5]: ", "1: [rank5]: ") for ln in oom]
+    log = tmp_path / "slurm-81234.out"
+    log.write_text("\n".join(rest[:after] + oom + rest[after:]) + "\n")
+    store, _ = _import(tmp_path, log)
+    (row,) = _interruptions(store)
+    assert (row["component"], row["rank"], row["host"]) == ("Software Bug", 5, cf.host(1))
+    assert "CUDA out of memory on rank 5" in row["description"]

@@ -110,17 +110,20 @@ def test_the_replayed_run_beside_them_is_accounted_as_alone(both: tuple[Path, di
         assert runs[run]["goodput"]["seconds"]["slowdown"] == pytest.approx(100.0, abs=1.0)
 
 
-def _megatron_deepspeed(start: datetime, first: int, last: int, every: int = 100) -> list[str]:
+def _megatron_deepspeed(start: datetime, first: int, last: int, every: int = 100,
+                        unit: str = "ms") -> list[str]:
     """Megatron-DeepSpeed's own lines (microsoft/Megatron-DeepSpeed megatron/training.py):
     ``print_datetime('before the start of training step')`` when training (re)starts, then
     ``training_log``'s iteration lines every ``--log-interval``, which carry no time of their
-    own, only the mean ``elapsed time per iteration (ms)`` since the last one, and count
-    ``consumed tokens``. 1.2 s a step, 2,048 tokens a sample, 512 samples a step."""
+    own, only the mean ``elapsed time per iteration (ms)`` since the last one (BigScience's fork
+    prints ``(s)``), and count ``consumed tokens``. 1.2 s a step, 2,048 tokens a sample, 512
+    samples a step."""
+    took = "(ms): 1200.0" if unit == "ms" else "(s): 1.20"
     out = [f"[before the start of training step] datetime: {start:%Y-%m-%d %H:%M:%S} "]
     for s in range(first + every - first % every, last + 1, every):
         out.append(
             f" iteration {s:8d}/{100000:8d} | consumed samples: {s * 512:12d} | consumed tokens: "
-            f"{s * 512 * 2048:12d} | elapsed time per iteration (ms): 1200.0 | learning rate: "
+            f"{s * 512 * 2048:12d} | elapsed time per iteration {took} | learning rate: "
             "1.000E-04 | global batch size:   512 | lm loss: 2.500000E+00 | loss scale: 4096.0 | "
             "grad norm: 0.900 | actual seqlen:  2048 | number of skipped iterations:   0 | number "
             "of nan iterations:   0 | samples per second: 426.667 | tokens per gpu per second "
@@ -129,18 +132,23 @@ def _megatron_deepspeed(start: datetime, first: int, last: int, every: int = 100
     return out
 
 
-def test_a_megatron_deepspeed_stop_is_timed_when_progress_stopped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unit", ["ms", "s"])
+def test_a_megatron_deepspeed_stop_is_timed_when_progress_stopped(
+    tmp_path: Path, unit: str
+) -> None:
     """(#56, 4) Iteration lines every 100 steps of 1.2 s, timed only by their pace from the
     training start; a crash right after step 2,000 (08:40:00), the requeued job loads
     iteration 1,500 and starts again at 08:50:00. Before: the stop was put at the previous
     line's pace (2 minutes early: the first line was taken to be at the start), the
     restart's time line was not read (a Megatron ``[after ...] datetime:`` stamp past the
     80th character), and the untimed traceback took the training start's time, hours before,
-    so the stop had no cause."""
+    so the stop had no cause; with BigScience's ``(s)`` the lines were not paced at all: one
+    time for all of them, and no ETTR."""
     t0 = datetime(2026, 3, 1, 8, 0, 0)
     back = datetime(2026, 3, 1, 8, 50, 0)
     lines = ["using world size: 64, data-parallel size: 8, tensor-model-parallel size: 8, "
-             "pipeline-model-parallel size: 1 ", *_megatron_deepspeed(t0, 0, 2000)]  # fmt: skip
+             "pipeline-model-parallel size: 1 ",
+             *_megatron_deepspeed(t0, 0, 2000, unit=unit)]  # fmt: skip
     lines += ["[rank3]: Traceback (most recent call last):",
               '[rank3]:   File "/workspace/Megatron-DeepSpeed/pretrain_gpt.py", line 350, in '
               "<module>",
@@ -150,7 +158,7 @@ def test_a_megatron_deepspeed_stop_is_timed_when_progress_stopped(tmp_path: Path
               f"{back - timedelta(seconds=20):%Y-%m-%d %H:%M:%S} ",
               " loading checkpoint from /lustre/ckpt/mds at iteration 1500",
               "  successfully loaded checkpoint from /lustre/ckpt/mds at iteration 1500",
-              *_megatron_deepspeed(back, 1500, 3000)]  # fmt: skip
+              *_megatron_deepspeed(back, 1500, 3000, unit=unit)]  # fmt: skip
     log = tmp_path / "slurm-81234.out"
     log.write_text("\n".join(lines) + "\n")
     store = tmp_path / "s.duckdb"

@@ -313,6 +313,12 @@ def test_host_from_the_line_the_hint_or_the_file_name(tmp_path: Path) -> None:
     assert host_from_filename("node-7_kernel_2024-03-05.log.gz") == "node-7"
     for name in ("kern.log", "kern.log.2.gz", "syslog", "slurm-81234.out", "train.log"):
         assert host_from_filename(name) is None, name
+    # (#56) logs gathered one folder per node, named only for what they are
+    assert host_from_filename("/sos/node-7/kern.log") == "node-7"
+    assert host_from_filename("bundle/dgx-h100-017/dmesg.txt") == "dgx-h100-017"
+    for name in ("/var/log/kern.log", "/scratch/job-81234/dmesg.txt", "x/2026-03-01/syslog",
+                 "logs/run3/kern.log", "node-7/train.log"):
+        assert host_from_filename(name) is None, name
     lines = ["[Tue Mar  5 10:23:30 2024] NVRM: Xid (PCI:0000:86:00): 13, Graphics Exception",
              "Mar  5 10:24:00 node-3 kernel: NVRM: Xid (PCI:0000:86:00): 13, Graphics Exception"]
     named = parse_file(_write(tmp_path / "node-7-kern.log", lines))

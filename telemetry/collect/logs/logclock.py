@@ -179,6 +179,21 @@ class LogClock:
         self.refusal = self.window.why(t)
         return False
 
+    def after(self, block: bytes, pos: int, lines: int = 64) -> datetime | None:
+        """The time of the first timed line of ``block`` from ``pos`` (a line start), looking
+        at most ``lines`` lines ahead; None when there is none. Nothing is updated."""
+        end = len(block)
+        while pos < end and lines > 0:
+            e = block.find(b"\n", pos)
+            e = end if e < 0 else e
+            if _HAS_CLOCK.search(block, pos, min(e, pos + 100)):
+                body = ll.strip_prefix(block[pos:e].decode("utf-8", "replace"))[1]
+                t = self.stamp(body, update=False)[0]
+                if t is not None:
+                    return t
+            pos, lines = e + 1, lines - 1
+        return None
+
     def before(self, block: bytes, lo: int, pos: int) -> datetime | None:
         """The most recent time on the lines of ``block[lo:pos]`` (``pos`` a line start, or
         past the end), else the one known before them."""

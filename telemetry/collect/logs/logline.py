@@ -585,8 +585,11 @@ _HOST_NAMED = re.compile(
 _EXTENSION = re.compile(r"\.(?:gz|xz|zst|bz2|log|txt|out|err|\d+)$")
 
 
-# a folder named for a node: letters and digits (node-7, gpu012), not "log" or "2026-03-01"
-_HOST_DIR = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9][A-Za-z0-9.-]*")
+# a folder named for a node: letters and digits (node-7, gpu012), not "log" or "2026-03-01",
+# nor a job's, a run's or a temporary folder (job-81234, slurm-81234, run2, pytest-3, tmp1)
+_HOST_DIR = re.compile(r"(?!(?i:job|slurm|run|pytest|tmp|temp|logs?|out|output|results?|data"
+                       r"|step|iter|epoch|checkpoint|ckpt|attempt|day|backup)[-_.]?[0-9])"
+                       r"(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9][A-Za-z0-9.-]*")
 
 
 def host_from_filename(name: str) -> str | None:

@@ -58,6 +58,11 @@ MAX_BAD = 20
 MAX_UNREAD = 5  # unrecognised lines kept to show (the count covers them all)
 TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
 _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
+# A network error is the cause only when it came first (derive.evidence); one without a time of
+# its own is placed at the next time the log shows, the latest it can have been, so the other
+# ranks' untimed "remote process exited" lines printed before a culprit's untimed traceback
+# (srun interleaves the nodes' output) are not taken as having come first.
+_NETWORK_KINDS = (sig.NCCL_ERROR, sig.IB_ERROR)
 _SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
 
 
@@ -838,6 +843,9 @@ class LogParser:
                 at_ts = None
             if at_ts is not None:
                 ts, how = self._accepted(at_ts), "line"
+        if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
+                self._blk, self._e + 1)) is not None and ts is not None and t > ts:
+            ts = t  # untimed: at the latest it was when the log next shows a time
         kernel = st[3] or st[0] == "boot" or kind == sig.XID
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
