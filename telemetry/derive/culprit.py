@@ -122,8 +122,9 @@ def judge(
     evs: list[Any], hosts_known: bool, world: int, hosts: Mapping[int, str]
 ) -> tuple[Explanation, Culprit]:
     """The cause of a window's evidence and its culprit, named only where evidence places it."""
-    ex = explain(evs, hosts_known=hosts_known)
-    return ex, place(ex, dict(zip(map(id, evs), roles(evs), strict=True)), world or None, hosts)
+    role = roles(evs)
+    ex = explain(evs, hosts_known=hosts_known, role=role)
+    return ex, place(ex, dict(zip(map(id, evs), role, strict=True)), world or None, hosts)
 
 
 def who_columns(who: Culprit) -> dict[str, Any]:

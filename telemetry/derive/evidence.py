@@ -449,10 +449,13 @@ def _choose(evs: list[Evidence], role: list[str]) -> Evidence | None:
     )
 
 
-def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
+def explain(
+    evs: list[Evidence], hosts_known: bool, role: list[str] | None = None
+) -> Explanation:
     """The cause of a window's evidence (module doc) and every item's role beside it: the
-    cause, ``symptom`` (other initiating items), ``cascade``, ``teardown``, ``context``."""
-    role = roles(evs)
+    cause, ``symptom`` (other initiating items), ``cascade``, ``teardown``, ``context``.
+    ``role``: the items' ``roles`` when the caller has them."""
+    role = roles(evs) if role is None else role
     cause = _choose(evs, role)
     ordered = [(cause, "cause")] if cause else []
     for want, name in ((INITIATING, "symptom"), (CASCADE, CASCADE), (TEARDOWN, TEARDOWN),
