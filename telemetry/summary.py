@@ -24,7 +24,7 @@ from telemetry.jobs_export import recent_jobs
 from telemetry.queries import TimeRange, energy, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
-from telemetry.queries.failures import COSTED
+from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
 from telemetry.queries.run_end import run_end
@@ -346,7 +346,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
                   confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
                   detect_s + restart_s AS downtime_s, lost_gpu_hours, labelled_by,
-                  orig_component, description, evidence
+                  orig_component, description, evidence, culprit_candidates, culprit_reason
            FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
         [run_id],
     )
@@ -359,6 +359,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
             row[k] = _int(row[k])
         row["planned"] = bool(row["planned"])
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
+        row["culprit_candidates"] = candidates(row["culprit_candidates"])  # host/rank unknown
         out.append(row)
     return out
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -30,12 +31,11 @@ def _import(tmp_path: Path, *files: Path, extra: tuple[str, ...] = ()) -> tuple[
     return store, done.stdout
 
 
-def _interruptions(store: Path) -> list[dict]:
+def _interruptions(
+    store: Path, cols: str = "ts, host, rank, component, description, evidence"
+) -> list[dict]:
     with duckdb.connect(str(store), read_only=True) as con:
-        cur = con.execute(
-            "SELECT ts, host, rank, component, description, evidence FROM interruptions "
-            "ORDER BY ts"
-        )
+        cur = con.execute(f"SELECT {cols} FROM interruptions ORDER BY ts")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
@@ -371,27 +371,35 @@ def test_a_deepspeed_save_the_log_started_and_never_finished_is_a_failed_write(
     assert len(torn) == 1 and "the save of step 600 never finished" in torn[0]["line"]
 
 
-def test_the_rank_every_other_rank_waited_for_from_their_watchdog_lines(tmp_path: Path) -> None:
-    """A hang without flight-recorder dumps: seven of eight ranks log ProcessGroupNCCL's
-    watchdog timeout on the same all-reduce (verbatim format, pytorch/pytorch and LlamaFactory
-    issue reports); rank 5 logs none. It is the rank they waited for, on its host, at the
-    time they entered the collective; their timeouts are its cascade."""
-    from datetime import datetime, timedelta
+def _watchdogs(ranks: list[int], t: Any) -> list[str]:
+    """ProcessGroupNCCL's watchdog timeout of each of ``ranks`` on one all-reduce (verbatim
+    format, pytorch/pytorch and LlamaFactory issue reports), 4 ranks per node."""
+    from datetime import timedelta
 
-    full = cf.build(tmp_path / "full.out", culprit=5).read_text().splitlines()
-    head = [ln for ln in full if "NCCL INFO comm" in ln]  # where each rank runs
-    head += _megatron("2025-02-18 07:00:00", range(10, 410, 10))  # step 400 at 07:13:20
-    t = datetime(2025, 2, 18, 7, 23, 30)
-    waits = []
-    for r in (0, 1, 2, 3, 4, 6, 7):
+    out = []
+    for r in ranks:
         at = t + timedelta(microseconds=4000 * r)
         node, local = divmod(r, 4)
-        waits.append(
+        out.append(
             f"{node}: [default{local}]:[rank{r}]:[E{at:%m%d %H:%M:%S}.{at.microsecond:06d} "
             f"ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation timeout: "
             "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
             "Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
         )
+    return out
+
+
+def test_the_rank_every_other_rank_waited_for_from_their_watchdog_lines(tmp_path: Path) -> None:
+    """A hang without flight-recorder dumps: seven of eight ranks log ProcessGroupNCCL's
+    watchdog timeout on the same all-reduce (verbatim format, pytorch/pytorch and LlamaFactory
+    issue reports); rank 5 logs none. It is the rank they waited for, on its host, at the
+    time they entered the collective; their timeouts are its cascade."""
+    from datetime import datetime
+
+    full = cf.build(tmp_path / "full.out", culprit=5).read_text().splitlines()
+    head = [ln for ln in full if "NCCL INFO comm" in ln]  # where each rank runs
+    head += _megatron("2025-02-18 07:00:00", range(10, 410, 10))  # step 400 at 07:13:20
+    waits = _watchdogs([0, 1, 2, 3, 4, 6, 7], datetime(2025, 2, 18, 7, 23, 30))
     tail = ["[2025-02-18 07:30:00] loading checkpoint from /lustre/ckpt at iteration 300"]
     tail += _megatron("2025-02-18 07:30:00", range(310, 500, 10), origin=300)
     hang = tmp_path / "slurm-81234.out"

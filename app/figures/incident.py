@@ -182,7 +182,12 @@ def where(inc: dict[str, Any]) -> str:
         "" if inc.get("rank") is None else f"rank {int(inc['rank'])}",
         "" if inc.get("xid") is None else f"XID {int(inc['xid'])}",
     ]
-    return " · ".join(p for p in parts if p) or "not named by the evidence"
+    named = " · ".join(p for p in parts if p)
+    if named or not inc.get("culprit_reason"):
+        return named or "not named by the evidence"
+    cands = inc.get("culprit_candidates") or []
+    told = f"; candidates: {', '.join(cands)}" if cands else ""
+    return f"unknown ({inc['culprit_reason']}){told}"
 
 
 def restored(inc: dict[str, Any]) -> str:

@@ -279,7 +279,7 @@ def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untype
             "" if row.get("rank") is None else f"rank {int(row['rank'])}",
         )
         if x
-    )
+    ) or _unknown_culprit(row)
     head = [
         html.Div(
             [
@@ -343,3 +343,12 @@ def _save(_clicks, key, component, category, by, token, labelled):  # type: igno
     colour = "success" if status == 200 else "danger"
     out = dbc.Alert(msg, color=colour, class_name="py-1 mb-0")
     return out, ((labelled or 0) + 1) if status == 200 else no_update
+
+
+def _unknown_culprit(row: dict) -> str:
+    """An unknown culprit as the evidence left it: the candidates (the reason is in the
+    description)."""
+    if not row.get("culprit_reason"):
+        return ""
+    cands = row.get("culprit_candidates") or []
+    return "culprit unknown" + (f" (candidates: {', '.join(cands)})" if cands else "")

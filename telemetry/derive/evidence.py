@@ -50,6 +50,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     NAN_LOSS,
     NCCL_ERROR,
     NCCL_TIMEOUT,
+    NODE_LOST,
     PLANNED_EXIT,
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
@@ -64,6 +65,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     SLURM_TIME_LIMIT,
     TRACEBACK,
     WORKER_EXIT,
+    WORKER_KILLED,
     XID,
 )
 from telemetry.reference import llama3_interruptions, xids
@@ -89,6 +91,7 @@ _CASCADE_EXC = (
     "DistBackendError", "DistNetworkError", "DistStoreError", "Connection reset by peer",
     "Connection closed by peer", "Broken pipe", "was aborted", "is aborted", "Socket Timeout",
     "recvBytes", "sendBytes", "Watchdog caught", "NCCL communicator", "remote process exited",
+    "Timed out waiting",  # gloo's wait for a peer that never came (its watchdog timeout)
 )  # fmt: skip
 
 
@@ -121,6 +124,7 @@ CAUSES: dict[str, Rule] = {
     SLURM_NODE_GPU: _rule(1, "Faulty GPU", 0.75, "node drained for a GPU fault (Slurm)"),
     CUDA_ECC: _rule(1, "GPU HBM3 Memory", 0.9, "uncorrectable ECC error"),
     SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
+    NODE_LOST: _rule(2, "Host Maintenance", 0.6, "node lost (its ranks and agent gone at once)"),
     SLURM_NODE_DOWN: _rule(2, "Host Maintenance", 0.6, "node drained or down (Slurm)"),
     IB_ERROR: _rule(3, "Network Switch/Cable", 0.7, "InfiniBand error"),
     NCCL_ERROR: _rule(3, "Network Switch/Cable", 0.65, "NCCL error"),
@@ -128,6 +132,8 @@ CAUSES: dict[str, Rule] = {
     CUDA_LAUNCH_FAILURE: _rule(4, "Software Bug", 0.65, "CUDA launch failure", False),
     CUDA_OOM: _rule(4, "Software Bug", 0.75, "CUDA out of memory", False),
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
+    # SIGKILL as the OOM killer sends it, SIGSEGV/SIGABRT of a native crash (torchrun's summary)
+    WORKER_KILLED: _rule(4, "Software Bug", 0.6, "killed by a signal", False),
     # Numerics or a bug most often; silent data corruption cannot be told apart from logs.
     NAN_LOSS: _rule(5, "Software Bug", 0.4, "NaN/Inf loss", False),
     # The rank the others waited for (flight recorder): what the timeouts of the waiting ranks
@@ -257,7 +263,7 @@ class Evidence:
         if self.kind == XID:
             ref = xids().get(self.xid if self.xid is not None else -1)
             return f"XID {self.xid}{where}" + (f" ({ref.message})" if ref else "")
-        told = self.kind in (TRACEBACK, COLLECTIVE_HANG) and self.detail
+        told = self.kind in (TRACEBACK, COLLECTIVE_HANG, WORKER_KILLED, NODE_LOST) and self.detail
         detail = f" ({self.detail})" if told else ""
         return f"{self.rule.label if self.rule else self.kind}{where}{detail}"
 
@@ -443,17 +449,20 @@ def _choose(evs: list[Evidence], role: list[str]) -> Evidence | None:
             and abs(e.ts - first.ts) <= span
         ]  # fmt: skip
         return _first(stronger) if stronger else first
-    return min(
-        (e for e, _ in ruled),
+    return min(  # a traceback of the cascade or teardown is a victim's: never the cause
+        (e for e, r in ruled if e.kind != TRACEBACK or r == INITIATING),
         key=lambda e: (e.rule.rank, -e.rule.confidence, e.ts, e.seq),  # type: ignore[union-attr]
         default=None,
     )
 
 
-def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
+def explain(
+    evs: list[Evidence], hosts_known: bool, role: list[str] | None = None
+) -> Explanation:
     """The cause of a window's evidence (module doc) and every item's role beside it: the
-    cause, ``symptom`` (other initiating items), ``cascade``, ``teardown``, ``context``."""
-    role = roles(evs)
+    cause, ``symptom`` (other initiating items), ``cascade``, ``teardown``, ``context``.
+    ``role``: the items' ``roles`` when the caller has them."""
+    role = roles(evs) if role is None else role
     cause = _choose(evs, role)
     ordered = [(cause, "cause")] if cause else []
     for want, name in ((INITIATING, "symptom"), (CASCADE, CASCADE), (TEARDOWN, TEARDOWN),
@@ -466,7 +475,8 @@ def explain(evs: list[Evidence], hosts_known: bool) -> Explanation:
         vague = not hosts_known and cause.rule.host_specific and cause.host is not None
         conf = cause.rule.confidence - (UNKNOWN_HOSTS_PENALTY if vague else 0.0)
     lost = any(
-        e.kind == SLURM_NODE_FAILURE or (e.kind == XID and e.xid in NODE_LOSS_XIDS) for e in evs
+        e.kind in (SLURM_NODE_FAILURE, NODE_LOST) or (e.kind == XID and e.xid in NODE_LOSS_XIDS)
+        for e in evs
     )
     cancelled = any(e.kind == SLURM_CANCELLED for e in evs)
     return Explanation(cause, ordered, round(conf, 3), lost, cancelled)

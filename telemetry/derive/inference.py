@@ -36,7 +36,10 @@ a slow script.
 
 Root cause (``telemetry.derive.evidence`` holds the ranking table): the strongest evidence on the
 run's hosts in the window from ``pre_s`` before the last progress (never before the previous
-stop's end) to the restart; every other failure signal there is its symptom.
+stop's end) to the restart; every other failure signal there is its symptom. Its rank and host
+are the culprit's only where evidence places it (``telemetry.derive.culprit``); otherwise they
+are null and ``culprit_candidates`` (a JSON list) and ``culprit_reason`` say who it may be and
+why none is named. Restarts are counted per writer: every rank logs its own restore line.
 """
 
 from __future__ import annotations
@@ -51,13 +54,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from telemetry.derive.culprit import Culprit, judge, told, who_columns
 from telemetry.derive.evidence import (
     INITIATING,
     UNKNOWN,
     XID,
     Explanation,
     column,
-    explain,
     gather,
     is_empty,
     item,
@@ -69,18 +72,19 @@ from telemetry.derive.restores import (
     checkpoints_frame,
     covered_ns,
     events,
+    restarts,
     restore,
     save_spans,
 )
 from telemetry.derive.signals import PLANNED_EXIT
-from telemetry.derive.waits import missing_rank
+from telemetry.derive.waits import lost_node, missing_rank
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
     "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
     "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
-    "rank", "restarts",
+    "rank", "restarts", "culprit_candidates", "culprit_reason",
 )  # fmt: skip
 SOURCE = "inferred"
 K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
@@ -207,8 +211,11 @@ def infer_interruptions(
     evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
                       np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
-    for evs in evidence:  # a rank missing from a collective, from the others' watchdog lines
-        if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
+    for evs in evidence:  # a rank missing from a collective, a node lost: from the others
+        role = roles(evs)
+        if INITIATING in role:
+            continue
+        if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)):
             evs.append(w)
     ck = checkpoints_frame(checkpoints)
     spans = save_spans(ck, ckpt_events)
@@ -222,7 +229,7 @@ def infer_interruptions(
     lt = loads["ts"].to_numpy(np.int64)
     for n, i in enumerate(idx):
         start, end = int(starts[n]), int(ends[n])
-        ex = explain(evidence[n], hosts_known=run_hosts is not None)
+        ex, who = judge(evidence[n], run_hosts is not None, world, hosts_of)
         nxt, roots = int(s.step[i + 1]), tier_roots or {}
         rs = restore(start, end, nxt, log_every, ex.node_lost, nvme_from, ck, loads, roots)
         node_lost = (ex.node_lost or rs.nvme_lost) and rs.tier != "nvme"  # NVMe used: it lived
@@ -235,8 +242,8 @@ def infer_interruptions(
             continue  # the job posted this stop itself: its record wins
         automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
         torn = _unfinished_saves(saves_started, saves_ended, int(w0[n]), end)
-        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn)
-        tries = int(np.searchsorted(lt, end, "right") - np.searchsorted(lt, start, "left"))
+        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn, who) | who_columns(who)
+        tries = restarts(loads, lt, start, end)
         rows.append(
             row
             | {
@@ -246,12 +253,12 @@ def infer_interruptions(
                 "restarts": max(tries, 1),
             }
         )
-    ex = explain(evidence[-1], hosts_known=run_hosts is not None)
+    ex, who = judge(evidence[-1], run_hosts is not None, world, hosts_of)
     gap = s.thr_ns / k  # the median gap between progress points
     ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
     if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
         saves = events(ckpt_events, "save_end")
-        row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus)
+        row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus, who) | who_columns(who)
         rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
     return _frame(_loops(rows))
 
@@ -336,6 +343,7 @@ def _row(
     step_s: float | None,
     gpus: int | None,
     torn: Sequence[dict[str, Any]] = (),
+    who: Culprit | None = None,
 ) -> dict[str, Any]:
     items = _items(ex.ordered, end, rs.item, *torn)
     downtime = (end - start) / 1e9
@@ -348,7 +356,7 @@ def _row(
     tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
     desc = (
         f"Step stalled at {last:,} for {_dur(downtime)}; "
-        + (cause.text() if cause is not None else "no failure signal on the run's hosts")
+        + told(cause, who)
         + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None and not k else "")
         + (f"; the cascade on {k:,} other rank{'s' if k > 1 else ''} ({n:,} lines) set aside"
            if k else "")
@@ -425,7 +433,7 @@ def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:
 
 def _ended(
     last_ts: int, last: int, ex: Explanation, ck: pd.DataFrame, saves: pd.DataFrame,
-    step_s: float | None, gpus: int | None,
+    step_s: float | None, gpus: int | None, who: Culprit | None = None,
 ) -> dict[str, Any]:
     """A run whose data ends with a stop and a cause after its last progress (a Slurm time
     limit or preemption, a crash nobody restarted): an interruption without an end, whose lost
@@ -442,7 +450,7 @@ def _ended(
     assert cause is not None and cause.rule is not None
     where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if lost
              is not None else "no checkpoint known to restart from")  # fmt: skip
-    desc = (f"Run stopped at step {last:,}; {cause.text()}; no progress after it in the data; "
+    desc = (f"Run stopped at step {last:,}; {told(cause, who)}; no progress after it in the data; "
             + where)  # fmt: skip
     end = last_ts if first is None else max(first, last_ts)
     items = _items(ex.ordered, end)

@@ -174,3 +174,25 @@ def restore(
         f"restart ({next_step:,}) minus the log interval ({log_every:,})"
     )
     return Restore(est, path_tier, "estimate", item(end, "restore_estimate", line=line))
+
+
+LOAD_COPY_NS = 30 * 10**9  # one writer's loads of one step this close are copies, not restarts
+_WRITER = re.compile(r"(?: *\d+: )?(?:\[(?:rank|default)?\d+\]: ?)*")  # srun/torchrun labels
+
+
+def restarts(loads: pd.DataFrame, lt: np.ndarray, start: int, end: int) -> int:
+    """Restarts in a stop: each rank logs its own load of a restart, so the most loads one
+    writer (its srun/torchrun label) logged; a writer's loads of one step within
+    ``LOAD_COPY_NS`` are one (unlabelled ranks' copies)."""
+    a, b = int(np.searchsorted(lt, start, "left")), int(np.searchsorted(lt, end, "right"))
+    last: dict[str, tuple[int, Any]] = {}
+    count: dict[str, int] = {}
+    for t, step, line in zip(lt[a:b].tolist(), loads["step"].iloc[a:b], loads["line"].iloc[a:b],
+                             strict=True):  # fmt: skip
+        m = _WRITER.match(line or "")
+        who = m.group(0) if m else ""
+        prev = last.get(who)
+        if prev is None or prev[1] != step or t - prev[0] > LOAD_COPY_NS:
+            count[who] = count.get(who, 0) + 1
+        last[who] = (t, step)
+    return max(count.values(), default=0)

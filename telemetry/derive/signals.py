@@ -52,6 +52,14 @@ COLLECTIVE_HANG = "collective_hang"
 # rest (``Sending process N closing signal SIGTERM``). The teardown of a failure, never its cause.
 WORKER_EXIT = "worker_exit"
 LAUNCHER_SIGNAL = "launcher_signal"
+# A worker torchrun saw die of a signal nobody in the job sent it (its summary's ``exitcode  : -9
+# (pid: P)  (SIGKILL)``, as the OOM killer kills; ``(SIGSEGV)``, ``(SIGABRT)``: a native crash):
+# that rank's own death, not teardown. A pid the launcher had sent a closing signal is teardown.
+WORKER_KILLED = "worker_killed"
+# Derived (``derive.waits.lost_node``): every rank of one host and its agent gone at once, the
+# host Slurm's ``srun: error: NODE: task N: Killed`` names while the other hosts' ranks log
+# their peers gone.
+NODE_LOST = "node_lost"
 # The trainer stopping on purpose: Megatron-LM's --exit-duration-in-mins, --exit-interval and
 # --exit-signal-handler ("exiting program ..."), "Training completed" (Hugging Face, TorchTitan).
 PLANNED_EXIT = "planned_exit"
@@ -82,6 +90,8 @@ SIGNAL_KINDS = (
     WORKER_EXIT,
     LAUNCHER_SIGNAL,
     PLANNED_EXIT,
+    WORKER_KILLED,
+    NODE_LOST,
 )
 # training/job logs, kernel logs, the scheduler, exporters, flight-recorder dumps
 SOURCES = ("log", "kernel", "slurm", "dcgm", "flight_recorder")

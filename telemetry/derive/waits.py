@@ -1,4 +1,5 @@
-"""Which rank the others waited for, from their watchdog lines alone.
+"""Which rank the others waited for, from their watchdog lines alone; and which node was lost
+at once, from the silence of its ranks (``lost_node``).
 
 When a rank never reaches a collective, every other rank's ProcessGroupNCCL watchdog times out
 on the same work and says which (``[rank3]:[E218 ...] [Rank 3] Watchdog caught collective
@@ -18,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from telemetry.derive.evidence import CAUSES, Evidence
-from telemetry.derive.signals import COLLECTIVE_HANG, NCCL_TIMEOUT
+from telemetry.derive.signals import COLLECTIVE_HANG, NCCL_TIMEOUT, NODE_LOST, SLURM_TASK_KILLED
 
 MAX_MISSING_SHARE = 1 / 8
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
@@ -56,3 +57,47 @@ def missing_rank(
     )
     return Evidence(entered, COLLECTIVE_HANG, hosts.get(culprit), None, None, first.origin,
                     first.line, detail, CAUSES[COLLECTIVE_HANG], culprit, -1)  # fmt: skip
+
+
+_SLURM = "slurm_"
+_SPOKE = ("cascade", "initiating")
+
+
+def lost_node(
+    evs: list[Evidence], roles: list[str], world: int | None, hosts: Mapping[int, str]
+) -> Evidence | None:
+    """A node lost at once: its ranks and its agent gone, so only the other hosts' ranks log
+    their peers gone. Said when no line initiates (the caller checks) and either Slurm names
+    the node (``srun: error: NODE: task N: Killed``) while nothing else on it wrote a line, or
+    the run's every rank is placed and exactly the ranks of one host wrote nothing while every
+    other rank logged the cascade. A ``node_lost`` item on that host (no rank: the whole node)."""
+    spoke = [e for e, r in zip(evs, roles, strict=True) if r in _SPOKE]
+    if not spoke:
+        return None
+    active = {e.host for e in evs if e.host and not e.kind.startswith(_SLURM)}
+    killed = [e for e in evs if e.kind == SLURM_TASK_KILLED and e.host and e.host not in active
+              and "Killed" in (e.detail or e.line or "")]  # fmt: skip
+    named = {e.host for e in killed}
+    if len(named) == 1:
+        first = min(killed, key=lambda e: (e.ts, e.seq))
+        return _lost(first.host, min(e.ts for e in spoke), first, "Slurm killed its task and "
+                     "no rank or agent on it wrote a line; the other hosts' ranks lost their "
+                     "peers")  # fmt: skip
+    if not world or any(r not in hosts for r in range(world)) or len(set(hosts.values())) < 2:
+        return None
+    said = {e.rank for e in spoke if e.rank is not None}
+    silent = {h for h in set(hosts.values())
+              if not any(hosts[r] == h and r in said for r in range(world))}  # fmt: skip
+    if len(silent) != 1:
+        return None
+    (host,) = silent
+    if any(r not in said for r in range(world) if hosts[r] != host):
+        return None
+    first = min(spoke, key=lambda e: (e.ts, e.seq))
+    return _lost(host, first.ts, first, "every rank of it fell silent at once while every other "
+                 "rank logged its peers gone")  # fmt: skip
+
+
+def _lost(host: str, ts: int, seen: Evidence, why: str) -> Evidence:
+    return Evidence(ts, NODE_LOST, host, None, None, seen.origin, seen.line,
+                    f"{host} lost: {why}", CAUSES[NODE_LOST], None, -1)  # fmt: skip

@@ -372,7 +372,8 @@ def _evidence_text(raw: Any) -> str:
 
 def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, Any] | None:
     """One interruption with its evidence list parsed (``evidence``: list of dicts with ts,
-    kind, host, gpu, xid, origin, line, role); None if there is none at that time."""
+    kind, host, gpu, xid, origin, line, role) and an unknown culprit's ``culprit_candidates``
+    (a list) beside its ``culprit_reason``; None if there is none at that time."""
     df = store.df(
         f"""SELECT *, coalesce(source, 'posted') AS source_shown FROM {COSTED}
            WHERE run_id = ? AND ts = ? ORDER BY source LIMIT 1""",
@@ -385,7 +386,17 @@ def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, An
         row["evidence"] = json.loads(row["evidence"]) if row.get("evidence") else []
     except ValueError:
         row["evidence"] = []
+    row["culprit_candidates"] = candidates(row.get("culprit_candidates"))
     return row
+
+
+def candidates(raw: Any) -> list[str]:
+    """An unknown culprit's candidates as stored (a JSON list), as a list; [] when none."""
+    try:
+        got = json.loads(raw) if isinstance(raw, str) and raw else []
+    except ValueError:
+        return []
+    return [str(c) for c in got] if isinstance(got, list) else []
 
 
 def missing(v: Any) -> bool:

@@ -182,6 +182,9 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "orig_category": "VARCHAR",
         "rank": "INTEGER",  # the culprit's rank (the first failing one, not its cascade)
         "restarts": "INTEGER",  # restarts in it: more than one is a restart loop
+        # an unknown culprit (no rank, no host): who it may be (JSON list) and why not named
+        "culprit_candidates": "VARCHAR",
+        "culprit_reason": "VARCHAR",
     },
     # the rank (training process) that wrote a log line, where the line or its prefix says
     "signals": {"rank": "INTEGER"},

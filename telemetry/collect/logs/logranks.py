@@ -53,6 +53,21 @@ def split_prefix(text: str) -> tuple[str, str, int | None]:
     return text[:end], text[end:], rank
 
 
+_TASK_ONLY = re.compile(r" *\d+: $")
+_TASK_THEN_TEE = re.compile(r" *\d+: \[(?:rank|default)\d+\]:")
+
+
+def task_is_node(label: str) -> bool:
+    """A label of an ``srun --label`` task followed by torchrun's prefix: the job runs a
+    torchrun agent per task, so a task number is a node's, never a rank."""
+    return _TASK_THEN_TEE.match(label) is not None
+
+
+def task_only(label: str) -> bool:
+    """A label that is an ``srun --label`` task number alone."""
+    return _TASK_ONLY.fullmatch(label) is not None
+
+
 def rank_in(body: str) -> int | None:
     """The rank a line names itself: ProcessGroupNCCL's ``[PG ID 0 PG GUID 0(default_pg) Rank
     3]`` or ``[Rank 3]`` (a rank of the default group, the global one)."""
@@ -66,6 +81,12 @@ def rank_in(body: str) -> int | None:
 _WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (\w+)")
 _DEATH = re.compile(r"Received (\S+) death signal|SignalException: Process (\d+) got signal: (\d+)")
+
+
+def closing_pid(body: str) -> int | None:
+    """The pid torchrun's ``Sending process P closing signal SIGTERM`` line names."""
+    m = _CLOSING.search(body) if "closing signal" in body else None
+    return int(m.group(1)) if m else None
 
 
 def launcher(body: str) -> Failure | None:
@@ -120,15 +141,17 @@ _NCCL_PID = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):\d+ \[\d+\] NCCL ")
 #   host      : node-3.cluster
 #   rank      : 5 (local_rank: 1)
 #   exitcode  : -6 (pid: 12345)
+#   exitcode  : -15 (pid: 24724)  (SIGTERM)   (torch 2.x: a signalled worker's signal named)
 _SUMMARY = re.compile(r"(?:^|\s)(time|host|rank|exitcode|error_file|traceback)\s*: (.*?)\s*$")
 _SUMMARY_TIME = re.compile(r"\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?$")
 _SUMMARY_RANK = re.compile(r"(\d+) \(local_rank: (\d+)\)$")
-_SUMMARY_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)$")
+_SUMMARY_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG[A-Z0-9]+)\))?$")
 
 
 def summary_field(body: str) -> tuple[str, object] | None:
     """One field of a torchrun failure summary entry as (name, value): ``time`` a naive
-    datetime, ``host`` text, ``rank`` (rank, local rank), ``exitcode`` (code, pid); None for
+    datetime, ``host`` text, ``rank`` (rank, local rank), ``exitcode`` (code, pid, the signal's
+    name or None); None for
     any other line (a line merely shaped like one is told apart by its value)."""
     m = _SUMMARY.search(body)
     if m is None:
@@ -146,7 +169,7 @@ def summary_field(body: str) -> tuple[str, object] | None:
         return (name, (int(r.group(1)), int(r.group(2)))) if r else None
     if name == "exitcode":
         e = _SUMMARY_EXIT.match(value)
-        return (name, (int(e.group(1)), int(e.group(2)))) if e else None
+        return (name, (int(e.group(1)), int(e.group(2)), e.group(3))) if e else None
     if name == "host":
         return (name, value) if value and " " not in value else None
     return name, value

@@ -63,6 +63,8 @@ _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 # ranks' untimed "remote process exited" lines printed before a culprit's untimed traceback
 # (srun interleaves the nodes' output) are not taken as having come first.
 _NETWORK_KINDS = (sig.NCCL_ERROR, sig.IB_ERROR)
+# Signals the launcher or the scheduler send to stop workers (teardown, whoever sent them)
+_TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
 
 
@@ -153,7 +155,9 @@ class LogParser:
         self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
         self._label = ""  # the current line's launcher prefix
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
-        self._load_open = False
+        self._load_open: set[str] = set()  # labels (writers) with a checkpoint load open
+        self._closing: set[tuple[str, int]] = set()  # (agent label, pid) torchrun signalled
+        self._task_nodes = False  # srun --label tasks are torchrun agents (nodes), not ranks
         self._rank: int | None = None  # the rank the current line's prefix names
         self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
         self._mapped: set[tuple[int, str]] = set()
@@ -445,6 +449,10 @@ class LogParser:
             return got
         prefix, body, self._rank = lr.split_prefix(raw)
         self._label = prefix
+        if prefix and not self._task_nodes:
+            self._task_nodes = lr.task_is_node(prefix)
+        if self._task_nodes and self._rank is not None and lr.task_only(prefix):
+            self._rank = None  # a node's torchrun agent, not a rank
         if self._tb and prefix in self._tb:
             done = self._in_traceback(prefix, body, raw, lineno)
             if done is not None:
@@ -596,14 +604,18 @@ class LogParser:
         if "rank" not in entry:
             return True
         rank, local = entry["rank"]
-        code, pid = value
+        code, pid, signame = value
         host = entry.get("host")
         if host:
             self._map(rank, host, "torchrun summary", lineno)
         where = f" on {host}" if host else ""
         detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
+        kind = sig.WORKER_EXIT
+        if code < 0 and signame not in _TEARDOWN_SIGNALS and (self._label, pid) not in \
+                self._closing:  # a signal nobody in the job sent: the rank's own death
+            kind, detail = sig.WORKER_KILLED, f"{detail} ({signame or f'signal {-code}'})"
         ts = self._accepted(self.clock.utc(entry["time"]))
-        self._add_signal(Signal(ts, sig.WORKER_EXIT, host, None, None, f"{detail} (pid {pid})",
+        self._add_signal(Signal(ts, kind, host, None, None, f"{detail} (pid {pid})",
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
         return True
 
@@ -815,9 +827,12 @@ class LogParser:
     def _checkpoint(self, c: tuple[str, str | None, int | None, str | None], body: str, raw: str,
                     lineno: int) -> bool:
         kind, phase, step, path = c
-        if kind == "load":
-            finished_open = phase == "finish" and self._load_open
-            self._load_open = phase == "start"
+        if kind == "load":  # each writer (rank) its own load: every rank logs one
+            finished_open = phase == "finish" and self._label in self._load_open
+            if phase == "start":
+                self._load_open.add(self._label)
+            else:
+                self._load_open.discard(self._label)
             if finished_open:  # the finish of the load started above: its end, timed
                 self.counts["load_finished"] += 1
                 kind = "load_end"
@@ -850,6 +865,8 @@ class LogParser:
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
+        if kind == sig.LAUNCHER_SIGNAL and (pid := lr.closing_pid(body)) is not None:
+            self._closing.add((self._label, pid))
         if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
             rank = lr.rank_in(body)
             if rank is None and self._pids and (hp := lr.nccl_pid(body)):

@@ -1,0 +1,150 @@
+"""The culprit of a stop, named only where evidence places it (issue 56, "Precision first").
+
+Naming a victim is worse than saying "unknown": an SRE drains the node named. So a rank and
+host are named only when the cause is
+
+- an *initiating line written by that rank* (its traceback, CUDA error, OOM, NaN loss, its
+  death by a signal nobody in the job sent);
+- a *rank missing from a collective* (the flight recorder, the others' watchdog lines);
+- a *hardware line on that host* (an XID, an ECC error, a link down, Slurm's node failure or
+  drain, a node lost at once);
+- the scheduler's own word for a planned stop.
+
+Otherwise (the cause is a network error or a watchdog timeout, which every waiting rank logs,
+or only the cascade and teardown are there) the culprit is unknown: no rank, no host, and the
+candidates with the reason instead. The candidates are the ranks that wrote nothing while the
+others logged the failure (a rank that died silently is among them), else the hosts none of
+whose ranks wrote, else the first ranks to report, said so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telemetry.derive.evidence import (
+    CASCADE,
+    CONTEXT,
+    INITIATING,
+    NETWORK_KINDS,
+    WAITING_KINDS,
+    Evidence,
+    Explanation,
+    explain,
+    roles,
+)
+from telemetry.derive.signals import (
+    COLLECTIVE_HANG,
+    CUDA_ECC,
+    IB_ERROR,
+    NODE_LOST,
+    SLURM_NODE_DOWN,
+    SLURM_NODE_FAILURE,
+    SLURM_NODE_GPU,
+    XID,
+)
+from telemetry.vocabulary import PLANNED_CATEGORY
+
+PLACED_KINDS = frozenset(
+    {XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU, NODE_LOST,
+     COLLECTIVE_HANG}
+)  # fmt: skip
+_LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
+MAX_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class Culprit:
+    rank: int | None = None
+    host: str | None = None
+    gpu: int | None = None
+    candidates: tuple[str, ...] = ()
+    reason: str | None = None  # why no culprit is named (None when one is, or nothing failed)
+
+
+def place(
+    ex: Explanation, roles: Mapping[int, str], world: int | None, hosts: Mapping[int, str]
+) -> Culprit:
+    """The culprit of ``ex`` (module doc). ``roles``: each item's role by ``id``; ``world`` the
+    run's rank count where known; ``hosts`` rank -> host."""
+    cause = ex.cause
+    failing = [e for e, r in ex.ordered if r != CONTEXT]
+    if (
+        cause is not None
+        and cause.rule is not None
+        and (cause.rule.category == PLANNED_CATEGORY or _placed(cause, roles.get(id(cause))))
+    ):
+        return Culprit(cause.rank, cause.host, cause.gpu)
+    if not failing:
+        return Culprit()
+    spoke = {e.rank for e, r in ex.ordered if r in (CASCADE, "symptom", "cause")
+             and e.rank is not None}  # fmt: skip
+    what = ("only watchdog timeouts" if cause is not None and cause.kind in WAITING_KINDS
+            else "only network errors" if cause is not None and cause.kind in NETWORK_KINDS
+            else "only other ranks' cascade and the teardown")  # fmt: skip
+    reason = f"no line places the culprit: {what}, which the ranks that waited write"
+    silent = sorted(set(range(world)) - spoke) if world and spoke else []
+    if silent and len(silent) <= max(1, world // 8):  # type: ignore[operator]
+        names = [f"rank {r}" + (f" on {hosts[r]}" if r in hosts else "") for r in silent]
+        return Culprit(candidates=tuple(names[:MAX_CANDIDATES]),
+                       reason=f"{reason}; {len(silent):,} rank(s) wrote nothing")  # fmt: skip
+    wrote = {e.host for e in failing if e.rank is not None and e.host}
+    quiet = sorted(set(hosts.values()) - wrote) if wrote else []
+    if quiet and len(quiet) <= MAX_CANDIDATES:
+        return Culprit(candidates=tuple(quiet), reason=f"{reason}; no rank on these hosts wrote")
+    first = sorted((e for e in failing if e.rank is not None or e.host),
+                   key=lambda e: (e.ts, e.seq))  # fmt: skip
+    names = list(dict.fromkeys(
+        (f"rank {e.rank}" if e.rank is not None else "") + (" on " if e.rank is not None
+                                                           and e.host else "") + (e.host or "")
+        for e in first))[:3]  # fmt: skip
+    return Culprit(
+        candidates=tuple(names),
+        reason=f"{reason}; the first to report are listed, they may be victims",
+    )
+
+
+def _placed(cause: Evidence, role: str | None) -> bool:
+    """Whether the cause places its rank or host (module doc)."""
+    if cause.kind in PLACED_KINDS:
+        return True
+    if cause.kind == IB_ERROR:
+        return _LINK_DOWN.search(f"{cause.detail or ''} {cause.line or ''}") is not None
+    if cause.kind in NETWORK_KINDS or cause.kind in WAITING_KINDS:
+        return False
+    return role == INITIATING  # its own line (a traceback only when it is no cascade's)
+
+
+def judge(
+    evs: list[Any], hosts_known: bool, world: int, hosts: Mapping[int, str]
+) -> tuple[Explanation, Culprit]:
+    """The cause of a window's evidence and its culprit, named only where evidence places it."""
+    role = roles(evs)
+    ex = explain(evs, hosts_known=hosts_known, role=role)
+    return ex, place(ex, dict(zip(map(id, evs), role, strict=True)), world or None, hosts)
+
+
+def who_columns(who: Culprit) -> dict[str, Any]:
+    """The culprit's columns; an unknown culprit's candidates and reason, its cause kept."""
+    out: dict[str, Any] = {
+        "host": who.host,
+        "rank": who.rank,
+        "gpu": who.gpu,
+        "culprit_reason": who.reason,
+        "culprit_candidates": None,
+    }
+    if who.candidates:
+        out["culprit_candidates"] = json.dumps(list(who.candidates), ensure_ascii=False)
+    return out
+
+
+def told(cause: Any, who: Culprit | None) -> str:
+    """The cause in words, naming a rank and host only where the culprit is placed."""
+    if who is None or who.reason is None:
+        return cause.text() if cause is not None else "no failure signal on the run's hosts"
+    what = cause.rule.label if cause is not None and cause.rule else "cause unknown"
+    cands = f"; candidates: {', '.join(who.candidates)}" if who.candidates else ""
+    return f"{what}; culprit unknown ({who.reason}){cands}"
