@@ -4,8 +4,8 @@ into a store.
 Record files (.jsonl, .csv, TensorBoard) are read and checked (the import source does it when
 built) before the store is opened, so a typo writes nothing. Text logs (a job's
 ``slurm-N.out``, a node's kernel log) and ``--checkpoints TIER=PATH`` directories are read by
-the cluster source, block by block, so a log's length does not grow memory (its ranks do: about
-12 KB each, ``benchmarks/cascade.py``; docs/security-and-serving.md). Then one round
+the cluster source, block by block, so a log's length does not grow memory; its ranks' failure
+lines do (about 14 KB a rank in a full cascade: docs/security-and-serving.md). Then one round
 of each into the store writer, and the interruptions of the runs touched are derived. Printed:
 each file's account (records stored, signals by kind, checkpoint lines, the first rejected or
 unreadable lines with their ``file:line``), checkpoints per tier, and every interruption found
