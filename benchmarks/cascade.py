@@ -5,7 +5,9 @@ torchrun's teardown (``tests/cascade_fixture.py`` writes it, formats cited there
 
 Target (#36): imported with ``factoryfloor import`` and the interruption attributed to the right
 rank and host in <= 60 s here. Baseline measured in the same run: reading the same file line by
-line in Python (``for line in open(path)``), the floor of any reader of it.
+line in Python (``for line in open(path)``), the floor of any reader of it. The import's peak memory
+(RSS) is printed too: it grows with the ranks (each rank's host, its signals and their evidence
+are kept for the culprit's derivation), not with the log's length.
 
     .venv/bin/python benchmarks/cascade.py [--nodes 2048] [--per-node 8] [--culprit 9137]
         [--json FILE]    # FILE: the run's key figures, for benchmarks/compare.py
@@ -14,6 +16,7 @@ line in Python (``for line in open(path)``), the floor of any reader of it.
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
 import sys
 import tempfile
@@ -61,6 +64,7 @@ def main() -> None:
             capture_output=True, text=True, cwd=ROOT,
         )  # fmt: skip
         took = time.perf_counter() - t
+        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
         if done.returncode != 0:
             sys.exit(f"import failed: {done.stderr.strip()}")
         with duckdb.connect(str(store), read_only=True) as con:
@@ -71,6 +75,8 @@ def main() -> None:
         print(f"{'':28}{'seconds':>9} {'lines/s':>12} {'ratio':>7}")
         print(f"{'baseline: read lines':28}{base:9.2f} {lines / base:12,.0f} {1:7.1f}")
         print(f"{'factoryfloor import':28}{took:9.2f} {lines / took:12,.0f} {took / base:7.1f}")
+        print(f"import's peak memory (RSS): {peak_mib:,.0f} MiB, "
+              f"{peak_mib * 2**20 / world:,.0f} bytes per rank")
         print(f"attributed to: {got} (want rank {want[0]} on {want[1]}): "
               f"{'right' if right else 'WRONG'}; target <= 60 s: "
               f"{'met' if took <= 60 and right else 'NOT met'}")  # fmt: skip
@@ -86,6 +92,7 @@ def main() -> None:
                 "import_lines_per_s": lines / took,
                 "ratio_import_over_read": took / base,
                 "attributed_right": int(right),
+                "import_peak_rss_mib": peak_mib,
             },
         )
         if not right:

@@ -48,9 +48,9 @@ def test_a_kernel_log_line_dated_9999_or_feb_30_is_not_data(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr
     assert f"{kern}: 4 lines: 0 train_metrics records stored, signals: xid 2" in r.stdout
     assert "2 lines not recognised" in r.stdout and "1 lines not recognised" in r.stdout
-    assert f"{kern}:2: time 9999-12-31 23:59:59 is outside" in r.stdout
+    assert f"  not recognised {kern}:2: time 9999-12-31 23:59:59 is outside" in r.stdout
     assert f"{kern}:3: " in r.stdout and "no real time" in r.stdout
-    assert f"{syslog}:2: 02-30 25:61:61 is no real time: not data" in r.stdout
+    assert f"not recognised {syslog}:2: 02-30 25:61:61 is no real time: not data" in r.stdout
     stored = _rows(store, "SELECT ts, origin FROM signals ORDER BY origin")
     assert [o for _, o in stored] == [f"{kern}:1", f"{kern}:4", f"{syslog}:1"]
     assert all(DAY - timedelta(seconds=1) <= t <= NOW for t, _ in stored), stored
@@ -59,14 +59,15 @@ def test_a_kernel_log_line_dated_9999_or_feb_30_is_not_data(tmp_path: Path) -> N
 
 
 def test_a_job_log_line_far_from_the_files_other_times_is_not_data(tmp_path: Path) -> None:
-    t = [DAY + timedelta(seconds=i) for i in range(4)]
+    t = [DAY + timedelta(seconds=i) for i in range(40)]
+    ok = [_iteration(i, f"{t[i]:%Y-%m-%d %H:%M:%S}") for i in range(1, 31)]  # read column-wise
     log = tmp_path / "slurm-1.out"
     log.write_text("\n".join([
-        _iteration(1, f"{t[0]:%Y-%m-%d %H:%M:%S}"),
-        _iteration(2, f"{t[1]:%Y-%m-%d %H:%M:%S}"),
-        _iteration(3, "9999-12-31 23:59:59"),  # the column-wise fast path's shape, too
-        _iteration(4, "2001-01-01 00:00:00"),  # after 2000, yet 20+ years from its neighbours
-        f"{t[2]:%Y-%m-%dT%H:%M:%S} host-1:1:1 [0] NCCL WARN a real one",
+        *ok[:15],
+        _iteration(31, "9999-12-31 23:59:59"),  # in the column-wise path's shape
+        _iteration(32, "2001-01-01 00:00:00"),  # after 2000, yet 20+ years from its neighbours
+        *ok[15:],
+        f"{t[35]:%Y-%m-%dT%H:%M:%S} host-1:1:1 [0] NCCL WARN a real one",
         "9999-12-31T23:59:59 host-1:1:1 [0] NCCL WARN printed by the job",
         "2024-02-30T25:61:61 host-1:1:1 [0] NCCL WARN no such instant",
         "host-1:1:1 [0] NCCL WARN no time of its own: the most recent real one",
@@ -74,13 +75,14 @@ def test_a_job_log_line_far_from_the_files_other_times_is_not_data(tmp_path: Pat
     store = tmp_path / "s.duckdb"
     r = cli("import", "--store", str(store), "--run", "r1", str(log))
     assert r.returncode == 0, r.stderr
-    assert f"{log}: 8 lines: 2 train_metrics records stored, signals: nccl_error 2" in r.stdout
+    assert f"{log}: 36 lines: 30 train_metrics records stored, signals: nccl_error 2" in r.stdout
     assert "4 lines not recognised" in r.stdout
-    for line in (3, 4, 6, 7):
+    for line in (16, 17, 34, 35):
         assert f"{log}:{line}: " in r.stdout
-    assert _rows(store, "SELECT step FROM train_metrics ORDER BY step") == [(1,), (2,)]
+    steps = _rows(store, "SELECT step, ts FROM train_metrics ORDER BY step")
+    assert steps == [(i, t[i]) for i in range(1, 31)]
     signals = _rows(store, "SELECT ts, origin FROM signals ORDER BY origin")
-    assert signals == [(t[2], f"{log}:5"), (t[2], f"{log}:8")]  # not 9999's context
+    assert signals == [(t[35], f"{log}:33"), (t[35], f"{log}:36")]  # not 9999's context
 
 
 def test_the_window_past_the_servers_clock_is_a_setting(tmp_path: Path) -> None:

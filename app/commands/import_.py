@@ -4,7 +4,8 @@ into a store.
 Record files (.jsonl, .csv, TensorBoard) are read and checked (the import source does it when
 built) before the store is opened, so a typo writes nothing. Text logs (a job's
 ``slurm-N.out``, a node's kernel log) and ``--checkpoints TIER=PATH`` directories are read by
-the cluster source, block by block, so a log of any size imports in flat memory. Then one round
+the cluster source, block by block, so a log's length does not grow memory; its ranks' failure
+lines do (about 14 KB a rank in a full cascade: docs/security-and-serving.md). Then one round
 of each into the store writer, and the interruptions of the runs touched are derived. Printed:
 each file's account (records stored, signals by kind, checkpoint lines, the first rejected or
 unreadable lines with their ``file:line``), checkpoints per tier, and every interruption found
@@ -179,8 +180,8 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
         if a.untimed:
             print(f"  {a.untimed:,} signal lines without a wall-clock time (plain dmesg) skipped")
-        for p in a.problems[:SHOW_REJECTIONS]:
-            print(f"  unreadable {p}")
+        for p in a.problems[:SHOW_REJECTIONS]:  # a time that is no data: read, not believed
+            print(f"  {'not recognised' if p.endswith(': not data') else 'unreadable'} {p}")
         if len(a.problems) > SHOW_REJECTIONS:
             print(f"  ... and {len(a.problems) - SHOW_REJECTIONS:,} more unreadable lines")
         if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks

@@ -8,7 +8,7 @@ rollup tables at a bucket size chosen so no series exceeds ``max_points``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pandas as pd
 
@@ -27,9 +27,10 @@ class TimeRange:
         return max((self.end - self.start).total_seconds(), 1.0)
 
     def shown(self) -> TimeRange:
-        """This range within ``SHOWN`` (a range wholly outside it: the nearest minute in it)."""
-        start = min(max(self.start, SHOWN_FROM), SHOWN_TO - _MINUTE)
-        return TimeRange(start, max(min(self.end, SHOWN_TO), start + _MINUTE))
+        """This range within ``SHOWN_FROM`` .. ``SHOWN_TO`` (the same range when it lies
+        inside; one wholly outside them: their nearest end)."""
+        start = min(max(self.start, SHOWN_FROM), SHOWN_TO)
+        return TimeRange(start, max(min(self.end, SHOWN_TO), start))
 
 
 # The times a page can show: any stored time outside them (a log line or a record dated 9999
@@ -40,8 +41,7 @@ class TimeRange:
 # room).
 SHOWN_FROM = datetime(1970, 1, 1)
 SHOWN_TO = datetime(2200, 1, 1)
-_MINUTE = timedelta(minutes=1)
-_IN_SHOWN = "BETWEEN TIMESTAMP '1970-01-01' AND TIMESTAMP '2200-01-01'"  # SHOWN_FROM, SHOWN_TO
+_IN_SHOWN = f"BETWEEN TIMESTAMP '{SHOWN_FROM:%Y-%m-%d}' AND TIMESTAMP '{SHOWN_TO:%Y-%m-%d}'"
 
 
 # Whether node ``n`` (a ``nodes`` row) is one of the job's nodes: scheduled as a job node (or
@@ -87,7 +87,8 @@ def data_extent(store: Store) -> TimeRange | None:
     Where raw retention expired old samples, the GPU history starts at the finest rollup.
     The GPU samples' times are read from their per-node sums (``node_tick``, written in the
     same transaction, one row per node and tick, expired with them): an eighth of the rows to
-    plan over."""
+    plan over. Times a page cannot show (``SHOWN_FROM`` .. ``SHOWN_TO``) are left out of the
+    tables a log or a record fills, and the result is clamped to them."""
     expired = store.raw_since() is not None
     rolled = "SELECT min(ts), NULL FROM fleet_rollup WHERE bucket_s = ?" if expired else ""
     (row,) = store.rows(

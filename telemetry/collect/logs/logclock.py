@@ -12,9 +12,9 @@ Any user can print any stamp into a job's output (``[Fri Dec 31 23:59:59 9999] N
 so a time is data only inside a ``Window`` (``clock_window``): not before ``EARLIEST``, not
 more than ``--log-max-future`` (default a day) past the server's clock, and not more than
 ``--log-span`` (default 366 days) from the median time of the file's first and last lines
-(``file_window``).
-A stamp outside it, or one that names no real instant (``Feb 30 25:61:61``), makes its line
-"not recognised" with the reason (``LogClock.refusal``), and it is no line's context time.
+(``file_window``). A stamp outside it, or one that names no real instant (``Feb 30
+25:61:61``), makes its line "not recognised" with the reason (``LogClock.refusal``), and it is
+no line's context time.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Window:
 
 
 def clock_window(now: datetime | None = None, max_future_s: float = MAX_FUTURE_S,
-           centre: datetime | None = None, span_s: float = SPAN_S) -> Window:
+                 centre: datetime | None = None, span_s: float = SPAN_S) -> Window:
     """``EARLIEST`` to ``now`` (the server's clock) + ``max_future_s``, narrowed to
     ``centre`` +- ``span_s`` when the file's middle time is known."""
     now = now or datetime.now(UTC).replace(tzinfo=None)

@@ -11,13 +11,14 @@ which gives the same record for the lines taken here (tests compare both paths).
 
 from __future__ import annotations
 
-from collections.abc import Container
 from math import isfinite
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from telemetry.collect.logs.logclock import Window
 
 MEGATRON_COLUMNS = (
     r"^ *\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?)\] "
@@ -37,7 +38,7 @@ def _floats(col: pa.Array) -> list[float | None]:
                    pa.float64()).to_pylist()
 
 
-def megatron_columns(lines: pa.Array, window: Container[Any] | None = None
+def megatron_columns(lines: pa.Array, window: Window | None = None
                      ) -> tuple[np.ndarray, dict[str, list]] | None:
     """(positions in ``lines`` taken, columns ts/step/loss/lr/grad_norm as Python lists);
     None when nothing is taken or a value does not convert (then every line goes the slow
@@ -52,18 +53,19 @@ def megatron_columns(lines: pa.Array, window: Container[Any] | None = None
     rows = ext.filter(ok)
     try:
         ts = np.array(pc.struct_field(rows, "ts").to_numpy(zero_copy_only=False),
-                      dtype="datetime64[us]").astype(object).tolist()
-        cols = {"ts": ts, "step": pc.cast(pc.struct_field(rows, "step"), pa.int64()).to_pylist()}
+                      dtype="datetime64[us]")
+        if window is not None:
+            inside = (ts >= np.datetime64(window.lo, "us")) & (ts <= np.datetime64(window.hi, "us"))
+            if not inside.all():
+                pos, ts, rows = pos[inside], ts[inside], rows.filter(pa.array(inside))
+                if not len(pos):
+                    return None
+        cols = {"ts": ts.astype(object).tolist(),
+                "step": pc.cast(pc.struct_field(rows, "step"), pa.int64()).to_pylist()}
         for name in ("loss", "lr", "grad_norm", "tokens", "samples"):
             cols[name] = _floats(pc.struct_field(rows, name))
     except (pa.ArrowInvalid, ValueError):
         return None
-    if window is not None and not all(t in window for t in cols["ts"]):
-        keep = [i for i, t in enumerate(cols["ts"]) if t in window]
-        if not keep:
-            return None
-        pos = pos[keep]
-        cols = {k: [v[i] for i in keep] for k, v in cols.items()}
     return pos, cols
 
 
