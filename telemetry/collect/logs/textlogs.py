@@ -108,9 +108,10 @@ class LogParser:
         run: str | None = None,
         gpu_by_pci: Mapping[str, int] | None = None,
         keep: bool = True,
+        year_ref: datetime | None = None,
     ) -> None:
         self.label = str(label)
-        self.clock = LogClock(tz, year_hint)
+        self.clock = LogClock(tz, year_hint, year_ref)
         self.host = host_hint or ll.host_from_filename(self.label)
         self.run = run
         self.keep = keep
