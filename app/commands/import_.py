@@ -178,14 +178,20 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             print(f"  {a.rank_perf:,} per-rank timing scores (slow ranks){skipped}")
         if a.untimed_metrics:
             print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
+        if a.assumed_year is not None:
+            print(f"  times without a year read as in {a.assumed_year} ({a.year_from}); "
+                  "give another with --year YYYY")
         if a.untimed:
-            print(f"  {a.untimed:,} signal lines without a wall-clock time (plain dmesg) skipped")
+            more = ", ..." if a.untimed > len(a.untimed_at) else ""
+            print(f"  {a.untimed:,} signal lines without a wall-clock time (the log gives no "
+                  f"date, or only seconds since boot): read, not stored, at "
+                  f"{', '.join(a.untimed_at)}{more}")
         for p in a.problems[:SHOW_REJECTIONS]:  # a time that is no data: read, not believed
             print(f"  {'not recognised' if p.endswith(': not data') else 'unreadable'} {p}")
         if len(a.problems) > SHOW_REJECTIONS:
             print(f"  ... and {len(a.problems) - SHOW_REJECTIONS:,} more unreadable lines")
         if not (a.metrics or a.signals or a.checkpoint_events or a.duplicate_blocks
-                or a.rank_perf):
+                or a.rank_perf or a.untimed):  # untimed: understood, said above, not an error
             if not a.problems and is_kernel_log(a.path):  # a quiet node: nothing went wrong
                 print(f"  nothing of note in {a.path} (a kernel log: no XID or failure line)")
             else:

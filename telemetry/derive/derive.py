@@ -222,6 +222,11 @@ def derive_run(store: Store, run_id: str) -> Derived:
     inputs = _inputs(store, run_id)
     _sync_logged(store, run_id, inputs)
     df = infer_interruptions(**inputs)
+    return _keep_inferred(store, run_id, df)
+
+
+def _keep_inferred(store: Store, run_id: str, df: pd.DataFrame) -> Derived:
+    """The run's inferred rows, corrected by its labels, replacing the stored ones if changed."""
     df = _apply_labels(df, _labels(store, run_id))
     digest = _digest(df)
     by_component = {str(k): int(v) for k, v in df["component"].value_counts().items()}
@@ -279,7 +284,47 @@ def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
         place_hangs(store, run)  # a run known from its dumps only has no steps to derive
     real = real_runs(store)
     wanted = real if runs is None else [r for r in real if r in set(runs)]
-    return [derive_run(store, r) for r in wanted]
+    stopped = [r for r in signal_only_runs(store) if runs is None or r in set(runs)]
+    return [derive_run(store, r) for r in wanted] + [derive_stopped(store, r) for r in stopped]
+
+
+def signal_only_runs(store: Store) -> list[str]:
+    """Runs with failure signals and no step stream (a job that stopped before or without
+    printing progress; ``telemetry.derive.stopped``), not simulated."""
+    return [r[0] for r in store.rows(
+        """SELECT DISTINCT s.run_id FROM signals s
+           WHERE s.run_id IS NOT NULL AND s.ts IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM train_metrics m WHERE m.run_id = s.run_id)
+             AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = s.run_id AND r.simulated)
+           ORDER BY 1""")]  # fmt: skip
+
+
+def derive_stopped(store: Store, run_id: str) -> Derived:
+    """The one interruption of a run known from its failure lines only (``stopped``), stored
+    as ``derive_run`` stores a run's; a run without a row gets the minimal one a record
+    naming it would create (``ingest.records``: name = run id, start = its first signal), so
+    that it is listed."""
+    from telemetry.derive.stopped import infer_stopped
+
+    signals = store.df(
+        """SELECT ts, host, gpu, kind, xid, detail, origin, line, source, rank FROM signals
+           WHERE run_id = ? AND ts IS NOT NULL ORDER BY ts, origin""",
+        [run_id],
+    )
+    gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
+    df = infer_stopped(
+        signals, rank_hosts=rank_hosts(store, run_id), run_id=run_id,
+        gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
+    )  # fmt: skip
+    if len(df):
+        with store.transaction(["runs"]) as con:
+            con.execute(
+                """INSERT INTO runs (run_id, name, start_ts, source, simulated)
+                   SELECT ?, ?, min(ts), 'logs', false FROM signals WHERE run_id = ?
+                     AND NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)""",
+                [run_id, run_id, run_id, run_id],
+            )
+    return _keep_inferred(store, run_id, df)
 
 
 class LabelError(ValueError):

@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -87,6 +87,9 @@ class FileAccount:
     checkpoint_events: int = 0
     unrecognised: int = 0
     untimed: int = 0
+    untimed_at: list[str] = field(default_factory=list)  # the first of those, file:line
+    assumed_year: int | None = None  # the year given to its year-less times ...
+    year_from: str = ""  # ... and where it came from
     untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
     rank_perf: int = 0  # per-rank timing rows (``rankperf``) with a time: stored
     untimed_rank_perf: int = 0  # ... without one: not stored
@@ -97,8 +100,10 @@ class FileAccount:
 class _Log:
     """One log file read block by block from a position, across rotation and truncation."""
 
-    def __init__(self, path: str, run: str | None, tz: str | None, follow: bool,
-                 bounds: tuple[float, float] = (MAX_FUTURE_S, SPAN_S)) -> None:
+    def __init__(
+        self, path: str, run: str | None, tz: str | None, follow: bool, year: int | None = None,
+        bounds: tuple[float, float] = (MAX_FUTURE_S, SPAN_S),
+    ) -> None:  # fmt: skip
         self.path, self.run, self.tz, self.follow = path, run, tz, follow
         self.bounds = bounds  # (max future, span), seconds: logclock.file_window
         self.account = FileAccount(path)
@@ -106,7 +111,9 @@ class _Log:
         self.ident = ""  # batch id stem: content digest (import) or dev:inode (follow)
         self.offset = 0
         self.lineno = 1
-        self.year = None if follow else _mtime_year(path)
+        self.given_year = year  # --year: year-less times are in it, whatever else says
+        self.year = year
+        self.mtime = None if follow else _mtime(path)  # else: year-less times are not after it
         self.parser = self._new_parser()
         self.facts_told: dict[str, int] = {}  # the job facts already written to the run
 
@@ -115,7 +122,7 @@ class _Log:
 
         window = file_window(self.path, self.tz, None, *self.bounds)
         return LogParser(self.path, tz=self.tz, year_hint=self.year, run=self.run, keep=False,
-                         window=window)
+                         year_ref=self.mtime, window=window)
 
     def open(self, position: Mapping[str, Any] | None = None) -> None:
         self.fh = open(self.path, "rb")  # noqa: SIM115 (kept open: a rotated file is read out)
@@ -216,9 +223,10 @@ def _dated(path: str, sniff: int = 1 << 16) -> bool:
         return True
 
 
-def _mtime_year(path: str) -> int | None:
+def _mtime(path: str) -> datetime | None:
+    """The file's modification time, naive UTC."""
     try:
-        return datetime.utcfromtimestamp(os.stat(path).st_mtime).year
+        return datetime.fromtimestamp(os.stat(path).st_mtime, UTC).replace(tzinfo=None)
     except OSError:
         return None
 
@@ -318,6 +326,7 @@ class ClusterSource:
         data_year: int | None = None,
         max_future_s: float = MAX_FUTURE_S,
         span_s: float = SPAN_S,
+        year: int | None = None,
     ) -> None:
         from telemetry.collect.checkpoints import ckptdirs
 
@@ -340,7 +349,7 @@ class ClusterSource:
                     pass
             except OSError as exc:
                 raise FactoryFloorError(f"{f}: cannot read ({exc.strerror})") from None
-            self.logs[f] = _Log(f, run, tz, follow=False, bounds=self.bounds)
+            self.logs[f] = _Log(f, run, tz, follow=False, year=year, bounds=self.bounds)
         # Year-less logs (syslog's "Mar  1 09:40:30") take the year of the surrounding data:
         # they are read after the logs whose lines carry a full date.
         self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
@@ -403,7 +412,8 @@ class ClusterSource:
             self._discover(now)
         produced = False
         for path, log in self.logs.items():
-            if not self.follow and log.fh is None and self._data_year and not _dated(path):
+            if (not self.follow and log.fh is None and self._data_year and not _dated(path)
+                    and log.given_year is None):  # fmt: skip
                 log.year = self._data_year
                 log.parser = log._new_parser()
             try:
@@ -467,12 +477,17 @@ class ClusterSource:
         for s in batch.signals:
             if s.ts is None:
                 acc.untimed += 1
+                if len(acc.untimed_at) < 3:
+                    acc.untimed_at.append(s.origin)
             else:
                 acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
         acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
         timed = sum(1 for r in batch.rank_perf if r.ts is not None)
         acc.rank_perf += timed
         acc.untimed_rank_perf += len(batch.rank_perf) - timed
+        acc.assumed_year = log.parser.clock.assumed_year
+        if acc.assumed_year is not None:
+            acc.year_from = _year_from(log)
         acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
         acc.unread = [f"{log.parser.label}:{n}: {t}" for n, t in log.parser.unread]
 
@@ -557,6 +572,9 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
             zone(tz)
         except ValueError as exc:
             raise FactoryFloorError(f"--log-tz: {exc}") from None
+    year = values.get("year")
+    if year is not None and not 1970 <= year <= 2999:
+        raise FactoryFloorError(f"--year {year}: give a four-digit year, e.g. 2026")
     run = values.get("run")
     per_node = values.get("ranks_per_node")
     if per_node is not None and not 1 <= per_node <= 1024:
@@ -578,7 +596,19 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
         data_year=None if follow or not run else _stored_year(ctx.store, run),
         max_future_s=values.get("log_max_future") or MAX_FUTURE_S,
         span_s=values.get("log_span") or SPAN_S,
+        year=year,
     )
+
+
+def _year_from(log: _Log) -> str:
+    """Where the year of a log's year-less times came from, in words for the import."""
+    if log.given_year is not None:
+        return "--year"
+    if log.year is not None:
+        return "the year of the run's other data"
+    if log.mtime is not None:
+        return f"the latest year not after the file's modification time, {log.mtime:%Y-%m-%d}"
+    return "the latest year not after today"
 
 
 def _stored_year(store: str | None, run: str) -> int | None:
@@ -633,6 +663,11 @@ _SPAN = Option(
      "help": "nor is one stamped more than this from the middle of its file's times (default "
              "366d)"},
 )
+_YEAR = Option(
+    "--year",
+    {"type": int, "metavar": "YYYY", "help": "the year of log times printed without one "
+     "(default: the latest that is not after the file's modification time)"},
+)
 _LOGS = Option(
     "--logs",
     {
@@ -658,7 +693,7 @@ SPEC = SourceSpec(
     name="cluster",
     summary="training and kernel logs (text) and checkpoint directories per tier",
     options={
-        "import": (_CKPT, _TZ, _FUTURE, _SPAN, _PER_NODE),
+        "import": (_CKPT, _TZ, _FUTURE, _SPAN, _PER_NODE, _YEAR),
         "ingest": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
         "serve": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
     },

@@ -3,8 +3,9 @@
 Lines show time in many ways: ISO with or without a zone, syslog's year-less ``Mar  5 10:20:30``,
 ``dmesg -T``, PyTorch's glog ``E0501 12:00:00.123456``, or not at all. A ``LogClock`` per file
 turns them into naive UTC: a time without a zone is in ``tz`` (default UTC); a year-less time
-takes the year of the file's own dated lines, else ``year_hint``, else this year (last year if
-that would lie in the future), and rolls over from December to January within the file. For a
+takes the year of the file's own dated lines, else ``year_hint``, else the latest year that does
+not put it after ``year_ref`` (an imported file's modification time; now for a followed one),
+and rolls over from December to January within the file. For a
 line without a time of its own, ``before`` finds the most recent time on an earlier line,
 reading backwards from it only as far as the last time it looked.
 
@@ -101,9 +102,11 @@ def zone(tz: tzinfo | str | None) -> tzinfo | None:
     return tz
 
 
-def guess_year(month: int, day: int) -> int:
-    """Without a hint: this year, or last year when that date would lie in the future."""
-    now = datetime.now(UTC).replace(tzinfo=None)
+def guess_year(month: int, day: int, now: datetime | None = None) -> int:
+    """Without a hint: the year of ``now`` (default: this moment; an imported file's
+    modification time, as syslog readers do), or the year before when that date would lie
+    after it."""
+    now = now or datetime.now(UTC).replace(tzinfo=None)
     try:
         return now.year - (datetime(now.year, month, day) > now + timedelta(days=1))
     except ValueError:
@@ -111,12 +114,16 @@ def guess_year(month: int, day: int) -> int:
 
 
 class LogClock:
-    def __init__(self, tz: tzinfo | str | None = UTC, year_hint: int | None = None,
-                 window: Window | None = None) -> None:
+    def __init__(
+        self, tz: tzinfo | str | None = UTC, year_hint: int | None = None,
+        window: Window | None = None, year_ref: datetime | None = None,
+    ) -> None:  # fmt: skip
         self.tz = zone(tz)
         self.year_hint = year_hint
         self.window = window or clock_window()
         self.refusal = ""  # why the last stamp refused was not data
+        self.year_ref = year_ref  # no year hint: a year-less time is not after this (mtime)
+        self.assumed_year: int | None = None  # the year given to year-less times, not read
         self.full_year: int | None = None  # year of the last dated line read
         self.last: datetime | None = None  # the most recent time seen
         self._year: int | None = None
@@ -132,7 +139,9 @@ class LogClock:
     def yearless(self, fields: tuple[int, ...], update: bool = True) -> datetime | None:
         mon, day, hh, mm, ss, us = fields
         if self._year is None:
-            self._year = self.full_year or self.year_hint or guess_year(mon, day)
+            self._year = self.full_year or self.year_hint or guess_year(mon, day, self.year_ref)
+            if not self.full_year:
+                self.assumed_year = self._year
             self._month = mon
         elif update and self._month - mon >= 6:  # Dec -> Jan within the file
             self._year += 1

@@ -62,6 +62,10 @@ PREFILTER = "|".join(
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
         r"Traceback",
         r"srun: error",
+        r"salloc: error: Node failure",  # salloc's word for a node of the allocation lost
+        r"timed out in blocking wait",  # the NCCL timeout under TORCH_NCCL_BLOCKING_WAIT
+        r"Killing subprocess [0-9]",  # DeepSpeed's launcher tearing its workers down
+        r"_job_complete: JobId=[0-9]+ WTERMSIG",  # slurmctld: the job's tasks were signalled
         r"CANCELLED AT",
         r"exiting program|Training completed|after training is done|Trainer\.fit` stopped",
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
@@ -80,7 +84,8 @@ _SYSLOG = re.compile(_MON + r" {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
 _DMESG_T = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" +(\d{1,2}) "
                       r"(\d\d):(\d\d):(\d\d) (\d{4})\]")
 _BOOT = re.compile(r"\[ *\d+\.\d+\]")  # plain dmesg: seconds since boot
-_GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")  # c10/glog
+# c10 prints the month unpadded (month * 100 + day): "E626 06:24:44" is June 26
+_GLOG = re.compile(r"\[?[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")  # c10/glog
 _HOST_TAG = re.compile(r" +([A-Za-z0-9][A-Za-z0-9_.-]*) +([A-Za-z0-9_./-]+)(?:\[\d+\])?: ")
 PREFIX = re.compile(r"\[(?:rank|default)?\d+\]: ?|(?: *\d+: )(?=\S)")  # torchrun/srun labels
 
@@ -409,14 +414,31 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, ?(.*))?")
 _CANCEL = re.compile(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
                      r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*")
 _SRUN = re.compile(r"srun: error: ([^\s:]+): (tasks? [^:]+): (.+)")
-_SRUN_NODE = re.compile(r"srun: error: Node failure on (\S+)")
+_DS_KILL = re.compile(r"sigkill_handler\] Killing subprocess (\d+)")
+_CTLD_SIGNAL = re.compile(r"_job_complete: (JobId=\d+) WTERMSIG (\d+)")
+
+
+def _teardown(body: str) -> Failure | None:
+    """Launchers and Slurm ending a job, in the forms torchrun's and srun's lines do not
+    cover: DeepSpeed's ``[launch.py:318:sigkill_handler] Killing subprocess 80`` and
+    slurmctld's ``_job_complete: JobId=127441 WTERMSIG 9``. Teardown, never a cause."""
+    if "Killing subprocess" in body and (m := _DS_KILL.search(body)):
+        detail = f"launcher killed pid {m.group(1)} (DeepSpeed)"
+        return sig.LAUNCHER_SIGNAL, detail, None, None, None, None, None
+    if "WTERMSIG" in body and (m := _CTLD_SIGNAL.search(body)):
+        detail = f"{m.group(1)} ended by signal {m.group(2)} (slurmctld)"
+        return sig.SLURM_TASK_KILLED, detail, None, None, None, None, None
+    return None
+
+
+_SRUN_NODE = re.compile(r"(?:srun|salloc): error: Node failure on (\S+)")
 _NCCL_HDR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\d+:\d+ \[(\d+)\] (?=NCCL )")
 _RULES = [  # (kind, keywords, regex) in priority order: the specific cause before the symptom
     (
         sig.NCCL_TIMEOUT,
-        ("atchdog", "Heartbeat", "Timeout at"),
+        ("atchdog", "Heartbeat", "Timeout at", "blocking wait"),
         r"Watchdog caught collective operation timeout|watchdog got stuck"
-        r"|Heartbeat monitor timed out|Timeout at NCCL work",
+        r"|Heartbeat monitor timed out|Timeout at NCCL work|timed out in blocking wait",
     ),
     (
         sig.IB_ERROR,
@@ -482,7 +504,9 @@ def failure(body: str) -> Failure | None:
         kind = _DUE.get(due, sig.SLURM_CANCELLED)
         detail = f"{what} {job} CANCELLED" + (f" DUE TO {due}" if due else "")
         return kind, detail, None, None, host, None, at
-    if "srun: error" in body:
+    if f := _teardown(body):
+        return f
+    if "srun: error" in body or "salloc: error" in body:
         if m := _SRUN_NODE.search(body):
             return sig.SLURM_NODE_FAILURE, f"Node failure on {m.group(1)}", None, None, \
                 m.group(1), None, None

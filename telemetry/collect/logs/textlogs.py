@@ -118,9 +118,10 @@ class LogParser:
         gpu_by_pci: Mapping[str, int] | None = None,
         keep: bool = True,
         window: Window | None = None,
+        year_ref: datetime | None = None,
     ) -> None:
         self.label = str(label)
-        self.clock = LogClock(tz, year_hint, window)
+        self.clock = LogClock(tz, year_hint, window, year_ref)
         self.host = host_hint or ll.host_from_filename(self.label)
         self.run = run
         self.keep = keep

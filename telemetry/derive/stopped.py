@@ -1,0 +1,155 @@
+"""A job that stopped with no progress lines: one interruption from its failure signals alone.
+
+Stops are otherwise found in a step stream (``inference``). A log pasted from a failure, or a
+job that died before it printed progress, has only its failure lines: NCCL's watchdog taking
+the process down, a CUDA error, torchrun's ``ChildFailedError`` summary, Slurm killing a task
+or its time limit, a kernel XID. When they show the job stopped, that is ONE interruption
+(never one per line or rank): at the time of the first initiating line (else of the first
+failure line), its cause classified as any other stop's (``evidence.explain``), its steps and
+lost work unknown (null, never 0), and a culprit only where the evidence places it: a
+hardware line on that host or rank (an XID of the GPU's own, an ECC error, a Slurm node
+failure), a rank missing from a collective, or a line of its own failure written by that rank
+beside other ranks' lines that show none (a log of one rank's lines cannot tell whether every
+rank hit the same error). Otherwise the culprit is unknown, and
+the description lists the candidates (the ranks and hosts whose lines show the failure) and
+why none is named. Pure: frames in, one frame out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from telemetry.derive.evidence import (
+    INITIATING,
+    TEARDOWN,
+    UNKNOWN,
+    XID,
+    Evidence,
+    explain,
+    gather,
+    is_empty,
+    roles,
+    to_ns,
+)
+
+# The row and evidence helpers every inferred interruption shares (one shape for the store).
+from telemetry.derive.inference import SOURCE, _frame, _items
+from telemetry.derive.signals import (
+    COLLECTIVE_HANG,
+    CUDA_ECC,
+    NAN_LOSS,
+    PLANNED_EXIT,
+    SLURM_NODE_DOWN,
+    SLURM_NODE_FAILURE,
+    SLURM_NODE_GPU,
+)
+from telemetry.derive.waits import missing_rank
+from telemetry.vocabulary import PLANNED_CATEGORY
+
+# Causes that do not stop a job by themselves: a NaN loss is logged and training goes on; a
+# planned exit is a finished run.
+NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
+# Lines about a machine, not a process: they place the fault on their host.
+HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU})
+MAX_CANDIDATES = 8
+
+
+def infer_stopped(
+    signals: pd.DataFrame | None,
+    *,
+    run_hosts: set[str] | None = None,
+    rank_hosts: Mapping[int, str] | None = None,
+    gpus: int | None = None,
+    run_id: str | None = None,
+) -> pd.DataFrame:
+    """The one interruption of a run that has failure signals and no step stream (module
+    doc), or no rows when its signals do not show that the job stopped."""
+    if is_empty(signals):
+        return _frame([])
+    ts = to_ns(signals["ts"].dropna())  # type: ignore[index]
+    if not len(ts):
+        return _frame([])
+    hosts_of = dict(rank_hosts or {})
+    lo, hi = np.array([ts.min()]), np.array([ts.max()])
+    evs = gather(signals, None, run_hosts, lo, hi, hosts_of)[0]
+    world = max(max(hosts_of, default=-1) + 1, gpus or 0)
+    if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
+        evs.append(w)
+    role = dict(zip(map(id, evs), roles(evs), strict=True))
+    ex = explain(evs, hosts_known=run_hosts is not None)
+    cause = ex.cause if ex.cause is not None and ex.cause.kind not in NOT_A_STOP else None
+    if cause is None and TEARDOWN not in role.values():
+        return _frame([])  # nothing says the job stopped
+    first = [e.ts for e in evs if role[id(e)] == INITIATING]
+    start = min(first) if first else ex.first_failure_ns
+    if start is None:
+        return _frame([])
+    rule = cause.rule if cause is not None else None
+    placed = cause is not None and _places(cause, evs, role)
+    why = _unplaced(cause, evs, role) if not placed else ""
+    told = (cause.text() if placed else _what(cause)) if cause is not None else (
+        "the launcher or Slurm ended it; no failure line says why")  # fmt: skip
+    desc = f"Job stopped with no progress lines in the data: {told}; steps and lost work unknown"
+    row = {
+        "run_id": run_id,
+        "ts": pd.Timestamp(int(start)),
+        "end_ts": pd.NaT,
+        "host": cause.host if placed else None,  # type: ignore[union-attr]
+        "rank": cause.rank if placed else None,  # type: ignore[union-attr]
+        "gpu": cause.gpu if placed else None,  # type: ignore[union-attr]
+        "component": rule.component if rule else UNKNOWN,
+        "category": rule.category if rule else UNKNOWN,
+        "xid": cause.xid if cause is not None and cause.kind == XID else None,
+        "planned": bool(rule and rule.category == PLANNED_CATEGORY),
+        "node_lost": ex.node_lost,
+        "description": desc + why,
+        "source": SOURCE,
+        "confidence": ex.confidence,
+        "evidence": json.dumps(_items(ex.ordered, int(hi[0])), ensure_ascii=False),
+    }
+    return _frame([row])
+
+
+def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> bool:
+    """Whether the cause's own line places the fault on its rank or host (module doc)."""
+    role = roles_of[id(cause)]
+    if cause.rule is None or cause.rule.category == PLANNED_CATEGORY:
+        return False  # a time limit or preemption is nobody's fault
+    if cause.kind in HARDWARE:  # an XID the application causes (13, 31, 43) is no host's
+        return (cause.host is not None or cause.rank is not None) and cause.rule.host_specific
+    if cause.kind == COLLECTIVE_HANG:
+        return cause.rank is not None
+    if role != INITIATING or cause.rank is None:
+        return False
+    # A rank's own error places it only beside ranks that had none: a log of one rank's lines
+    # (most trainers print rank 0 alone) cannot tell whether every rank hit the same error.
+    heard = {e.rank for e in evs if e.rank is not None} - {cause.rank}
+    rivals = {e.rank for e in evs if roles_of[id(e)] == INITIATING} - {cause.rank, None}
+    return bool(heard) and not rivals
+
+
+def _what(cause: Evidence) -> str:
+    """The cause in words without a rank or host (the lines do not place it)."""
+    label = cause.rule.label if cause.rule else cause.kind
+    return f"{label} ({cause.detail})" if cause.detail else label
+
+
+def _unplaced(cause: Evidence | None, evs: list[Evidence], role: dict[int, str]) -> str:
+    """Why no culprit is named, and the candidates: the ranks and hosts of the failure lines."""
+    if cause is not None and cause.rule is not None and (
+            cause.rule.category == PLANNED_CATEGORY):  # fmt: skip
+        return ""
+    failing = [e for e in evs if role[id(e)] != "context"]
+    ranks = sorted({e.rank for e in failing if e.rank is not None})
+    hosts = sorted({e.host for e in failing if e.host})
+    cands = [f"rank {r}" for r in ranks][:MAX_CANDIDATES] + hosts[:MAX_CANDIDATES]
+    if cause is not None and role[id(cause)] != INITIATING:
+        reason = "its lines are what the ranks that waited or lost a peer print, not the fault"
+    else:
+        reason = "no line places the fault on one rank or host"
+    listed = f"; candidates: {', '.join(cands)}" if cands else ""
+    return f"; culprit unknown ({reason}){listed}"

@@ -1,0 +1,216 @@
+"""Logs that hold only a failure (issue #56, the corpus's refusals): PyTorch's c10 time stamps
+with an unpadded month, year-less times given the year of the file's modification time (or
+``--year``), a log with no wall-clock time at all imported with a note instead of refused,
+and failure lines without a single progress line as ONE interruption whose culprit is named
+only where a line places it. Every input line is verbatim from a public issue thread
+(tests/corpus/labels.toml gives each thread)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+from telemetry.collect.logs.textlogs import parse_file
+from telemetry.derive import signals as sig
+from tests.conftest import cli
+
+# pytorch/basicsr-737: three ranks' NCCL watchdog timeouts, c10's "E626" (June 26), no year
+WATCHDOG = [
+    "[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+    "NumelOut=9801523, Timeout(ms)=600000) ran for 600030 milliseconds before timing out.",
+    "[rank0]:[E626 06:24:44.159932949 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+    "NumelOut=9801523, Timeout(ms)=600000) ran for 600049 milliseconds before timing out.",
+    "[rank2]:[E626 06:24:44.163004115 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+    "NumelOut=9801523, Timeout(ms)=600000) ran for 600054 milliseconds before timing out.",
+]
+# kernel/pop-3363: an XID 79 in a journal-format kernel log (syslog's year-less time)
+XID79 = [
+    "Apr 29 19:24:11 EVE kernel: NVRM: GPU at PCI:0000:01:00: "
+    "GPU-ccdb674e-0f5b-c678-9099-59940ccd0641",
+    "Apr 29 19:24:11 EVE kernel: NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.",
+]
+# slurm/canu-1052: the job ran out of time, with no progress line of its own
+TIME_LIMIT = [
+    "Current # sequences loaded and processed from file: 35000...",
+    "slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21 DUE TO "
+    "TIME LIMIT ***",
+]
+# pytorch/funasr-2006: older PyTorch prints no time at all ("[E ProcessGroupNCCL.cpp:1537]")
+NO_CLOCK = [
+    "[rank14]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank 14] Timeout at NCCL work: 15734, last "
+    "enqueued NCCL work: 15735, last completed NCCL work: 15733.",
+    "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread "
+    "terminated with exception: [Rank 14] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=15734, OpType=ALLREDUCE, NumelIn=220084533, NumelOut=220084533, "
+    "Timeout(ms)=600000) ran for 600098 milliseconds before timing out.",
+]
+
+
+def _write(path: Path, lines: list[str], mtime: datetime | None = None) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if mtime is not None:
+        t = (mtime - datetime(1970, 1, 1)).total_seconds()
+        os.utime(path, (t, t))
+    return path
+
+
+def _interruptions(store: Path) -> list[dict]:
+    r = cli("summary", "--store", str(store), "--json")
+    assert r.returncode == 0, r.stderr
+    runs = json.loads(r.stdout)["runs"]
+    return [i for run in runs for i in run["interruptions"].get("list", [])]
+
+
+def test_c10_stamp_with_an_unpadded_month_is_read(tmp_path: Path) -> None:
+    """c10 prints month * 100 + day: ``E626`` is June 26 (the old reader wanted ``E0626``)."""
+    scan = parse_file(_write(tmp_path / "job.log", WATCHDOG), year_hint=2024)
+    assert [s.ts for s in scan.signals] == [
+        datetime(2024, 6, 26, 6, 24, 44, 903881),
+        datetime(2024, 6, 26, 6, 24, 44, 159932),
+        datetime(2024, 6, 26, 6, 24, 44, 163004),
+    ]
+    assert [s.rank for s in scan.signals] == [1, 0, 2]
+    assert "untimed_signals" not in scan.counts
+
+
+def test_a_year_less_time_is_not_after_the_files_modification_time(tmp_path: Path) -> None:
+    """As syslog readers do: April 29 in a file last written on 2026-01-05 is April 2025,
+    and the import says which year it gave; ``--year`` gives another."""
+    log = _write(tmp_path / "kern.log", XID79, mtime=datetime(2026, 1, 5, 12))
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", str(log))
+    assert r.returncode == 0, r.stderr
+    assert ("times without a year read as in 2025 (the latest year not after the file's "
+            "modification time, 2026-01-05)") in r.stdout, r.stdout  # fmt: skip
+    assert [i["ts"] for i in _interruptions(store)] == ["2025-04-29T19:24:11"]
+    other = tmp_path / "t.duckdb"
+    r = cli("import", "--store", str(other), "--run", "r", "--year", "2023", str(log))
+    assert r.returncode == 0, r.stderr
+    assert "times without a year read as in 2023 (--year)" in r.stdout, r.stdout
+    assert [i["ts"] for i in _interruptions(other)] == ["2023-04-29T19:24:11"]
+    r = cli("import", "--store", str(other), "--run", "r", "--year", "23", str(log))
+    assert r.returncode == 1 and "--year 23: give a four-digit year" in r.stderr, r.stderr
+
+
+def test_a_log_without_wall_clock_time_is_read_and_said_not_refused(tmp_path: Path) -> None:
+    """No time on any line: its signals are read and counted with their ``file:line``, the
+    import says the log has no wall-clock time and exits 0; no time is invented."""
+    log = _write(tmp_path / "job.log", NO_CLOCK)
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", str(log))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (f"2 signal lines without a wall-clock time (the log gives no date, or only seconds "
+            f"since boot): read, not stored, at {log}:1, {log}:2") in r.stdout, r.stdout
+    assert _interruptions(store) == []
+
+
+def test_failure_lines_without_progress_are_one_interruption(tmp_path: Path) -> None:
+    """Three ranks' watchdog timeouts and no progress line: ONE interruption at the first
+    line's time, a watchdog timeout, steps and lost work unknown (null, never 0), and no
+    culprit (a timed-out rank is a rank that waited), with the candidates listed."""
+    log = _write(tmp_path / "job.log", WATCHDOG)
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", "--year", "2024", str(log))
+    assert r.returncode == 0, r.stderr
+    assert "run r: 1 interruption(s) inferred" in r.stdout, r.stdout
+    [i] = _interruptions(store)
+    assert i["ts"] == "2024-06-26T06:24:44.159932"
+    assert i["component"] == "NCCL Watchdog Timeouts"
+    assert (i["rank"], i["host"], i["gpu"]) == (None, None, None)
+    assert (i["lost_steps"], i["restored_step"], i["end_ts"]) == (None, None, None)
+    assert "culprit unknown" in i["description"]
+    assert "candidates: rank 0, rank 1, rank 2" in i["description"]
+    assert {e["kind"] for e in i["evidence"]} == {sig.NCCL_TIMEOUT}
+
+
+def test_a_hardware_line_places_the_culprit_and_a_time_limit_is_planned(tmp_path: Path) -> None:
+    """An XID 79 names its host (the journal's field); Slurm's time limit is planned work,
+    nobody's fault: no culprit."""
+    store = tmp_path / "s.duckdb"
+    log = _write(tmp_path / "kern.log", XID79)
+    r = cli("import", "--store", str(store), "--run", "x", "--year", "2025", str(log))
+    assert r.returncode == 0, r.stderr
+    [x] = _interruptions(store)
+    assert (x["component"], x["host"], x["xid"], x["ts"]) == (
+        "Faulty GPU", "EVE", 79, "2025-04-29T19:24:11")
+    other = tmp_path / "t.duckdb"
+    r = cli("import", "--store", str(other), "--run", "t",
+            str(_write(tmp_path / "slurm-3884617.out", TIME_LIMIT)))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [t] = _interruptions(other)
+    assert (t["component"], t["planned"], t["host"], t["rank"]) == (
+        "Planned maintenance", True, None, None)
+    assert t["ts"] == "2018-08-19T16:30:21"
+
+
+def test_a_blocking_wait_timeout_and_sallocs_node_failure_are_recognised(tmp_path: Path) -> None:
+    """transformers/diffusers-12422: under TORCH_NCCL_BLOCKING_WAIT the timeout is "timed out
+    in blocking wait"; slurm/soperator-854: salloc names the node it lost as srun does."""
+    lines = [
+        "[rank3]:[E1002 18:16:40.711756918 ProcessGroupNCCL.cpp:756] [Rank 3] Work "
+        "WorkNCCL(SeqNum=2521, OpType=ALLREDUCE, NumelIn=160672064, NumelOut=160672064, "
+        "Timeout(ms)=600000) timed out in blocking wait.",
+        "salloc: error: Node failure on worker-1",
+    ]
+    scan = parse_file(_write(tmp_path / "job.log", lines), year_hint=2025)
+    got = [(s.ts, s.kind, s.host, s.rank) for s in scan.signals]
+    assert got == [
+        (datetime(2025, 10, 2, 18, 16, 40, 711756), sig.NCCL_TIMEOUT, None, 3),
+        (datetime(2025, 10, 2, 18, 16, 40, 711756), sig.SLURM_NODE_FAILURE, "worker-1", None),
+    ]
+
+
+def test_deepspeeds_and_slurmctlds_teardown_lines_are_recognised(tmp_path: Path) -> None:
+    """deepspeed/deepspeed-3160: the launcher killing its workers; slurm/arjuna-137:
+    slurmctld's record of the job's tasks signalled. Teardown: a stop, never a cause."""
+    lines = [
+        "[2023-04-07 13:09:33,201] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 80",
+        "[2022-05-27T11:37:57.377] _job_complete: JobId=127441 WTERMSIG 9",
+    ]
+    scan = parse_file(_write(tmp_path / "job.log", lines))
+    got = [(s.ts, s.kind, s.rank, s.detail) for s in scan.signals]
+    assert got == [
+        (datetime(2023, 4, 7, 13, 9, 33, 201000), sig.LAUNCHER_SIGNAL, None,
+         "launcher killed pid 80 (DeepSpeed)"),
+        (datetime(2022, 5, 27, 11, 37, 57, 377000), sig.SLURM_TASK_KILLED, None,
+         "JobId=127441 ended by signal 9 (slurmctld)"),
+    ]  # fmt: skip
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", str(_write(tmp_path / "ds.log",
+                                                                       lines[:1])))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [i] = _interruptions(store)
+    assert (i["component"], i["rank"], i["host"]) == ("Unknown", None, None)
+    assert "the launcher or Slurm ended it; no failure line says why" in i["description"]
+
+
+# pytorch/flux-40: one rank's CUDA error, the only rank the excerpt shows
+ILLEGAL = ("[rank0]:[E907 22:34:22.823452114 ProcessGroupNCCL.cpp:1515] [PG 0 (default_pg) "
+           "Rank 0] Process group watchdog thread terminated with exception: CUDA error: an "
+           "illegal memory access was encountered")  # fmt: skip
+
+
+def test_a_ranks_own_error_names_it_only_beside_ranks_without_one(tmp_path: Path) -> None:
+    """Alone, rank 0's CUDA error cannot tell whether every rank hit the same error: the
+    cause, no culprit. Beside other ranks that only timed out waiting (basicsr-737's lines,
+    the rank numbers moved so that rank 0 is the one that did not wait), it is the culprit."""
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", "--year", "2024",
+            str(_write(tmp_path / "one.log", [ILLEGAL])))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [i] = _interruptions(store)
+    assert (i["component"], i["rank"]) == ("Software Bug", None)
+    assert "culprit unknown (no line places the fault on one rank or host)" in i["description"]
+    waited = [w.replace("E626 06:24:44", "E907 22:44:22").replace("[rank0]", "[rank3]")
+              .replace("[Rank 0]", "[Rank 3]") for w in WATCHDOG]  # fmt: skip
+    other = tmp_path / "t.duckdb"
+    r = cli("import", "--store", str(other), "--run", "r", "--year", "2024",
+            str(_write(tmp_path / "all.log", [ILLEGAL, *waited])))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [i] = _interruptions(other)
+    assert (i["component"], i["rank"], i["ts"]) == ("Software Bug", 0, "2024-09-07T22:34:22.823452")
