@@ -27,6 +27,7 @@ RESERVE = 50  # places kept free for new connections (over LIMIT - RESERVE, the 
 PER_ADDRESS = 32  # connections one client address keeps (a browser opens 6 per host)
 SLOW_S = 5.0  # a request still arriving after this may be closed to make room
 IDLE_S = 20  # an idle connection is closed after this (the pages refresh every 10 s)
+ACCEPT_BATCH = 64  # connections accepted in one pass of the server's loop
 
 
 class Conn(Protocol):
@@ -59,11 +60,11 @@ def to_close(new: Conn, conns: list[Conn], limit: int = LIMIT) -> Conn | None:
     """The connection to close now that ``new`` is admitted among ``conns`` (``new``
     included); None when there is room, or nothing that may be closed."""
     now = time.time()
-    others = [c for c in conns if c is not new]
+    others = [c for c in conns if c is not new and not c.will_close]  # not those closing
     host = new.addr[0] if new.addr else None
     same = [c for c in others if c.addr and c.addr[0] == host]
     if len(same) + 1 > PER_ADDRESS and (v := victim(same, now)) is not None:
         return v
-    if len(conns) > limit - RESERVE:
+    if len(others) + 1 > limit - RESERVE:
         return victim(others, now)
     return None
