@@ -152,10 +152,18 @@ class _Server(TcpWSGIServer):  # type: ignore[misc]
             super().handle_accept()  # the new channel sets ``accepted``
             if self.accepted is None:
                 return  # nothing waiting (or a connection that failed at once)
-            old = connections.to_close(self.accepted, list(self.active_channels.values()))
-            if old is not None:  # closed on the loop's next pass, not now: its descriptor,
-                old.will_close = True  # reused at once by the next accept, would get the
-                # events this pass polled for the closed connection
+            # Closed on the loop's next pass, not now: a descriptor, reused at once by the
+            # next accept, would get the events this pass polled for the closed connection.
+            for old in connections.to_close(self.accepted, list(self.active_channels.values())):
+                old.will_close = True
+
+    def readable(self) -> bool:
+        # Asked once a pass of the loop, before it polls: room is made here, past the reserve
+        # (a connection just opened may not be closed yet, so an accept cannot always do it).
+        if len(self.active_channels) > connections.LIMIT - connections.RESERVE:
+            for old in connections.over_reserve(list(self.active_channels.values())):
+                old.will_close = True
+        return bool(super().readable())
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)
