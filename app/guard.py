@@ -16,8 +16,9 @@ request body limits, and browser security headers.
 * **Header size.** Headers over ``MAX_HEADER_BYTES`` in all get 431, in JSON like every other
   error (the WSGI server's own, higher limit would answer in plain text).
 * **Headers.** No sniffing, no framing, no referrer, and a Content-Security-Policy that allows
-  scripts, styles and connections from this origin only (Dash's renderer needs inline
-  scripts; Plotly needs blob:/data: images for its PNG export).
+  scripts, styles and connections from this origin only, and no ``eval`` (Dash's renderer
+  needs inline scripts; Plotly needs blob:/data: images for its PNG export; see
+  docs/security-and-serving.md).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ MAX_PATTERN_ITEMS = 10_000  # components one pattern input may match
 COOKIE = "ff_session"
 _OWN_BODIES = ("ingest_api", "factoryfloor_labels")  # blueprints that read their own bodies
 _CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; "
     "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
 )

@@ -7,7 +7,8 @@ hands a request to its fixed pool of worker threads only once it has arrived who
 client holds a connection, never a worker. On top of waitress's own limits (``LIMITS``: worker
 threads, open connections, idle connections closed, header and body sizes) a request that is
 still arriving ``REQUEST_READ_S`` after its first byte is cut off: a drip-fed body or header
-cannot hold a connection for ever either.
+cannot hold a connection for ever either. Clients that only hold connections cannot fill them:
+each new connection makes room for itself (``app.connections``).
 
 A body the endpoint would refuse is not kept: when a request declares more than its path
 takes (``body_limit``), waitress hands it to the app at the end of its headers with no body,
@@ -90,6 +91,10 @@ class _Channel(HTTPChannel):
     discarding: Any = None  # the parser whose declared body is being discarded
     close_after_discard = False  # the answer is sent; close once the body is discarded
 
+    def __init__(self, server: Any, *args: Any, **kw: Any) -> None:
+        super().__init__(server, *args, **kw)
+        server.accepted = self  # for the server to make room for it
+
     def _lingering(self) -> bool:
         d = self.discarding
         return bool(d is not None and d.unread and not self.will_close)
@@ -134,15 +139,31 @@ class _Channel(HTTPChannel):
 
 class _Server(TcpWSGIServer):  # type: ignore[misc]
     channel_class = _Channel
+    accepted: _Channel | None = None  # the connection just accepted
 
     def handle_accept(self) -> None:
-        before = set(self.active_channels)
-        super().handle_accept()
-        channels = self.active_channels
-        for fd in set(channels) - before:  # the one just accepted makes room for itself
-            old = connections.to_close(channels[fd], list(channels.values()))
-            if old is not None:
-                old.handle_close()
+        # Every waiting connection, not one a loop pass as waitress does: a pass costs a call
+        # per open connection, and clients reconnecting as fast as they are closed would
+        # otherwise queue a new visitor behind them in the listen backlog.
+        for _ in range(connections.ACCEPT_BATCH):
+            if len(self._map) >= self.adj.connection_limit:
+                return
+            self.accepted = None
+            super().handle_accept()  # the new channel sets ``accepted``
+            if self.accepted is None:
+                return  # nothing waiting (or a connection that failed at once)
+            # Closed on the loop's next pass, not now: a descriptor, reused at once by the
+            # next accept, would get the events this pass polled for the closed connection.
+            for old in connections.to_close(self.accepted, list(self.active_channels.values())):
+                old.will_close = True
+
+    def readable(self) -> bool:
+        # Asked once a pass of the loop, before it polls: room is made here, past the reserve
+        # (a connection just opened may not be closed yet, so an accept cannot always do it).
+        if len(self.active_channels) > connections.LIMIT - connections.RESERVE:
+            for old in connections.over_reserve(list(self.active_channels.values())):
+                old.will_close = True
+        return bool(super().readable())
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)

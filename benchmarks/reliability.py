@@ -21,6 +21,8 @@ Suites (each a real process tree on 127.0.0.1, real DuckDB files in a temp dir):
 * ``fuzz``: tests/test_fuzz_endpoints.py with ``--fuzz`` generated inputs in all (Hypothesis:
   callback envelopes, record batches, rounds, labels, exposition texts; in-process bulk and a
   live server); the row counts them per generator.
+* ``idle``: a new visitor's page and layout, timed while 500 idle clients and 200 that send a
+  request every 30 s hold connections (from many addresses, then from one). Target: p95 <= 2 s.
 
 Prints one table: what held, faults survived, bad inputs tried, GPU samples lost (must be 0;
 "?" where a row cannot count them).
@@ -546,6 +548,57 @@ def suite_load(tmp: Path, store_src: Path, users: int, seconds: float, nodes: in
     ]
 
 
+# -- idle clients (issue #55) --------------------------------------------------------------------
+IDLE_TARGET_P95_S = 2.0
+
+
+def _p(times: list[float], q: float) -> float:
+    return sorted(times)[int(q * (len(times) - 1))] if times else float("nan")
+
+
+def suite_idle(tmp: Path, dev_store: Path, seconds: float) -> list[Row]:
+    """A new visitor opens the dashboard (the page and its layout) while 500 idle clients and
+    200 that send a request every 30 s on a kept-alive connection hold connections (each
+    reconnecting a second after the server closes it): first from 140 addresses (5 each: the
+    reserve and the idle deadline must hold), then all from one (the per-address cap). The
+    same visits with no attack, in the same run, are the baseline."""
+    from benchmarks.idle_attack import Attack, page_times
+
+    path = tmp / "idle.duckdb"
+    shutil.copy(dev_store, path)
+    port = faults.free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = faults.spawn(["serve", "--store", str(path), "--port", str(port)], tmp / "idle.log")
+    rows = []
+    try:
+        faults.wait_http(url + "/", proc, timeout=300)
+        base = page_times(url, 10)
+        for per_address, who in ((5, "140 addresses"), (700, "one address")):
+            attack = Attack(port, idle=500, kept=200, per_address=per_address)
+            attack.start()
+            time.sleep(5)  # all 700 have connected once
+            times = page_times(url, seconds)
+            held = attack.held()
+            attack.stop()
+            p95 = _p(times, 0.95)
+            rows.append({
+                "suite": "idle",
+                "check": f"page p95 <= {IDLE_TARGET_P95_S:.0f} s, 500 idle + 200 kept, {who}",
+                "tried": len(times),
+                "held": p95 <= IDLE_TARGET_P95_S and proc.poll() is None,
+                "lost": 0,
+                "detail": f"page + layout p50 {_p(times, 0.5) * 1e3:.0f} ms, p95 "
+                f"{p95 * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms (no attack: p50 "
+                f"{_p(base, 0.5) * 1e3:.0f}, p95 {_p(base, 0.95) * 1e3:.0f} ms); {held} attack "
+                f"connections held at the end, {attack.closed_by_server} closed by the server",
+            })  # fmt: skip
+            time.sleep(2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return rows
+
+
 # -- soak ----------------------------------------------------------------------------------------
 # The server's RSS must stop growing once its caches are warm (the first half). 20 MB/h adds
 # half a GB a day: a leak at or above that shows within a working day, and the 3 MB/min leak
@@ -726,6 +779,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--nodes", type=int, default=2048, help="exporters the daemon scrapes")
     ap.add_argument("--soak-minutes", type=float, default=30.0)
+    ap.add_argument("--idle-seconds", type=float, default=45.0, help="page visits per attack")
     ap.add_argument(
         "--kills",
         default=",".join(KILLS),
@@ -741,7 +795,7 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated suites to skip")
     ap.add_argument("--only", default="", help="comma-separated suites to run")
     args = ap.parse_args()
-    suites = ["faults", "input", "load", "soak", "fuzz"]
+    suites = ["faults", "input", "load", "soak", "fuzz", "idle"]
     if args.only:
         suites = [s for s in suites if s in args.only.split(",")]
     suites = [s for s in suites if s not in args.skip.split(",")]
@@ -766,6 +820,12 @@ def main() -> int:
             rows += suite_soak(tmp, args.soak_minutes)
         if "fuzz" in suites:
             rows += suite_fuzz(tmp, args.fuzz)
+        if "idle" in suites:
+            from tests.conftest import build_store
+
+            dev = tmp / "dev.duckdb"
+            dev = dev if dev.exists() else build_store(dev, seed=1, days=1.0)
+            rows += suite_idle(tmp, dev, args.idle_seconds)
     print_table(rows)
     return 0 if all(r["held"] for r in rows) else 1
 

@@ -84,7 +84,13 @@ def test_idle_clients_leave_room_for_a_page(server: Server) -> None:
     address keeps at most ``PER_ADDRESS``: its oldest connections are the ones closed."""
     port = _port(server)
     with ExitStack() as stack:
-        own = [stack.enter_context(_open(port)) for _ in range(connections.PER_ADDRESS + 8)]
+        # From an address of their own (the fixture's first page may still count for
+        # 127.0.0.1), idle for longer than a just-opened connection is spared.
+        own = [
+            stack.enter_context(_open(port, "127.0.4.1")) for _ in range(connections.PER_ADDRESS)
+        ]
+        time.sleep(connections.GRACE_S + 0.5)
+        own += [stack.enter_context(_open(port, "127.0.4.1")) for _ in range(8)]
         time.sleep(0.5)
         assert [_closed(s) for s in own] == [True] * 8 + [False] * connections.PER_ADDRESS
         for i in range(600):
@@ -93,6 +99,27 @@ def test_idle_clients_leave_room_for_a_page(server: Server) -> None:
             stack.enter_context(_health(port, f"127.0.2.{1 + i}"))
         times = [_page_s(server) for _ in range(5)]
         assert max(times) < 2.0, times
+
+
+def test_a_burst_from_one_address_is_answered_whole(server: Server) -> None:
+    """150 requests from one address, each on a new connection opened before any is sent (a
+    proxy or a load test): the per-address cap spares connections just opened, so every one is
+    answered (closing the idlest at once answered 32)."""
+    port = _port(server)
+    with ExitStack() as stack:
+        socks = [stack.enter_context(_open(port, "127.0.5.1")) for _ in range(150)]
+        for s in socks:
+            s.sendall(
+                b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            )
+        heads = []
+        for s in socks:
+            s.settimeout(20)
+            try:
+                heads.append(s.recv(12))
+            except OSError as exc:
+                heads.append(repr(exc).encode())
+    assert heads == [b"HTTP/1.1 200"] * 150, sorted(set(heads))
 
 
 def test_a_kept_alive_connection_is_closed_when_idle(server: Server) -> None:

@@ -1,6 +1,6 @@
 """Interruption inference: failures, restores and their causes from signals a cluster already has.
 
-Long module: the stop finder, restart-loop grouping and each stop's row read one ordered signal list.
+Long module: the stop finder, restart-loop grouping and each stop's row share one signal list.
 
 A real cluster rarely posts interruption records, but its step stream shows every stop and its
 logs say why. This module is the pure engine (frames in, one frame out, no store, no I/O); the
