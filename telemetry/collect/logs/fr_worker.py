@@ -10,18 +10,20 @@ bytecodes; killing a process always works. The child also caps its own address s
 (``MEMORY_BYTES``: a small pickle of empty dicts unpickles to 36 times its size) and CPU time
 (so an orphan ends by itself).
 
-The child says which dump it starts reading (a line with its index): a dump that takes over
-``DUMP_S`` (or kills the reader) is refused with its path, and the analysis starts again without
-it, at most ``MAX_STALLED`` times within ``ANALYSIS_S``. Each start costs a Python start-up
-(about 50 ms); the dumps read in between are few (the first pass reads their heads only).
+The child marks which dump it starts reading on a shared page (a count and an index: a memory
+store, not a write per dump); a dump that takes over ``DUMP_S`` (or kills the reader) is
+refused with its path, and the analysis starts again without it, at most ``MAX_STALLED`` times
+within ``ANALYSIS_S``. Each start costs a Python start-up (0.1 to 0.3 s).
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import mmap
 import os
 import selectors
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,7 @@ ANALYSIS_S = 600.0  # one folder's analysis, every restart included
 MAX_STALLED = 3  # dumps refused for time (or for killing the reader) before giving up
 MEMORY_BYTES = 4 << 30  # the child's address space
 _running: set[subprocess.Popen[bytes]] = set()
+_BOARD = struct.Struct("<qq")  # the child's progress: dumps it began to read, the last's index
 
 
 class Stalled(Exception):
@@ -59,6 +62,8 @@ def analyse(
     each, with the path). ``DumpError`` when the analysis had to be given up (over
     ``total_s``, more than ``MAX_STALLED`` dumps over ``dump_s``, or ``stop()`` came true)."""
     todo, refused = list(paths), []
+    if not todo:
+        return None, []
     deadline = time.monotonic() + total_s
     while True:
         try:
@@ -81,15 +86,23 @@ def _child(
 ) -> tuple[Hang | None, list[str]]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as board:
+        board.write(bytes(_BOARD.size))
+        board.flush()
         proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err, env=env)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=err, env=env,
+                                pass_fds=(board.fileno(),))  # fmt: skip
         _running.add(proc)
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps([paths, deadline - time.monotonic()]).encode())
-            proc.stdin.close()
-            final, at = _follow(proc, paths, dump_s, deadline, stop)
+            request = [paths, deadline - time.monotonic(), board.fileno()]
+            try:
+                proc.stdin.write(json.dumps(request).encode())
+                proc.stdin.close()
+            except BrokenPipeError:  # it ended before reading: said below, from its stderr
+                pass
+            with mmap.mmap(board.fileno(), _BOARD.size) as shared:
+                final, at = _follow(proc, paths, shared, (dump_s, deadline), stop)
             if final is None:
                 err.seek(0)
                 last = (err.read().decode(errors="replace").strip().splitlines() or ["?"])[-1]
@@ -105,34 +118,35 @@ def _child(
 def _follow(
     proc: subprocess.Popen[bytes],
     paths: list[str],
-    dump_s: float,
-    deadline: float,
+    board: mmap.mmap,
+    limits: tuple[float, float],
     stop: Callable[[], bool] | None,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The child's answer (None: it ended without one) and the dump it was reading last."""
+    """The child's answer (None: it ended without one) and the dump it was reading last, as
+    its board says (reads so far, the index of the last; memory stores, no write per dump)."""
     assert proc.stdout is not None
-    fd, buf, at = proc.stdout.fileno(), b"", None
+    dump_s, deadline = limits
+    fd, out, at, seen = proc.stdout.fileno(), bytearray(), None, 0
     since = time.monotonic()
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
+            reads, index = _BOARD.unpack(board[: _BOARD.size])
+            if reads != seen:
+                seen, at, since = reads, paths[index], now
             if stop is not None and stop():
                 raise Stalled(None, "stopped (the process is stopping)")
             if now >= deadline:
                 raise Stalled(at, "the analysis ran out of time")
             if now >= since + dump_s:
                 raise Stalled(at, f"not read within {dump_s:g} s")
-            if not sel.select(min(0.25, since + dump_s - now, deadline - now)):
+            if not sel.select(min(0.1, since + dump_s - now, deadline - now)):
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                return None, at
-            *lines, buf = (buf + chunk).split(b"\n")
-            for line in lines:
-                if line.startswith(b"{"):
-                    return json.loads(line), at
-                at, since = paths[int(line)], time.monotonic()
+                return (json.loads(out) if out.endswith(b"\n") else None), at
+            out += chunk
 
 
 def _hang(doc: dict[str, Any] | None) -> Hang | None:
@@ -151,26 +165,29 @@ def _kill_children() -> None:  # a daemon thread's child, left waiting at exit
 
 
 def _main() -> int:
-    """The child: paths and seconds left on stdin; on stdout, each dump's index as it starts
-    reading it, then a JSON line of the hang and the refused dumps."""
+    """The child: paths, seconds left and the board's file descriptor on stdin; it counts each
+    dump it starts reading on the board, and ends with a JSON line of the hang and the refused
+    dumps on stdout."""
     import resource
 
-    paths, seconds = json.loads(sys.stdin.read())
+    paths, seconds, board_fd = json.loads(sys.stdin.read())
     cpu_s = int(seconds) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     index = {p: i for i, p in enumerate(paths)}
-    out = sys.stdout
+    board = mmap.mmap(board_fd, _BOARD.size)
+    reads = 0
 
     def on_read(path: str) -> None:
-        out.write(f"{index[path]}\n")
-        out.flush()
+        nonlocal reads
+        reads += 1
+        board[: _BOARD.size] = _BOARD.pack(reads, index[path])
 
     hang, errors = find_hang(paths, on_read=on_read)
     doc = None if hang is None else asdict(hang)
     if doc is not None:
         doc["ts"] = hang.ts.isoformat() if hang and hang.ts else None
-    out.write(json.dumps({"hang": doc, "errors": errors}) + "\n")
+    sys.stdout.write(json.dumps({"hang": doc, "errors": errors}) + "\n")
     return 0
 
 
