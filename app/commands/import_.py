@@ -60,6 +60,7 @@ def run(s: Settings) -> int:
 
     assert s.store is not None  # the parser requires it
     given, dumps = _split(s)
+    unread_dumps: list[str] = []
     if not (
         dumps
         or given["import"]["files"]
@@ -100,9 +101,11 @@ def run(s: Settings) -> int:
                 from telemetry.derive.ranks import remember_ranks_per_node
 
                 remember_ranks_per_node(store, run, per_node)
-            if _import_hangs(store, writer, dumps, run):
+            stored, read = _import_hangs(store, writer, dumps, run)
+            if stored:
                 derived = writer.write(Derive(runs=(run,))).report or derived
-        empty = [f.log.path for src in records for f in src.files if not f.usable]
+            unread_dumps = [] if read else dumps
+        empty = [f.log.path for src in records for f in src.files if not f.usable] + unread_dumps
         for source in cluster:
             empty += _show_cluster(source)
             _clock_hint(store, source.run, source.tz)
@@ -121,24 +124,31 @@ def _any_source(given: dict[str, dict[str, Any]]) -> bool:
     )
 
 
-def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> bool:
+def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> tuple[bool, bool]:
     """Store the hang the flight-recorder dumps at ``paths`` show, and print its story;
-    whether a new one was stored (the run's interruptions are then derived again)."""
+    whether a new one was stored (the run's interruptions are then derived again), and
+    whether any dump was read."""
     from telemetry.collect.logs.fr_import import import_dumps
 
     got = import_dumps(store, writer.write, paths, run)
     print(f"{got.where}: {got.read:,} flight-recorder dumps of {got.ranks:,} ranks read")
     for why in got.errors[:SHOW_REJECTIONS]:
         print(f"  unreadable: {why}")
+    if len(got.errors) > SHOW_REJECTIONS:
+        print(f"  ... and {len(got.errors) - SHOW_REJECTIONS:,} more unreadable")
+    if got.hang is None and not got.read:
+        print("  no hang can be told: no dump was read")
+        return False, False
     if got.hang is None:
-        print("  no hang: every process group's ranks completed the same collectives")
-        return False
+        among = " among the dumps read" if got.errors else ""
+        print(f"  no hang{among}: every process group's ranks completed the same collectives")
+        return False, True
     again = " (already imported)" if got.duplicate else ""
     print(f"  hang{again}: {got.hang.story()}")
     frames = got.hang.culprit_frames
     for frame in ([f for f in frames if "/torch/" not in f] or frames)[:4]:
         print(f"    the culprit's last collective was called from {frame}")
-    return not got.duplicate
+    return not got.duplicate, True
 
 
 def _show(f: ImportedFile, kind: str) -> None:

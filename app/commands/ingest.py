@@ -25,9 +25,9 @@ def run(s: Settings) -> int:
         raise FactoryFloorError(f"give at least one {sources.asking('ingest')}")
     if s.timeout_s >= s.interval_s and not s.once:
         raise FactoryFloorError("--timeout must be shorter than --interval")
-    ctx = SourceContext("ingest", s.interval_s, s.timeout_s, log)
-    built = sources.build("ingest", s.sources, ctx)
     stop = threading.Event()
+    ctx = SourceContext("ingest", s.interval_s, s.timeout_s, log, stop=stop)
+    built = sources.build("ingest", s.sources, ctx)
     with stopping_gently(stop, "the round in progress"):
         return _run(s, built, stop)
 

@@ -54,10 +54,11 @@ def run(s: Settings) -> int:
             f"refusing to accept ingest on {s.host} without a token: anyone who can reach "
             "the port could write into the store. Pass --token-file (or set FACTORYFLOOR_TOKEN)."
         )
-    ctx = SourceContext("serve", s.interval_s, s.timeout_s, log)
+    stop = threading.Event()
+    ctx = SourceContext("serve", s.interval_s, s.timeout_s, log, stop=stop)
     collected = sources.build("serve", s.sources, ctx)
     sc = get_scenario(s.scenario) if s.scenario else None
-    return serve_dashboard(s, sc, collected, token)
+    return serve_dashboard(s, sc, collected, token, stop)
 
 
 def serve_dashboard(
@@ -65,9 +66,11 @@ def serve_dashboard(
     replay_sc: Scenario | None = None,
     collected: list[Source] | None = None,
     token: str | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Serve ``s.store`` on ``s.host:s.port`` until interrupted; with ``replay_sc`` replayed
-    live into it, the ``collected`` sources run into it, and the ingest API if asked."""
+    live into it, the ``collected`` sources run into it, and the ingest API if asked. ``stop``
+    (the one the sources were built with) is set when the server stops."""
     from app import guard
     from app.data.services import Services
     from app.main import create_app, run_server, warm_landing
@@ -95,7 +98,7 @@ def serve_dashboard(
     )
     if service is not None and s.accept_ingest:
         _resume_remote_write(service)
-    stop = threading.Event()
+    stop = stop or threading.Event()
     keep_rss_flat(stop)  # before any worker or request thread allocates
     workers = []
     if replay_sc is not None:

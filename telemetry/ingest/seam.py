@@ -18,6 +18,7 @@ Batches are plain data, typed by what they carry (``Round``, ``Records``, ``Tabl
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -274,6 +275,7 @@ class SourceContext:
     timeout_s: float  # what one poll may take
     log: Callable[[str], None]
     store: str | None = None  # the store the command writes (names a source's own state)
+    stop: threading.Event | None = None  # set when the command stops: a long wait ends early
 
 
 Builder = Callable[[Mapping[str, Any], SourceContext], "Source | None"]

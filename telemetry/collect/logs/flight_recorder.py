@@ -19,178 +19,36 @@ memory: the first reads each dump's head only (``pg_config`` and ``pg_status`` c
 ``entries`` in PyTorch's pickle, and are read without unpickling the entries); the second reads
 the entries of the few ranks the first pass points at (the missing ones and a rank that waited).
 
-Pickles are read by an unpickler that builds no object (its ``find_class`` refuses every
-class): a dump holds only dicts, lists, tuples, strings and numbers, and a file that asks for
-anything else is refused, never run.
+Dumps are read by ``collect.logs.fr_read`` (an unpickler that builds no object), held to the
+bounds of ``collect.logs.fr_bounds`` (size, entries, depth, values reached through the pickle's
+memo); ``collect.logs.fr_worker`` adds the time and memory bounds, reading in a child process.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import os
-import pickle
-import pickletools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
-HEAD_BYTES = 1 << 16  # the first read of a dump: its head fits unless a group lists 10 K ranks
-MAX_DUMP_BYTES = 1 << 30
+from telemetry.collect.logs.fr_bounds import MAX_RANK, MAX_SEQ, over_bound, short, text
+from telemetry.collect.logs.fr_read import (  # noqa: F401 (the readers, as they were named here)
+    HEAD_BYTES,
+    DumpError,
+    _NoObjects,
+    _seq,
+    dump_files,
+    is_dump,
+    rank_of,
+    read_dump,
+    read_head,
+    recognises,
+)
+
 MAX_SUSPECTS = 64  # missing ranks whose entries are read (the rest are listed, not read)
-_RANK = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
-_PICKLE_START = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
-
-
-class DumpError(ValueError):
-    """A file that is not a flight-recorder dump, with the reason."""
-
-
-class _NoObjects(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"a flight-recorder dump holds no {module}.{name}")
-
-
-def rank_of(path: str) -> int | None:
-    """The rank a dump's file name ends in (``nccl_trace_rank_12`` -> 12), or None."""
-    m = _RANK.search(os.path.basename(path))
-    return int(m[1]) if m else None
-
-
-def _sniff(head: bytes) -> str | None:
-    """``pickle``, ``json`` or None from a file's first bytes."""
-    if head.startswith(_PICKLE_START) and any(
-        k in head[:HEAD_BYTES] for k in (b"pg_config", b"pg_status", b"entries")
-    ):
-        return "pickle"
-    text = head.lstrip()
-    if text.startswith(b"{") and (b'"pg_status"' in head or b'"entries"' in head) and (
-        b'"version"' in head or b'"pg_config"' in head or b'"profiling_name"' in head
-    ):
-        return "json"
-    return None
-
-
-def is_dump(path: str) -> bool:
-    """Whether ``path`` is a flight-recorder dump (by content, whatever its name)."""
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            return _sniff(fh.read(HEAD_BYTES)) is not None
-    except OSError:
-        return False
-
-
-def dump_files(path: str) -> list[str]:
-    """The dumps at ``path``: the file itself, or those in a directory (not its subfolders)."""
-    if os.path.isdir(path):
-        names = sorted(os.listdir(path))
-        return [p for p in (os.path.join(path, n) for n in names) if is_dump(p)]
-    return [path] if is_dump(path) else []
-
-
-def recognises(path: str) -> bool:
-    """A dump, or a directory holding at least one (``import`` reads them as a job's)."""
-    if os.path.isdir(path):
-        return any(True for _ in _first_dump(path))
-    return is_dump(path)
-
-
-def _first_dump(path: str) -> Iterator[str]:
-    with os.scandir(path) as it:
-        for e in it:
-            if e.is_file() and is_dump(e.path):
-                yield e.path
-                return
-
-
-# -- reading -------------------------------------------------------------------------------
-def read_dump(path: str) -> dict[str, Any]:
-    """A whole dump (entries included); ``DumpError`` saying why it is not one."""
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_DUMP_BYTES:
-            raise DumpError(f"{path}: {size:,} bytes, over the {MAX_DUMP_BYTES:,} a dump may be")
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise DumpError(f"{path}: {exc.strerror or exc}") from None
-    kind = _sniff(data[:HEAD_BYTES])
-    try:
-        doc = _NoObjects(io.BytesIO(data)).load() if kind == "pickle" else json.loads(data)
-    except (pickle.UnpicklingError, ValueError, EOFError, IndexError, KeyError) as exc:
-        raise DumpError(f"{path}: not a flight-recorder dump ({exc})") from None
-    except RecursionError:
-        raise DumpError(f"{path}: not a flight-recorder dump (nested too deeply)") from None
-    return _checked(path, doc)
-
-
-def read_head(path: str) -> dict[str, Any]:
-    """A dump's ``pg_config`` and ``pg_status`` without its entries (see the module's
-    docstring); falls back to reading the whole dump when the head is not where PyTorch puts
-    it."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-            if _sniff(head) == "pickle":
-                doc = _pickle_head(head, fh)
-                if doc is not None:
-                    return _checked(path, doc, entries=False)
-    except OSError as exc:
-        raise DumpError(f"{path}: {exc.strerror or exc}") from None
-    doc = read_dump(path)
-    doc.pop("entries", None)
-    return doc
-
-
-def _pickle_head(head: bytes, fh: Any) -> dict[str, Any] | None:
-    """The top-level dict of a protocol 2-5 pickle up to its ``entries`` key, closed and
-    unpickled (no frame opcode: PyTorch writes protocol 2); None when it is not laid out so."""
-    data = head
-    while True:
-        pos = _entries_key(data)
-        if pos is not None:
-            break
-        more = fh.read(len(data))  # a head longer than the first read: read on, doubling
-        if not more or len(data) > 64 * HEAD_BYTES:
-            return None
-        data += more
-    try:  # SETITEMS closes the mark the top-level items were pushed after, STOP ends
-        doc = _NoObjects(io.BytesIO(data[:pos] + b"u.")).load()
-    except (pickle.UnpicklingError, ValueError, EOFError, IndexError, KeyError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _entries_key(data: bytes) -> int | None:
-    """Where the top-level ``entries`` key is pushed (None: not within ``data``)."""
-    depth = 0
-    try:
-        for op, arg, pos in pickletools.genops(io.BytesIO(data)):
-            if op.name in ("FRAME",):
-                return None
-            if op.name in ("MARK",):
-                depth += 1
-            elif op.name in ("SETITEMS", "APPENDS", "TUPLE", "LIST", "DICT"):
-                depth -= 1
-            elif op.name.endswith("UNICODE") and arg == "entries" and depth == 1:
-                return pos
-            if op.name == "STOP":
-                return None
-    except ValueError:  # the read ended inside an opcode: not there yet
-        return None
-    return None
-
-
-def _checked(path: str, doc: Any, entries: bool = True) -> dict[str, Any]:
-    if not isinstance(doc, dict) or not isinstance(doc.get("pg_status"), dict):
-        raise DumpError(f"{path}: not a flight-recorder dump (no pg_status)")
-    if entries and not isinstance(doc.get("entries", []), list):
-        raise DumpError(f"{path}: not a flight-recorder dump (entries is not a list)")
-    return doc
+MAX_REFUSED_WHOLE = 8  # rounds of the second pass that may each refuse dumps read whole
 
 
 # -- analysis ------------------------------------------------------------------------------
@@ -257,67 +115,99 @@ def _ranks_text(ranks: list[int], hosts: dict[int, str], shown: int = 8) -> str:
     return ", ".join(parts) + more
 
 
-def _seq(v: Any) -> int:
-    """A sequence number as the pickle (int) or the JSON (text) holds it; -1 if neither."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, str) and re.fullmatch(r"-?\d{1,18}", v.strip()):
-        return int(v)
-    return -1
-
-
-def _status(doc: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+def _status(path: str, doc: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
     keys = ("last_enqueued_collective", "last_started_collective", "last_completed_collective")
-    return {
-        str(pg): (_seq(st.get(keys[0])), _seq(st.get(keys[1])), _seq(st.get(keys[2])))
-        for pg, st in doc.get("pg_status", {}).items()
-        if isinstance(st, dict)
-    }
+    out = {}
+    for pg, st in doc.get("pg_status", {}).items():
+        if not isinstance(st, dict):
+            continue
+        seqs = tuple(_seq(st.get(k)) for k in keys)
+        bad = [st[k] for k, n in zip(keys, seqs, strict=True) if n < 0 and _numeric(st.get(k))]
+        if bad:  # a number no sequence reaches would hang every other rank on it
+            raise DumpError(f"{path}: refused: pg_status says {text(bad[0], 40)}, not a "
+                            f"sequence number from -1 to {MAX_SEQ:,}")  # fmt: skip
+        out[text(pg)] = seqs
+    return out  # type: ignore[return-value]
 
 
-def states(paths: Iterable[str]) -> tuple[list[RankState], dict[str, dict[str, Any]], list[str]]:
+def _numeric(v: Any) -> bool:
+    """A number other than -1 (PyTorch's "none yet"), as an int or as text."""
+    if isinstance(v, str) and re.fullmatch(r"-?\d+", v.strip()):
+        v = int(v) if len(v.strip()) <= 40 else 1 << 200  # no int() of 5,000 digits
+    return isinstance(v, int) and not isinstance(v, bool) and v != -1
+
+
+Progress = Callable[[str], None]
+
+
+def states(
+    paths: Iterable[str], on_read: Progress | None = None
+) -> tuple[list[RankState], dict[str, dict[str, Any]], list[str]]:
     """Each dump's rank and group status (first pass), the groups' configs, and the files
-    that could not be read (with why). Two files of one rank: the later one read counts."""
+    that could not be read (with why). Two files of one rank: the later one read counts.
+    ``on_read`` is told each path before it is read."""
     ranks: dict[int, RankState] = {}
     configs: dict[str, dict[str, Any]] = {}
     errors = []
     for path in paths:
         rank = rank_of(path)
         if rank is None:
-            errors.append(f"{path}: no rank at the end of its name (nccl_trace_rank_N)")
+            errors.append(f"{path}: no rank (0 to {MAX_RANK:,}) at the end of its name "
+                          "(nccl_trace_rank_N)")  # fmt: skip
             continue
+        if on_read is not None:
+            on_read(path)
         try:
             head = read_head(path)
+            status = _status(path, head)
         except DumpError as exc:
             errors.append(str(exc))
             continue
         for name, cfg in (head.get("pg_config") or {}).items():
-            if isinstance(cfg, dict) and str(name) not in configs:
-                configs[str(name)] = cfg
-        ranks[rank] = RankState(rank, path, _status(head))
+            if isinstance(cfg, dict) and text(name) not in configs:
+                configs[text(name)] = cfg
+        ranks[rank] = RankState(rank, path, status)
     return sorted(ranks.values(), key=lambda r: r.rank), configs, errors
 
 
 def find_hang(
-    paths: Iterable[str], hosts: dict[int, str] | None = None
+    paths: Iterable[str], hosts: dict[int, str] | None = None, on_read: Progress | None = None
 ) -> tuple[Hang | None, list[str]]:
     """The first divergent collective of the dumps at ``paths`` (None: every group's ranks
-    agree, nothing hung), and the files that could not be read."""
-    rs, configs, errors = states(paths)
+    agree, nothing hung), and the files that could not be read or were refused (one line
+    each, with why). In this process: ``fr_worker.analyse`` bounds its time and memory."""
+    rs, configs, errors = states(paths, on_read)
+    for _ in range(MAX_REFUSED_WHOLE):
+        best = _first_hang(rs, configs)
+        if best is None:
+            break
+        best.hosts = {r: h for r, h in (hosts or {}).items()}
+        refused = _details(best, {r.rank: r for r in rs}, on_read)
+        if not refused:
+            break
+        # a dump refused counts for nothing, its status neither: the hang is told again
+        errors += [line for _, line in refused]
+        rs = [r for r in rs if r.rank not in {rank for rank, _ in refused}]
+    else:
+        best = None
+        errors.append(f"{len(rs):,} dumps: no hang told: {MAX_REFUSED_WHOLE} rounds of its "
+                      "ranks' dumps were refused when read whole")  # fmt: skip
+    return best, errors
+
+
+def _first_hang(rs: list[RankState], configs: dict[str, dict[str, Any]]) -> Hang | None:
     best: Hang | None = None
     for pg in sorted({pg for r in rs for pg in r.status}, key=_pg_order):
         members = [r for r in rs if pg in r.status]
         hang = _group_hang(pg, members, configs)
         if hang is not None and (best is None or _earlier(hang, best)):
             best = hang
-    if best is not None:
-        best.hosts = {r: h for r, h in (hosts or {}).items()}
-        _details(best, {r.rank: r for r in rs})
-    return best, errors
+    return best
 
 
-def _pg_order(pg: str) -> tuple[int, str]:
-    return (int(pg), pg) if pg.isdigit() else (1 << 30, pg)
+def _pg_order(pg: str) -> tuple[int, int, str]:
+    """Group ids in numeric order (by length first: no int() of a 5,000-digit id)."""
+    return (0, len(pg), pg) if pg.isascii() and pg.isdigit() else (1, 0, pg)
 
 
 def _earlier(a: Hang, b: Hang) -> bool:
@@ -347,8 +237,8 @@ def _group_hang(pg: str, members: list[RankState], configs: dict[str, Any]) -> H
     no_dump = sorted(set(group_ranks) - set(enq)) if group_ranks else []
     return Hang(
         process_group=pg,
-        pg_name=str(cfg.get("name", "")) if cfg else "",
-        pg_desc=str(cfg.get("desc", "")) if cfg else "",
+        pg_name=text(cfg.get("name", "")) if cfg else "",
+        pg_desc=text(cfg.get("desc", "")) if cfg else "",
         seq_id=seq,
         op=None,
         input_sizes=None,
@@ -375,46 +265,56 @@ def _ranks_of(cfg: dict[str, Any] | None) -> list[int]:
         return []
     ranks = cfg.get("ranks")
     if isinstance(ranks, str):
-        return [int(x) for x in re.findall(r"\d+", ranks)][:1 << 20]
+        found = (int(m[0]) for m in re.finditer(r"\d{1,10}", ranks))
+        return [r for r in islice(found, 1 << 20) if r <= MAX_RANK]
     if isinstance(ranks, list):
-        return [int(x) for x in ranks if isinstance(x, int)]
+        return [x for x in ranks[: 1 << 20] if isinstance(x, int) and 0 <= x <= MAX_RANK]
     return []
 
 
-def _details(hang: Hang, by_rank: dict[int, RankState]) -> None:
+def _details(
+    hang: Hang, by_rank: dict[int, RankState], on_read: Progress | None
+) -> list[tuple[int, str]]:
     """Second pass: the collective itself and the frames, from a waiting rank's entries and
-    the first missing ranks'."""
+    the first missing ranks'. The ranks whose dumps were refused, with why."""
+    refused: dict[int, str] = {}
+
+    def entry(r: int, seq: int, last: bool = False) -> dict[str, Any] | None:
+        if on_read is not None:
+            on_read(by_rank[r].path)
+        try:
+            return _entry(by_rank[r].path, hang.process_group, seq, last)
+        except DumpError as exc:
+            refused[r] = str(exc)
+            return None
+
     waiting = [r for r in sorted(by_rank) if r not in hang.missing_ranks]
-    if waiting:
-        ref = _entry(by_rank[waiting[0]].path, hang.process_group, hang.seq_id)
-        if ref is not None:
-            hang.op = str(ref.get("profiling_name") or "") or None
-            hang.input_sizes = _short(ref.get("input_sizes"))
-            hang.dtypes = _short(ref.get("input_dtypes"))
-            hang.ts = _ns_time(ref.get("time_created_ns"))
-            hang.waiting_frames = _frames(ref)
+    if waiting and (ref := entry(waiting[0], hang.seq_id)) is not None:
+        hang.op = text(ref.get("profiling_name") or "") or None
+        hang.input_sizes = short(ref.get("input_sizes"))
+        hang.dtypes = short(ref.get("input_dtypes"))
+        hang.ts = _ns_time(ref.get("time_created_ns"))
+        hang.waiting_frames = _frames(ref)
     for r in hang.missing_ranks[:1]:
-        last = _entry(by_rank[r].path, hang.process_group, hang.last_completed.get(r, -1), True)
+        last = entry(r, hang.last_completed.get(r, -1), True)
         if last is not None:
             hang.culprit_frames = _frames(last)
     if not hang.missing_ranks and hang.op is not None:
         for r in hang.stuck_ranks[: MAX_SUSPECTS]:
-            e = _entry(by_rank[r].path, hang.process_group, hang.seq_id)
+            e = entry(r, hang.seq_id)
             if e is None:
                 continue
-            sizes = _short(e.get("input_sizes"))
-            op = str(e.get("profiling_name") or "")
+            sizes = short(e.get("input_sizes"))
+            op = text(e.get("profiling_name") or "")
             if op != hang.op or sizes != hang.input_sizes:
                 hang.mismatched.append(f"rank {r}: {op} {sizes}")
+    return list(refused.items())
 
 
 def _entry(path: str, pg: str, seq: int, last: bool = False) -> dict[str, Any] | None:
     """Rank's entry of collective ``seq`` in group ``pg`` (with ``last``: its newest entry of
-    the group at or before ``seq``)."""
-    try:
-        entries = read_dump(path).get("entries") or []
-    except DumpError:
-        return None
+    the group at or before ``seq``); ``DumpError`` when the dump is refused."""
+    entries = read_dump(path).get("entries") or []
     found = None
     for e in entries:
         if not isinstance(e, dict) or _entry_pg(e) != pg or e.get("is_p2p"):
@@ -423,32 +323,36 @@ def _entry(path: str, pg: str, seq: int, last: bool = False) -> dict[str, Any] |
         if s < 0:
             continue
         if s == seq:
-            return e
+            return _measured(path, e)
         if last and s <= seq and (found is None or s > _seq(found.get("collective_seq_id"))):
             found = e
-    return found
+    return None if found is None else _measured(path, found)
+
+
+def _measured(path: str, e: dict[str, Any]) -> dict[str, Any]:
+    """Entry ``e`` of the dump at ``path`` if it is within the bounds; else ``DumpError``."""
+    if why := over_bound(e, below=2):  # the dump, its entries list
+        raise DumpError(f"{path}: refused: {why}")
+    return e
 
 
 def _entry_pg(e: dict[str, Any]) -> str:
     pg = e.get("process_group")
     if isinstance(pg, list | tuple) and pg:
-        return str(pg[0])
-    return str(e.get("pg_id", ""))
+        return text(pg[0])
+    return text(e.get("pg_id", ""))
 
 
 def _frames(e: dict[str, Any], keep: int = 12) -> list[str]:
     out = []
-    for f in e.get("frames") or []:
+    frames = e.get("frames")
+    for f in frames if isinstance(frames, list) else []:
         if isinstance(f, dict):
-            out.append(f"{f.get('filename', '?')}:{f.get('line', '?')} in {f.get('name', '?')}")
-    return out[:keep]
-
-
-def _short(v: Any, limit: int = 120) -> str | None:
-    if v is None:
-        return None
-    text = json.dumps(v, separators=(",", ":"), default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+            where = f"{text(f.get('filename', '?'))}:{text(f.get('line', '?'), 20)}"
+            out.append(f"{where} in {text(f.get('name', '?'))}")
+        if len(out) >= keep:
+            break
+    return out
 
 
 def _ns_time(ns: Any) -> datetime | None:

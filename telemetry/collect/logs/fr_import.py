@@ -12,11 +12,13 @@ from typing import Any
 
 from telemetry.collect.logs.flight_recorder import (
     MAX_SUSPECTS,
+    DumpError,
     Hang,
     dump_files,
-    find_hang,
     rank_of,
 )
+from telemetry.collect.logs.fr_worker import analyse
+from telemetry.errors import FactoryFloorError
 
 
 def rank_hosts(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:
@@ -81,7 +83,7 @@ def signal_frame(hang: Hang, run_id: str, source: str) -> Any:
 @dataclass(frozen=True)
 class Imported:
     where: str  # the path given, or how many
-    read: int  # dumps read
+    read: int  # dumps read (not refused)
     ranks: int  # distinct ranks among them
     errors: list[str]  # files that could not be read, with why
     hang: Hang | None
@@ -96,10 +98,15 @@ def import_dumps(store: Any, write: Any, paths: list[str], run: str) -> Imported
 
     files = [f for p in paths for f in dump_files(p)]
     ranks = [r for r in (rank_of(f) for f in files) if r is not None]
-    hang, errors = find_hang(files, rank_hosts(store, run, ranks))
+    try:
+        hang, errors = analyse(files, rank_hosts(store, run, ranks))
+    except DumpError as exc:
+        raise FactoryFloorError(str(exc)) from None
     where = paths[0] if len(paths) == 1 else f"{len(paths)} paths"
+    read = _not_refused(files, errors)
+    ranks = [r for r in (rank_of(f) for f in read) if r is not None]
     if hang is None:
-        return Imported(where, len(files) - len(errors), len(set(ranks)), errors, None, False)
+        return Imported(where, len(read), len(set(ranks)), errors, None, False)
     known = store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run])
     if hang.ts is not None and not known:
         when = hang.ts.isoformat() + "Z"  # a run known from its dumps only: dated by the hang
@@ -112,5 +119,15 @@ def import_dumps(store: Any, write: Any, paths: list[str], run: str) -> Imported
     if hang.ts is not None:  # the interruption inference weighs it with the logs' signals
         tables["signals"] = signal_frame(hang, run, where)
     written = write(Tables(tables, hang.ts or datetime.now(), 0, batch_id, "a hang"))
-    read = len(files) - len(errors)
-    return Imported(where, read, len(set(ranks)), errors, hang, bool(written.duplicate))
+    return Imported(where, len(read), len(set(ranks)), errors, hang, bool(written.duplicate))
+
+
+def _not_refused(files: list[str], errors: list[str]) -> list[str]:
+    """The ``files`` no line of ``errors`` ("PATH: why") names."""
+    named = set()
+    for line in errors:  # a path may itself hold ": "
+        at = line.find(": ")
+        while at >= 0:
+            named.add(line[:at])
+            at = line.find(": ", at + 1)
+    return [f for f in files if f not in named]

@@ -10,7 +10,9 @@ stored as ``import`` stores it (``collect.fr_import``: a ``hangs`` row and a
 ``collective_hang`` signal on the culprit rank), and the run is derived again; the culprit's
 host is placed then, from the run's logs or Slurm node list (``telemetry.derive.ranks``). The same
 dumps give the same batch ids, so a restart or a second look stores nothing twice. Each folder
-has a health row ``flight_recorder:DIR``.
+has a health row ``flight_recorder:DIR``. A folder is analysed in a child process with deadlines
+(``collect.logs.fr_worker``), so a hostile dump can slow only this source's thread, never the
+server; the dumps it refuses are logged one line each, with their paths.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from telemetry.collect.logs.flight_recorder import DumpError
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
     Batch,
@@ -35,6 +38,7 @@ from telemetry.ingest.seam import (
 )
 
 SETTLE_S = 30.0
+SHOW_REFUSED = 5  # refused dumps logged per folder (the rest counted)
 RUN_HELP = "the run the followed logs, checkpoints and flight-recorder dumps belong to"
 INTERVAL_S = 10.0
 _Signature = tuple[tuple[str, int, int], ...]
@@ -46,10 +50,17 @@ class FlightRecorderSource:
     health_rows = True
 
     def __init__(
-        self, root: str, run: str, interval_s: float = INTERVAL_S, settle_s: float = SETTLE_S
+        self,
+        root: str,
+        run: str,
+        interval_s: float = INTERVAL_S,
+        settle_s: float = SETTLE_S,
+        ctx: SourceContext | None = None,
     ) -> None:
         self.root, self.run = os.path.abspath(root), run
         self.interval_s, self.settle_s = interval_s, settle_s
+        self.stop = ctx.stop if ctx is not None else None
+        self.log = ctx.log if ctx is not None else None
         self.book = HealthBook()
         self._done: dict[str, _Signature] = {}  # folder -> the files last analysed
         self._dumps: dict[tuple[str, int, int], bool] = {}  # (path, size, mtime) -> a dump?
@@ -93,28 +104,41 @@ class FlightRecorderSource:
             self.book.record(now, f"flight_recorder:{self.root}", False, why)
             return
         wall = datetime.now().timestamp()
-        found = False
+        found, given_up = False, None
         for folder in self._folders():
+            if self.stop is not None and self.stop.is_set():
+                break
             sig, newest = self._signature(folder)
             if not sig or wall - newest < self.settle_s:
                 continue  # none, or still being written
             if self._done.get(folder) == sig:
                 continue
             self._done[folder] = sig
-            tables = self._analyse(folder, [p for p, _, _ in sig])
+            try:
+                tables = self._analyse(folder, [p for p, _, _ in sig])
+            except DumpError as exc:  # given up (time): the folder waits for new dumps
+                given_up = str(exc)
+                self._say(f"flight_recorder: {given_up}")
+                continue
             if tables is not None:
                 found = True
                 self.hangs += 1
                 yield tables
-        self.book.record(now, f"flight_recorder:{self.root}", True, None, self.hangs)
+        up = given_up is None
+        self.book.record(now, f"flight_recorder:{self.root}", up, given_up, self.hangs)
         if found:
             yield Derive((self.run,), run=self.run)
 
     def _analyse(self, folder: str, files: list[str]) -> Tables | None:
-        from telemetry.collect.logs.flight_recorder import find_hang
         from telemetry.collect.logs.fr_import import hang_table, signal_frame
+        from telemetry.collect.logs.fr_worker import analyse
 
-        hang, errors = find_hang(files, {})
+        stop = self.stop
+        hang, errors = analyse(files, stop=stop.is_set if stop is not None else None)
+        for line in errors[:SHOW_REFUSED]:  # one line each, with its path
+            self._say(f"flight_recorder: {line}")
+        if len(errors) > SHOW_REFUSED:
+            self._say(f"flight_recorder: ... and {len(errors) - SHOW_REFUSED:,} more refused")
         if hang is None or hang.ts is None:
             return None
         where = folder
@@ -124,6 +148,10 @@ class FlightRecorderSource:
         tables = {"hangs": hang_table(hang, self.run, where),
                   "signals": signal_frame(hang, self.run, where)}  # fmt: skip
         return Tables(tables, hang.ts, 0, "fr-" + ident, "a hang")
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            self.log(line)
 
     def settle(self, now: datetime, batch: Batch, written: Written) -> None:
         if not written.ok and isinstance(batch, Tables):
@@ -142,7 +170,8 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> FlightRecorderSource
         raise FactoryFloorError("--flight-recorder needs --run: the run the dumps belong to")
     if not os.path.isdir(root):
         raise FactoryFloorError(f"--flight-recorder {root}: not a directory")
-    return FlightRecorderSource(root, values["run"], min(INTERVAL_S, ctx.interval_s or INTERVAL_S))
+    interval_s = min(INTERVAL_S, ctx.interval_s or INTERVAL_S)
+    return FlightRecorderSource(root, values["run"], interval_s, ctx=ctx)
 
 
 SPEC = SourceSpec(
