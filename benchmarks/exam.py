@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import figures  # noqa: E402
-from benchmarks.exam_jobs import Case, Generated, generate, truth  # noqa: E402
+from benchmarks.exam_jobs import Case, Generated, generate, truth, unintended  # noqa: E402
 from benchmarks.exam_score import import_case, score  # noqa: E402
 from benchmarks.exam_slurm import generate_slurm  # noqa: E402
 
@@ -142,6 +142,8 @@ def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
     d = root / c.name
     if reuse and (d / "truth.json").exists():
         g = Generated(c, d, d / "job.log", d / "ckpt", d / "fr", truth(c, d / "truth"))
+        if why := unintended(c, g.truth):
+            g.truth["unintended"] = why
     else:
         print(f"=== {c.name}: {c.nnodes} agents x {c.nproc} ranks, {c.kind}", flush=True)
         if c.slurm and not slurm:

@@ -222,7 +222,7 @@ def truth(case: Case, tdir: Path) -> dict:
         mine = [e for e in evs if e["attempt"] == a]
         if any(e["ev"] == "finished" for e in mine):
             continue
-        faults = [e for e in mine if e["ev"] == "fault"]
+        faults = [e for e in mine if e["ev"] == "fault" and e["kind"] != "none"]
         prog = [e for e in mine if e["ev"] == "progress"]
         after = [e for e in evs if e["attempt"] == a + 1 and e["ev"] == "loaded"]
         saved = [e["step"] for e in mine if e["ev"] == "saved"]

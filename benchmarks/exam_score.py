@@ -90,6 +90,9 @@ def score(g: Generated, got: dict) -> dict:
     if want == 0:
         checks["state"] = run.get("state") == t["state"]
         return out
+    if t.get("unintended") or not stops:  # nothing to score: the job did not fail as meant
+        miss.append(f"the job did not do what the case meant: {t.get('unintended')}")
+        return out
     s0 = stops[0]
     when = s0["fault_t"] or s0["last_progress_t"]
     i = min(ints, key=lambda x: abs(_ts(x["ts"]) - when)) if ints else None
@@ -113,6 +116,8 @@ def score(g: Generated, got: dict) -> dict:
     if s0.get("rank") is not None:
         checks["rank"] = i["rank"] == s0["rank"]
     checks["host"] = i["host"] == s0.get("host")
+    if i["host"] is None and s0.get("host") is not None:
+        miss.append(f"no host named (rank {i['rank']}), expected {s0['host']}")
     want_restore = s0["restored_step"]
     want_lost = sum(s.get("lost_steps") or 0 for s in stops) if loop else s0.get("lost_steps")
     checks["restore"] = i["restored_step"] == want_restore

@@ -82,6 +82,8 @@ def inject(rank: int, world: int, step: int) -> None:
     truth(rank, ev="fault", kind=KIND, step=step)
     if KIND == "exception":
         raise RuntimeError(f"exam: injected fault in the training step at iteration {step}")
+    if KIND == "save_crash":  # the others are in the save's collectives
+        raise OSError(f"exam: injected fault while saving the checkpoint of iteration {step}")
     if KIND == "sigkill":  # as the OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
     if KIND == "segfault":  # a real native crash: read address 0
@@ -195,7 +197,7 @@ def main() -> None:
             say(line)
     t_last = time.time()
     for step in range(start + 1, STEPS + 1):
-        if step == AT and rank == CULPRIT and KIND not in ("slow", "save_crash"):
+        if step == AT and rank == CULPRIT and KIND not in ("none", "slow", "save_crash"):
             inject(rank, world, step - 1)
         time.sleep(STEP_S * (4 if KIND == "slow" and rank == CULPRIT and step >= AT else 1))
         x = torch.randn(32, 64)
