@@ -79,7 +79,8 @@ def score(g: Generated, got: dict) -> dict:
     ints = (run.get("interruptions") or {}).get("list") or []
     stops = t["stops"]
     loop = case.failing_attempts >= 3
-    want = 0 if case.kind == "slow" else 1  # a restart loop is one interruption
+    # a restart loop is one interruption; one that was never restarted again, a stop after it
+    want = 0 if case.kind == "slow" else 1 + (loop and not case.finish)
     checks: dict = {"import": got["import_rc"] == 0}
     miss: list[str] = []
     checks["extra"] = len(ints) == want
@@ -119,7 +120,9 @@ def score(g: Generated, got: dict) -> dict:
     if i["host"] is None and s0.get("host") is not None:
         miss.append(f"no host named (rank {i['rank']}), expected {s0['host']}")
     want_restore = s0["restored_step"]
-    want_lost = sum(s.get("lost_steps") or 0 for s in stops) if loop else s0.get("lost_steps")
+    # a loop's lost steps are those of the launches it restarted
+    restarted = [s for s in stops if s["restored_step"] is not None]
+    want_lost = sum(s.get("lost_steps") or 0 for s in restarted) if loop else s0.get("lost_steps")
     checks["restore"] = i["restored_step"] == want_restore
     checks["lost"] = i["lost_steps"] == want_lost
     if not checks["restore"] or not checks["lost"]:
