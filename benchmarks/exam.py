@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -125,16 +126,24 @@ def main() -> int:
         ap.error("--reuse needs --keep DIR")
     with tempfile.TemporaryDirectory(prefix="ff-exam-") as tmp:
         root = Path(a.keep or tmp)
-        results = []
+        results, failed = [], []
         slurm: list = []  # the tests' Slurm, started for the first Slurm case
         try:
             for c in cases:
-                results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+                try:
+                    results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    # a job that could not run (Slurm not installed, a launch past its time)
+                    # is reported and fails the run; the other cases are still scored
+                    failed.append(f"{c.name}: {exc}")
+                    print(f"    NOT RUN: {exc}", flush=True)
         finally:
             for cluster in slurm:
                 cluster.stop()
         figures.write(a.json, report(results))
-    return 0
+    for why in failed:
+        print(f"case not run: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:

@@ -142,7 +142,9 @@ def score(g: Generated, got: dict) -> dict:
                           and list(h.get("missing_ranks") or []) == [s0["rank"]]
                           and "all_reduce" in str(h.get("op")))  # fmt: skip
         if not checks["hang"]:
-            miss.append(f"hang {h}")
+            keys = ("culprit_rank", "culprit_host", "missing_ranks", "op")
+            miss.append(f"hang {({k: h.get(k) for k in keys})}, expected rank {s0['rank']} "
+                        f"on {s0['host']}")  # fmt: skip
     return out
 
 
