@@ -44,6 +44,8 @@ CASES = [
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),
     Case("slow", "slow", fmt="titan", culprit=1, at=3),
     Case("exception8", "exception", nproc=4, culprit=5),
+    Case("exception_hf", "exception", fmt="hf", culprit=3),
+    Case("sigkill_hf", "sigkill", fmt="hf", culprit=1),
     # under the real Slurm of the tests (exam_slurm.py), srun --label starting the agents
     Case("slurm_exception", "exception", culprit=2, slurm="srun"),
     Case("time_limit", "time_limit", steps=200, save_every=20, slurm="time_limit"),
