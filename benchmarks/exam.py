@@ -75,11 +75,11 @@ def report(results: list[tuple[Generated, dict, dict]]) -> dict[str, float]:
     for r in results:
         by_class[r[0].case.name].append(r)
     cols = [c for c in CHECKS if any(c in sc["checks"] for _, _, sc in results)]
-    print("\ncase           " + " ".join(f"{c:>8}" for c in cols))
+    print("\ncase             " + " ".join(f"{c:>8}" for c in cols))
     for name, rs in [*by_class.items(), ("OVERALL", results)]:
         t = _tally(rs)
         cells = [f"{t[c][0]}/{t[c][1]}" if t[c][1] else "-" for c in cols]
-        print(f"{name:<14} " + " ".join(f"{x:>8}" for x in cells))
+        print(f"{name:<16} " + " ".join(f"{x:>8}" for x in cells))
     t = _tally(results)
     named = [sc["named"] for _, _, sc in results if sc["named"]]
     rights = sum(r for _, r in named)

@@ -100,7 +100,10 @@ def score(g: Generated, got: dict) -> dict:
     checks["found"] = i is not None and _near(i["ts"], when)
     checks["cause"] = i is not None and i["component"] in CAUSES[case.kind]
     checks["stop"] = i is not None and _near(i["ts"], when)
-    if i is None:
+    if i is None:  # not found: nothing it needed is right
+        checks["restore"] = checks["lost"] = False
+        if s0.get("host") is not None:
+            checks["culprit_recall"] = False
         return out
     if not checks["cause"]:
         miss.append(f"cause {i['component']}, expected one of {sorted(CAUSES[case.kind])}")
