@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import figures  # noqa: E402
-from benchmarks.exam_jobs import Case, Generated, generate, truth  # noqa: E402
+from benchmarks.exam_jobs import Case, Generated, generate, truth, unintended  # noqa: E402
 from benchmarks.exam_score import import_case, score  # noqa: E402
 from benchmarks.exam_slurm import generate_slurm  # noqa: E402
 
@@ -43,6 +44,8 @@ CASES = [
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),
     Case("slow", "slow", fmt="titan", culprit=1, at=3),
     Case("exception8", "exception", nproc=4, culprit=5),
+    Case("exception_hf", "exception", fmt="hf", culprit=3),
+    Case("sigkill_hf", "sigkill", fmt="hf", culprit=1),
     # under the real Slurm of the tests (exam_slurm.py), srun --label starting the agents
     Case("slurm_exception", "exception", culprit=2, slurm="srun"),
     Case("time_limit", "time_limit", steps=200, save_every=20, slurm="time_limit"),
@@ -72,11 +75,11 @@ def report(results: list[tuple[Generated, dict, dict]]) -> dict[str, float]:
     for r in results:
         by_class[r[0].case.name].append(r)
     cols = [c for c in CHECKS if any(c in sc["checks"] for _, _, sc in results)]
-    print("\ncase           " + " ".join(f"{c:>8}" for c in cols))
+    print("\ncase             " + " ".join(f"{c:>8}" for c in cols))
     for name, rs in [*by_class.items(), ("OVERALL", results)]:
         t = _tally(rs)
         cells = [f"{t[c][0]}/{t[c][1]}" if t[c][1] else "-" for c in cols]
-        print(f"{name:<14} " + " ".join(f"{x:>8}" for x in cells))
+        print(f"{name:<16} " + " ".join(f"{x:>8}" for x in cells))
     t = _tally(results)
     named = [sc["named"] for _, _, sc in results if sc["named"]]
     rights = sum(r for _, r in named)
@@ -125,16 +128,24 @@ def main() -> int:
         ap.error("--reuse needs --keep DIR")
     with tempfile.TemporaryDirectory(prefix="ff-exam-") as tmp:
         root = Path(a.keep or tmp)
-        results = []
+        results, failed = [], []
         slurm: list = []  # the tests' Slurm, started for the first Slurm case
         try:
             for c in cases:
-                results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+                try:
+                    results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    # a job that could not run (Slurm not installed, a launch past its time)
+                    # is reported and fails the run; the other cases are still scored
+                    failed.append(f"{c.name}: {exc}")
+                    print(f"    NOT RUN: {exc}", flush=True)
         finally:
             for cluster in slurm:
                 cluster.stop()
         figures.write(a.json, report(results))
-    return 0
+    for why in failed:
+        print(f"case not run: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
@@ -142,6 +153,8 @@ def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
     d = root / c.name
     if reuse and (d / "truth.json").exists():
         g = Generated(c, d, d / "job.log", d / "ckpt", d / "fr", truth(c, d / "truth"))
+        if why := unintended(c, g.truth):
+            g.truth["unintended"] = why
     else:
         print(f"=== {c.name}: {c.nnodes} agents x {c.nproc} ranks, {c.kind}", flush=True)
         if c.slurm and not slurm:

@@ -33,6 +33,16 @@ Sources (the format strings copied from each):
   [%(filename)s:%(lineno)d:%(funcName)s] %(message)s``; engine.py ``[Rank 0] Saving model
   checkpoint: {}``, ``Checkpoint {tag} is about to be saved!``, ``Checkpoint {tag} is ready
   now!``).
+- Hugging Face Trainer with DeepSpeed (``checkpoint-N/`` holding ``trainer_state.json``,
+  ``latest`` and DeepSpeed's ``global_stepN/``): transformers' explicit log format
+  (utils/logging.py ``enable_explicit_format``: ``[%(levelname)s|%(filename)s:%(lineno)s]
+  %(asctime)s >> %(message)s``, as its example scripts set it), trainer.py (``***** Running
+  training *****``, ``  Num examples = {num_examples:,}``, ..., ``  Total optimization steps =
+  {max_steps:,}``, ``Saving model checkpoint to {output_dir}``, ``  Continuing training from
+  checkpoint, will skip to saved global_step``, ``  Continuing training from global step {}``,
+  ``Training completed. Do not forget to share your model on huggingface.co/models =)``), the
+  log dicts ProgressCallback writes above its tqdm bar (``str(logs)``), DeepSpeed's lines as
+  above and its torch_checkpoint_engine.py (``[Torch] Loading checkpoint from {}...``).
 """
 
 from __future__ import annotations
@@ -164,5 +174,57 @@ MEGATRON_DEEPSPEED = Format(
     end=lambda steps: [f"[after training is done] datetime: {_now()} "],
 )  # fmt: skip
 
-FORMATS: dict[str, Format] = {"megatron": MEGATRON, "titan": TITAN,
-                              "megatron_deepspeed": MEGATRON_DEEPSPEED}  # fmt: skip
+
+def _hf(msg: str, line: int) -> str:
+    now = datetime.now()
+    ms = now.microsecond // 1000
+    return f"[INFO|trainer.py:{line}] {now:%Y-%m-%d %H:%M:%S},{ms:03d} >> {msg}"
+
+
+HF_DEEPSPEED = Format(
+    layout="hf",
+    all_ranks=False,
+    start=lambda world, steps: [
+        _hf("***** Running training *****", 2414),
+        _hf(f"  Num examples = {steps * GBS:,}", 2415),
+        _hf("  Num Epochs = 1", 2416),
+        _hf(f"  Instantaneous batch size per device = {GBS // world:,}", 2417),
+        _hf(f"  Total train batch size (w. parallel, distributed & accumulation) = {GBS:,}", 2420),
+        _hf("  Gradient Accumulation steps = 1", 2421),
+        _hf(f"  Total optimization steps = {steps:,}", 2422),
+        _hf(f"  Number of trainable parameters = {64 * 64 + 64:,}", 2423),
+    ],
+    progress=lambda step, steps, world, loss, dt: str(
+        {"loss": round(loss, 4), "grad_norm": 1.0, "learning_rate": 0.01,
+         "epoch": round(step / steps, 2)}),
+    save_start=lambda step, d: [
+        _hf(f"Saving model checkpoint to {d}/checkpoint-{step}", 3984),
+        _ds(f"[Rank 0] Saving model checkpoint: {d}/checkpoint-{step}/global_step{step}/"
+            "mp_rank_00_model_states.pt", "engine.py:3241:_save_checkpoint"),
+        _ds(f"Checkpoint global_step{step} is about to be saved!",
+            "engine.py:3135:save_checkpoint"),
+    ],
+    save_end=lambda step, d: [
+        _ds(f"Checkpoint global_step{step} is ready now!", "engine.py:3206:save_checkpoint"),
+    ],
+    load_start=lambda step, d: [
+        _ds(f"[Torch] Loading checkpoint from {d}/checkpoint-{step}/global_step{step}/"
+            "mp_rank_00_model_states.pt...", "torch_checkpoint_engine.py:27:load"),
+    ],
+    load_end=lambda step, d: [
+        _hf("  Continuing training from checkpoint, will skip to saved global_step", 2462),
+        _hf("  Continuing training from epoch 0", 2463),
+        _hf(f"  Continuing training from global step {step}", 2464),
+    ],
+    end=lambda steps: [
+        _hf("\n\nTraining completed. Do not forget to share your model on huggingface.co/models "
+            "=)\n\n", 2713),
+    ],
+)  # fmt: skip
+
+FORMATS: dict[str, Format] = {
+    "megatron": MEGATRON,
+    "titan": TITAN,
+    "megatron_deepspeed": MEGATRON_DEEPSPEED,
+    "hf": HF_DEEPSPEED,
+}

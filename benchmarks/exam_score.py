@@ -79,7 +79,8 @@ def score(g: Generated, got: dict) -> dict:
     ints = (run.get("interruptions") or {}).get("list") or []
     stops = t["stops"]
     loop = case.failing_attempts >= 3
-    want = 0 if case.kind == "slow" else 1  # a restart loop is one interruption
+    # a restart loop is one interruption; one that was never restarted again, a stop after it
+    want = 0 if case.kind == "slow" else 1 + (loop and not case.finish)
     checks: dict = {"import": got["import_rc"] == 0}
     miss: list[str] = []
     checks["extra"] = len(ints) == want
@@ -90,13 +91,19 @@ def score(g: Generated, got: dict) -> dict:
     if want == 0:
         checks["state"] = run.get("state") == t["state"]
         return out
+    if t.get("unintended") or not stops:  # nothing to score: the job did not fail as meant
+        miss.append(f"the job did not do what the case meant: {t.get('unintended')}")
+        return out
     s0 = stops[0]
     when = s0["fault_t"] or s0["last_progress_t"]
     i = min(ints, key=lambda x: abs(_ts(x["ts"]) - when)) if ints else None
     checks["found"] = i is not None and _near(i["ts"], when)
     checks["cause"] = i is not None and i["component"] in CAUSES[case.kind]
     checks["stop"] = i is not None and _near(i["ts"], when)
-    if i is None:
+    if i is None:  # not found: nothing it needed is right
+        checks["restore"] = checks["lost"] = False
+        if s0.get("host") is not None:
+            checks["culprit_recall"] = False
         return out
     if not checks["cause"]:
         miss.append(f"cause {i['component']}, expected one of {sorted(CAUSES[case.kind])}")
@@ -113,8 +120,12 @@ def score(g: Generated, got: dict) -> dict:
     if s0.get("rank") is not None:
         checks["rank"] = i["rank"] == s0["rank"]
     checks["host"] = i["host"] == s0.get("host")
+    if i["host"] is None and s0.get("host") is not None:
+        miss.append(f"no host named (rank {i['rank']}), expected {s0['host']}")
     want_restore = s0["restored_step"]
-    want_lost = sum(s.get("lost_steps") or 0 for s in stops) if loop else s0.get("lost_steps")
+    # a loop's lost steps are those of the launches it restarted
+    restarted = [s for s in stops if s["restored_step"] is not None]
+    want_lost = sum(s.get("lost_steps") or 0 for s in restarted) if loop else s0.get("lost_steps")
     checks["restore"] = i["restored_step"] == want_restore
     checks["lost"] = i["lost_steps"] == want_lost
     if not checks["restore"] or not checks["lost"]:
@@ -134,7 +145,9 @@ def score(g: Generated, got: dict) -> dict:
                           and list(h.get("missing_ranks") or []) == [s0["rank"]]
                           and "all_reduce" in str(h.get("op")))  # fmt: skip
         if not checks["hang"]:
-            miss.append(f"hang {h}")
+            keys = ("culprit_rank", "culprit_host", "missing_ranks", "op")
+            miss.append(f"hang {({k: h.get(k) for k in keys})}, expected rank {s0['rank']} "
+                        f"on {s0['host']}")  # fmt: skip
     return out
 
 

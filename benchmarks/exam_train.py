@@ -82,6 +82,8 @@ def inject(rank: int, world: int, step: int) -> None:
     truth(rank, ev="fault", kind=KIND, step=step)
     if KIND == "exception":
         raise RuntimeError(f"exam: injected fault in the training step at iteration {step}")
+    if KIND == "save_crash":  # the others are in the save's collectives
+        raise OSError(f"exam: injected fault while saving the checkpoint of iteration {step}")
     if KIND == "sigkill":  # as the OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
     if KIND == "segfault":  # a real native crash: read address 0
@@ -114,35 +116,48 @@ def latest() -> int:
     if FMT.layout == "deepspeed":
         f = CKPT / "latest"
         return int(f.read_text().strip()[len("global_step") :]) if f.exists() else 0
+    if FMT.layout == "hf":  # the Trainer's newest checkpoint-N with its trainer_state.json
+        done = [p for p in CKPT.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+        return max((int(p.name[11:]) for p in done), default=0)
     done = [p for p in CKPT.glob("step-*") if (p / ".metadata").exists()]
     return max((int(p.name[5:]) for p in done), default=0)
 
 
+DEEPSPEED = ("deepspeed", "hf")  # DeepSpeed's files: alone, or in the Trainer's checkpoint-N
+
+
+def _ds_root(step: int) -> Path:
+    return CKPT / f"checkpoint-{step}" if FMT.layout == "hf" else CKPT
+
+
 def _dir(step: int) -> Path:
     name = {"megatron": f"iter_{step:07d}", "titan": f"step-{step}"}.get(FMT.layout)
-    return CKPT / (name or f"global_step{step}")
+    return CKPT / name if name else _ds_root(step) / f"global_step{step}"
 
 
 def write_ckpt(rank: int, step: int, state: dict) -> None:
     """DCP for Megatron's torch_dist and TorchTitan; DeepSpeed's per-rank files otherwise."""
     d = _dir(step)
-    if FMT.layout != "deepspeed":
+    if FMT.layout not in DEEPSPEED:
         dcp.save(state, checkpoint_id=str(d))
     else:
-        d.mkdir(exist_ok=True)
+        d.mkdir(parents=True, exist_ok=True)
         torch.save(state, d / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
         if rank == 0:
             torch.save(state, d / "mp_rank_00_model_states.pt")
     dist.barrier()
     if rank == 0 and FMT.layout == "megatron":
         (CKPT / "latest_checkpointed_iteration.txt").write_text(str(step))
-    if rank == 0 and FMT.layout == "deepspeed":
-        (CKPT / "latest").write_text(f"global_step{step}")
+    if rank == 0 and FMT.layout in DEEPSPEED:
+        (_ds_root(step) / "latest").write_text(f"global_step{step}")
+    if rank == 0 and FMT.layout == "hf":
+        state_json = {"global_step": step, "max_steps": STEPS, "epoch": step / STEPS}
+        (_ds_root(step) / "trainer_state.json").write_text(json.dumps(state_json, indent=2))
 
 
 def read_ckpt(rank: int, step: int, state: dict) -> None:
     d = _dir(step)
-    if FMT.layout != "deepspeed":
+    if FMT.layout not in DEEPSPEED:
         dcp.load(state, checkpoint_id=str(d))
     else:
         state.update(torch.load(d / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"))
@@ -171,7 +186,9 @@ def main() -> None:
         wait_s = float(ENV.get("EXAM_PG_TIMEOUT_S", "20"))
         group = dist.new_group(backend="gloo", timeout=timedelta(seconds=wait_s))
     rank, world = dist.get_rank(), dist.get_world_size()
-    printer = FMT.all_ranks or rank == world - 1  # Megatron's training_log is print_rank_last
+    # Megatron's training_log is print_rank_last; the Trainer logs on the world's process zero
+    printer = FMT.all_ranks or rank == (0 if FMT.layout == "hf" else world - 1)
+    bar = None
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -193,9 +210,13 @@ def main() -> None:
     if printer:
         for line in FMT.start(world, STEPS):
             say(line)
+        if FMT.layout == "hf":  # the Trainer's own tqdm bar (ProgressCallback), on stderr
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=STEPS, initial=start, dynamic_ncols=True)
     t_last = time.time()
     for step in range(start + 1, STEPS + 1):
-        if step == AT and rank == CULPRIT and KIND not in ("slow", "save_crash"):
+        if step == AT and rank == CULPRIT and KIND not in ("none", "slow", "save_crash"):
             inject(rank, world, step - 1)
         time.sleep(STEP_S * (4 if KIND == "slow" and rank == CULPRIT and step >= AT else 1))
         x = torch.randn(32, 64)
@@ -214,10 +235,13 @@ def main() -> None:
             p.grad /= world
         opt.step()
         now = time.time()
-        if printer:
+        if bar is not None:  # ProgressCallback: the bar moves, the log dict is written above it
+            bar.update(1)
+            bar.write(FMT.progress(step, STEPS, world, loss.item(), now - t_last))
+        elif printer:
             say(FMT.progress(step, STEPS, world, loss.item(), now - t_last))
-            if rank == world - 1:
-                truth(rank, ev="progress", step=step)
+        if rank == world - 1:  # the truth is kept by one rank, whichever prints
+            truth(rank, ev="progress", step=step)
         t_last = now
         if step % EVERY == 0:
             state["step"] = torch.tensor(step)
@@ -225,8 +249,8 @@ def main() -> None:
     if printer:
         for line in FMT.end(STEPS):
             say(line)
-        if rank == world - 1:
-            truth(rank, ev="finished", step=STEPS)
+    if rank == world - 1:
+        truth(rank, ev="finished", step=STEPS)
     dist.destroy_process_group()
 
 
