@@ -320,8 +320,9 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
         with store.transaction(["runs"]) as con:
             con.execute(
                 """INSERT INTO runs (run_id, name, start_ts, source, simulated)
-                   SELECT ?, ?, min(ts), 'logs', false FROM signals WHERE run_id = ?
-                     AND NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)""",
+                   SELECT ?, ?, first, 'logs', false
+                   FROM (SELECT min(ts) AS first FROM signals WHERE run_id = ?)
+                   WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)""",
                 [run_id, run_id, run_id, run_id],
             )
     return _keep_inferred(store, run_id, df)

@@ -155,6 +155,8 @@ SCHEMAS: dict[str, tuple[Field, ...]] = {
         Field("orig_category", _STR),
         _f("rank", pa.int32(), lo=0),  # the culprit's rank, when the job knows it
         Field("restarts", pa.int32()),
+        Field("culprit_candidates", _STR),  # the inference's: who it may be, and why unnamed
+        Field("culprit_reason", _STR),
     ),
     "checkpoints": (
         _RUN,

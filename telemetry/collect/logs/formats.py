@@ -51,7 +51,10 @@ def _by_extension(*exts: str) -> Callable[[str], bool]:
 
 def _journal_export(path: str) -> bool:
     """``journalctl -o json`` output (a node's journal, read as a text log): its first entry
-    carries journald's ``__REALTIME_TIMESTAMP`` and ``MESSAGE`` fields."""
+    carries journald's ``__REALTIME_TIMESTAMP`` and ``MESSAGE`` fields. Only a regular file is
+    looked into: opening a FIFO would block, and the importer refuses it in one line."""
+    if not os.path.isfile(path):
+        return False
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
