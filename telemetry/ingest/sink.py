@@ -182,10 +182,16 @@ class StoreSink:
 
     # -- a round ---------------------------------------------------------------------------
     def write(
-        self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None, interval_s: float = 0
+        self,
+        ts: datetime,
+        fetches: list[Fetch],
+        batch_id: str | None = None,
+        interval_s: float = 0,
+        once: bool = False,
     ) -> RoundReport:
         """Parse every successful fetch and append the round in one transaction; ``interval_s``
-        is its cadence (``Round.interval_s``), which the store's sample interval follows.
+        is its cadence (``Round.interval_s``), which the store's sample interval follows. With
+        ``once`` rows whose (series, time) is stored already are left out (``Round.once``).
         With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
         the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
         stored and the sink's state is as before it, so the next round can be written."""
@@ -217,7 +223,7 @@ class StoreSink:
         batch["targets"] = health
         self.inventory.apply(self.store, changed)  # observed facts, whatever becomes of the rest
         try:
-            self.store.append_many(batch, batch_id=batch_id, kind="scrape")
+            self.store.append_many(batch, batch_id=batch_id, kind="scrape", once=once)
         except BaseException:
             self._load_ids()  # new ids of this round were rolled back with it
             raise
