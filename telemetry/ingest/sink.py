@@ -182,19 +182,14 @@ class StoreSink:
 
     # -- a round ---------------------------------------------------------------------------
     def write(
-        self,
-        ts: datetime,
-        fetches: list[Fetch],
-        batch_id: str | None = None,
-        interval_s: float = 0,
-        once: bool = False,
-    ) -> RoundReport:
+        self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None,
+        interval_s: float = 0, once: bool = False,
+    ) -> RoundReport:  # fmt: skip
         """Parse every successful fetch and append the round in one transaction; ``interval_s``
         is its cadence (``Round.interval_s``), which the store's sample interval follows. With
-        ``once`` rows whose (series, time) is stored already are left out (``Round.once``).
-        With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
-        the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
-        stored and the sink's state is as before it, so the next round can be written."""
+        ``batch_id`` it is stored at most once, with ``once`` without the (series, time) stored
+        (``Store.append_many``). Raises what the store raises (``DuplicateBatchError``...); the
+        round is then not stored and the sink's state is as before, so the next can be written."""
         self._follow_cadence(interval_s)
         if not self._xid_counts_loaded:
             self._xid.counts = self._load_xid_counts(ts)
