@@ -18,6 +18,8 @@ Suites (each a real process tree on 127.0.0.1, real DuckDB files in a temp dir):
   server. Target: no errors, callback p95 <= 1 s, no ingest round missed.
 * ``soak``: the demo live for ``--soak-minutes``; the server's RSS sampled every 30 s; its
   least-squares slope over the second half must stay under ``SOAK_MAX_SLOPE_MB_H``.
+* ``resend``: remote_write samples acknowledged, then sent again batched otherwise (a
+  sender replaying its WAL): each (GPU, time) stored exactly once (``suite_resend``).
 * ``fuzz``: tests/test_fuzz_endpoints.py with ``--fuzz`` generated inputs in all (Hypothesis:
   callback envelopes, record batches, rounds, labels, exposition texts; in-process bulk and a
   live server); the row counts them per generator.
@@ -178,6 +180,62 @@ def _rw_row(tmp: Path, cycles: int) -> Row:
         f"of acked requests stored, {v.duplicated} duplicated, {v.wrong} wrong; "
         f"{v.seconds:.0f} s",
     }
+
+
+# -- remote_write resend: acknowledged samples sent again, batched differently ---------------------
+def suite_resend(tmp: Path, hosts: int = 16, scrapes: int = 12) -> list[Row]:
+    """``hosts`` 8-GPU targets scraped ``scrapes`` times into a real server, one request a
+    scrape; once their windows are written, every acknowledged sample sent again as Prometheus
+    replaying its WAL would, batched otherwise: the first half in one request, the second per
+    host in reverse order with other values, the middle one series at a time. Each (GPU, time)
+    must be stored once with the value first acknowledged (issue 55)."""
+    from telemetry.ingest.remote_write import encode
+    from telemetry.store import Store
+    from tests.conftest import start_server
+    from tests.test_remote_write_loss import INTERVAL_MS, post, scrape, t0_ms
+
+    def one(host: int, k: int, bump: float = 0.0) -> list[Any]:
+        ts = t0 + k * INTERVAL_MS + 500 * (host % 20)  # each target at its own offset
+        return scrape(f"h{host:03d}", ts, [30.0 + k + g / 8 + bump for g in range(8)])
+
+    d = tmp / "resend"
+    d.mkdir()
+    t0, started = t0_ms(), time.monotonic()
+    srv = start_server(["serve", "--store", str(d / "rw.duckdb"), "--accept-ingest"],
+                       d / "serve.log")  # fmt: skip
+    acked = resent = 0
+    try:
+        for k in range(scrapes):
+            acked += post(srv, encode([s for h in range(hosts) for s in one(h, k)]))[0] == 200
+        half = scrapes // 2
+        again = [[s for k in range(half) for h in range(hosts) for s in one(h, k)]]
+        again += [[s for k in range(half, scrapes) for s in one(h, k, 1000.0)]
+                  for h in reversed(range(hosts))]  # fmt: skip
+        again += [[s] for h in range(hosts) for s in one(h, half)]
+        for body in again:
+            resent += post(srv, encode(body))[0] == 200
+        for k in range(scrapes, scrapes + 3):  # the data moves on: every window written
+            acked += post(srv, encode([s for h in range(hosts) for s in one(h, k)]))[0] == 200
+    finally:
+        srv.proc.terminate()  # it writes what it still staged
+        srv.proc.wait(timeout=300)
+    with Store(str(d / "rw.duckdb"), read_only=True) as s:
+        stored, dupes, wrong = s.rows(
+            "SELECT count(*), count(*) - count(DISTINCT (ts, gpu_id)), "
+            "count(*) FILTER (WHERE temp_c > 500) FROM gpu_samples"
+        )[0]
+    expected = hosts * 8 * (scrapes + 3)
+    return [{
+        "suite": "resend",
+        "check": "remote_write resend, rebatched: stored once",
+        "tried": len(again),
+        "held": acked == scrapes + 3 and resent == len(again) and dupes == 0 and wrong == 0
+        and stored == expected,
+        "lost": max(expected - stored + dupes, 0),
+        "detail": f"{stored:,}/{expected:,} GPU rows stored, {dupes} duplicated, {wrong} "
+        f"replaced by a resend; {resent}/{len(again)} resends acked; "
+        f"{time.monotonic() - started:.0f} s",
+    }]  # fmt: skip
 
 
 def suite_faults(
@@ -795,7 +853,7 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated suites to skip")
     ap.add_argument("--only", default="", help="comma-separated suites to run")
     args = ap.parse_args()
-    suites = ["faults", "input", "load", "soak", "fuzz", "idle"]
+    suites = ["faults", "input", "load", "soak", "fuzz", "idle", "resend"]
     if args.only:
         suites = [s for s in suites if s in args.only.split(",")]
     suites = [s for s in suites if s not in args.skip.split(",")]
@@ -826,6 +884,8 @@ def main() -> int:
             dev = tmp / "dev.duckdb"
             dev = dev if dev.exists() else build_store(dev, seed=1, days=1.0)
             rows += suite_idle(tmp, dev, args.idle_seconds)
+        if "resend" in suites:
+            rows += suite_resend(tmp)
     print_table(rows)
     return 0 if all(r["held"] for r in rows) else 1
 

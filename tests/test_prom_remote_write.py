@@ -39,6 +39,24 @@ def post(
         return exc.code, json.loads(exc.read())
 
 
+def token_server(store: Path) -> Server:
+    """``serve --accept-ingest`` into ``store`` with ``TOKEN`` (in a file beside it)."""
+    token = store.parent / "token"
+    token.write_text(TOKEN + "\n")
+    return start_server(
+        ["serve", "--store", str(store), "--accept-ingest", "--token-file", str(token)],
+        store.parent / "serve.log",
+    )
+
+
+def forwarding(srv: Server, targets: Path) -> TsdbServer:
+    """A real Prometheus scraping ``targets`` every 2 s and remote-writing to ``srv`` (a
+    ``token_server``: its directory holds the token file and Prometheus's data)."""
+    tmp = srv.log.parent
+    return TsdbServer("prometheus", tmp, targets, remote_write=f"{srv.url}/api/v1/write",
+                      token_file=str(tmp / "token"), interval="2")  # fmt: skip
+
+
 def test_prometheus_remote_write_stores_what_a_direct_scrape_stores(
     frozen_farm: tuple[FarmThread, Path], tmp_path: Path
 ) -> None:
@@ -48,18 +66,10 @@ def test_prometheus_remote_write_stores_what_a_direct_scrape_stores(
     direct = tmp_path / "direct.duckdb"
     r = cli("ingest", "--store", str(direct), "--once", "--targets-file", str(targets))
     assert r.returncode == 0, r.stderr
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
     store = tmp_path / "rw.duckdb"
-    srv = start_server(
-        ["serve", "--store", str(store), "--accept-ingest", "--token-file", str(token)],
-        tmp_path / "serve.log",
-    )
+    srv = token_server(store)
     try:
-        rw = f"{srv.url}/api/v1/write"
-        with TsdbServer(
-            "prometheus", tmp_path, targets, remote_write=rw, token_file=str(token), interval="2"
-        ) as prom:
+        with forwarding(srv, targets) as prom:
             prom.wait_scraped(up)
             time.sleep(24)  # windows are written once the data is 5 s past them
         _check_refusals(srv)

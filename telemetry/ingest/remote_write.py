@@ -32,6 +32,7 @@ CONTENT_TYPE = "application/x-protobuf"
 MAX_BODY = 32 * 2**20  # compressed; Prometheus sends ~2,000 samples (~100 KB) per request
 MAX_DECODED = 32 * 2**20  # vmagent's largest block is 8 MB; Prometheus's ~0.5 MB
 MAX_LABELS_CHARS = 4096  # as the text parser: a series' labels beyond this are refused
+MAX_GPU = (1 << 15) - 1  # a GPU index the store's SMALLINT holds (as ``dcgm_rows``' key)
 KEEP = re.compile(r"^(?:DCGM_\w*|up|scrape_duration_seconds)$")
 # A window is written once the data is an interval plus this past it: a sender's shards each
 # send at least every 5 s (Prometheus's batch_send_deadline), so its parts have come by then.
@@ -154,7 +155,8 @@ class Staged:
 def staged_rows(req: Any, request_id: str, bounds_ms: tuple[int, int] | None = None) -> Staged:
     """The DCGM and target-health samples of a request as staging rows. Ignored: samples of
     other metrics, and staleness markers. Refused: series with labels that are unnamed, over
-    the length limit or carry control or bidirectional-override characters, and samples
+    the length limit or carry control or bidirectional-override characters, or a ``gpu``
+    label that is not a GPU index (``-1``, ``1e3``, ``32768``, a non-ASCII digit), and samples
     stamped outside ``bounds_ms`` ((oldest, newest) in ms since the epoch)."""
     cols: dict[str, list[Any]] = {k: [] for k in ("ts_ms", "instance", "name", "labels", "value")}
     out = Staged(pa.table({}))
@@ -207,6 +209,9 @@ def _series_refusal(labels: list[tuple[str, str]]) -> str | None:
         return f"with labels over {MAX_LABELS_CHARS:,} characters"
     if any(UNSAFE_NAME.search(v) for _, v in labels):
         return "with a control or bidirectional-override character in a label value"
+    gpu = dict(labels).get("gpu")
+    if gpu is not None and not (gpu.isascii() and gpu.isdigit() and int(gpu) <= MAX_GPU):
+        return f"with a gpu label that is not a GPU index 0..{MAX_GPU:,}"
     return None
 
 

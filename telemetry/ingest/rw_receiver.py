@@ -16,8 +16,9 @@ duplicate), from which it reaches the store exactly once, also across a crash:
   scrape of a target with the scrape's time, so each target's k-th scrape in the window goes
   to the window's k-th round. Two scrapes of one target in a window (a sender scraping faster
   than the window) are two rounds, not one overwriting the other.
-- Parts that arrive after their window was written (a shard that was retrying) are staged and
-  make a round of their own, never a loss.
+- Parts that arrive after their window was written (a shard that was retrying, a sender
+  resending after its restart, batched differently) are staged and join the window's round:
+  the store keeps each (series, time) once and fills what the round lacked, never a loss.
 - Samples stamped outside ``[now - max_age, now + max_future]`` of the server's clock are
   refused (counted and named in the reply and in the ``remote_write`` target's health), so a
   1970 or year-2200 timestamp neither reaches the charts nor stalls later windows.
@@ -25,6 +26,7 @@ duplicate), from which it reaches the store exactly once, also across a crash:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -38,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from telemetry.errors import DuplicateBatchError, StoreError
-from telemetry.ingest.regroup import META, Regrouper, Snapshot, _naive
+from telemetry.ingest.regroup import META, Regrouper, Snapshot, _naive, _target_url
 from telemetry.ingest.remote_write import (
     CONTENT_TYPE,
     MAX_BODY,
@@ -248,11 +250,25 @@ class Receiver:
             "WHERE claim = ? ORDER BY k, ts_ms",
             [claim],
         )
-        rounds: dict[int, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            rounds.setdefault(int(row[5]), []).append(row)
+        stored = self._stored_scrapes(int(rows[0][1])) if rows else {}
+        rounds: dict[str, list[tuple[Any, ...]]] = {}
+        stamp: dict[str, datetime] = {}
+        joined: set[tuple[datetime, str, str, str]] = set()
+        urls: dict[str, str] = {}
+        for row in rows:  # a scrape of a target stored in this window joins its round
+            url = urls.get(row[0]) or urls.setdefault(row[0], _target_url(row[0]))
+            times = stored.get(url, [])
+            i = bisect.bisect_left([_ms(t) for t in times], int(row[1]))
+            series = (times[i], row[0], row[2], row[3]) if i < len(times) else None
+            if series is not None and series not in joined:  # (two scrapes of one: one)
+                joined.add(series)
+                key = f"s{_ms(times[i])}"
+                stamp[key] = times[i]
+                rounds.setdefault(key, []).append(row)
+            else:
+                rounds.setdefault(str(row[5]), []).append(row)
         for k, part in rounds.items():
-            written = self.write(self._round(part, f"{claim}-{k}"))
+            written = self.write(self._round(part, f"{claim}-{k}", stamp.get(k)))
             if not written.ok:
                 raise StoreError(f"remote_write round not stored: {written.error}")
         with self.store.transaction(["remote_write_staging"]) as con:
@@ -260,9 +276,29 @@ class Receiver:
         self.counters["rounds"] += len(rounds)
         return len(rounds)
 
-    def _round(self, rows: list[tuple[Any, ...]], batch_id: str) -> Round:
+    def _stored_scrapes(self, ts_ms: int) -> dict[str, list[datetime]]:
+        """Per target (its URL, as ``Regrouper.fetches`` names it), the times of the rounds
+        already holding one of its scrapes in the window of ``ts_ms``, oldest first. A round
+        is stamped with the latest of its targets' scrapes, so a target's scrape was stored
+        in the first of its rounds at or after its own time: a resend, however batched, joins
+        that round, and the store leaves out what it holds already (``telemetry.store.once``).
+        A target with nothing stored in the window makes rounds of its own, as before."""
+        start = ts_ms // self.window_ms * self.window_ms
+        out: dict[str, list[datetime]] = {}
+        for target, ts in self.store.rows(
+            "SELECT target, ts FROM targets WHERE ts >= ? AND ts < ? ORDER BY ts",
+            [_naive(start / 1000.0), _naive((start + self.window_ms) / 1000.0)],
+        ):
+            out.setdefault(target, []).append(ts)
+        return out
+
+    def _round(
+        self, rows: list[tuple[Any, ...]], batch_id: str, at: datetime | None = None
+    ) -> Round:
         """One scrape of each target (rows of instance, ts_ms, name, labels, value) as a round
-        stamped with the latest of their times."""
+        stamped with the latest of their times, or ``at``: a target's scrape already stored
+        in a round (a resend, batched otherwise) joins that round, so the store keeps each
+        (series, time) once and fills what the round lacked (``telemetry.store.once``)."""
         snap = Snapshot(samples=len(rows))
         for _, _, name, labels, value, _ in rows:
             if name in META:
@@ -274,8 +310,9 @@ class Receiver:
                 lines[(inst, head)] = head + repr(value)
         for (inst, _), line in lines.items():
             snap.lines.setdefault(inst, []).append(line)
-        ts = _naive(max(r[1] for r in rows) / 1000.0)
-        return Round(ts, self.rg.fetches(snap, {}), self.window_ms / 1000.0, batch_id)
+        ts = at or _naive(max(r[1] for r in rows) / 1000.0)
+        fetches = self.rg.fetches(snap, {})
+        return Round(ts, fetches, self.window_ms / 1000.0, batch_id, once=at is not None)
 
 
 class Busy(Exception):
@@ -292,6 +329,10 @@ class Refused(ValueError):
 
 class TooLarge(Exception):
     """A request over a per-request bound (413: the sender must send smaller batches)."""
+
+
+def _ms(t: datetime) -> int:
+    return round(t.replace(tzinfo=UTC).timestamp() * 1000)
 
 
 @lru_cache(maxsize=1 << 16)

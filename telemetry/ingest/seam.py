@@ -44,6 +44,9 @@ class Round:
     fetches: list[Fetch]
     interval_s: float
     batch_id: str | None = None  # set by a forwarded round: stored at most once
+    # rows whose (series, time) is stored already are left out (``telemetry.store.once``): a
+    # remote_write part joining a round already written (a late shard, a resend)
+    once: bool = False
 
 
 @dataclass(frozen=True)

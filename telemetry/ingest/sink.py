@@ -182,13 +182,14 @@ class StoreSink:
 
     # -- a round ---------------------------------------------------------------------------
     def write(
-        self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None, interval_s: float = 0
-    ) -> RoundReport:
+        self, ts: datetime, fetches: list[Fetch], batch_id: str | None = None,
+        interval_s: float = 0, once: bool = False,
+    ) -> RoundReport:  # fmt: skip
         """Parse every successful fetch and append the round in one transaction; ``interval_s``
-        is its cadence (``Round.interval_s``), which the store's sample interval follows.
-        With ``batch_id`` the round is stored at most once (``Store.append_many``). Raises what
-        the store raises (``DuplicateBatchError``, ``StoreError``...); the round is then not
-        stored and the sink's state is as before it, so the next round can be written."""
+        is its cadence (``Round.interval_s``), which the store's sample interval follows. With
+        ``batch_id`` it is stored at most once, with ``once`` without the (series, time) stored
+        (``Store.append_many``). Raises what the store raises (``DuplicateBatchError``...); the
+        round is then not stored and the sink's state is as before, so the next can be written."""
         self._follow_cadence(interval_s)
         if not self._xid_counts_loaded:
             self._xid.counts = self._load_xid_counts(ts)
@@ -217,7 +218,7 @@ class StoreSink:
         batch["targets"] = health
         self.inventory.apply(self.store, changed)  # observed facts, whatever becomes of the rest
         try:
-            self.store.append_many(batch, batch_id=batch_id, kind="scrape")
+            self.store.append_many(batch, batch_id=batch_id, kind="scrape", once=once)
         except BaseException:
             self._load_ids()  # new ids of this round were rolled back with it
             raise

@@ -122,7 +122,7 @@ class StoreWriter:
     def _round(self, batch: Round) -> Written:
         try:
             sink = self.round_sink()  # ValueError: a replay store
-            rep = sink.write(batch.ts, batch.fetches, batch.batch_id, batch.interval_s)
+            rep = sink.write(batch.ts, batch.fetches, batch.batch_id, batch.interval_s, batch.once)
         except DuplicateBatchError:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)

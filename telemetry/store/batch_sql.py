@@ -44,12 +44,18 @@ def now_window_us(con: duckdb.DuckDBPyConnection) -> int:
 
 # A batch's per-(tick, node) partial sums, run by ``Store.append_many`` with the batch
 # registered as ``_batch``.
-NODE_TICK_SQL = f"""INSERT INTO node_tick
-  SELECT b.ts, g.node_id, count(*), sum(util_pct), min(util_pct), sum(temp_c), max(temp_c),
-    max(mem_temp_c), sum(power_w), sum(fb_used_mib), sum(sm_clock_mhz), min(sm_clock_mhz),
-    sum(tensor_active), sum({REAL_SQL})
+_TICK_SUMS = f"""SELECT b.ts, g.node_id, count(*), sum(util_pct), min(util_pct), sum(temp_c),
+    max(temp_c), max(mem_temp_c), sum(power_w), sum(fb_used_mib), sum(sm_clock_mhz),
+    min(sm_clock_mhz), sum(tensor_active), sum({REAL_SQL})"""
+NODE_TICK_SQL = f"""INSERT INTO node_tick {_TICK_SUMS}
   FROM ((SELECT * FROM gpu_samples LIMIT 0) UNION ALL BY NAME (SELECT * FROM _batch)) b
   JOIN gpus g USING (gpu_id) GROUP BY b.ts, g.node_id"""
+# The sums of the (tick, node) pairs a batch touches, again from the stored samples (after an
+# append that filled blank cells of stored rows: ``telemetry.store.once``); ? ?: its ts range.
+RETICK_SQL = f"""INSERT INTO node_tick {_TICK_SUMS}
+  FROM gpu_samples b JOIN gpus g USING (gpu_id)
+  WHERE b.ts BETWEEN ? AND ? AND (b.ts, g.node_id) IN (SELECT DISTINCT ts, node_id FROM _ticks)
+  GROUP BY b.ts, g.node_id"""
 
 
 def insert_gpu_buckets(con: duckdb.DuckDBPyConnection, rows: int) -> None:

@@ -30,6 +30,7 @@ import pyarrow as pa
 from telemetry import env
 from telemetry.errors import DuplicateBatchError, StoreError, StoreLockedError
 from telemetry.store import batch_sql, rollups, schema
+from telemetry.store import once as once_sql
 from telemetry.store.cache import ResultCache, params_key
 from telemetry.store.connection import audited, io_reason, open_connection, rollback
 from telemetry.store.versions import TableVersions
@@ -274,6 +275,7 @@ class Store:
         batches: dict[str, pa.Table | pd.DataFrame],
         batch_id: str | None = None,
         kind: str = "",
+        once: bool = False,
     ) -> int:
         """Append several tables' batches in one transaction (a replay tick, a scrape round).
 
@@ -289,7 +291,10 @@ class Store:
         and the per-GPU rollup rows of the buckets its batch holds whole (``gpu_buckets``: the
         refresh keeps a bucket whose rows account for every sample in it); tests check that
         both equal what the store's SQL computes from the samples. The batch's newest samples
-        also replace their GPUs' rows in ``gpu_now`` where newer (``batch_sql.NOW_SQL``)."""
+        also replace their GPUs' rows in ``gpu_now`` where newer (``batch_sql.NOW_SQL``).
+        With ``once`` (scrape rounds) rows whose (series, timestamp) is already stored are left
+        out, and blank cells of stored samples filled (``telemetry.store.once``); the count
+        returned is then of the rows added."""
         for table in batches:
             if table not in APPENDABLE:
                 raise ValueError(f"table {table!r} is not appendable")
@@ -313,11 +318,14 @@ class Store:
                         con.register("_batch", data)
                         verb = "INSERT OR REPLACE" if table in _REPLACING else "INSERT"
                         by = " BY NAME" if table in _BY_NAME else ""
+                        ticked = False  # the node sums done already (``once``)
                         if table == "gpu_buckets":  # one table per level (rollups.GPU_VIEW)
                             batch_sql.insert_gpu_buckets(con, n)
+                        elif once and table in once_sql.KEYS:
+                            n, ticked = once_sql.insert(con, table, table in _BY_NAME)
                         else:
                             con.execute(f"{verb} INTO {table}{by} SELECT * FROM _batch")
-                        if table == "gpu_samples" and "node_tick" not in batches:
+                        if table == "gpu_samples" and "node_tick" not in batches and not ticked:
                             con.execute(batch_sql.NODE_TICK_SQL)
                         if table == "gpu_samples":
                             con.execute(batch_sql.NOW_SQL, [batch_sql.now_window_us(con)])
