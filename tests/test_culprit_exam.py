@@ -179,3 +179,20 @@ def test_the_real_job_is_judged_as_its_recording(tmp_path: Path) -> None:
     (row,) = _rows(_import(tmp_path, log)[0])
     assert (row["rank"], row["host"], row["restarts"]) == (6, "gpu-b07", 1)
     assert "SIGKILL" in row["description"]
+
+
+SLURM = Path(__file__).with_name("fixtures") / "slurm_exam"
+
+
+@pytest.mark.parametrize("case", ["time_limit", "preempt"])
+def test_a_job_the_scheduler_stopped_names_no_culprit(tmp_path: Path, case: str) -> None:
+    """Recorded from the exam (benchmarks/exam_slurm.py) under the suite's real Slurm: two
+    torchrun agents as ``srun --label`` tasks, stopped by ``-t 1`` or by a job of the urgent
+    partition. ``slurmstepd-vm:`` names the batch host and ``0:`` a task: neither is at fault,
+    and naming one would drain a healthy node (both were named before)."""
+    rows = [r for r in _rows(_import(tmp_path, SLURM / f"{case}.log")[0])
+            if "TIME LIMIT" in r["evidence"] or "PREEMPTION" in r["evidence"]]  # fmt: skip
+    assert rows
+    for row in rows:
+        assert (row["rank"], row["host"]) == (None, None)
+        assert "scheduler stopped the whole job" in row["culprit_reason"]

@@ -41,9 +41,12 @@ from telemetry.derive.signals import (
     CUDA_ECC,
     IB_ERROR,
     NODE_LOST,
+    SLURM_CANCELLED,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    SLURM_PREEMPTED,
+    SLURM_TIME_LIMIT,
     XID,
 )
 from telemetry.vocabulary import PLANNED_CATEGORY
@@ -54,6 +57,9 @@ PLACED_KINDS = frozenset(
 )  # fmt: skip
 _LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
 MAX_CANDIDATES = 8
+# The scheduler's stops of a whole job: the host in ``slurmstepd-HOST:`` is where the batch
+# step ran and the ``N:`` label a task, neither at fault, so naming either would drain a node
+JOB_WIDE_STOPS = frozenset({SLURM_TIME_LIMIT, SLURM_PREEMPTED, SLURM_CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ def place(
     run's rank count where known; ``hosts`` rank -> host."""
     cause = ex.cause
     failing = [e for e, r in ex.ordered if r != CONTEXT]
+    if cause is not None and cause.kind in JOB_WIDE_STOPS:
+        return Culprit(reason="the scheduler stopped the whole job: no rank or host is at fault")
     if (
         cause is not None
         and cause.rule is not None
