@@ -316,6 +316,11 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
         signals, rank_hosts=rank_hosts(store, run_id), run_id=run_id,
         gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
     )  # fmt: skip
+    if store.scalar("SELECT count(*) FROM hangs WHERE run_id = ?", [run_id]):
+        # The flight recorder told this stop: the hang view names its culprit from the dumps,
+        # where the watchdog lines alone would say "unknown" beside it (and a row kept before
+        # the dumps came is cleared)
+        df = df.iloc[0:0]
     if len(df):
         with store.transaction(["runs"]) as con:
             con.execute(
