@@ -38,11 +38,16 @@ Sources (the format strings copied from each):
   (utils/logging.py ``enable_explicit_format``: ``[%(levelname)s|%(filename)s:%(lineno)s]
   %(asctime)s >> %(message)s``, as its example scripts set it), trainer.py (``***** Running
   training *****``, ``  Num examples = {num_examples:,}``, ..., ``  Total optimization steps =
-  {max_steps:,}``, ``Saving model checkpoint to {output_dir}``, ``  Continuing training from
-  checkpoint, will skip to saved global_step``, ``  Continuing training from global step {}``,
-  ``Training completed. Do not forget to share your model on huggingface.co/models =)``), the
-  log dicts ProgressCallback writes above its tqdm bar (``str(logs)``), DeepSpeed's lines as
-  above and its torch_checkpoint_engine.py (``[Torch] Loading checkpoint from {}...``).
+  {max_steps:,}``, ``Saving model checkpoint to {output_dir}``, after that block on a resume
+  ``  Continuing training from checkpoint, will skip to saved global_step``, ``  Continuing
+  training from epoch {}``, ``  Continuing training from global step {}``, ``  Will skip the
+  first {} epochs then the first {} batches in the first epoch.``, ``Training completed. Do not
+  forget to share your model on huggingface.co/models =)``), integrations/deepspeed.py
+  ``deepspeed_load_checkpoint`` (``Attempting to resume from {checkpoint_path}``, before the
+  block), the log dicts ProgressCallback writes above its tqdm bar (``str(logs)``; the bar
+  starts at 0 on a resume and jumps by ``global_step - current_step``), DeepSpeed's lines as
+  above and its torch_checkpoint_engine.py (``[Torch] Loading checkpoint from {}...``,
+  ``[Torch] Loaded checkpoint from {}.``, a pair per file read).
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ class Format:
     load_start: Callable[[int, str], list[str]]
     load_end: Callable[[int, str], list[str]]
     end: Callable[[int], list[str]]
+    # after ``start`` on a resumed launch (the HF Trainer says where it continues from there)
+    resumed: Callable[[int, str], list[str]] = lambda step, d: []
 
 
 def _meg_tail(loss: float) -> str:
@@ -175,10 +182,16 @@ MEGATRON_DEEPSPEED = Format(
 )  # fmt: skip
 
 
-def _hf(msg: str, line: int) -> str:
+def _hf(msg: str, line: int, where: str = "trainer.py") -> str:
     now = datetime.now()
     ms = now.microsecond // 1000
-    return f"[INFO|trainer.py:{line}] {now:%Y-%m-%d %H:%M:%S},{ms:03d} >> {msg}"
+    return f"[INFO|{where}:{line}] {now:%Y-%m-%d %H:%M:%S},{ms:03d} >> {msg}"
+
+
+def _ds_load(path: str) -> list[str]:
+    """DeepSpeed's torch_checkpoint_engine.py ``load``: one pair per file it reads."""
+    return [_ds(f"[Torch] Loading checkpoint from {path}...", "torch_checkpoint_engine.py:27:load"),
+            _ds(f"[Torch] Loaded checkpoint from {path}.", "torch_checkpoint_engine.py:29:load")]
 
 
 HF_DEEPSPEED = Format(
@@ -208,13 +221,18 @@ HF_DEEPSPEED = Format(
         _ds(f"Checkpoint global_step{step} is ready now!", "engine.py:3206:save_checkpoint"),
     ],
     load_start=lambda step, d: [
-        _ds(f"[Torch] Loading checkpoint from {d}/checkpoint-{step}/global_step{step}/"
-            "mp_rank_00_model_states.pt...", "torch_checkpoint_engine.py:27:load"),
+        _hf(f"Attempting to resume from {d}/checkpoint-{step}", 402, "deepspeed.py"),
+        *_ds_load(f"{d}/checkpoint-{step}/global_step{step}/mp_rank_00_model_states.pt"),
+        *_ds_load(f"{d}/checkpoint-{step}/global_step{step}/"
+                  "zero_pp_rank_0_mp_rank_00_optim_states.pt"),
     ],
-    load_end=lambda step, d: [
+    load_end=lambda step, d: [],
+    resumed=lambda step, d: [
         _hf("  Continuing training from checkpoint, will skip to saved global_step", 2462),
         _hf("  Continuing training from epoch 0", 2463),
         _hf(f"  Continuing training from global step {step}", 2464),
+        _hf(f"  Will skip the first 0 epochs then the first {step} batches in the first "
+            "epoch.", 2466),
     ],
     end=lambda steps: [
         _hf("\n\nTraining completed. Do not forget to share your model on huggingface.co/models "

@@ -215,6 +215,8 @@ def truth(case: Case, tdir: Path) -> dict:
     (time, rank, host), the last progress before it, the step restored after it and the steps
     lost."""
     evs = [json.loads(x) for f in sorted(tdir.glob("*.jsonl")) for x in f.read_text().splitlines()]
+    log = tdir.parent / "job.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
     evs.sort(key=lambda e: e["t"])
     rank_host = {e["rank"]: e["host"] for e in evs}
     stops = []
@@ -246,7 +248,15 @@ def truth(case: Case, tdir: Path) -> dict:
             if case.kind == "node_lost":  # the lost node is the culprit, not one of its ranks
                 stop["rank"] = None
         if last is not None:
-            stop["lost_steps"] = last["step"] - (stop["restored_step"] or newest)
+            # lost steps as a log can tell them: up to the last progress line that reached the
+            # log. A step printed as the launcher was stopped (torchrun's --tee tailer ended by
+            # Slurm's SIGTERM before it relayed the line) was done, but no reader of the log can
+            # know it; the job's own count is kept beside it (job_lost_steps).
+            shown = [e["step"] for e in mine if e["ev"] == "printed" and e["line"] in text]
+            stop["logged_step"] = max(shown) if shown else None
+            base = stop["restored_step"] or newest
+            stop["job_lost_steps"] = last["step"] - base
+            stop["lost_steps"] = (stop["logged_step"] or last["step"]) - base
         stops.append(stop)
     finished = any(e["ev"] == "finished" for e in evs)
     return {

@@ -208,12 +208,12 @@ def main() -> None:
         if rank == 0:
             truth(rank, ev="loaded", step=start)
     if printer:
-        for line in FMT.start(world, STEPS):
+        for line in FMT.start(world, STEPS) + (FMT.resumed(start, str(CKPT)) if start else []):
             say(line)
         if FMT.layout == "hf":  # the Trainer's own tqdm bar (ProgressCallback), on stderr
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=STEPS, initial=start, dynamic_ncols=True)
+            bar = tqdm(total=STEPS, dynamic_ncols=True)  # from 0 even when resumed, as there
     t_last = time.time()
     for step in range(start + 1, STEPS + 1):
         if step == AT and rank == CULPRIT and KIND not in ("none", "slow", "save_crash"):
@@ -235,11 +235,14 @@ def main() -> None:
             p.grad /= world
         opt.step()
         now = time.time()
+        line = FMT.progress(step, STEPS, world, loss.item(), now - t_last)
         if bar is not None:  # ProgressCallback: the bar moves, the log dict is written above it
-            bar.update(1)
-            bar.write(FMT.progress(step, STEPS, world, loss.item(), now - t_last))
+            bar.update(step - bar.n)  # on_step_end: global_step - current_step
+            bar.write(line)
         elif printer:
-            say(FMT.progress(step, STEPS, world, loss.item(), now - t_last))
+            say(line)
+        if printer:  # what it printed: a line the launcher never relays is not in the log
+            truth(rank, ev="printed", step=step, line=line)
         if rank == world - 1:  # the truth is kept by one rank, whichever prints
             truth(rank, ev="progress", step=step)
         t_last = now

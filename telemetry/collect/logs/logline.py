@@ -37,6 +37,7 @@ PREFILTER = "|".join(
         r"using world size: |world_size \.\.\.",  # Megatron-LM: how many GPUs the job has
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
+        r"Continuing training from global step|Attempting to resume from",  # HF Trainer resumes
         r"\{['\"]",  # Hugging Face Trainer log dicts
         r"%\|",  # tqdm progress bars (the step of an HF log dict)
         r"Xid",
@@ -384,14 +385,32 @@ _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" w
                 r"saved)"), "save_start", None),
     (re.compile(r"Checkpoint (?P<path>global_step(?P<step>\d+)) is ready now"), "save_end", None),
     (_HF_LOAD, "load", "start"),
+    # DeepSpeed torch_checkpoint_engine.py load(), each file of a tag, on every rank:
+    #   [Torch] Loading checkpoint from {path}...   /   [Torch] Loaded checkpoint from {path}.
+    (re.compile(r"\[Torch\] Loading checkpoint from (?P<path>\S+?)(?:\.\.\.)?\s*$"),
+     "load", "start"),
+    (re.compile(r"\[Torch\] Loaded checkpoint from (?P<path>\S+?)\.?\s*$"), "load", "finish"),
+    # HF Trainer: integrations/deepspeed.py deepspeed_load_checkpoint ("Attempting to resume
+    # from {checkpoint_path}"), trainer.py ("  Continuing training from global step {}")
+    (re.compile(r"Attempting to resume from (?P<path>\S+/\S+?)\s*$"), "load", "start"),
+    (re.compile(r"Continuing training from global step (?P<step>\d+)"), "load", "finish"),
+    # Lightning checkpoint_connector.py: "Restoring states from the checkpoint path at {}",
+    # then "Restored all states from the checkpoint at {}" (fit; "Loaded model weights from
+    # the checkpoint at" is validate/test/predict, no training resumed)
+    (re.compile(r"Restoring states from the checkpoint path at (?P<path>\S+)"), "load", "start"),
+    (re.compile(r"Restored all states from the checkpoint at (?P<path>\S+)"), "load", "finish"),
 ]
-_STEP_IN_PATH = re.compile(r"(?:checkpoint-|step[-_]?|iter_|global_step)0*(\d+)")
+_STEP_IN_PATH = re.compile(r"(?:checkpoint-|step[-_=]?|iter_|global_step)0*(\d+)")
+# a folder of the path named for its step, for a file named for none
+# (``checkpoint-5/global_step5/mp_rank_00_model_states.pt``)
+_STEP_DIR = re.compile(r"(?:^|/)(?:checkpoint-|step[-_]?|iter_|global_step)0*(\d+)(?=/)")
 
 
 def checkpoint(body: str) -> tuple[str, str | None, int | None, str | None] | None:
     """(kind, phase, step, path) of a checkpoint line; the step from the path
     (``checkpoint-500``, ``step-100``, ``iter_0000100``) when the text does not say it."""
-    if "heckpoint" not in body and "Loading model from" not in body:
+    if "heckpoint" not in body and "Loading model from" not in body and (
+            "global step" not in body and "resume from" not in body):
         return None
     for rx, kind, phase in _CKPT:
         m = rx.search(body)
@@ -403,6 +422,8 @@ def checkpoint(body: str) -> tuple[str, str | None, int | None, str | None] | No
         step = int(g["step"]) if g.get("step") else None
         if step is None and path and (s := _STEP_IN_PATH.search(PurePath(path).name)):
             step = int(s.group(1))
+        if step is None and path and (dirs := _STEP_DIR.findall(path)):
+            step = int(dirs[-1])
         if rx is _HF_LOAD and step is None and "/" not in (path or ""):
             return None  # "Loading model from scratch" and the like
         return kind, phase, step, path
