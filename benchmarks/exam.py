@@ -46,6 +46,7 @@ CASES = [
     Case("exception8", "exception", nproc=4, culprit=5),
     Case("exception_hf", "exception", fmt="hf", culprit=3),
     Case("sigkill_hf", "sigkill", fmt="hf", culprit=1),
+    Case("exception_lightning", "exception", fmt="lightning", culprit=2),
     # under the real Slurm of the tests (exam_slurm.py), srun --label starting the agents
     Case("slurm_exception", "exception", culprit=2, slurm="srun"),
     Case("time_limit", "time_limit", steps=200, save_every=20, slurm="time_limit"),
@@ -75,11 +76,12 @@ def report(results: list[tuple[Generated, dict, dict]]) -> dict[str, float]:
     for r in results:
         by_class[r[0].case.name].append(r)
     cols = [c for c in CHECKS if any(c in sc["checks"] for _, _, sc in results)]
-    print("\ncase             " + " ".join(f"{c:>8}" for c in cols))
+    w = max([16, *map(len, by_class)])
+    print("\n" + "case".ljust(w + 1) + " ".join(f"{c:>8}" for c in cols))
     for name, rs in [*by_class.items(), ("OVERALL", results)]:
         t = _tally(rs)
         cells = [f"{t[c][0]}/{t[c][1]}" if t[c][1] else "-" for c in cols]
-        print(f"{name:<16} " + " ".join(f"{x:>8}" for x in cells))
+        print(f"{name:<{w}} " + " ".join(f"{x:>8}" for x in cells))
     t = _tally(results)
     named = [sc["named"] for _, _, sc in results if sc["named"]]
     rights = sum(r for _, r in named)

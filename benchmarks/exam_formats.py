@@ -48,6 +48,22 @@ Sources (the format strings copied from each):
   starts at 0 on a resume and jumps by ``global_step - current_step``), DeepSpeed's lines as
   above and its torch_checkpoint_engine.py (``[Torch] Loading checkpoint from {}...``,
   ``[Torch] Loaded checkpoint from {}.``, a pair per file read).
+- PyTorch Lightning 2.x (``ModelCheckpoint(monitor="step", mode="max", every_n_train_steps=N,
+  verbose=True)``, one ``epoch=E-step=S.ckpt`` file saved by rank 0) under Hydra, whose job
+  logging format (hydra/conf/hydra/job_logging/default.yaml: ``[%(asctime)s][%(name)s]
+  [%(levelname)s] - %(message)s``, no space between the brackets) Lightning's rank-zero
+  messages propagate to: lightning/pytorch/trainer/setup.py (``GPU available: {}, used: {}``,
+  ``TPU available: {}, using: {} TPU cores``), lightning/fabric/utilities/distributed.py (the
+  ``distributed_backend=...`` / ``All distributed processes registered. Starting with {}
+  processes`` banner between lines of 100 dashes), trainer/connectors/checkpoint_connector.py
+  (``Restoring states from the checkpoint path at {}``, ``Restored all states from the
+  checkpoint at {}``), callbacks/model_checkpoint.py (``Epoch {epoch:d}, global step {step:d}:
+  {monitor!r} reached {current:0.5f} (best {best:0.5f}), saving model to {filepath!r} as top
+  {k}``), loops/fit_loop.py (```Trainer.fit` stopped: `max_steps={}` reached.``) and
+  callbacks/progress/tqdm_progress.py (the training bar on stdout: ``Epoch {epoch}`` as its
+  description, ``BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining},
+  {rate_noinv_fmt}{postfix}]"``, set to ``batch_idx + 1`` and refreshed after each batch, the
+  metrics as its postfix, restarted at 0 on a resume).
 """
 
 from __future__ import annotations
@@ -76,6 +92,8 @@ class Format:
     end: Callable[[int], list[str]]
     # after ``start`` on a resumed launch (the HF Trainer says where it continues from there)
     resumed: Callable[[int, str], list[str]] = lambda step, d: []
+    # before any checkpoint is loaded (Lightning sets the job up first)
+    preamble: Callable[[int], list[str]] = lambda world: []
 
 
 def _meg_tail(loss: float) -> str:
@@ -240,9 +258,43 @@ HF_DEEPSPEED = Format(
     ],
 )  # fmt: skip
 
+def _pl(msg: str, name: str = "lightning.pytorch.utilities.rank_zero") -> str:
+    now = datetime.now()
+    return f"[{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}][{name}][INFO] - {msg}"
+
+
+def _pl_ckpt(d: str, step: int) -> str:
+    return f"{d}/epoch=0-step={step}.ckpt"  # ModelCheckpoint's default name, one epoch
+
+
+_BANNER = "-" * 100
+LIGHTNING = Format(
+    layout="lightning",
+    all_ranks=False,
+    preamble=lambda world: [
+        _pl("GPU available: False, used: False"),
+        _pl("TPU available: False, using: 0 TPU cores"),
+        _pl(f"{_BANNER}\ndistributed_backend=gloo\nAll distributed processes registered. "
+            f"Starting with {world} processes\n{_BANNER}\n",
+            "lightning.fabric.utilities.rank_zero"),
+    ],
+    start=lambda world, steps: [],
+    progress=lambda step, steps, world, loss, dt: "",  # the bar's (exam_train.py)
+    save_start=lambda step, d: [_pl(
+        f"Epoch 0, global step {step}: 'step' reached {float(step):0.5f} (best "
+        f"{float(step):0.5f}), saving model to {_pl_ckpt(d, step)!r} as top 1")],
+    save_end=lambda step, d: [],
+    load_start=lambda step, d: [
+        _pl(f"Restoring states from the checkpoint path at {_pl_ckpt(d, step)}")],
+    load_end=lambda step, d: [
+        _pl(f"Restored all states from the checkpoint at {_pl_ckpt(d, step)}")],
+    end=lambda steps: [_pl(f"`Trainer.fit` stopped: `max_steps={steps}` reached.")],
+)  # fmt: skip
+
 FORMATS: dict[str, Format] = {
     "megatron": MEGATRON,
     "titan": TITAN,
     "megatron_deepspeed": MEGATRON_DEEPSPEED,
     "hf": HF_DEEPSPEED,
+    "lightning": LIGHTNING,
 }

@@ -119,10 +119,15 @@ def latest() -> int:
     if FMT.layout == "hf":  # the Trainer's newest checkpoint-N with its trainer_state.json
         done = [p for p in CKPT.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
         return max((int(p.name[11:]) for p in done), default=0)
+    if FMT.layout == "lightning":  # the newest epoch=E-step=S.ckpt ModelCheckpoint kept
+        return max((int(p.stem.rsplit("=", 1)[1]) for p in CKPT.glob("epoch=*-step=*.ckpt")),
+                   default=0)
     done = [p for p in CKPT.glob("step-*") if (p / ".metadata").exists()]
     return max((int(p.name[5:]) for p in done), default=0)
 
 
+# Lightning's TQDMProgressBar.BAR_FORMAT
+PL_BAR = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
 DEEPSPEED = ("deepspeed", "hf")  # DeepSpeed's files: alone, or in the Trainer's checkpoint-N
 
 
@@ -136,7 +141,15 @@ def _dir(step: int) -> Path:
 
 
 def write_ckpt(rank: int, step: int, state: dict) -> None:
-    """DCP for Megatron's torch_dist and TorchTitan; DeepSpeed's per-rank files otherwise."""
+    """DCP for Megatron's torch_dist and TorchTitan; DeepSpeed's per-rank files; Lightning's
+    one file from rank 0 (DDP: every rank holds the same state)."""
+    if FMT.layout == "lightning":
+        if rank == 0:
+            tmp = CKPT / f".epoch=0-step={step}.ckpt.part"
+            torch.save({"state_dict": state, "global_step": step, "epoch": 0}, tmp)
+            tmp.rename(CKPT / f"epoch=0-step={step}.ckpt")
+        dist.barrier()
+        return
     d = _dir(step)
     if FMT.layout not in DEEPSPEED:
         dcp.save(state, checkpoint_id=str(d))
@@ -156,6 +169,9 @@ def write_ckpt(rank: int, step: int, state: dict) -> None:
 
 
 def read_ckpt(rank: int, step: int, state: dict) -> None:
+    if FMT.layout == "lightning":
+        state.update(torch.load(CKPT / f"epoch=0-step={step}.ckpt")["state_dict"])
+        return
     d = _dir(step)
     if FMT.layout not in DEEPSPEED:
         dcp.load(state, checkpoint_id=str(d))
@@ -187,7 +203,7 @@ def main() -> None:
         group = dist.new_group(backend="gloo", timeout=timedelta(seconds=wait_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     # Megatron's training_log is print_rank_last; the Trainer logs on the world's process zero
-    printer = FMT.all_ranks or rank == (0 if FMT.layout == "hf" else world - 1)
+    printer = FMT.all_ranks or rank == (0 if FMT.layout in ("hf", "lightning") else world - 1)
     bar = None
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)
@@ -196,6 +212,9 @@ def main() -> None:
     if KIND == "hang" and FR:
         watch_for_dump(rank, dist.distributed_c10d._get_default_store())
     start = latest()
+    if printer:
+        for line in FMT.preamble(world):
+            say(line)
     if start:
         if printer:
             for line in FMT.load_start(start, str(CKPT)):
@@ -214,6 +233,11 @@ def main() -> None:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=STEPS, dynamic_ncols=True)  # from 0 even when resumed, as there
+        if FMT.layout == "lightning":  # TQDMProgressBar's training bar, on stdout
+            from tqdm import tqdm
+
+            bar = tqdm(desc="Epoch 0", total=STEPS, leave=True, dynamic_ncols=True,
+                       file=sys.stdout, smoothing=0, bar_format=PL_BAR)
     t_last = time.time()
     for step in range(start + 1, STEPS + 1):
         if step == AT and rank == CULPRIT and KIND not in ("none", "slow", "save_crash"):
@@ -236,12 +260,18 @@ def main() -> None:
         opt.step()
         now = time.time()
         line = FMT.progress(step, STEPS, world, loss.item(), now - t_last)
-        if bar is not None:  # ProgressCallback: the bar moves, the log dict is written above it
+        if FMT.layout == "lightning":  # on_train_batch_end: n = batch_idx + 1, refreshed
+            line = ""
+            if bar is not None:  # get_metrics: the logger's version first, then the metrics
+                bar.n = step
+                bar.set_postfix({"v_num": int(ENV.get("EXAM_ATTEMPT", "1")) - 1,
+                                 "train_loss": f"{loss.item():.3f}"})
+        elif bar is not None:  # ProgressCallback: the bar moves, the log dict is written above it
             bar.update(step - bar.n)  # on_step_end: global_step - current_step
             bar.write(line)
         elif printer:
             say(line)
-        if printer:  # what it printed: a line the launcher never relays is not in the log
+        if printer and line:  # what it printed: a line the launcher never relays is not in it
             truth(rank, ev="printed", step=step, line=line)
         if rank == world - 1:  # the truth is kept by one rank, whichever prints
             truth(rank, ev="progress", step=step)

@@ -1,9 +1,10 @@
 """Restarts in the Hugging Face Trainer + DeepSpeed and Lightning formats (issue 56): the restore
 lines are read, so the stop before them is found and its restore, lost steps and culprit are
-right. The HF logs were recorded from the exam (``benchmarks/exam.py --only
-exception_hf,sigkill_hf``: two torchrun agents of 2 ranks, gloo, hostnames gpu-b43/gpu-b47 for
-the culprits); the lines the training script wrote are the Trainer's and DeepSpeed's verbatim
-(``benchmarks/exam_formats.py`` cites their sources), all else came from the real software.
+right. The logs were recorded from the exam (``benchmarks/exam.py --only
+exception_hf,sigkill_hf,exception_lightning``: two torchrun agents of 2 ranks, gloo, the
+culprits on gpu-b43, gpu-b47, gpu-b57); the lines the training script wrote are the Trainer's,
+DeepSpeed's and Lightning's verbatim (``benchmarks/exam_formats.py`` cites their sources), all
+else came from the real software.
 Before, none of ``Attempting to resume from``, ``[Torch] Loading checkpoint from .../
 global_step5/...pt...`` nor ``Continuing training from global step 5`` was read: the job's one
 restart was no interruption at all."""
@@ -49,6 +50,30 @@ def test_the_restore_lines_of_hf_and_deepspeed_name_their_step() -> None:
     assert {e.step for e in loads} == {5}
     assert any("Continuing training from global step 5" in e.line for e in loads)
     assert any("Attempting to resume from" in e.line for e in loads)
+
+
+def test_a_lightning_restart_is_one_interruption_with_its_restore(tmp_path: Path) -> None:
+    """Recorded from the exam's ``exception_lightning`` (Lightning 2.x lines under Hydra's log
+    format; rank 2 on gpu-b57 raised at step 6). Lightning's progress is only its training bar
+    (``Epoch 0:  50%|...| 6/12 [00:00<00:00, ...]``, no time of its own): before, no step was
+    read, and the stop came out as "Unknown, no progress lines", its candidates every rank."""
+    store, _ = _import(tmp_path, HF / "lightning_exception.log")
+    (row,) = _interruptions(
+        store, "rank, host, component, restarts, restored_step, lost_steps, description"
+    )
+    assert (row["restarts"], row["restored_step"], row["lost_steps"]) == (1, 5, 1)
+    assert (row["rank"], row["host"], row["component"]) == (2, "gpu-b57", "Software Bug")
+
+
+def test_lightnings_training_bar_is_read_as_steps() -> None:
+    """Each batch the bar shows once is one point (a redraw of the same batch is not); the
+    validation loss in the postfix is not the training loss."""
+    scan = parse_file(HF / "lightning_exception.log")
+    steps = [m["step"] for m in scan.metrics]
+    assert steps == [1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12]  # resumed from 5
+    assert ll.lightning_bar(
+        "Epoch 77: 100%|███| 5005/5005 [37:53<00:00,  2.20it/s, v_num=3, metric.val.loss=2.070]"
+    ) == (77, 5005, 5005, 37 * 60 + 53, None, 86)
 
 
 @pytest.mark.parametrize(

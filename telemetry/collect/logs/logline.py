@@ -362,6 +362,30 @@ def tqdm_bar(segment: str) -> tuple[int, int, float | None] | None:
     return int(m.group(1)), int(m.group(2)), elapsed
 
 
+# Lightning's training bar (callbacks/progress/tqdm_progress.py, BAR_FORMAT "{l_bar}{bar}|
+# {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]", described "Epoch E"):
+#   Epoch 0:  42%|████▏     | 5/12 [00:02<00:02,  2.34it/s, v_num=0, train_loss=0.340]
+_PL_BAR = re.compile(r"Epoch (\d+): +\d{1,3}%\|[^|]*\| *(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d\d)<"
+                     r"[^\]]*\]")
+_PL_LOSS = re.compile(r"[ ,](?:train_)?loss(?:_step)?=([-+]?[0-9.]+(?:e[-+]?\d+)?)")
+
+
+def lightning_bar(segment: str) -> tuple[int, int, int, int, float | None, int] | None:
+    """(epoch, batch, batches per epoch, seconds since the bar started, loss, end of the bar in
+    ``segment``) of Lightning's training bar at the start of ``segment``; None otherwise. The
+    batch is ``batch_idx + 1`` in the epoch: the global step where each batch is one optimizer
+    step (no gradient accumulation)."""
+    m = _PL_BAR.match(segment.lstrip())
+    if m is None:
+        return None
+    h, mm, ss = m.group(4), m.group(5), m.group(6)
+    loss = _PL_LOSS.search(m.group(0))
+    end = len(segment) - len(segment.lstrip()) + m.end()
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)),
+            int(h or 0) * 3600 + int(mm) * 60 + int(ss), _float(loss.group(1)) if loss else None,
+            end)  # fmt: skip
+
+
 # -- checkpoints -------------------------------------------------------------------------------
 _HF_LOAD = re.compile(r"Loading model from (?P<path>\S+?)\.?\s*$")
 _CKPT = [  # (regex, kind, phase) in the order tried; groups "step" and "path" when given

@@ -145,6 +145,7 @@ class LogParser:
         self._bars: dict[int, datetime | None] = {}  # a tqdm bar's total -> when it started
         self._bar_elapsed: dict[int, float] = {}
         self._bar_ts: datetime | None = None  # the time the last bar showed
+        self._pl_last: tuple[int, int] | None = None  # Lightning's last (epoch, batch) read
         self._progress: tuple[int, datetime] | None = None  # the last progress point's step, time
         self._starts: list[tuple[int, int | None, datetime | None]] = []  # see _train_start
         self._resume: int | None = None  # the step a checkpoint load named, until training starts
@@ -438,6 +439,8 @@ class LogParser:
     def _text(self, raw: str, lineno: int) -> bool:
         if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
             parts = [p for p in raw.split("\r") if p.strip()]
+            if "Epoch " in raw and (rest := self._lightning(parts, raw, lineno)) is not None:
+                return self._text(rest, lineno) if rest.strip() else True
             bars = [b for p in parts[:-1] if "%|" in p and (b := ll.tqdm_bar(p)) is not None]
             for b in bars[:1] + bars[-1:] if len(bars) > 1 else bars:
                 self._bar(b)  # the first: when the bar started; the last: where it got to
@@ -735,6 +738,28 @@ class LogParser:
         detail = f"planned steps reached: step {rec['step']:,} of {total:,}"
         self._add_signal(Signal(rec.get("ts"), sig.PLANNED_EXIT, self.host, None, None, detail,
                                 origin, clean_line(raw), "log", None), "line")
+
+    def _lightning(self, parts: list[str], raw: str, lineno: int) -> str | None:
+        """Lightning's training bar redrawn: each batch it shows is a progress point, timed by
+        the bar's clock (``_bar``); the text glued after the last redraw (a log line printed
+        over the bar) is returned to be read. None when no part is Lightning's bar."""
+        rest = None
+        for i, p in enumerate(parts):
+            if (b := ll.lightning_bar(p)) is None:
+                continue
+            epoch, n, total, elapsed, loss, end = b
+            self._bar((n, total, elapsed))
+            if n == 0:  # the bar (re)started: an epoch, or a resumed launch redoing steps
+                self._pl_last = None
+                self._recent.clear()
+            elif (epoch, n) != self._pl_last:  # a redraw of the same batch is one point
+                self._pl_last = (epoch, n)
+                f: dict[str, Any] = {"step": epoch * total + n, "bar_ts": self._bar_ts}
+                if loss is not None:
+                    f["loss"] = loss
+                self._metric(f, p[:end], raw, lineno)
+            rest = p[end:] if i == len(parts) - 1 else ""
+        return rest
 
     def _bar(self, bar: tuple[int, int, float | None]) -> None:
         """A tqdm bar: its position is the step of the log dicts after it, and its elapsed
