@@ -85,6 +85,10 @@ def place(
         and cause.rule is not None
         and (cause.rule.category == PLANNED_CATEGORY or _placed(cause, roles.get(id(cause))))
     ):
+        if cause.kind == NODE_LOST and cause.host is None:  # the node is known, its name not
+            node = (cause.detail or "").split(" lost:", 1)[0]
+            why = "a node was lost at once, but no line names its host"
+            return Culprit(candidates=(node,) if node else (), reason=why)
         return Culprit(cause.rank, cause.host, cause.gpu)
     if not failing:
         return Culprit()
