@@ -75,3 +75,29 @@ def test_a_restart_loops_last_failure_is_a_stop_of_its_own(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)["runs"]
     assert run["state"] == "stopped"
+
+
+def _failure_only(tmp_path: Path, case: str) -> Path:
+    """The exam's log as pasted from the failure: its first launch's lines without progress
+    or checkpoint lines (no progress in the data; the ranks' tracebacks have no time of their
+    own then, so only torchrun's summaries are told)."""
+    lines = (EXAM / f"{case}.log").read_text().splitlines(keepends=True)
+    end = next(i for i, ln in enumerate(lines) if "oading" in ln and "checkpoint" in ln)
+    keep = [ln for ln in lines[:end] if not any(w in ln for w in (
+        "step:", "iteration", "checkpoint", "Training starts"))]  # fmt: skip
+    out = tmp_path / f"{case}-failure.log"
+    out.write_text("".join(keep))
+    return out
+
+
+def test_a_failure_only_log_places_the_silent_rank_and_node_too(tmp_path: Path) -> None:
+    """With no progress lines the stop is told from the failure lines alone: the same rank
+    that exited 0 early, and the same lost node (a candidate, never the survivor gpu-b54)."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (row,) = _interruptions(_import(tmp_path / "a", _failure_only(tmp_path, "exit0"))[0], COLS)
+    assert (row["rank"], row["host"], row["component"]) == (2, "gpu-b45", "Software Bug")
+    (row,) = _interruptions(_import(tmp_path / "b", _failure_only(tmp_path, "node_lost"))[0],
+                            COLS)  # fmt: skip
+    assert (row["component"], row["host"], row["rank"]) == ("Host Maintenance", None, None)
+    assert "candidates: the node of ranks 2-3" in row["description"]
+    assert "gpu-b54" not in row["description"].split("candidates")[1]

@@ -75,12 +75,13 @@ def agent_gap(
     initiates."""
     spoke_items = [e for e, r in zip(evs, roles, strict=True) if r in (CASCADE, INITIATING)]
     spoke = {e.rank for e in spoke_items if e.rank is not None}
-    if not spoke or (got := _blocks(evs, world, stated, nodes)) is None:
+    if (got := _blocks(evs, world, stated, nodes)) is None:
         return None
     per, base, listed, world = got
     orphans = [r for r in range(world) if r - r % per not in base]
     quiet = [r for r in range(world) if r not in spoke and r not in listed and r not in orphans]
-    first = min(spoke_items, key=lambda e: (e.ts, e.seq))
+    # when the failure began: the first rank's line, else (its lines untimed) the summaries'
+    first = min(spoke_items or [e for e in evs if e.failing], key=lambda e: (e.ts, e.seq))
     if not orphans and len(quiet) == 1:
         (rank,) = quiet
         host = base[rank - rank % per]

@@ -313,10 +313,12 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
            WHERE run_id = ? AND ts IS NOT NULL ORDER BY ts, origin""",
         [run_id],
     )
-    gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
+    gpus, nodes = (store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
+                   or [(None, None)])[0]  # fmt: skip
     df = infer_stopped(
         signals, rank_hosts=rank_hosts(store, run_id), run_id=run_id,
         gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
+        nodes=None if nodes is None or pd.isna(nodes) else int(nodes),
     )  # fmt: skip
     if store.scalar("SELECT count(*) FROM hangs WHERE run_id = ?", [run_id]):
         # The flight recorder told this stop: the hang view names its culprit from the dumps,
