@@ -8,11 +8,12 @@ or its time limit, a kernel XID. When they show the job stopped, that is ONE int
 failure line), its cause classified as any other stop's (``evidence.explain``), its steps and
 lost work unknown (null, never 0), and a culprit only where the evidence places it: a
 hardware line on that host or rank (an XID of the GPU's own, an ECC error, a Slurm node
-failure), a rank missing from a collective, or a line of its own failure written by that rank
-beside other ranks' lines that show none (a log of one rank's lines cannot tell whether every
-rank hit the same error). Otherwise the culprit is unknown, and
-the description lists the candidates (the ranks and hosts whose lines show the failure) and
-why none is named. Pure: frames in, one frame out.
+failure), a rank missing from a collective or left out of its launcher's account (``agents``:
+it exited 0 early; a node none of whose ranks any launcher reported was lost), or a line of
+its own failure written by that rank beside other ranks' lines that show none (a log of one
+rank's lines cannot tell whether every rank hit the same error). Otherwise the culprit is
+unknown, and the description lists the candidates (the ranks and hosts whose lines show the
+failure, or the lost node's ranks) and why none is named. Pure: frames in, one frame out.
 """
 
 from __future__ import annotations
