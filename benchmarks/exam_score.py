@@ -121,7 +121,10 @@ def score(g: Generated, got: dict) -> dict:
         checks["rank"] = i["rank"] == s0["rank"]
     checks["host"] = i["host"] == s0.get("host")
     if i["host"] is None and s0.get("host") is not None:
-        miss.append(f"no host named (rank {i['rank']}), expected {s0['host']}")
+        # a host no imported file names cannot be known: said, still counted as missed
+        unseen = s0["host"] not in g.log.read_text(errors="replace")
+        miss.append(f"no host named (rank {i['rank']}), expected {s0['host']}"
+                    + (" (no line of the log names it)" if unseen else ""))  # fmt: skip
     want_restore = s0["restored_step"]
     # a loop's lost steps are those of the launches it restarted
     restarted = [s for s in stops if s["restored_step"] is not None]

@@ -7,7 +7,10 @@ host are named only when the cause is
   death by a signal nobody in the job sent);
 - a *rank missing from a collective* (the flight recorder, the others' watchdog lines);
 - a *hardware line on that host* (an XID, an ECC error, a link down, Slurm's node failure or
-  drain, a node lost at once);
+  drain, a node lost at once: named only where a line names its host, else its ranks are
+  the candidate);
+- its *launcher's account* (``agents``): a rank torchrun lists neither failed nor stopped
+  exited 0 early;
 - the scheduler's own word for a planned stop.
 
 Otherwise (the cause is a network error or a watchdog timeout, which every waiting rank logs,
@@ -85,6 +88,10 @@ def place(
         and cause.rule is not None
         and (cause.rule.category == PLANNED_CATEGORY or _placed(cause, roles.get(id(cause))))
     ):
+        if cause.kind == NODE_LOST and cause.host is None:  # the node is known, its name not
+            node = (cause.detail or "").split(" lost:", 1)[0]
+            why = "a node was lost at once, but no line names its host"
+            return Culprit(candidates=(node,) if node else (), reason=why)
         return Culprit(cause.rank, cause.host, cause.gpu)
     if not failing:
         return Culprit()

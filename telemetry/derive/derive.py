@@ -121,7 +121,8 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
             [run_id, run_id],
         )
     }
-    gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
+    gpus, nodes = (store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
+                   or [(None, None)])[0]  # fmt: skip
     ranked = signals["rank"].notna() & signals["host"].isna()
     wanted = sorted({int(r) for r in signals.loc[ranked, "rank"]})
     world = 0 if gpus is None or pd.isna(gpus) else int(gpus)  # every rank: the one missing too
@@ -146,6 +147,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         ),
         "run_hosts": hosts or None,
         "gpus": None if gpus is None or pd.isna(gpus) else int(gpus),
+        "nodes": None if nodes is None or pd.isna(nodes) else int(nodes),
         "tier_roots": tier_roots(store, run_id),
         "rank_hosts": rank_hosts(store, run_id, wanted + list(range(min(world, 65536)))),
         "run_id": run_id,
@@ -311,10 +313,12 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
            WHERE run_id = ? AND ts IS NOT NULL ORDER BY ts, origin""",
         [run_id],
     )
-    gpus = store.scalar("SELECT gpus FROM runs WHERE run_id = ?", [run_id])
+    gpus, nodes = (store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
+                   or [(None, None)])[0]  # fmt: skip
     df = infer_stopped(
         signals, rank_hosts=rank_hosts(store, run_id), run_id=run_id,
         gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
+        nodes=None if nodes is None or pd.isna(nodes) else int(nodes),
     )  # fmt: skip
     if store.scalar("SELECT count(*) FROM hangs WHERE run_id = ?", [run_id]):
         # The flight recorder told this stop: the hang view names its culprit from the dumps,

@@ -66,6 +66,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     TRACEBACK,
     WORKER_EXIT,
     WORKER_KILLED,
+    WORKER_LEFT,
     XID,
 )
 from telemetry.reference import llama3_interruptions, xids
@@ -134,6 +135,8 @@ CAUSES: dict[str, Rule] = {
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
     # SIGKILL as the OOM killer sends it, SIGSEGV/SIGABRT of a native crash (torchrun's summary)
     WORKER_KILLED: _rule(4, "Software Bug", 0.6, "killed by a signal", False),
+    # A rank that exited 0 while the others were in a collective (a loop that ended early)
+    WORKER_LEFT: _rule(4, "Software Bug", 0.6, "a rank left the job early", False),
     # Numerics or a bug most often; silent data corruption cannot be told apart from logs.
     NAN_LOSS: _rule(5, "Software Bug", 0.4, "NaN/Inf loss", False),
     # The rank the others waited for (flight recorder): what the timeouts of the waiting ranks
@@ -222,6 +225,9 @@ def item(ts: int, kind: str, role: str = "context", **kw: Any) -> dict[str, Any]
     return out
 
 
+_TOLD = (TRACEBACK, COLLECTIVE_HANG, WORKER_KILLED, NODE_LOST, WORKER_LEFT)  # detail in words
+
+
 @dataclass
 class Evidence:
     """A signal or an XID event inside a stop's window."""
@@ -263,7 +269,7 @@ class Evidence:
         if self.kind == XID:
             ref = xids().get(self.xid if self.xid is not None else -1)
             return f"XID {self.xid}{where}" + (f" ({ref.message})" if ref else "")
-        told = self.kind in (TRACEBACK, COLLECTIVE_HANG, WORKER_KILLED, NODE_LOST) and self.detail
+        told = self.kind in _TOLD and self.detail
         detail = f" ({self.detail})" if told else ""
         return f"{self.rule.label if self.rule else self.kind}{where}{detail}"
 

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from telemetry.derive.agents import agent_gap
 from telemetry.derive.culprit import Culprit, judge, told, who_columns
 from telemetry.derive.evidence import (
     INITIATING,
@@ -169,6 +170,7 @@ def infer_interruptions(
     posted: pd.DataFrame | None = None,
     run_hosts: set[str] | None = None,
     gpus: int | None = None,
+    nodes: int | None = None,
     tier_roots: Mapping[str, Sequence[str]] | None = None,
     rank_hosts: Mapping[int, str] | None = None,
     run_id: str | None = None,
@@ -186,7 +188,8 @@ def infer_interruptions(
     ``xid_events``: ts, host, gpu, xid[, source]. ``posted``: stored interruptions from other
     sources (ts[, source]; 'inferred' rows are ignored): a stop whose window holds one within
     ``posted_slack_s`` is left to it. ``run_hosts``: the run's hosts (None = all). ``gpus``:
-    the run's GPU count (None: lost GPU-hours unknown). ``tier_roots``: {tier: [roots]}.
+    the run's GPU count (None: lost GPU-hours unknown); ``nodes`` its nodes, at least (None:
+    unknown). ``tier_roots``: {tier: [roots]}.
     ``rank_hosts``: {rank: host} for signals that name their rank and not their host.
     Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
     Raises ``ValueError`` when metrics lack ts/step or hold several runs.
@@ -208,7 +211,9 @@ def infer_interruptions(
     starts, ends = s.ts[idx], s.ts[idx + 1]
     w0 = np.maximum(starts - int(pre_s * 1e9), np.r_[_NEVER, ends[:-1]])
     last_ts = int(s.ts[-1])  # and the end of the data: a stop no progress followed
-    tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) + 1 if len(ends) else _NEVER)
+    # a line at a restart's first progress time belongs after it, as between stops: the last
+    # launch's own crash logged in the second it resumed (untimed tracebacks take that time)
+    tail0 = max(last_ts - int(pre_s * 1e9), int(ends[-1]) if len(ends) else _NEVER)
     hosts_of = dict(rank_hosts or {})
     evidence = gather(signals, xid_events, run_hosts, np.r_[w0, tail0],
                       np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
@@ -217,7 +222,8 @@ def infer_interruptions(
         role = roles(evs)
         if INITIATING in role:
             continue
-        if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)):
+        if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)
+                or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes)):
             evs.append(w)
     ck = checkpoints_frame(checkpoints)
     spans = save_spans(ck, ckpt_events)

@@ -60,6 +60,9 @@ WORKER_KILLED = "worker_killed"
 # host Slurm's ``srun: error: NODE: task N: Killed`` names while the other hosts' ranks log
 # their peers gone.
 NODE_LOST = "node_lost"
+# Derived (``derive.agents.agent_gap``): a rank its launcher saw exit 0 while the others were
+# still in a collective (it lists every worker that did not), which then lost their peer.
+WORKER_LEFT = "worker_left"
 # The trainer stopping on purpose: Megatron-LM's --exit-duration-in-mins, --exit-interval and
 # --exit-signal-handler ("exiting program ..."), "Training completed" (Hugging Face, TorchTitan).
 PLANNED_EXIT = "planned_exit"
@@ -92,6 +95,7 @@ SIGNAL_KINDS = (
     PLANNED_EXIT,
     WORKER_KILLED,
     NODE_LOST,
+    WORKER_LEFT,
 )
 # training/job logs, kernel logs, the scheduler, exporters, flight-recorder dumps
 SOURCES = ("log", "kernel", "slurm", "dcgm", "flight_recorder")

@@ -8,11 +8,12 @@ or its time limit, a kernel XID. When they show the job stopped, that is ONE int
 failure line), its cause classified as any other stop's (``evidence.explain``), its steps and
 lost work unknown (null, never 0), and a culprit only where the evidence places it: a
 hardware line on that host or rank (an XID of the GPU's own, an ECC error, a Slurm node
-failure), a rank missing from a collective, or a line of its own failure written by that rank
-beside other ranks' lines that show none (a log of one rank's lines cannot tell whether every
-rank hit the same error). Otherwise the culprit is unknown, and
-the description lists the candidates (the ranks and hosts whose lines show the failure) and
-why none is named. Pure: frames in, one frame out.
+failure), a rank missing from a collective or left out of its launcher's account (``agents``:
+it exited 0 early; a node none of whose ranks any launcher reported was lost), or a line of
+its own failure written by that rank beside other ranks' lines that show none (a log of one
+rank's lines cannot tell whether every rank hit the same error). Otherwise the culprit is
+unknown, and the description lists the candidates (the ranks and hosts whose lines show the
+failure, or the lost node's ranks) and why none is named. Pure: frames in, one frame out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from telemetry.derive.agents import agent_gap
 from telemetry.derive.evidence import (
     INITIATING,
     TEARDOWN,
@@ -42,6 +44,7 @@ from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
     NAN_LOSS,
+    NODE_LOST,
     PLANNED_EXIT,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
@@ -64,10 +67,12 @@ def infer_stopped(
     run_hosts: set[str] | None = None,
     rank_hosts: Mapping[int, str] | None = None,
     gpus: int | None = None,
+    nodes: int | None = None,
     run_id: str | None = None,
 ) -> pd.DataFrame:
     """The one interruption of a run that has failure signals and no step stream (module
-    doc), or no rows when its signals do not show that the job stopped."""
+    doc), or no rows when its signals do not show that the job stopped. ``nodes``: the job's
+    nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``)."""
     if is_empty(signals):
         return _frame([])
     ts = to_ns(signals["ts"].dropna())  # type: ignore[index]
@@ -77,7 +82,9 @@ def infer_stopped(
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
     evs = gather(signals, None, run_hosts, lo, hi, hosts_of)[0]
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
-    if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
+    said = roles(evs)
+    if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
+            evs, said, hosts_of, world=world, stated=gpus, nodes=nodes)):  # fmt: skip
         evs.append(w)
     role = dict(zip(map(id, evs), roles(evs), strict=True))
     ex = explain(evs, hosts_known=run_hosts is not None)
@@ -123,6 +130,8 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
         return (cause.host is not None or cause.rank is not None) and cause.rule.host_specific
     if cause.kind == COLLECTIVE_HANG:
         return cause.rank is not None
+    if cause.kind == NODE_LOST:  # the whole node: placed where a line names its host
+        return cause.host is not None
     if role != INITIATING or cause.rank is None:
         return False
     # A rank's own error places it only beside ranks that had none: a log of one rank's lines
@@ -143,6 +152,10 @@ def _unplaced(cause: Evidence | None, evs: list[Evidence], role: dict[int, str])
     if cause is not None and cause.rule is not None and (
             cause.rule.category == PLANNED_CATEGORY):  # fmt: skip
         return ""
+    if cause is not None and cause.kind == NODE_LOST:  # the node is known, its name not
+        node = (cause.detail or "").split(" lost:", 1)[0]
+        return "; culprit unknown (a node was lost at once, but no line names its host)" + (
+            f"; candidates: {node}" if node else "")  # fmt: skip
     failing = [e for e in evs if role[id(e)] != "context"]
     ranks = sorted({e.rank for e in failing if e.rank is not None})
     hosts = sorted({e.host for e in failing if e.host})

@@ -160,6 +160,7 @@ class LogParser:
         self._load_open: set[str] = set()  # labels (writers) with a checkpoint load open
         self._closing: set[tuple[str, int]] = set()  # (agent label, pid) torchrun signalled
         self._task_nodes = False  # srun --label tasks are torchrun agents (nodes), not ranks
+        self._tasks: set[str] = set()  # the srun --label task numbers that wrote a line
         self._rank: int | None = None  # the rank the current line's prefix names
         self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
         self._mapped: set[tuple[int, str]] = set()
@@ -249,6 +250,10 @@ class LogParser:
             out["gpus_per_node"] = world // nodes
         elif world and per and nodes is None and world % per == 0:
             out["nodes"] = world // per
+        if "nodes" not in out and self._task_nodes:  # a torchrun agent per srun task: as
+            tasks = {int(t) for t in self._tasks if t.strip().isdigit()}  # many nodes at least
+            if len(tasks) > 1 and tasks == set(range(len(tasks))):
+                out["nodes"] = len(tasks)
         return out
 
     def _nccl_shape(self, nranks: int, nodes: int, per_node: int) -> None:
@@ -453,6 +458,8 @@ class LogParser:
             return got
         prefix, body, self._rank = lr.split_prefix(raw)
         self._label = prefix
+        if prefix:
+            self._tasks.add(prefix.split(":", 1)[0])
         if prefix and not self._task_nodes:
             self._task_nodes = lr.task_is_node(prefix)
         if self._task_nodes and self._rank is not None and lr.task_only(prefix):
