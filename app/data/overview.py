@@ -14,7 +14,7 @@ from telemetry import goodput as good
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, run_time
 from telemetry.queries import overview as overq
 from telemetry.queries import targets as targetq
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
@@ -54,6 +54,12 @@ def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
 
 def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
     return overq.checkpoint_ages(store(), run_id, now)
+
+
+def run_ended(run_id: str | None) -> bool:
+    """Whether the run's time is over (``run_time.has_ended``): its ages count from its end,
+    and its alerts are its history."""
+    return run_id is not None and run_time.has_ended(store(), run_id)
 
 
 def summary(run_id: str) -> dict[str, Any]:

@@ -284,12 +284,14 @@ def _targets(health: Any) -> list[Any]:
     return out
 
 
-def _checkpoint_card(ages: Any) -> Any:
+def _checkpoint_card(ages: Any, ended: bool = False) -> Any:
+    """Each tier's newest checkpoint and its age at the end of the range; a run that ended:
+    how long before its end (not "ago": its time is over)."""
     rows = [
         html.Tr(
             [
                 html.Td(_TIER_NAMES.get(r.tier, r.tier)),
-                html.Td(_fmt_age(r.age_s)),
+                html.Td(_fmt_age(r.age_s) + (" before the end" if ended else "")),
                 html.Td(f"{r.step:,}"),
             ]
         )
@@ -300,7 +302,12 @@ def _checkpoint_card(ages: Any) -> Any:
     return dbc.Card(
         dbc.CardBody(
             [
-                html.H6("Time since the last checkpoint", className="mb-2"),
+                html.H6(
+                    "Last checkpoint before the run's end"
+                    if ended
+                    else "Time since the last checkpoint",
+                    className="mb-2",
+                ),
                 html.Table(
                     [
                         html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
@@ -432,14 +439,15 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
         return figures.empty("Training loss", NO_DATA, template=tpl), ""
     if run_id is None:
         return figures.empty("Training loss", "No training run in this store", template=tpl), ""
-    ints, train, ages = together(
+    ints, train, ages, ended = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: loss_series(run_id, tr),
         lambda: data.checkpoint_ages(run_id, tr.end),
+        lambda: data.run_ended(run_id),
     )
     span = figures.window_range(tr.start, tr.end)
     loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=revision(view))
-    return loss, _checkpoint_card(ages)
+    return loss, _checkpoint_card(ages, ended)
 
 
 @callback(Output("ov-alerts", "children"), *view_inputs())
