@@ -8,6 +8,7 @@ away (the log still reports every save)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -115,3 +116,45 @@ def test_checkpoint_size_and_write_time_are_one_figure(
         assert got["mean_write_s"] == pytest.approx(page.loc[tier, "write_mean_s"])
         assert got["bytes_per_checkpoint"] == page.loc[tier, "bytes_avg"]
         assert (got["sized"], got["timed"]) == (page.loc[tier, "sized"], page.loc[tier, "timed"])
+
+
+@pytest.fixture
+def overview_page(bound: Store) -> Any:
+    """The Overview page module, registered with an app bound to the two-run store."""
+    from app.main import create_app
+
+    create_app(bound)
+    from app.pages import overview
+
+    return overview
+
+
+def test_a_run_without_gpu_telemetry_says_so_once_with_what_its_logs_know(
+    overview_page: Any,
+) -> None:
+    """It showed "GPUs reporting 0 / 0" for a 64-GPU run and two empty "No GPU samples"
+    charts."""
+    out = overview_page._update({"run": RUN, "range": "all"}, None, "dark")
+    text = str(out[0])  # the fleet's cards
+    assert "0 / 0" not in text and "GPUs reporting" not in text
+    fleet_style, power_style = out[5:]
+    assert text.count("No GPU telemetry for this run") == 1
+    assert "World size 64" in text  # the Megatron-LM log's "using world size: 64"
+    assert fleet_style == power_style == {"display": "none"}  # no empty GPU charts
+
+
+def test_imported_sources_are_not_up(overview_page: Any) -> None:
+    """An import read its files once: "Sources 5 / 5 up" beside the Live switch said the
+    cluster was watched."""
+    targets = str(overview_page._update({"run": RUN, "range": "all"}, None, "dark")[4])
+    assert "'none followed'" in targets and " imported (read once, not followed)" in targets
+    assert re.search(r"\d+ / \d+ up", targets) is None
+
+
+def test_an_ended_runs_alerts_are_its_history_not_active_now(overview_page: Any) -> None:
+    """The night's "XID 79 seen in the last 24 h" sat in the active alerts of a run that
+    ended months before: it is in the run's history; nothing is active in a store of
+    imports."""
+    text = str(overview_page._alert_panel({"run": RUN, "range": "all"}, None, "dark"))
+    now, history = text.index("Active now"), text.index("In this run, to its end")
+    assert now < text.index("Nothing is followed") < history < text.index("XID 79 seen")

@@ -129,7 +129,7 @@ def _fmt_age(seconds: float) -> str:
 INCIDENT_ALERTS = ("RunStopped", "RestartLoop")  # alerts about an interruption: linked to it
 
 
-def _alerts(df: Any, incident: str | None = None) -> html.Div:
+def _alerts(df: Any, incident: str | None = None, id_: str = "ov-alert-list") -> html.Div:
     """The alerts, those about an interruption with a link to its incident view."""
     if df.empty:
         return dbc.Alert(
@@ -151,7 +151,7 @@ def _alerts(df: Any, incident: str | None = None) -> html.Div:
             )
             for r in df.head(12).itertuples()
         ],
-        id="ov-alert-list",
+        id=id_,
     )
 
 
@@ -204,6 +204,22 @@ def _fleet_cards(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> li
             "all GPUs, latest",
         ),
     ]
+
+
+NO_GPUS = "No GPU telemetry for this run"
+
+
+def _no_gpu_card(shape: dict[str, Any]) -> Any:
+    """One card where a run known from its logs alone would show "GPUs reporting 0 / 0": what
+    its logs say of its size instead."""
+    gpus, nodes, per = shape["gpus"], shape["nodes"], shape["per_node"]
+    return card(
+        "GPUs (from the logs)",
+        _or_dash(gpus, "{:,}"),
+        f"{NO_GPUS}: no exporter sample in the store. World size {_or_dash(gpus, '{:,}')} · "
+        f"nodes {_or_dash(nodes, '{:,}')} · GPUs per node {_or_dash(per, '{:,}')}",
+        "ov-gpus",
+    )
 
 
 def _or_dash(value: Any, fmt: str) -> str:
@@ -265,11 +281,13 @@ def _targets(health: Any) -> list[Any]:
     with their reasons."""
     n = data.target_counts(health)
     colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
+    imported = f"{n['imported']:,} imported (read once, not followed)" if n["imported"] else ""
+    followed = f"{n['down']:,} down · {n['stale']:,} stale"
     out = [
         card(
             "Sources",
-            f"{n['up']:,} / {len(health):,} up",
-            f"{n['down']:,} down · {n['stale']:,} stale",
+            f"{n['up']:,} / {n['followed']:,} up" if n["followed"] else "none followed",
+            " · ".join(t for t in (followed if n["followed"] else "", imported) if t),
             "ov-targets-count",
             colour,
         )
@@ -374,9 +392,11 @@ def delivery_text(state: dict[str, Any]) -> list[Any]:
     Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
     Output("ov-hot", "children"),
     Output("ov-targets", "children"),
+    Output("ov-fleet", "style"),
+    Output("ov-power", "style"),
     *view_inputs(),
 )
-@guarded("alert", "figure", "figure", "alert", "alert")
+@guarded("alert", "figure", "figure", "alert", "alert", "style", "style")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     """The fleet: its cards, utilization, temperature and power over the range, the hottest
     GPUs and the sources. The run's cards, its loss and the alerts are callbacks of their own,
@@ -387,7 +407,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     run_id = (view or {}).get("run")
     if tr is None:
         e = figures.empty("Fleet", NO_DATA, template=tpl)
-        return [dbc.Alert(NO_DATA, color="info")], e, e, "", []
+        return [dbc.Alert(NO_DATA, color="info")], e, e, "", [], {}, {}
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     ints, series, latest, health, hot = together(
@@ -399,12 +419,20 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
+    shape = data.without_gpus(run_id, series)
+    if shape is not None:  # said once, with what the logs know; no empty GPU charts
+        e = figures.empty("Fleet", NO_GPUS, template=tpl)
+        hidden = {"display": "none"}
+        targets = _targets(health) if health is not None else []
+        return [_no_gpu_card(shape)], e, e, "", targets, hidden, hidden
     return (
         _fleet_cards(latest, series, zoomed=not live),
         ofig.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
         ofig.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
         _hot_table(hot),
         _targets(health) if health is not None else [],
+        {},
+        {},
     )
 
 
@@ -463,7 +491,20 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
     about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
-    return _alerts(alerts, _newest_incident(run_id) if about else None)
+    listed = _alerts(alerts, _newest_incident(run_id) if about else None)
+    if not data.run_ended(run_id):
+        return listed
+    # the run has ended: what it raised is its history, not what is active now (#57, 2)
+    now = data.now_alerts((view or {}).get("range"))
+    return html.Div([
+        html.Div("Active now", className="small fw-bold"),
+        _alerts(now, id_="ov-alerts-now") if now is not None else dbc.Alert(
+            "Nothing is followed (imported logs only): no alert can be active now.",
+            color="secondary", class_name="small mb-1", id="ov-alerts-now"),
+        html.Div(f"In this run, to its end ({tr.end:%Y-%m-%d %H:%M} UTC)",
+                 className="small fw-bold mt-2"),
+        listed,
+    ])  # fmt: skip
 
 
 def warm(view: dict[str, Any], theme: str) -> None:

@@ -98,6 +98,12 @@ def _own_end(store: Store, run_id: str) -> datetime | None:
     )
 
 
+def following(store: Store) -> bool:
+    """Whether any source watches the cluster (not only imports and a simulation)."""
+    return store.scalar(f"SELECT count(*) FROM (SELECT 1 FROM targets WHERE {_FOLLOWING} "
+                        "LIMIT 1)") > 0  # fmt: skip
+
+
 def followed(store: Store, run_id: str, own_end: datetime) -> bool:
     """Whether a source still follows the run: some source watches the cluster (scrapes,
     followed logs, posted records; not an import, which read its files once), the run has not
@@ -140,5 +146,4 @@ def has_ended(store: Store, run_id: str) -> bool:
         return True
     if store.scalar("SELECT bool_or(simulated) FROM runs WHERE run_id = ?", [run_id]):
         return False
-    following = store.scalar(f"SELECT count(*) FROM targets WHERE {_FOLLOWING}")
-    return not following or run_end(store, run_id, bounds.end) is not None
+    return not following(store) or run_end(store, run_id, bounds.end) is not None
