@@ -19,6 +19,7 @@ import pytest
 from app.data import checkpoints as ck
 from app.data import failures as fail
 from app.data import overview, view
+from app.figures import checkpoints as ckfig
 from telemetry.queries import TimeRange
 from telemetry.store import Store
 from tests.cluster_fixture import RUN
@@ -71,9 +72,12 @@ def test_checkpoint_ages_count_from_the_runs_end(bound: Store) -> None:
     assert tr is not None
     ages = overview.checkpoint_ages(RUN, tr.end).set_index("tier")["age_s"]
     assert ages["nvme"] == (RUN_END - datetime(2026, 3, 1, 11, 49, 25)).total_seconds()
-    tiers = ck.tier_stats(RUN, tr).set_index("tier")["age_s"]
+    stats = ck.tier_stats(RUN, tr)
+    tiers = stats.set_index("tier")["age_s"]
     assert tiers["nvme"] == ages["nvme"] and tiers["pfs"] == ages["pfs"]
-    assert overview.run_ended(RUN)  # the card says "before the run's end", not "ago"
+    assert overview.run_ended(RUN) and ck.run_ended(RUN)  # "before the end", not "ago"
+    shown = ckfig.tier_table(stats, ck.run_ended(RUN)).set_index("tier_name")["age"]
+    assert shown["NVMe (node-local)"] == "16.8 min before the end"
 
 
 def test_mtbf_is_one_figure_on_every_page_and_in_summary(two: Path, bound: Store) -> None:

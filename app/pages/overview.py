@@ -499,7 +499,7 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     return html.Div([
         html.Div("Active now", className="small fw-bold"),
         _alerts(now, id_="ov-alerts-now") if now is not None else dbc.Alert(
-            "Nothing is followed (imported logs only): no alert can be active now.",
+            "Nothing is followed (imports and replays only): no alert can be active now.",
             color="secondary", class_name="small mb-1", id="ov-alerts-now"),
         html.Div(f"In this run, to its end ({tr.end:%Y-%m-%d %H:%M} UTC)",
                  className="small fw-bold mt-2"),

@@ -251,7 +251,8 @@ def model_inputs(
         tier = "nvme" if "nvme" in written.index else str(written["n"].idxmax())
     write_s = None
     if tier and _blocking_known(store, run_id, tier, tr):
-        write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "n"])
+        # over the writes that say how long they blocked (the others are unknown, not 0 s)
+        write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "blocking_n"])
     measured = written.loc[tier, "interval_s"] if tier else None
     unexpected = failures.unexpected
     nodes = int(nodes or 1)
