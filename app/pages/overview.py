@@ -216,7 +216,7 @@ def _no_gpu_card(shape: dict[str, Any]) -> Any:
     return card(
         "GPUs (from the logs)",
         _or_dash(gpus, "{:,}"),
-        f"{NO_GPUS}: no exporter sample in the store. World size {_or_dash(gpus, '{:,}')} · "
+        f"{NO_GPUS}: no GPU sample in its time. World size {_or_dash(gpus, '{:,}')} · "
         f"nodes {_or_dash(nodes, '{:,}')} · GPUs per node {_or_dash(per, '{:,}')}",
         "ov-gpus",
     )

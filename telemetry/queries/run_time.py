@@ -106,10 +106,15 @@ def following(store: Store) -> bool:
 
 def followed(store: Store, run_id: str, own_end: datetime) -> bool:
     """Whether a source still follows the run: some source watches the cluster (scrapes,
-    followed logs, posted records; not an import, which read its files once), the run has not
-    finished, and it is the one a live view judges (the newest that trained, its Slurm job still
-    running, or its data within ``FOLLOW_WINDOW`` of that source's newest round)."""
-    newest = store.scalar(f"SELECT max(ts) FROM targets WHERE {_FOLLOWING}")
+    followed logs, posted records; not an import, which read its files once) since the run's
+    data ended (``FOLLOW_WINDOW`` before it at most), the run has not finished, and it is the
+    one a live view judges (the newest that trained, its Slurm job still running, or its data
+    within ``FOLLOW_WINDOW`` of that source's newest round)."""
+    # rounds since shortly before the run's data ended: the table grows by a row per target
+    # and round, appended in time order, so the time cut skips all older row groups
+    newest = store.scalar(
+        f"SELECT max(ts) FROM targets WHERE ts >= ? AND {_FOLLOWING}", [own_end - FOLLOW_WINDOW]
+    )
     if newest is None or run_end(store, run_id, max(newest, own_end)) is not None:
         return False
     held = store.scalar(
