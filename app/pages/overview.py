@@ -19,6 +19,7 @@ from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.pages import _silences, _slurm
+from app.pages._alert_list import INCIDENT_ALERTS, alert_list, history
 from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
@@ -26,7 +27,6 @@ dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
 NO_DATA = "No data stored yet: start a replay or the ingest daemon."
-_SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 
 
 def layout(**_query: str) -> html.Div:
@@ -124,35 +124,6 @@ def _fmt_age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-INCIDENT_ALERTS = ("RunStopped", "RestartLoop")  # alerts about an interruption: linked to it
-
-
-def _alerts(df: Any, incident: str | None = None, id_: str = "ov-alert-list") -> html.Div:
-    """The alerts, those about an interruption with a link to its incident view."""
-    if df.empty:
-        return dbc.Alert(
-            "All clear: no alert at the end of this range.",
-            color="success",
-            class_name="small mb-0",
-        )
-    return html.Div(
-        [
-            dbc.Alert(
-                [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")]
-                + (
-                    [html.Br(), dcc.Link("Open the incident", href=incident, className="small")]
-                    if incident and r.key in INCIDENT_ALERTS
-                    else []
-                ),
-                color=_SEVERITY_COLOUR.get(r.severity, "secondary"),
-                class_name="py-1 mb-1",
-            )
-            for r in df.head(12).itertuples()
-        ],
-        id=id_,
-    )
 
 
 def _range_util(series: Any, column: str = "util_avg") -> float | None:
@@ -491,20 +462,11 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
     about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
-    listed = _alerts(alerts, _newest_incident(run_id) if about else None)
+    listed = alert_list(alerts, _newest_incident(run_id) if about else None)
     if not data.run_ended(run_id):
         return listed
     # the run has ended: what it raised is its history, not what is active now (#57, 2)
-    now = data.now_alerts((view or {}).get("range"))
-    return html.Div([
-        html.Div("Active now", className="small fw-bold"),
-        _alerts(now, id_="ov-alerts-now") if now is not None else dbc.Alert(
-            "Nothing is followed (imports and replays only): no alert can be active now.",
-            color="secondary", class_name="small mb-1", id="ov-alerts-now"),
-        html.Div(f"In this run, to its end ({tr.end:%Y-%m-%d %H:%M} UTC)",
-                 className="small fw-bold mt-2"),
-        listed,
-    ])  # fmt: skip
+    return history(data.now_alerts((view or {}).get("range")), listed, tr.end)
 
 
 def warm(view: dict[str, Any], theme: str) -> None:
