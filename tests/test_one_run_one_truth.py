@@ -22,8 +22,8 @@ from app.data import overview, view
 from app.figures import checkpoints as ckfig
 from telemetry.queries import TimeRange
 from telemetry.store import Store
-from tests.cluster_fixture import RUN
-from tests.conftest import ROOT, bound_store, cli, imported_night
+from tests.cluster_fixture import RUN, build
+from tests.conftest import ROOT, bound_store, build_store, cli, imported_night
 from tests.test_logged_saves import rotated  # noqa: F401 (the night, rotated, imported)
 
 OTHER = "torchrun-hang"
@@ -162,3 +162,37 @@ def test_an_ended_runs_alerts_are_its_history_not_active_now(overview_page: Any)
     text = str(overview_page._alert_panel({"run": RUN, "range": "all"}, None, "dark"))
     now, history = text.index("Active now"), text.index("In this run, to its end")
     assert now < text.index("Nothing is followed") < history < text.index("XID 79 seen")
+
+
+@pytest.fixture(scope="module")
+def beside_replay(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A replay (dev-64, 2026-01-05, GPU telemetry) and the night imported beside it."""
+    root = tmp_path_factory.mktemp("mixed")
+    store = build_store(root / "s.duckdb", seed=1, days=0.25)
+    r = cli(*build(root / "night").import_args(store))
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+def test_beside_a_replay_the_imported_run_has_its_own_time_and_no_gpus(
+    beside_replay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store has GPU telemetry, the night has none in its time: its Overview says so once;
+    the replay's keeps its fleet cards. Each run is shown over its own time."""
+    from app.main import create_app
+
+    for bound_ in bound_store(beside_replay, monkeypatch):
+        create_app(bound_)
+        from app.pages import overview as page
+
+        replay = next(r for r in view.run_ids() if r != RUN)
+        tr = view.view_range({"run": replay, "range": "all"})
+        assert tr is not None and tr.end < datetime(2026, 1, 6)  # not to the night, in March
+        assert view.view_range({"run": RUN, "range": "all"}).end == RUN_END  # type: ignore[union-attr]
+        night = page._update({"run": RUN, "range": "all"}, None, "dark")
+        assert "No GPU telemetry for this run" in str(night[0]) and "0 / " not in str(night[0])
+        fleet = page._update({"run": replay, "range": "all"}, None, "dark")
+        assert "GPUs reporting" in str(fleet[0]) and fleet[5:] == ({}, {})
+        model = ck.model_inputs(replay, tr)
+        want = _summary(beside_replay, replay)["mtbf_hours"]
+        assert model is not None and model["mtbf_s"] / 3600 == pytest.approx(want, abs=1e-3)

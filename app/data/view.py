@@ -257,8 +257,10 @@ def _run_extent(ext: TimeRange, run: str | None) -> TimeRange:
         return ext
     end = own.end if own.end is not None else ext.end
     start = own.start
-    if own.start <= ext.end and end >= ext.start:  # the run has data here: its part of it
-        start, end = max(own.start, ext.start), min(end, ext.end)
+    if own.start <= ext.end and end >= ext.start:  # the run has data here: to its end in it
+        # from the run's own start (its first sample may come seconds later): the whole run's
+        # figures over this range are its summary's (#57, 7)
+        end = min(end, ext.end)
     return TimeRange(start, end)
 
 
