@@ -406,7 +406,8 @@ def guarded(
     """Wrap a page callback: replies are remembered per store version (see ``_REPLIES``;
     ``remember=False`` for a reply that changes without a write, such as alert delivery); on
     an unexpected error, log the traceback and return, for each output, a visible error (a
-    "figure" gets an error figure, anything else an alert). Errors are not remembered."""
+    "figure" gets an error figure, a "style" the layout's, anything else an alert). Errors are
+    not remembered."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         names = list(inspect.signature(fn).parameters)
@@ -429,6 +430,8 @@ def guarded(
                 out = [
                     figures.empty("Error", msg)
                     if kind == "figure"
+                    else {}  # a style: the component as laid out
+                    if kind == "style"
                     else dbc.Alert(msg, color="danger", class_name="small")
                     for kind in fallback_kinds
                 ]

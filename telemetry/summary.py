@@ -21,9 +21,10 @@ import pandas as pd
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.goodput import goodput, goodput_money
 from telemetry.jobs_export import recent_jobs
-from telemetry.queries import TimeRange, energy, workload
+from telemetry.queries import TimeRange, energy, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
+from telemetry.queries.checkpoints import tier_figures
 from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
@@ -104,7 +105,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "last_loss": None if loss is None else round(loss, 4),
         "ettr": _ettr(e),
         "ettr_basis": basis,
-        "mtbf_hours": round(wall_h / n_unexp, 3) if n_unexp else None,
+        "mtbf_hours": _round(run_time.mtbf(store, run_id).hours, 3),
         "mfu": None if mfu is None else round(mfu, 4),
         "interruptions": {
             "unexpected": n_unexp,
@@ -149,16 +150,11 @@ def _ettr_inputs(store: Store, run_id: str) -> dict[str, Any]:
     its wall time to it, its training metrics' totals (``tm``) and the productive seconds with
     their ``basis`` (tokens / throughput, else the steps at the median step time)."""
     run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
-    last = store.scalar(
-        """SELECT max(t) FROM (
-             SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
-             UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
-             UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
-        [run_id, run_id, run_id],
-    )
-    start, end_ts = _time(run["start_ts"]), _time(run["end_ts"])
-    end = min(end_ts, last) if last is not None and end_ts is not None else last
-    wall_s = max((end - start).total_seconds(), 0.0) if None not in (start, end) else 0.0
+    last = run_time.last_record(store, run_id)
+    wall = run_time.run_wall(store, run_id)  # the wall time every page takes (#57)
+    start = _time(run["start_ts"])
+    end = None if wall is None else wall.end
+    wall_s = 0.0 if wall is None else (wall.end - wall.start).total_seconds()
     tm = store.df(
         """SELECT arg_max(tokens, ts) FILTER (WHERE tokens IS NOT NULL) AS tokens,
                   arg_max(step, ts) AS step,
@@ -211,12 +207,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
 
 def _details(store: Store, run_id: str) -> dict[str, Any]:
     """A run's checkpoints per tier, restores per tier and Slurm jobs."""
-    ck = store.df(
-        """SELECT tier, count(*) AS n, avg(write_s) AS w, sum(bytes) AS b,
-                  sum(blocking_s) AS blk, count(*) FILTER (WHERE status <> 'ok') AS failed
-           FROM checkpoints WHERE run_id = ? GROUP BY tier""",
-        [run_id],
-    ).set_index("tier")
+    ck = tier_figures(store, run_id).set_index("tier")  # the Checkpoints page's figures
     restores = dict(
         store.rows(
             """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
@@ -229,10 +220,14 @@ def _details(store: Store, run_id: str) -> dict[str, Any]:
             t: {
                 "count": int(ck.loc[t, "n"]),
                 "failed": int(ck.loc[t, "failed"]),
-                "mean_write_s": _round(_num(ck.loc[t, "w"]), 3),
-                "bytes": _int(ck.loc[t, "b"]),  # total written to the tier
-                "bytes_per_checkpoint": _int(_num(ck.loc[t, "b"]), ck.loc[t, "n"]),
-                "blocking_hours": _round(_num(ck.loc[t, "blk"]), 3, 3600.0),
+                # over the writes that know it (a save known from the log only: no size, and
+                # no write time when its lines carry one time), never unknown counted as 0
+                "mean_write_s": _round(_num(ck.loc[t, "write_mean_s"]), 3),
+                "timed": int(ck.loc[t, "timed"]),
+                "bytes": _int(ck.loc[t, "bytes"]),  # total of the sizes known
+                "bytes_per_checkpoint": _int(ck.loc[t, "bytes_avg"]),
+                "sized": int(ck.loc[t, "sized"]),
+                "blocking_hours": _round(_num(ck.loc[t, "blocking_s"]), 3, 3600.0),
             }
             for t in TIERS
             if t in ck.index

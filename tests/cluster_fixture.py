@@ -162,3 +162,15 @@ def build(root: Path, world: bool = True) -> Night:
     os.utime(job_log, (end, end))
     os.utime(kern_log, (end, end))
     return Night(root, job_log, kern_log, nvme, pfs)
+
+
+def rotate(night: Night, nvme: int = 3, pfs: int = 2) -> Night:
+    """The night after a rotation that kept the newest ``nvme`` and ``pfs`` checkpoint
+    directories (Megatron-LM and most trainers keep the last few; the log reports every save)."""
+    import shutil
+
+    for tier, keep in ((night.nvme, nvme), (night.pfs, pfs)):
+        dirs = sorted(p for p in tier.iterdir() if p.is_dir())
+        for d in dirs[:-keep]:
+            shutil.rmtree(d)
+    return night

@@ -8,6 +8,7 @@ import pytest
 
 from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
+from telemetry.queries.run_time import run_wall
 from telemetry.store import Store
 from telemetry.summary import run_summary
 from telemetry.vocabulary import TIERS
@@ -46,8 +47,10 @@ def test_ages_and_blocking_share(store: Store, whole: TimeRange) -> None:
     )
     assert df.loc["nvme", "age_s"] == pytest.approx((whole.end - last).total_seconds())
     assert df.loc["nvme", "age_s"] < df.loc["object", "age_s"]  # the object tier lags
-    start, end = store.rows("SELECT start_ts, end_ts FROM runs WHERE run_id = ?", [RUN])[0]
-    wall = (min(end, whole.end) - max(start, whole.start)).total_seconds()
+    # the run's wall time as every page and ``summary`` take it: to its newest record
+    win = run_wall(store, RUN, whole)
+    assert win is not None
+    wall = (win.end - win.start).total_seconds()
     assert df.loc["nvme", "blocking_pct"] == pytest.approx(
         df.loc["nvme", "blocking_s"] / wall * 100
     )

@@ -12,7 +12,7 @@ from telemetry import goodput as good
 from telemetry import summary as run_figures
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, run_time
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
@@ -21,6 +21,11 @@ from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabular
 from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE
 from telemetry.reliability import IntervalAdvice
 from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
+
+
+def run_ended(run_id: str) -> bool:
+    """Whether the run's time is over: its checkpoint ages count to its end."""
+    return run_time.has_ended(store(), run_id)
 
 
 def tier_stats(run_id: str, tr: TimeRange) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from telemetry import goodput as good
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, run_time
 from telemetry.queries import overview as overq
 from telemetry.queries import targets as targetq
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
@@ -30,6 +30,18 @@ def fleet_series(tr: TimeRange) -> pd.DataFrame:
 
 def fleet_latest() -> dict[str, Any]:
     return overq.fleet_latest(store())
+
+
+def without_gpus(run_id: str | None, series: pd.DataFrame) -> dict[str, int | None] | None:
+    """What the run's logs say of its size (``run_shape``) when the view has no GPU telemetry
+    to show (#57, 2): none in the range, and none in the store or the run has ended (a live
+    run whose exporters all went silent keeps its "0 reporting" and its alert). None when
+    there are GPUs to show, or no run."""
+    if run_id is None or not series.empty:
+        return None
+    if overq.gpu_telemetry(store()) and not run_ended(run_id):
+        return None
+    return overq.run_shape(store(), run_id)
 
 
 def hottest_gpus(limit: int = 8) -> pd.DataFrame:
@@ -54,6 +66,12 @@ def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
 
 def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
     return overq.checkpoint_ages(store(), run_id, now)
+
+
+def run_ended(run_id: str | None) -> bool:
+    """Whether the run's time is over (``run_time.has_ended``): its ages count from its end,
+    and its alerts are its history."""
+    return run_id is not None and run_time.has_ended(store(), run_id)
 
 
 def summary(run_id: str) -> dict[str, Any]:
@@ -87,5 +105,16 @@ def target_health(at: datetime) -> pd.DataFrame | None:
 
 
 def target_counts(health: pd.DataFrame) -> dict[str, int]:
-    """Targets per status (``up``, ``down``, ``stale``; 0 when none)."""
-    return targetq.status_counts(health)
+    """Followed sources per status (``up``, ``down``, ``stale``; 0 when none), ``followed``
+    and ``imported`` (read once: not "up")."""
+    return targetq.source_counts(health)
+
+
+def now_alerts(preset: str | None) -> pd.DataFrame | None:
+    """The alerts active now beside an ended run's (its history): the fleet's at the end of
+    the store's data; None when no source follows the cluster (imports only: nothing is
+    "now")."""
+    if not run_time.following(store()):
+        return None
+    tr = time_range(preset)
+    return None if tr is None else active_alerts(None, tr, target_time(tr, live=True))

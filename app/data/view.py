@@ -15,7 +15,7 @@ from app.data.services import store
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, run_time
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
@@ -252,13 +252,15 @@ def _run_base(ext: TimeRange, run: str | None) -> TimeRange:
 
 
 def _run_extent(ext: TimeRange, run: str | None) -> TimeRange:
-    own = queries.run_span(store(), run) if isinstance(run, str) and run else None
+    own = run_time.run_bounds(store(), run) if isinstance(run, str) and run else None
     if own is None:
         return ext
     end = own.end if own.end is not None else ext.end
     start = own.start
-    if own.start <= ext.end and end >= ext.start:  # the run has data here: its part of it
-        start, end = max(own.start, ext.start), min(end, ext.end)
+    if own.start <= ext.end and end >= ext.start:  # the run has data here: to its end in it
+        # from the run's own start (its first sample may come seconds later): the whole run's
+        # figures over this range are its summary's (#57, 7)
+        end = min(end, ext.end)
     return TimeRange(start, end)
 
 

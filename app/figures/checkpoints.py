@@ -78,12 +78,14 @@ def tier_name(tier: str) -> str:
     return TIER_NAMES.get(tier, tier)
 
 
-def tier_table(df: pd.DataFrame) -> pd.DataFrame:
-    """``tier_stats`` rows shaped for display (columns of ``TIER_TABLE_COLUMNS``)."""
+def tier_table(df: pd.DataFrame, ended: bool = False) -> pd.DataFrame:
+    """``tier_stats`` rows shaped for display (columns of ``TIER_TABLE_COLUMNS``); the ages of
+    a run that ended count to its end ("before the end"), not to now ("ago")."""
+    when = "before the end" if ended else "ago"
     out = pd.DataFrame(
         {
             "tier_name": [tier_name(t) for t in df["tier"]],
-            "age": [f"{fmt_duration(a)} ago" if pd.notna(a) else "never" for a in df["age_s"]],
+            "age": [f"{fmt_duration(a)} {when}" if pd.notna(a) else "never" for a in df["age_s"]],
             "last_step": [None if pd.isna(s) else int(s) for s in df["last_step"]],
             "n": df["n"].astype(int),
             "failed": df["failed"].astype(int),

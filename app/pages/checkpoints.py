@@ -186,11 +186,12 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
     # every read at once (the model's inputs read the tiers too: one statement, shared)
-    tiers, rs, points, model = together(
+    tiers, rs, points, model, ended = together(
         lambda: data.tier_stats(run_id, tr),
         lambda: data.restores(run_id, tr),
         lambda: data.checkpoint_timeline(run_id, tr),
         lambda: data.checkpoint_model(run_id, tr),
+        lambda: data.run_ended(run_id),
     )
     fig = ckfig.timeline(points, rs, tpl)
     restores = (
@@ -200,7 +201,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     )
     return (
         _cards(tiers, rs, model, prices(run_id)),
-        table("ck-tiers-table", ckfig.tier_table(tiers), ckfig.TIER_TABLE_COLUMNS),
+        table("ck-tiers-table", ckfig.tier_table(tiers, ended), ckfig.TIER_TABLE_COLUMNS),
         fig.update_layout(uirevision=revision(view)),
         _verdict(model),
         restores,

@@ -19,6 +19,7 @@ from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.pages import _silences, _slurm
+from app.pages._alert_list import INCIDENT_ALERTS, alert_list, history
 from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
@@ -26,7 +27,6 @@ dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
 NO_DATA = "No data stored yet: start a replay or the ingest daemon."
-_SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 
 
 def layout(**_query: str) -> html.Div:
@@ -126,35 +126,6 @@ def _fmt_age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-INCIDENT_ALERTS = ("RunStopped", "RestartLoop")  # alerts about an interruption: linked to it
-
-
-def _alerts(df: Any, incident: str | None = None) -> html.Div:
-    """The alerts, those about an interruption with a link to its incident view."""
-    if df.empty:
-        return dbc.Alert(
-            "All clear: no alert at the end of this range.",
-            color="success",
-            class_name="small mb-0",
-        )
-    return html.Div(
-        [
-            dbc.Alert(
-                [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")]
-                + (
-                    [html.Br(), dcc.Link("Open the incident", href=incident, className="small")]
-                    if incident and r.key in INCIDENT_ALERTS
-                    else []
-                ),
-                color=_SEVERITY_COLOUR.get(r.severity, "secondary"),
-                class_name="py-1 mb-1",
-            )
-            for r in df.head(12).itertuples()
-        ],
-        id="ov-alert-list",
-    )
-
-
 def _range_util(series: Any, column: str = "util_avg") -> float | None:
     """The fleet's mean utilization (or ``column``) over the range shown (weighted by GPUs
     reporting); None where no bucket has it."""
@@ -204,6 +175,22 @@ def _fleet_cards(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> li
             "all GPUs, latest",
         ),
     ]
+
+
+NO_GPUS = "No GPU telemetry for this run"
+
+
+def _no_gpu_card(shape: dict[str, Any]) -> Any:
+    """One card where a run known from its logs alone would show "GPUs reporting 0 / 0": what
+    its logs say of its size instead."""
+    gpus, nodes, per = shape["gpus"], shape["nodes"], shape["per_node"]
+    return card(
+        "GPUs (from the logs)",
+        _or_dash(gpus, "{:,}"),
+        f"{NO_GPUS}: no GPU sample in its time. World size {_or_dash(gpus, '{:,}')} · "
+        f"nodes {_or_dash(nodes, '{:,}')} · GPUs per node {_or_dash(per, '{:,}')}",
+        "ov-gpus",
+    )
 
 
 def _or_dash(value: Any, fmt: str) -> str:
@@ -265,11 +252,13 @@ def _targets(health: Any) -> list[Any]:
     with their reasons."""
     n = data.target_counts(health)
     colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
+    imported = f"{n['imported']:,} imported (read once, not followed)" if n["imported"] else ""
+    followed = f"{n['down']:,} down · {n['stale']:,} stale"
     out = [
         card(
             "Sources",
-            f"{n['up']:,} / {len(health):,} up",
-            f"{n['down']:,} down · {n['stale']:,} stale",
+            f"{n['up']:,} / {n['followed']:,} up" if n["followed"] else "none followed",
+            " · ".join(t for t in (followed if n["followed"] else "", imported) if t),
             "ov-targets-count",
             colour,
         )
@@ -284,12 +273,14 @@ def _targets(health: Any) -> list[Any]:
     return out
 
 
-def _checkpoint_card(ages: Any) -> Any:
+def _checkpoint_card(ages: Any, ended: bool = False) -> Any:
+    """Each tier's newest checkpoint and its age at the end of the range; a run that ended:
+    how long before its end (not "ago": its time is over)."""
     rows = [
         html.Tr(
             [
                 html.Td(_TIER_NAMES.get(r.tier, r.tier)),
-                html.Td(_fmt_age(r.age_s)),
+                html.Td(_fmt_age(r.age_s) + (" before the end" if ended else "")),
                 html.Td(f"{r.step:,}"),
             ]
         )
@@ -300,7 +291,12 @@ def _checkpoint_card(ages: Any) -> Any:
     return dbc.Card(
         dbc.CardBody(
             [
-                html.H6("Time since the last checkpoint", className="mb-2"),
+                html.H6(
+                    "Last checkpoint before the run's end"
+                    if ended
+                    else "Time since the last checkpoint",
+                    className="mb-2",
+                ),
                 html.Table(
                     [
                         html.Thead(html.Tr([html.Th("Tier"), html.Th("Age"), html.Th("Step")])),
@@ -367,9 +363,11 @@ def delivery_text(state: dict[str, Any]) -> list[Any]:
     Output({"type": TIMECHART, "id": "ov-power"}, "figure"),
     Output("ov-hot", "children"),
     Output("ov-targets", "children"),
+    Output("ov-fleet", "style"),
+    Output("ov-power", "style"),
     *view_inputs(),
 )
-@guarded("alert", "figure", "figure", "alert", "alert")
+@guarded("alert", "figure", "figure", "alert", "alert", "style", "style")
 def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # type: ignore[no-untyped-def]
     """The fleet: its cards, utilization, temperature and power over the range, the hottest
     GPUs and the sources. The run's cards, its loss and the alerts are callbacks of their own,
@@ -380,7 +378,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     run_id = (view or {}).get("run")
     if tr is None:
         e = figures.empty("Fleet", NO_DATA, template=tpl)
-        return [dbc.Alert(NO_DATA, color="info")], e, e, "", []
+        return [dbc.Alert(NO_DATA, color="info")], e, e, "", [], {}, {}
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
     ints, series, latest, health, hot = together(
@@ -392,12 +390,20 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     )
     rev = revision(view)
     span = figures.window_range(tr.start, tr.end)  # the three time charts, in line
+    shape = data.without_gpus(run_id, series)
+    if shape is not None:  # said once, with what the logs know; no empty GPU charts
+        e = figures.empty("Fleet", NO_GPUS, template=tpl)
+        hidden = {"display": "none"}
+        targets = _targets(health) if health is not None else []
+        return [_no_gpu_card(shape)], e, e, "", targets, hidden, hidden
     return (
         _fleet_cards(latest, series, zoomed=not live),
         ofig.fleet_timeline(series, ints, tpl, span).update_layout(uirevision=rev),
         ofig.power_series(series, ints, tpl, span).update_layout(uirevision=rev),
         _hot_table(hot),
         _targets(health) if health is not None else [],
+        {},
+        {},
     )
 
 
@@ -432,14 +438,15 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
         return figures.empty("Training loss", NO_DATA, template=tpl), ""
     if run_id is None:
         return figures.empty("Training loss", "No training run in this store", template=tpl), ""
-    ints, train, ages = together(
+    ints, train, ages, ended = together(
         lambda: data.interruption_marks(run_id, tr),
         lambda: loss_series(run_id, tr),
         lambda: data.checkpoint_ages(run_id, tr.end),
+        lambda: data.run_ended(run_id),
     )
     span = figures.window_range(tr.start, tr.end)
     loss = ofig.loss_curve(train, tpl, span, ints).update_layout(uirevision=revision(view))
-    return loss, _checkpoint_card(ages)
+    return loss, _checkpoint_card(ages, ended)
 
 
 @callback(Output("ov-alerts", "children"), *view_inputs())
@@ -455,7 +462,11 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
     about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
-    return _alerts(alerts, _newest_incident(run_id) if about else None)
+    listed = alert_list(alerts, _newest_incident(run_id) if about else None)
+    if not data.run_ended(run_id):
+        return listed
+    # the run has ended: what it raised is its history, not what is active now (#57, 2)
+    return history(data.now_alerts((view or {}).get("range")), listed, tr.end)
 
 
 def warm(view: dict[str, Any], theme: str) -> None:

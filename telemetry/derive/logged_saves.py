@@ -55,7 +55,10 @@ def logged_checkpoints(
         rows.append({
             "run_id": run_id, "step": int(e.step), "tier": tier,
             "start_ts": pd.Timestamp(begin), "end_ts": pd.Timestamp(e.ts), "bytes": None,
-            "write_s": (e.ts - begin) / 1e9, "blocking_s": None, "status": "ok",
+            # lines stamped with one time (Megatron-LM prints its save lines without a time
+            # of their own) do not time the write: unknown, never a 0 s write
+            "write_s": (e.ts - begin) / 1e9 if e.ts > begin else None, "blocking_s": None,
+            "status": "ok",
             "path": e.path, "format": LOGGED,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=cols)

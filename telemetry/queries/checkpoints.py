@@ -21,6 +21,7 @@ import pandas as pd
 from telemetry import reliability
 from telemetry.queries import TimeRange
 from telemetry.queries.failures import COSTED
+from telemetry.queries.run_time import mtbf, run_wall
 from telemetry.reliability import IntervalAdvice, failures_per_node_day
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -41,38 +42,43 @@ TIER_COLUMNS = [
     "age_s",
     "blocking_pct",
     "blocking_n",  # checkpoints whose blocking time is known (a directory scan: none)
+    "sized",  # checkpoints whose size is known (a save known from the log only: none)
+    "timed",  # checkpoints whose write time is known
 ]
 
 
 def run_window(store: Store, run_id: str, tr: TimeRange) -> TimeRange | None:
-    """The range clipped to the run's [start, end]; None when they do not overlap (or the run
-    is unknown)."""
-    rows = store.rows("SELECT start_ts, end_ts FROM runs WHERE run_id = ?", [run_id])
-    if not rows:
-        return None
-    start, end = rows[0]
-    lo = max(tr.start, start) if start is not None else tr.start
-    hi = min(tr.end, end) if end is not None else tr.end
-    return TimeRange(lo, hi) if lo < hi else None
+    """The range clipped to the run's wall time (``run_time.run_wall``: its start to its end or
+    newest record, as every page and ``summary`` take it); None when they do not overlap (or
+    the run is unknown)."""
+    win = run_wall(store, run_id, tr)
+    return win if win is not None and win.start < win.end else None
 
 
-def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
-    """One row per tier (nvme, pfs, object first, then any other tier seen), in the range:
+# A range that holds every stored time: ``tier_figures`` over a whole run.
+_EVER = TimeRange(datetime(1, 1, 1), datetime(9999, 12, 31))
 
-    ``n`` writes started (``ok`` + ``failed``), ``bytes_avg`` (bytes per checkpoint),
-    ``write_mean_s``/``write_p95_s`` (s), ``gbps`` (GB/s, total bytes / total write seconds),
-    ``blocking_s`` (s the training loop stalled, failed writes included), ``interval_s`` (mean
-    spacing of write starts, s), ``last_end``/``last_step``/``age_s`` (newest successful
-    checkpoint finished by the end of the range, whenever it was written, and its age at the end
-    of the range, s) and ``blocking_pct`` (blocking seconds as % of the run's wall time in the
-    range). Tiers without checkpoints have ``n = 0`` and NaN/None elsewhere."""
-    stats = store.df(
+
+def tier_figures(store: Store, run_id: str, tr: TimeRange | None = None) -> pd.DataFrame:
+    """The one definition of each tier's figures (#57: the Checkpoints page and ``summary``
+    read them here), over the writes started in ``tr`` (the whole run without): ``n`` writes
+    (``ok`` + ``failed``); ``sized`` of them with a known size, ``bytes`` their sum and
+    ``bytes_avg`` their mean; ``timed`` with a known write time, ``write_mean_s`` and
+    ``write_p95_s`` over those; ``gbps`` (GB/s) the bytes over the seconds of the writes that
+    know both; ``blocking_s`` (failed writes included) over the ``blocking_n`` that know it;
+    ``interval_s`` the mean spacing of write starts. A save known only from the log has no
+    size and, when its lines carry one time, no write time: unknown, never 0 (counted as 0 it
+    made a mean of 0.7 s from writes of 4 s, and a size from disk bytes over every save)."""
+    tr = _EVER if tr is None else tr
+    return store.df(
         """SELECT tier, count(*) AS n,
                   count(*) FILTER (WHERE status = 'ok') AS ok,
                   count(*) FILTER (WHERE status <> 'ok') AS failed,
-                  avg(bytes) AS bytes_avg, avg(write_s) AS write_mean_s,
+                  count(bytes) AS sized, sum(bytes) AS bytes, avg(bytes) AS bytes_avg,
+                  count(write_s) AS timed, avg(write_s) AS write_mean_s,
                   quantile_cont(write_s, 0.95) AS write_p95_s,
-                  sum(bytes) / nullif(sum(write_s), 0) / 1e9 AS gbps,
+                  sum(bytes) FILTER (WHERE write_s IS NOT NULL)
+                    / nullif(sum(write_s) FILTER (WHERE bytes IS NOT NULL), 0) / 1e9 AS gbps,
                   sum(blocking_s) AS blocking_s, count(blocking_s) AS blocking_n,
                   CASE WHEN count(*) > 1
                        THEN epoch(max(start_ts) - min(start_ts)) / (count(*) - 1) END AS interval_s
@@ -80,6 +86,15 @@ def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
            GROUP BY tier""",
         [run_id, tr.start, tr.end],
     )
+
+
+def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
+    """One row per tier (nvme, pfs, object first, then any other tier seen), in the range:
+    ``tier_figures``' figures, and ``last_end``/``last_step``/``age_s`` (newest successful
+    checkpoint finished by the end of the range, whenever it was written, and its age at the end
+    of the range, s) and ``blocking_pct`` (blocking seconds as % of the run's wall time in the
+    range). Tiers without checkpoints have ``n = 0`` and NaN/None elsewhere."""
+    stats = tier_figures(store, run_id, tr)
     last = store.df(
         """SELECT tier, max(end_ts) AS last_end, arg_max(step, end_ts) AS last_step
            FROM checkpoints WHERE run_id = ? AND status = 'ok' AND end_ts <= ?
@@ -89,7 +104,7 @@ def tier_stats(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     df = stats.merge(last, on="tier", how="outer")
     tiers = list(TIERS) + sorted(set(df["tier"]) - set(TIERS))
     df = df.set_index("tier").reindex(tiers).reset_index()
-    for col in ("n", "ok", "failed", "blocking_n"):
+    for col in ("n", "ok", "failed", "blocking_n", "sized", "timed"):
         df[col] = df[col].fillna(0).astype(int)
     df["blocking_s"] = df["blocking_s"].fillna(0.0).astype(float)
     df["age_s"] = [
@@ -223,12 +238,12 @@ def model_inputs(
     if win is None:
         return None
     nodes, gpus = store.rows("SELECT nodes, gpus FROM runs WHERE run_id = ?", [run_id])[0]
-    ((unexpected, restart_s),) = store.rows(
-        """SELECT count(*) FILTER (WHERE NOT planned),
-                  avg(detect_s + restart_s) FILTER (WHERE NOT planned)
+    restart_s = store.scalar(
+        """SELECT avg(detect_s + restart_s) FILTER (WHERE NOT planned)
            FROM interruptions WHERE run_id = ? AND ts >= ? AND ts <= ?""",
         [run_id, win.start, win.end],
     )
+    failures = mtbf(store, run_id, tr)  # the MTBF every page and ``summary`` give
     by_tier = (tier_stats(store, run_id, tr) if tiers is None else tiers).set_index("tier")
     written = by_tier[by_tier["n"] > 0]
     tier = None
@@ -236,9 +251,10 @@ def model_inputs(
         tier = "nvme" if "nvme" in written.index else str(written["n"].idxmax())
     write_s = None
     if tier and _blocking_known(store, run_id, tier, tr):
-        write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "n"])
+        # over the writes that say how long they blocked (the others are unknown, not 0 s)
+        write_s = float(written.loc[tier, "blocking_s"] / written.loc[tier, "blocking_n"])
     measured = written.loc[tier, "interval_s"] if tier else None
-    unexpected = int(unexpected or 0)
+    unexpected = failures.unexpected
     nodes = int(nodes or 1)
     return ModelInputs(
         run_id=run_id,
@@ -246,7 +262,7 @@ def model_inputs(
         gpus=int(gpus or 0),
         wall_s=win.seconds,
         unexpected=unexpected,
-        mtbf_s=win.seconds / unexpected if unexpected else None,
+        mtbf_s=failures.mtbf_s,
         failures_per_node_day=failures_per_node_day(unexpected, nodes, win.seconds),
         restart_s=float(restart_s) if restart_s is not None else 0.0,
         interval_tier=tier,

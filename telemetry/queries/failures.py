@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, run_time
 from telemetry.reference import LLAMA3_DAYS, LLAMA3_PLANNED, llama3_interruptions, xids
 from telemetry.store import Store
 
@@ -152,25 +152,6 @@ def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000)
     return df
 
 
-def _run_window(store: Store, run_id: str | None, tr: TimeRange) -> tuple[datetime, datetime]:
-    """The part of the range the run was alive: from its start to its end or newest data."""
-    if run_id is None:
-        return tr.start, tr.end
-    (row,) = store.rows(
-        """SELECT r.start_ts, least(coalesce(r.end_ts, d.last), d.last)
-           FROM runs r, (SELECT max(t) AS last FROM (
-               SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
-               UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
-               UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)) d
-           WHERE r.run_id = ?""",
-        [run_id, run_id, run_id, run_id],
-    ) or [(None, None)]
-    start, end = row
-    if start is None or end is None:
-        return tr.start, tr.start
-    return max(start, tr.start), min(end, tr.end)
-
-
 def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, Any]:
     """Reliability figures of the run within the range (definitions as ``telemetry.summary``):
     ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range),
@@ -193,14 +174,13 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
             FROM {COSTED} WHERE {_RUN_AND_RANGE}""",
         _params(run_id, tr),
     )
-    start, end = _run_window(store, run_id, tr)
-    wall_h = max((end - start).total_seconds(), 0.0) / 3600.0
-    unexpected = int(row[0])
+    wall_h, unexpected = _wall_hours(store, run_id, tr), int(row[0])
     return {
         "unexpected": unexpected,
         "planned": int(row[1]),
         "wall_hours": wall_h,
-        "mtbf_hours": wall_h / unexpected if unexpected else None,
+        # the one MTBF of every page and ``summary`` (``run_time.mtbf``); all runs: the range
+        "mtbf_hours": _mtbf_hours(store, run_id, tr, wall_h, unexpected),
         # None when interruptions in the range were posted without their durations
         "downtime_hours": _hours(row[2], unexpected + int(row[1])),
         "rework_hours": _hours(row[3], unexpected + int(row[1])),
@@ -215,6 +195,22 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "ref_planned": LLAMA3_PLANNED,
         "ref_manual": 3,
     }
+
+
+def _mtbf_hours(
+    store: Store, run_id: str | None, tr: TimeRange, wall_h: float, unexpected: int
+) -> float | None:
+    if run_id is not None:
+        return run_time.mtbf(store, run_id, tr).hours
+    return wall_h / unexpected if unexpected else None
+
+
+def _wall_hours(store: Store, run_id: str | None, tr: TimeRange) -> float:
+    """Hours of the run alive in the range (``run_time.run_wall``); every run's: the range."""
+    if run_id is None:
+        return max((tr.end - tr.start).total_seconds(), 0.0) / 3600.0
+    win = run_time.run_wall(store, run_id, tr)
+    return 0.0 if win is None else (win.end - win.start).total_seconds() / 3600.0
 
 
 def _hours(seconds: float | None, n: int) -> float | None:

@@ -165,6 +165,23 @@ def fleet_latest(store: Store) -> dict[str, float | int | datetime | None]:
     }
 
 
+def gpu_telemetry(store: Store) -> bool:
+    """Whether the store holds any GPU telemetry (an inventory or a sample): a run known from
+    its logs alone has none, and its pages say so once instead of "0 / 0" and empty charts."""
+    return store.scalar("SELECT count(*) FROM (SELECT 1 FROM gpus LIMIT 1)") > 0 or (
+        store.scalar("SELECT count(*) FROM (SELECT 1 FROM node_tick LIMIT 1)") > 0)
+
+
+def run_shape(store: Store, run_id: str) -> dict[str, int | None]:
+    """What the run's record (its logs, its Slurm job) says of its size: ``gpus`` (the world
+    size), ``nodes``, ``per_node`` (GPUs per node, when both are known and divide); None where
+    it does not say."""
+    rows = store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
+    gpus, nodes = rows[0] if rows else (None, None)
+    per = gpus // nodes if gpus and nodes and gpus % nodes == 0 else None
+    return {"gpus": gpus, "nodes": nodes, "per_node": per}
+
+
 def hottest_gpus(store: Store, limit: int = 10) -> pd.DataFrame:
     """The hottest GPUs now (each GPU's newest sample, as in ``fleet_latest``); none while
     every exporter is down (the last temperatures seen are not the current ones)."""

@@ -75,6 +75,19 @@ def target_health(store: Store, end: datetime, window_s: float = WINDOW_S) -> pd
     ).reset_index(drop=True)
 
 
+IMPORTED = "import:"  # a source that read its files once: it follows nothing
+
+
+def source_counts(health: pd.DataFrame) -> dict[str, int]:
+    """The sources card's counts (#57, 2): ``followed`` sources (scrapes, followed logs,
+    posted records, a replay), ``up``, ``down`` and ``stale`` among them, and ``imported``
+    files, which were read once: an import is done, not "up" (a logs-only store read
+    "Sources 5 / 5 up" beside the Live switch)."""
+    imported = health["target"].str.startswith(IMPORTED) if not health.empty else []
+    counts = status_counts(health[~imported] if not health.empty else health)
+    return counts | {"followed": sum(counts.values()), "imported": int(sum(imported))}
+
+
 def status_counts(health: pd.DataFrame) -> dict[str, int]:
     """Targets per status (every status present, 0 when none)."""
     counts = health["status"].value_counts() if not health.empty else pd.Series(dtype=int)
