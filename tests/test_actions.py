@@ -16,6 +16,7 @@ Every action is read back from ``summary --json``, the alert rows and the incide
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -166,6 +167,11 @@ def test_an_operators_actions_file_overrides_the_table(store: Path, tmp_path: Pa
         assert r.returncode == 1 and r.stdout == ""
         assert r.stderr.count("\n") == 1 and f"actions file {f}" in r.stderr, r.stderr
         assert words in r.stderr
+    with socket.socket() as sock:  # serve refuses it before it binds, in one line too
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    r = cli("serve", "--store", str(store), "--port", port, "--actions", str(f), timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "unknown condition" in r.stderr
 
 
 def test_exclude_lists_the_culprits_never_a_victim_nor_a_candidate(store: Path) -> None:
