@@ -238,7 +238,7 @@ def test_the_incident_view_gpus_and_jobs_pages_flag_a_repeat_offender(bound: Sto
     md = fig.markdown(data.incident(NIGHT, XID_AT))
     assert "- **What to do:** drain or exclude the host (node-7 was the culprit 2 times" in md
     assert "- **Node history:** node-7: repeat offender, culprit 2 times in 14 days" in md
-    assert "Repeat offenders (culprit twice or more in 14 days): node-7 (2x)" in str(
+    assert "Repeat offenders (the culprit 2 or more times in 14 days): node-7 (2x)" in str(
         gpus._offenders()
     )
     flagged = str(jobs.grid_for({"range": "all"}, {"name": "NODE-7"})[0])

@@ -71,3 +71,8 @@ def offender(host: object) -> dict[str, object] | None:
 def memory_days() -> float:
     """How many days back a node's culprit history is read."""
     return off.memory_days()
+
+
+def memory_min() -> int:
+    """How many culprit incidents make a node a repeat offender."""
+    return off.memory_min()

@@ -278,16 +278,17 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
 
 
 def _offenders() -> Any:
-    """The repeat offenders: nodes named the culprit of an interruption twice or more in the
-    node memory's days (across runs and jobs), each with its count; "" when none."""
+    """The repeat offenders: nodes named the culprit of an interruption in the node memory's
+    days (across runs and jobs) often enough, each with its count; "" when none."""
     seen = node_health.offenders()
     if not seen:
         return ""
     days = node_health.memory_days()
     names = ", ".join(f"{h} ({n}x)" for h, n in list(seen.items())[:MAX_OFFENDERS])
     more = f" and {len(seen) - MAX_OFFENDERS} more" if len(seen) > MAX_OFFENDERS else ""
-    return html.Div(f"Repeat offenders (culprit twice or more in {days:g} days): {names}{more}",
-                    id="gpu-offenders", className="text-danger")  # fmt: skip
+    least = node_health.memory_min()
+    return html.Div(f"Repeat offenders (the culprit {least} or more times in {days:g} days): "
+                    f"{names}{more}", id="gpu-offenders", className="text-danger")  # fmt: skip
 
 
 MAX_OFFENDERS = 20

@@ -71,6 +71,11 @@ def memory_days() -> float:
     return act.current().days
 
 
+def memory_min() -> int:
+    """How many culprit incidents make a repeat offender (the actions table's)."""
+    return act.current().min_count
+
+
 def repeat_offenders(store: Store) -> dict[str, int]:
     """host -> culprit incidents, for the repeat offenders of the actions table's memory."""
     df = node_history(store)
