@@ -36,6 +36,7 @@ COMMANDS = {
     "demo": "demo",
     "summary": "summary",
     "jobs": "jobs",
+    "exclude": "exclude",
 }
 
 Container = argparse.ArgumentParser | argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup
@@ -64,6 +65,12 @@ def _non_negative_float(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text[:40]!r} must be 0 or more")
     return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be a whole number, 1 or more")
+    return int(text)
 
 
 def _port(text: str) -> int:
@@ -191,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(w, "--rw-max-age", "rw_max_age_s", type=_duration, metavar="DURATION")
     _opt(w, "--rw-max-future", "rw_max_future_s", type=_duration, metavar="DURATION")
     _opt(v, "--alerts", "alerts_file", metavar="FILE")
+    _opt(v, "--actions", "actions_file", metavar="FILE")
     _price_args(v)
 
     d = sub.add_parser("demo", help="fresh store, dev-64 replayed live, dashboard on 127.0.0.1")
@@ -203,7 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--store", required=True)
     _flag(m, "--json", "json", help="print JSON")
     _opt(m, "--jobs-days", "jobs_days", type=_positive_float, metavar="N")
+    _opt(m, "--actions", "actions_file", metavar="FILE")
     _price_args(m)
+
+    x = sub.add_parser("exclude", help="repeat-offender nodes as a Slurm hostlist for sbatch "
+                       "--exclude=")  # fmt: skip
+    _opt(x, "--store", "store", required=True)
+    _opt(x, "--days", "history_days", type=_positive_float, metavar="N")
+    _opt(x, "--min", "min_culprit", type=_positive_int, metavar="N")
+    _opt(x, "--actions", "actions_file", metavar="FILE")
+    _flag(x, "--json", "json", help="print JSON: the hostlist and each node's reason")
 
     j = sub.add_parser("jobs", help="one day's jobs with their GPU efficiency, as CSV")
     _opt(j, "--store", "store", required=True)

@@ -171,6 +171,18 @@ class Settings:
         "deliver the Overview's alerts to the receivers this TOML file configures "
         "(Alertmanager, signed webhooks; grouping, repeat interval; see README)",
     )
+    actions_file: str | None = setting(
+        None,
+        "override the rules that recommend what to do about each interruption (drain, "
+        "restart, page, investigate) with this TOML file (telemetry/reference/actions.toml "
+        "is the shipped table and its format)",
+    )
+    history_days: float | None = setting(
+        None, "a node's culprit history spans this many days of the store's data (default 14)"
+    )
+    min_culprit: int | None = setting(
+        None, "list nodes named the culprit at least this many times (default 2)"
+    )
     # -- the registered sources' options (telemetry.sources), per source name -------------
     sources: dict[str, dict[str, Any]] = setting(None, "source options", factory=dict)
 

@@ -235,6 +235,7 @@ class Alert:
     labels: dict[str, str]
     summary: str
     description: str
+    annotations: dict[str, str] = field(default_factory=dict)  # more than the two above
 
     @property
     def fingerprint(self) -> str:
@@ -259,7 +260,9 @@ def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> l
             labels |= {"node": node, "rule": rule} | ({"gpu": gpu} if gpu else {})
         elif value:
             labels[LABEL_OF.get(name, "key")] = value
-        out.append(Alert(labels, str(r.alert), str(r.detail)))
+        todo = getattr(r, "action", None)  # an interruption's: what to do (issue 58)
+        extra = {"action": str(todo), "action_reason": str(r.action_reason)} if todo else {}
+        out.append(Alert(labels, str(r.alert), str(r.detail), extra))
     return out
 
 
@@ -317,7 +320,8 @@ class Firing:
         return {
             "status": "resolved" if self.ends_at else "firing",
             "labels": self.alert.labels,
-            "annotations": {"summary": self.alert.summary, "description": self.alert.description},
+            "annotations": {"summary": self.alert.summary, "description": self.alert.description}
+            | self.alert.annotations,
             "startsAt": _iso(self.starts_at),
             "endsAt": _iso(ends),
             "generatorURL": generator_url(base, self.alert),

@@ -78,3 +78,44 @@ def count_hosts(text: str | None) -> int:
             sizes.append(max(n, 0))
         total += prod(sizes)
     return total
+
+
+_TRAILING = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress_hostlist(hosts: list[str] | tuple[str, ...]) -> str:
+    """('gpu001', 'gpu002', 'gpu003', 'gpu7', 'login1') -> ``gpu[001-003,7],login1``: the form
+    ``sbatch --exclude=`` and ``scontrol show hostlist`` take; ``expand_hostlist`` gives the
+    hosts back. Numbers zero-padded alike share brackets (``gpu007`` and ``gpu7`` are two
+    hosts); a name without a trailing number, or alone in its group, is written as it is."""
+    groups: dict[tuple[str, int], set[int]] = {}
+    plain: set[str] = set()
+    for h in hosts:
+        m = _TRAILING.match(h)
+        if m is None:
+            plain.add(h)
+            continue
+        digits = m.group(2)
+        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        groups.setdefault((m.group(1), width), set()).add(int(digits))
+    out = []
+    for (prefix, width), nums in sorted(groups.items()):
+        spans = _spans(sorted(nums), width)
+        single = len(nums) == 1
+        out.append(prefix + (spans if single else f"[{spans}]"))
+    return ",".join(sorted(out) + sorted(plain))
+
+
+def _spans(nums: list[int], width: int) -> str:
+    """1,2,3,7 -> ``1-3,7`` (zero-padded to ``width``)."""
+    parts: list[str] = []
+    start = prev = nums[0]
+    for n in [*nums[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        lo, hi = str(start).zfill(width), str(prev).zfill(width)
+        parts.append(lo if start == prev else f"{lo}-{hi}")
+        if n is not None:
+            start = prev = n
+    return ",".join(parts)

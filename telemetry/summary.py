@@ -21,7 +21,7 @@ import pandas as pd
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.goodput import goodput, goodput_money
 from telemetry.jobs_export import recent_jobs
-from telemetry.queries import TimeRange, energy, run_time, workload
+from telemetry.queries import TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
 from telemetry.queries.checkpoints import tier_figures
@@ -336,7 +336,8 @@ def _step_seconds(store: Store, run_id: str) -> float | None:
 
 def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Each interruption of the run, oldest first, with its source, confidence, correction
-    and evidence (parsed), as ``summary --json`` shows them."""
+    and evidence (parsed), and what to do about it (``action``, ``action_reason``:
+    ``queries.offenders``), as ``summary --json`` shows them."""
     df = store.df(
         f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
                   confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
@@ -345,6 +346,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
            FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
         [run_id],
     )
+    todo = offenders.actions(store, run_id) if len(df) else {}
     out = []
     for rec in df.to_dict("records"):
         row = {k: (None if _missing(v) else v) for k, v in rec.items()}
@@ -355,6 +357,7 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         row["planned"] = bool(row["planned"])
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
         row["culprit_candidates"] = candidates(row["culprit_candidates"])  # host/rank unknown
+        row |= offenders.action_of(todo, rec["ts"], row["source"])  # what to do (issue 58)
         out.append(row)
     return out
 

@@ -15,7 +15,8 @@ import pytest
 from app.cli import build_parser
 from tests.conftest import ROOT
 
-SUBCOMMANDS = ("serve", "ingest", "import", "replay", "summary", "demo", "scenarios", "jobs")
+SUBCOMMANDS = ("serve", "ingest", "import", "replay", "summary", "demo", "scenarios", "jobs",
+               "exclude")
 # What a refusal of a fragment in the prose means: an option or value that does not exist
 # (a fragment may leave out a required option the sentence around it names).
 WRONG = ("unrecognized arguments", "invalid choice", " value: ")

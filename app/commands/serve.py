@@ -23,7 +23,7 @@ from app.commands.common import (
     retention_keeper,
 )
 from app.settings import LIVE_SPEED, Settings
-from telemetry import sources
+from telemetry import actions, sources
 from telemetry.alerting import AlertConfig, load_config
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.daemon import run_rounds, utcnow
@@ -48,6 +48,7 @@ def run(s: Settings) -> int:
     s.operator_token()  # an unreadable or too short operator token stops here, before binding
     if s.alerts_file:
         load_config(s.alerts_file)  # likewise a wrong alerts file
+    actions.configure(s.actions_file)  # and a wrong actions file; every page reads this table
     s.prices()  # and a malformed --run-price
     if s.accept_ingest and token is None and not is_loopback(s.host):
         raise FactoryFloorError(

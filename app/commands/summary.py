@@ -6,6 +6,7 @@ import json
 import os
 
 from app.settings import Settings
+from telemetry import actions
 from telemetry.cost import money
 from telemetry.errors import FactoryFloorError
 
@@ -18,6 +19,7 @@ def run(s: Settings) -> int:
     if not os.path.exists(s.store):
         raise FactoryFloorError(f"store {s.store} does not exist")
     prices = s.prices()
+    actions.configure(s.actions_file)  # what to do about each interruption (issue 58)
     with open_store(s.store, read_only=True) as store:
         summary = store_summary(store, prices, jobs_days=s.jobs_days)
     if s.json:

@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
 from telemetry import queries
-from telemetry.queries import TimeRange
+from telemetry.queries import TimeRange, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
 
@@ -34,6 +35,9 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     row = failq.interruption_detail(store(), run_id, when)
     if row is None:
         return None
+    found = offenders.actions(store(), run_id, row["ts"])
+    row |= offenders.action_of(found, row["ts"], row.get("source_shown"))
+    row["offender"] = node_health.offender(row.get("host"))
     start = pd.Timestamp(row["ts"]).to_pydatetime()
     detected = start + timedelta(seconds=float(row.get("detect_s") or 0.0))
     end = row.get("end_ts")

@@ -11,6 +11,7 @@ import pandas as pd
 from app.data.services import store
 from telemetry.queries import TimeRange
 from telemetry.queries import node_health as nh
+from telemetry.queries import offenders as off
 from telemetry.queries.node_health import RULES as RULES  # vocabulary re-export
 
 SHOWN = 30  # timeline rows: the worst nodes
@@ -48,3 +49,30 @@ def node_story(name: str, tr: TimeRange) -> dict[str, object] | None:
     """One node's Slurm state now, its states in ``tr`` and its findings (None: no such
     node)."""
     return nh.node_story(store(), name, tr)
+
+
+def offenders() -> dict[str, int]:
+    """Repeat offenders, host -> culprit incidents in the node memory's window."""
+    return off.repeat_offenders(store())
+
+
+def offender(host: object) -> dict[str, object] | None:
+    """``host``'s culprit history (any case) when it is a repeat offender: ``host``,
+    ``incidents``, ``days``; None otherwise."""
+    if not isinstance(host, str) or not host:
+        return None
+    found = {h.lower(): (h, n) for h, n in offenders().items()}.get(host.lower())
+    if found is None:
+        return None
+    return {"host": found[0], "incidents": found[1], "days": off.memory_days()}
+
+
+
+def memory_days() -> float:
+    """How many days back a node's culprit history is read."""
+    return off.memory_days()
+
+
+def memory_min() -> int:
+    """How many culprit incidents make a node a repeat offender."""
+    return off.memory_min()

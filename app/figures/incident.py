@@ -103,6 +103,11 @@ def markdown(inc: dict[str, Any]) -> str:
         f"- **Restored from:** {text(restored(inc))}",
         f"- **Lost:** {text(lost(inc))}",
     ]
+    if inc.get("action"):
+        lines.append(f"- **What to do:** {text(inc['action_text'])} "
+                     f"({text(inc['action_reason'])})")  # fmt: skip
+    if inc.get("offender"):
+        lines.append(f"- **Node history:** {text(offender_text(inc['offender']))}")
     if inc.get("description"):
         lines.append(f"- **Summary:** {text(inc['description'])}")
     for h in inc.get("hangs") or []:
@@ -172,6 +177,12 @@ def hang_markdown(h: dict[str, Any]) -> str:
         f"- **From:** {text(h.get('source') or '–')} (PyTorch flight recorder)",
     ]
     return "\n".join(lines) + "\n"
+
+
+def offender_text(seen: dict[str, Any]) -> str:
+    """``node-7: repeat offender, culprit 3 times in 14 days``."""
+    return (f"{seen['host']}: repeat offender, culprit {seen['incidents']} times in "
+            f"{seen['days']:g} days")  # fmt: skip
 
 
 def where(inc: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from dash.exceptions import PreventUpdate
 
 from app import figures
 from app.data import gpus as data
+from app.data import node_health
 from app.data.services import together
 from app.data.view import (
     CLASS_TEXT,
@@ -39,6 +40,7 @@ from app.data.view import (
     view_range,
 )
 from app.figures import gpus as gfig
+from app.figures.incident import offender_text
 from app.pages import _accounting, _node_health, _slurm
 from app.ui import TIMECHART, graph, guarded, table, time_graph, view_inputs
 
@@ -260,9 +262,11 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
     if tr is None:
         return "", dbc.Alert(NO_DATA, color="info")
     df = data.gpu_outliers(tr)
+    flagged = _offenders()
     if df.empty:
-        return "", dbc.Alert("No outlier GPUs in this range.", color="secondary")
+        return flagged, dbc.Alert("No outlier GPUs in this range.", color="secondary")
     summary = " · ".join(f"{n:,} {reason}" for reason, n in data.outlier_reasons(df))
+    summary = html.Div([summary, flagged]) if flagged else summary
     tbl = table(
         "gpu-outlier-table",
         df,
@@ -271,6 +275,23 @@ def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-u
         clickable=True,
     )
     return summary, tbl
+
+
+def _offenders() -> Any:
+    """The repeat offenders: nodes named the culprit of an interruption in the node memory's
+    days (across runs and jobs) often enough, each with its count; "" when none."""
+    seen = node_health.offenders()
+    if not seen:
+        return ""
+    days = node_health.memory_days()
+    names = ", ".join(f"{h} ({n}x)" for h, n in list(seen.items())[:MAX_OFFENDERS])
+    more = f" and {len(seen) - MAX_OFFENDERS} more" if len(seen) > MAX_OFFENDERS else ""
+    least = node_health.memory_min()
+    return html.Div(f"Repeat offenders (the culprit {least} or more times in {days:g} days): "
+                    f"{names}{more}", id="gpu-offenders", className="text-danger")  # fmt: skip
+
+
+MAX_OFFENDERS = 20
 
 
 # A click on the heatmap or the outlier table changes the drill-down below the fold: bring it
@@ -377,6 +398,9 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: A
         for c in NODE_CHART_IDS
     ]
     header = gfig.node_header(info, host)
+    seen = node_health.offender(host)
+    if seen:
+        header += f" · {offender_text(seen)}"
     if worst is not None:
         header += f" · the worst node by the outlier ranking ({worst[1]}); click another to switch"
     note = data.expired_note(tr, series)

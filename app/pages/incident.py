@@ -68,6 +68,7 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
         ],
         class_name="g-2 mb-2",
     )
+    todo = _action(inc)
     times = html.Div(
         f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
         f"training resumed {fig.when(inc.get('resumed'))} UTC",
@@ -98,6 +99,7 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
             html.Div(inc.get("description") or "", className="mb-2", id="inc-description"),
             times,
             facts,
+            todo,
             links,
             dcc.Graph(
                 id="inc-timeline",
@@ -110,6 +112,24 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
             html.Div(listed, id="inc-evidence"),
         ]
     )
+
+
+_ACTION_COLOUR = {"drain": "danger", "page": "danger", "investigate": "warning",
+                  "restart": "info"}  # fmt: skip
+
+
+def _action(inc: dict[str, Any]) -> html.Div:
+    """What to do about it, and whether its node failed before (a repeat offender)."""
+    parts: list[Any] = []
+    if inc.get("action"):
+        parts += [html.Strong(f"What to do: {inc['action_text']}", id="inc-action"),
+                  html.Span(f" ({inc['action_reason']})", id="inc-action-reason")]  # fmt: skip
+    seen = inc.get("offender")
+    if seen:
+        parts.append(dbc.Badge(fig.offender_text(seen), color="danger", class_name="ms-2",
+                               id="inc-offender"))  # fmt: skip
+    colour = _ACTION_COLOUR.get(str(inc.get("action")), "secondary")
+    return dbc.Alert(parts, color=colour, class_name="py-2 mb-2 small") if parts else html.Div()
 
 
 def _copy(text: str) -> html.Div:

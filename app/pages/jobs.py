@@ -16,6 +16,7 @@ from dash import Input, Output, State, callback, dcc, html
 from app.data import jobs as data
 from app.data import node_health
 from app.data.view import last_instant, table_row, view_range
+from app.figures.incident import offender_text
 from app.ui import card, guarded, table, view_inputs
 
 dash.register_page(__name__, path="/jobs", name="Jobs", order=6)
@@ -161,9 +162,14 @@ def _why(reason: Any, user: Any) -> str:
     return said + (f", set by {user}" if isinstance(user, str) and user else "")
 
 
-def node_panel(story: dict[str, Any]) -> html.Div:
-    """A node named in the filter: its Slurm state now and why, its drains and downs in the
-    range, and the health rules' findings on it (the GPUs page has the fleet's)."""
+def node_panel(story: dict[str, Any] | None, seen: dict[str, Any] | None = None) -> html.Div:
+    """A node named in the filter: a repeat offender's flag, its Slurm state now and why, its
+    drains and downs in the range, and the health rules' findings on it (the GPUs page has
+    the fleet's)."""
+    flag = ([html.Div(f"\u26a0 {offender_text(seen)}", id="jobs-node-offender",
+                      className="text-danger fw-semibold")] if seen else [])  # fmt: skip
+    if story is None:  # known only as a culprit (an imported log's host)
+        return html.Div(flag, id="jobs-node", className="small mb-2")
     host, now = story["host"], story["now"]
     if now is None:
         lines = [f"Node {host}: Slurm has not reported it (no node states collected)."]
@@ -182,7 +188,8 @@ def node_panel(story: dict[str, Any]) -> html.Div:
         lines.append("In this range: never drained or down.")
     for r in story["findings"].head(5).itertuples():
         lines.append(f"Finding: {r.what} ({r.evidence}): {r.action}.")
-    return html.Div([html.Div(t) for t in lines], id="jobs-node", className="small mb-2")
+    return html.Div([*flag, *(html.Div(t) for t in lines)], id="jobs-node",
+                    className="small mb-2")  # fmt: skip
 
 
 def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, list[dbc.Col]]:
@@ -192,7 +199,8 @@ def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, l
     df = data.jobs(data.job_filter(tr, picks))
     name = str(picks.get("name") or "").strip()
     story = node_health.node_story(name, tr) if name and tr is not None else None
-    panel = node_panel(story) if story is not None else None
+    seen = node_health.offender(name) if name else None
+    panel = node_panel(story, seen) if story is not None or seen else None
     if df.empty:
         return html.Div([panel, dbc.Alert(NO_JOBS, color="info")]), []
     alloc, used, idle = (_total(df, c) for c in ("alloc_gpu_hours", "used_gpu_hours",

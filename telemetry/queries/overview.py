@@ -305,7 +305,7 @@ def _run_alerts(
         [run_id, max(now, live_at)],
     )
     stopped = last is not None and store.rows(  # the data ends with a stop at the last step
-        "SELECT planned, description FROM interruptions WHERE run_id = ? AND ts = ? "
+        "SELECT planned, description, ts, source FROM interruptions WHERE run_id = ? AND ts = ? "
         "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
         [run_id, last],
     )
@@ -315,8 +315,10 @@ def _run_alerts(
         rows.append(("info", "Run finished", f"{ended['detail']} at {when} ({ended['origin']})",
                      "RunFinished"))
     elif stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
-        planned, desc = stopped[0]
-        rows.append(("warning" if planned else "critical", "Run stopped", desc, "RunStopped"))
+        planned, desc, ts, source = stopped[0]
+        sev = "warning" if planned else "critical"
+        alert = (sev, "Run stopped", desc, "RunStopped")
+        rows.append(_with_action(store, run_id, ts, source, alert))
     elif stall is not None:  # sooner than "not training": k x its own step interval
         rows.append(
             (
@@ -337,12 +339,13 @@ def _run_alerts(
                 "JobNotTraining",
             )
         )
-    for (desc,) in store.rows(
-        "SELECT description FROM interruptions WHERE run_id = ? AND restarts > 1 "
+    for desc, ts, source in store.rows(
+        "SELECT description, ts, source FROM interruptions WHERE run_id = ? AND restarts > 1 "
         "AND coalesce(end_ts, ts) BETWEEN ? AND ? ORDER BY ts DESC LIMIT 1",
         [run_id, now - timedelta(hours=24), now],
     ):
-        rows.append(("critical", "Restart loop", desc, "RestartLoop"))
+        alert = ("critical", "Restart loop", desc, "RestartLoop")
+        rows.append(_with_action(store, run_id, ts, source, alert))
     if ended is None:  # a finished run's tiers are not overdue
         rows += _checkpoint_alerts(store, run_id, now)
     hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
@@ -358,9 +361,28 @@ def _run_alerts(
     return rows
 
 
-def _ordered(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
+def _with_action(
+    store: Store, run_id: str, ts: Any, source: str | None, alert: tuple[str, str, str, str]
+) -> tuple[Any, ...]:
+    """An alert about an interruption with what to do about it (``queries.offenders``): in
+    its detail, read by people, and as ``action``/``action_reason`` for the receivers."""
+    from telemetry.queries import offenders
+
+    todo = offenders.action_of(offenders.actions(store, run_id, ts), ts, source)
+    if todo["action"] is None:
+        return alert
+    sev, name, desc, key = alert
+    desc = f"{desc}. Action: {todo['action_text']} ({todo['action_reason']})"
+    return (sev, name, desc, key, todo["action"], todo["action_reason"])
+
+
+ALERT_COLUMNS = ["severity", "alert", "detail", "key", "action", "action_reason"]
+
+
+def _ordered(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     order = {"critical": 0, "warning": 1, "info": 2}
-    df = pd.DataFrame(rows, columns=["severity", "alert", "detail", "key"])
+    padded = [tuple(r) + (None,) * (len(ALERT_COLUMNS) - len(r)) for r in rows]
+    df = pd.DataFrame(padded, columns=ALERT_COLUMNS)
     return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(
         drop=True
     )

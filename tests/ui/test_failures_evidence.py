@@ -182,6 +182,9 @@ def test_each_failure_of_the_night_on_its_incident_view(
     expect(lost).to_contain_text("14.7 GPU-hours, $")
     expect(page.locator("#inc-evidence")).to_contain_text("NCCL WARN NET/IB : Got completion")
     expect(page.locator("#inc-md")).to_contain_text("- **Restored from:** nvme, step 5,000")
+    # what to do (#58, 2): no culprit named, so investigate the candidates
+    expect(page.locator("#inc-action")).to_have_text("What to do: investigate")
+    expect(page.locator("#inc-action-reason")).to_contain_text("candidates: node-3")
     expect(page.locator("#inc-timeline .scatterlayer .trace")).not_to_have_count(0)
     page.screenshot(path=str(shots / "incident.png"), full_page=True)
 
@@ -197,6 +200,8 @@ def test_each_failure_of_the_night_on_its_incident_view(
     expect(page.locator("#inc-lost")).to_contain_text("400 steps")
     expect(page.locator("#inc-lost")).to_contain_text("34.8 GPU-hours, $")
     expect(page.locator("#inc-evidence")).to_contain_text("GPU has fallen off the bus")
+    expect(page.locator("#inc-action")).to_have_text("What to do: drain or exclude the host")
+    expect(page.locator("#inc-action-reason")).to_contain_text("NVIDIA's action is RESTART_BM")
     # Its links: the node's GPUs and the loss curve around it, in a zoomed view
     expect(page.locator("#inc-link-gpus")).to_have_attribute("href", re.compile("node=node-7"))
     page.locator("#inc-link-training").click()
