@@ -391,7 +391,9 @@ class AlertLoop(threading.Thread):
 
     def __init__(self, store: Any, dispatcher: Dispatcher, stop: threading.Event) -> None:
         super().__init__(name="alerts", daemon=True)
-        self.store, self.dispatcher, self._stop = store, dispatcher, stop
+        # not ``_stop``: that is Thread's own method, which ``join`` calls (shadowed, the
+        # serving process's shutdown died in join and never closed its store)
+        self.store, self.dispatcher, self._halt = store, dispatcher, stop
         self.error: str | None = None
 
     def run(self) -> None:
@@ -407,5 +409,5 @@ class AlertLoop(threading.Thread):
                 if self.error is None:
                     log.exception("alert evaluation failed")
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
-            if self._stop.wait(self.dispatcher.config.evaluate_every_s):
+            if self._halt.wait(self.dispatcher.config.evaluate_every_s):
                 return
