@@ -293,10 +293,13 @@ def _run_alerts(
         [run_id, last],
     )
     ended = run_end(store, run_id, max(now, live_at))
+    hung = open_hang(store, run_id, max(now, live_at))
     if ended is not None:  # nothing is expected of a run after its end
         when = f"{ended['ts']:%Y-%m-%d %H:%M:%S} UTC"
         rows.append(("info", "Run finished", f"{ended['detail']} at {when} ({ended['origin']})",
                      "RunFinished"))
+    elif hung is not None:  # the dumps tell more than the silence: who never arrived
+        rows.append(("critical", "Run hung", hung, "RunHung"))
     elif stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
         planned, desc = stopped[0]
         rows.append(("warning" if planned else "critical", "Run stopped", desc, "RunStopped"))
@@ -339,6 +342,31 @@ def _run_alerts(
             )
         )
     return rows
+
+
+def open_hang(store: Store, run_id: str, at: datetime, hours: float = 24.0) -> str | None:
+    """The newest hang of the run's flight-recorder dumps in the ``hours`` before ``at`` after
+    which no step was logged (the run has not moved on from it), in words; None if none. The
+    culprit is the rank the dumps found missing, on the host the logs or Slurm placed it."""
+    rows = store.rows(
+        "SELECT h.culprit_rank, h.culprit_host, h.op, h.seq_id, h.process_group, h.ts "
+        "FROM hangs h WHERE h.run_id = ? AND h.ts BETWEEN ? AND ? AND NOT EXISTS ("
+        "  SELECT 1 FROM train_metrics m WHERE m.run_id = h.run_id "
+        "  AND m.ts > h.ts + INTERVAL 60 SECOND) "
+        "ORDER BY h.ts DESC LIMIT 1",
+        [run_id, at - timedelta(hours=hours), at],
+    )
+    if not rows:
+        return None
+    rank, host, op, seq, pg, ts = rows[0]
+    who = (
+        "culprit unknown (the dumps found no rank missing)" if rank is None
+        else f"rank {rank} on {host}" if host
+        else f"rank {rank} (host not known yet: no log or Slurm job places it)"
+    )  # fmt: skip
+    what = f"{op or 'a collective'} #{seq}" if seq is not None else (op or "a collective")
+    return f"{who} never called {what} of process group {pg or '?'}; flight recorder at " \
+        f"{ts:%H:%M:%S} UTC"
 
 
 def _ordered(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
