@@ -143,7 +143,7 @@ def _alerts(df: Any, incident: str | None = None) -> html.Div:
                 [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")]
                 + (
                     [html.Br(), dcc.Link("Open the incident", href=incident, className="small")]
-                    if incident and r.key in INCIDENT_ALERTS
+                    if incident and str(r.key).partition(":")[0] in INCIDENT_ALERTS
                     else []
                 ),
                 color=_SEVERITY_COLOUR.get(r.severity, "secondary"),
@@ -454,7 +454,7 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     run_id = (view or {}).get("run")
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
-    about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
+    about = run_id is not None and alerts["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any()
     return _alerts(alerts, _newest_incident(run_id) if about else None)
 
 

@@ -288,7 +288,7 @@ def _run_alerts(
         [run_id, max(now, live_at)],
     )
     stopped = last is not None and store.rows(  # the data ends with a stop at the last step
-        "SELECT planned, description FROM interruptions WHERE run_id = ? AND ts = ? "
+        "SELECT planned, description, rank, host FROM interruptions WHERE run_id = ? AND ts = ? "
         "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
         [run_id, last],
     )
@@ -299,10 +299,12 @@ def _run_alerts(
         rows.append(("info", "Run finished", f"{ended['detail']} at {when} ({ended['origin']})",
                      "RunFinished"))
     elif hung is not None:  # the dumps tell more than the silence: who never arrived
-        rows.append(("critical", "Run hung", hung, "RunHung"))
+        desc, rank, host = hung
+        rows.append(("critical", "Run hung", desc, _culprit_key("RunHung", rank, host)))
     elif stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
-        planned, desc = stopped[0]
-        rows.append(("warning" if planned else "critical", "Run stopped", desc, "RunStopped"))
+        planned, desc, rank, host = stopped[0]
+        rows.append(("warning" if planned else "critical", "Run stopped", desc,
+                     _culprit_key("RunStopped", rank, host)))  # fmt: skip
     elif stall is not None:  # sooner than "not training": k x its own step interval
         rows.append(
             (
@@ -344,10 +346,23 @@ def _run_alerts(
     return rows
 
 
-def open_hang(store: Store, run_id: str, at: datetime, hours: float = 24.0) -> str | None:
+def _culprit_key(name: str, rank: Any, host: Any) -> str:
+    """An alert's key with the culprit it names (``alerting`` makes it the ``culprit`` label):
+    the logs placing the culprit's host after its rank was named is news for the receivers, a
+    new alert (the rank-only one resolves), not only changed words they are never sent."""
+    known = rank is not None and not pd.isna(rank)
+    who = (f"rank {int(rank)}" if known else "") + (f" on {host}" if known and host else
+                                                     f"host {host}" if host else "")  # fmt: skip
+    return f"{name}:{who}" if who else name
+
+
+def open_hang(
+    store: Store, run_id: str, at: datetime, hours: float = 24.0
+) -> tuple[str, int | None, str | None] | None:
     """The newest hang of the run's flight-recorder dumps in the ``hours`` before ``at`` after
-    which no step was logged (the run has not moved on from it), in words; None if none. The
-    culprit is the rank the dumps found missing, on the host the logs or Slurm placed it."""
+    which no step was logged (the run has not moved on from it): (its words, the culprit rank,
+    its host); None if none. The culprit is the rank the dumps found missing, on the host the
+    logs or Slurm placed it."""
     rows = store.rows(
         "SELECT h.culprit_rank, h.culprit_host, h.op, h.seq_id, h.process_group, h.ts "
         "FROM hangs h WHERE h.run_id = ? AND h.ts BETWEEN ? AND ? AND NOT EXISTS ("
@@ -365,8 +380,9 @@ def open_hang(store: Store, run_id: str, at: datetime, hours: float = 24.0) -> s
         else f"rank {rank} (host not known yet: no log or Slurm job places it)"
     )  # fmt: skip
     what = f"{op or 'a collective'} #{seq}" if seq is not None else (op or "a collective")
-    return f"{who} never called {what} of process group {pg or '?'}; flight recorder at " \
+    words = f"{who} never called {what} of process group {pg or '?'}; flight recorder at " \
         f"{ts:%H:%M:%S} UTC"
+    return words, rank, host
 
 
 def _ordered(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
