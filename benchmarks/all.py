@@ -39,6 +39,7 @@ BENCHMARKS = [
     "flight_recorder",
     "cascade",
     "exam",
+    "live_culprit",
     "corpus",
 ]
 READS_STORE = {"dashboard", "goodput", "workload"}  # take --store (llama3-405b) instead of a replay

@@ -266,9 +266,10 @@ def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> l
     return out
 
 
-RUN_ALERTS = {"RunStalled", "RunStopped", "RunFinished", "RestartLoop", "JobNotTraining",
+RUN_ALERTS = {"RunStalled", "RunHung", "RunStopped", "RunFinished", "RestartLoop", "JobNotTraining",
               "CheckpointOverdue", "LossSpike", "GpuLowUtilization", "GoodputLow"}  # fmt: skip
-LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status"}
+LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status",
+            "RunStopped": "culprit", "RunHung": "culprit"}  # fmt: skip
 
 
 def generator_url(base: str, alert: Alert) -> str:
@@ -277,7 +278,7 @@ def generator_url(base: str, alert: Alert) -> str:
     name = alert.labels["alertname"]
     page = (
         _PAGE["xid"]
-        if name == "XidSeen"
+        if name in ("XidSeen", "RunHung")  # the hang's card and its dumps' story
         else _PAGE["ckpt"]
         if name == "CheckpointOverdue"
         else _PAGE["gpu"]

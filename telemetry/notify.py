@@ -385,27 +385,44 @@ class Dispatcher:
 
 
 class AlertLoop(threading.Thread):
-    """Evaluates the store's alerts every ``config.evaluate_every_s`` in the owning process
-    and hands them to the dispatcher; an evaluation that fails is logged and tried again at
-    the next one (delivery keeps its own threads)."""
+    """Evaluates the store's alerts every ``config.evaluate_every_s`` in the owning process,
+    and at once (within ``WAKE_S``) when an interruption or a hang was derived: a culprit named
+    while the job is still tearing down waits for no timer (#58). Hands them to the
+    dispatcher; an evaluation that fails is logged and tried again at the next one (delivery
+    keeps its own threads)."""
+
+    WAKE_S = 0.5  # how often the derivations' version is looked at (a dict lookup)
+    WATCHED = ("interruptions", "hangs")
 
     def __init__(self, store: Any, dispatcher: Dispatcher, stop: threading.Event) -> None:
         super().__init__(name="alerts", daemon=True)
-        self.store, self.dispatcher, self._stop = store, dispatcher, stop
+        # not ``_stop``: that is Thread's own method, which ``join`` calls (shadowed, the
+        # serving process's shutdown died in join and never closed its store)
+        self.store, self.dispatcher, self._halt = store, dispatcher, stop
         self.error: str | None = None
 
-    def run(self) -> None:
+    def _evaluate(self) -> None:
         from telemetry.alerting import active_silences, store_alerts
 
+        try:
+            found = store_alerts(self.store, rules=self.dispatcher.config.rules)
+            self.dispatcher.evaluate(found, active_silences(self.store))
+            self.error = None
+        except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
+            if self.error is None:
+                log.exception("alert evaluation failed")
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+
+    def run(self) -> None:
         self.dispatcher.start()
+        every = self.dispatcher.config.evaluate_every_s
         while True:
-            try:
-                found = store_alerts(self.store, rules=self.dispatcher.config.rules)
-                self.dispatcher.evaluate(found, active_silences(self.store))
-                self.error = None
-            except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
-                if self.error is None:
-                    log.exception("alert evaluation failed")
-                self.error = f"{type(exc).__name__}: {exc}"[:300]
-            if self._stop.wait(self.dispatcher.config.evaluate_every_s):
+            seen, due = self.store.tables_version(*self.WATCHED), time.monotonic() + every
+            self._evaluate()
+            while time.monotonic() < due:
+                if self._halt.wait(self.WAKE_S):
+                    return
+                if self.store.tables_version(*self.WATCHED) != seen:
+                    break
+            if self._halt.is_set():
                 return

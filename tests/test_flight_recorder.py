@@ -158,3 +158,34 @@ def test_flight_recorder_needs_a_run_and_a_folder(tmp_path: Path) -> None:
     r = cli("ingest", "--store", str(tmp_path / "s.duckdb"), "--flight-recorder",
             str(tmp_path / "nope"), "--run", "x", "--once")  # fmt: skip
     assert r.returncode != 0 and "not a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_hang_is_an_alert_that_names_the_rank_that_never_arrived(
+    fr_store: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """The Overview's (and the alert receivers') rules had no hang: a run known from its dumps
+    raised nothing, so the culprit waited for someone to open the Failures page (#58)."""
+    from datetime import timedelta
+
+    from telemetry.notify import utcnow
+    from telemetry.queries import TimeRange
+    from telemetry.queries.overview import active_alerts
+    from telemetry.store import Store
+
+    store, _, _ = fr_store
+    copy = tmp_path / "s.duckdb"
+    copy.write_bytes(store.read_bytes())
+    now = utcnow()
+    with Store(str(copy)) as s:
+        got = active_alerts(s, "atlas-70b", TimeRange(now - timedelta(hours=6), now))
+        (hung,) = got[got["key"].str.startswith("RunHung")].to_dict("records")
+        assert hung["key"] == "RunHung:rank 4 on gpu-c"  # the receivers' ``culprit`` label
+        assert hung["severity"] == "critical"
+        assert hung["detail"].startswith("rank 4 on gpu-c never called gloo:all_reduce #11"), hung
+        # once the run logs steps again the hang is its history, not an alert
+        with s.transaction(["train_metrics"]) as con:
+            con.execute("INSERT INTO train_metrics (run_id, ts, step) VALUES ('atlas-70b', ?, 7)",
+                        [now + timedelta(minutes=2)])  # fmt: skip
+        at = now + timedelta(minutes=3)
+        later = active_alerts(s, "atlas-70b", TimeRange(at - timedelta(hours=6), at))
+        assert not later["key"].str.startswith("RunHung").any()

@@ -32,7 +32,7 @@ def alert_list(df: Any, incident: str | None = None, id_: str = "ov-alert-list")
                 [html.Strong(r.alert), html.Br(), html.Span(r.detail, className="small")]
                 + (
                     [html.Br(), dcc.Link("Open the incident", href=incident, className="small")]
-                    if incident and r.key in INCIDENT_ALERTS
+                    if incident and str(r.key).partition(":")[0] in INCIDENT_ALERTS
                     else []
                 ),
                 color=_SEVERITY_COLOUR.get(r.severity, "secondary"),

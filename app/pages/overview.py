@@ -461,7 +461,7 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     run_id = (view or {}).get("run")
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
-    about = run_id is not None and alerts["key"].isin(INCIDENT_ALERTS).any()
+    about = run_id is not None and alerts["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any()
     listed = alert_list(alerts, _newest_incident(run_id) if about else None)
     if not data.run_ended(run_id):
         return listed

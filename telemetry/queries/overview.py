@@ -305,19 +305,24 @@ def _run_alerts(
         [run_id, max(now, live_at)],
     )
     stopped = last is not None and store.rows(  # the data ends with a stop at the last step
-        "SELECT planned, description, ts, source FROM interruptions WHERE run_id = ? AND ts = ? "
+        "SELECT planned, description, ts, source, rank, host FROM interruptions "
+        "WHERE run_id = ? AND ts = ? "
         "AND end_ts IS NULL AND source = 'inferred' LIMIT 1",
         [run_id, last],
     )
     ended = run_end(store, run_id, max(now, live_at))
+    hung = open_hang(store, run_id, max(now, live_at))
     if ended is not None:  # nothing is expected of a run after its end
         when = f"{ended['ts']:%Y-%m-%d %H:%M:%S} UTC"
         rows.append(("info", "Run finished", f"{ended['detail']} at {when} ({ended['origin']})",
                      "RunFinished"))
+    elif hung is not None:  # the dumps tell more than the silence: who never arrived
+        desc, rank, host = hung
+        rows.append(("critical", "Run hung", desc, _culprit_key("RunHung", rank, host)))
     elif stopped:  # the data ends with the stop's cause: it stopped, it is not stalling
-        planned, desc, ts, source = stopped[0]
+        planned, desc, ts, source, rank, host = stopped[0]
         sev = "warning" if planned else "critical"
-        alert = (sev, "Run stopped", desc, "RunStopped")
+        alert = (sev, "Run stopped", desc, _culprit_key("RunStopped", rank, host))
         rows.append(_with_action(store, run_id, ts, source, alert))
     elif stall is not None:  # sooner than "not training": k x its own step interval
         rows.append(
@@ -377,6 +382,45 @@ def _with_action(
 
 
 ALERT_COLUMNS = ["severity", "alert", "detail", "key", "action", "action_reason"]
+
+
+def _culprit_key(name: str, rank: Any, host: Any) -> str:
+    """An alert's key with the culprit it names (``alerting`` makes it the ``culprit`` label):
+    the logs placing the culprit's host after its rank was named is news for the receivers, a
+    new alert (the rank-only one resolves), not only changed words they are never sent."""
+    known = rank is not None and not pd.isna(rank)
+    who = (f"rank {int(rank)}" if known else "") + (f" on {host}" if known and host else
+                                                     f"host {host}" if host else "")  # fmt: skip
+    return f"{name}:{who}" if who else name
+
+
+def open_hang(
+    store: Store, run_id: str, at: datetime, hours: float = 24.0
+) -> tuple[str, int | None, str | None] | None:
+    """The newest hang of the run's flight-recorder dumps in the ``hours`` before ``at`` after
+    which no step was logged (the run has not moved on from it): (its words, the culprit rank,
+    its host); None if none. The culprit is the rank the dumps found missing, on the host the
+    logs or Slurm placed it."""
+    rows = store.rows(
+        "SELECT h.culprit_rank, h.culprit_host, h.op, h.seq_id, h.process_group, h.ts "
+        "FROM hangs h WHERE h.run_id = ? AND h.ts BETWEEN ? AND ? AND NOT EXISTS ("
+        "  SELECT 1 FROM train_metrics m WHERE m.run_id = h.run_id "
+        "  AND m.ts > h.ts + INTERVAL 60 SECOND) "
+        "ORDER BY h.ts DESC LIMIT 1",
+        [run_id, at - timedelta(hours=hours), at],
+    )
+    if not rows:
+        return None
+    rank, host, op, seq, pg, ts = rows[0]
+    who = (
+        "culprit unknown (the dumps found no rank missing)" if rank is None
+        else f"rank {rank} on {host}" if host
+        else f"rank {rank} (host not known yet: no log or Slurm job places it)"
+    )  # fmt: skip
+    what = f"{op or 'a collective'} #{seq}" if seq is not None else (op or "a collective")
+    words = f"{who} never called {what} of process group {pg or '?'}; flight recorder at " \
+        f"{ts:%H:%M:%S} UTC"
+    return words, rank, host
 
 
 def _ordered(rows: list[tuple[Any, ...]]) -> pd.DataFrame:

@@ -208,6 +208,11 @@ class Store:
         """Bumped by every write in this process; cached query results are valid within one."""
         return self._version
 
+    def tables_version(self, *tables: str) -> int:
+        """The version of the last write to any of ``tables`` (every write's, for a table the
+        store does not know): a watcher acts when it moves, not on every scrape round."""
+        return self._read_version("SELECT * FROM " + ", ".join(tables))
+
     def _read_version(self, sql: str) -> int:
         """The version a result of ``sql`` is cached under: that of the last write to a table
         it reads (``telemetry.store.versions``), so a scrape round keeps the training results."""

@@ -37,10 +37,14 @@ from telemetry.ingest.seam import (
     Written,
 )
 
-SETTLE_S = 30.0
+# Every rank of a job dumps within a second or two of the others (each one's watchdog fires on
+# the same collective); 5 s of quiet tells a folder complete, and an SRE's alert waits no
+# longer than that plus one look (#58: a hang named within 15 s of its dumps). A folder whose
+# ranks were still writing after that is analysed again whole when its dumps change.
+SETTLE_S = 5.0
 SHOW_REFUSED = 5  # refused dumps logged per folder (the rest counted)
 RUN_HELP = "the run the followed logs, checkpoints and flight-recorder dumps belong to"
-INTERVAL_S = 10.0
+INTERVAL_S = 2.0  # a look is one scandir and a stat per dump (is_dump is remembered)
 _Signature = tuple[tuple[str, int, int], ...]
 
 
