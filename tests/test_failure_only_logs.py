@@ -97,16 +97,28 @@ def test_a_year_less_time_is_not_after_the_files_modification_time(tmp_path: Pat
     assert r.returncode == 1 and "--year 23: give a four-digit year" in r.stderr, r.stderr
 
 
-def test_a_log_without_wall_clock_time_is_read_and_said_not_refused(tmp_path: Path) -> None:
-    """No time on any line: its signals are read and counted with their ``file:line``, the
-    import says the log has no wall-clock time and exits 0; no time is invented."""
+def test_a_log_without_wall_clock_time_is_one_interruption_at_a_time_unknown(
+    tmp_path: Path,
+) -> None:
+    """No time on any line: its signals are read and stored with no time, the import says the
+    log has no wall-clock time and exits 0, and the stop they show is ONE interruption whose
+    time is null ("time unknown"), its cause the watchdog's, no culprit; no time is invented
+    (neither the interruption's nor its evidence's, nor a wall time or MTBF of 0)."""
     log = _write(tmp_path / "job.log", NO_CLOCK)
     store = tmp_path / "s.duckdb"
     r = cli("import", "--store", str(store), "--run", "r", str(log))
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert (f"2 signal lines without a wall-clock time (the log gives no date, or only seconds "
-            f"since boot): read, not stored, at {log}:1, {log}:2") in r.stdout, r.stdout
-    assert _interruptions(store) == []
+            f"since boot): stored with no time, at {log}:1, {log}:2") in r.stdout, r.stdout
+    [i] = _interruptions(store)
+    assert (i["ts"], i["end_ts"]) == (None, None)
+    assert i["component"] == "NCCL Watchdog Timeouts"
+    assert (i["rank"], i["host"]) == (None, None)
+    assert "time unknown" in i["description"] and "culprit unknown" in i["description"]
+    assert [e["ts"] for e in i["evidence"]] == [None, None]
+    s = cli("summary", "--store", str(store), "--json")
+    [run] = json.loads(s.stdout)["runs"]
+    assert (run["wall_hours"], run["mtbf_hours"], run["state"]) == (None, None, "stopped")
 
 
 def test_failure_lines_without_progress_are_one_interruption(tmp_path: Path) -> None:

@@ -12,7 +12,13 @@ failure), a rank missing from a collective, or a line of its own failure written
 beside other ranks' lines that show none (a log of one rank's lines cannot tell whether every
 rank hit the same error). Otherwise the culprit is unknown, and
 the description lists the candidates (the ranks and hosts whose lines show the failure) and
-why none is named. Pure: frames in, one frame out.
+why none is named.
+
+A log whose lines carry no wall-clock time at all (older PyTorch's ``[E ProcessGroupNCCL.cpp]``,
+a traceback pasted alone, plain ``dmesg``) still shows that the job stopped and why: its
+signals (stored with no time) are judged the same way, all at one unknown instant in file
+order, and the interruption's time is null ("time unknown"), never a time made up. Pure:
+frames in, one frame out.
 """
 
 from __future__ import annotations
@@ -70,12 +76,14 @@ def infer_stopped(
     doc), or no rows when its signals do not show that the job stopped."""
     if is_empty(signals):
         return _frame([])
-    ts = to_ns(signals["ts"].dropna())  # type: ignore[index]
-    if not len(ts):
-        return _frame([])
+    timed = signals[signals["ts"].notna()]  # type: ignore[index]
+    untimed = timed.empty
+    if untimed:  # no line has a time: one unknown instant, file order (module doc)
+        timed = _in_file_order(signals).assign(ts=pd.Timestamp(0))  # type: ignore[arg-type]
+    ts = to_ns(timed["ts"])
     hosts_of = dict(rank_hosts or {})
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
-    evs = gather(signals, None, run_hosts, lo, hi, hosts_of)[0]
+    evs = gather(timed, None, run_hosts, lo, hi, hosts_of)[0]
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     if INITIATING not in roles(evs) and (w := missing_rank(evs, world, hosts_of)):
         evs.append(w)
@@ -94,9 +102,14 @@ def infer_stopped(
     told = (cause.text() if placed else _what(cause)) if cause is not None else (
         "the launcher or Slurm ended it; no failure line says why")  # fmt: skip
     desc = f"Job stopped with no progress lines in the data: {told}; steps and lost work unknown"
+    if untimed:
+        desc += "; time unknown (no line of the log gives a wall-clock time)"
+    items = _items(ex.ordered, int(hi[0]))
+    if untimed:
+        items = [{**it, "ts": None} for it in items]
     row = {
         "run_id": run_id,
-        "ts": pd.Timestamp(int(start)),
+        "ts": pd.NaT if untimed else pd.Timestamp(int(start)),
         "end_ts": pd.NaT,
         "host": cause.host if placed else None,  # type: ignore[union-attr]
         "rank": cause.rank if placed else None,  # type: ignore[union-attr]
@@ -109,9 +122,19 @@ def infer_stopped(
         "description": desc + why,
         "source": SOURCE,
         "confidence": ex.confidence,
-        "evidence": json.dumps(_items(ex.ordered, int(hi[0])), ensure_ascii=False),
+        "evidence": json.dumps(items, ensure_ascii=False),
     }
     return _frame([row])
+
+
+def _in_file_order(signals: pd.DataFrame) -> pd.DataFrame:
+    """Signals by their ``file:line`` origin, the line number as a number (``:10`` after
+    ``:9``): the only order a log without times gives."""
+    origin = signals["origin"].fillna("").astype(str)
+    parts = origin.str.rpartition(":")
+    line = pd.to_numeric(parts[2], errors="coerce").fillna(0)
+    order = pd.DataFrame({"f": parts[0], "n": line}).sort_values(["f", "n"], kind="stable")
+    return signals.loc[order.index]
 
 
 def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> bool:
