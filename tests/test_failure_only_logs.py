@@ -226,3 +226,41 @@ def test_a_ranks_own_error_names_it_only_beside_ranks_without_one(tmp_path: Path
     assert r.returncode == 0, r.stderr
     [i] = _interruptions(other)
     assert (i["component"], i["rank"], i["ts"]) == ("Software Bug", 0, "2024-09-07T22:34:22.823452")
+
+
+# lightning/lightning-8139 (a DDP misuse NCCL refuses; the broken pipes are the peers after it)
+NCCL_USAGE = [
+    "  RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1614378062065/work/torch/lib/"
+    "c10d/ProcessGroupNCCL.cpp:825, invalid usage, NCCL version 2.7.8",
+    "  ncclInvalidUsage: This usually reflects invalid usage of NCCL library (such as too many "
+    "async ops, too many collectives at once, mixing streams in a group, etc).",
+    "  vm1:7389:7453 [0] include/socket.h:421 NCCL WARN Call to recv failed : Broken pipe",
+]
+# megatron/nccl-653: NCCL_ALGO=CollNet on a fabric without it, every rank, srun --label
+NO_ALGORITHM = [
+    "201: :41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+    "202: :41368:41368 [2] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+]
+# nccl/nccl-1653: a CUDA call failing inside NCCL's init, 'unknown error'
+CUDA_999 = [
+    "DESKTOP-1CE5APL:1689:2800 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+]
+
+
+def test_nccls_usage_errors_are_the_programs_and_a_cuda_failure_is_no_network_fault(
+    tmp_path: Path,
+) -> None:
+    """NCCL's ``invalid usage`` and ``no algorithm/protocol available`` say it was called or
+    configured wrongly: a Software Bug, whatever broken pipes follow; a ``Cuda failure 999``
+    it reports is a CUDA call that failed, cause unknown. Both were read as the network."""
+    want = {"usage": (NCCL_USAGE, "Software Bug"), "algo": (NO_ALGORITHM, "Software Bug"),
+            "cuda": (CUDA_999, "Unknown")}  # fmt: skip
+    for name, (lines, component) in want.items():
+        store = tmp_path / f"{name}.duckdb"
+        r = cli("import", "--store", str(store), "--run", "r",
+                str(_write(tmp_path / f"{name}.log", lines)))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        [i] = _interruptions(store)
+        assert i["component"] == component, (name, i["description"])
+        assert (i["rank"], i["host"]) == (None, None), name  # every rank's, or no rank's

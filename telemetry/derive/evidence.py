@@ -42,6 +42,7 @@ import pandas as pd
 from telemetry.derive.signals import (  # the signal vocabulary, defined once
     COLLECTIVE_HANG,
     CUDA_ECC,
+    CUDA_ERROR,
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
@@ -50,6 +51,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     NAN_LOSS,
     NCCL_ERROR,
     NCCL_TIMEOUT,
+    NCCL_USAGE,
     NODE_LOST,
     PLANNED_EXIT,
     SLURM_CANCELLED,
@@ -131,6 +133,10 @@ CAUSES: dict[str, Rule] = {
     CUDA_ILLEGAL_ADDRESS: _rule(4, "Software Bug", 0.7, "CUDA illegal memory access", False),
     CUDA_LAUNCH_FAILURE: _rule(4, "Software Bug", 0.65, "CUDA launch failure", False),
     CUDA_OOM: _rule(4, "Software Bug", 0.75, "CUDA out of memory", False),
+    NCCL_USAGE: _rule(4, "Software Bug", 0.65, "NCCL invalid usage or configuration", False),
+    # A CUDA call failed and nothing says whether the GPU or the program: the cause is unknown
+    # (Llama 3 has no row for it), the failing rank is still the one whose call failed.
+    CUDA_ERROR: Rule(4, UNKNOWN, UNKNOWN, 0.3, "CUDA error of unknown kind", False),
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
     # SIGKILL as the OOM killer sends it, SIGSEGV/SIGABRT of a native crash (torchrun's summary)
     WORKER_KILLED: _rule(4, "Software Bug", 0.6, "killed by a signal", False),

@@ -30,6 +30,13 @@ CUDA_ECC = "cuda_ecc"
 CUDA_ILLEGAL_ADDRESS = "cuda_illegal_address"
 CUDA_LAUNCH_FAILURE = "cuda_launch_failure"
 CUDA_OOM = "cuda_oom"
+# Any other failed CUDA call (``Cuda failure 999 'unknown error'``, NCCL's ``unhandled cuda
+# error``): a CUDA call failed, and the line does not say whether the GPU or the program.
+CUDA_ERROR = "cuda_error"
+# NCCL refusing how it was called or configured (its ``ncclInvalidUsage``/``ncclInvalidArgument``
+# results, ``no algorithm/protocol available`` for an NCCL_ALGO the fabric lacks): the
+# program's or its configuration's fault, not the network's.
+NCCL_USAGE = "nccl_usage"
 NAN_LOSS = "nan_loss"
 TRACEBACK = "traceback"
 SLURM_TASK_KILLED = "slurm_task_killed"
@@ -73,6 +80,8 @@ SIGNAL_KINDS = (
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
+    CUDA_ERROR,
+    NCCL_USAGE,
     NAN_LOSS,
     TRACEBACK,
     SLURM_TASK_KILLED,

@@ -59,6 +59,8 @@ PREFILTER = "|".join(
         r"launch failure",
         r"out of memory",
         r"OutOfMemory",
+        r"Cuda failure|unhandled cuda error",  # CUDA errors NCCL reports (logline.CUDA_ERROR)
+        r"nvalid usage|nvalid argument|ncclInvalid|no algorithm/protocol",  # NCCL_USAGE
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
         r"Traceback",
         r"srun: error",
@@ -453,6 +455,17 @@ _RULES = [  # (kind, keywords, regex) in priority order: the specific cause befo
         sig.CUDA_OOM,
         ("out of memory", "OutOfMemory"),
         r"CUDA out of memory|OutOfMemoryError|(?i:cuda) (?:error: |failure ')out of memory",
+    ),
+    (  # a CUDA call NCCL made failed, of no kind above: say so, never "the network"
+        sig.CUDA_ERROR,
+        ("uda failure", "unhandled cuda", "UnhandledCuda"),
+        r"Cuda failure \d+|unhandled cuda error|ncclUnhandledCudaError",
+    ),
+    (  # NCCL's own word that it was called or configured wrongly (nccl.h's result codes)
+        sig.NCCL_USAGE,
+        ("nvalid", "no algorithm"),
+        r"ncclInvalid(?:Usage|Argument)|NCCL error[^,]*, invalid (?:usage|argument)"
+        r"|no algorithm/protocol available",
     ),
     (
         sig.NCCL_ERROR,
