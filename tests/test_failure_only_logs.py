@@ -264,3 +264,102 @@ def test_nccls_usage_errors_are_the_programs_and_a_cuda_failure_is_no_network_fa
         [i] = _interruptions(store)
         assert i["component"] == component, (name, i["description"])
         assert (i["rank"], i["host"]) == (None, None), name  # every rank's, or no rank's
+
+
+def _one(tmp_path: Path, name: str, lines: list[str]) -> dict:
+    """The one interruption a log of ``lines`` (named ``name``, no host in it) imports as."""
+    store = tmp_path / f"{name}.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r",
+            str(_write(tmp_path / f"{name}.log", lines)))  # fmt: skip
+    assert r.returncode == 0, (name, r.stdout, r.stderr)
+    [i] = _interruptions(store)
+    return i
+
+
+def test_the_nvidia_drivers_gpu_faults_without_an_xid_code_are_hardware(tmp_path: Path) -> None:
+    """The driver's "fallen off the bus" (nvsentinel-155, plain dmesg wrapped over lines), the
+    GSP heartbeat timeout (bazzite-4449: ``journalctl --no-hostname -k``, pasted indented),
+    "RmInitAdapter failed!" (pai-4344) and an XID 45 "caused by previous Xid 149"
+    (ogkm-1150) are the GPU's faults; none was recognised, or XID 45 was never a cause."""
+    cases = {
+        "offbus": (["[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+                    "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+                    "               NVRM: fallen off the bus and is not responding to commands."],
+                   "Faulty GPU"),
+        "gsp": (["     Mar 21 21:42:01 kernel: NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat "
+                 "timed out"], "GPU System Processor"),
+        "init": (["[   38.773115] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)"], "Faulty GPU"),
+        "xid45": (["kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch "
+                   "00000001 caused by previous Xid 149"], "Faulty GPU"),
+    }  # fmt: skip
+    for name, (lines, component) in cases.items():
+        i = _one(tmp_path, name, lines)
+        assert i["component"] == component, (name, i["description"])
+        assert i["host"] is None, name  # no line names the node, nor does the file's name
+    assert _one(tmp_path, "gsp2", cases["gsp"][0])["ts"].endswith("21:42:01")  # its own time
+
+
+def test_failure_lines_in_pasted_shapes_are_read(tmp_path: Path) -> None:
+    """A rank's error printed onto a tqdm bar (axolotl-1473), a watchdog timeout the terminal
+    wrapped mid-word (open-r1-620) and the flight recorder's dump signal (prime-rl-3186)."""
+    bar = (" 94%|" + "\u2588" * 20 + "     | 837/888 [9:42:50<34:08, 40.17s/it][rank7]:[E "
+           "ProcessGroupNCCL.cpp:1182] [Rank 7] NCCL watchdog thread terminated with exception: "
+           "CUDA error: an illegal memory access was encountered")  # fmt: skip
+    assert _one(tmp_path, "bar", [bar])["component"] == "Software Bug"
+    wrapped = [
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread "
+        "terminated with exception: [Rank 3] Watchdog caught colle",
+        "ctive operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+        "NumelOut=112, Timeout(ms)=1800000) ran for 1800011 millisecond",
+    ]
+    dump = ["[rank0]:[E804 23:05:54.817424543 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID "
+            "0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  "
+            "rank 13 and we will try our best to dump the debug info."]  # fmt: skip
+    for name, lines in (("wrapped", wrapped), ("dump", dump)):
+        i = _one(tmp_path, name, lines)
+        assert i["component"] == "NCCL Watchdog Timeouts", name
+        assert (i["rank"], i["host"]) == (None, None), name  # a rank that waited
+
+
+# pytorch/kohya-1434: the traceback's bare error, then rank 1's watchdog saying the same
+ECC_TWINS = [
+    "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    "[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
+    "CUDA error: uncorrectable ECC error encountered",
+]
+# pytorch/cppo-6: torchrun's summary, one worker SIGKILLed and no other failure
+ALONE = [
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2025-05-21_15:43:03",
+    "  host      : mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -9 (pid: 14750)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 9 (SIGKILL) received by PID 14750",
+]
+# lightning/litdata-340: a log shipper joined each summary entry onto one line
+JOINED = [
+    f"  | 2024-08-23T22:22:58.879Z | [{r}]: time : 2024-08-23_22:22:58 host : algo-2 rank : {r} "
+    f"(local_rank: {r}) exitcode : -6 (pid: {187 + r}) error_file: <N/A> traceback : Signal 6 "
+    f"(SIGABRT) received by PID {187 + r}"
+    for r in (2, 3)
+]
+
+
+def test_a_rank_is_placed_by_its_own_line_and_only_then(tmp_path: Path) -> None:
+    """The ECC error's bare traceback line and rank 1's own line of it: rank 1, by its own
+    hardware line. torchrun's summary with <NO_OTHER_FAILURES>: the SIGKILLed rank 0 and its
+    host (the launcher says no other worker failed). Entries joined on one line are read, and
+    two ranks that both aborted name neither."""
+    ecc = _one(tmp_path, "ecc", ECC_TWINS)
+    assert (ecc["component"], ecc["rank"]) == ("GPU HBM3 Memory", 1)
+    alone = _one(tmp_path, "alone", ALONE)
+    assert (alone["rank"], alone["host"]) == (0, ALONE[6].split(": ")[1])
+    joined = _one(tmp_path, "joined", JOINED)
+    assert joined["component"] == "Software Bug"
+    assert (joined["rank"], joined["host"]) == (None, None)
+    assert "candidates: rank 2, rank 3" in joined["description"], joined["description"]

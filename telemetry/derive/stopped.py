@@ -47,11 +47,14 @@ from telemetry.derive.inference import SOURCE, _frame, _items
 from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
+    DRIVER_GPU_KINDS,
     NAN_LOSS,
+    NO_OTHER_FAILURES,
     PLANNED_EXIT,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    WORKER_KILLED,
 )
 from telemetry.derive.waits import missing_rank
 from telemetry.vocabulary import PLANNED_CATEGORY
@@ -60,7 +63,8 @@ from telemetry.vocabulary import PLANNED_CATEGORY
 # planned exit is a finished run.
 NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
 # Lines about a machine, not a process: they place the fault on their host.
-HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU})
+HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
+                      *DRIVER_GPU_KINDS})
 MAX_CANDIDATES = 8
 
 
@@ -152,6 +156,8 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
     # (most trainers print rank 0 alone) cannot tell whether every rank hit the same error.
     heard = {e.rank for e in evs if e.rank is not None} - {cause.rank}
     rivals = {e.rank for e in evs if roles_of[id(e)] == INITIATING} - {cause.rank, None}
+    if cause.kind == WORKER_KILLED and NO_OTHER_FAILURES in (cause.detail or ""):
+        return not rivals  # its launcher says no other worker of its node failed
     return bool(heard) and not rivals
 
 
