@@ -29,6 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from telemetry.derive.culprit import OWN_LINE_CONFIDENCE
 from telemetry.derive.evidence import (
     INITIATING,
     TEARDOWN,
@@ -125,7 +126,9 @@ def infer_stopped(
         "node_lost": ex.node_lost,
         "description": desc + why,
         "source": SOURCE,
-        "confidence": ex.confidence,
+        # a rank placed by its own line beside other ranks' lines (culprit.OWN_LINE_CONFIDENCE)
+        "confidence": max(ex.confidence, OWN_LINE_CONFIDENCE) if placed and cause is not None
+        and cause.kind not in HARDWARE else ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
     }
     return _frame([row])
