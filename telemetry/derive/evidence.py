@@ -29,6 +29,9 @@ Confidence is the rule's own (about 0.9 for hardware on the run's hosts, 0.5-0.6
 watchdog), less ``UNKNOWN_HOSTS_PENALTY`` for host-specific evidence when the run's hosts are
 unknown (an XID anywhere in the fleet could be a neighbour's); nothing at all is ``Unknown``
 at ``NO_CAUSE_CONFIDENCE``. Pure: frames in, plain objects out.
+
+Long module: the ranking table (``CAUSES``, the XID mapping) and the choice it drives are read
+together; split, each half would need the other open to be understood.
 """
 
 from __future__ import annotations

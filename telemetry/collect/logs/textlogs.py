@@ -164,6 +164,7 @@ class LogParser:
         self._mapped: set[tuple[int, str]] = set()
         self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
         self._alone = False  # torchrun's summary said <NO_OTHER_FAILURES> before its entry
+        self._xid_at: tuple[str | None, datetime | None] | None = None  # the last XID's host, time
         self._mlines: list[int] = []  # line of each metric of the block being read
         self._followed: set[int] = set()  # lines of the block read inside a traceback
         self.unread: list[tuple[int, str]] = []  # the first unrecognised lines (line, text)
@@ -885,6 +886,11 @@ class LogParser:
         if rank is not None and host is not None and not kernel:
             self._map(rank, host, "log line", lineno)
         host = host or st[2] or self.host
+        if kind == sig.XID:
+            self._xid_at = (host, ts)
+        elif kind in sig.DRIVER_GPU_KINDS and self._xid_at == (host, ts):
+            self.counts["driver_lines_of_an_xid"] += 1  # the XID just read says it, with its code
+            return
         self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
                                 clean_line(raw), "kernel" if kernel else "log", rank), how)
 
