@@ -91,7 +91,8 @@ def place(
     if (
         cause is not None
         and cause.rule is not None
-        and (cause.rule.category == PLANNED_CATEGORY or _placed(cause, roles.get(id(cause))))
+        and (cause.rule.category == PLANNED_CATEGORY or (
+            _placed(cause, roles.get(id(cause))) and _heard_beside(ex, cause)))
     ):
         own = _own_line(ex, cause, roles.get(id(cause)))
         return Culprit(cause.rank, cause.host, cause.gpu,
@@ -123,6 +124,15 @@ def place(
         candidates=tuple(names),
         reason=f"{reason}; the first to report are listed, they may be victims",
     )
+
+
+def _heard_beside(ex: Explanation, cause: Evidence) -> bool:
+    """A rank's own software error places it only when another rank's lines are there too: a
+    log of one rank's lines (most trainers print rank 0 alone; a paste of one rank's error)
+    cannot tell whether every rank hit the same error. Hardware on a host places it alone."""
+    if cause.kind in PLACED_KINDS or cause.kind == IB_ERROR or cause.rank is None:
+        return True
+    return bool({e.rank for e, r in ex.ordered if r != CONTEXT} - {cause.rank, None})
 
 
 def _own_line(ex: Explanation, cause: Evidence, role: str | None) -> bool:
