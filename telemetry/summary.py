@@ -90,6 +90,8 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     unexpected = ints[~ints["planned"].astype(bool)]
     n_unexp = int(unexpected["n"].sum())
     wall_h = wall_s / 3600.0
+    # a run whose data has no time (a log without a wall-clock time) has no wall time: unknown
+    timed = None not in (start, end)
     out = {
         "run_id": run_id,
         "name": run["name"],
@@ -99,7 +101,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "gpus": _int(run["gpus"]),
         "nodes": _int(run["nodes"]),
         "model_params": _num(run["model_params"]),
-        "wall_hours": round(wall_h, 3),
+        "wall_hours": round(wall_h, 3) if timed else None,
         "steps": _int(tm["step"]),
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
@@ -199,7 +201,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
         return ended["state"], ended | {"ts": ended["ts"].isoformat()}
     open_stop = store.scalar(
         """SELECT count(*) FROM interruptions WHERE run_id = ? AND end_ts IS NULL
-           AND ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?)""",
+           AND coalesce(ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?), true)""",
         [run_id, run_id],
     )
     return ("stopped" if open_stop else "running"), None

@@ -196,3 +196,26 @@ def test_a_job_the_scheduler_stopped_names_no_culprit(tmp_path: Path, case: str)
     for row in rows:
         assert (row["rank"], row["host"]) == (None, None)
         assert "scheduler stopped the whole job" in row["culprit_reason"]
+
+
+def test_a_rank_named_by_its_own_line_beside_the_others_cascade_has_high_confidence(
+    tmp_path: Path,
+) -> None:
+    """(#56, 3) Confidence means something: a rank named by its own traceback while the other
+    ranks wrote only their cascade and teardown (the real job's rank 5) is named with >= 0.8
+    (culprit.OWN_LINE_CONFIDENCE; the exam's reliability table, docs/exam.md). A software
+    error in a log of that rank's lines alone (megatron-bridge-836: rank 29's launch failure,
+    no other rank heard, its thread a container bug) names nobody: every rank may have hit it
+    (rank 29 was named at 0.65 before)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (row,) = _interruptions(_import(tmp_path / "a", REAL / "raise.log")[0],
+                            "rank, host, confidence")  # fmt: skip
+    assert (row["rank"], row["host"]) == (5, "gpu-b07") and row["confidence"] >= 0.8
+    alone = tmp_path / "alone.log"
+    bridge = Path(__file__).with_name("corpus") / "megatron/megatron-bridge-836-launch-failure.log"
+    alone.write_text("\n".join(bridge.read_text(encoding="utf-8").splitlines()[1:3]) + "\n",
+                     encoding="utf-8")  # its iteration 48 and rank 29's error, verbatim
+    (row,) = _interruptions(_import(tmp_path / "b", alone)[0], "rank, host, culprit_candidates")
+    assert (row["rank"], row["host"]) == (None, None)
+    assert "rank 29" in row["culprit_candidates"]

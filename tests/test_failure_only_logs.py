@@ -97,16 +97,28 @@ def test_a_year_less_time_is_not_after_the_files_modification_time(tmp_path: Pat
     assert r.returncode == 1 and "--year 23: give a four-digit year" in r.stderr, r.stderr
 
 
-def test_a_log_without_wall_clock_time_is_read_and_said_not_refused(tmp_path: Path) -> None:
-    """No time on any line: its signals are read and counted with their ``file:line``, the
-    import says the log has no wall-clock time and exits 0; no time is invented."""
+def test_a_log_without_wall_clock_time_is_one_interruption_at_a_time_unknown(
+    tmp_path: Path,
+) -> None:
+    """No time on any line: its signals are read and stored with no time, the import says the
+    log has no wall-clock time and exits 0, and the stop they show is ONE interruption whose
+    time is null ("time unknown"), its cause the watchdog's, no culprit; no time is invented
+    (neither the interruption's nor its evidence's, nor a wall time or MTBF of 0)."""
     log = _write(tmp_path / "job.log", NO_CLOCK)
     store = tmp_path / "s.duckdb"
     r = cli("import", "--store", str(store), "--run", "r", str(log))
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert (f"2 signal lines without a wall-clock time (the log gives no date, or only seconds "
-            f"since boot): read, not stored, at {log}:1, {log}:2") in r.stdout, r.stdout
-    assert _interruptions(store) == []
+            f"since boot): stored with no time, at {log}:1, {log}:2") in r.stdout, r.stdout
+    [i] = _interruptions(store)
+    assert (i["ts"], i["end_ts"]) == (None, None)
+    assert i["component"] == "NCCL Watchdog Timeouts"
+    assert (i["rank"], i["host"]) == (None, None)
+    assert "time unknown" in i["description"] and "culprit unknown" in i["description"]
+    assert [e["ts"] for e in i["evidence"]] == [None, None]
+    s = cli("summary", "--store", str(store), "--json")
+    [run] = json.loads(s.stdout)["runs"]
+    assert (run["wall_hours"], run["mtbf_hours"], run["state"]) == (None, None, "stopped")
 
 
 def test_failure_lines_without_progress_are_one_interruption(tmp_path: Path) -> None:
@@ -214,3 +226,140 @@ def test_a_ranks_own_error_names_it_only_beside_ranks_without_one(tmp_path: Path
     assert r.returncode == 0, r.stderr
     [i] = _interruptions(other)
     assert (i["component"], i["rank"], i["ts"]) == ("Software Bug", 0, "2024-09-07T22:34:22.823452")
+
+
+# lightning/lightning-8139 (a DDP misuse NCCL refuses; the broken pipes are the peers after it)
+NCCL_USAGE = [
+    "  RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1614378062065/work/torch/lib/"
+    "c10d/ProcessGroupNCCL.cpp:825, invalid usage, NCCL version 2.7.8",
+    "  ncclInvalidUsage: This usually reflects invalid usage of NCCL library (such as too many "
+    "async ops, too many collectives at once, mixing streams in a group, etc).",
+    "  vm1:7389:7453 [0] include/socket.h:421 NCCL WARN Call to recv failed : Broken pipe",
+]
+# megatron/nccl-653: NCCL_ALGO=CollNet on a fabric without it, every rank, srun --label
+NO_ALGORITHM = [
+    "201: :41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+    "202: :41368:41368 [2] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+]
+# nccl/nccl-1653: a CUDA call failing inside NCCL's init, 'unknown error'
+CUDA_999 = [
+    "DESKTOP-1CE5APL:1689:2800 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+]
+
+
+def test_nccls_usage_errors_are_the_programs_and_a_cuda_failure_is_no_network_fault(
+    tmp_path: Path,
+) -> None:
+    """NCCL's ``invalid usage`` and ``no algorithm/protocol available`` say it was called or
+    configured wrongly: a Software Bug, whatever broken pipes follow; a ``Cuda failure 999``
+    it reports is a CUDA call that failed, cause unknown. Both were read as the network."""
+    want = {"usage": (NCCL_USAGE, "Software Bug"), "algo": (NO_ALGORITHM, "Software Bug"),
+            "cuda": (CUDA_999, "Unknown")}  # fmt: skip
+    for name, (lines, component) in want.items():
+        store = tmp_path / f"{name}.duckdb"
+        r = cli("import", "--store", str(store), "--run", "r",
+                str(_write(tmp_path / f"{name}.log", lines)))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        [i] = _interruptions(store)
+        assert i["component"] == component, (name, i["description"])
+        assert (i["rank"], i["host"]) == (None, None), name  # every rank's, or no rank's
+
+
+def _one(tmp_path: Path, name: str, lines: list[str]) -> dict:
+    """The one interruption a log of ``lines`` (named ``name``, no host in it) imports as."""
+    store = tmp_path / f"{name}.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r",
+            str(_write(tmp_path / f"{name}.log", lines)))  # fmt: skip
+    assert r.returncode == 0, (name, r.stdout, r.stderr)
+    [i] = _interruptions(store)
+    return i
+
+
+def test_the_nvidia_drivers_gpu_faults_without_an_xid_code_are_hardware(tmp_path: Path) -> None:
+    """The driver's "fallen off the bus" (nvsentinel-155, plain dmesg wrapped over lines), the
+    GSP heartbeat timeout (bazzite-4449: ``journalctl --no-hostname -k``, pasted indented),
+    "RmInitAdapter failed!" (pai-4344) and an XID 45 "caused by previous Xid 149"
+    (ogkm-1150) are the GPU's faults; none was recognised, or XID 45 was never a cause."""
+    cases = {
+        "offbus": (["[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+                    "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+                    "               NVRM: fallen off the bus and is not responding to commands."],
+                   "Faulty GPU"),
+        "gsp": (["     Mar 21 21:42:01 kernel: NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat "
+                 "timed out"], "GPU System Processor"),
+        "init": (["[   38.773115] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)"], "Faulty GPU"),
+        "xid45": (["kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch "
+                   "00000001 caused by previous Xid 149"], "Faulty GPU"),
+    }  # fmt: skip
+    for name, (lines, component) in cases.items():
+        i = _one(tmp_path, name, lines)
+        assert i["component"] == component, (name, i["description"])
+        assert i["host"] is None, name  # no line names the node, nor does the file's name
+    assert _one(tmp_path, "gsp2", cases["gsp"][0])["ts"].endswith("21:42:01")  # its own time
+
+
+def test_failure_lines_in_pasted_shapes_are_read(tmp_path: Path) -> None:
+    """A rank's error printed onto a tqdm bar (axolotl-1473), a watchdog timeout the terminal
+    wrapped mid-word (open-r1-620) and the flight recorder's dump signal (prime-rl-3186)."""
+    bar = (" 94%|" + "\u2588" * 20 + "     | 837/888 [9:42:50<34:08, 40.17s/it][rank7]:[E "
+           "ProcessGroupNCCL.cpp:1182] [Rank 7] NCCL watchdog thread terminated with exception: "
+           "CUDA error: an illegal memory access was encountered")  # fmt: skip
+    assert _one(tmp_path, "bar", [bar])["component"] == "Software Bug"
+    wrapped = [
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread "
+        "terminated with exception: [Rank 3] Watchdog caught colle",
+        "ctive operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+        "NumelOut=112, Timeout(ms)=1800000) ran for 1800011 millisecond",
+    ]
+    dump = ["[rank0]:[E804 23:05:54.817424543 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID "
+            "0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  "
+            "rank 13 and we will try our best to dump the debug info."]  # fmt: skip
+    for name, lines in (("wrapped", wrapped), ("dump", dump)):
+        i = _one(tmp_path, name, lines)
+        assert i["component"] == "NCCL Watchdog Timeouts", name
+        assert (i["rank"], i["host"]) == (None, None), name  # a rank that waited
+
+
+# pytorch/kohya-1434: the traceback's bare error, then rank 1's watchdog saying the same
+ECC_TWINS = [
+    "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    "[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
+    "CUDA error: uncorrectable ECC error encountered",
+]
+# pytorch/cppo-6: torchrun's summary, one worker SIGKILLed and no other failure
+ALONE = [
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2025-05-21_15:43:03",
+    "  host      : mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -9 (pid: 14750)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 9 (SIGKILL) received by PID 14750",
+]
+# lightning/litdata-340: a log shipper joined each summary entry onto one line
+JOINED = [
+    f"  | 2024-08-23T22:22:58.879Z | [{r}]: time : 2024-08-23_22:22:58 host : algo-2 rank : {r} "
+    f"(local_rank: {r}) exitcode : -6 (pid: {187 + r}) error_file: <N/A> traceback : Signal 6 "
+    f"(SIGABRT) received by PID {187 + r}"
+    for r in (2, 3)
+]
+
+
+def test_a_rank_is_placed_by_its_own_line_and_only_then(tmp_path: Path) -> None:
+    """The ECC error's bare traceback line and rank 1's own line of it: rank 1, by its own
+    hardware line. torchrun's summary with <NO_OTHER_FAILURES>: the SIGKILLed rank 0 and its
+    host (the launcher says no other worker failed). Entries joined on one line are read, and
+    two ranks that both aborted name neither."""
+    ecc = _one(tmp_path, "ecc", ECC_TWINS)
+    assert (ecc["component"], ecc["rank"]) == ("GPU HBM3 Memory", 1)
+    alone = _one(tmp_path, "alone", ALONE)
+    assert (alone["rank"], alone["host"]) == (0, ALONE[6].split(": ")[1])
+    joined = _one(tmp_path, "joined", JOINED)
+    assert joined["component"] == "Software Bug"
+    assert (joined["rank"], joined["host"]) == (None, None)
+    assert "candidates: rank 2, rank 3" in joined["description"], joined["description"]

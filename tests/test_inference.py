@@ -409,7 +409,7 @@ def test_every_simulated_xid_maps_to_its_components_category() -> None:
     }
     assert {c: xid_rule(c).component for c in unique} == unique  # type: ignore[union-attr]
     assert xid_rule(92) is None  # a warning never explains a stop
-    known = {c.component for c in llama3_interruptions()} | {"Planned maintenance"}
+    known = {c.component for c in llama3_interruptions()} | {"Planned maintenance", "Unknown"}
     assert {r.component for r in CAUSES.values()} <= known
 
 

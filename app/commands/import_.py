@@ -194,7 +194,7 @@ def _show_cluster(source: ClusterSource) -> list[str]:
         if a.untimed:
             more = ", ..." if a.untimed > len(a.untimed_at) else ""
             print(f"  {a.untimed:,} signal lines without a wall-clock time (the log gives no "
-                  f"date, or only seconds since boot): read, not stored, at "
+                  f"date, or only seconds since boot): stored with no time, at "
                   f"{', '.join(a.untimed_at)}{more}")
         for p in a.problems[:SHOW_REJECTIONS]:  # a time that is no data: read, not believed
             print(f"  {'not recognised' if p.endswith(': not data') else 'unreadable'} {p}")

@@ -29,7 +29,7 @@ def run(s: Settings) -> int:
         i = r["interruptions"]
         print(
             f"{r['run_id']} ({_state(r)}): {_n(r['gpus'], '{:,}')} GPUs, "
-            f"{r['wall_hours']:.1f} h, "
+            f"{_n(r['wall_hours'], '{:.1f} h')}, "
             f"ETTR {_n(r['ettr'], '{:.1%}')}, MTBF {_n(r['mtbf_hours'], '{:.1f} h')}, "
             f"MFU {_n(r['mfu'], '{:.1%}')}, {i['unexpected']} unexpected + {i['planned']} "
             f"planned interruptions ({i.get('inferred', 0)} inferred), "

@@ -292,10 +292,11 @@ def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
 
 def signal_only_runs(store: Store) -> list[str]:
     """Runs with failure signals and no step stream (a job that stopped before or without
-    printing progress; ``telemetry.derive.stopped``), not simulated."""
+    printing progress; ``telemetry.derive.stopped``), not simulated; signals without a time
+    count (a log with no wall-clock time still shows a stop, at a time unknown)."""
     return [r[0] for r in store.rows(
         """SELECT DISTINCT s.run_id FROM signals s
-           WHERE s.run_id IS NOT NULL AND s.ts IS NOT NULL
+           WHERE s.run_id IS NOT NULL
              AND NOT EXISTS (SELECT 1 FROM train_metrics m WHERE m.run_id = s.run_id)
              AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = s.run_id AND r.simulated)
            ORDER BY 1""")]  # fmt: skip
@@ -308,9 +309,9 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
     that it is listed."""
     from telemetry.derive.stopped import infer_stopped
 
-    signals = store.df(
+    signals = store.df(  # the untimed are judged only when no line has a time (stopped)
         """SELECT ts, host, gpu, kind, xid, detail, origin, line, source, rank FROM signals
-           WHERE run_id = ? AND ts IS NOT NULL ORDER BY ts, origin""",
+           WHERE run_id = ? ORDER BY ts, origin""",
         [run_id],
     )
     gpus, nodes = (store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])

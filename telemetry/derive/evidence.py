@@ -29,10 +29,14 @@ Confidence is the rule's own (about 0.9 for hardware on the run's hosts, 0.5-0.6
 watchdog), less ``UNKNOWN_HOSTS_PENALTY`` for host-specific evidence when the run's hosts are
 unknown (an XID anywhere in the fleet could be a neighbour's); nothing at all is ``Unknown``
 at ``NO_CAUSE_CONFIDENCE``. Pure: frames in, plain objects out.
+
+Long module: the ranking table (``CAUSES``, the XID mapping) and the choice it drives are read
+together; split, each half would need the other open to be understood.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,14 +46,19 @@ import pandas as pd
 from telemetry.derive.signals import (  # the signal vocabulary, defined once
     COLLECTIVE_HANG,
     CUDA_ECC,
+    CUDA_ERROR,
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
+    GPU_INIT_FAILED,
+    GPU_OFF_BUS,
+    GSP_TIMEOUT,
     IB_ERROR,
     LAUNCHER_SIGNAL,
     NAN_LOSS,
     NCCL_ERROR,
     NCCL_TIMEOUT,
+    NCCL_USAGE,
     NODE_LOST,
     PLANNED_EXIT,
     SLURM_CANCELLED,
@@ -124,6 +133,10 @@ CAUSES: dict[str, Rule] = {
     # A drain/down reason naming a GPU (no XID code: those are XID signals, ranked per code).
     SLURM_NODE_GPU: _rule(1, "Faulty GPU", 0.75, "node drained for a GPU fault (Slurm)"),
     CUDA_ECC: _rule(1, "GPU HBM3 Memory", 0.9, "uncorrectable ECC error"),
+    # The driver's lines without an XID code (signals.GPU_OFF_BUS): the XID each stands for
+    GPU_OFF_BUS: _rule(1, "Faulty GPU", 0.9, "GPU fallen off the bus (NVIDIA driver)"),
+    GSP_TIMEOUT: _rule(1, "GPU System Processor", 0.85, "GSP timeout (NVIDIA driver)"),
+    GPU_INIT_FAILED: _rule(1, "Faulty GPU", 0.7, "GPU failed to initialise (NVIDIA driver)"),
     SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
     NODE_LOST: _rule(2, "Host Maintenance", 0.6, "node lost (its ranks and agent gone at once)"),
     SLURM_NODE_DOWN: _rule(2, "Host Maintenance", 0.6, "node drained or down (Slurm)"),
@@ -132,6 +145,10 @@ CAUSES: dict[str, Rule] = {
     CUDA_ILLEGAL_ADDRESS: _rule(4, "Software Bug", 0.7, "CUDA illegal memory access", False),
     CUDA_LAUNCH_FAILURE: _rule(4, "Software Bug", 0.65, "CUDA launch failure", False),
     CUDA_OOM: _rule(4, "Software Bug", 0.75, "CUDA out of memory", False),
+    NCCL_USAGE: _rule(4, "Software Bug", 0.65, "NCCL invalid usage or configuration", False),
+    # A CUDA call failed and nothing says whether the GPU or the program: the cause is unknown
+    # (Llama 3 has no row for it), the failing rank is still the one whose call failed.
+    CUDA_ERROR: Rule(4, UNKNOWN, UNKNOWN, 0.3, "CUDA error of unknown kind", False),
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
     # SIGKILL as the OOM killer sends it, SIGSEGV/SIGABRT of a native crash (torchrun's summary)
     WORKER_KILLED: _rule(4, "Software Bug", 0.6, "killed by a signal", False),
@@ -172,9 +189,17 @@ _XID_RULES = {code: _xid(comp) for comp, codes in XID_COMPONENTS.items() for cod
 _UNLISTED_XID = _rule(1, "Faulty GPU", 0.7, "XID")  # an XID the reference does not know
 
 
-def xid_rule(code: int) -> Rule | None:
-    """The cause rule of an XID code; None for codes that never explain a stop."""
-    return None if code in XID_CONTEXT else _XID_RULES.get(code, _UNLISTED_XID)
+def xid_rule(code: int, detail: str | None = None) -> Rule | None:
+    """The cause rule of an XID code; None for codes that never explain a stop, unless the
+    line names the XID it follows: the driver's ``Xid ...: 45, ... caused by previous Xid
+    149`` is the channel teardown of XID 149, whose rule it takes."""
+    if code in XID_CONTEXT:
+        m = _PREVIOUS_XID.search(detail or "") if detail and "previous Xid" in detail else None
+        return xid_rule(int(m.group(1))) if m and int(m.group(1)) != code else None
+    return _XID_RULES.get(code, _UNLISTED_XID)
+
+
+_PREVIOUS_XID = re.compile(r"caused by previous Xid (\d+)")
 
 
 # -- frame helpers shared with telemetry.derive.inference ----------------------------------
@@ -315,7 +340,8 @@ def gather(
                 continue
             if host is None and rank is not None:
                 host = hosts_of.get(rank)
-            rule = (xid_rule(xid) if xid is not None else None) if kind == XID else CAUSES.get(kind)
+            rule = (xid_rule(xid, opt_str(detail)) if xid is not None else None) if kind == XID \
+                else CAUSES.get(kind)
             e = Evidence(
                 int(t),
                 kind,
@@ -429,6 +455,18 @@ def _first(evs: list[Evidence]) -> Evidence:
     return min(evs, key=lambda e: (e.ts, e.rule.rank if e.rule else 99, e.seq))
 
 
+def _placed_twin(first: Evidence, init: list[Evidence]) -> Evidence:
+    """``first``, or when its line names no rank or host (a traceback's bare ``RuntimeError:
+    CUDA error: uncorrectable ECC error``), the same failure as a line at the same time says
+    it with its writer (``[Rank 1] NCCL watchdog thread terminated with exception: CUDA error:
+    uncorrectable ECC error``), when those lines name one writer only."""
+    if first.rank is not None or first.host is not None:
+        return first
+    twins = [e for e in init if e.kind == first.kind and e.ts - first.ts <= CLOCK_SKEW_S * 1e9
+             and (e.rank is not None or e.host is not None)]  # fmt: skip
+    return twins[0] if len({(e.rank, e.host) for e in twins}) == 1 else first
+
+
 def _choose(evs: list[Evidence], role: list[str]) -> Evidence | None:
     """The cause (module doc): planned first; else the earliest initiating item (network
     errors counting as initiating only when they came first), explained by hardware on its
@@ -454,7 +492,7 @@ def _choose(evs: list[Evidence], role: list[str]) -> Evidence | None:
             and e.host is not None and first.host in (None, e.host)
             and abs(e.ts - first.ts) <= span
         ]  # fmt: skip
-        return _first(stronger) if stronger else first
+        return _first(stronger) if stronger else _placed_twin(first, init)
     return min(  # a traceback of the cascade or teardown is a victim's: never the cause
         (e for e, r in ruled if e.kind != TRACEBACK or r == INITIATING),
         key=lambda e: (e.rule.rank, -e.rule.confidence, e.ts, e.seq),  # type: ignore[union-attr]

@@ -30,6 +30,21 @@ CUDA_ECC = "cuda_ecc"
 CUDA_ILLEGAL_ADDRESS = "cuda_illegal_address"
 CUDA_LAUNCH_FAILURE = "cuda_launch_failure"
 CUDA_OOM = "cuda_oom"
+# Any other failed CUDA call (``Cuda failure 999 'unknown error'``, NCCL's ``unhandled cuda
+# error``): a CUDA call failed, and the line does not say whether the GPU or the program.
+CUDA_ERROR = "cuda_error"
+# NCCL refusing how it was called or configured (its ``ncclInvalidUsage``/``ncclInvalidArgument``
+# results, ``no algorithm/protocol available`` for an NCCL_ALGO the fabric lacks): the
+# program's or its configuration's fault, not the network's.
+NCCL_USAGE = "nccl_usage"
+# The NVIDIA driver's own word that a GPU failed, in lines that carry no XID code (kernel log):
+# "... has fallen off the bus and is not responding to commands" (what XID 79 reports), "GPU0
+# _kgspRpcRecvPoll: GSP RM heartbeat timed out" / "GSP Timeout" (the GSP, XID 119's class) and
+# "RmInitAdapter failed!" (a GPU the driver could not bring up). Hardware on the line's host.
+GPU_OFF_BUS = "gpu_off_bus"
+GSP_TIMEOUT = "gsp_timeout"
+GPU_INIT_FAILED = "gpu_init_failed"
+DRIVER_GPU_KINDS = frozenset({GPU_OFF_BUS, GSP_TIMEOUT, GPU_INIT_FAILED})
 NAN_LOSS = "nan_loss"
 TRACEBACK = "traceback"
 SLURM_TASK_KILLED = "slurm_task_killed"
@@ -56,6 +71,10 @@ LAUNCHER_SIGNAL = "launcher_signal"
 # (pid: P)  (SIGKILL)``, as the OOM killer kills; ``(SIGSEGV)``, ``(SIGABRT)``: a native crash):
 # that rank's own death, not teardown. A pid the launcher had sent a closing signal is teardown.
 WORKER_KILLED = "worker_killed"
+# What a worker's entry says when torchrun's summary lists no other failure (``Failures:
+# <NO_OTHER_FAILURES>``): the launcher saw every other worker of its node end only because it
+# stopped them, so this worker's death is the only one there.
+NO_OTHER_FAILURES = "torchrun saw no other failure"
 # Derived (``derive.waits.lost_node``): every rank of one host and its agent gone at once, the
 # host Slurm's ``srun: error: NODE: task N: Killed`` names while the other hosts' ranks log
 # their peers gone.
@@ -76,6 +95,11 @@ SIGNAL_KINDS = (
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
+    CUDA_ERROR,
+    NCCL_USAGE,
+    GPU_OFF_BUS,
+    GSP_TIMEOUT,
+    GPU_INIT_FAILED,
     NAN_LOSS,
     TRACEBACK,
     SLURM_TASK_KILLED,

@@ -13,7 +13,13 @@ it exited 0 early; a node none of whose ranks any launcher reported was lost), o
 its own failure written by that rank beside other ranks' lines that show none (a log of one
 rank's lines cannot tell whether every rank hit the same error). Otherwise the culprit is
 unknown, and the description lists the candidates (the ranks and hosts whose lines show the
-failure, or the lost node's ranks) and why none is named. Pure: frames in, one frame out.
+failure, or the lost node's ranks) and why none is named.
+
+A log whose lines carry no wall-clock time at all (older PyTorch's ``[E ProcessGroupNCCL.cpp]``,
+a traceback pasted alone, plain ``dmesg``) still shows that the job stopped and why: its
+signals (stored with no time) are judged the same way, all at one unknown instant in file
+order, and the interruption's time is null ("time unknown"), never a time made up. Pure:
+frames in, one frame out.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.derive.agents import agent_gap
+from telemetry.derive.culprit import OWN_LINE_CONFIDENCE
 from telemetry.derive.evidence import (
     INITIATING,
     TEARDOWN,
@@ -43,12 +50,15 @@ from telemetry.derive.inference import SOURCE, _frame, _items
 from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
+    DRIVER_GPU_KINDS,
     NAN_LOSS,
+    NO_OTHER_FAILURES,
     NODE_LOST,
     PLANNED_EXIT,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    WORKER_KILLED,
 )
 from telemetry.derive.waits import missing_rank
 from telemetry.vocabulary import PLANNED_CATEGORY
@@ -57,7 +67,8 @@ from telemetry.vocabulary import PLANNED_CATEGORY
 # planned exit is a finished run.
 NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
 # Lines about a machine, not a process: they place the fault on their host.
-HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU})
+HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
+                      *DRIVER_GPU_KINDS})
 MAX_CANDIDATES = 8
 
 
@@ -75,12 +86,14 @@ def infer_stopped(
     nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``)."""
     if is_empty(signals):
         return _frame([])
-    ts = to_ns(signals["ts"].dropna())  # type: ignore[index]
-    if not len(ts):
-        return _frame([])
+    timed = signals[signals["ts"].notna()]  # type: ignore[index]
+    untimed = timed.empty
+    if untimed:  # no line has a time: one unknown instant, file order (module doc)
+        timed = _in_file_order(signals).assign(ts=pd.Timestamp(0))  # type: ignore[arg-type]
+    ts = to_ns(timed["ts"])
     hosts_of = dict(rank_hosts or {})
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
-    evs = gather(signals, None, run_hosts, lo, hi, hosts_of)[0]
+    evs = gather(timed, None, run_hosts, lo, hi, hosts_of)[0]
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     said = roles(evs)
     if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
@@ -101,9 +114,14 @@ def infer_stopped(
     told = (cause.text() if placed else _what(cause)) if cause is not None else (
         "the launcher or Slurm ended it; no failure line says why")  # fmt: skip
     desc = f"Job stopped with no progress lines in the data: {told}; steps and lost work unknown"
+    if untimed:
+        desc += "; time unknown (no line of the log gives a wall-clock time)"
+    items = _items(ex.ordered, int(hi[0]))
+    if untimed:
+        items = [{**it, "ts": None} for it in items]
     row = {
         "run_id": run_id,
-        "ts": pd.Timestamp(int(start)),
+        "ts": pd.NaT if untimed else pd.Timestamp(int(start)),
         "end_ts": pd.NaT,
         "host": cause.host if placed else None,  # type: ignore[union-attr]
         "rank": cause.rank if placed else None,  # type: ignore[union-attr]
@@ -115,10 +133,22 @@ def infer_stopped(
         "node_lost": ex.node_lost,
         "description": desc + why,
         "source": SOURCE,
-        "confidence": ex.confidence,
-        "evidence": json.dumps(_items(ex.ordered, int(hi[0])), ensure_ascii=False),
+        # a rank placed by its own line beside other ranks' lines (culprit.OWN_LINE_CONFIDENCE)
+        "confidence": max(ex.confidence, OWN_LINE_CONFIDENCE) if placed and cause is not None
+        and cause.kind not in HARDWARE else ex.confidence,
+        "evidence": json.dumps(items, ensure_ascii=False),
     }
     return _frame([row])
+
+
+def _in_file_order(signals: pd.DataFrame) -> pd.DataFrame:
+    """Signals by their ``file:line`` origin, the line number as a number (``:10`` after
+    ``:9``): the only order a log without times gives."""
+    origin = signals["origin"].fillna("").astype(str)
+    parts = origin.str.rpartition(":")
+    line = pd.to_numeric(parts[2], errors="coerce").fillna(0)
+    order = pd.DataFrame({"f": parts[0], "n": line}).sort_values(["f", "n"], kind="stable")
+    return signals.loc[order.index]
 
 
 def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> bool:
@@ -138,6 +168,8 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
     # (most trainers print rank 0 alone) cannot tell whether every rank hit the same error.
     heard = {e.rank for e in evs if e.rank is not None} - {cause.rank}
     rivals = {e.rank for e in evs if roles_of[id(e)] == INITIATING} - {cause.rank, None}
+    if cause.kind == WORKER_KILLED and NO_OTHER_FAILURES in (cause.detail or ""):
+        return not rivals  # its launcher says no other worker of its node failed
     return bool(heard) and not rivals
 
 

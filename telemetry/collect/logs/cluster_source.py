@@ -248,8 +248,9 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
 
     out: dict[str, pd.DataFrame] = {}
     timed = [s for s in batch.signals if s.ts is not None]
+    if batch.signals:  # the untimed too, with no time: a log without any still shows a stop
+        out["signals"] = signals_frame(batch.signals, run).astype({"gpu": "Int16", "xid": "Int16"})
     if timed:
-        out["signals"] = signals_frame(timed, run).astype({"gpu": "Int16", "xid": "Int16"})
         xids = [s for s in timed if s.kind == XID and s.host and s.xid is not None]
         if xids:
             out["xid_events"] = pd.DataFrame(

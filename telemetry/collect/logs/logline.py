@@ -60,6 +60,11 @@ PREFILTER = "|".join(
         r"launch failure",
         r"out of memory",
         r"OutOfMemory",
+        r"Cuda failure|unhandled cuda error",  # CUDA errors NCCL reports (logline.CUDA_ERROR)
+        r"nvalid usage|nvalid argument|ncclInvalid|no algorithm/protocol",  # NCCL_USAGE
+        r"cudaError[A-Z]",  # the CUDA runtime's error names (CUDA_ERROR)
+        r"fallen off the bus|GSP RM heartbeat timed out|GSP Timeout|RmInitAdapter failed",
+        r"dump signal due to a collective timeout",  # the flight recorder told a rank timed out
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
         r"Traceback",
         r"srun: error",
@@ -71,6 +76,7 @@ PREFILTER = "|".join(
         r"exiting program|Training completed|after training is done|Trainer\.fit` stopped",
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",  # torchrun
         r" (?:time|host|rank|exitcode) +: ",  # torchrun's ChildFailedError summary
+        r"<NO_OTHER_FAILURES>",  # ... whose Failures list holds only its Root Cause
         r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ n[Rr]anks [0-9]+",  # which host each rank is on
         r"time(?:s)? across ranks \(ms\):",  # Megatron-LM's timers (rankperf: the slow rank)
         r"GPU (?:relative|individual) performance:|STRAGGLER DETECTION WARNING",  # NVRx
@@ -117,6 +123,8 @@ def stamp(body: str) -> Stamp:
             return "boot", None, None, True
         if m := _GLOG.match(body):
             return _yearless(m)
+    elif c == " " and (b := body.lstrip())[:1] in "JFMASOND" and _SYSLOG.match(b):
+        return stamp(b)  # a pasted journal, indented
     elif c in "JFMASOND" and (m := _SYSLOG.match(body)):
         kind, fields, _, _ = _yearless(m)
         host, kernel = _header_host(body, m.end())
@@ -145,6 +153,8 @@ def _yearless(m: re.Match[str]) -> Stamp:
 
 
 def _header_host(body: str, end: int) -> tuple[str | None, bool]:
+    if body.startswith(" kernel: ", end):  # journalctl --no-hostname: the kernel, no host
+        return None, True
     m = _HOST_TAG.match(body, end)
     if m is None:
         return None, False
@@ -344,6 +354,16 @@ def hf_dict(segment: str) -> dict[str, float] | str | None:
     return out
 
 
+def after_bar(segment: str) -> str:
+    """What follows a tqdm bar's closing ``]`` on its line: a line another process (or the
+    rank's error) printed onto the bar without a newline; "" when nothing does."""
+    m = _TQDM.search(segment)
+    if m is None:
+        return ""
+    end = segment.find("]", m.end() - 1)
+    return segment[end + 1 :].strip() if end >= 0 else ""
+
+
 def tqdm_step(segment: str) -> int | None:
     """The position of a tqdm bar without a description (``12%|█▏  | 120/1000 [...]``)."""
     bar = tqdm_bar(segment)
@@ -481,10 +501,14 @@ _NCCL_HDR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\d+:\d+ \[(\d+)\] (?=NCCL 
 _RULES = [  # (kind, keywords, regex) in priority order: the specific cause before the symptom
     (
         sig.NCCL_TIMEOUT,
-        ("atchdog", "Heartbeat", "Timeout at", "blocking wait"),
-        r"Watchdog caught collective operation timeout|watchdog got stuck"
-        r"|Heartbeat monitor timed out|Timeout at NCCL work|timed out in blocking wait",
+        ("atchdog", "Heartbeat", "Timeout at", "blocking wait", "dump signal"),
+        r"\] Watchdog caught coll|Watchdog caught collective operation timeout"
+        r"|watchdog got stuck|Heartbeat monitor timed out|Timeout at NCCL work"
+        r"|timed out in blocking wait|dump signal due to a collective timeout",
     ),
+    (sig.GPU_OFF_BUS, ("off the bus",), r"fallen off the bus"),
+    (sig.GSP_TIMEOUT, ("GSP",), r"GSP RM heartbeat timed out|GSP Timeout"),
+    (sig.GPU_INIT_FAILED, ("RmInitAdapter",), r"RmInitAdapter failed"),
     (
         sig.IB_ERROR,
         ("IB", "ibv_", "retry counter", "ink"),
@@ -498,6 +522,17 @@ _RULES = [  # (kind, keywords, regex) in priority order: the specific cause befo
         sig.CUDA_OOM,
         ("out of memory", "OutOfMemory"),
         r"CUDA out of memory|OutOfMemoryError|(?i:cuda) (?:error: |failure ')out of memory",
+    ),
+    (  # a CUDA call NCCL made failed, of no kind above: say so, never "the network"
+        sig.CUDA_ERROR,
+        ("uda failure", "unhandled cuda", "UnhandledCuda", "cudaError"),
+        r"Cuda failure \d+|unhandled cuda error|ncclUnhandledCudaError|cudaError[A-Z]\w*",
+    ),
+    (  # NCCL's own word that it was called or configured wrongly (nccl.h's result codes)
+        sig.NCCL_USAGE,
+        ("nvalid", "no algorithm"),
+        r"ncclInvalid(?:Usage|Argument)|NCCL error[^,]*, invalid (?:usage|argument)"
+        r"|no algorithm/protocol available",
     ),
     (
         sig.NCCL_ERROR,

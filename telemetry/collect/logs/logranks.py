@@ -148,6 +148,21 @@ _SUMMARY_RANK = re.compile(r"(\d+) \(local_rank: (\d+)\)$")
 _SUMMARY_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG[A-Z0-9]+)\))?$")
 
 
+_FIELD_START = re.compile(r"(?:^|\s)(?:time|host|rank|exitcode|error_file|traceback)\s*: ")
+
+
+def summary_fields(body: str) -> list[tuple[str, object]]:
+    """The fields of a torchrun summary entry written on one line (a log shipper that joined
+    its lines: ``[2]: time : 2024-08-23_22:22:58 host : algo-2 rank : 2 (local_rank: 2)
+    exitcode : -6 (pid: 189) error_file: <N/A> traceback : Signal 6 ...``), in order; [] for a
+    line holding fewer than two."""
+    starts = [m.start() for m in _FIELD_START.finditer(body)]
+    if len(starts) < 2:
+        return []
+    segs = [body[a:b] for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]
+    return [f for seg in segs if (f := summary_field(seg)) is not None]
+
+
 def summary_field(body: str) -> tuple[str, object] | None:
     """One field of a torchrun failure summary entry as (name, value): ``time`` a naive
     datetime, ``host`` text, ``rank`` (rank, local rank), ``exitcode`` (code, pid, the signal's

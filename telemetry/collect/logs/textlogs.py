@@ -165,6 +165,8 @@ class LogParser:
         self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
         self._mapped: set[tuple[int, str]] = set()
         self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
+        self._alone = False  # torchrun's summary said <NO_OTHER_FAILURES> before its entry
+        self._xid_at: tuple[str | None, datetime | None] | None = None  # the last XID's host, time
         self._mlines: list[int] = []  # line of each metric of the block being read
         self._followed: set[int] = set()  # lines of the block read inside a traceback
         self.unread: list[tuple[int, str]] = []  # the first unrecognised lines (line, text)
@@ -493,6 +495,8 @@ class LogParser:
             return self._metric(d, body, raw, lineno)
         if "%|" in body and (b := ll.tqdm_bar(body)) is not None:
             self._bar(b)
+            if rest := ll.after_bar(body):  # a line printed onto the bar without a newline
+                self._text(rest, lineno)
             return True
         if c := ll.checkpoint(body):
             return self._checkpoint(c, body, raw, lineno)
@@ -512,6 +516,11 @@ class LogParser:
             return self._start_report(kind, raw, body, lineno)
         if "STRAGGLER" in body:
             return self._straggler_warning(body, lineno)
+        if "<NO_OTHER_FAILURES>" in body:
+            self._alone = True  # the Root Cause entry that follows is the only failure
+            return True
+        if " exitcode" in body and " time" in body and (flds := lr.summary_fields(body)):
+            return all([self._summary(f, raw, lineno) for f in flds])  # an entry on one line
         if ":" in body and (fld := lr.summary_field(body)):
             return self._summary(fld, raw, lineno)
         if f := ll.failure(body):
@@ -625,6 +634,8 @@ class LogParser:
         if code < 0 and signame not in _TEARDOWN_SIGNALS and (self._label, pid) not in \
                 self._closing:  # a signal nobody in the job sent: the rank's own death
             kind, detail = sig.WORKER_KILLED, f"{detail} ({signame or f'signal {-code}'})"
+        if self._alone:
+            detail, self._alone = f"{detail}; {sig.NO_OTHER_FAILURES}", False
         ts = self._accepted(self.clock.utc(entry["time"]))
         self._add_signal(Signal(ts, kind, host, None, None, f"{detail} (pid {pid})",
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
@@ -894,7 +905,7 @@ class LogParser:
         if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
                 self._blk, self._e + 1)) is not None and ts is not None and t > ts:
             ts = t  # untimed: at the latest it was when the log next shows a time
-        kernel = st[3] or st[0] == "boot" or kind == sig.XID
+        kernel = st[3] or st[0] == "boot" or kind == sig.XID or kind in sig.DRIVER_GPU_KINDS
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
@@ -907,6 +918,11 @@ class LogParser:
         if rank is not None and host is not None and not kernel:
             self._map(rank, host, "log line", lineno)
         host = host or st[2] or self.host
+        if kind == sig.XID:
+            self._xid_at = (host, ts)
+        elif kind in sig.DRIVER_GPU_KINDS and self._xid_at == (host, ts):
+            self.counts["driver_lines_of_an_xid"] += 1  # the XID just read says it, with its code
+            return
         self._add_signal(Signal(ts, kind, host, gpu, xid, detail, self._origin(lineno),
                                 clean_line(raw), "kernel" if kernel else "log", rank), how)
 
