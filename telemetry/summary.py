@@ -6,7 +6,10 @@ the same way. Definitions (Kokolis et al., HPCA 2025):
 - ``ettr``: productive time / wall time, where productive time is the time the surviving steps
   would take at the run's measured throughput (tokens trained / mean tokens per second).
 - ``mtbf_hours``: wall hours / unexpected interruptions.
-- ``lost_gpu_hours``: GPUs x (detection + restart + recomputation of rolled-back steps).
+- ``lost_gpu_hours``: GPUs x (detection + restart + recomputation of rolled-back steps). A
+  stop nothing resumed (a job that hung or crashed and died) costs the wait until the job
+  noticed, the time it held its GPUs after that, and every step since its last checkpoint
+  (since its first step when none is known); null where none of these is known, never 0.
 - ``by_component`` / ``by_category``: unexpected interruptions only, keyed by the reference
   table's names (the basis of the Llama 3 table); planned ones are counted in ``planned``.
 """
@@ -211,7 +214,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
         return ended["state"], ended | {"ts": ended["ts"].isoformat()}
     open_stop = store.scalar(
         """SELECT count(*) FROM interruptions WHERE run_id = ? AND end_ts IS NULL
-           AND ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?)""",
+           AND ts >= coalesce((SELECT max(ts) FROM train_metrics WHERE run_id = ?), ts)""",
         [run_id, run_id],
     )
     return ("stopped" if open_stop else "running"), None

@@ -75,9 +75,10 @@ def _log(first_save: int | None) -> str:
     return "\n".join(out) + "\n"
 
 
-def build(root: Path, first_save: int | None = None) -> Path:
-    """The store ``root/s.duckdb``: the run's record (16 GPUs on two nodes), its job log and
-    its dumps, each imported with ``factoryfloor import``."""
+def build(root: Path, first_save: int | None = None, with_log: bool = True) -> Path:
+    """The store ``root/s.duckdb``: the run's record (16 GPUs on two nodes), its job log
+    (unless not ``with_log``: a run known from its dumps alone) and its dumps, each imported
+    with ``factoryfloor import``."""
     root.mkdir(parents=True, exist_ok=True)
     store = root / "s.duckdb"
     runs = root / "runs.jsonl"
@@ -89,10 +90,11 @@ def build(root: Path, first_save: int | None = None) -> Path:
     dumps.mkdir(exist_ok=True)
     for rank in range(RANKS):
         (dumps / f"nccl_trace_rank_{rank}").write_bytes(_dump(rank))
-    log = root / "slurm-91234.out"
-    log.write_text(_log(first_save))
-    r = cli("import", "--store", str(store), "--run", RUN, str(log))
-    assert r.returncode == 0, r.stderr
+    if with_log:
+        log = root / "slurm-91234.out"
+        log.write_text(_log(first_save))
+        r = cli("import", "--store", str(store), "--run", RUN, str(log))
+        assert r.returncode == 0, r.stderr
     r = cli("import", "--store", str(store), "--run", RUN, str(dumps) + "/")
     assert r.returncode == 0, r.stderr
     return store

@@ -85,6 +85,30 @@ def test_unknown_lost_steps_are_null_not_zero(tmp_path: Path) -> None:
     assert rel["unexpected"] == 1 and rel["lost_steps"] is None  # was 0
 
 
+def test_a_hang_known_from_its_dumps_alone_is_a_stop_of_unknown_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No line dates its detection and no step is known: counted, its culprit the dumps',
+    its cost "–" with why, never $0 by omission and never left out."""
+    store = hd.build(tmp_path, with_log=False)
+    (run,) = _summary(store)["runs"]
+    assert run["interruptions"]["unexpected"] == 1  # was 0: the hang was no stop
+    assert run["state"] == "stopped"
+    (stop,) = run["interruptions"]["list"]
+    assert stop["rank"] == hd.CULPRIT and stop["lost_gpu_hours"] is None
+    assert run["lost_gpu_hours"] is None and run["interruptions"]["lost_steps"] is None
+    from app.data import incident as data
+    from app.figures import incident as fig
+
+    for _ in bound_store(store, monkeypatch):
+        inc = data.hang(hd.RUN, hd.HANG_AT.isoformat())["interruption"]
+        assert inc is not None and inc["rank"] == hd.CULPRIT
+        assert fig.lost(inc) == ("steps – · time down – (no line dates its detection) · "
+                                 "GPU-hours – (no line dates its detection, and its steps are "
+                                 "not known)")  # fmt: skip
+        break
+
+
 def test_jobs_from_logs_get_the_state_their_end_tells(store: Path, tmp_path: Path) -> None:
     log = tmp_path / "done.log"
     t0 = datetime(2026, 11, 20, 3, 0, 0)

@@ -250,10 +250,12 @@ def lost(inc: dict[str, Any]) -> str:
         down = (resumed - pd.Timestamp(inc["ts"]).to_pydatetime()).total_seconds()
         parts.append(f"{fmt_duration(down)} down")
     elif inc.get("detect_s") is None and inc.get("restart_s") is None:
-        parts.append("time down – (no line dates its detection)")
+        parts.append("time down – (no line dates its detection)")  # never 0 by omission
     gh = inc.get("lost_gpu_hours")
     if gh is None:
-        parts.append("GPU-hours – (the run's GPU count is not known)")
+        why = ("no line dates its detection, and its steps are not known" if inc.get("gpus")
+               else "the run's GPU count is not known")  # fmt: skip
+        parts.append(f"GPU-hours – ({why})")
     else:
         book = inc["prices"]
         cost = inc.get("cost_usd")

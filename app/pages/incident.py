@@ -203,10 +203,11 @@ def _pick(run: str | None, fragment: str) -> html.Div:
 @guarded("alert")
 def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: Any):  # type: ignore[no-untyped-def]
     run = run_of(view)
-    inc = data.incident(run, at)
-    if inc is None and (h := data.hang(run, at)) is not None:
-        # the stop it caused told whole (timeline, loss, evidence), as any failure's
+    if (h := data.hang(run, at)) is not None:
+        # the stop it caused told whole (timeline, loss, evidence), as any failure's; a stop
+        # known from the dumps alone begins when the hang did, and is opened as the hang
         return _story(h["interruption"], theme, h) if h.get("interruption") else _hang_story(h)
+    inc = data.incident(run, at)
     if inc is None:
         missing = (
             [dbc.Alert(f"No interruption or hang of this run began at {at}.", color="warning")]

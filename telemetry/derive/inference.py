@@ -98,6 +98,7 @@ EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
 LOOP_RESTARTS = 3  # this many restarts without getting past one checkpoint are a restart loop
 LOOP_GAP_S = 1800.0  # the same GPU failing again this soon after a restore is one too
 TAIL_NS = 7 * 86400 * 10**9  # after the last progress, evidence is read this far for its stop
+TEARDOWN_GAP_NS = 1800 * 10**9  # a job's going-down lines follow each other closer than this
 _NEVER = np.iinfo(np.int64).min
 
 
@@ -453,7 +454,7 @@ def _ended(
     rework = lost * step_s if step_s is not None else None
     noticed = _noticed(ex)
     detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
-    end = max([last_ts, *(e.ts for e, role in ex.ordered if role != "context")])
+    end = _gone(ex, max(noticed, last_ts)) if noticed is not None else last_ts
     held = (end - max(noticed, last_ts)) / 1e9 if noticed is not None else None
     cause = ex.cause
     assert cause is not None and cause.rule is not None
@@ -463,7 +464,8 @@ def _ended(
     desc = (f"Run stopped at step {last:,}; {told(cause, who)}; no progress after it in the data; "
             + where)  # fmt: skip
     items = _items(ex.ordered, end)
-    cost = None if detect is None or held is None or rework is None else detect + held + rework
+    parts = [x for x in (detect, held, rework) if x is not None]  # as failures.COSTED sums
+    cost = sum(parts) if parts else None
     return {
         "ts": pd.Timestamp(last_ts), "end_ts": pd.NaT, "host": cause.host, "rank": cause.rank,
         "gpu": cause.gpu, "component": cause.rule.component, "category": cause.rule.category,
@@ -475,6 +477,18 @@ def _ended(
         "description": desc, "source": SOURCE, "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
     }  # fmt: skip
+
+
+def _gone(ex: Explanation, noticed: int) -> int:
+    """When the job was gone: its last failure line in the run of lines that follow the one
+    it noticed by at most ``TEARDOWN_GAP_NS`` each (a job goes down in minutes; a line hours
+    later, a kernel's or another job's, is not this stop's)."""
+    end = noticed
+    for t in sorted(e.ts for e, role in ex.ordered if role != "context" and e.ts > noticed):
+        if t - end > TEARDOWN_GAP_NS:
+            break
+        end = t
+    return end
 
 
 def _noticed(ex: Explanation) -> int | None:
