@@ -38,5 +38,16 @@ def test_a_hang_is_told_whole_and_its_markdown_copies_closed(page: Page, tmp_pat
         assert "- **Run's final state:** stopped" in copied
         assert "- **The run's total:** 1 unexpected" in copied
         assert errors == [], errors
+        # a dashboard opened over plain http has no navigator.clipboard: the button copies
+        # all the same (a selected textarea), read back here from the first page
+        page.evaluate("navigator.clipboard.writeText('')")
+        bare = page.context.new_page()
+        bare.add_init_script("Object.defineProperty(Navigator.prototype, 'clipboard', "
+                             "{get: () => undefined})")  # fmt: skip
+        bare.goto(f"{srv.url}/incident?at={hd.HANG_AT.isoformat()}#run={hd.RUN}")
+        assert bare.evaluate("navigator.clipboard === undefined")
+        bare.locator("#inc-copy").click()
+        expect(bare.locator("#inc-copy-status")).to_contain_text("Copied (")
+        assert page.evaluate("navigator.clipboard.readText()") == copied
     finally:
         srv.stop()
