@@ -261,7 +261,8 @@ def infer_interruptions(
     ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
     if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
         saves = events(ckpt_events, "save_end")
-        row = _ended(last_ts, (int(s.step[0]), int(s.step[-1])), ex, ck, saves, step_s, gpus,
+        began = max(int(s.step[0]) - log_every, 0)  # the step the data's first line follows
+        row = _ended(last_ts, (began, int(s.step[-1])), ex, ck, saves, step_s, gpus,
                      who) | who_columns(who)  # fmt: skip
         rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
     return _frame(_loops(rows))
@@ -443,14 +444,15 @@ def _ended(
     limit or preemption, a crash nobody restarted): an interruption without an end. It costs
     the wait until the job noticed (``detect_s``), the time it held its GPUs after that until
     its last line (``restart_s``: nothing restarted) and the steps since the newest checkpoint
-    written before it, or since the first step of the data when none is known (a restart
-    redoes them all: issue 57, "a loss is never $0 by omission")."""
-    first_step, last = steps
+    written before it, or since ``began`` (the step the data's first progress line follows)
+    when none is known (a restart redoes them all: issue 57, "a loss is never $0 by
+    omission"). ``steps``: (began, the last step)."""
+    began, last = steps
     ok = ck[ck["ok"].astype(bool) & (ck["end"] <= last_ts + TAIL_NS) & (ck["step"] <= last)]
     logged = [int(x) for x in saves["step"] if x is not None and int(x) <= last]
     known = [*ok["step"].astype(int).tolist(), *logged]  # directories, and the log's saves
     saved = max(known) if known else None
-    lost = last - saved if saved is not None else last - first_step + 1
+    lost = last - (saved if saved is not None else began)
     rework = lost * step_s if step_s is not None else None
     noticed = _noticed(ex)
     detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
@@ -460,7 +462,7 @@ def _ended(
     assert cause is not None and cause.rule is not None
     where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if saved
              is not None else f"no checkpoint known: all {lost:,} steps since step "
-             f"{first_step:,} to redo")  # fmt: skip
+             f"{began:,} to redo")  # fmt: skip
     desc = (f"Run stopped at step {last:,}; {told(cause, who)}; no progress after it in the data; "
             + where)  # fmt: skip
     items = _items(ex.ordered, end)
