@@ -94,6 +94,16 @@ def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | 
     # to the run's newest record, never past it: a live replay's record ends in the future
     # (its planned end), and the hours not yet simulated are no one's slowdown
     last = store.scalar("SELECT max(ts) FROM train_metrics WHERE run_id = ?", [run_id])
+    # a stop the run never resumed from lasts until the job gave its GPUs back (its wait to
+    # detection and the time held after it): the run's time, which it lost (issue 57, 3)
+    died = store.scalar(
+        """SELECT max(ts + to_microseconds(((coalesce(detect_s, 0) + coalesce(restart_s, 0))
+                                            * 1e6)::BIGINT))
+           FROM interruptions WHERE run_id = ? AND end_ts IS NULL""",
+        [run_id],
+    )
+    if last is not None and died is not None:
+        last = max(last, died)
     if span.end is None:
         end = last
     else:

@@ -6,7 +6,10 @@ the same way. Definitions (Kokolis et al., HPCA 2025):
 - ``ettr``: productive time / wall time, where productive time is the time the surviving steps
   would take at the run's measured throughput (tokens trained / mean tokens per second).
 - ``mtbf_hours``: wall hours / unexpected interruptions.
-- ``lost_gpu_hours``: GPUs x (detection + restart + recomputation of rolled-back steps).
+- ``lost_gpu_hours``: GPUs x (detection + restart + recomputation of rolled-back steps). A
+  stop nothing resumed (a job that hung or crashed and died) costs the wait until the job
+  noticed, the time it held its GPUs after that, and every step since its last checkpoint
+  (since its first step when none is known); null where none of these is known, never 0.
 - ``by_component`` / ``by_category``: unexpected interruptions only, keyed by the reference
   table's names (the basis of the Llama 3 table); planned ones are counted in ``planned``.
 """
@@ -46,6 +49,14 @@ def _num(value: Any) -> float | None:
 def _int(value: Any, per: Any = 1) -> int | None:
     num = _num(value)
     return None if num is None else int(num / max(per, 1))
+
+
+def _known_sum(values: pd.Series) -> int | None:
+    """A count summed over interruptions: 0 without any, None when none of them knows it
+    (posted without it, a job stopped before it printed a step), never 0 by omission."""
+    if values.empty:
+        return 0
+    return None if values.isna().all() else int(values.sum())
 
 
 def _round(value: float | None, digits: int, per: float = 1.0) -> float | None:
@@ -128,14 +139,14 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
             },
             "downtime_hours": _hours(ints["down_s"]),
             "rework_hours": _hours(ints["rework_s"]),
-            "lost_steps": int(ints["lost_steps"].sum()),
+            "lost_steps": _known_sum(ints["lost_steps"]),
             "inferred": int(ints.loc[ints["source"] == "inferred", "n"].sum()),
             "corrected": int(ints["corrected"].sum()),
         },
         # None when no interruption knows it (the run's GPU count is unknown), never 0
         "lost_gpu_hours": None
         if ints.empty or ints["gh"].isna().all()
-        else round(float(ints["gh"].sum()), 1),
+        else round(float(ints["gh"].sum()), 3),  # to the cent of its cost, as each page's
         "energy": _energy(store, run_id, start, end, tokens, both=detail),
     }
     out["hangs"] = hangs(store, run_id)

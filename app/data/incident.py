@@ -13,7 +13,7 @@ import pandas as pd
 from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
-from telemetry import queries
+from telemetry import queries, summary
 from telemetry.queries import TimeRange, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
@@ -40,35 +40,32 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     row["offender"] = node_health.offender(row.get("host"))
     start = pd.Timestamp(row["ts"]).to_pydatetime()
     detected = start + timedelta(seconds=float(row.get("detect_s") or 0.0))
-    end = row.get("end_ts")
-    resumed = (
-        pd.Timestamp(end).to_pydatetime()
-        if end is not None
-        else (detected + timedelta(seconds=float(row["restart_s"])))
-        if row.get("restart_s") is not None
-        else None
-    )
-    spans = [("stalled until detected", start, detected)] if detected > start else []
-    if resumed is not None:
-        spans.append(("down until training resumed", detected, resumed))
-        if row.get("rework_s"):
-            redo = resumed + timedelta(seconds=float(row["rework_s"]))
-            spans.append(("lost steps redone", resumed, redo))
+    spans, resumed, ended = _spans(row, start, detected)
     book = prices(run_id)
     gh = row.get("lost_gpu_hours")
     last = max([s[2] for s in spans] + [start])
+    hung_until = resumed or ended or last
     window = {"run": run_id, "range": "custom"}
     window |= {"start": (start - AROUND).isoformat(), "end": (last + AROUND).isoformat()}
-    hung = hangs_between(run_id, start, resumed or last)
+    hung = hangs_between(run_id, start, hung_until)
     runs = queries.runs(store()).set_index("run_id")
     gpus = runs.at[run_id, "gpus"] if run_id in runs.index else None
     gpus = None if gpus is None or pd.isna(gpus) else gpus
+    run = summary.run_summary(store(), run_id, detail=False)
     return {
         **row,
+        **failq.incident_context(store(), run_id, start),
+        "final_state": run["state"],
+        "night": {"lost_gpu_hours": run["lost_gpu_hours"],
+                  "lost_usd": None if run["lost_gpu_hours"] is None
+                  else float(run["lost_gpu_hours"]) * book.gpu_hour,
+                  "unexpected": run["interruptions"]["unexpected"],
+                  "planned": run["interruptions"]["planned"]},  # fmt: skip
         "spans": spans,
         "hangs": hung,
         "detected": detected,
         "resumed": resumed,
+        "ended": ended,
         "run_name": run_label(run_id),
         "gpus": None if gpus is None else int(gpus),
         "prices": book,
@@ -79,6 +76,35 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
             "run": run_fragment(run_id),
         },
     }
+
+
+def _spans(
+    row: dict[str, Any], start: datetime, detected: datetime
+) -> tuple[list[tuple[str, datetime, datetime]], datetime | None, datetime | None]:
+    """The stop's spans, when training resumed and when a job that never resumed ended. An
+    inferred stop without an end is one no progress followed (the job died or was stopped):
+    its ``restart_s`` is the time it held its GPUs after it noticed, and its lost steps are
+    the ones before it, since the last checkpoint."""
+    end, held, rework = row.get("end_ts"), row.get("restart_s"), row.get("rework_s")
+    died = end is None and row.get("source") == "inferred"
+    spans = [("stalled until detected", start, detected)] if detected > start else []
+    if died:
+        ended = None if held is None else detected + timedelta(seconds=float(held))
+        if ended is not None and ended > detected:
+            spans.append(("held until the job ended", detected, ended))
+        if rework:
+            spans.insert(0, ("steps since the last checkpoint, lost",
+                             start - timedelta(seconds=float(rework)), start))  # fmt: skip
+        return spans, None, ended
+    resumed = (pd.Timestamp(end).to_pydatetime() if end is not None
+               else detected + timedelta(seconds=float(held)) if held is not None
+               else None)  # fmt: skip
+    if resumed is not None:
+        spans.append(("down until training resumed", detected, resumed))
+        if rework:
+            spans.append(("lost steps redone", resumed,
+                          resumed + timedelta(seconds=float(rework))))  # fmt: skip
+    return spans, resumed, None
 
 
 def _hangs(run_id: str) -> list[dict[str, Any]]:
@@ -104,6 +130,7 @@ def hang(run_id: str | None, at: Any) -> dict[str, Any] | None:
     if not found:
         return None
     row = found[0]
+    inc = _interruption_of(run_id, when)
     window = {"run": run_id, "range": "custom"}
     window |= {"start": (when - AROUND).isoformat(), "end": (when + AROUND).isoformat()}
     host = row.get("culprit_host")
@@ -111,12 +138,29 @@ def hang(run_id: str | None, at: Any) -> dict[str, Any] | None:
         **row,
         "run_id": run_id,
         "run_name": run_label(run_id),
+        "interruption": inc,
         "links": {
             "gpus": fragment(window | ({"node": host} if isinstance(host, str) else {})),
             "training": fragment(window),
             "run": run_fragment(run_id),
         },
     }
+
+
+def _interruption_of(run_id: str, when: datetime) -> dict[str, Any] | None:
+    """The interruption a hang at ``when`` stopped (the one whose hangs hold it, as the
+    interruption's own view lists them), told whole: its spans, loss and evidence."""
+    tr = time_range("all", run_id)
+    if tr is None:
+        return None
+    listed = failq.interruption_list(store(), run_id, TimeRange(tr.start, tr.end))
+    for ts in sorted(listed["ts"], reverse=True):
+        if pd.Timestamp(ts).to_pydatetime() - HANG_BEFORE > when:
+            continue
+        inc = incident(run_id, pd.Timestamp(ts).isoformat())
+        if inc is not None and any(_time(h.get("ts")) == when for h in inc["hangs"]):
+            return inc
+    return None
 
 
 def _time(value: Any) -> datetime | None:

@@ -139,7 +139,7 @@ def _hover_rows(df: pd.DataFrame) -> np.ndarray:
             [fmt_gpu(h, g) for h, g in zip(df["host"], df["gpu"], strict=True)],
             [fmt_xid(x, n) for x, n in zip(df["xid"], df["xid_name"], strict=True)],
             known(df["downtime_s"].astype(float) / 60.0),
-            df["lost_steps"].fillna(0).astype(int).map("{:,}".format),
+            ["–" if pd.isna(n) else f"{int(n):,}" for n in df["lost_steps"]],
             [fmt_tier(t, s) for t, s in zip(df["restored_tier"], df["restored_step"], strict=True)],
             df["recovery"].fillna("").astype(str),
             known(df["lost_gpu_hours"].astype(float)),

@@ -18,6 +18,8 @@ SPAN_COLOURS = {
     "stalled until detected": "#ffa15a",
     "down until training resumed": "#ef553b",
     "lost steps redone": "#ab63fa",
+    "held until the job ended": "#ef553b",
+    "steps since the last checkpoint, lost": "#ab63fa",
 }
 ROLE_COLOURS = {"cause": "#ef553b", "symptom": "#ffa15a", "cascade": "#19d3f3",
                 "teardown": "#b6b6b6", "context": "#8a8f98"}  # fmt: skip
@@ -99,9 +101,14 @@ def markdown(inc: dict[str, Any]) -> str:
         + ("" if conf is None else f", confidence {float(conf) * 100:.0f} %"),
         f"- **Culprit:** {text(where(inc))}",
         f"- **Last progress:** {text(when(inc['ts']))} UTC; detected "
-        f"{text(when(inc['detected']))} UTC; training resumed {text(when(inc.get('resumed')))} UTC",
+        f"{text(when(inc['detected']))} UTC; {text(outcome(inc))}",
         f"- **Restored from:** {text(restored(inc))}",
         f"- **Lost:** {text(lost(inc))}",
+        f"- **Job:** {text(_or_dash(inc.get('job_id'), 'no Slurm job known'))}; attempt "
+        f"{text(_or_dash(inc.get('attempt'), 'not logged'))}",
+        f"- **GPU:** {text(gpu(inc))}",
+        f"- **Run's final state:** {text(inc.get('final_state') or '–')}",
+        f"- **The run's total:** {text(night(inc))}",
     ]
     if inc.get("action"):
         lines.append(f"- **What to do:** {text(inc['action_text'])} "
@@ -185,6 +192,43 @@ def offender_text(seen: dict[str, Any]) -> str:
             f"{seen['days']:g} days")  # fmt: skip
 
 
+def _or_dash(value: Any, why: str) -> str:
+    return f"– ({why})" if value is None or (isinstance(value, float) and value != value) \
+        else str(value)
+
+
+def gpu(inc: dict[str, Any]) -> str:
+    """The culprit's GPU (index, UUID where known) and the run's GPUs (count, model)."""
+    own = "" if inc.get("gpu") is None else f"GPU {int(inc['gpu'])}"
+    if own and inc.get("host"):
+        own = f"{inc['host']} {own}"
+    if own and inc.get("uuid"):
+        own += f" ({inc['uuid']})"
+    n, model = inc.get("gpus"), inc.get("gpu_model")
+    run = (f"{int(n):,} × {model or 'GPU (model not known)'}" if n
+           else "the run's GPU count is not known")  # fmt: skip
+    return f"{own or 'no GPU named by the evidence'}; the run: {run}"
+
+
+def night(inc: dict[str, Any]) -> str:
+    """Every interruption of the run together: how many, GPU-hours and dollars lost."""
+    t = inc.get("night") or {}
+    n = f"{t.get('unexpected', 0):,} unexpected, {t.get('planned', 0):,} planned interruptions"
+    gh, usd = t.get("lost_gpu_hours"), t.get("lost_usd")
+    if gh is None:
+        return n + "; GPU-hours lost – (the run's GPU count is not known)"
+    money = "–" if usd is None else f"${usd:,.2f}"
+    return f"{n}; {float(gh):,.1f} GPU-hours lost, {money}"
+
+
+def outcome(inc: dict[str, Any]) -> str:
+    """How the stop ended: training resumed, or the job ended with no progress after it."""
+    if inc.get("resumed") is not None or not (inc.get("source") == "inferred"
+                                               and inc.get("end_ts") is None):  # fmt: skip
+        return f"training resumed {when(inc.get('resumed'))} UTC"
+    return f"job ended {when(inc.get('ended'))} UTC; training never resumed"
+
+
 def where(inc: dict[str, Any]) -> str:
     """``node-7 · GPU 3 · rank 12``; "not named" when nothing places it."""
     parts = [
@@ -212,16 +256,20 @@ def lost(inc: dict[str, Any]) -> str:
     """Steps, time down, GPU-hours and their cost; what is unknown says why."""
     steps = inc.get("lost_steps")
     parts = ["steps –" if steps is None else f"{int(steps):,} steps"]
-    resumed: datetime | None = inc.get("resumed")
+    resumed: datetime | None = inc.get("resumed") or inc.get("ended")
     if resumed is not None:
         down = (resumed - pd.Timestamp(inc["ts"]).to_pydatetime()).total_seconds()
         parts.append(f"{fmt_duration(down)} down")
+    elif inc.get("detect_s") is None and inc.get("restart_s") is None:
+        parts.append("time down – (no line dates its detection)")  # never 0 by omission
     gh = inc.get("lost_gpu_hours")
     if gh is None:
-        parts.append("GPU-hours – (the run's GPU count is not known)")
+        why = ("no line dates its detection, and its steps are not known" if inc.get("gpus")
+               else "the run's GPU count is not known")  # fmt: skip
+        parts.append(f"GPU-hours – ({why})")
     else:
         book = inc["prices"]
         cost = inc.get("cost_usd")
-        money = "–" if cost is None else f"${cost:,.0f}"
+        money = "–" if cost is None else f"${cost:,.2f}"
         parts.append(f"{float(gh):,.1f} GPU-hours, {money} {book.per_gpu_hour()}")
     return " · ".join(parts)

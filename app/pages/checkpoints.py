@@ -134,7 +134,9 @@ def _cards(
         card(
             "Restores",
             f"{len(rs):,}",
-            f"{lost} GPU-hours lost · ≈ {money(lost_gh * book.gpu_hour)} {per}"
+            "none in the range: the losses of stops nothing resumed are on Failures"
+            if rs.empty  # not "0.0 GPU-hours lost, $0.00" beside a run that died
+            else f"{lost} GPU-hours lost · ≈ {money(lost_gh * book.gpu_hour)} {per}"
             if known
             else "GPU-hours lost unknown (GPU count unknown)",
             "ck-restore-count",

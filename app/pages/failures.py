@@ -149,7 +149,8 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
         card(
             "Lost GPU-hours",
             "–" if r["lost_gpu_hours"] is None else f"{r['lost_gpu_hours']:,.1f}",
-            f"{r['lost_steps']:,} steps rolled back · "
+            ("steps rolled back – (not known)" if r["lost_steps"] is None
+             else f"{r['lost_steps']:,} steps rolled back") + " · "
             + (
                 f"{r['planned_gpu_hours']:,.1f} of them in planned stops · "
                 if r["lost_gpu_hours"] is not None and r["planned"]

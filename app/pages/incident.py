@@ -48,7 +48,8 @@ def _fact(label: str, value: Any, id_: str) -> dbc.Col:
     )
 
 
-def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
+def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None = None) -> html.Div:
+    """The interruption told whole; ``hang``: opened as the hang that stopped it (its title)."""
     conf = inc.get("confidence")
     badge = [
         dbc.Badge(inc.get("source_shown") or "", color="secondary", class_name="me-1"),
@@ -71,7 +72,7 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
     todo = _action(inc)
     times = html.Div(
         f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
-        f"training resumed {fig.when(inc.get('resumed'))} UTC",
+        + fig.outcome(inc),
         className="small text-body-secondary mb-2",
         id="inc-times",
     )
@@ -92,7 +93,8 @@ def _story(inc: dict[str, Any], theme: str | None) -> html.Div:
     return html.Div(
         [
             html.H5(
-                [f"{fig.when(inc['ts'])} UTC · {inc['component']} ", *badge],
+                _hang_title(hang) if hang is not None
+                else [f"{fig.when(inc['ts'])} UTC · {inc['component']} ", *badge],
                 id="inc-title",
                 className="mb-1",
             ),
@@ -133,16 +135,18 @@ def _action(inc: dict[str, Any]) -> html.Div:
 
 
 def _copy(text: str) -> html.Div:
-    """The incident's Markdown, with a button that copies it (for the postmortem)."""
+    """The incident's Markdown, with a button that copies it for the postmortem whether the
+    "Markdown" section is open or not, and says whether it did (``assets/38-copy.js``)."""
     return html.Div(
         [
-            dcc.Clipboard(
-                target_id="inc-md",
-                title="Copy as Markdown",
+            html.Button(
+                "Copy as Markdown",
                 id="inc-copy",
-                className="btn btn-sm btn-outline-secondary me-2",
-            ),  # fmt: skip
-            html.Span("Copy as Markdown (for the postmortem)", className="small"),
+                className="btn btn-sm btn-outline-secondary",
+                title="Copy this incident as Markdown (for the postmortem)",
+                **{"data-copy-target": "inc-md", "data-copy-status": "inc-copy-status"},
+            ),
+            html.Span("", id="inc-copy-status", className="small ms-2", role="status"),
             html.Details(
                 [html.Summary("Markdown", className="small"), html.Pre(text, id="inc-md")],
                 className="mt-1",
@@ -165,15 +169,18 @@ def _links(links: dict[str, str], what: str) -> html.Div:
     )
 
 
+def _hang_title(h: dict[str, Any]) -> list[Any]:
+    return [f"{fig.when(h.get('ts'))} UTC · Hang in {h.get('op') or 'a collective'} "
+            f"#{h.get('seq_id')} ", dbc.Badge("flight recorder", color="secondary")]  # fmt: skip
+
+
 def _hang_story(h: dict[str, Any]) -> html.Div:
     """A hang the flight recorder showed, as an incident: the collective, the culprit rank and
     its host, where it last was and where the others wait; links and Markdown."""
     return html.Div(
         [
             html.H5(
-                [f"{fig.when(h.get('ts'))} UTC · Hang in {h.get('op') or 'a collective'} "
-                 f"#{h.get('seq_id')} ",
-                 dbc.Badge("flight recorder", color="secondary")],  # fmt: skip
+                _hang_title(h),
                 id="inc-title",
                 className="mb-2",
             ),
@@ -216,9 +223,11 @@ def _pick(run: str | None, fragment: str) -> html.Div:
 @guarded("alert")
 def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: Any):  # type: ignore[no-untyped-def]
     run = run_of(view)
+    if (h := data.hang(run, at)) is not None:
+        # the stop it caused told whole (timeline, loss, evidence), as any failure's; a stop
+        # known from the dumps alone begins when the hang did, and is opened as the hang
+        return _story(h["interruption"], theme, h) if h.get("interruption") else _hang_story(h)
     inc = data.incident(run, at)
-    if inc is None and (h := data.hang(run, at)) is not None:
-        return _hang_story(h)
     if inc is None:
         missing = (
             [dbc.Alert(f"No interruption or hang of this run began at {at}.", color="warning")]

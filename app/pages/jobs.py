@@ -149,8 +149,21 @@ def options_for(view: dict[str, Any] | None) -> tuple[list[str], ...]:
     return tuple(got[f] for f in data.FILTERS)
 
 
-def _total(df: pd.DataFrame, col: str) -> float:
-    return float(pd.to_numeric(df[col], errors="coerce").fillna(0).sum())
+def _total(df: pd.DataFrame, col: str) -> float | None:
+    """The listed jobs' sum of a figure; None when no job knows it (rows say "–": a card
+    never says 0 for them)."""
+    values = pd.to_numeric(df[col], errors="coerce")
+    return None if values.isna().all() else float(values.sum())
+
+
+def _gh(hours: float | None) -> str:
+    return "–" if hours is None else f"{hours:,.1f} GPU-h"
+
+
+def _share(part: float | None, whole: float | None) -> str:
+    if part is None:
+        return "– (no GPU samples of these jobs: their nodes sent none)"
+    return f"{part / whole:.0%} of allocated" if whole else "utilization-weighted"
 
 
 def _when(t: Any) -> str:
@@ -208,10 +221,9 @@ def grid_for(view: dict[str, Any] | None, picks: dict[str, Any]) -> tuple[Any, l
     more = f"the newest {data.MAX_JOBS}" if len(df) >= data.MAX_JOBS else "all"
     cards = [
         card("Jobs", f"{len(df):,}", f"{more} in the range", id_="jobs-count"),
-        card("Allocated", f"{alloc:,.1f} GPU-h", "the listed jobs' GPUs x elapsed"),
-        card("Used", f"{used:,.1f} GPU-h",
-             f"{used / alloc:.0%} of allocated" if alloc else "utilization-weighted"),
-        card("Idle while allocated", f"{idle:,.1f} GPU-h", "GPU time below 5 % utilization"),
+        card("Allocated", _gh(alloc), "the listed jobs' GPUs x elapsed"),
+        card("Used", _gh(used), _share(used, alloc), id_="jobs-used"),
+        card("Idle while allocated", _gh(idle), "GPU time below 5 % utilization"),
         card("Problem jobs", f"{int((df['problems'].map(len) > 0).sum()):,}", "see Problems"),
     ]  # fmt: skip
     grid = table("jobs-table", _shown(df), JOB_COLUMNS, row_id="key", clickable=True,

@@ -321,11 +321,16 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
         gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
         nodes=None if nodes is None or pd.isna(nodes) else int(nodes),
     )  # fmt: skip
-    if store.scalar("SELECT count(*) FROM hangs WHERE run_id = ?", [run_id]):
-        # The flight recorder told this stop: the hang view names its culprit from the dumps,
-        # where the watchdog lines alone would say "unknown" beside it (and a row kept before
-        # the dumps came is cleared)
-        df = df.iloc[0:0]
+    hung = store.rows(
+        """SELECT culprit_rank, culprit_host, story FROM hangs WHERE run_id = ?
+           ORDER BY ts DESC NULLS LAST LIMIT 1""",
+        [run_id],
+    )
+    if len(df) and hung:
+        # The flight recorder told this stop: it is the hang's, whose culprit the dumps name
+        # where the watchdog lines alone would say "unknown"; kept as an interruption, so the
+        # stop is counted and costed as any other (issue 57, 3)
+        df = _told_by_hang(df, *hung[0])
     if len(df):
         with store.transaction(["runs"]) as con:
             con.execute(
@@ -336,6 +341,19 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
                 [run_id, run_id, run_id, run_id],
             )
     return _keep_inferred(store, run_id, df)
+
+
+def _told_by_hang(df: pd.DataFrame, rank: Any, host: Any, story: Any) -> pd.DataFrame:
+    """The stopped row with the hang's culprit (rank, host) and its story as the cause."""
+    df = df.copy()
+    if rank is not None:
+        df["rank"] = pd.array([int(rank)] * len(df), dtype="Int32")
+        df["host"] = host
+        df["culprit_candidates"] = None
+        df["culprit_reason"] = None
+    df["description"] = (f"Job stopped with no progress lines in the data: hung, told by the "
+                         f"flight recorder: {story}; steps and lost work unknown")  # fmt: skip
+    return df
 
 
 class LabelError(ValueError):

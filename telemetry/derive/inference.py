@@ -79,7 +79,7 @@ from telemetry.derive.restores import (
     restore,
     save_spans,
 )
-from telemetry.derive.signals import PLANNED_EXIT
+from telemetry.derive.signals import COLLECTIVE_HANG, PLANNED_EXIT
 from telemetry.derive.waits import lost_node, missing_rank
 from telemetry.vocabulary import PLANNED_CATEGORY
 
@@ -99,6 +99,7 @@ EVIDENCE_CAP = 20  # evidence items kept per interruption; the rest are counted
 LOOP_RESTARTS = 3  # this many restarts without getting past one checkpoint are a restart loop
 LOOP_GAP_S = 1800.0  # the same GPU failing again this soon after a restore is one too
 TAIL_NS = 7 * 86400 * 10**9  # after the last progress, evidence is read this far for its stop
+TEARDOWN_GAP_NS = 1800 * 10**9  # a job's going-down lines follow each other closer than this
 _NEVER = np.iinfo(np.int64).min
 
 
@@ -266,7 +267,9 @@ def infer_interruptions(
     ended = ex.cause is not None and ex.cause.kind != PLANNED_EXIT and ex.cause.ts >= last_ts - gap
     if ended and not np.searchsorted(pt, last_ts - slack) < len(pt):
         saves = events(ckpt_events, "save_end")
-        row = _ended(last_ts, int(s.step[-1]), ex, ck, saves, step_s, gpus, who) | who_columns(who)
+        began = max(int(s.step[0]) - log_every, 0)  # the step the data's first line follows
+        row = _ended(last_ts, (began, int(s.step[-1])), ex, ck, saves, step_s, gpus,
+                     who) | who_columns(who)  # fmt: skip
         rows.append(row | {"run_id": run_id or s.run_id, "node_lost": ex.node_lost})
     return _frame(_loops(rows))
 
@@ -440,39 +443,68 @@ def _more(rest: list[tuple[Any, str]], end: int) -> dict[str, Any]:
 
 
 def _ended(
-    last_ts: int, last: int, ex: Explanation, ck: pd.DataFrame, saves: pd.DataFrame,
+    last_ts: int, steps: tuple[int, int], ex: Explanation, ck: pd.DataFrame, saves: pd.DataFrame,
     step_s: float | None, gpus: int | None, who: Culprit | None = None,
 ) -> dict[str, Any]:
     """A run whose data ends with a stop and a cause after its last progress (a Slurm time
-    limit or preemption, a crash nobody restarted): an interruption without an end, whose lost
-    steps are those since the newest checkpoint written before it (a restart redoes them)."""
+    limit or preemption, a crash nobody restarted): an interruption without an end. It costs
+    the wait until the job noticed (``detect_s``), the time it held its GPUs after that until
+    its last line (``restart_s``: nothing restarted) and the steps since the newest checkpoint
+    written before it, or since ``began`` (the step the data's first progress line follows)
+    when none is known (a restart redoes them all: issue 57, "a loss is never $0 by
+    omission"). ``steps``: (began, the last step)."""
+    began, last = steps
     ok = ck[ck["ok"].astype(bool) & (ck["end"] <= last_ts + TAIL_NS) & (ck["step"] <= last)]
     logged = [int(x) for x in saves["step"] if x is not None and int(x) <= last]
-    steps = [*ok["step"].astype(int).tolist(), *logged]  # directories, and the log's saves
-    saved = max(steps) if steps else None
-    lost = last - saved if saved is not None else None
-    rework = lost * step_s if lost is not None and step_s is not None else None
-    first = ex.first_failure_ns
-    detect = max((first - last_ts) / 1e9, 0.0) if first is not None else None
+    known = [*ok["step"].astype(int).tolist(), *logged]  # directories, and the log's saves
+    saved = max(known) if known else None
+    lost = last - (saved if saved is not None else began)
+    rework = lost * step_s if step_s is not None else None
+    noticed = _noticed(ex)
+    detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
+    end = _gone(ex, max(noticed, last_ts)) if noticed is not None else last_ts
+    held = (end - max(noticed, last_ts)) / 1e9 if noticed is not None else None
     cause = ex.cause
     assert cause is not None and cause.rule is not None
-    where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if lost
-             is not None else "no checkpoint known to restart from")  # fmt: skip
+    where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if saved
+             is not None else f"no checkpoint known: all {lost:,} steps since step "
+             f"{began:,} to redo")  # fmt: skip
     desc = (f"Run stopped at step {last:,}; {told(cause, who)}; no progress after it in the data; "
             + where)  # fmt: skip
-    end = last_ts if first is None else max(first, last_ts)
     items = _items(ex.ordered, end)
+    parts = [x for x in (detect, held, rework) if x is not None]  # as failures.COSTED sums
+    cost = sum(parts) if parts else None
     return {
         "ts": pd.Timestamp(last_ts), "end_ts": pd.NaT, "host": cause.host, "rank": cause.rank,
         "gpu": cause.gpu, "component": cause.rule.component, "category": cause.rule.category,
         "xid": cause.xid if cause.kind == XID else None,
         "planned": cause.rule.category == PLANNED_CATEGORY, "detect_s": detect,
-        "restart_s": None, "recovery": None, "restored_tier": None, "restored_step": None,
+        "restart_s": held, "recovery": None, "restored_tier": None, "restored_step": None,
         "lost_steps": lost, "rework_s": rework,
-        "lost_gpu_hours": gpus * ((detect or 0.0) + (rework or 0.0)) / 3600.0 if gpus else None,
+        "lost_gpu_hours": gpus * cost / 3600.0 if gpus and cost is not None else None,
         "description": desc, "source": SOURCE, "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
     }  # fmt: skip
+
+
+def _gone(ex: Explanation, noticed: int) -> int:
+    """When the job was gone: its last failure line in the run of lines that follow the one
+    it noticed by at most ``TEARDOWN_GAP_NS`` each (a job goes down in minutes; a line hours
+    later, a kernel's or another job's, is not this stop's)."""
+    end = noticed
+    for t in sorted(e.ts for e, role in ex.ordered if role != "context" and e.ts > noticed):
+        if t - end > TEARDOWN_GAP_NS:
+            break
+        end = t
+    return end
+
+
+def _noticed(ex: Explanation) -> int | None:
+    """When the job noticed the stop: its first failure line. A flight-recorder hang is dated
+    by the collective its ranks began waiting in, not by anyone noticing; it counts only when
+    nothing else was logged."""
+    told_ = [e.ts for e, role in ex.ordered if role != "context" and e.kind != COLLECTIVE_HANG]
+    return min(told_, default=ex.first_failure_ns)
 
 
 def _items(ordered: list[tuple[Any, str]], end: int, *extra: dict[str, Any]) -> list[dict]:

@@ -166,7 +166,7 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
                    sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
                        FILTER (WHERE coalesce(detect_s, restart_s) IS NOT NULL),
                    sum(rework_s),
-                   sum(lost_gpu_hours), coalesce(sum(lost_steps), 0),
+                   sum(lost_gpu_hours), sum(lost_steps),
                    count(*) FILTER (WHERE recovery = 'automated'),
                    count(*) FILTER (WHERE recovery = 'manual'),
                    count(*) FILTER (WHERE recovery = 'manual' AND NOT planned),
@@ -186,7 +186,9 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "rework_hours": _hours(row[3], unexpected + int(row[1])),
         # None when no interruption in the range knows it (a run that did not say its GPUs)
         "lost_gpu_hours": None if row[4] is None else float(row[4]),
-        "lost_steps": int(row[5]),
+        # 0 without interruptions, None when none in the range knows it (never 0 by omission)
+        "lost_steps": (0 if unexpected + int(row[1]) == 0 else None) if row[5] is None
+        else int(row[5]),
         "automated": int(row[6]),
         "manual": int(row[7]),
         "manual_unexpected": int(row[8]),
@@ -417,3 +419,23 @@ def culprits(store: Store, run_id: str | None, tr: TimeRange, limit: int = 200) 
             ORDER BY ts LIMIT ?""",
         [*_params(run_id, tr), *_params(run_id, tr), int(limit)],
     )
+
+
+def incident_context(store: Store, run_id: str, ts: Any) -> dict[str, Any]:
+    """What a postmortem names beside a stop at ``ts``: ``job_id`` (the Slurm job of the run
+    that was running then, else None), ``attempt`` (of the run's last progress at or before
+    it, else None) and ``gpu_model`` (the run's, else None)."""
+    job = store.scalar(
+        """SELECT job_id FROM slurm_jobs WHERE run_id = ? AND start_ts <= ?
+             AND (end_ts IS NULL OR end_ts >= ?)
+           ORDER BY start_ts DESC, job_id_raw DESC LIMIT 1""",
+        [run_id, ts, ts],
+    ) if store.has_table("slurm_jobs") else None
+    attempt = store.scalar(
+        """SELECT attempt FROM train_metrics WHERE run_id = ? AND ts <= ?
+           ORDER BY ts DESC, step DESC LIMIT 1""",
+        [run_id, ts],
+    )
+    model = store.scalar("SELECT gpu_model FROM runs WHERE run_id = ?", [run_id])
+    return {"job_id": job, "attempt": None if attempt is None else int(attempt),
+            "gpu_model": model}  # fmt: skip

@@ -164,11 +164,31 @@ def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime
 
 
 # Runs imported from logs (``import``, and ``logs`` from a cluster's log directories) that no
-# Slurm job maps to, on the hosts their ranks ran on.
-_LOGS = """SELECT 'log' AS source, r.run_id AS job_id, NULL AS label, r.name, NULL AS "user",
-  NULL AS account, NULL AS partition, CASE WHEN r.end_ts IS NULL THEN 'RUNNING' ELSE 'ENDED' END
-  AS state, r.start_ts AS "start", coalesce(r.end_ts, (SELECT max(ts) FROM train_metrics t
-  WHERE t.run_id = r.run_id)) AS "end", NULL::INTEGER AS exit_code,
+# Slurm job maps to, on the hosts their ranks ran on. Their state is read from the log's end
+# (issue 57, 5), in Slurm's words: the lines at or after the last progress point say how it
+# ended (a planned exit: COMPLETED; Slurm's time limit: TIMEOUT; a node lost: NODE_FAIL;
+# scancel or preemption: CANCELLED), else a stop the derivation found no progress after
+# (``interruptions`` without an end) is FAILED; a record's end with none of these is
+# COMPLETED (as ``run_end`` reads it); else RUNNING. Its end is its last line.
+_LOG_END = """(SELECT CASE
+    WHEN bool_or(s.kind = 'slurm_time_limit') THEN 'TIMEOUT'
+    WHEN bool_or(s.kind IN ('slurm_node_failure', 'node_lost')) THEN 'NODE_FAIL'
+    WHEN bool_or(s.kind IN ('slurm_cancelled', 'slurm_preempted')) THEN 'CANCELLED'
+    WHEN bool_or(s.kind = 'planned_exit') THEN 'COMPLETED' END
+  FROM signals s WHERE s.run_id = r.run_id
+    AND s.ts >= coalesce((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),
+                         r.start_ts) - INTERVAL 1 SECOND)"""
+_LOG_STOPPED = """EXISTS (SELECT 1 FROM interruptions i WHERE i.run_id = r.run_id
+    AND i.end_ts IS NULL AND NOT coalesce(i.planned, false)
+    AND i.ts >= coalesce((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),
+                         i.ts))"""
+_LOGS = f"""SELECT 'log' AS source, r.run_id AS job_id, NULL AS label, r.name, NULL AS "user",
+  NULL AS account, NULL AS partition, coalesce({_LOG_END},
+    CASE WHEN {_LOG_STOPPED} THEN 'FAILED' WHEN r.end_ts IS NOT NULL THEN 'COMPLETED'
+         ELSE 'RUNNING' END) AS state,
+  r.start_ts AS "start", coalesce(r.end_ts, greatest((SELECT max(ts) FROM train_metrics t
+  WHERE t.run_id = r.run_id), (SELECT max(ts) FROM signals s WHERE s.run_id = r.run_id)))
+  AS "end", NULL::INTEGER AS exit_code,
   (SELECT list(DISTINCT host ORDER BY host) FROM rank_hosts h WHERE h.run_id = r.run_id) AS hosts,
   NULL AS nodelist, r.gpus AS gpus_alloc, 0 AS requeues, r.run_id,
   r.end_ts IS NOT NULL AS finished
