@@ -140,7 +140,9 @@ def test_each_interruption_carries_an_action_and_its_reason(store: Path) -> None
     assert (b["action"], b["action_rule"]) == ("drain", "repeat-offender")
     assert c["action"] == "drain" and "culprit 3 times in 14 days" in c["action_reason"]
     first, again = got["recurring"]
-    assert (first["action"], again["action"]) == ("restart", "page")
+    # the first OOM: only rank 3's own lines are in this log, so nothing tells whether every
+    # rank hit it (culprit unknown: investigate); the same error after a restart pages
+    assert (first["action"], again["action"]) == ("investigate", "page")
     said = "the same software error (Software Bug) came back after a restart"
     assert again["action_reason"] == said
     (loop,) = got["looping"]

@@ -3,6 +3,9 @@ tiers' newest checkpoints, and the active alerts of a run at the end of a time r
 
 Each alert is a row (severity, alert, detail); thresholds are the product's operating rules and
 live here, beside the SQL that applies them, so the Overview and any future notifier agree.
+
+Long module: the fleet's "now" and every alert rule read together (#59 moves the rules to a
+metrics package of their own).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pandas as pd
 
 from telemetry.derive.derive import open_stall
 from telemetry.queries import JOB_NODE_SQL, TimeRange, pick_level
+from telemetry.queries.hangs import open_hang
 from telemetry.queries.run_end import run_end
 from telemetry.queries.targets import SCRAPED, report_time, target_alerts
 from telemetry.queries.training import loss_spikes
@@ -392,35 +396,6 @@ def _culprit_key(name: str, rank: Any, host: Any) -> str:
     who = (f"rank {int(rank)}" if known else "") + (f" on {host}" if known and host else
                                                      f"host {host}" if host else "")  # fmt: skip
     return f"{name}:{who}" if who else name
-
-
-def open_hang(
-    store: Store, run_id: str, at: datetime, hours: float = 24.0
-) -> tuple[str, int | None, str | None] | None:
-    """The newest hang of the run's flight-recorder dumps in the ``hours`` before ``at`` after
-    which no step was logged (the run has not moved on from it): (its words, the culprit rank,
-    its host); None if none. The culprit is the rank the dumps found missing, on the host the
-    logs or Slurm placed it."""
-    rows = store.rows(
-        "SELECT h.culprit_rank, h.culprit_host, h.op, h.seq_id, h.process_group, h.ts "
-        "FROM hangs h WHERE h.run_id = ? AND h.ts BETWEEN ? AND ? AND NOT EXISTS ("
-        "  SELECT 1 FROM train_metrics m WHERE m.run_id = h.run_id "
-        "  AND m.ts > h.ts + INTERVAL 60 SECOND) "
-        "ORDER BY h.ts DESC LIMIT 1",
-        [run_id, at - timedelta(hours=hours), at],
-    )
-    if not rows:
-        return None
-    rank, host, op, seq, pg, ts = rows[0]
-    who = (
-        "culprit unknown (the dumps found no rank missing)" if rank is None
-        else f"rank {rank} on {host}" if host
-        else f"rank {rank} (host not known yet: no log or Slurm job places it)"
-    )  # fmt: skip
-    what = f"{op or 'a collective'} #{seq}" if seq is not None else (op or "a collective")
-    words = f"{who} never called {what} of process group {pg or '?'}; flight recorder at " \
-        f"{ts:%H:%M:%S} UTC"
-    return words, rank, host
 
 
 def _ordered(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
