@@ -345,7 +345,8 @@ def main() -> None:
 
 def _report(results: list[Result], path: str | None) -> None:
     out: dict[str, float] = {}
-    print("\nkind        ranks   median     p95   misses   baseline (line -> store -> page)")
+    print("\nkind                ranks   median     p95   misses (of them wrong)   baseline "
+          "(line -> store -> page)")
     groups = {"crash, 4-8 ranks": [r for r in results if r.case in EXAM_CASES and r.case != "hang"],
               "hang, 4 ranks": [r for r in results if r.case == "hang"],
               "crash, cascade": [r for r in results if r.case == "cascade"]}  # fmt: skip
@@ -355,16 +356,18 @@ def _report(results: list[Result], path: str | None) -> None:
             continue
         hits = [r.culprit_s for r in rs if r.right and r.culprit_s is not None]
         misses = len(rs) - len(hits)
+        wrong = sum(1 for r in rs if r.culprit_s is not None and not r.right)  # a victim named
         bases = [r.baseline_s for r in rs if r.baseline_s is not None]
         med = statistics.median(hits) if hits else float("nan")
         p95 = _pct(hits, 0.95) if hits else float("nan")
         base = statistics.median(bases) if bases else float("nan")
-        print(f"{name:16} {rs[0].ranks:>6,} {med:7.1f} s {p95:6.1f} s {misses:6}/{len(rs)}"
-              f"   {base:5.1f} s")  # fmt: skip
+        print(f"{name:16} {max(r.ranks for r in rs):>9,} {med:7.1f} s {p95:6.1f} s "
+              f"{misses:6}/{len(rs)} ({wrong} wrong)       {base:5.1f} s")  # fmt: skip
         key = name.replace(", ", "_").replace(" ", "_")
         if hits:
             out[f"culprit_{key}_median_s"], out[f"culprit_{key}_p95_s"] = med, p95
         out[f"culprit_{key}_misses"] = misses
+        out[f"culprit_{key}_wrong"] = wrong
         if bases:
             out[f"baseline_{key}_line_to_page_s"] = base
         crash = not name.startswith("hang")
