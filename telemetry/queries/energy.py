@@ -23,7 +23,7 @@ GPU energy only: not CPUs, networking, storage or cooling (a facility's PUE mult
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pandas as pd
 
@@ -55,8 +55,10 @@ FROM node_rollup WHERE bucket_s = ? AND ts >= ? AND ts < ? {by}"""
 def _hours(tr: TimeRange) -> tuple[object, object]:
     """The whole hours ``tr`` touches: [first hour, the hour after the last)."""
     start = tr.start.replace(minute=0, second=0, microsecond=0)
-    end = tr.end.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    return start, end
+    end = tr.end.replace(minute=0, second=0, microsecond=0)
+    # a run's own range may end at a stored time in 9999's last hour (bad input kept): no
+    # hour after it exists, and the range's own end bounds it as well
+    return start, end + timedelta(hours=1) if end < datetime.max - timedelta(hours=1) else tr.end
 
 
 # The same from the fleet's hours (``rollups.FLEET_ENERGY_SQL``): the hours, those that keep
