@@ -32,6 +32,7 @@ from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
 from telemetry.queries.run_end import run_end
+from telemetry.recovery import recovery_spans
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
@@ -153,7 +154,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     out["state"], out["ended"] = _state(store, run_id, last)
     if detail:
         out["goodput"] = goodput(store, run_id, energy=True)
-        out["interruptions"]["list"] = _interruption_list(store, run_id)
+        out["interruptions"]["list"] = _interruption_list(store, run_id, out["goodput"])
         out |= _details(store, run_id) | {"utilization": _utilization(store, start, end)}
     return out
 
@@ -347,10 +348,14 @@ def _step_seconds(store: Store, run_id: str) -> float | None:
     return float(per_step) * float(steps)
 
 
-def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
+def _interruption_list(
+    store: Store, run_id: str, block: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Each interruption of the run, oldest first, with its source, confidence, correction
-    and evidence (parsed), and what to do about it (``action``, ``action_reason``:
-    ``queries.offenders``), as ``summary --json`` shows them."""
+    and evidence (parsed), what to do about it (``action``, ``action_reason``:
+    ``queries.offenders``) and where its recovery went (``recovery_spans``, and
+    ``recovery_unknown``: the spans the records do not date, with why; ``telemetry.recovery``),
+    as ``summary --json`` shows them."""
     df = store.df(
         f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
                   confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
@@ -360,6 +365,8 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         [run_id],
     )
     todo = offenders.actions(store, run_id) if len(df) else {}
+    went = recovery_spans(store, run_id, block) if len(df) else {}
+    planned = {"spans": [], "unknown": [{"name": "recovery", "reason": "a planned stop"}]}
     out = []
     for rec in df.to_dict("records"):
         row = {k: (None if _missing(v) else v) for k, v in rec.items()}
@@ -371,6 +378,8 @@ def _interruption_list(store: Store, run_id: str) -> list[dict[str, Any]]:
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
         row["culprit_candidates"] = candidates(row["culprit_candidates"])  # host/rank unknown
         row |= offenders.action_of(todo, rec["ts"], row["source"])  # what to do (issue 58)
+        spans = went.get(row["ts"], planned)  # keyed by the same ISO start
+        row |= {"recovery_spans": spans["spans"], "recovery_unknown": spans["unknown"]}
         out.append(row)
     return out
 

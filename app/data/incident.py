@@ -17,6 +17,7 @@ from telemetry import queries, summary
 from telemetry.queries import TimeRange, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
+from telemetry.recovery import recovery_spans
 
 AROUND = timedelta(minutes=30)  # the window the links open around an incident
 HANG_BEFORE = timedelta(minutes=30)  # a hang this long before a stall's detection is its own
@@ -26,8 +27,10 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     """The interruption of ``run_id`` that began at ``at`` (an ISO time from the URL), or None
     when there is none: its stored row and evidence (``failures.interruption_detail``) and
     ``spans`` (label, start, end: stalled until detected, down until training resumed, the lost
-    steps redone), ``run_name``, ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the
-    run's price; None when they are unknown), and ``links`` (``gpus``, ``training``: URL
+    steps redone), ``recovery`` (where the recovery went: ``telemetry.recovery``'s named
+    spans and the ones it cannot date, with why; None for a planned stop), ``run_name``,
+    ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the run's price; None when they are
+    unknown), and ``links`` (``gpus``, ``training``: URL
     fragments of the views around it)."""
     when = parse_time(at) if isinstance(at, str) else None
     if not isinstance(run_id, str) or when is None:
@@ -62,6 +65,7 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
                   "unexpected": run["interruptions"]["unexpected"],
                   "planned": run["interruptions"]["planned"]},  # fmt: skip
         "spans": spans,
+        "recovery": recovery_spans(store(), run_id, at=start).get(start.isoformat()),
         "hangs": hung,
         "detected": detected,
         "resumed": resumed,

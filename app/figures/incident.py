@@ -54,6 +54,7 @@ def timeline(inc: dict[str, Any], template: str = TEMPLATE) -> Figure:
                 "<extra></extra>",
             )
         )
+    rows += _recovery_rows(fig, inc.get("recovery"))
     evidence = [e for e in inc.get("evidence") or [] if e.get("ts")]
     by_role: dict[str, list[dict[str, Any]]] = {}
     for e in evidence:
@@ -82,6 +83,46 @@ def timeline(inc: dict[str, Any], template: str = TEMPLATE) -> Figure:
         xaxis={"title": "Time (UTC)", "type": "date"},
     )
     return fig
+
+
+RECOVERY_COLOUR = "#00cc96"
+
+
+def _recovery_rows(fig: Figure, rec: dict[str, Any] | None) -> list[str]:
+    """Where the recovery went (``telemetry.recovery``): one row per named span, under the
+    stop's own rows; the spans it cannot date are in the Markdown, with why."""
+    rows = []
+    for sp in (rec or {}).get("spans") or []:
+        label = f"recovery: {sp['name']}"
+        rows.append(label)
+        a, b = pd.Timestamp(sp["start"]).to_pydatetime(), pd.Timestamp(sp["end"]).to_pydatetime()
+        fig.add_trace(plot.Scatter(
+            x=[a, b], y=[label, label], mode="lines+markers", name=label,
+            line={"width": 10, "color": RECOVERY_COLOUR}, marker={"size": 6},
+            hovertemplate=f"{sp['name']}: {fmt_duration(float(sp['seconds']))} "
+            f"(goodput's {sp['category']})<extra></extra>",
+        ))  # fmt: skip
+    return rows
+
+
+def recovery_lines(rec: dict[str, Any] | None) -> list[str]:
+    """The Markdown list of where the recovery went: each span's length and times, then the
+    spans the records do not date, with why (never a 0 for them)."""
+    if not rec:
+        return []
+    out = ["", "### Where the recovery went", ""]
+    for sp in rec.get("spans") or []:
+        out.append(f"- **{text(sp['name'])}:** {text(_seconds(float(sp['seconds'])))} "
+                   f"({text(when(sp['start']))} to {text(when(sp['end']))} UTC; goodput's "
+                   f"{text(sp['category'])})")  # fmt: skip
+    for u in rec.get("unknown") or []:
+        out.append(f"- **{text(u['name'])}:** unknown: {text(u['reason'])}")
+    return out
+
+
+def _seconds(s: float) -> str:
+    """Whole seconds for the postmortem, and the rounder unit beside them past two minutes."""
+    return f"{s:,.0f} s" + (f" ({fmt_duration(s)})" if s >= 120 else "")
 
 
 def _clip(line: str) -> str:
@@ -117,6 +158,7 @@ def markdown(inc: dict[str, Any]) -> str:
         lines.append(f"- **Node history:** {text(offender_text(inc['offender']))}")
     if inc.get("description"):
         lines.append(f"- **Summary:** {text(inc['description'])}")
+    lines += recovery_lines(inc.get("recovery"))
     for h in inc.get("hangs") or []:
         lines += ["", "### The hang its ranks were stuck in (flight recorder)", "",
                   *hang_lines(h)]  # fmt: skip
