@@ -51,7 +51,8 @@ def recovery_spans(
     the run's goodput block where the caller has it (its ideal step time), else computed;
     ``at``: the interruption that began then alone (the incident view's)."""
     ints = store.df(
-        """SELECT ts, end_ts, detect_s, restart_s, coalesce(lost_steps, 0) AS lost_steps, evidence
+        """SELECT ts, end_ts, detect_s, restart_s, coalesce(lost_steps, 0) AS lost_steps, evidence,
+                  source
            FROM interruptions WHERE run_id = ? AND NOT coalesce(planned, false)
              AND (?::TIMESTAMP IS NULL OR ts = ?) ORDER BY ts""",
         [run_id, at, at],
@@ -88,6 +89,10 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
     assert start is not None
     held = [rec[k] for k in ("detect_s", "restart_s") if not pd.isna(rec[k])]
     end = resumed or (start + timedelta(seconds=float(sum(held))) if held else None)
+    # an inferred stop no progress followed died (the job's end closes its downtime); a posted
+    # or replayed one without an end resumed after its detection and restart, as goodput counts
+    if resumed is None and rec["source"] != "inferred":
+        resumed = end
     if end is None:
         why = "the job's end is unknown: it never resumed and no record says when it stopped"
         names = (*RECOVERY, "checkpoint load", "redo")

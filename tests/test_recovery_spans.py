@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.goodput import goodput
-from telemetry.recovery import recovery_spans
+from telemetry.recovery import RECOVERY, recovery_spans
 from telemetry.store import Store
 from tests import cluster_fixture as night
 from tests import hang_died_fixture as hd
@@ -46,9 +46,8 @@ def _is_goodputs(went: dict, block: dict) -> None:
         mine = sum(s["seconds"] - s.get("after_resume_s", 0.0) for s in spans
                    if s["category"] == cat)  # fmt: skip
         assert mine == pytest.approx(secs[cat], abs=1e-3), (cat, mine, secs)
-    # the run's own start before its first step is no incident's: here the log's first step
-    assert secs["startup"] == 0.0
-    total = sum(s["seconds"] - s.get("after_resume_s", 0.0) for s in spans)
+    # the run's own start before its first step is goodput's start-up, no incident's
+    total = sum(s["seconds"] - s.get("after_resume_s", 0.0) for s in spans) + secs["startup"]
     four = sum(secs[k] for k in ("recovery", "startup", "checkpoint_restore", "wasted_progress"))
     assert total == pytest.approx(four, abs=1e-3)
 
@@ -86,6 +85,7 @@ def test_the_nights_two_restarts_to_the_second(night_store: Path) -> None:
                                 {"name": "start-up", "reason": NO_START}]  # fmt: skip
         warm = next(s for s in v["spans"] if s["name"] == "warm-up")
         assert warm["after_resume_s"] == 0.0  # its first steps ran at the ideal 2 s
+    assert block["seconds"]["startup"] == 0.0  # the log's first line is a step
     _is_goodputs(went, block)
 
 
@@ -191,4 +191,22 @@ def test_slurm_dates_the_queue_wait_of_a_requeue(tmp_path: Path) -> None:
     assert first["unknown"] == []
     second = went[LAST_2.isoformat()]  # no job started between: still unknown, with why
     assert {u["name"] for u in second["unknown"]} == {"rescheduling", "start-up"}
+    _is_goodputs(went, block)
+
+
+def test_a_replayed_runs_spans_add_up_to_its_goodput(tmp_path: Path) -> None:
+    """A replayed run's stops carry their detection and restart times but no lines: each is
+    one span named for all it holds (none claimed as 0 s) and redone after it resumed; the
+    run's spans are its goodput's recovery and wasted progress."""
+    from tests.conftest import build_store
+
+    path = build_store(tmp_path / "s.duckdb", scenario="dev-64", seed=0, days=1.0)
+    with Store(str(path), read_only=True) as s:
+        block = goodput(s, "dev-64-s0", detail=False)
+        went = recovery_spans(s, "dev-64-s0", block)
+    assert block is not None and len(went) >= 3
+    for v in went.values():
+        assert v["spans"][0]["name"] == "detection + teardown + rescheduling + start-up + warm-up"
+        assert v["spans"][-1]["name"] == "redo"
+        assert {u["name"] for u in v["unknown"]} == {*RECOVERY, "checkpoint load"}
     _is_goodputs(went, block)
