@@ -12,9 +12,11 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs.textlogs import parse_file
 from telemetry.derive import signals as sig
 from tests.conftest import cli
+from tests.corpus.score import CORPUS
 
 # pytorch/basicsr-737: three ranks' NCCL watchdog timeouts, c10's "E626" (June 26), no year
 WATCHDOG = [
@@ -363,3 +365,59 @@ def test_a_rank_is_placed_by_its_own_line_and_only_then(tmp_path: Path) -> None:
     assert joined["component"] == "Software Bug"
     assert (joined["rank"], joined["host"]) == (None, None)
     assert "candidates: rank 2, rank 3" in joined["description"], joined["description"]
+
+
+# kernel/gpu-operator-523: kubelet's journal line, nvidia-container-cli's driver RPC timed out
+DRIVER_TIMEOUT = [
+    "May 05 14:13:15 ip-10-51-52-158.us-west-2.compute.internal kubelet[33460]: "
+    "nvidia-container-cli: detection error: driver error: timed out: unknown",
+]
+
+
+def test_nvidia_container_clis_driver_timeout_is_the_hosts_gpu(tmp_path: Path) -> None:
+    """libnvidia-container's helper asked NVML and the driver never answered (error.c's
+    error_set_rpc: "driver error: timed out", "driver rpc error: timed out" in later
+    versions): the GPU of the journal line's host, at a confidence that says it is not sure
+    (the thread's maintainer: "might be due to the faulty GPU"). The import refused it."""
+    log = _write(tmp_path / "kubelet.log", DRIVER_TIMEOUT)
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", "--year", "2023", str(log))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    [i] = _interruptions(store)
+    assert (i["component"], i["host"], i["rank"]) == (
+        "Faulty GPU", "ip-10-51-52-158.us-west-2.compute.internal", None)
+    assert i["ts"] == "2023-05-05T14:13:15"
+    assert i["confidence"] < 0.8  # a hung driver alone is possible
+    later = "nvidia-container-cli.real: initialization error: driver rpc error: timed out"
+    assert ll.failure(later)[0] == sig.GPU_DRIVER_TIMEOUT
+    assert ll.failure("nvidia-container-cli: initialization error: load library failed: "
+                      "libnvidia-ml.so.1: cannot open shared object file") is None
+
+
+# transformers/trl-3436: rank 2's traceback, the paste cut before its exception line
+CUT = (CORPUS / "transformers/trl-3436-fsdp-oom-rank2.log").read_text("utf-8").splitlines()
+# transformers/axolotl-1717: rank 0's OOM, then rank 1's traceback cut before its exception
+OOM_BESIDE_CUT = [
+    "[rank0]: RuntimeError: CUDA error: out of memory",
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "<frozen runpy>", line 198, in _run_module_as_main',
+    "[rank1]:     fire.Fire(do_cli)",
+]
+
+
+def test_a_traceback_the_log_ends_inside_is_a_failure_of_unknown_kind(tmp_path: Path) -> None:
+    """A log that ends inside a traceback shows a failure, not what it was: one interruption
+    of unknown cause, no culprit (its rank is a candidate), no time invented. The import
+    refused it ("no valid records"). Beside a failure a line does tell (rank 0's OOM), the
+    cut one is not the cause and keeps that rank from being named: rank 1 may have failed
+    alike, so it is no victim to set rank 0 apart from."""
+    i = _one(tmp_path, "cut", CUT)
+    assert (i["component"], i["rank"], i["host"], i["ts"]) == ("Unknown", None, None, None)
+    assert "culprit unknown" in i["description"] and "rank 2" in i["description"]
+    assert [(e["kind"], e["origin"].rsplit(":", 1)[1]) for e in i["evidence"]] == [
+        (sig.TRACEBACK_CUT, "1")]
+    oom = _one(tmp_path, "oom", OOM_BESIDE_CUT)
+    assert (oom["component"], oom["rank"], oom["host"]) == ("Software Bug", None, None)
+    assert sig.TRACEBACK_CUT in {e["kind"] for e in oom["evidence"]}
+    done = _one(tmp_path, "done", [*CUT, "[rank2]: torch.OutOfMemoryError: CUDA out of memory."])
+    assert sig.TRACEBACK_CUT not in {e["kind"] for e in done["evidence"]}

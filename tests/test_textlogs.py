@@ -254,9 +254,11 @@ def test_a_traceback_is_one_signal_at_its_exception_line(tmp_path: Path) -> None
     assert [(s.kind, s.detail, _line_of(s.origin)) for s in scan.signals] == [
         (sig.TRACEBACK, "ValueError: bad shard 17", 7),
         (sig.TRACEBACK, "KeyboardInterrupt", 13),
+        # the file ends inside the third: a failure at its first line, of a kind not there
+        (sig.TRACEBACK_CUT, "traceback cut off before its exception line", 14),
     ]
     assert scan.counts["tracebacks_unfinished"] == 1
-    assert all(s.ts is None for s in scan.signals) and scan.counts["untimed_signals"] == 2
+    assert all(s.ts is None for s in scan.signals) and scan.counts["untimed_signals"] == 3
 
 
 # -- kernel logs -------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
     DRIVER_GPU_KINDS,
+    GPU_DRIVER_TIMEOUT,
     IB_ERROR,
     NODE_LOST,
     SLURM_CANCELLED,
@@ -52,13 +53,14 @@ from telemetry.derive.signals import (
     SLURM_NODE_GPU,
     SLURM_PREEMPTED,
     SLURM_TIME_LIMIT,
+    TRACEBACK_CUT,
     XID,
 )
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 PLACED_KINDS = frozenset(
     {XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU, NODE_LOST,
-     COLLECTIVE_HANG, *DRIVER_GPU_KINDS}
+     COLLECTIVE_HANG, GPU_DRIVER_TIMEOUT, *DRIVER_GPU_KINDS}
 )  # fmt: skip
 _LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
 MAX_CANDIDATES = 8
@@ -138,8 +140,9 @@ def _heard_beside(ex: Explanation, cause: Evidence) -> bool:
     log of one rank's lines (most trainers print rank 0 alone; a paste of one rank's error)
     cannot tell whether every rank hit the same error. Hardware on a host places it alone."""
     if cause.kind in PLACED_KINDS or cause.kind == IB_ERROR or cause.rank is None:
-        return True
-    return bool({e.rank for e, r in ex.ordered if r != CONTEXT} - {cause.rank, None})
+        return True  # a cut traceback (below) may be another rank's same error: not heard
+    return bool({e.rank for e, r in ex.ordered if r != CONTEXT and e.kind != TRACEBACK_CUT}
+                - {cause.rank, None})  # fmt: skip
 
 
 def _own_line(ex: Explanation, cause: Evidence, role: str | None) -> bool:
@@ -148,14 +151,16 @@ def _own_line(ex: Explanation, cause: Evidence, role: str | None) -> bool:
     if role != INITIATING or cause.rank is None or cause.kind in PLACED_KINDS:
         return False
     others = {e.rank for e, r in ex.ordered if r in (CASCADE, TEARDOWN)} - {cause.rank, None}
-    rivals = {e.rank for e, r in ex.ordered if r == "symptom"} - {cause.rank, None}
-    return bool(others) and not rivals
+    rivals = {e.rank for e, r in ex.ordered if r == "symptom" or e.kind == TRACEBACK_CUT}
+    return bool(others) and not rivals - {cause.rank, None}
 
 
 def _placed(cause: Evidence, role: str | None) -> bool:
     """Whether the cause places its rank or host (module doc)."""
     if cause.kind in PLACED_KINDS:
         return True
+    if cause.kind == TRACEBACK_CUT:  # its exception, which would say whose fault, is not there
+        return False
     if cause.kind == IB_ERROR:
         return _LINK_DOWN.search(f"{cause.detail or ''} {cause.line or ''}") is not None
     if cause.kind in NETWORK_KINDS or cause.kind in WAITING_KINDS:

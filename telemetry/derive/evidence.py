@@ -50,6 +50,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     CUDA_ILLEGAL_ADDRESS,
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
+    GPU_DRIVER_TIMEOUT,
     GPU_INIT_FAILED,
     GPU_OFF_BUS,
     GSP_TIMEOUT,
@@ -73,6 +74,7 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     SLURM_TASK_KILLED,
     SLURM_TIME_LIMIT,
     TRACEBACK,
+    TRACEBACK_CUT,
     WORKER_EXIT,
     WORKER_KILLED,
     WORKER_LEFT,
@@ -137,6 +139,8 @@ CAUSES: dict[str, Rule] = {
     GPU_OFF_BUS: _rule(1, "Faulty GPU", 0.9, "GPU fallen off the bus (NVIDIA driver)"),
     GSP_TIMEOUT: _rule(1, "GPU System Processor", 0.85, "GSP timeout (NVIDIA driver)"),
     GPU_INIT_FAILED: _rule(1, "Faulty GPU", 0.7, "GPU failed to initialise (NVIDIA driver)"),
+    # NVML did not answer: a GPU in a bad state most often, a hung driver alone sometimes
+    GPU_DRIVER_TIMEOUT: _rule(1, "Faulty GPU", 0.5, "NVIDIA driver timed out (NVML)"),
     SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
     NODE_LOST: _rule(2, "Host Maintenance", 0.6, "node lost (its ranks and agent gone at once)"),
     SLURM_NODE_DOWN: _rule(2, "Host Maintenance", 0.6, "node drained or down (Slurm)"),
@@ -161,6 +165,8 @@ CAUSES: dict[str, Rule] = {
     COLLECTIVE_HANG: _rule(6, "NCCL Watchdog Timeouts", 0.65, "collective hang, flight recorder"),
     NCCL_TIMEOUT: _rule(6, "NCCL Watchdog Timeouts", 0.55, "NCCL watchdog timeout", False),
     TRACEBACK: _rule(7, "Software Bug", 0.4, "Python traceback", False),
+    # The log ends inside a traceback: a failure, of a kind its missing last line would say
+    TRACEBACK_CUT: Rule(8, UNKNOWN, UNKNOWN, 0.2, "traceback cut before its exception", False),
 }
 # Failure signs that never explain a stop alone (a job that ended FAILED says that, not why).
 SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED})
@@ -425,12 +431,16 @@ class Explanation:
 
 def roles(evs: list[Evidence]) -> list[str]:
     """Each item's role before a cause is chosen (module doc): initiating, cascade, teardown
-    or context. A traceback takes the role of the failure its exception line carries."""
+    or context. A traceback takes the role of the failure its exception line carries; one cut
+    before that line initiates only when no other line says what failed (it may be a victim's)."""
     by_origin = {e.origin: e for e in evs if e.kind != TRACEBACK and e.origin and e.failing}
+    told = any(e.failing and e.kind != TRACEBACK_CUT for e in evs)
     out = []
     for e in evs:
         if not e.failing:
             out.append(CONTEXT)
+        elif e.kind == TRACEBACK_CUT:
+            out.append(CASCADE if told else INITIATING)
         elif e.kind in TEARDOWN_KINDS or e.kind in SYMPTOM_KINDS:
             out.append(TEARDOWN)
         elif e.kind in WAITING_KINDS or e.kind in NETWORK_KINDS:

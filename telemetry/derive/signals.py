@@ -45,6 +45,15 @@ GPU_OFF_BUS = "gpu_off_bus"
 GSP_TIMEOUT = "gsp_timeout"
 GPU_INIT_FAILED = "gpu_init_failed"
 DRIVER_GPU_KINDS = frozenset({GPU_OFF_BUS, GSP_TIMEOUT, GPU_INIT_FAILED})
+# libnvidia-container's ``nvidia-container-cli: detection error: driver error: timed out``
+# (``initialization error: driver rpc error: timed out`` in later versions): its helper process
+# called NVML and the NVIDIA driver did not answer within the RPC timeout (error.c's
+# error_set_rpc). A host whose GPU driver hangs, not a line of the driver: the GPU is the usual
+# cause, never certain (NVIDIA gpu-operator#523: "might be due to the faulty GPU on the node").
+GPU_DRIVER_TIMEOUT = "gpu_driver_timeout"
+# A Python traceback the log ends inside, before its ``Type: message`` line (a paste or a log
+# cut short): a failure was under way, and what it was is not in the lines.
+TRACEBACK_CUT = "traceback_cut"
 NAN_LOSS = "nan_loss"
 TRACEBACK = "traceback"
 SLURM_TASK_KILLED = "slurm_task_killed"
@@ -100,8 +109,10 @@ SIGNAL_KINDS = (
     GPU_OFF_BUS,
     GSP_TIMEOUT,
     GPU_INIT_FAILED,
+    GPU_DRIVER_TIMEOUT,
     NAN_LOSS,
     TRACEBACK,
+    TRACEBACK_CUT,
     SLURM_TASK_KILLED,
     SLURM_NODE_FAILURE,
     SLURM_TIME_LIMIT,

@@ -51,6 +51,7 @@ from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
     DRIVER_GPU_KINDS,
+    GPU_DRIVER_TIMEOUT,
     NAN_LOSS,
     NO_OTHER_FAILURES,
     NODE_LOST,
@@ -58,6 +59,7 @@ from telemetry.derive.signals import (
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    TRACEBACK_CUT,
     WORKER_KILLED,
 )
 from telemetry.derive.waits import missing_rank
@@ -66,9 +68,10 @@ from telemetry.vocabulary import PLANNED_CATEGORY
 # Causes that do not stop a job by themselves: a NaN loss is logged and training goes on; a
 # planned exit is a finished run.
 NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
-# Lines about a machine, not a process: they place the fault on their host.
+# Lines about a machine, not a process: they place the fault on their host (a driver that
+# does not answer NVML there is that machine's, whichever process asked).
 HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
-                      *DRIVER_GPU_KINDS})
+                      GPU_DRIVER_TIMEOUT, *DRIVER_GPU_KINDS})
 MAX_CANDIDATES = 8
 
 
@@ -162,12 +165,13 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
         return cause.rank is not None
     if cause.kind == NODE_LOST:  # the whole node: placed where a line names its host
         return cause.host is not None
-    if role != INITIATING or cause.rank is None:
+    if role != INITIATING or cause.rank is None or cause.kind == TRACEBACK_CUT:
         return False
     # A rank's own error places it only beside ranks that had none: a log of one rank's lines
     # (most trainers print rank 0 alone) cannot tell whether every rank hit the same error.
     heard = {e.rank for e in evs if e.rank is not None} - {cause.rank}
-    rivals = {e.rank for e in evs if roles_of[id(e)] == INITIATING} - {cause.rank, None}
+    rivals = {e.rank for e in evs if roles_of[id(e)] == INITIATING or e.kind == TRACEBACK_CUT}
+    rivals -= {cause.rank, None}  # a cut traceback's rank may have failed alike: not a victim
     if cause.kind == WORKER_KILLED and NO_OTHER_FAILURES in (cause.detail or ""):
         return not rivals  # its launcher says no other worker of its node failed
     return bool(heard) and not rivals

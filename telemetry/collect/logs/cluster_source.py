@@ -166,9 +166,9 @@ class _Log:
             offset += len(pending)
             yield self.parser.drain(), self._id(start, pending), offset, lineno + 1
         elif not self.follow:
-            self.parser.finish()  # a per-rank report that ends the file is read now
+            self.parser.finish()  # a per-rank report or a cut traceback that ends the file
             last = self.parser.drain()
-            if last.rank_perf or last.rank_hosts:
+            if last.rank_perf or last.rank_hosts or last.signals:
                 yield last, self._id(offset, b""), offset, lineno
 
     def _id(self, start: int, block: bytes) -> str:

@@ -64,6 +64,7 @@ PREFILTER = "|".join(
         r"nvalid usage|nvalid argument|ncclInvalid|no algorithm/protocol",  # NCCL_USAGE
         r"cudaError[A-Z]",  # the CUDA runtime's error names (CUDA_ERROR)
         r"fallen off the bus|GSP RM heartbeat timed out|GSP Timeout|RmInitAdapter failed",
+        r"nvidia-container-cli(?:\.real)?: [a-z]+ error: driver (?:rpc )?error: timed out",
         r"dump signal due to a collective timeout",  # the flight recorder told a rank timed out
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
         r"Traceback",
@@ -509,6 +510,11 @@ _RULES = [  # (kind, keywords, regex) in priority order: the specific cause befo
     (sig.GPU_OFF_BUS, ("off the bus",), r"fallen off the bus"),
     (sig.GSP_TIMEOUT, ("GSP",), r"GSP RM heartbeat timed out|GSP Timeout"),
     (sig.GPU_INIT_FAILED, ("RmInitAdapter",), r"RmInitAdapter failed"),
+    (  # libnvidia-container's helper asked NVML and the driver never answered (signals.py)
+        sig.GPU_DRIVER_TIMEOUT,
+        ("nvidia-container-cli",),
+        r"nvidia-container-cli(?:\.real)?: \w+ error: driver (?:rpc )?error: timed out",
+    ),
     (
         sig.IB_ERROR,
         ("IB", "ibv_", "retry counter", "ink"),

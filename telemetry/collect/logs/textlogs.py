@@ -157,6 +157,7 @@ class LogParser:
         self._paced: dict[int, tuple[float | None, datetime | None]] = {}  # see _pace
         self._label = ""  # the current line's launcher prefix
         self._tb: dict[str, int] = {}  # rank prefix -> lines into an open traceback
+        self._tb_start: dict[str, Signal] = {}  # rank prefix -> its open traceback, if it is cut
         self._load_open: set[str] = set()  # labels (writers) with a checkpoint load open
         self._closing: set[tuple[str, int]] = set()  # (agent label, pid) torchrun signalled
         self._task_nodes = False  # srun --label tasks are torchrun agents (nodes), not ranks
@@ -210,7 +211,11 @@ class LogParser:
         if self._long is not None:
             self._flush_long()
         self.counts["tracebacks_unfinished"] += len(self._tb)
+        for prefix in self._tb:  # the log ends inside them: a failure whose kind is not there
+            if (cut := self._tb_start.get(prefix)) is not None:
+                self._add_signal(cut, "line")
         self._tb.clear()
+        self._tb_start.clear()
         self._end_report()
 
     def drain(self) -> LogBatch:
@@ -471,7 +476,9 @@ class LogParser:
             if done is not None:
                 return done
         if ll.TB_START in body:
-            self._tb[prefix] = 0
+            key, rank = self._traceback_writer(prefix, body)
+            self._tb[key] = 0
+            self._tb_start[key] = self._cut_traceback(body, raw, lineno, rank)
             return True
         if "iteration" in body and (f := ll.megatron(body)):
             return self._metric(f, body, raw, lineno)
@@ -640,6 +647,26 @@ class LogParser:
         self._add_signal(Signal(ts, kind, host, None, None, f"{detail} (pid {pid})",
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
         return True
+
+    def _traceback_writer(self, prefix: str, body: str) -> tuple[str, int | None]:
+        """(prefix, rank) of the traceback starting in ``body``: a rank's ``[rankN]: Traceback``
+        printed onto a tqdm bar is that rank's, and its next lines carry that prefix."""
+        at = body.rfind("[rank", 0, body.find(ll.TB_START))
+        if at > 0 and (got := lr.split_prefix(body[at:]))[0]:
+            return got[0], got[2] if got[2] is not None else self._rank
+        return prefix, self._rank
+
+    def _cut_traceback(self, body: str, raw: str, lineno: int, rank: int | None) -> Signal:
+        """The signal a traceback starting on this line becomes if the log ends inside it
+        (finish): at the traceback's time, of its rank, its kind unknown (evidence.py)."""
+        try:
+            ts, _how, st = self._when(body)
+        except _Untimely:
+            ts, st = None, None
+        host = (st[2] if st else None) or self.host
+        detail = "traceback cut off before its exception line"
+        return Signal(ts, sig.TRACEBACK_CUT, host, None, None, detail, self._origin(lineno),
+                      clean_line(raw), "log", rank)
 
     def _in_traceback(self, prefix: str, body: str, raw: str, lineno: int) -> bool | None:
         what = ll.traceback_step(body)
