@@ -75,6 +75,8 @@ def recovery_spans(
         [run_id])] if store.has_table("slurm_jobs") else []  # fmt: skip
     out = {}
     for rec in ints.to_dict("records"):
+        if _t(rec["ts"]) is None:  # a log with no wall-clock time: no span can be dated
+            continue
         out[pd.Timestamp(rec["ts"]).isoformat()] = _one(store, run_id, rec, loads, ideal, starts)
     return out
 

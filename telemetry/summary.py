@@ -367,6 +367,8 @@ def _interruption_list(
     todo = offenders.actions(store, run_id) if len(df) else {}
     went = recovery_spans(store, run_id, block) if len(df) else {}
     planned = {"spans": [], "unknown": [{"name": "recovery", "reason": "a planned stop"}]}
+    untimed = {"spans": [], "unknown": [{"name": "recovery", "reason": "the stop's time is "
+                                         "unknown: no line of its log has a wall-clock time"}]}
     out = []
     for rec in df.to_dict("records"):
         row = {k: (None if _missing(v) else v) for k, v in rec.items()}
@@ -378,7 +380,7 @@ def _interruption_list(
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
         row["culprit_candidates"] = candidates(row["culprit_candidates"])  # host/rank unknown
         row |= offenders.action_of(todo, rec["ts"], row["source"])  # what to do (issue 58)
-        spans = went.get(row["ts"], planned)  # keyed by the same ISO start
+        spans = went.get(row["ts"], planned) if row["ts"] is not None else untimed
         row |= {"recovery_spans": spans["spans"], "recovery_unknown": spans["unknown"]}
         out.append(row)
     return out

@@ -27,7 +27,7 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     """The interruption of ``run_id`` that began at ``at`` (an ISO time from the URL), or None
     when there is none: its stored row and evidence (``failures.interruption_detail``) and
     ``spans`` (label, start, end: stalled until detected, down until training resumed, the lost
-    steps redone), ``recovery`` (where the recovery went: ``telemetry.recovery``'s named
+    steps redone), ``recovery_spans`` (where the recovery went: ``telemetry.recovery``'s named
     spans and the ones it cannot date, with why; None for a planned stop), ``run_name``,
     ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the run's price; None when they are
     unknown), and ``links`` (``gpus``, ``training``: URL
@@ -65,7 +65,7 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
                   "unexpected": run["interruptions"]["unexpected"],
                   "planned": run["interruptions"]["planned"]},  # fmt: skip
         "spans": spans,
-        "recovery": recovery_spans(store(), run_id, at=start).get(start.isoformat()),
+        "recovery_spans": recovery_spans(store(), run_id, at=start).get(start.isoformat()),
         "hangs": hung,
         "detected": detected,
         "resumed": resumed,

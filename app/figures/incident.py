@@ -54,7 +54,7 @@ def timeline(inc: dict[str, Any], template: str = TEMPLATE) -> Figure:
                 "<extra></extra>",
             )
         )
-    rows += _recovery_rows(fig, inc.get("recovery"))
+    rows += _recovery_rows(fig, inc.get("recovery_spans"))
     evidence = [e for e in inc.get("evidence") or [] if e.get("ts")]
     by_role: dict[str, list[dict[str, Any]]] = {}
     for e in evidence:
@@ -107,8 +107,10 @@ def _recovery_rows(fig: Figure, rec: dict[str, Any] | None) -> list[str]:
 
 def recovery_lines(rec: dict[str, Any] | None) -> list[str]:
     """The Markdown list of where the recovery went: each span's length and times, then the
-    spans the records do not date, with why (never a 0 for them)."""
-    if not rec:
+    spans the records do not date, with why (never a 0 for them). ``rec`` is the incident's
+    ``recovery_spans`` (``app.data.incident``; the row's own ``recovery`` column says automated
+    or manual)."""
+    if not isinstance(rec, dict) or not rec:
         return []
     out = ["", "### Where the recovery went", ""]
     for sp in rec.get("spans") or []:
@@ -158,7 +160,7 @@ def markdown(inc: dict[str, Any]) -> str:
         lines.append(f"- **Node history:** {text(offender_text(inc['offender']))}")
     if inc.get("description"):
         lines.append(f"- **Summary:** {text(inc['description'])}")
-    lines += recovery_lines(inc.get("recovery"))
+    lines += recovery_lines(inc.get("recovery_spans"))
     for h in inc.get("hangs") or []:
         lines += ["", "### The hang its ranks were stuck in (flight recorder)", "",
                   *hang_lines(h)]  # fmt: skip
