@@ -120,9 +120,9 @@ def _answer(hook: Hook, want: tuple[int | None, str]) -> tuple[float, bool, str]
             if (rank is not None and want[0] is not None and rank != want[0]) or (
                 host is not None and host != want[1]
             ):
-                return hook.stamps[i], False, named
+                return hook.arrived[i], False, named
             if host == want[1] and (want[0] is None or rank == want[0]):
-                return hook.stamps[i], True, named
+                return hook.arrived[i], True, named
     return None
 
 
@@ -135,22 +135,6 @@ def _names(alert: dict) -> tuple[int | None, str | None]:
     rank = re.search(r"\brank (\d+)", text)
     host = re.search(r"\b(gpu-[a-z]?\d+|gpu-node-\d+)\b", text)
     return (int(rank.group(1)) if rank else None), (host.group(1) if host else None)
-
-
-class StampedHook(Hook):
-    """The webhook receiver, with the monotonic time each notification arrived."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stamps: list[float] = []
-        received = self.received
-
-        class Stamping(list):  # type: ignore[type-arg]
-            def append(inner, item) -> None:  # noqa: N805 (stands in for list.append)
-                self.stamps.append(time.monotonic())
-                list.append(inner, item)
-
-        self.received = Stamping(received)
 
 
 def _step_shown(url: str, run: str, step: int) -> bool:
@@ -187,7 +171,7 @@ def _measure(
     extra: list[str] | None = None,
 ) -> Result:  # fmt: skip
     tmp = logs.parent
-    hook = StampedHook()
+    hook = Hook()
     log = logs / "slurm-4242.out"
     log.write_bytes(b"")
     server = start_server(

@@ -25,6 +25,7 @@ class Hook:
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, str], bytes]] = []
+        self.arrived: list[float] = []  # time.monotonic() of each received POST, in order
         self.refused = 0
         self.fail = 0
         self.lock = threading.Lock()
@@ -41,6 +42,7 @@ class Hook:
                     else:
                         headers = {k.lower(): v for k, v in self.headers.items()}
                         hook.received.append((self.path, headers, body))
+                        hook.arrived.append(time.monotonic())
                 self.send_response(500 if failing else 200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
