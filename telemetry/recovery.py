@@ -7,7 +7,8 @@ can be) to training resumed (``end_ts``), or, for a run that never resumed, to t
 (``ts + detect_s + restart_s``). Its points, each known or not:
 
 - *noticed*: the first line the job itself wrote about it (a cause, symptom or cascade line
-  that is not the kernel's, the flight recorder's or the controller's);
+  that is not the kernel's, the flight recorder's or the controller's), else, for a posted or
+  replayed stop, its stored ``ts + detect_s``;
 - *exited*: the last teardown line (the last process exiting);
 - *started*: the new attempt's processes starting: Slurm's start of the run's job (or its
   requeue) between the exit and the new attempt's first line (``slurm_jobs``), else unknown (a
@@ -100,6 +101,8 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
         names = (*RECOVERY, "checkpoint load", "redo")
         return {"spans": [], "unknown": [{"name": n, "reason": why} for n in names]}
     noticed, exited = _job_said(json.loads(rec["evidence"] or "[]"), start, end)
+    if noticed is None:
+        noticed = _stated_detection(rec, start, end)
     points: list[tuple[str, datetime | None, str]] = [
         ("detection", noticed, "no line the job wrote dates its noticing"),
         ("teardown", exited, "no teardown line dates the last process's exit"),
@@ -132,6 +135,18 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
         spans.append(_span("warm-up", lb, warm, "recovery") | {
             "after_resume_s": round((warm - resumed).total_seconds(), 3)})  # fmt: skip
     return {"spans": spans + _redo(rec, resumed, ideal, lost=False), "unknown": unknown}
+
+
+def _stated_detection(rec: dict[str, Any], start: datetime, end: datetime) -> datetime | None:
+    """A posted or replayed stop's own detection time (``ts + detect_s``) where no line dates
+    it; an inferred row's ``detect_s`` is its first failure signal of any kind (the host's XID
+    too), not the job noticing, so it dates nothing here."""
+    if rec["source"] == "inferred" or pd.isna(rec["detect_s"]):
+        return None
+    # to the millisecond the spans are rounded to: the detection and the span after it then
+    # add up to the one span they split (goodput's recovery), not 1 ms more or less
+    t = start + timedelta(seconds=round(float(rec["detect_s"]), 3))
+    return t if t <= end else None
 
 
 def _job_said(evidence: list[dict[str, Any]], start: datetime,

@@ -8,7 +8,7 @@ absent with why, never 0; the incident view, its Markdown and ``summary --json``
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -195,18 +195,30 @@ def test_slurm_dates_the_queue_wait_of_a_requeue(tmp_path: Path) -> None:
 
 
 def test_a_replayed_runs_spans_add_up_to_its_goodput(tmp_path: Path) -> None:
-    """A replayed run's stops carry their detection and restart times but no lines: each is
-    one span named for all it holds (none claimed as 0 s) and redone after it resumed; the
-    run's spans are its goodput's recovery and wasted progress."""
+    """A replayed run's stops carry their detection and restart times but no lines: the
+    stored detection dates the noticing (``ts + detect_s``: before, detection was merged into
+    one unknown span with the rest), the rest is one span named for all it holds (none
+    claimed as 0 s), redone after it resumed; the run's spans are its goodput's recovery and
+    wasted progress."""
     from tests.conftest import build_store
 
     path = build_store(tmp_path / "s.duckdb", scenario="dev-64", seed=0, days=1.0)
     with Store(str(path), read_only=True) as s:
         block = goodput(s, "dev-64-s0", detail=False)
         went = recovery_spans(s, "dev-64-s0", block)
+        stored = dict(s.rows("SELECT ts, detect_s FROM interruptions WHERE run_id = ? AND "
+                             "NOT coalesce(planned, false)", ["dev-64-s0"]))  # fmt: skip
     assert block is not None and len(went) >= 3
-    for v in went.values():
-        assert v["spans"][0]["name"] == "detection + teardown + rescheduling + start-up + warm-up"
+    for ts, v in went.items():
+        detection, rest = v["spans"][0], v["spans"][1]
+        detect_s = stored[datetime.fromisoformat(ts)]
+        assert detect_s is not None and detect_s > 0
+        assert detection["name"] == "detection"
+        assert detection["start"] == ts
+        assert detection["seconds"] == pytest.approx(detect_s, abs=1e-3)
+        assert rest["name"] == "teardown + rescheduling + start-up + warm-up"
+        assert rest["start"] == detection["end"]
         assert v["spans"][-1]["name"] == "redo"
-        assert {u["name"] for u in v["unknown"]} == {*RECOVERY, "checkpoint load"}
+        assert "detection" not in {u["name"] for u in v["unknown"]}
+        assert {u["name"] for u in v["unknown"]} == {*RECOVERY[1:], "checkpoint load"}
     _is_goodputs(went, block)
