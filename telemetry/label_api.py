@@ -22,6 +22,11 @@ of its wall time (at most 31 days; 404 for an unknown run).
 matcher go to no receiver until the silence ends (at most 30 days). The reply carries its
 ``id``; ``POST /api/v1/alerts/silences/end`` with ``{"id": ...}`` ends it early (404 if no
 silence in force has that id).
+
+``POST /api/v1/alerts/ack``, the same header and rules, body ``{"fingerprint": ..., "by":
+who}``: acknowledges a firing alert (its fingerprint as its notifications carry it); who and
+when are kept with its history (``telemetry.alert_history``). 404 when no alert with that
+fingerprint fires, 409 when someone already acknowledged it (the first stands).
 """
 
 from __future__ import annotations
@@ -148,6 +153,10 @@ def make_label_blueprint(
     def end_silence() -> Response:
         return operator_post(lambda body: apply_end_silence(store, body))
 
+    @bp.post("/api/v1/alerts/ack")
+    def ack() -> Response:
+        return operator_post(lambda body: apply_ack(store, body))
+
     return bp
 
 
@@ -186,6 +195,27 @@ def apply_end_silence(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
     except StoreError as exc:
         return 409, {"error": str(exc)}
     return (200, {"ended": sid}) if ended else (404, {"error": "no silence in force has that id"})
+
+
+def apply_ack(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """Acknowledge one firing alert: ``{"fingerprint": ..., "by": who}`` (the fingerprint its
+    notifications carry); who and when are kept with its history."""
+    from telemetry.alert_history import AckError, acknowledge
+
+    if not isinstance(body, dict):
+        return 400, {"error": "body must be a JSON object with the alert's fingerprint and by"}
+    fp, by = body.get("fingerprint"), body.get("by") or "operator"
+    if not all(isinstance(v, str) and v and _storable(v) for v in (fp, by)):
+        return 400, {"error": "fingerprint and by must be printable text"}
+    try:
+        e = acknowledge(store, fp, by)
+    except AckError as exc:
+        return exc.status, {"error": str(exc)}
+    except StoreError as exc:
+        return 409, {"error": str(exc)}
+    return 200, {"ack": {"fingerprint": e.fingerprint, "labels": e.labels, "by": e.acked_by,
+                         "at": e.acked_at.isoformat() if e.acked_at else None,
+                         "first_seen": e.first_seen.isoformat()}}  # fmt: skip
 
 
 MAX_EXCLUSION_DAYS = 31  # a maintenance window longer than a month is a mistake

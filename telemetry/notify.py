@@ -257,6 +257,22 @@ class Dispatcher:
         for s in self.senders:
             s.thread.start()
 
+    def resume(self, firing: list[Firing], now: datetime | None = None) -> None:
+        """Take up the alerts that fired when the last process stopped (``alert_history``),
+        before the first evaluation: one still firing keeps its start (``startsAt``), one that
+        ended meanwhile is resolved at the first evaluation, so Alertmanager gets its
+        ``endsAt`` and a webhook its resolution (each group counts as told, as it was)."""
+        now = now or utcnow()
+        for f in firing:
+            self.firing[f.alert.fingerprint] = f
+        with self._lock:
+            for groups in self._groups.values():
+                for f in firing:
+                    key = group_key(f.alert, self.config.route.group_by)
+                    g = groups.setdefault(key, _Group(created=now, sent_at=now))
+                    g.alerts[f.alert.fingerprint] = f
+                    g.sent_state |= {(f.alert.fingerprint, "firing")}
+
     def evaluate(
         self, alerts: list[Alert], silences: list[Silence], now: datetime | None = None
     ) -> None:
@@ -401,12 +417,27 @@ class AlertLoop(threading.Thread):
         self.store, self.dispatcher, self._halt = store, dispatcher, stop
         self.error: str | None = None
 
+    def _resume(self) -> None:
+        """The alerts the store says fired when the last process stopped (``alert_history``)."""
+        from telemetry.alert_history import open_episodes
+
+        try:
+            episodes = open_episodes(self.store)
+        except Exception:  # noqa: BLE001 (no history to take up: delivery starts afresh)
+            log.exception("reading the alert history failed")
+            return
+        self.dispatcher.resume([Firing(e.alert, e.first_seen) for e in episodes])
+
     def _evaluate(self) -> None:
+        from telemetry.alert_history import record
         from telemetry.alerting import active_silences, store_alerts
 
         try:
             found = store_alerts(self.store, rules=self.dispatcher.config.rules)
-            self.dispatcher.evaluate(found, active_silences(self.store))
+            now = utcnow()
+            self.dispatcher.evaluate(found, active_silences(self.store), now)
+            if not self.store.read_only:  # a read-only store keeps the history it has
+                record(self.store, found, now)
             self.error = None
         except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
             if self.error is None:
@@ -414,6 +445,7 @@ class AlertLoop(threading.Thread):
             self.error = f"{type(exc).__name__}: {exc}"[:300]
 
     def run(self) -> None:
+        self._resume()
         self.dispatcher.start()
         every = self.dispatcher.config.evaluate_every_s
         while True:

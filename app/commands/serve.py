@@ -84,8 +84,10 @@ def serve_dashboard(
     collected = collected or []
     # Without a writer in this process the store is opened read-only, so other read-only
     # processes (a second dashboard, `summary`) can share it; DuckDB forbids that next to a writer.
+    # Alert delivery writes: each alert's history (``telemetry.alert_history``) outlives serve.
     operator = s.operator_token()
-    writes = replay_sc is not None or s.accept_ingest or bool(collected) or operator is not None
+    writes = (replay_sc is not None or s.accept_ingest or bool(collected)
+              or operator is not None or bool(s.alerts_file))  # fmt: skip
     if s.raw_retention is not None and not writes:
         raise FactoryFloorError(
             "--raw-retention needs a store this server writes (--accept-ingest, --replay or a "

@@ -81,6 +81,9 @@ CREATE TABLE IF NOT EXISTS goodput_exclusions (
 CREATE TABLE IF NOT EXISTS alert_silences (
   id VARCHAR, matchers VARCHAR, starts_at TIMESTAMP, ends_at TIMESTAMP, created_by VARCHAR,
   comment VARCHAR);
+CREATE TABLE IF NOT EXISTS alert_history (
+  fingerprint VARCHAR, labels VARCHAR, summary VARCHAR, description VARCHAR,
+  first_seen TIMESTAMP, resolved_at TIMESTAMP, acked_by VARCHAR, acked_at TIMESTAMP);
 CREATE TABLE IF NOT EXISTS fleet_rollup (
   bucket_s INTEGER, ts TIMESTAMP, nodes INTEGER, gpus INTEGER,
   util_avg FLOAT, util_min FLOAT, temp_avg FLOAT, temp_max FLOAT, power_w DOUBLE,
@@ -378,9 +381,10 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
 # exclusions, the logs' per-rank timing reports, Slurm's reservations, finished jobs' kept
-# figures): a store without them is served as it is, not upgraded first.
+# figures, delivered alerts' history): a store without them is served as it is, not upgraded
+# first.
 OPTIONAL_TABLES = frozenset(
-    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures"}
+    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures", "alert_history"}
 )
 
 
