@@ -333,3 +333,23 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 def shots() -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     return SHOTS
+
+
+@pytest.fixture
+def hook() -> Iterator[Any]:
+    """A webhook receiver for one test (``tests.alert_fixture.Hook``)."""
+    from tests.alert_fixture import Hook
+
+    h = Hook()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path, hook: Any) -> Iterator[Any]:
+    """Debian's Alertmanager for one test, routing every alert to ``hook`` at ``/am``."""
+    from tests.alert_fixture import Alertmanager
+
+    am = Alertmanager(tmp_path, hook.url).start()
+    yield am
+    am.stop()

@@ -13,7 +13,6 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -38,19 +37,6 @@ from tests.conftest import cli, free_port, start_server
 
 SECRET = b"a-secret-of-32-characters-000000"
 
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    h = Hook()
-    yield h
-    h.close()
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path, hook: Hook) -> Iterator[Alertmanager]:
-    am = Alertmanager(tmp_path, hook.url).start()
-    yield am
-    am.stop()
 
 
 def _hot(host: str) -> Alert:

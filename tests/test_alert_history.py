@@ -12,32 +12,18 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pytest
 
 from tests.alert_fixture import Alertmanager, Hook
 from tests.conftest import Server, start_server
 
 TOKEN = "operator-token-0123456789"
 
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    h = Hook()
-    yield h
-    h.close()
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path, hook: Hook) -> Iterator[Alertmanager]:
-    am = Alertmanager(tmp_path, hook.url).start()
-    yield am
-    am.stop()
 
 
 def _serve(path: Path, tmp: Path, am: Alertmanager, hook: Hook, n: int = 0) -> Server:
