@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.alerting import Alert, from_overview
+from telemetry.alerting import Alert
 from telemetry.store import Store
 
 TABLE = "alert_history"
@@ -143,23 +143,17 @@ def resolved(
     return [_episode(r) for r in rows]
 
 
-def with_history(store: Store, rows: pd.DataFrame, run_id: str | None) -> pd.DataFrame:
-    """The Overview's alert rows (``queries.overview.active_alerts``) with ``first_seen``,
-    ``acked_by`` and ``acked_at`` of the open episode of the same alert where one is kept
-    (matched on its labels but ``job``, which the Overview's rows do not carry)."""
-    out = rows.copy()
-    out["first_seen"], out["acked_by"], out["acked_at"] = None, None, None
-    episodes = open_episodes(store)
-    if out.empty or not episodes:
-        return out
-    key = {_match_key(e.labels): e for e in episodes}
-    for i, alert in zip(out.index, from_overview(rows, run_id), strict=True):
-        e = key.get(_match_key(alert.labels))
-        if e is not None:
-            out.at[i, "first_seen"], out.at[i, "acked_by"] = e.first_seen, e.acked_by
-            out.at[i, "acked_at"] = e.acked_at
-    return out
+def for_view(episodes: list[Episode], run_id: str | None) -> list[Episode]:
+    """The episodes a run's view shows: the fleet's and ``run_id``'s own."""
+    return [e for e in episodes if e.labels.get("run") in (None, run_id)]
 
 
-def _match_key(labels: dict[str, str]) -> str:
-    return json.dumps(sorted((k, v) for k, v in labels.items() if k != "job"))
+def frame(episodes: list[Episode]) -> pd.DataFrame:
+    """Episodes as the Overview lists alerts (``severity``, ``alert``, ``detail``, ``key``:
+    the alert's name) with ``first_seen``, ``resolved_at``, ``acked_by`` and ``acked_at``."""
+    cols = ["severity", "alert", "detail", "key", "first_seen", "resolved_at", "acked_by",
+            "acked_at", "fingerprint"]  # fmt: skip
+    rows = [[e.labels.get("severity", ""), e.summary, e.description, e.labels["alertname"],
+             e.first_seen, e.resolved_at, e.acked_by, e.acked_at, e.fingerprint]
+            for e in episodes]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.notify import Dispatcher
-from tests.conftest import free_port
+from tests.conftest import Server, free_port, start_server
 from tests.prom_fixture import binary
 
 
@@ -137,3 +138,18 @@ def wait_idle(dispatcher: Dispatcher, timeout_s: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+OPERATOR_TOKEN = "operator-token-0123456789"
+
+
+def serve_alerting(tmp: Path, dev_store: Path, receivers: str, *extra: str) -> Server:
+    """``serve`` on a copy of the dev store, evaluating every second with group_wait 0 s, to
+    ``receivers`` (``[[receiver]]`` tables), ``OPERATOR_TOKEN`` in ``tmp / "op"``."""
+    path = tmp / "s.duckdb"
+    shutil.copy(dev_store, path)
+    (tmp / "op").write_text(OPERATOR_TOKEN + "\n")
+    conf = tmp / "alerts.toml"
+    conf.write_text('evaluate_every = "1s"\n[route]\ngroup_wait = "0s"\n' + receivers)
+    args = ["serve", "--store", str(path), "--alerts", str(conf), *extra]
+    return start_server(args, tmp / "serve.log")

@@ -144,6 +144,17 @@ def drag_zoom(page: Any, selector: str, a: float, b: float) -> None:
     page.mouse.up()
 
 
+def choose_option(page: Any, dropdown: str, text: str) -> None:
+    """Open a dropdown and pick the first option containing ``text`` (scrolled into view: the
+    list may open below the card)."""
+    box = page.locator(f"#{dropdown}")
+    box.scroll_into_view_if_needed()
+    box.click()
+    option = page.get_by_role("option").filter(has_text=text).first
+    option.scroll_into_view_if_needed()
+    option.click()
+
+
 def collect_errors(page: Any) -> list[str]:
     """Console errors, uncaught page errors and failed requests seen by ``page`` from now on.
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pandas as pd
+
 from app.data.services import refused, services, store
+from telemetry import alert_history as history
 from telemetry import label_api
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
@@ -91,3 +94,41 @@ def silence(alert: Any, duration: Any, by: Any, token: Any) -> tuple[int, str]:
         return status, f"{status}: {reply['error']}"
     ends = reply["silence"]["ends_at"][:16].replace("T", " ")
     return 200, f"Silenced until {ends} UTC: it goes to no receiver until then."
+
+
+def alert_episodes(run_id: Any, tr: Any, live: bool) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(firing now, resolved in the range ``tr``: until now in a live view) of this server's
+    delivered alerts, the fleet's and ``run_id``'s, each with when it was first seen, resolved
+    and acknowledged (``alert_history.frame``); None when this server delivers no alerts (what
+    fires now is then not known here)."""
+    if services().alerts is None:
+        return None
+    s, run = store(), run_id if isinstance(run_id, str) else None
+    firing = history.frame(history.for_view(history.open_episodes(s), run))
+    gone = history.frame(history.resolved(s, run, tr.start, None if live else tr.end))
+    return firing, gone
+
+
+def ack_choices() -> list[tuple[str, str]]:
+    """(what to call it, its fingerprint) of each firing alert nobody has acknowledged."""
+    if services().alerts is None:
+        return []
+    return [
+        (e.summary + " (" + ", ".join(f"{k}={v}" for k, v in e.labels.items()
+                                      if k != "severity") + ")", e.fingerprint)
+        for e in history.open_episodes(store())
+        if e.acked_by is None
+    ]  # fmt: skip
+
+
+def acknowledge(fingerprint: Any, by: Any, token: Any) -> tuple[int, str]:
+    """Acknowledge the alert picked on the page: (status, message)."""
+    if denied := refused(token):
+        return denied
+    if not isinstance(fingerprint, str) or not fingerprint:
+        return 400, "Pick a firing alert to acknowledge first."
+    body = {"fingerprint": fingerprint, "by": by if isinstance(by, str) and by else "operator"}
+    status, reply = label_api.apply_ack(store(), body)
+    if status != 200:
+        return status, f"{status}: {reply['error']}"
+    return 200, f"Acknowledged by {reply['ack']['by']} at {reply['ack']['at'][11:16]} UTC."

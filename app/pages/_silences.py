@@ -1,5 +1,7 @@
 """The Overview's alert silences: pick a firing alert, a duration, give your name and the
-operator token, and it goes to no receiver until the silence ends (``telemetry.alerting``).
+operator token, and it goes to no receiver until the silence ends (``telemetry.alerting``); and
+acknowledgements: pick a firing alert, and your name and when are kept with its history
+(``telemetry.alert_history``).
 Shown only where this server delivers alerts (``serve --alerts``) and takes operator writes
 (``--operator-token-file``); the same check as the HTTP API, so a wrong token changes nothing.
 """
@@ -63,6 +65,20 @@ def form() -> html.Div:
                 class_name="g-1 mt-1",
             ),
             html.Div(id="ov-silence-end-msg", className="small mt-1", role="status"),
+            html.H6("Acknowledge an alert", className="mt-3 mb-1"),
+            html.Div(
+                "With your name and the operator token above: who and when are kept with "
+                "the alert's history.",
+                className="small text-muted mb-1",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(dcc.Dropdown(id="ov-ack-alert", placeholder="Firing alert")),
+                    dbc.Col(dbc.Button("Acknowledge", id="ov-ack-save", size="sm"), width="auto"),
+                ],
+                class_name="g-1",
+            ),
+            html.Div(id="ov-ack-msg", className="small mt-1", role="status"),
         ],
         id="ov-silence-form",
         style=None if shown else {"display": "none"},
@@ -73,14 +89,16 @@ def form() -> html.Div:
     Output("ov-silence-alert", "options"),
     Output("ov-silence-list", "children"),
     Output("ov-silence-end-pick", "options"),
+    Output("ov-ack-alert", "options"),
     *view_inputs(themed=False),
     Input("ov-silence-msg", "children"),
     Input("ov-silence-end-msg", "children"),
+    Input("ov-ack-msg", "children"),
 )
-@guarded("alert", "alert", "alert", remember=False)  # firing alerts change without a write
-def _options(_view: Any, _n: int | None, _msg: Any, _ended: Any):  # type: ignore[no-untyped-def]
+@guarded("alert", "alert", "alert", "alert", remember=False)  # firing alerts change unwritten
+def _options(_view: Any, _n: int | None, _msg: Any, _ended: Any, _acked: Any):  # type: ignore[no-untyped-def]
     if not data.delivers_alerts():
-        return [], "", []
+        return [], "", [], []
     options = [
         {"label": label, "value": json.dumps(matchers, sort_keys=True)}
         for label, matchers in data.firing_alerts()
@@ -99,7 +117,25 @@ def _options(_view: Any, _n: int | None, _msg: Any, _ended: Any):  # type: ignor
         for x in active
         if x.id
     ]
-    return options, listed, ends
+    acks = [{"label": label, "value": fp} for label, fp in data.ack_choices()]
+    return options, listed, ends, acks
+
+
+@callback(
+    Output("ov-ack-msg", "children"),
+    Input("ov-ack-save", "n_clicks"),
+    State("ov-ack-alert", "value"),
+    State("ov-silence-by", "value"),
+    State("ov-silence-token", "value"),
+    prevent_initial_call=True,
+)
+def _ack(_clicks: Any, fingerprint: Any, by: Any, token: Any) -> Any:
+    try:
+        status, msg = data.acknowledge(fingerprint, by, token)
+    except Exception as exc:  # shown, never a traceback in the browser
+        log.error("acknowledging an alert failed: %s", exc)
+        return dbc.Alert(f"Not acknowledged: {type(exc).__name__}", color="danger")
+    return dbc.Alert(msg, color="success" if status == 200 else "danger", class_name="py-1 mb-0")
 
 
 @callback(

@@ -11,7 +11,7 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 
 from app import figures
 from app.data import overview as data
-from app.data.alerts import alert_delivery
+from app.data.alerts import alert_delivery, alert_episodes
 from app.data.incident import incidents, run_fragment
 from app.data.services import together
 from app.data.training import loss_series
@@ -449,9 +449,9 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
     return loss, _checkpoint_card(ages, ended)
 
 
-@callback(Output("ov-alerts", "children"), *view_inputs())
+@callback(Output("ov-alerts", "children"), *view_inputs(), Input("ov-ack-msg", "children"))
 @guarded("alert")
-def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None):  # type: ignore[no-untyped-def]
+def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None, _acked: Any = None):  # type: ignore[no-untyped-def]  # noqa: E501
     """The active alerts at the end of the view, asked for beside the cards and charts (its
     rules read their own data: the first viewer after a write waits for the slower of the
     two, not their sum)."""
@@ -461,12 +461,29 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     run_id = (view or {}).get("run")
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
-    about = run_id is not None and alerts["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any()
-    listed = alert_list(alerts, _newest_incident(run_id) if about else None)
-    if not data.run_ended(run_id):
+    delivered = alert_episodes(run_id, tr, live)
+    link = _incident_link(run_id, alerts, *(delivered or ()))
+    listed = alert_list(alerts, link)
+    ended = data.run_ended(run_id)
+    if delivered is not None:  # what this server delivers: firing now, resolved in the range
+        firing, resolved = delivered
+        now = alert_list(firing, link, id_="ov-alerts-now", clear="Nothing fires now.")
+        # a live run's alerts at the end of a live view are those firing now: said once
+        shown = listed if ended or not live else None
+        said = "In this run, to its end" if ended else "At the end of this range"
+        return history(None, shown, tr.end, resolved, now, said)
+    if not ended:
         return listed
     # the run has ended: what it raised is its history, not what is active now (#57, 2)
     return history(data.now_alerts((view or {}).get("range")), listed, tr.end)
+
+
+def _incident_link(run_id: str | None, *lists: pd.DataFrame) -> str | None:
+    """The run's newest incident view where an alert listed is about an interruption."""
+    about = run_id is not None and any(
+        df["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any() for df in lists if not df.empty
+    )
+    return _newest_incident(run_id) if about and run_id is not None else None
 
 
 def warm(view: dict[str, Any], theme: str) -> None:

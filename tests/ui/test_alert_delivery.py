@@ -4,26 +4,15 @@ or failing how), so a receiver that has been down since the night shows up at a 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.alert_fixture import Hook
-from tests.conftest import Server, collect_errors, free_port, start_server
+from tests.alert_fixture import OPERATOR_TOKEN, Hook, serve_alerting
+from tests.conftest import choose_option, collect_errors, free_port
 
-TOKEN = "operator-token-0123456789"
-
-
-def _serve(tmp: Path, dev_store: Path, receivers: str, *extra: str) -> Server:
-    """``serve`` on a copy of the dev store, evaluating every second, with ``receivers``."""
-    path = tmp / "s.duckdb"
-    shutil.copy(dev_store, path)
-    (tmp / "op").write_text(TOKEN + "\n")
-    conf = tmp / "alerts.toml"
-    conf.write_text('evaluate_every = "1s"\n[route]\ngroup_wait = "0s"\n' + receivers)
-    args = ["serve", "--store", str(path), "--alerts", str(conf), *extra]
-    return start_server(args, tmp / "serve.log")
+TOKEN = OPERATOR_TOKEN
+_serve = serve_alerting
 
 
 def test_the_overview_shows_how_alert_delivery_goes(
@@ -60,17 +49,6 @@ def test_the_overview_shows_how_alert_delivery_goes(
         hook.close()
 
 
-def _choose(page: Page, dropdown: str, text: str) -> None:
-    """Open a dropdown and pick the first option containing ``text`` (scrolled into view: the
-    list opens below the card)."""
-    box = page.locator(f"#{dropdown}")
-    box.scroll_into_view_if_needed()
-    box.click()
-    option = page.get_by_role("option").filter(has_text=text).first
-    option.scroll_into_view_if_needed()
-    option.click()
-
-
 def test_an_operator_silences_a_firing_alert_from_the_overview(
     page: Page, dev_store: Path, tmp_path: Path
 ) -> None:
@@ -82,7 +60,7 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         page.goto(server.url + "/")
         expect(page.locator("#ov-alert-delivery")).to_contain_text("0 silenced", timeout=60_000)
         page.set_viewport_size({"width": 1366, "height": 1600})  # the list opens below
-        _choose(page, "ov-silence-alert", "XID")
+        choose_option(page, "ov-silence-alert", "XID")
         page.locator("#ov-silence-by").fill("night shift")
         page.locator("#ov-silence-token").fill("wrong-token-0000000000")
         page.locator("#ov-silence-save").click()
@@ -94,7 +72,7 @@ def test_an_operator_silences_a_firing_alert_from_the_overview(
         expect(page.locator("#ov-silence-list")).to_contain_text("xid=")
         expect(page.locator("#ov-alert-delivery")).to_contain_text("1 silenced", timeout=60_000)
         # and ended early: the alert is back
-        _choose(page, "ov-silence-end-pick", "alertname=XidSeen")
+        choose_option(page, "ov-silence-end-pick", "alertname=XidSeen")
         page.locator("#ov-silence-end").click()
         expect(page.locator("#ov-silence-end-msg")).to_contain_text("Ended")
         expect(page.locator("#ov-silence-list")).not_to_contain_text("alertname=XidSeen")
