@@ -5,7 +5,8 @@ to send:
 
 - an **Alertmanager** receiver gets every firing alert at every evaluation (``POST
   /api/v2/alerts``, ``endsAt`` a few evaluations ahead, so that Alertmanager resolves it by
-  itself if Factory Floor goes away) and each resolved one once, ``endsAt`` its end;
+  itself if Factory Floor goes away) and each resolved one, ``endsAt`` its end, until a
+  snapshot carrying it was delivered;
   Alertmanager groups, routes, repeats and silences on its side;
 - a **webhook** receiver gets one notification per group (``route.group_by``): a new group
   after ``group_wait``, a changed one (an alert joined or resolved) no sooner than
@@ -250,8 +251,12 @@ class Dispatcher:
         self._groups: dict[str, dict[tuple[tuple[str, str], ...], _Group]] = {
             r.name: {} for r in config.receivers
         }
+        # per Alertmanager: alerts that ended, until a snapshot carrying their end is delivered
+        self._ended: dict[str, dict[str, Firing]] = {r.name: {} for r in config.receivers}
         self.evaluated_at: datetime | None = None
-        self._lock = threading.Lock()
+        # reentrant: a sender's ``put`` under it may report a dropped notification at once,
+        # and that report takes it again (a plain lock deadlocked the evaluation)
+        self._lock = threading.RLock()
 
     def start(self) -> None:
         for s in self.senders:
@@ -299,21 +304,41 @@ class Dispatcher:
         # endsAt ahead of now: if Factory Floor stops, Alertmanager resolves by itself; at
         # least 5 min, so a slow retry never lands after the hold (firing/resolved flapping)
         hold = timedelta(seconds=max(4 * self.config.evaluate_every_s, HOLD_MIN_S))
-        # one snapshot for every Alertmanager: firing, resolved, and silenced alerts as ended
-        # (else Alertmanager would keep paging them)
-        ends = resolved + hushed
-        snapshot = [
-            f.doc(self.config.external_url, now, hold) for f in [*self.firing.values(), *ends]
-        ]
-        body = json.dumps(snapshot).encode() if snapshot else None
         for sender in self.senders:
-            if sender.receiver.kind == "alertmanager":
-                if body is not None:  # each evaluation's snapshot supersedes the last
-                    sender.put("/api/v2/alerts", body, latest_only=True)
-            else:
-                with self._lock:  # the senders' acknowledgements change the groups too
+            with self._lock:  # the senders' acknowledgements change the groups and ends too
+                if sender.receiver.kind == "alertmanager":
+                    self._alertmanager(sender, resolved + hushed, now, hold)
+                else:
                     self._webhook(sender, resolved, hushed, now, hold)
         self.evaluated_at = now
+
+    def _alertmanager(
+        self, sender: Sender, ends: list[Firing], now: datetime, hold: timedelta
+    ) -> None:
+        """The snapshot for one Alertmanager: the alerts firing, and those that ended
+        (resolved, or silenced: else Alertmanager would keep paging them) until a snapshot
+        carrying their end was delivered. Each snapshot supersedes the last one still queued,
+        so an end carried only once was lost when the next came before the receiver took it
+        (Alertmanager then paged it until the ``endsAt`` hold ran out)."""
+        ended = self._ended[sender.receiver.name]
+        ended.update((f.alert.fingerprint, f) for f in ends)
+        for fp in self.firing:  # firing again: its new episode is in the snapshot
+            ended.pop(fp, None)
+        carried = dict(ended)
+        docs = [f.doc(self.config.external_url, now, hold)
+                for f in [*self.firing.values(), *carried.values()]]  # fmt: skip
+        if not docs:
+            return
+
+        def done(delivered: bool) -> None:
+            if not delivered:  # carried again by the next snapshot
+                return
+            with self._lock:
+                for fp, f in carried.items():
+                    if ended.get(fp) is f:  # Alertmanager has its end
+                        del ended[fp]
+
+        sender.put("/api/v2/alerts", json.dumps(docs).encode(), latest_only=True, done=done)
 
     def _webhook(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -128,6 +129,48 @@ class Alertmanager:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.proc = None
+
+
+class Gate:
+    """A TCP forwarder on 127.0.0.1 to a receiver's ``port``, that can be shut (``shut =
+    True``: each connection is closed unanswered): a network partition between Factory Floor
+    and a receiver that keeps running (and keeps what it holds)."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.shut = port, False
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            if self.shut:
+                conn.close()
+                continue
+            up = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def wait_idle(dispatcher: Dispatcher, timeout_s: float = 30.0) -> bool:

@@ -19,7 +19,9 @@ from typing import Any
 
 import duckdb
 
-from tests.alert_fixture import Alertmanager, Hook
+from telemetry.alerting import Alert, AlertConfig, Receiver
+from telemetry.notify import Dispatcher
+from tests.alert_fixture import Alertmanager, Gate, Hook, wait_idle
 from tests.conftest import Server, start_server
 
 TOKEN = "operator-token-0123456789"
@@ -183,3 +185,37 @@ def test_a_restart_keeps_when_alerts_began_and_ends_what_resolved_meanwhile(
         episodes = [r for r in rows if r[:2] == key]
         assert len(episodes) == 1, episodes  # the same episode, not begun again
         assert episodes[0][2] == first and episodes[0][3] is None
+
+
+def _xid(n: str) -> Alert:
+    return Alert({"alertname": "XidSeen", "severity": "warning", "xid": n}, f"XID {n} seen", "")
+
+
+def test_an_end_alertmanager_missed_is_sent_until_it_is_taken(
+    alertmanager: Alertmanager, hook: Hook
+) -> None:
+    # Alertmanager cut off while XID 46 ends and XID 95 goes on firing: each evaluation's
+    # snapshot supersedes the one still queued, so the end, carried once, was lost and
+    # Alertmanager paged XID 46 until its endsAt hold (5 minutes) ran out
+    gate = Gate(alertmanager.port)
+    try:
+        receiver = Receiver("oncall", "alertmanager", gate.url)
+        d = Dispatcher(AlertConfig((receiver,), external_url="http://ff.example:8050",
+                                   evaluate_every_s=1))  # fmt: skip
+        d.start()
+        d.evaluate([_xid("46"), _xid("95")], [])
+        assert wait_idle(d)
+        assert {("XidSeen", "46"), ("XidSeen", "95")} <= set(_held(alertmanager))
+        gate.shut = True
+        d.evaluate([_xid("46"), _xid("95")], [])  # in flight, retried with backoff
+        _until(lambda: d.status()[0].last_error)
+        d.evaluate([_xid("95")], [])  # XID 46 ends: queued behind it
+        d.evaluate([_xid("95")], [])  # and superseded by the next snapshot
+        gate.shut = False
+        assert wait_idle(d, 60)
+        _until(lambda: ("XidSeen", "46") not in _held(alertmanager), timeout=10)
+        assert ("XidSeen", "95") in _held(alertmanager)
+        d.evaluate([_xid("95")], [])  # taken: not carried any more
+        assert wait_idle(d) and ("XidSeen", "46") not in _held(alertmanager)
+    finally:
+        gate.close()
