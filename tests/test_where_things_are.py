@@ -82,3 +82,15 @@ def test_the_check_finds_a_part_left_out_and_one_gone(tmp_path: Path) -> None:
     assert stale(text, tmp_path) == ["gone/", "old.py"]
     assert unnamed("telemetry/store/store.py app/main.py app/pages/ telemetry/reference/"
                    " telemetry/goodput.py", tmp_path) == []  # fmt: skip
+
+
+def test_the_readme_benchmark_section_is_the_table_and_links() -> None:
+    """The diary of how the figures were reached lives in docs/benchmarks-history.md; the
+    README keeps one table of the latest runs, a few lines saying what they are, and links."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## How fast: `make bench`\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.strip()]
+    prose = [line for line in lines if not line.startswith("|")]
+    assert len(lines) - len(prose) >= 10, "the README's benchmark table is gone"
+    assert len(prose) <= 10, f"{len(prose)} lines of prose: the diary goes to the notebook"
+    assert "(docs/benchmarks.md)" in section and "(docs/benchmarks-history.md)" in section
