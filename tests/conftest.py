@@ -97,37 +97,23 @@ def exporter() -> Iterator[str]:
     server.shutdown()
 
 
-# Marks (`make test-fast` runs what has none; `make test` runs everything). Measured on CI
-# (2 cores, 2026-11-28): these modules start real servers, daemons or jobs (the dashboard under
-# waitress, Prometheus, VictoriaMetrics, Alertmanager, Slurm's daemons, torch's gloo ranks) or
-# run the CLI in a subprocess test after test (~3 s each); the two generative ones read ~150 s
-# of Hypothesis rounds.
-LIVE_MODULES = frozenset(
-    {
-        "test_alert_delivery", "test_api_records", "test_bind", "test_cli", "test_cluster_follow",
-        "test_cluster_import", "test_culprit", "test_disk_faults", "test_down_reasons",
-        "test_envelopes", "test_exporter_faults", "test_exporters", "test_flight_recorder",
-        "test_forward", "test_fuzz_endpoints", "test_goodput_exclusions", "test_import",
-        "test_ingest", "test_jobs_cli", "test_jobs_slurm_live", "test_kill",
-        "test_page_rounds", "test_prom_history", "test_prom_remote_write", "test_prom_source",
-        "test_remote_write_kill", "test_remote_write_loss", "test_replay_store", "test_security",
-        "test_server_limits", "test_slurm_live", "test_warm_landing",
-    }
-)  # fmt: skip
-SLOW_MODULES = frozenset({"test_roundparse", "test_exposition"})
+# Marks (`make test-fast` runs what has none; `make test` runs everything). A module that
+# starts real servers, daemons or jobs (the dashboard under waitress, Prometheus,
+# VictoriaMetrics, Alertmanager, Slurm's daemons, torch's gloo ranks) or runs the CLI in a
+# subprocess test after test says so itself: ``pytestmark = pytest.mark.live`` (``slow`` for
+# long generative ones). Beside those, two rules mark what a fixture implies: the tests in
+# tests/ui/ and those using Playwright's ``page`` are ``ui``, and those using a fixture that
+# starts a server or cluster are ``live``.
 LIVE_FIXTURES = frozenset({"dev_server", "operator_server", "slurm_cluster", "fr_store"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.path
         names = set(getattr(item, "fixturenames", ()))
-        if path.parent.name == "ui" or "page" in names:
+        if item.path.parent.name == "ui" or "page" in names:
             item.add_marker(pytest.mark.ui)
-        if path.stem in LIVE_MODULES or names & LIVE_FIXTURES:
+        if names & LIVE_FIXTURES:
             item.add_marker(pytest.mark.live)
-        if path.stem in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,6 +19,8 @@ from telemetry.ingest.http import LogThrottle
 from tests.callback_fuzz import post_callback
 from tests.conftest import Server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 _JOB = {"id": "gpus-slurm-job", "property": "value", "value": None}
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
 _REAL = {  # the GPUs page's Slurm job picker: no job picked yet

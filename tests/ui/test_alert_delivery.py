@@ -7,10 +7,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.alert_fixture import Hook
 from tests.conftest import Server, collect_errors, free_port, start_server
+
+pytestmark = pytest.mark.live  # it starts its own server with alert delivery
 
 TOKEN = "operator-token-0123456789"
 
