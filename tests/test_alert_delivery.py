@@ -35,6 +35,8 @@ from telemetry.store import Store
 from tests.alert_fixture import Alertmanager, Hook, wait_idle
 from tests.conftest import cli, free_port, start_server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 SECRET = b"a-secret-of-32-characters-000000"
 
 

@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from telemetry.alerting import Alert, AlertConfig, Receiver
 from telemetry.notify import Dispatcher
 from tests.alert_fixture import Alertmanager, Gate, Hook, wait_idle
 from tests.conftest import Server, start_server
 
-TOKEN = "operator-token-0123456789"
+pytestmark = pytest.mark.live  # real serve, Alertmanager and webhook: run one at a time
 
+TOKEN = "operator-token-0123456789"
 
 
 def _serve(path: Path, tmp: Path, am: Alertmanager, hook: Hook, n: int = 0) -> Server:
@@ -123,11 +125,23 @@ def test_an_alert_is_acknowledged_resolves_and_alertmanager_gets_its_end(
         resolved_by = time.monotonic()
         _until(lambda: not {("XidSeen", "46"), ("DataStale", "")} & set(_held(alertmanager)))
         assert time.monotonic() - resolved_by < 15  # far sooner than the 5-minute hold
-        _until(lambda: [a for n in hook.bodies("/am") for a in n["alerts"]  # Alertmanager's
-                        if a["status"] == "resolved" and a["labels"].get("xid") == "46"])
+        _until(
+            lambda: [
+                a
+                for n in hook.bodies("/am")
+                for a in n["alerts"]  # Alertmanager's
+                if a["status"] == "resolved" and a["labels"].get("xid") == "46"
+            ]
+        )
         # our webhook has the resolution too, with its end (not the hold ahead)
-        told = _until(lambda: [a for n in hook.bodies("/hook") for a in n["alerts"]
-                               if a["fingerprint"] == fp and a["status"] == "resolved"])
+        told = _until(
+            lambda: [
+                a
+                for n in hook.bodies("/hook")
+                for a in n["alerts"]
+                if a["fingerprint"] == fp and a["status"] == "resolved"
+            ]
+        )
         ends = datetime.fromisoformat(told[0]["endsAt"].rstrip("Z"))
         assert began < ends <= _utcnow()
     finally:

@@ -29,6 +29,8 @@ from telemetry.ingest.wire import CONTENT_TYPE, encode_round
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 HOSTILE = ["<img src=x onerror=alert(1)>", "'; DROP TABLE runs; --", "x" * 300, "\x00\x1b[31m"]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = ("app/pages", "app/figures")  # reach telemetry only through app/data/, the one door
+PAGE_HOWTO = "docs/howto/adding-a-page.md"  # the door, the floors and the tests of a new page
 
 
 def _imports(folder: str, root: Path = ROOT) -> dict[str, set[str]]:
@@ -50,7 +51,7 @@ def test_app_never_touches_the_database() -> None:
 
 
 def test_pages_and_figures_reach_telemetry_only_through_the_data_adapter() -> None:
-    assert _through_the_door_only() == []
+    assert _through_the_door_only() == [], PAGE_HOWTO
 
 
 def test_the_door_check_finds_a_page_that_goes_around_it(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_ruff_bans_telemetry_in_pages_and_figures() -> None:
 def test_no_sql_in_app() -> None:
     for path in (ROOT / "app").rglob("*.py"):
         text = path.read_text().upper()
-        assert "SELECT " not in text and "INSERT INTO" not in text, path
+        assert "SELECT " not in text and "INSERT INTO" not in text, (path, PAGE_HOWTO)
 
 
 def test_no_cdn_links_in_assets_or_app() -> None:

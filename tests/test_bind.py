@@ -11,7 +11,11 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from tests.conftest import cli, free_port, start_server
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's ``st`` column
 TOKEN = "bind-test-token-0123456789"

@@ -10,6 +10,8 @@ import pytest
 from telemetry.store import Store
 from tests.conftest import build_store, cli, free_port
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 @pytest.mark.parametrize(
     "args, expected",

@@ -17,6 +17,8 @@ from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import cli
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 T0 = datetime(2026, 3, 1, 8, 0, 0)
 
 

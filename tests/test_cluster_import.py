@@ -14,6 +14,8 @@ from telemetry.store import Store
 from tests.cluster_fixture import RUN, Night, build
 from tests.conftest import cli
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> Night:

@@ -20,6 +20,8 @@ from telemetry.collect.logs import logranks as lr
 from telemetry.collect.logs.textlogs import LogParser, parse_file
 from tests import cascade_fixture as cf
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 CLI = [sys.executable, "-m", "app.cli"]
 
 

@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import ROOT, cli
 from tests.faults import acknowledged, free_port, spawn, verdict, wait_http
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 _FILL = """
 import resource, sys
 import numpy as np, pandas as pd

@@ -9,11 +9,15 @@ import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from telemetry.collect.dcgm.scrape_source import ScrapeSource, TargetSource
 from telemetry.ingest.daemon import MAX_NAMED, collect
 from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import ExporterHandler, cli, free_port
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 T0 = datetime(2026, 3, 1, 12)
 

@@ -19,6 +19,8 @@ from telemetry.ingest.http import LogThrottle
 from tests.callback_fuzz import post_callback
 from tests.conftest import Server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 _JOB = {"id": "gpus-slurm-job", "property": "value", "value": None}
 _INPUT = {"id": "refresh", "property": "n_intervals", "value": 1}
 _REAL = {  # the GPUs page's Slurm job picker: no job picked yet
@@ -215,11 +217,12 @@ def test_our_callbacks_take_values_of_the_wrong_type_as_no_choice(store: object)
     exception (which the guard would answer with a 400 and a log line)."""
     from dash import no_update
 
-    from app.main import _view_from_url, create_app
+    from app.main import create_app
     from app.pages._interruptions import _category
+    from app.shell.view import view_from_url
 
     create_app(store)  # type: ignore[arg-type]  # bound here, not by whichever test ran before
 
-    view = _view_from_url({"run": "x"}, ["a", "b"])  # type: ignore[arg-type]
+    view = view_from_url({"run": "x"}, ["a", "b"])  # type: ignore[arg-type]
     assert view["run"] == "b"  # the newest run, as for an empty fragment
     assert _category(["GPU"]) is no_update

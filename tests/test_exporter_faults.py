@@ -22,6 +22,8 @@ from telemetry.ingest.targets import Target
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES, cli, free_port
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 TIMEOUT_S = 1.0
 HUGE_BYTES = 100 * 1024 * 1024
 DEFAULT_TEXT = (DCGM_FIXTURES / "default_h100.txt").read_text()

@@ -43,6 +43,8 @@ from telemetry.replay.timeline import Interruption, simulate
 from telemetry.store import Store
 from tests.conftest import ROOT, cli, free_port
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 LABEL_ORDER = [
     "gpu",
     "UUID",

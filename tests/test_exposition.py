@@ -19,6 +19,8 @@ from telemetry.ingest import exposition
 from telemetry.ingest.dcgm_rows import GpuRows, gpu_rows, round_rows
 from telemetry.ingest.exposition import BLANK_MIN, ParseError, Scrape, parse
 
+pytestmark = pytest.mark.slow  # Hypothesis rounds: left out of `make test-fast`
+
 FIXTURES = Path(__file__).resolve().parent.parent / "sample_data" / "dcgm"
 CLEAN = [
     "default_h100.txt",

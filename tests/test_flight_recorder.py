@@ -21,6 +21,8 @@ from telemetry.store import Store
 from tests.conftest import cli
 from tests.fr_fixture import _fr_store, run_job  # noqa: F401 (a fixture)
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 def test_import_names_the_rank_the_others_waited_for(
     fr_store: tuple[Path, Path, str]

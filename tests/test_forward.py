@@ -23,6 +23,8 @@ from telemetry.ingest.wire import CONTENT_TYPE, WireError, decode_round, encode_
 from telemetry.store import Store
 from tests.conftest import ROOT, Server, cli, start_server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 PAGE = (ROOT / "sample_data" / "dcgm" / "default_h100.txt").read_text()
 
 

@@ -43,6 +43,8 @@ from tests.fuzz_inputs import (
     rounds,
 )
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 OPERATOR = "fuzz-operator-token-0123456789"
 COUNTS: Counter[str] = Counter()
 # Shares of the budget; an envelope that runs a real callback costs ~50 ms, a parse ~5 ms.

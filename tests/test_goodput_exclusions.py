@@ -10,10 +10,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from telemetry.goodput import goodput
 from telemetry.store import Store
 from tests.cluster_fixture import RUN
 from tests.conftest import imported_night, start_server
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 TOKEN = "goodput-operator-token-0123456789"
 

@@ -16,6 +16,8 @@ from telemetry.collect.logs.importers import ImportFileError, read_csv, read_jso
 from telemetry.store import Store
 from tests.conftest import cli
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 WALL0 = 1_795_000_000.0  # unix seconds
 TS0 = datetime(1970, 1, 1) + timedelta(seconds=WALL0)  # the same, naive UTC
 

@@ -22,6 +22,8 @@ from tests.conftest import DCGM_FIXTURES as FIXTURES
 from tests.conftest import ROOT, cli
 from tests.faults import exporter_farm
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 def _round(
     store: Store,

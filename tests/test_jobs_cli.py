@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import cli
 from tests.jobs_fixture import build_jobs_store
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 @pytest.fixture(scope="module")
 def path(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -19,6 +19,8 @@ from playwright.sync_api import Page, expect
 from tests.conftest import Server, cli, collect_errors, start_server
 from tests.slurm_fixture import SlurmCluster, slurm_cluster  # noqa: F401
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 @pytest.fixture(scope="module")
 def imported(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811

@@ -19,6 +19,8 @@ from tests.faults import (
     samples_lost,
 )
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 NODES = 8  # exporters a round scrapes: 64 GPU sample rows when all answer
 
 

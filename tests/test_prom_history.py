@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from telemetry.collect.prometheus.prom_client import PromClient
 from telemetry.collect.prometheus.prom_history import SERIES, PromHistory, merged_node_series
@@ -18,6 +19,8 @@ from telemetry.store import Store
 from tests.conftest import cli
 from tests.prom_fixture import TsdbServer, _frozen_farm, hosts_up  # noqa: F401
 from tests.test_exporters import FarmThread
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 COMPARED = ["util_pct", "temp_c", "power_w", "sm_clock_mhz", "fb_used_mib"]
 

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import cramjam
+import pytest
 
 from telemetry.ingest.remote_write import encode
 from telemetry.store import Store
 from tests.conftest import Server, cli, start_server
 from tests.prom_fixture import COLS, TsdbServer, _frozen_farm, stored  # noqa: F401 (a fixture)
 from tests.test_exporters import FarmThread
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 TOKEN = "rw-test-token-0123456789"
 

@@ -21,6 +21,8 @@ from tests.faults import exporter_farm
 from tests.prom_fixture import TsdbServer, _frozen_farm, secured, stored  # noqa: F401
 from tests.test_exporters import FarmThread
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 @pytest.mark.parametrize("kind", ["prometheus", "victoria-metrics"])
 def test_every_gpu_xid_and_value_of_a_direct_scrape_arrives_through_the_server(

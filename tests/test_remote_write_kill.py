@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.rw_faults import drill
+
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
 
 
 def test_killed_server_loses_no_acknowledged_remote_write_sample(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from telemetry.store import Store
 from tests.conftest import Server, start_server
 from tests.test_prom_remote_write import post as post_as
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 INTERVAL_MS = 15_000
 
 

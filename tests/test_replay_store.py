@@ -25,6 +25,8 @@ from telemetry.summary import store_summary
 from tests.conftest import ROOT, build_store
 from tests.slurm_fixture import wait_for
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 TABLES = (
     "gpu_samples",
     "train_metrics",

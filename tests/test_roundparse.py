@@ -15,6 +15,8 @@ from telemetry.ingest.exposition import BLANK_MIN, Scrape, parse
 from telemetry.ingest.roundparse import parse_round
 from tests.test_exposition import CLEAN, FIXTURES, HYPOTHESIS, exposition_text, fixture, mutated
 
+pytestmark = pytest.mark.slow  # Hypothesis rounds: left out of `make test-fast`
+
 # numbers as exporters (and fuzzers) write them, with the spaces and tabs the format allows
 NUMBER = (
     r"[ \t]{0,2}[+-]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][+-]?[0-9]{1,3})?[ \t]{0,2}"

@@ -29,6 +29,8 @@ from telemetry.store.connection import SQL_AUDIT_ENV
 from tests.callback_fuzz import MARKER, SQLI, fuzz_callbacks, fuzz_urls
 from tests.conftest import DCGM_FIXTURES, Server, start_server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 TABLES = ("runs", "gpus", "nodes", "gpu_samples", "train_metrics", "interruptions", "checkpoints")
 
 

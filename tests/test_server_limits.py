@@ -24,6 +24,8 @@ from telemetry.ingest.remote_write import encode
 from telemetry.store import Store
 from tests.conftest import Server, start_server
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 RW = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy"}
 
 

@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import cli
 from tests.slurm_fixture import XID_REASON, SlurmCluster, slurm_cluster  # noqa: F401
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 ENDS = ("FAILED", "CANCELLED", "TIMEOUT", "REQUEUED", "PREEMPTED", "NODE_FAIL", "COMPLETED")
 
 

@@ -17,6 +17,8 @@ from telemetry import env
 from telemetry.store import Store
 from tests.conftest import Server, free_port
 
+pytestmark = pytest.mark.live  # real servers, daemons, jobs or the CLI: run one at a time
+
 
 def _computed_again(*_args: Any, **_kwargs: Any) -> Any:
     raise RuntimeError("computed again")

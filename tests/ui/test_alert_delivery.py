@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.alert_fixture import OPERATOR_TOKEN, Hook, serve_alerting
 from tests.conftest import choose_option, collect_errors, free_port
+
+pytestmark = pytest.mark.live  # it starts its own server with alert delivery
 
 TOKEN = OPERATOR_TOKEN
 _serve = serve_alerting

@@ -11,10 +11,13 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.alert_fixture import OPERATOR_TOKEN, Hook, serve_alerting
 from tests.conftest import choose_option, collect_errors
+
+pytestmark = pytest.mark.live  # it starts its own server with alert delivery
 
 TOKEN = OPERATOR_TOKEN
 

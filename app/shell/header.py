@@ -1,0 +1,74 @@
+"""What follows the view above every page: the pages' links (which carry the view), the
+simulation banner, the data's span and its age.
+
+One callback, not four: Dash's renderer runs at most 12 callbacks at once, and a page's own
+slowest ones queued behind these (the GPUs page's drill-down started after the first answers,
+not with the others). A refresh tick alone changes only the times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, ctx, no_update
+
+from app.data.view import ago, clean_view, data_age, extent, fragment, run_extent, run_label
+from app.shell.layout import banner, nav_id
+
+
+def _nav(pages: list[dict[str, Any]], view: Any) -> list[str]:
+    view = clean_view(view)
+    query = fragment(view) if view.get("run") else ""
+    return [p["relative_path"] + query for p in pages]
+
+
+def _sim_banner(view: Any) -> Any:
+    if view is None:  # the view is not set yet: no banner rather than the wrong one
+        return []
+    return banner(clean_view(view).get("run"))
+
+
+def _updated(view: Any) -> str:
+    """The selected run's own time (the store's without a run), and the newest data."""
+    ext = extent()
+    if ext is None:
+        return "No data stored yet."
+    own = run_extent(clean_view(view).get("run")) or ext
+    return (
+        f"Data {own.start:%Y-%m-%d %H:%M} – {own.end:%Y-%m-%d %H:%M:%S} UTC · "
+        f"last updated {ext.end:%H:%M:%S} UTC"
+    )
+
+
+def _age(view: Any, live: Any) -> tuple[str, str]:
+    """How old the shown run's newest data is; with Live on and nothing new, says so."""
+    run = clean_view(view).get("run")
+    age = data_age(run)
+    if age is None:
+        return "", ""
+    whose = f"{run_label(run)}: " if run else ""
+    text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
+    if live is True and age["stale"]:
+        return text + " · Live, but nothing new has arrived since", "text-warning"
+    return text, ""
+
+
+def register(app: dash.Dash) -> None:
+    pages = list(dash.page_registry.values())
+
+    @app.callback(
+        *[Output(nav_id(p), "href") for p in pages],
+        Output("sim-banner-box", "children"),
+        Output("last-updated", "children"),
+        Output("data-age", "children"),
+        Output("data-age", "className"),
+        Input("view", "data"),
+        Input("refresh", "n_intervals"),
+        Input("live-switch", "value"),
+    )
+    def _header(view: Any, _n: int | None, live: Any) -> tuple[Any, ...]:
+        tick = set(ctx.triggered_prop_ids) == {"refresh.n_intervals"}
+        nav = [no_update] * len(pages) if tick else _nav(pages, view)
+        banner_out = no_update if tick else _sim_banner(view)
+        return *nav, banner_out, _updated(view), *_age(view, live)
