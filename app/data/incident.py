@@ -13,8 +13,8 @@ import pandas as pd
 from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
-from telemetry import queries, summary
-from telemetry.queries import TimeRange, offenders
+from telemetry import logview, queries, summary
+from telemetry.queries import TimeRange, log_files, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
 from telemetry.recovery import recovery_spans
@@ -201,3 +201,30 @@ def incident_at(ts: datetime | pd.Timestamp) -> str:
 def run_fragment(run_id: str | None) -> str:
     """The URL fragment of the run's whole range (the run's other views)."""
     return fragment({"run": run_id or "", "range": "all"})
+
+
+def raw_log(run_id: str | None, at: Any, index: Any) -> dict[str, Any]:
+    """The raw log around evidence line ``index`` of the interruption of ``run_id`` that began
+    at ``at``: ``origin`` (its ``file:line``), ``path``, ``line``, ``lines`` [(number, text)],
+    ``note`` (why there are none, or that the file changed). The file is the one the store
+    says the origin's label was read from (``queries.log_files``), never one a request names."""
+    when = parse_time(at) if isinstance(at, str) else None
+    row = (failq.interruption_detail(store(), run_id, when)
+           if isinstance(run_id, str) and when is not None else None)  # fmt: skip
+    evidence = (row or {}).get("evidence") or []
+    if not isinstance(index, int) or not 0 <= index < len(evidence):
+        return {"origin": None, "path": None, "line": None, "lines": [],
+                "note": "No such evidence line in this run's interruptions."}  # fmt: skip
+    e = evidence[index]
+    origin = e.get("origin")
+    where = logview.split_origin(origin)
+    out = {"origin": origin, "path": None, "line": None, "lines": [], "note": None}
+    if where is None:
+        return out | {"note": f"This line names no file and line ({origin or 'no origin'}): "
+                              "it was posted or simulated, not read from a log."}  # fmt: skip
+    path = log_files.path_of(store(), run_id, where[0])
+    if path is None:
+        return out | {"line": where[1], "note": f"{where[0]} was not read from a file this "
+                      "store knows (imported before file paths were kept: import it again)."}
+    got = logview.around(path, where[1], e.get("line"))
+    return out | {"path": got.path, "line": got.line, "lines": got.lines, "note": got.note}

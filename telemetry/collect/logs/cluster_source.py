@@ -304,6 +304,24 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _log_file(log: _Log, run: str | None, now: datetime) -> pd.DataFrame:
+    """The file behind ``log``'s ``file:line`` origins (``parser.label``), resolved now, so
+    the incident view opens it from the store's word alone (``telemetry.logview``)."""
+    path = os.path.realpath(log.path)
+    try:
+        size: int | None = os.stat(path).st_size
+    except OSError:
+        size = None
+    return pd.DataFrame({"label": [log.parser.label], "path": [path], "run_id": [run],
+                         "bytes": pd.array([size], dtype="Int64"),
+                         "seen_ts": [_naive_utc(now)]})
+
+
+def _naive_utc(t: datetime) -> pd.Timestamp:
+    ts = pd.Timestamp(t)
+    return ts.tz_convert(None) if ts.tzinfo else ts
+
+
 class ClusterSource:
     """Text logs and checkpoint directories of one run (module doc)."""
 
@@ -427,6 +445,8 @@ class ClusterSource:
                     recs = _columns(batch.metrics, self.run)
                     log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
                     tables = _tables(batch, self.run)
+                    if tables:  # its lines are evidence: where the file is, to open it later
+                        tables["log_files"] = _log_file(log, self.run, now)
                     if recs["step"]:
                         produced = True
                         target = f"{self.kind}:{path}"
