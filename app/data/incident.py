@@ -211,6 +211,8 @@ def raw_log(run_id: str | None, at: Any, index: Any) -> dict[str, Any]:
     when = parse_time(at) if isinstance(at, str) else None
     row = (failq.interruption_detail(store(), run_id, when)
            if isinstance(run_id, str) and when is not None else None)  # fmt: skip
+    if row is None and when is not None:  # a hang's page tells the stop it caused
+        row = (hang(run_id, at) or {}).get("interruption")
     evidence = (row or {}).get("evidence") or []
     if not isinstance(index, int) or not 0 <= index < len(evidence):
         return {"origin": None, "path": None, "line": None, "lines": [],
@@ -228,3 +230,8 @@ def raw_log(run_id: str | None, at: Any, index: Any) -> dict[str, Any]:
                       "store knows (imported before file paths were kept: import it again)."}
     got = logview.around(path, where[1], e.get("line"))
     return out | {"path": got.path, "line": got.line, "lines": got.lines, "note": got.note}
+
+
+def names_a_line(origin: Any) -> bool:
+    """Whether an evidence line's origin is a ``file:line`` (one a raw log can open)."""
+    return logview.split_origin(origin) is not None
