@@ -14,7 +14,7 @@ from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
 from telemetry import logview, queries, summary
-from telemetry.queries import TimeRange, log_files, offenders
+from telemetry.queries import TimeRange, gpu_identity, log_files, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
 from telemetry.recovery import recovery_spans
@@ -30,7 +30,8 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     steps redone), ``recovery_spans`` (where the recovery went: ``telemetry.recovery``'s named
     spans and the ones it cannot date, with why; None for a planned stop), ``run_name``,
     ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the run's price; None when they are
-    unknown), and ``links`` (``gpus``, ``training``: URL
+    unknown), ``gpu_identity`` (the culprit GPU's index, UUID, PCI bus id, serial and model, each
+    with why where unknown: ``queries.gpu_identity``), and ``links`` (``gpus``, ``training``: URL
     fragments of the views around it)."""
     when = parse_time(at) if isinstance(at, str) else None
     if not isinstance(run_id, str) or when is None:
@@ -41,6 +42,10 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     found = offenders.actions(store(), run_id, row["ts"])
     row |= offenders.action_of(found, row["ts"], row.get("source_shown"))
     row["offender"] = node_health.offender(row.get("host"))
+    xid_lines = [e.get("line") for e in row["evidence"]  # the cause's first: it leads the list
+                 if e.get("kind") == "xid" and e.get("host") == row.get("host")]  # fmt: skip
+    row["gpu_identity"] = gpu_identity.identity(store(), row.get("host"), row.get("gpu"),
+                                                xid_lines, row["ts"])  # fmt: skip
     start = pd.Timestamp(row["ts"]).to_pydatetime()
     detected = start + timedelta(seconds=float(row.get("detect_s") or 0.0))
     spans, resumed, ended = _spans(row, start, detected)

@@ -74,6 +74,12 @@ def _story(
         class_name="g-2 mb-2",
     )
     todo = _action(inc)
+    ident = html.Div(
+        [html.Span("GPU for the replacement ticket: ", className="fw-semibold"),
+         *[_part(k, v, i > 0) for i, (k, v) in enumerate(fig.identity(inc))]],
+        id="inc-gpu-id",
+        className="small mb-2",
+    )  # fmt: skip
     times = html.Div(
         f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
         + fig.outcome(inc),
@@ -106,6 +112,7 @@ def _story(
             html.Div(inc.get("description") or "", className="mb-2", id="inc-description"),
             times,
             facts,
+            ident,
             todo,
             links,
             dcc.Graph(
@@ -126,6 +133,13 @@ def _raw(e: dict[str, Any], i: int, at: str, inc: dict[str, Any]) -> Any:
     if not data.names_a_line(e.get("origin")):
         return None
     return _rawlog.link(at or data.incident_at(inc["ts"]), i, inc["links"]["run"])
+
+
+def _part(label: str, value: str, sep: bool) -> html.Span:
+    """One part of the GPU's identity (``inc-gpu-uuid`` ...), "–" and why when unknown."""
+    return html.Span([" · " if sep else "", html.Span(f"{label} ", className="text-body-secondary"),
+                      html.Span(value, className="font-monospace",
+                                id=f"inc-gpu-{label.split()[0].lower()}")])  # fmt: skip
 
 
 _ACTION_COLOUR = {"drain": "danger", "page": "danger", "investigate": "warning",
