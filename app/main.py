@@ -25,7 +25,7 @@ import dash_bootstrap_components as dbc
 import flask
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from app import guard, plotlyjs
+from app import guard, plotlyjs, timepicker
 from app.data.services import Services, bind
 from app.data.view import (
     MAX_ID,
@@ -105,6 +105,7 @@ def _navbar() -> dbc.Navbar:
                 options=[{"label": lbl, "value": v} for v, lbl in RANGE_OPTIONS],
                 style={"minWidth": "150px"},
             ),
+            timepicker.control(),  # absolute From/To and "zoom to this run"
             dbc.Switch(
                 id="live-switch",
                 label="Live",
@@ -220,6 +221,7 @@ def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 def _register_shell_callbacks(app: dash.Dash) -> None:
     pages = list(dash.page_registry.values())
+    timepicker.register(app)
 
     @app.callback(
         Output("view", "data"),
