@@ -108,3 +108,33 @@ def test_an_origin_names_a_line_or_nothing() -> None:
     assert logview.split_origin("/a/b:c.log:12") == ("/a/b:c.log", 12)
     for bad in ("/a/b.log: step 3 (attempt 1)", "x:0", "x:-1", "nothing", None, 5):
         assert logview.split_origin(bad) is None
+
+
+def test_a_followed_log_keeps_its_path_and_settings_too(tmp_path: Path) -> None:
+    """``ingest``/``serve --logs GLOB`` (follow): the file's resolved path is kept as its lines
+    arrive, and a setting appended later is stored once, where it was said."""
+    from datetime import datetime
+
+    from telemetry.collect.logs.cluster_source import ClusterSource
+    from telemetry.ingest.daemon import collect
+    from telemetry.ingest.writer import StoreWriter
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    job = logs / "job.out"
+    job.write_text("[2026-03-01 08:00:00] iteration       10/ 100000 | lm loss: 2.5E+00 |\n")
+    src = ClusterSource(globs=[str(logs / "*.out")], run="live-1", follow=True,
+                        positions=str(tmp_path / "positions.json"))  # fmt: skip
+    with Store(str(tmp_path / "s.duckdb")) as s:
+        writer = StoreWriter(s)
+        collect(src, writer, datetime(2026, 3, 1, 8, 1))
+        with job.open("a") as fh:
+            fh.write("  tensor_model_parallel_size ...................... 4\n"
+                     "[2026-03-01 08:00:30] [rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] "
+                     "Watchdog caught collective operation timeout\n")  # fmt: skip
+        collect(src, writer, datetime(2026, 3, 1, 8, 2))
+        collect(src, writer, datetime(2026, 3, 1, 8, 3))  # nothing new: nothing written twice
+        assert log_files.path_of(s, "live-1", str(job)) == os.path.realpath(job)
+        assert s.rows("SELECT name, value, origin FROM run_settings") == [
+            ("tensor_parallel", "4", f"{job}:2")]
+        src.close()
