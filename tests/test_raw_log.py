@@ -138,3 +138,19 @@ def test_a_followed_log_keeps_its_path_and_settings_too(tmp_path: Path) -> None:
         assert s.rows("SELECT name, value, origin FROM run_settings") == [
             ("tensor_parallel", "4", f"{job}:2")]
         src.close()
+
+
+def test_a_store_that_kept_no_path_says_to_import_again(night, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store written before paths were kept (its origins alone name the file): the origin
+    is not taken as a path to open."""
+    copy = tmp_path / "old.duckdb"
+    shutil.copy(night[1], copy)
+    with Store(str(copy)) as s, s.transaction(["log_files"]) as con:
+        con.execute("DELETE FROM log_files")
+    with Store(str(copy), read_only=True) as s:
+        monkeypatch.setattr(services, "_services", None)
+        services.bind(s)
+        got = incident.raw_log(RUN, IB_AT, 0)
+    assert got["lines"] == [] and got["origin"] == f"{night[0].job_log}:598"
+    assert got["note"].startswith(f"{night[0].job_log} is not a text log this store read")

@@ -231,8 +231,9 @@ def raw_log(run_id: str | None, at: Any, index: Any) -> dict[str, Any]:
                               "it was posted or simulated, not read from a log."}  # fmt: skip
     path = log_files.path_of(store(), run_id, where[0])
     if path is None:
-        return out | {"line": where[1], "note": f"{where[0]} was not read from a file this "
-                      "store knows (imported before file paths were kept: import it again)."}
+        return out | {"line": where[1], "note": f"{where[0]} is not a text log this store "
+                      "read (a record file, or imported before file paths were kept: import it "
+                      "again to open it here)."}  # fmt: skip
     got = logview.around(path, where[1], e.get("line"))
     return out | {"path": got.path, "line": got.line, "lines": got.lines, "note": got.note}
 
