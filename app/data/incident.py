@@ -13,8 +13,8 @@ import pandas as pd
 from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
-from telemetry import queries, summary
-from telemetry.queries import TimeRange, offenders
+from telemetry import logview, queries, summary
+from telemetry.queries import TimeRange, gpu_identity, log_files, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
 from telemetry.recovery import recovery_spans
@@ -30,7 +30,8 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     steps redone), ``recovery_spans`` (where the recovery went: ``telemetry.recovery``'s named
     spans and the ones it cannot date, with why; None for a planned stop), ``run_name``,
     ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the run's price; None when they are
-    unknown), and ``links`` (``gpus``, ``training``: URL
+    unknown), ``gpu_identity`` (the culprit GPU's index, UUID, PCI bus id, serial and model, each
+    with why where unknown: ``queries.gpu_identity``), and ``links`` (``gpus``, ``training``: URL
     fragments of the views around it)."""
     when = parse_time(at) if isinstance(at, str) else None
     if not isinstance(run_id, str) or when is None:
@@ -41,6 +42,10 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     found = offenders.actions(store(), run_id, row["ts"])
     row |= offenders.action_of(found, row["ts"], row.get("source_shown"))
     row["offender"] = node_health.offender(row.get("host"))
+    xid_lines = [e.get("line") for e in row["evidence"]  # the cause's first: it leads the list
+                 if e.get("kind") == "xid" and e.get("host") == row.get("host")]  # fmt: skip
+    row["gpu_identity"] = gpu_identity.identity(store(), row.get("host"), row.get("gpu"),
+                                                xid_lines, row["ts"])  # fmt: skip
     start = pd.Timestamp(row["ts"]).to_pydatetime()
     detected = start + timedelta(seconds=float(row.get("detect_s") or 0.0))
     spans, resumed, ended = _spans(row, start, detected)
@@ -201,3 +206,38 @@ def incident_at(ts: datetime | pd.Timestamp) -> str:
 def run_fragment(run_id: str | None) -> str:
     """The URL fragment of the run's whole range (the run's other views)."""
     return fragment({"run": run_id or "", "range": "all"})
+
+
+def raw_log(run_id: str | None, at: Any, index: Any) -> dict[str, Any]:
+    """The raw log around evidence line ``index`` of the interruption of ``run_id`` that began
+    at ``at``: ``origin`` (its ``file:line``), ``path``, ``line``, ``lines`` [(number, text)],
+    ``note`` (why there are none, or that the file changed). The file is the one the store
+    says the origin's label was read from (``queries.log_files``), never one a request names."""
+    when = parse_time(at) if isinstance(at, str) else None
+    row = (failq.interruption_detail(store(), run_id, when)
+           if isinstance(run_id, str) and when is not None else None)  # fmt: skip
+    if row is None and when is not None:  # a hang's page tells the stop it caused
+        row = (hang(run_id, at) or {}).get("interruption")
+    evidence = (row or {}).get("evidence") or []
+    if not isinstance(index, int) or not 0 <= index < len(evidence):
+        return {"origin": None, "path": None, "line": None, "lines": [],
+                "note": "No such evidence line in this run's interruptions."}  # fmt: skip
+    e = evidence[index]
+    origin = e.get("origin")
+    where = logview.split_origin(origin)
+    out = {"origin": origin, "path": None, "line": None, "lines": [], "note": None}
+    if where is None:
+        return out | {"note": f"This line names no file and line ({origin or 'no origin'}): "
+                              "it was posted or simulated, not read from a log."}  # fmt: skip
+    path = log_files.path_of(store(), run_id, where[0])
+    if path is None:
+        return out | {"line": where[1], "note": f"{where[0]} is not a text log this store "
+                      "read (a record file, or imported before file paths were kept: import it "
+                      "again to open it here)."}  # fmt: skip
+    got = logview.around(path, where[1], e.get("line"))
+    return out | {"path": got.path, "line": got.line, "lines": got.lines, "note": got.note}
+
+
+def names_a_line(origin: Any) -> bool:
+    """Whether an evidence line's origin is a ``file:line`` (one a raw log can open)."""
+    return logview.split_origin(origin) is not None

@@ -12,10 +12,12 @@ from app.data.training import loss_series as loss_series  # the Overview's loss 
 from app.data.view import time_range
 from telemetry import goodput as good
 from telemetry import queries
+from telemetry.collect.logs.settings import NAMES as SETTING_NAMES  # vocabulary re-export
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import overview as overq
+from telemetry.queries import run_settings as settingsq
 from telemetry.queries import targets as targetq
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
@@ -118,3 +120,12 @@ def now_alerts(preset: str | None) -> pd.DataFrame | None:
         return None
     tr = time_range(preset)
     return None if tr is None else active_alerts(None, tr, target_time(tr, live=True))
+
+
+def run_settings(run_id: str | None) -> pd.DataFrame:
+    """The run's settings its logs stated (name, value, origin, lines), in ``SETTING_NAMES``
+    order, each value in the order it was first stated."""
+    df = settingsq.run_settings(store(), run_id)
+    order = {name: i for i, name in enumerate(SETTING_NAMES)}
+    return df.assign(_o=[order.get(n, len(order)) for n in df["name"]]).sort_values(
+        "_o", kind="stable").drop(columns="_o").reset_index(drop=True)

@@ -150,6 +150,8 @@ def markdown(inc: dict[str, Any]) -> str:
         f"- **Job:** {text(_or_dash(inc.get('job_id'), 'no Slurm job known'))}; attempt "
         f"{text(_or_dash(inc.get('attempt'), 'not logged'))}",
         f"- **GPU:** {text(gpu(inc))}",
+        "- **GPU identity (for the ticket):** "
+        + "; ".join(f"{text(k)} {text(v)}" for k, v in identity(inc)),
         f"- **Run's final state:** {text(inc.get('final_state') or '–')}",
         f"- **The run's total:** {text(night(inc))}",
     ]
@@ -252,6 +254,23 @@ def gpu(inc: dict[str, Any]) -> str:
     run = (f"{int(n):,} × {model or 'GPU (model not known)'}" if n
            else "the run's GPU count is not known")  # fmt: skip
     return f"{own or 'no GPU named by the evidence'}; the run: {run}"
+
+
+IDENTITY = {"index": "Index", "uuid": "UUID", "pci_bus_id": "PCI bus id", "serial": "Serial",
+            "model": "Model"}  # fmt: skip
+
+
+def identity(inc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The culprit GPU's identity for a replacement ticket, part by part: its value, or "–"
+    with why it is not known (never a guess)."""
+    got = inc.get("gpu_identity") or {}
+    why = got.get("why") or {}
+    parts = [(label, str(got[k]) if got.get(k) is not None
+              else f"– ({why.get(k, 'not known')})") for k, label in IDENTITY.items()]  # fmt: skip
+    if got.get("uuid") and got.get("scraped") is not None:  # the labels are the newest scrape's
+        parts[1] = ("UUID", f"{got['uuid']} (as last scraped, {when(got['scraped'])} UTC, after "
+                    "the failure: a GPU replaced since would show its replacement's)")
+    return parts
 
 
 def night(inc: dict[str, Any]) -> str:

@@ -214,9 +214,10 @@ clientside_callback(
 )
 
 
-def evidence_item(e: dict[str, Any], whole: bool = False) -> html.Li:
+def evidence_item(e: dict[str, Any], whole: bool = False, raw: Any = None) -> html.Li:
     """One evidence line with its role, time, place and ``file:line``; clipped to a few lines
-    in the Failures page's panel, ``whole`` on the incident view."""
+    in the Failures page's panel, ``whole`` on the incident view, where ``raw`` (a link)
+    opens the log around it."""
     where = " ".join(
         str(x)
         for x in (
@@ -238,7 +239,8 @@ def evidence_item(e: dict[str, Any], whole: bool = False) -> html.Li:
                 f" {str(e.get('ts') or '').replace('T', ' ')} · {e.get('kind', '')} {where}",
                 className="ms-1",
             ),
-            html.Div(e.get("origin") or "", className="text-body-secondary"),
+            html.Div([e.get("origin") or "", *([raw] if raw is not None else [])],
+                     className="text-body-secondary"),
             html.Pre(
                 e.get("line") or "",
                 className="mb-1 small text-wrap",

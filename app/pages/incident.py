@@ -14,7 +14,7 @@ from dash import Input, Output, callback, dcc, html
 from app.data import incident as data
 from app.data.view import run_of, template
 from app.figures import incident as fig
-from app.pages import _hangs
+from app.pages import _hangs, _rawlog
 from app.pages._interruptions import evidence_item, incident_href
 from app.ui import graph_config, guarded, view_inputs
 
@@ -23,11 +23,12 @@ dash.register_page(__name__, path="/incident", name="Incidents", order=5)
 MAX_AT = 40  # an ISO time; anything longer in the URL is not one
 
 
-def layout(at: Any = None, **_query: str) -> html.Div:
+def layout(at: Any = None, log: Any = None, **_query: str) -> html.Div:
     return html.Div(
         [
             dcc.Store(id="inc-at", data=at if isinstance(at, str) and len(at) <= MAX_AT else None),
             html.Div(id="inc-body"),
+            _rawlog.dialog(log),  # outside the body: the live refresh redraws the body only
         ]
     )
 
@@ -48,8 +49,11 @@ def _fact(label: str, value: Any, id_: str) -> dbc.Col:
     )
 
 
-def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None = None) -> html.Div:
-    """The interruption told whole; ``hang``: opened as the hang that stopped it (its title)."""
+def _story(
+    inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None = None, at: str = ""
+) -> html.Div:
+    """The interruption told whole; ``hang``: opened as the hang that stopped it (its title);
+    ``at``: the page's own ``at``, which each evidence line's "raw log" link keeps."""
     conf = inc.get("confidence")
     badge = [
         dbc.Badge(inc.get("source_shown") or "", color="secondary", class_name="me-1"),
@@ -70,6 +74,12 @@ def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None =
         class_name="g-2 mb-2",
     )
     todo = _action(inc)
+    ident = html.Div(
+        [html.Span("GPU for the replacement ticket: ", className="fw-semibold"),
+         *[_part(k, v, i > 0) for i, (k, v) in enumerate(fig.identity(inc))]],
+        id="inc-gpu-id",
+        className="small mb-2",
+    )  # fmt: skip
     times = html.Div(
         f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
         + fig.outcome(inc),
@@ -86,7 +96,8 @@ def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None =
     )  # fmt: skip
     evidence = inc.get("evidence") or []
     listed = (
-        html.Ul([evidence_item(e, whole=True) for e in evidence], className="list-unstyled mb-0")
+        html.Ul([evidence_item(e, whole=True, raw=_raw(e, i, at, inc))
+                 for i, e in enumerate(evidence)], className="list-unstyled mb-0")
         if evidence
         else html.Div("No evidence lines: this interruption was posted or simulated.")
     )
@@ -101,6 +112,7 @@ def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None =
             html.Div(inc.get("description") or "", className="mb-2", id="inc-description"),
             times,
             facts,
+            ident,
             todo,
             links,
             dcc.Graph(
@@ -114,6 +126,20 @@ def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None =
             html.Div(listed, id="inc-evidence"),
         ]
     )
+
+
+def _raw(e: dict[str, Any], i: int, at: str, inc: dict[str, Any]) -> Any:
+    """The "raw log" link of evidence line ``i``: for a line read from a log file only."""
+    if not data.names_a_line(e.get("origin")):
+        return None
+    return _rawlog.link(at or data.incident_at(inc["ts"]), i, inc["links"]["run"])
+
+
+def _part(label: str, value: str, sep: bool) -> html.Span:
+    """One part of the GPU's identity (``inc-gpu-uuid`` ...), "–" and why when unknown."""
+    return html.Span([" · " if sep else "", html.Span(f"{label} ", className="text-body-secondary"),
+                      html.Span(value, className="font-monospace",
+                                id=f"inc-gpu-{label.split()[0].lower()}")])  # fmt: skip
 
 
 _ACTION_COLOUR = {"drain": "danger", "page": "danger", "investigate": "warning",
@@ -226,7 +252,8 @@ def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: An
     if (h := data.hang(run, at)) is not None:
         # the stop it caused told whole (timeline, loss, evidence), as any failure's; a stop
         # known from the dumps alone begins when the hang did, and is opened as the hang
-        return _story(h["interruption"], theme, h) if h.get("interruption") else _hang_story(h)
+        return (_story(h["interruption"], theme, h, at) if h.get("interruption")
+                else _hang_story(h))  # fmt: skip
     inc = data.incident(run, at)
     if inc is None:
         missing = (
@@ -235,4 +262,4 @@ def _show(view: dict[str, Any] | None, _n: int | None, theme: str | None, at: An
             else []
         )
         return html.Div([*missing, _pick(run, data.run_fragment(run))])
-    return _story(inc, theme)
+    return _story(inc, theme, at=at)

@@ -18,7 +18,7 @@ from app.data.training import loss_series
 from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
-from app.pages import _silences, _slurm
+from app.pages import _settings, _silences, _slurm
 from app.pages._alert_list import INCIDENT_ALERTS, alert_list, history
 from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
@@ -82,6 +82,7 @@ def layout(**_query: str) -> html.Div:
                 ],
                 class_name="g-2",
             ),
+            dbc.Row(dbc.Col(_settings.section(), lg=8), class_name="g-2"),
             _slurm.job_filter("overview"),
             dcc.Store(id="ov-incident-click"),
         ]

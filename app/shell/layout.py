@@ -9,6 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from app.data.view import run_simulation
+from app.shell import timepicker
 
 REFRESH_MS = 10_000
 RANGE_OPTIONS = [
@@ -52,6 +53,7 @@ def _navbar() -> dbc.Navbar:
                 options=[{"label": lbl, "value": v} for v, lbl in RANGE_OPTIONS],
                 style={"minWidth": "150px"},
             ),
+            timepicker.control(),  # absolute From/To and "zoom to this run"
             dbc.Switch(
                 id="live-switch",
                 label="Live",

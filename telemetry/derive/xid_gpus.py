@@ -27,6 +27,17 @@ def _bus(text: str | None) -> tuple[int, int, int] | None:
     return None if m is None else (int(m[1] or "0", 16), int(m[2], 16), int(m[3], 16))
 
 
+def line_bus(line: str | None) -> str | None:
+    """The PCI bus id an ``NVRM: Xid (PCI:0000:3b:00): ...`` line names, as written."""
+    m = _NVRM.search(line) if isinstance(line, str) else None
+    return m[1] if m and _bus(m[1]) is not None else None
+
+
+def same_bus(a: str | None, b: str | None) -> bool:
+    """Whether two PCI bus ids in either notation (NVRM's, nvidia-smi's) are one device."""
+    return _bus(a) is not None and _bus(a) == _bus(b)
+
+
 def _gpus(store: Store, hosts: list[str]) -> pd.DataFrame:
     return store.df(
         """SELECT DISTINCT host, gpu, uuid, pci_bus_id FROM gpus

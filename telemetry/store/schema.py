@@ -156,6 +156,10 @@ CREATE TABLE IF NOT EXISTS rank_hosts (
 CREATE TABLE IF NOT EXISTS rank_perf (
   run_id VARCHAR, ts TIMESTAMP, rank INTEGER, host VARCHAR, source VARCHAR, metric VARCHAR,
   score DOUBLE, value_ms DOUBLE, origin VARCHAR);
+CREATE TABLE IF NOT EXISTS run_settings (
+  run_id VARCHAR, name VARCHAR, value VARCHAR, origin VARCHAR, line_no BIGINT);
+CREATE TABLE IF NOT EXISTS log_files (
+  label VARCHAR, path VARCHAR, run_id VARCHAR, bytes BIGINT, seen_ts TIMESTAMP);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
@@ -381,10 +385,18 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
 # exclusions, the logs' per-rank timing reports, Slurm's reservations, finished jobs' kept
-# figures, delivered alerts' history): a store without them is served as it is, not upgraded
-# first.
+# figures, delivered alerts' history, the log files evidence lines are in, the settings logs
+# state): a store without them is served as it is, not upgraded first.
 OPTIONAL_TABLES = frozenset(
-    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures", "alert_history"}
+    {
+        "goodput_exclusions",
+        "rank_perf",
+        "slurm_reservations",
+        "job_figures",
+        "alert_history",
+        "log_files",
+        "run_settings",
+    }
 )
 
 

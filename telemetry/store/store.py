@@ -58,12 +58,15 @@ APPENDABLE = (
     "hangs",
     "rank_hosts",
     "rank_perf",
+    "log_files",
+    "run_settings",
 )
 # Tables appended by column name: producers may omit columns added later (NULL).
 _BY_NAME = frozenset(
     {"gpu_samples", "node_tick", "gpu_buckets", "interruptions", "checkpoints", "signals",
      "checkpoint_events", "slurm_jobs", "slurm_nodes", "slurm_node_events", "hangs", "rank_hosts",
-     "rank_perf", "slurm_reservations"}
+     "rank_perf", "slurm_reservations", "log_files",
+     "run_settings"}
 )  # fmt: skip
 # Batch names stored under other tables' names: a producer's whole per-GPU buckets
 # (``telemetry.replay.partials``) are rollup rows, one table per level.

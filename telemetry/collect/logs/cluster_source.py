@@ -304,6 +304,35 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _log_file(log: _Log, run: str | None, now: datetime) -> pd.DataFrame:
+    """The file behind ``log``'s ``file:line`` origins (``parser.label``), resolved now, so
+    the incident view opens it from the store's word alone (``telemetry.logview``)."""
+    path = os.path.realpath(log.path)
+    try:
+        size: int | None = os.stat(path).st_size
+    except OSError:
+        size = None
+    return pd.DataFrame({"label": [log.parser.label], "path": [path], "run_id": [run],
+                         "bytes": pd.array([size], dtype="Int64"),
+                         "seen_ts": [_naive_utc(now)]})
+
+
+def _settings(parser: Any, run: str) -> pd.DataFrame | None:
+    """The settings the log stated since they were last written (``logs.settings``)."""
+    new = parser.settings[parser.settings_written:]
+    if not new:
+        return None
+    parser.settings_written = len(parser.settings)
+    return pd.DataFrame({"run_id": [run] * len(new), "name": [t[0] for t in new],
+                         "value": [t[1] for t in new], "origin": [t[2] for t in new],
+                         "line_no": pd.array([t[3] for t in new], dtype="Int64")})
+
+
+def _naive_utc(t: datetime) -> pd.Timestamp:
+    ts = pd.Timestamp(t)
+    return ts.tz_convert(None) if ts.tzinfo else ts
+
+
 class ClusterSource:
     """Text logs and checkpoint directories of one run (module doc)."""
 
@@ -427,6 +456,10 @@ class ClusterSource:
                     recs = _columns(batch.metrics, self.run)
                     log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
                     tables = _tables(batch, self.run)
+                    if self.run and (told := _settings(log.parser, self.run)) is not None:
+                        tables["run_settings"] = told
+                    if tables:  # its lines are evidence: where the file is, to open it later
+                        tables["log_files"] = _log_file(log, self.run, now)
                     if recs["step"]:
                         produced = True
                         target = f"{self.kind}:{path}"

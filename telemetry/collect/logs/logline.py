@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import PurePath
 
 from telemetry.collect.logs.logranks import launcher, split_prefix
+from telemetry.collect.logs.settings import PREFILTER as SETTINGS_PREFILTER
 from telemetry.derive import signals as sig
 from telemetry.hostlist import MAX_HOSTS, count_hosts
 
@@ -35,6 +36,7 @@ PREFILTER = "|".join(
         r"SLURM_(?:JOB_)?NODELIST=|SLURM_(?:JOB_NUM_NODES|NNODES|GPUS_ON_NODE)=",  # job facts
         r"number of parameters in billions|total parameters|Number of trainable parameters",
         r"using world size: |world_size \.\.\.",  # Megatron-LM: how many GPUs the job has
+        SETTINGS_PREFILTER,  # the run's settings as the trainer states them (logs.settings)
         r"checkpoint (?:at|from|to) |the checkpoint|Last step checkpoint|Loading model from",
         r"Checkpoint global_step",  # DeepSpeed's checkpoint engine
         r"Continuing training from global step|Attempting to resume from",  # HF Trainer resumes

@@ -45,6 +45,7 @@ from telemetry.collect.logs import logfast
 from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs import logranks as lr
 from telemetry.collect.logs import rankperf as rp
+from telemetry.collect.logs import settings as lset
 from telemetry.collect.logs.importers import BadLine, ImportFileError
 from telemetry.collect.logs.logclock import LogClock, Window, file_window
 from telemetry.derive import signals as sig
@@ -56,6 +57,7 @@ CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 MAX_BAD = 20
 MAX_UNREAD = 5  # unrecognised lines kept to show (the count covers them all)
+MAX_SETTINGS = 1000  # settings lines kept per log (a real arguments block states ~10 of ours)
 TRACEBACK_MAX_LINES = 2000  # a traceback not ended by then is given up (counted)
 _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 # A network error is the cause only when it came first (derive.evidence); one without a time of
@@ -133,6 +135,10 @@ class LogParser:
         self.rank_hosts: list[RankHost] = []
         self.rank_perf: list[rp.RankPerf] = []
         self._report: rp.Report | None = None  # a per-rank timing report being read
+        # (setting, value as written, file:line, line): the run's settings the log states,
+        # kept whole (few) and written by the reader when they grow (logs.settings)
+        self.settings: list[tuple[str, str, str, int]] = []
+        self.settings_written = 0  # of those, how many the reader has written
         self.bad: list[BadLine] = []
         self.counts: Counter[str] = Counter()
         self.lines = 0
@@ -262,6 +268,10 @@ class LogParser:
             if len(tasks) > 1 and tasks == set(range(len(tasks))):
                 out["nodes"] = len(tasks)
         return out
+
+    def _note_settings(self, told: list[tuple[str, str]], lineno: int) -> None:
+        if len(self.settings) < MAX_SETTINGS:  # a log printing its arguments in a loop
+            self.settings += [(name, value, self._origin(lineno), lineno) for name, value in told]
 
     def _nccl_shape(self, nranks: int, nodes: int, per_node: int) -> None:
         """The communicator of every rank (the largest) says the job's nodes and GPUs per
@@ -509,11 +519,15 @@ class LogParser:
             return self._checkpoint(c, body, raw, lineno)
         if ll.TRAIN_START in body:
             return self._train_start(body, lineno)
+        if told := lset.settings(body):
+            self._note_settings(told, lineno)
         if ("Training starts" in body or "seq_length" in body or "world" in body
                 or "train_iters" in body or "SLURM_" in body or "arameters" in body) and (
             p := ll.plan(body)
         ):
             self._plan.update(p)
+            return True
+        if told:
             return True
         if "NCCL INFO comm" in body and (n := lr.nccl_init(body)):
             if "nNodes" in body and (shape := lr.nccl_shape(body)):
