@@ -153,6 +153,8 @@ CREATE TABLE IF NOT EXISTS rank_hosts (
 CREATE TABLE IF NOT EXISTS rank_perf (
   run_id VARCHAR, ts TIMESTAMP, rank INTEGER, host VARCHAR, source VARCHAR, metric VARCHAR,
   score DOUBLE, value_ms DOUBLE, origin VARCHAR);
+CREATE TABLE IF NOT EXISTS gpu_job_spans (
+  gpu_id INTEGER, label VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
@@ -378,9 +380,10 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 # Tables added later that a read-only reader checks for itself (an operator's goodput
 # exclusions, the logs' per-rank timing reports, Slurm's reservations, finished jobs' kept
-# figures): a store without them is served as it is, not upgraded first.
+# figures, the spans each GPU held a job label): a store without them is served as it is,
+# not upgraded first.
 OPTIONAL_TABLES = frozenset(
-    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures"}
+    {"goodput_exclusions", "rank_perf", "slurm_reservations", "job_figures", "gpu_job_spans"}
 )
 
 
