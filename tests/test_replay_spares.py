@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.queries import data_extent
+from telemetry.queries.gpus import heatmap
 from telemetry.queries.jobs import JobFilter, job_gpus, jobs
+from telemetry.queries.overview import fleet_latest
 from telemetry.store import Store
 from tests.conftest import build_store
 
@@ -73,3 +76,24 @@ def test_spare_idle_before_its_swap_in_is_no_problem_of_the_job(demo_like: Path)
     assert len(held) == GPUS_PER_NODE  # the spare's 8 GPUs, each held only since the swap
     assert (held["idle_max_min"] <= after_min + 1).all()
     assert row["idle_max_min"] < after_min
+
+
+def test_fleet_utilization_separates_the_jobs_gpus_from_spares(demo_like: Path) -> None:
+    """At the end the job runs on 64 GPUs at ~98 %, beside a hot spare's 8 idle GPUs and the
+    repaired node's 8: the fleet mean (78.7 % on the demo) is not the job's utilization."""
+    with Store(str(demo_like), read_only=True) as store:
+        fleet = fleet_latest(store)
+    assert fleet["roles"] == {"job": 64, "out of the job": 8, "spare": 8}
+    assert fleet["util_job"] > 95
+    assert fleet["util_avg"] < 85  # the 16 idle GPUs pull the whole fleet's mean down
+
+
+def test_a_spare_that_ran_no_job_is_the_heatmaps_last_row_and_no_fault(demo_like: Path) -> None:
+    """The demo's heatmap put its idle spares on top in alarm red: a spare that never ran the
+    job ranks last, every cell of it ``off`` (drawn in greys)."""
+    with Store(str(demo_like), read_only=True) as store:
+        tr = data_extent(store)
+        assert tr is not None
+        cells = heatmap(store, tr, "util").cells
+    last = cells[cells["rank"] == cells["rank"].max()]
+    assert set(last["host"]) == {"h100-0009"} and last["off"].all()

@@ -142,9 +142,16 @@ def _util_sub(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> str:
     parts = []
     if fleet.get("reporting") and fleet.get("idle") == fleet["reporting"]:
         parts.append(f"all {fleet['reporting']:,} reporting GPUs idle now")
+    roles = fleet.get("roles") or {}
     mean = _range_util(series)
     if mean is not None:
-        parts.append(f"{mean:.1f} % over the {'zoomed window' if zoomed else 'range'}")
+        parts.append(f"{mean:.1f} % over the {'zoomed window' if zoomed else 'range'}"
+                     + (" (all GPUs)" if roles else ""))  # fmt: skip
+    if roles:  # the value is the job's GPUs': say what the rest of the fleet is doing
+        rest = ", ".join(f"{n:,} {r}" for r, n in roles.items() if r != "job")
+        now = _or_dash(fleet.get("util_avg"), "{:.1f} %")
+        also = f"; all {fleet['reporting']:,} now {now} with {rest}" if rest else ""
+        parts.append(f"{roles.get('job', 0):,} job GPUs{also}")
     real = _range_util(series, "real_avg")
     if real is not None:  # what the SMs did: GPU_UTIL counts any kernel as busy
         parts.append(f"real {real:.1f} % (SM activity)")
@@ -161,9 +168,11 @@ def _fleet_cards(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> li
             f"{fleet.get('idle', 0)} idle · {fleet['failed']:,} silent",
             "ov-gpus",
         ),
+        # the job's GPUs where the exporters say which they are: spares, drained and idle
+        # nodes are a state, not the job's utilization (issue 57, 6)
         card(
-            "Fleet utilization",
-            _or_dash(fleet.get("util_avg"), "{:.1f} %"),
+            "Job GPU utilization" if fleet.get("roles") else "Fleet utilization",
+            _or_dash(fleet.get("util_job" if fleet.get("roles") else "util_avg"), "{:.1f} %"),
             _util_sub(fleet, series, zoomed),
             "ov-util",
         ),
