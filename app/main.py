@@ -50,6 +50,9 @@ from telemetry.store import Store
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 REFRESH_MS = 10_000
 DEFAULT_THEME = "dark"  # a browser that has not chosen light (the theme switch, localStorage)
+# Warning text readable on both themes: Bootstrap's emphasis colour (#664d03 on white, #ffda6a on
+# dark); "text-warning" is the same yellow-orange on both, unreadable on white (issue 57).
+WARN_TEXT = "text-warning-emphasis"
 RANGE_OPTIONS = [
     ("1h", "Last hour"),
     ("6h", "Last 6 h"),
@@ -395,7 +398,7 @@ def _register_shell_callbacks(app: dash.Dash) -> None:
         whose = f"{run_label(run)}: " if run else ""
         text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
         if live is True and age["stale"]:
-            return text + " · Live, but nothing new has arrived since", "text-warning"
+            return text + " · Live, but nothing new has arrived since", WARN_TEXT
         return text, ""
 
     @app.callback(Output("refresh", "disabled"), Input("live-switch", "value"))

@@ -260,7 +260,7 @@ def _targets(health: Any) -> list[Any]:
     """The sources card (scrape targets, followed logs, imports...), and those down or stale
     with their reasons."""
     n = data.target_counts(health)
-    colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
+    colour = "text-danger" if n["down"] else "text-warning-emphasis" if n["stale"] else ""
     imported = f"{n['imported']:,} imported (read once, not followed)" if n["imported"] else ""
     followed = f"{n['down']:,} down · {n['stale']:,} stale"
     out = [
