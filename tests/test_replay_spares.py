@@ -97,3 +97,16 @@ def test_a_spare_that_ran_no_job_is_the_heatmaps_last_row_and_no_fault(demo_like
         cells = heatmap(store, tr, "util").cells
     last = cells[cells["rank"] == cells["rank"].max()]
     assert set(last["host"]) == {"h100-0009"} and last["off"].all()
+
+
+def test_spans_are_written_as_the_replay_reaches_them(tmp_path: Path) -> None:
+    """A replay stopped before the node is lost (as a live one is, up to now) holds no span
+    from the future: the job's 64 GPUs from its start, none ended, no spare in it."""
+    path = build_store(tmp_path / "early.duckdb", seed=0, days=20 / 24, interval_s=60.0,
+                       until_s=10 * 3600.0)  # fmt: skip
+    with Store(str(path), read_only=True) as store:
+        got = store.rows(
+            "SELECT count(*), count(end_ts), count(DISTINCT start_ts), max(g.node_id)"
+            " FROM gpu_job_spans JOIN gpus g USING (gpu_id)"
+        )
+    assert got == [(64, 0, 1, 7)]
