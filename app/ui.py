@@ -197,9 +197,21 @@ def _text_px(word: str) -> float:
     return sum(_PX.get(c) or (9.0 if c.isupper() else 7.9) for c in word)
 
 
+# A name in capitals joined by underscores (an XID's mnemonic: XID 79's has 41 characters) is
+# kept whole up to this length: broken mid-word it read as two names (#57).
+_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+LONGEST_NAME = 48
+
+
+def _whole(word: str) -> bool:
+    """Whether a cell keeps ``word`` on one line (a longer one, a path, may break)."""
+    n = len(word)
+    return n <= LONGEST_WORD or (n <= LONGEST_NAME and _NAME.fullmatch(word) is not None)
+
+
 def _longest_px(texts: Iterable[str]) -> float:
-    """The widest word (of at most ``LONGEST_WORD`` characters) of ``texts``."""
-    words = {w for t in set(texts) for w in t.split() if len(w) <= LONGEST_WORD}
+    """The widest word kept whole (``_whole``) of ``texts``."""
+    words = {w for t in set(texts) for w in t.split() if _whole(w)}
     longest = sorted(words, key=len)[-20:]  # the widest is among the longest
     return max((_text_px(w) for w in longest), default=0.0)
 

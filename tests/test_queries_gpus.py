@@ -55,11 +55,22 @@ def test_heatmap_covers_every_node_in_bounded_cells(store: Store, day: TimeRange
     assert 85 < mine < 100  # a busy job node
 
 
-def test_utilization_ranks_the_idle_spares_first(store: Store, day: TimeRange) -> None:
+def test_a_spares_cells_before_its_swap_in_are_no_fault(store: Store, day: TimeRange) -> None:
+    """An idle hot spare is a state, not a fault (issue 57, 6): h100-0008 idled as a spare
+    until it replaced h100-0007 at 12.56 h. Its cells before are ``off`` (drawn in greys) and
+    do not rank it, where its idle hours put it on top in alarm red; after, they are the
+    job's. h100-0007's cells after its failure are off until it rejoined the job."""
     cells = q.heatmap(store, day, "util").cells
-    order = cells.drop_duplicates("rank").sort_values("rank")
-    assert set(order["host"].head(2)) == {"h100-0008", "h100-0009"}
-    assert set(order["role"].head(2)) == {"spare"}
+    hours = (cells["ts"] - day.start).dt.total_seconds() / 3600
+    spare = cells["host"] == "h100-0008"
+    assert cells.loc[spare & (hours < 12.4), "off"].all()
+    assert not cells.loc[spare & (hours > 12.6), "off"].any()
+    failed = cells["host"] == "h100-0007"
+    assert not cells.loc[failed & (hours < 12.4), "off"].any()
+    assert cells.loc[failed & (hours > 12.6) & (hours < 19.2), "off"].all()
+    job_nodes = ~cells["host"].isin(["h100-0007", "h100-0008", "h100-0009", "h100-0001",
+                                     "h100-0004"])  # fmt: skip
+    assert not cells.loc[job_nodes, "off"].any()
 
 
 def test_temperature_ranks_the_hot_node_first(store: Store, day: TimeRange) -> None:

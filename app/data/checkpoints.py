@@ -14,6 +14,7 @@ from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import checkpoints as ckq
+from telemetry.queries import outliers as outq
 from telemetry.queries.checkpoints import WhatIf
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
@@ -169,6 +170,27 @@ def slow_ranks(block: dict[str, Any] | None) -> tuple[pd.DataFrame, str]:
     return frame, (f"Slow ranks: from {reports:,} per-rank timing reports; chronic when the "
                    f"running score (EWMA, alpha {EWMA_ALPHA}) stays below "
                    f"{SLOW_SCORE}, one-off when flagged in one report only.")  # fmt: skip
+
+
+def straggler_note(tr: TimeRange | None, ranks: pd.DataFrame) -> str:
+    """Why the GPUs page's stragglers (from GPU telemetry: SM clock while busy) may be missing
+    from the slow ranks (the job's own per-rank timings), naming those not among them: the
+    demo's banner and GPUs page named a straggler the slow ranks never mentioned (#57). ""
+    when there is none to explain."""
+    if tr is None:
+        return ""
+    out = outq.outliers(store(), tr)
+    slow = out[(out["reason"] == "straggler") & ~out["host"].isin(ranks.get("host", []))]
+    if slow.empty:
+        return ""
+    names = ", ".join(f"{h} GPU {int(g)}" for h, g in
+                      zip(slow["host"].head(3), slow["gpu"].head(3), strict=True))  # fmt: skip
+    more = f" and {len(slow) - 3:,} more" if len(slow) > 3 else ""
+    one = len(slow) == 1
+    return (f" The GPUs page's straggler{'' if one else 's'} ({names}{more}: SM clock while "
+            f"busy below the fleet's) {'comes' if one else 'come'} from GPU telemetry, not the "
+            "job's timings: "
+            "a GPU is a slow rank here only when a per-rank timing report says so.")  # fmt: skip
 
 
 def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:

@@ -140,6 +140,7 @@ def heatmap(
         return empty(title, why, height=360, template=template)
     rest = nodes_total - nodes_shown
     ranks, stamps, z = table(cells["rank"], cells["ts"], cells["value"], np.nan)
+    off = _off(cells, stamps, bucket_s)
     stamps, z = _silences(stamps, z, bucket_s)
     per_rank = cells[["rank", "host"]].drop_duplicates("rank")  # 200 rows of 43 K cells
     labels = per_rank["host"].where(per_rank["host"].notna(), f"other {rest:,} nodes (mean)")
@@ -166,6 +167,7 @@ def heatmap(
             **_scale(key, z),
         )
     )
+    _grey_cells(fig, off, row_names, stamps, z, bucket_s)
     if culprits is not None and not culprits.empty:
         other = f"other {rest:,} nodes (mean)" if rest > 0 else None
         _mark_culprits(fig, culprits, set(per_rank["host"].dropna().tolist()), other)
@@ -195,6 +197,38 @@ def heatmap(
                **_role_ticks(cells, row_names, step)},  # fmt: skip
     )
     return fig
+
+
+GREYS = [[0.0, "#5f6368"], [1.0, "#c4c7cc"]]  # no alarm colour, readable on both themes
+
+
+def _off(cells: pd.DataFrame, stamps: np.ndarray, bucket_s: float) -> np.ndarray | None:
+    """The cells of nodes running no job then (``off``) as a matrix like the heatmap's z (1:
+    no job), None where there are none."""
+    if "off" not in cells or not cells["off"].fillna(False).astype(bool).any():
+        return None
+    _, _, off = table(cells["rank"], cells["ts"], cells["off"].astype(float), np.nan)
+    return _silences(stamps, off, bucket_s)[1]
+
+
+def _grey_cells(fig: Figure, off: np.ndarray | None, rows: list[str], stamps: Any, z: np.ndarray,
+                bucket_s: float) -> None:  # fmt: skip
+    """Repaint the cells of nodes running no job then (a hot spare before its swap-in, a
+    failed node after its failure) in greys over the metric's scale: an idle spare is a state,
+    not a fault, and in the scale's alarm red it read as a failing job node (issue 57, 6).
+    Hover keeps their values."""
+    if off is None:
+        return
+    grey = np.where(off == 1.0, z, np.nan)
+    fig.add_trace(
+        plot.Heatmap(
+            x=stamps, xperiod=bucket_s * 1000, xperiodalignment="middle", y=rows,
+            z=np.round(grey, 1).astype(np.float32), colorscale=GREYS,
+            showscale=False, xgap=0, ygap=1 if len(rows) <= 40 else 0,
+            hovertemplate="%{y}, running no job<br>%{x|%Y-%m-%d %H:%M} UTC<br>%{z:,.1f}"
+            "<extra></extra>",
+        )
+    )  # fmt: skip
 
 
 def _role_ticks(cells: pd.DataFrame, rows: list[str], step: int) -> dict[str, Any]:

@@ -350,6 +350,9 @@ def _step_time_figure(
     return _noted(fig, [note] if note else [])
 
 
+ONE_LINE = "one line: throughput on the left axis, MFU on the right"
+
+
 def throughput_figure(
     df: pd.DataFrame,
     axis: str,
@@ -415,4 +418,7 @@ def throughput_figure(
             "automargin": False,
         }
     fig.update_layout(**layout)
-    return _noted(fig, [note] if note else [])
+    notes = [note] if note else []
+    if pd.notna(ratio):  # one line read on two axes, no legend: said, or it read as two lines
+        notes.append(ONE_LINE)  # drawn over each other with nothing naming them (#57)
+    return _noted(fig, notes)

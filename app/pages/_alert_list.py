@@ -11,7 +11,11 @@ from datetime import datetime
 from typing import Any
 
 import dash_bootstrap_components as dbc
+import pandas as pd
 from dash import dcc, html
+
+from app.data.incident import incidents, run_fragment
+from app.pages._interruptions import incident_href
 
 _SEVERITY_COLOUR = {"critical": "danger", "warning": "warning", "info": "info"}
 NOTHING_FOLLOWED = "Nothing is followed (imports and replays only): no alert can be active now."
@@ -112,3 +116,15 @@ def history(
             ),
         ]
     return html.Div(parts)  # fmt: skip
+
+
+def incident_link(run_id: str | None, *lists: pd.DataFrame) -> str | None:
+    """The run's newest incident view (what a stop or loop alert is about) where an alert
+    listed is about an interruption; None when none is, or the run has no interruption."""
+    about = run_id is not None and any(
+        df["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any() for df in lists if not df.empty
+    )
+    if not about or run_id is None:
+        return None
+    df = incidents(run_id)
+    return None if df.empty else incident_href(df["at"].iloc[0], run_fragment(run_id))

@@ -255,7 +255,7 @@ def _whatif(  # type: ignore[no-untyped-def]
     entered = " (entered: the run reports none)" if (m or {}).get("write_s") is None else ""
     return (
         f"{what.ettr_configured * 100:.2f} %",
-        html.Span(refused, className="text-warning")
+        html.Span(refused, className="text-warning-emphasis")
         if refused
         else ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
         f"{base.ettr_configured * 100:.2f} %",
@@ -309,6 +309,7 @@ def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  #
                 "start-up, blocking checkpoint saves, steps redone after restores, and the "
                 "other steps at the ideal step time (productive), the rest slowdown.")  # fmt: skip
     slow, slow_note = data.slow_ranks(block)
+    slow_note += data.straggler_note(tr, slow)
     note_div = html.Div(slow_note, className="small text-body-secondary mb-1")
     shown = [note_div, table("ck-slow-ranks-table", slow, data.SLOW_RANK_COLUMNS)] if len(
         slow) else note_div  # fmt: skip

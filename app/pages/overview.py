@@ -12,15 +12,13 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 from app import figures
 from app.data import overview as data
 from app.data.alerts import alert_delivery, alert_episodes
-from app.data.incident import incidents, run_fragment
 from app.data.services import together
 from app.data.training import loss_series
 from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.pages import _settings, _silences, _slurm
-from app.pages._alert_list import INCIDENT_ALERTS, alert_list, history
-from app.pages._interruptions import incident_href
+from app.pages._alert_list import alert_list, history, incident_link
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
@@ -112,13 +110,6 @@ clientside_callback(
 )
 
 
-def _newest_incident(run_id: str) -> str | None:
-    """The incident view of the run's newest interruption (what a stop or loop alert is
-    about); None when it has none."""
-    df = incidents(run_id)
-    return None if df.empty else incident_href(df["at"].iloc[0], run_fragment(run_id))
-
-
 def _fmt_age(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -143,9 +134,16 @@ def _util_sub(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> str:
     parts = []
     if fleet.get("reporting") and fleet.get("idle") == fleet["reporting"]:
         parts.append(f"all {fleet['reporting']:,} reporting GPUs idle now")
+    roles = fleet.get("roles") or {}
     mean = _range_util(series)
     if mean is not None:
-        parts.append(f"{mean:.1f} % over the {'zoomed window' if zoomed else 'range'}")
+        parts.append(f"{mean:.1f} % over the {'zoomed window' if zoomed else 'range'}"
+                     + (" (all GPUs)" if roles else ""))  # fmt: skip
+    if roles:  # the value is the job's GPUs': say what the rest of the fleet is doing
+        rest = ", ".join(f"{n:,} {r}" for r, n in roles.items() if r != "job")
+        now = _or_dash(fleet.get("util_avg"), "{:.1f} %")
+        also = f"; all {fleet['reporting']:,} now {now} with {rest}" if rest else ""
+        parts.append(f"{roles.get('job', 0):,} job GPUs{also}")
     real = _range_util(series, "real_avg")
     if real is not None:  # what the SMs did: GPU_UTIL counts any kernel as busy
         parts.append(f"real {real:.1f} % (SM activity)")
@@ -162,9 +160,11 @@ def _fleet_cards(fleet: dict[str, Any], series: Any, zoomed: bool = False) -> li
             f"{fleet.get('idle', 0)} idle · {fleet['failed']:,} silent",
             "ov-gpus",
         ),
+        # the job's GPUs where the exporters say which they are: spares, drained and idle
+        # nodes are a state, not the job's utilization (issue 57, 6)
         card(
-            "Fleet utilization",
-            _or_dash(fleet.get("util_avg"), "{:.1f} %"),
+            "Job GPU utilization" if fleet.get("roles") else "Fleet utilization",
+            _or_dash(fleet.get("util_job" if fleet.get("roles") else "util_avg"), "{:.1f} %"),
             _util_sub(fleet, series, zoomed),
             "ov-util",
         ),
@@ -252,7 +252,7 @@ def _targets(health: Any) -> list[Any]:
     """The sources card (scrape targets, followed logs, imports...), and those down or stale
     with their reasons."""
     n = data.target_counts(health)
-    colour = "text-danger" if n["down"] else "text-warning" if n["stale"] else ""
+    colour = "text-danger" if n["down"] else "text-warning-emphasis" if n["stale"] else ""
     imported = f"{n['imported']:,} imported (read once, not followed)" if n["imported"] else ""
     followed = f"{n['down']:,} down · {n['stale']:,} stale"
     out = [
@@ -463,7 +463,7 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
     delivered = alert_episodes(run_id, tr, live)
-    link = _incident_link(run_id, alerts, *(delivered or ()))
+    link = incident_link(run_id, alerts, *(delivered or ()))
     listed = alert_list(alerts, link)
     ended = data.run_ended(run_id)
     if delivered is not None:  # what this server delivers: firing now, resolved in the range
@@ -477,14 +477,6 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
         return listed
     # the run has ended: what it raised is its history, not what is active now (#57, 2)
     return history(data.now_alerts((view or {}).get("range")), listed, tr.end)
-
-
-def _incident_link(run_id: str | None, *lists: pd.DataFrame) -> str | None:
-    """The run's newest incident view where an alert listed is about an interruption."""
-    about = run_id is not None and any(
-        df["key"].str.split(":").str[0].isin(INCIDENT_ALERTS).any() for df in lists if not df.empty
-    )
-    return _newest_incident(run_id) if about and run_id is not None else None
 
 
 def warm(view: dict[str, Any], theme: str) -> None:

@@ -50,7 +50,9 @@ def _age(view: Any, live: Any) -> tuple[str, str]:
     whose = f"{run_label(run)}: " if run else ""
     text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
     if live is True and age["stale"]:
-        return text + " · Live, but nothing new has arrived since", "text-warning"
+        # Bootstrap's emphasis colour (#664d03 on white, #ffda6a on dark): "text-warning" is the
+        # same yellow-orange on both themes, unreadable on white (issue 57).
+        return text + " · Live, but nothing new has arrived since", "text-warning-emphasis"
     return text, ""
 
 

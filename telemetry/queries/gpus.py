@@ -123,8 +123,10 @@ def heatmap(
 ) -> Heatmap:
     """The metric per node and time bucket, at most ``max_rows`` x ``max_cols`` cells.
 
-    Nodes are ranked by their mean deviation from the fleet median of each bucket (in the bad
-    direction: low utilization or clock, high temperature; either way for power and memory);
+    Cells of a node running no job then (``_off_sql``, ``off``) are a state, not a fault; the
+    nodes are ranked by the mean deviation of their other cells from the fleet median of each
+    bucket (in the bad direction: low utilization or clock, high temperature; either way for
+    power and memory), a node without such cells last;
     equal scores (to 9 decimals: a parallel sum's last bits vary) by node, so rows keep their
     order from one refresh to the next.
     With more nodes than rows, the ``max_rows - 1`` worst keep their own row and the rest are
@@ -132,30 +134,73 @@ def heatmap(
     m = metric(key)
     cells, params, bucket = _cells(store, tr, max_cols, (m.cell,))
     keep = max_rows - 1
+    join, off, off_params = _off_sql(store, bucket)
     df = store.df(
         f"""WITH c AS ({cells}),
-        v AS MATERIALIZED (SELECT ts, node_id, {m.cell} AS v FROM c WHERE {m.cell} IS NOT NULL),
-        ref AS (SELECT ts, avg(v) AS ref FROM v GROUP BY ts),
-        score AS (SELECT node_id, avg({_DEVIATION[m.direction]}) AS score
-                  FROM v JOIN ref USING (ts) GROUP BY node_id),
-        ranked AS (SELECT node_id, row_number() OVER (ORDER BY round(score, 9) DESC, node_id)
-                          AS rank,
+        v AS MATERIALIZED (SELECT c.ts, c.node_id, {m.cell} AS v, {off} AS off
+                           FROM c {join} WHERE {m.cell} IS NOT NULL),
+        ref AS (SELECT ts, avg(v) AS ref FROM v WHERE NOT off GROUP BY ts),
+        score AS (SELECT node_id, avg({_DEVIATION[m.direction]}) FILTER (WHERE NOT off)
+                         AS score
+                  FROM v LEFT JOIN ref USING (ts) GROUP BY node_id),
+        -- a node that ran no job in the range (a hot spare) below every one that did
+        ranked AS (SELECT node_id, row_number() OVER (
+                            ORDER BY score IS NULL, round(score, 9) DESC, node_id) AS rank,
                           count(*) OVER () AS total FROM score),
         row AS (SELECT node_id, total, rank <= ? OR total <= ? AS own,
                        CASE WHEN rank <= ? OR total <= ? THEN rank ELSE ? + 1 END AS rank
                 FROM ranked)
         -- one pass over the cells: a node's own row, or its share of the averaged last row
         SELECT v.ts, r.rank, CASE WHEN r.own THEN any_value(v.node_id) END AS node_id,
-               count(*) AS nodes, avg(v.v) AS value, any_value(r.total) AS total
+               count(*) AS nodes, avg(v.v) AS value, any_value(r.total) AS total,
+               bool_and(v.off) AS off
         FROM v JOIN row r USING (node_id)
         GROUP BY r.rank, r.own, v.ts
         ORDER BY 2, 1""",
-        [*params, keep, max_rows, keep, max_rows, keep],
+        [*params, *off_params, keep, max_rows, keep, max_rows, keep],
     )
     total = int(df["total"].iloc[0]) if not df.empty else 0
     shown = total if total <= max_rows else keep
     cells = _named(store, df).drop(columns="total")
     return Heatmap(cells, m, bucket, total, shown)
+
+
+# Per node, the times it held no job (lo, hi): before its first span, between two, after its
+# last if that ended, and always for a node with none. A node's spans do not overlap.
+_GAPS = """WITH held AS (SELECT DISTINCT g.node_id, s.start_ts AS hs, s.end_ts AS he
+                     FROM gpu_job_spans s JOIN gpus g USING (gpu_id))
+SELECT node_id, lo, hi FROM (
+  SELECT node_id, coalesce(lag(he) OVER (PARTITION BY node_id ORDER BY hs),
+                           '-infinity'::TIMESTAMP) AS lo, hs AS hi FROM held)
+WHERE lo < hi
+UNION ALL SELECT node_id, max(he), 'infinity'::TIMESTAMP FROM held GROUP BY node_id
+  HAVING count(he) = count(*)
+UNION ALL SELECT node_id, '-infinity'::TIMESTAMP, 'infinity'::TIMESTAMP FROM nodes
+  WHERE node_id NOT IN (SELECT node_id FROM held)"""
+
+
+def _off_sql(store: Store, bucket: int) -> tuple[str, str, list[Any]]:
+    """How to tell whether a cell (``c``: ``ts``, ``node_id``) is of a node running no job
+    then: a join, the expression and their parameters. Where the store keeps when each GPU
+    held a job (``gpu_job_spans``, the replay's), a cell no span of its node touches (a hot
+    spare before its swap-in, a failed node after its failure), one a gap between its node's
+    spans holds whole (``_GAPS``: a few rows, so the join costs little; a test of each cell
+    against the spans made a 1,034-node heatmap up to 6 x slower); else a node that runs none now
+    (``ROLE_NOW_SQL``: "spare", "out of the job"); FALSE where nothing says. Such cells are a
+    state, not a fault: they neither rank a node among the anomalous nor set the fleet's
+    reference, and are drawn in greys (issue 57, 6: the demo's idle spares sat on top in
+    alarm red)."""
+    if store.has_table("gpu_job_spans") and store.scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM gpu_job_spans LIMIT 1)"
+    ):
+        return (f"LEFT JOIN ({_GAPS}) x ON x.node_id = c.node_id AND x.lo <= c.ts"
+                " AND x.hi >= c.ts + to_seconds(?)", "x.node_id IS NOT NULL", [bucket])  # fmt: skip
+    return (
+        f"""LEFT JOIN (SELECT node_id, ({ROLE_NOW_SQL}) IN ('spare', 'out of the job') AS idle
+                      FROM nodes n) r ON r.node_id = c.node_id""",
+        "coalesce(r.idle, FALSE)",
+        [],
+    )
 
 
 # What node ``n`` does now, where the exporters say which job each GPU runs (``hpc_job``, as
@@ -187,7 +232,8 @@ def _named(store: Store, df: pd.DataFrame) -> pd.DataFrame:
         out[col] = names[col].array.take(at, allow_fill=True)  # -1: no such node, NA
     missing = out["host"].isna() & df["node_id"].notna()
     out.loc[missing, "host"] = "node " + df.loc[missing, "node_id"].astype("Int64").astype(str)
-    return out.assign(nodes=df["nodes"], value=df["value"], total=df["total"])
+    extra = {"off": df["off"]} if "off" in df else {}
+    return out.assign(nodes=df["nodes"], value=df["value"], total=df["total"], **extra)
 
 
 def distribution(store: Store, tr: TimeRange, key: str, max_cols: int = 300) -> pd.DataFrame:

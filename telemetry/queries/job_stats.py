@@ -2,7 +2,11 @@
 per-GPU rollups: ``job_stats`` of ``telemetry.queries.jobs.list_jobs``' rows.
 
 A job's GPUs are the GPUs labelled with it (``hpc_job``, or its pod) where any is, else every
-GPU of its nodes.
+GPU of its nodes; a labelled GPU counts while it held the label where ``gpu_job_spans`` says when
+(the replay: a failed node up to its failure, the hot spare from its swap-in). A bucket a span
+cuts counts by the share of its time inside the span, as the job's own first and last buckets
+do (a failed node's last bucket, whose samples stop at the failure, is undercounted by at most
+that bucket).
 
 Efficiency is read from the per-GPU rollups (``gpu_rollup``), never the raw samples: per job a
 level by its span (``level_for``: at most about ``MAX_BUCKETS`` buckets per GPU), each bucket
@@ -52,20 +56,43 @@ def level_for(span_s: float, levels: list[int]) -> int | None:
     return next((lv for lv in levels if span_s / lv <= MAX_BUCKETS), levels[-1])
 
 
+# The GPUs each attribution label names, and when (gs, ge; NULL: any time): dcgm-exporter's
+# hpc_job, else a pod as namespace/pod, as the inventory says now; a label with spans in
+# ``gpu_job_spans`` (the replay's: when each GPU held the job) by those instead, so a node that
+# failed counts up to its failure and the hot spare that replaced it from its swap-in, not the
+# GPUs labelled at the end over the whole run (issue 57, 6).
+_LABELS_NOW = """SELECT gpu_id, host, hpc_job AS label, NULL AS namespace,
+    NULL::TIMESTAMP AS gs, NULL::TIMESTAMP AS ge FROM gpus WHERE hpc_job IS NOT NULL {spanned}
+  UNION ALL SELECT gpu_id, host, namespace || '/' || pod, namespace, NULL, NULL FROM gpus
+  WHERE pod IS NOT NULL AND hpc_job IS NULL"""
+_LABELS_SPANNED = """
+  UNION ALL SELECT s.gpu_id, g.host, s.label, NULL, s.start_ts, s.end_ts
+  FROM gpu_job_spans s JOIN gpus g USING (gpu_id)"""
+
+
+def label_gpus_sql(store: Store) -> str:
+    """The GPUs of each label and when they held it (gpu_id, host, label, namespace, gs, ge)."""
+    if not store.has_table("gpu_job_spans"):  # a store from before the spans
+        return _LABELS_NOW.format(spanned="")
+    return (
+        _LABELS_NOW.format(spanned="AND hpc_job NOT IN (SELECT label FROM gpu_job_spans)")
+        + _LABELS_SPANNED
+    )
+
+
 # Each job's GPUs (labelled with it where any is, else its nodes') and the buckets of its level
-# over its time, weighted by the share of each inside the job; then the level's own table.
+# over its time (and a labelled GPU's time holding it), weighted by the share of each inside
+# it; then the level's own table.
 _STATS_SQL = """WITH sel AS (
   SELECT unnest(?::INTEGER[]) AS key, unnest(?) AS label, string_split(unnest(?), ',') AS hosts,
          unnest(?::TIMESTAMP[]) AS s, unnest(?::TIMESTAMP[]) AS e, unnest(?::INTEGER[]) AS level
-), glab AS (
-  SELECT gpu_id, hpc_job AS label FROM gpus WHERE hpc_job IS NOT NULL
-  UNION ALL SELECT gpu_id, namespace || '/' || pod FROM gpus WHERE pod IS NOT NULL
+), glab AS ({labels}
 ), byl AS (
-  SELECT sel.key, glab.gpu_id FROM sel JOIN glab USING (label)
+  SELECT sel.key, glab.gpu_id, glab.gs, glab.ge FROM sel JOIN glab USING (label)
 ), jg AS (
   SELECT * FROM byl
   UNION ALL
-  SELECT h.key, g.gpu_id FROM (
+  SELECT h.key, g.gpu_id, NULL::TIMESTAMP, NULL::TIMESTAMP FROM (
     SELECT key, unnest(hosts) AS host FROM sel WHERE key NOT IN (SELECT key FROM byl)) h
   JOIN gpus g USING (host)
 ), spans AS (  -- (key, level, from, to): days end at the mark, 6-hour buckets after it
@@ -75,13 +102,17 @@ _STATS_SQL = """WITH sel AS (
   SELECT key, {day_from}, greatest(s, ?::TIMESTAMP), e, s, e FROM sel
   WHERE level = {day} AND e > ?::TIMESTAMP
 ), b AS (
-  SELECT key, level, ts, (epoch(least(ts + to_seconds(level), je)) - epoch(greatest(ts, js)))
-         / level AS w
+  SELECT key, level, ts, js, je,
+         (epoch(least(ts + to_seconds(level), je)) - epoch(greatest(ts, js))) / level AS w
   FROM (SELECT key, level, js, je, e,
           unnest(generate_series(time_bucket(to_seconds(level), s), e, to_seconds(level))) AS ts
         FROM spans WHERE e > s)
   WHERE ts < e
-), x AS (SELECT jg.key, jg.gpu_id, b.level, b.ts, b.w FROM jg JOIN b USING (key)),
+), x AS (SELECT * FROM (
+  SELECT jg.key, jg.gpu_id, b.level, b.ts, CASE WHEN jg.gs IS NULL AND jg.ge IS NULL THEN b.w
+    ELSE (epoch(least(b.ts + to_seconds(b.level), b.je, coalesce(jg.ge, b.je)))
+          - epoch(greatest(b.ts, b.js, coalesce(jg.gs, b.js)))) / b.level END AS w
+  FROM jg JOIN b USING (key)) WHERE w > 0),
 r AS ({union}),
 g AS (
   SELECT key, gpu_id, sum(samples * w) AS n, sum(util_avg * samples * w) AS util,
@@ -160,6 +191,7 @@ def job_stats(store: Store, jobs: pd.DataFrame, per_gpu: bool = False) -> pd.Dat
              for h in known["hosts"].tolist()]  # fmt: skip
     df = store.df(
         _STATS_SQL.format(day=DAY_S, day_from=DAY_FROM, union=union, idle=IDLE_PCT,
+                          labels=label_gpus_sql(store),
                           by="key, host, gpu" if per_gpu else "key",
                           join="JOIN gpus USING (gpu_id)" if per_gpu else ""),
         [list(range(len(known))), known["label"].tolist(), hosts,

@@ -35,7 +35,7 @@ import pandas as pd
 
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange
-from telemetry.queries.job_stats import STAT_COLUMNS, job_stats
+from telemetry.queries.job_stats import STAT_COLUMNS, job_stats, label_gpus_sql
 from telemetry.store import Store
 from telemetry.store.rollups import gpu_table
 
@@ -109,29 +109,33 @@ JOIN (SELECT cluster, count({gpus}) > 0 AS tracked FROM slurm_jobs WHERE start_t
       GROUP BY cluster) c USING (cluster)
 WHERE start_ts IS NOT NULL"""
 
-# The GPUs each attribution label names: dcgm-exporter's hpc_job, else a pod as namespace/pod.
-_LABEL_GPUS = """SELECT gpu_id, host, hpc_job AS label, NULL AS namespace FROM gpus
-  WHERE hpc_job IS NOT NULL
-  UNION ALL SELECT gpu_id, host, namespace || '/' || pod, namespace FROM gpus
-  WHERE pod IS NOT NULL AND hpc_job IS NULL"""
-
-# Labels naming no Slurm job, each over its span (``_label_spans``, bound as lists).
-_LABELS = f"""SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name,
+# Labels naming no Slurm job, each over its span (``_label_spans``, bound as lists), on the GPUs
+# that held it (``job_stats.label_gpus_sql``). Its GPUs are how many held it at once: the
+# GPU-time they held it over its span (each GPU's whole span where no spans are kept), so a
+# hot spare that replaced a failed node is not counted twice.
+_LABELS = """SELECT 'label' AS source, l.label AS job_id, l.label, NULL AS name,
   NULL AS "user", any_value(l.namespace) AS account, NULL AS partition, NULL AS state,
   any_value(s.lo) AS "start", any_value(s.hi) AS "end", NULL::INTEGER AS exit_code,
   list(DISTINCT l.host ORDER BY l.host) AS hosts, NULL AS nodelist,
-  count(DISTINCT l.gpu_id)::INTEGER AS gpus_alloc, 0 AS requeues, NULL AS run_id,
-  FALSE AS finished
-FROM ({_LABEL_GPUS}) l JOIN (SELECT unnest(?::VARCHAR[]) AS label,
+  coalesce(round(sum(greatest(0, epoch(least(coalesce(l.ge, s.hi), s.hi))
+                                 - epoch(greatest(coalesce(l.gs, s.lo), s.lo))))
+                 / nullif(epoch(any_value(s.hi)) - epoch(any_value(s.lo)), 0)),
+           count(DISTINCT l.gpu_id))::INTEGER AS gpus_alloc,
+  0 AS requeues, NULL AS run_id, FALSE AS finished
+FROM ({labels}) l JOIN (SELECT unnest(?::VARCHAR[]) AS label,
   unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi) s USING (label)
 GROUP BY l.label"""
 
-_SPAN_COARSE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({_LABEL_GPUS}) l
+# a labelled GPU's buckets while it held the label (those its span touches)
+_HELD = (
+    """(l.gs IS NULL OR t.ts > l.gs - INTERVAL {level} SECOND) AND (l.ge IS NULL OR t.ts < l.ge)"""
+)
+_SPAN_COARSE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({{labels}}) l
 JOIN {{table}} t USING (gpu_id)
-WHERE l.label NOT IN (SELECT job_id FROM slurm_jobs WHERE job_id IS NOT NULL)
+WHERE l.label NOT IN (SELECT job_id FROM slurm_jobs WHERE job_id IS NOT NULL) AND {_HELD}
 GROUP BY l.label ORDER BY l.label"""
-_SPAN_FINE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({_LABEL_GPUS}) l
-JOIN {{table}} t USING (gpu_id) WHERE t.ts >= ? AND t.ts < ? GROUP BY l.label"""
+_SPAN_FINE = f"""SELECT l.label, min(t.ts), max(t.ts) FROM ({{labels}}) l
+JOIN {{table}} t USING (gpu_id) WHERE t.ts >= ? AND t.ts < ? AND {_HELD} GROUP BY l.label"""
 
 
 def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime]]:
@@ -145,15 +149,16 @@ def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime
     ):
         return [], [], []
     fine, coarse = levels[0], levels[-1]
-    spans = store.rows(_SPAN_COARSE.format(table=gpu_table(coarse)))
+    labels_sql = label_gpus_sql(store)
+    spans = store.rows(_SPAN_COARSE.format(labels=labels_sql, table=gpu_table(coarse),
+                                           level=coarse))  # fmt: skip
     if not spans:
         return [], [], []
     width = timedelta(seconds=coarse)
     los, his = [r[1] for r in spans], [r[2] for r in spans]
-    first = {r[0]: r[1] for r in store.rows(_SPAN_FINE.format(table=gpu_table(fine)),
-                                            [min(los), max(los) + width])}  # fmt: skip
-    last = {r[0]: r[2] for r in store.rows(_SPAN_FINE.format(table=gpu_table(fine)),
-                                           [min(his), max(his) + width])}  # fmt: skip
+    fine_sql = _SPAN_FINE.format(labels=labels_sql, table=gpu_table(fine), level=fine)
+    first = {r[0]: r[1] for r in store.rows(fine_sql, [min(los), max(los) + width])}
+    last = {r[0]: r[2] for r in store.rows(fine_sql, [min(his), max(his) + width])}
     labels = [r[0] for r in spans]
     step = timedelta(seconds=fine)
     return (
@@ -207,7 +212,7 @@ def _sources(store: Store, with_labels: bool = True) -> tuple[str, list[Any]]:
         parts.append(_LOGS)  # (planning it costs ~5 ms: only where such runs are)
     labels, los, his = _label_spans(store) if with_labels else ([], [], [])
     if labels:
-        parts.append(_LABELS)
+        parts.append(_LABELS.format(labels=label_gpus_sql(store)))
     params: list[Any] = [labels, los, his] if labels else []
     return " UNION ALL BY NAME ".join(f"({p})" for p in parts), params
 

@@ -277,15 +277,23 @@ def sync_roles(store: Store, syn: Synthesizer, synced: np.ndarray | None) -> np.
     spare that took a failed node's place runs the job. Only nodes whose role changed since
     ``synced`` (the roles written last; None: as registered) are written. ``nodes.role`` stays
     the role each node was scheduled with: the history (idle job nodes, hot spares) reads by
-    it. Returns the roles written."""
+    it. With them, ``gpu_job_spans`` says when each GPU held the job (``Synthesizer.job_spans``),
+    so the job's figures count a failed node up to its failure and its spare from its swap-in,
+    not the GPUs labelled at the end over the whole run. Returns the roles written."""
     now = syn.roles.copy()
     before = syn.initial_roles() if synced is None else synced
     changed = np.flatnonzero(now != before)
-    if len(changed):
-        with store.transaction(["gpus"]) as con:
+    if len(changed) or synced is None:
+        with store.transaction(["gpus", "gpu_job_spans"]) as con:
             for n in changed.tolist():
                 job = syn.run_id if int(now[n]) == JOB_ROLE else None
                 con.execute("UPDATE gpus SET hpc_job = ? WHERE node_id = ?", [job, n])
+            con.execute("DELETE FROM gpu_job_spans WHERE label = ?", [syn.run_id])
+            for node, t0, t1 in syn.job_spans():
+                con.execute(
+                    "INSERT INTO gpu_job_spans SELECT gpu_id, ?, ?, ? FROM gpus WHERE node_id = ?",
+                    [syn.run_id, syn.abs_time(t0), None if t1 is None else syn.abs_time(t1), node],
+                )
     return now
 
 

@@ -112,6 +112,20 @@ class Synthesizer:
         """Each node's role code at the start: the job's nodes, then the spares."""
         return np.where(np.arange(self.n_nodes) < self.sc.nodes, 0, 1).astype(np.int8)
 
+    def job_spans(self) -> list[tuple[int, float, float | None]]:
+        """Each node's spans in the job so far, (node, from, to) in simulated seconds (to None:
+        it holds the job now), from the roles it started with and the role changes applied up
+        to the last window: a failed node's span ends at its failure, the spare's that
+        replaced it starts there."""
+        held = {n: 0.0 for n in np.flatnonzero(self.initial_roles() == JOB_ROLE).tolist()}
+        spans: list[tuple[int, float, float | None]] = []
+        for t, node, role in self.role_changes[: self.role_idx]:
+            if _ROLE_CODE[role] == JOB_ROLE:
+                held.setdefault(node, t)
+            elif node in held:
+                spans.append((node, held.pop(node), t))
+        return sorted(spans + [(n, t, None) for n, t in held.items()])
+
     # -- static tables --------------------------------------------------------------------
     def host(self, node: int) -> str:
         return f"{self.sc.gpu.lower()}-{node:04d}"

@@ -160,6 +160,8 @@ CREATE TABLE IF NOT EXISTS run_settings (
   run_id VARCHAR, name VARCHAR, value VARCHAR, origin VARCHAR, line_no BIGINT);
 CREATE TABLE IF NOT EXISTS log_files (
   label VARCHAR, path VARCHAR, run_id VARCHAR, bytes BIGINT, seen_ts TIMESTAMP);
+CREATE TABLE IF NOT EXISTS gpu_job_spans (
+  gpu_id INTEGER, label VARCHAR, start_ts TIMESTAMP, end_ts TIMESTAMP);
 CREATE TABLE IF NOT EXISTS interruption_labels (
   run_id VARCHAR, ts TIMESTAMP, component VARCHAR, category VARCHAR, labelled_by VARCHAR,
   labelled_at TIMESTAMP);
@@ -386,7 +388,8 @@ def _gpu_level_tables(con: duckdb.DuckDBPyConnection) -> None:
 # Tables added later that a read-only reader checks for itself (an operator's goodput
 # exclusions, the logs' per-rank timing reports, Slurm's reservations, finished jobs' kept
 # figures, delivered alerts' history, the log files evidence lines are in, the settings logs
-# state): a store without them is served as it is, not upgraded first.
+# state, the spans each GPU held a job label): a store without them is served as it is, not
+# upgraded first.
 OPTIONAL_TABLES = frozenset(
     {
         "goodput_exclusions",
@@ -396,6 +399,7 @@ OPTIONAL_TABLES = frozenset(
         "alert_history",
         "log_files",
         "run_settings",
+        "gpu_job_spans",
     }
 )
 
