@@ -114,6 +114,9 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "nodes": _int(run["nodes"]),
         "model_params": _num(run["model_params"]),
         "wall_hours": round(wall_h, 3) if timed else None,
+        # the wall's own ends (``run_time.run_wall``): the span every page shows for the run
+        "wall_start": start.isoformat() if timed else None,
+        "wall_end": end.isoformat() if timed else None,
         "steps": _int(tm["step"]),
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
