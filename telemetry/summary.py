@@ -27,7 +27,7 @@ from telemetry.jobs_export import recent_jobs
 from telemetry.queries import TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
-from telemetry.queries.checkpoints import tier_figures
+from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
 from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
@@ -227,8 +227,8 @@ def _details(store: Store, run_id: str) -> dict[str, Any]:
     ck = tier_figures(store, run_id).set_index("tier")  # the Checkpoints page's figures
     restores = dict(
         store.rows(
-            """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
-               AND restored_tier IS NOT NULL GROUP BY restored_tier ORDER BY 1""",
+            f"""SELECT {RESTORED_TIER} AS tier, count(*) FROM interruptions WHERE run_id = ?
+               AND {RESTORED} GROUP BY tier ORDER BY 1""",
             [run_id],
         )
     )

@@ -195,7 +195,10 @@ def _checkpoints(page: Page, srv: Server, t: Truth) -> None:
     if t.good is not None:
         window_h = t.run["goodput"]["window_s"] / 3600
         assert note.startswith(f"Goodput {_pct(t.good)} of {window_h:,.1f} h"), note
-    restored = [i for i in t.run["interruptions"]["list"] if i["restored_step"] is not None]
+    restored = [i for i in t.run["interruptions"]["list"]
+                if i["restored_step"] is not None or i["restored_tier"] is not None]  # fmt: skip
+    assert _text(page, "#ck-restore-count") == f"{sum(t.run['restores'].values()):,}"
+    assert sum(t.run["restores"].values()) == len(restored)
     gh = [i["lost_gpu_hours"] for i in restored]
     if restored and None not in gh:
         want = f"{sum(gh):,.1f} GPU-hours lost · ≈ {money(sum(gh) * t.price)}"
