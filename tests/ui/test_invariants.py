@@ -288,6 +288,10 @@ def _night_shots(page: Page, srv: Server, run: dict[str, Any], shots: Path) -> N
     failure's incident view, as a user opens them."""
     _open(page, srv, "/", run["run_id"], ready="#ov-ettr")
     expect(page.locator("#ov-loss .scatterlayer .trace")).not_to_have_count(0)
+    # no GPU telemetry: no hole where the fleet chart was, the alerts card takes its row
+    alerts = page.locator("#ov-alerts").bounding_box()
+    assert alerts is not None and alerts["x"] < 60 and alerts["width"] > 1000, alerts
+    expect(page.locator("#ov-power")).to_be_hidden()
     page.screenshot(path=str(shots / "overview-night.png"), full_page=True)
     xid = next(i for i in run["interruptions"]["list"] if i["xid"] is not None)
     _open(page, srv, "/incident", run["run_id"], {"at": xid["ts"]}, ready="#inc-lost")
