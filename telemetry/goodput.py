@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.queries import TimeRange, run_span
+from telemetry.queries import TimeRange, run_time
 from telemetry.queries.energy import energy_per_hour
 from telemetry.queries.slow_ranks import rank_spread, report_windows, slow_ranks
 from telemetry.store import Store
@@ -88,38 +88,10 @@ def _claim(spans: list[tuple[float, float]], taken: list[tuple[float, float]]) -
 
 
 def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | None:
-    span = run_span(store, run_id)
-    if span is None:
-        return None
-    # to the run's newest record, never past it: a live replay's record ends in the future
-    # (its planned end), and the hours not yet simulated are no one's slowdown
-    last = store.scalar("SELECT max(ts) FROM train_metrics WHERE run_id = ?", [run_id])
-    # a stop the run never resumed from lasts until the job gave its GPUs back (its wait to
-    # detection and the time held after it): the run's time, which it lost (issue 57, 3)
-    died = store.scalar(
-        """SELECT max(ts + to_microseconds(((coalesce(detect_s, 0) + coalesce(restart_s, 0))
-                                            * 1e6)::BIGINT))
-           FROM interruptions WHERE run_id = ? AND end_ts IS NULL""",
-        [run_id],
-    )
-    if last is not None and died is not None:
-        last = max(last, died)
-    if span.end is None:
-        end = last
-    else:
-        newest = store.scalar(
-            """SELECT greatest(?::TIMESTAMP, (SELECT max(end_ts) FROM checkpoints WHERE run_id = ?),
-                               (SELECT max(coalesce(end_ts, ts)) FROM interruptions
-                                WHERE run_id = ?))""",
-            [last, run_id, run_id],
-        )
-        end = span.end if newest is None else min(span.end, newest)
-    if end is None:
-        return None
-    start, stop = span.start, end
-    if window is not None:
-        start, stop = max(start, window.start), min(stop, window.end)
-    return TimeRange(start, stop) if stop > start else None
+    # the run's wall time (``run_time.run_wall``), the one MTBF and every page take: goodput
+    # had its own, which ended a night 30 s before its failed save's end (#57, 7)
+    win = run_time.run_wall(store, run_id, window)
+    return win if win is not None and win.end > win.start else None
 
 
 _PAIRS = """p AS (

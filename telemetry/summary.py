@@ -27,7 +27,7 @@ from telemetry.jobs_export import recent_jobs
 from telemetry.queries import TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
-from telemetry.queries.checkpoints import tier_figures
+from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
 from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
@@ -114,6 +114,9 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "nodes": _int(run["nodes"]),
         "model_params": _num(run["model_params"]),
         "wall_hours": round(wall_h, 3) if timed else None,
+        # the wall's own ends (``run_time.run_wall``): the span every page shows for the run
+        "wall_start": start.isoformat() if timed else None,
+        "wall_end": end.isoformat() if timed else None,
         "steps": _int(tm["step"]),
         "tokens": tokens,
         "last_loss": None if loss is None else round(loss, 4),
@@ -224,8 +227,8 @@ def _details(store: Store, run_id: str) -> dict[str, Any]:
     ck = tier_figures(store, run_id).set_index("tier")  # the Checkpoints page's figures
     restores = dict(
         store.rows(
-            """SELECT restored_tier, count(*) FROM interruptions WHERE run_id = ?
-               AND restored_tier IS NOT NULL GROUP BY restored_tier ORDER BY 1""",
+            f"""SELECT {RESTORED_TIER} AS tier, count(*) FROM interruptions WHERE run_id = ?
+               AND {RESTORED} GROUP BY tier ORDER BY 1""",
             [run_id],
         )
     )

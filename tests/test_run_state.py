@@ -158,6 +158,6 @@ def test_the_overview_card_is_goodput_with_what_cost_most(bound: Store) -> None:
     from app.pages import overview as page
 
     card = str(page._goodput_card(overview.summary(RUN), overview.goodput(RUN)))
-    assert "Goodput" in card and "81.1 %" in card
+    assert "Goodput" in card and "80.9 %" in card  # of the wall time MTBF takes (#57, 7)
     # recovery without the 55 s its restores took (timed in the log: checkpoint_restore)
     assert "most lost: recovery 10.4 %" in card and "ETTR 81.2 %" in card

@@ -20,7 +20,8 @@ from app.figures import (
 from app.figures.failures import known
 from app.figures.plot import Figure
 
-TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store"}
+TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store",
+              "unknown": "tier unknown"}  # fmt: skip
 RESTORE_COLOURS = TIER_COLOURS | {"none": "#ef553b"}
 TIER_TABLE_COLUMNS = {
     "tier_name": "Tier",

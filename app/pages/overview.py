@@ -226,6 +226,10 @@ def _goodput_card(s: dict[str, Any], good: dict[str, Any] | None) -> Any:
                 "ov-ettr")  # fmt: skip
 
 
+# the run's state as ``summary`` names it (a run that died said "the run's latest")
+_STATE_WORDS = {"finished": "finished", "stopped": "stopped: nothing resumed it"}
+
+
 def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = None) -> list[Any]:
     i = s["interruptions"]
     return [
@@ -234,7 +238,7 @@ def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = Non
             _or_dash(s["steps"], "{:,}"),
             ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
             + f" · loss {_or_dash(s['last_loss'], '{}')} · "
-            + ("finished" if s.get("state") == "finished" else "the run's latest"),
+            + _STATE_WORDS.get(s.get("state"), "the run's latest"),
             "ov-step",
         ),
         _goodput_card(s, good),

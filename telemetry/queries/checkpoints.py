@@ -155,15 +155,24 @@ def timeline(
     )
 
 
+# An interruption the run resumed from, and the tier it restored from ("unknown": the log
+# names the step, not where it was read from): the Checkpoints page and ``summary`` count so.
+RESTORED = "(restored_tier IS NOT NULL OR restored_step IS NOT NULL)"
+RESTORED_TIER = "coalesce(restored_tier, 'unknown')"
+
+
 def restores(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     """Every interruption in the range that restored from a checkpoint tier (``none`` = from
-    scratch): ``ts, component, category, planned, host, restored_tier, restored_step,
-    lost_steps, lost_gpu_hours, downtime_s`` (detection + restart, s) and ``rework_s``."""
+    scratch; ``unknown``: a log that names the step it resumed from, not where from):
+    ``ts, component, category, planned, host, restored_tier, restored_step, lost_steps,
+    lost_gpu_hours, downtime_s`` (detection + restart, s) and ``rework_s``. A resume of unknown
+    tier counted as none: "Restores 0" beside stops the run resumed from (#57, 9)."""
     return store.df(
-        f"""SELECT ts, component, category, planned, host, restored_tier, restored_step,
-                  lost_steps, lost_gpu_hours, detect_s + restart_s AS downtime_s, rework_s
+        f"""SELECT ts, component, category, planned, host, {RESTORED_TIER} AS restored_tier,
+                  restored_step, lost_steps, lost_gpu_hours,
+                  detect_s + restart_s AS downtime_s, rework_s
            FROM {COSTED}
-           WHERE run_id = ? AND restored_tier IS NOT NULL AND ts >= ? AND ts <= ?
+           WHERE run_id = ? AND {RESTORED} AND ts >= ? AND ts <= ?
            ORDER BY ts""",
         [run_id, tr.start, tr.end],
     )

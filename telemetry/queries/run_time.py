@@ -32,13 +32,19 @@ FOLLOW_WINDOW = timedelta(hours=1)  # a followed run whose data is this close to
 
 
 def last_record(store: Store, run_id: str) -> datetime | None:
-    """The run's newest record: progress line, interruption or checkpoint end (None: none)."""
+    """The run's newest record: progress line, interruption or checkpoint end (None: none).
+    A stop the run never resumed from lasts until the job gave its GPUs back (its wait to
+    detection and the time held after it): the run's time, which it lost (#57, 3). Goodput's
+    window ended there and MTBF's wall at the stop: a hang's MTBF was half its run."""
     return store.scalar(
         """SELECT max(t) FROM (
              SELECT max(ts) AS t FROM train_metrics WHERE run_id = ?
              UNION ALL SELECT max(ts) FROM interruptions WHERE run_id = ?
+             UNION ALL SELECT max(ts + to_microseconds(((coalesce(detect_s, 0)
+                                   + coalesce(restart_s, 0)) * 1e6)::BIGINT))
+                       FROM interruptions WHERE run_id = ? AND end_ts IS NULL
              UNION ALL SELECT max(end_ts) FROM checkpoints WHERE run_id = ?)""",
-        [run_id, run_id, run_id],
+        [run_id] * 4,
     )
 
 
