@@ -50,17 +50,20 @@ def test_torchruns_exitcode_with_the_signals_name_is_read() -> None:
 
 
 @pytest.mark.parametrize(
-    ("log", "rank", "host", "signal"),
-    [("kill", 6, "gpu-b07", "SIGKILL"), ("segv", 2, "gpu-b03", "SIGSEGV")],
+    ("log", "rank", "host", "signal", "cause"),
+    [("kill", 6, "gpu-b07", "SIGKILL", "Unknown"),
+     ("segv", 2, "gpu-b03", "SIGSEGV", "Software Bug")],
 )
 def test_a_rank_killed_by_a_signal_is_named_by_its_own_root_cause_entry(
-    tmp_path: Path, log: str, rank: int, host: str, signal: str
+    tmp_path: Path, log: str, rank: int, host: str, signal: str, cause: str
 ) -> None:
     """The culprit died of SIGKILL (as the OOM killer kills) or SIGSEGV and wrote nothing;
     torchrun's Root Cause entry on its node says so. The other node's Root Cause names a victim
-    (exit code 1), and its ChildFailedError is teardown: neither is blamed."""
+    (exit code 1), and its ChildFailedError is teardown: neither is blamed. A SIGKILL with no
+    line of its sender (the OOM killer, a person, a scheduler) is of unknown cause, not a bug;
+    a SIGSEGV is the program's (or a dependency's) crash."""
     (row,) = _rows(_import(tmp_path, REAL / f"{log}.log")[0])
-    assert (row["rank"], row["host"], row["component"]) == (rank, host, "Software Bug")
+    assert (row["rank"], row["host"], row["component"]) == (rank, host, cause)
     assert signal in row["description"] and row["culprit_reason"] is None
     ev = json.loads(row["evidence"])
     assert ev[0]["kind"] == "worker_killed" and ev[0]["role"] == "cause"

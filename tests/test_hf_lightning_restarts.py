@@ -25,11 +25,12 @@ HF = Path(__file__).with_name("fixtures") / "hf_exam"
 
 
 @pytest.mark.parametrize(
-    ("log", "rank", "host", "why"),
-    [("exception", 3, "gpu-b43", "RuntimeError"), ("sigkill", 1, "gpu-b47", "SIGKILL")],
+    ("log", "rank", "host", "why", "cause"),
+    [("exception", 3, "gpu-b43", "RuntimeError", "Software Bug"),
+     ("sigkill", 1, "gpu-b47", "SIGKILL", "Unknown")],  # no line says who sent the SIGKILL
 )
 def test_an_hf_trainer_deepspeed_restart_is_one_interruption_with_its_restore(
-    tmp_path: Path, log: str, rank: int, host: str, why: str
+    tmp_path: Path, log: str, rank: int, host: str, why: str, cause: str
 ) -> None:
     """Step 6 was the last the first launch logged; the second resumed from checkpoint-5
     (DeepSpeed's ``global_step5``) and its tqdm bar started again at 0."""
@@ -38,7 +39,7 @@ def test_an_hf_trainer_deepspeed_restart_is_one_interruption_with_its_restore(
         store, "rank, host, component, restarts, restored_step, lost_steps, description"
     )
     assert (row["restarts"], row["restored_step"], row["lost_steps"]) == (1, 5, 1)
-    assert (row["rank"], row["host"], row["component"]) == (rank, host, "Software Bug")
+    assert (row["rank"], row["host"], row["component"]) == (rank, host, cause)
     assert why in row["description"] and "Restart loop" not in row["description"]
 
 
