@@ -201,6 +201,19 @@ def test_a_job_the_scheduler_stopped_names_no_culprit(tmp_path: Path, case: str)
         assert "scheduler stopped the whole job" in row["culprit_reason"]
 
 
+def test_a_restore_line_timed_in_the_second_of_the_last_steps_is_one_stop(tmp_path: Path) -> None:
+    """The exam's time limit of 2026-12-07 (real Slurm, ``-t 1``): iterations 116-118 and
+    ``CANCELLED AT 01:35:04 DUE TO TIME LIMIT`` share one second, and the requeued job's
+    untimed ``loading distributed checkpoint ... at iteration 100`` takes that second too. It
+    belongs after iteration 118 (the restart resumes at 101), not between 115 and 116: that
+    made a second interruption, "stalled at 115 for 1 s", with 15 steps lost."""
+    rows = _rows(_import(tmp_path, SLURM / "time_limit_same_second.log")[0])
+    assert [(r["component"], r["restored_step"], r["restarts"]) for r in rows] == [
+        ("Planned maintenance", 100, 1)
+    ]
+    assert "Step stalled at 118" in rows[0]["description"], rows[0]["description"]
+
+
 def test_a_rank_named_by_its_own_line_beside_the_others_cascade_has_high_confidence(
     tmp_path: Path,
 ) -> None:
