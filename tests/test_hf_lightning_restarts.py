@@ -127,3 +127,20 @@ def test_lost_steps_are_counted_to_the_last_progress_the_log_shows(tmp_path: Pat
     (stop,) = truth(Case("preempt", "preempt", fmt="titan", slurm="preempt"), tdir)["stops"]
     assert (stop["last_step"], stop["logged_step"], stop["restored_step"]) == (14, 13, 10)
     assert (stop["lost_steps"], stop["job_lost_steps"]) == (3, 4)
+
+
+@pytest.mark.parametrize("log", ["exception", "lightning_exception"])
+def test_a_victims_traceback_begun_on_a_bar_under_an_srun_label_is_whole(
+    tmp_path: Path, log: str
+) -> None:
+    """``0: \\r 50%|...| 6/12 [...][rank0]: Traceback (most recent call last):``: srun's
+    ``0:`` labels the whole line, tqdm's redraws included, so the traceback's next lines
+    (``0: [rank0]:   File ...``, ending in gloo's ``Connection closed by peer``) are its own.
+    Read without the label, it was a traceback cut before its exception, a failure of unknown
+    kind beside the culprit's, which lowered the culprit's confidence (0.4, not the 0.8 of a
+    rank named by its own line while the others wrote only their cascade)."""
+    store, _ = _import(tmp_path, HF / f"{log}.log")
+    (row,) = _interruptions(store, "rank, confidence, evidence")
+    kinds = [e["kind"] for e in json.loads(row["evidence"])]
+    assert "traceback_cut" not in kinds, kinds
+    assert row["confidence"] >= 0.8
