@@ -16,15 +16,17 @@ from benchmarks.exam_jobs import Generated
 ROOT = Path(__file__).resolve().parent.parent
 STOP_TOLERANCE_S = 60.0
 # The cause classes that are right for each failure (components of the taxonomy,
-# /work/shared/reference/llama3_interruptions.csv). A SIGKILL is what the OOM killer sends:
-# the host's memory or the job's own use of it. A native crash is the software's or a
-# dependency's. A lost node is the host's (its ranks and agent vanished at once), never the
-# network the survivors complain about.
+# /work/shared/reference/llama3_interruptions.csv). A SIGKILL (the exam sends it as the OOM
+# killer would) is of unknown cause when no line of its sender is there (the kernel's OOM
+# killer, a cgroup, a person, a scheduler): "Unknown", as the corpus labels its SIGKILLs
+# (tests/corpus/labels.toml), never the program's bug; the killed rank is still the culprit.
+# A native crash is the software's or a dependency's. A lost node is the host's (its ranks
+# and agent vanished at once), never the network the survivors complain about.
 HOST = {"Host Maintenance", "NIC", "SSD", "Power Supply", "Server Chassis", "CPU",
         "System Memory", "IO Expansion Board"}  # fmt: skip
 CAUSES = {
     "exception": {"Software Bug"},
-    "sigkill": {"Software Bug", "System Memory"},
+    "sigkill": {"Unknown"},
     "segfault": {"Software Bug", "Dependency"},
     "abort": {"Software Bug", "Dependency"},
     "hang": {"NCCL Watchdog Timeouts"},

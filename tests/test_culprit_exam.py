@@ -50,17 +50,20 @@ def test_torchruns_exitcode_with_the_signals_name_is_read() -> None:
 
 
 @pytest.mark.parametrize(
-    ("log", "rank", "host", "signal"),
-    [("kill", 6, "gpu-b07", "SIGKILL"), ("segv", 2, "gpu-b03", "SIGSEGV")],
+    ("log", "rank", "host", "signal", "cause"),
+    [("kill", 6, "gpu-b07", "SIGKILL", "Unknown"),
+     ("segv", 2, "gpu-b03", "SIGSEGV", "Software Bug")],
 )
 def test_a_rank_killed_by_a_signal_is_named_by_its_own_root_cause_entry(
-    tmp_path: Path, log: str, rank: int, host: str, signal: str
+    tmp_path: Path, log: str, rank: int, host: str, signal: str, cause: str
 ) -> None:
     """The culprit died of SIGKILL (as the OOM killer kills) or SIGSEGV and wrote nothing;
     torchrun's Root Cause entry on its node says so. The other node's Root Cause names a victim
-    (exit code 1), and its ChildFailedError is teardown: neither is blamed."""
+    (exit code 1), and its ChildFailedError is teardown: neither is blamed. A SIGKILL with no
+    line of its sender (the OOM killer, a person, a scheduler) is of unknown cause, not a bug;
+    a SIGSEGV is the program's (or a dependency's) crash."""
     (row,) = _rows(_import(tmp_path, REAL / f"{log}.log")[0])
-    assert (row["rank"], row["host"], row["component"]) == (rank, host, "Software Bug")
+    assert (row["rank"], row["host"], row["component"]) == (rank, host, cause)
     assert signal in row["description"] and row["culprit_reason"] is None
     ev = json.loads(row["evidence"])
     assert ev[0]["kind"] == "worker_killed" and ev[0]["role"] == "cause"
@@ -196,6 +199,19 @@ def test_a_job_the_scheduler_stopped_names_no_culprit(tmp_path: Path, case: str)
     for row in rows:
         assert (row["rank"], row["host"]) == (None, None)
         assert "scheduler stopped the whole job" in row["culprit_reason"]
+
+
+def test_a_restore_line_timed_in_the_second_of_the_last_steps_is_one_stop(tmp_path: Path) -> None:
+    """The exam's time limit of 2026-12-07 (real Slurm, ``-t 1``): iterations 116-118 and
+    ``CANCELLED AT 01:35:04 DUE TO TIME LIMIT`` share one second, and the requeued job's
+    untimed ``loading distributed checkpoint ... at iteration 100`` takes that second too. It
+    belongs after iteration 118 (the restart resumes at 101), not between 115 and 116: that
+    made a second interruption, "stalled at 115 for 1 s", with 15 steps lost."""
+    rows = _rows(_import(tmp_path, SLURM / "time_limit_same_second.log")[0])
+    assert [(r["component"], r["restored_step"], r["restarts"]) for r in rows] == [
+        ("Planned maintenance", 100, 1)
+    ]
+    assert "Step stalled at 118" in rows[0]["description"], rows[0]["description"]
 
 
 def test_a_rank_named_by_its_own_line_beside_the_others_cascade_has_high_confidence(

@@ -361,6 +361,7 @@ def test_a_rank_is_placed_by_its_own_line_and_only_then(tmp_path: Path) -> None:
     assert (ecc["component"], ecc["rank"]) == ("GPU HBM3 Memory", 1)
     alone = _one(tmp_path, "alone", ALONE)
     assert (alone["rank"], alone["host"]) == (0, ALONE[6].split(": ")[1])
+    assert alone["component"] == "Unknown"  # nothing says what sent the SIGKILL (the label's)
     joined = _one(tmp_path, "joined", JOINED)
     assert joined["component"] == "Software Bug"
     assert (joined["rank"], joined["host"]) == (None, None)

@@ -25,11 +25,12 @@ HF = Path(__file__).with_name("fixtures") / "hf_exam"
 
 
 @pytest.mark.parametrize(
-    ("log", "rank", "host", "why"),
-    [("exception", 3, "gpu-b43", "RuntimeError"), ("sigkill", 1, "gpu-b47", "SIGKILL")],
+    ("log", "rank", "host", "why", "cause"),
+    [("exception", 3, "gpu-b43", "RuntimeError", "Software Bug"),
+     ("sigkill", 1, "gpu-b47", "SIGKILL", "Unknown")],  # no line says who sent the SIGKILL
 )
 def test_an_hf_trainer_deepspeed_restart_is_one_interruption_with_its_restore(
-    tmp_path: Path, log: str, rank: int, host: str, why: str
+    tmp_path: Path, log: str, rank: int, host: str, why: str, cause: str
 ) -> None:
     """Step 6 was the last the first launch logged; the second resumed from checkpoint-5
     (DeepSpeed's ``global_step5``) and its tqdm bar started again at 0."""
@@ -38,7 +39,7 @@ def test_an_hf_trainer_deepspeed_restart_is_one_interruption_with_its_restore(
         store, "rank, host, component, restarts, restored_step, lost_steps, description"
     )
     assert (row["restarts"], row["restored_step"], row["lost_steps"]) == (1, 5, 1)
-    assert (row["rank"], row["host"], row["component"]) == (rank, host, "Software Bug")
+    assert (row["rank"], row["host"], row["component"]) == (rank, host, cause)
     assert why in row["description"] and "Restart loop" not in row["description"]
 
 
@@ -126,3 +127,20 @@ def test_lost_steps_are_counted_to_the_last_progress_the_log_shows(tmp_path: Pat
     (stop,) = truth(Case("preempt", "preempt", fmt="titan", slurm="preempt"), tdir)["stops"]
     assert (stop["last_step"], stop["logged_step"], stop["restored_step"]) == (14, 13, 10)
     assert (stop["lost_steps"], stop["job_lost_steps"]) == (3, 4)
+
+
+@pytest.mark.parametrize("log", ["exception", "lightning_exception"])
+def test_a_victims_traceback_begun_on_a_bar_under_an_srun_label_is_whole(
+    tmp_path: Path, log: str
+) -> None:
+    """``0: \\r 50%|...| 6/12 [...][rank0]: Traceback (most recent call last):``: srun's
+    ``0:`` labels the whole line, tqdm's redraws included, so the traceback's next lines
+    (``0: [rank0]:   File ...``, ending in gloo's ``Connection closed by peer``) are its own.
+    Read without the label, it was a traceback cut before its exception, a failure of unknown
+    kind beside the culprit's, which lowered the culprit's confidence (0.4, not the 0.8 of a
+    rank named by its own line while the others wrote only their cascade)."""
+    store, _ = _import(tmp_path, HF / f"{log}.log")
+    (row,) = _interruptions(store, "rank, confidence, evidence")
+    kinds = [e["kind"] for e in json.loads(row["evidence"])]
+    assert "traceback_cut" not in kinds, kinds
+    assert row["confidence"] >= 0.8

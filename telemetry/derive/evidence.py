@@ -154,7 +154,7 @@ CAUSES: dict[str, Rule] = {
     # (Llama 3 has no row for it), the failing rank is still the one whose call failed.
     CUDA_ERROR: Rule(4, UNKNOWN, UNKNOWN, 0.3, "CUDA error of unknown kind", False),
     SLURM_OOM: _rule(4, "Software Bug", 0.6, "Slurm job out of memory", False),
-    # SIGKILL as the OOM killer sends it, SIGSEGV/SIGABRT of a native crash (torchrun's summary)
+    # SIGSEGV/SIGABRT of a native crash (torchrun's summary); SIGKILL: KILLED_BY_SIGKILL
     WORKER_KILLED: _rule(4, "Software Bug", 0.6, "killed by a signal", False),
     # A rank that exited 0 while the others were in a collective (a loop that ended early)
     WORKER_LEFT: _rule(4, "Software Bug", 0.6, "a rank left the job early", False),
@@ -168,6 +168,22 @@ CAUSES: dict[str, Rule] = {
     # The log ends inside a traceback: a failure, of a kind its missing last line would say
     TRACEBACK_CUT: Rule(8, UNKNOWN, UNKNOWN, 0.2, "traceback cut before its exception", False),
 }
+# A SIGKILL says only that something killed the rank: the kernel's OOM killer, a cgroup's
+# memory limit, a person, a scheduler or a health agent. With no line of the sender's, its
+# cause is unknown (as the corpus's threads label it: cppo-6, colossalai-3514, robomamba-10,
+# deepspeed-3160), not the program's bug; the killed rank is still the one that died first.
+KILLED_BY_SIGKILL = Rule(4, UNKNOWN, UNKNOWN, 0.6, "killed by SIGKILL, sender unknown", False)
+_SIGKILL = re.compile(r"exited with code -9\b")
+
+
+def signal_rule(kind: str, detail: str | None) -> Rule | None:
+    """The cause rule of a (non-XID) signal: its kind's, but a worker's death by SIGKILL is of
+    unknown cause (``KILLED_BY_SIGKILL``)."""
+    if kind == WORKER_KILLED and _SIGKILL.search(detail or ""):
+        return KILLED_BY_SIGKILL
+    return CAUSES.get(kind)
+
+
 # Failure signs that never explain a stop alone (a job that ended FAILED says that, not why).
 SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED})
 # Any other kind (slurm_cancelled, unknown kinds) is context: shown, never a cause.
@@ -347,7 +363,7 @@ def gather(
             if host is None and rank is not None:
                 host = hosts_of.get(rank)
             rule = (xid_rule(xid, opt_str(detail)) if xid is not None else None) if kind == XID \
-                else CAUSES.get(kind)
+                else signal_rule(kind, opt_str(detail))
             e = Evidence(
                 int(t),
                 kind,

@@ -132,6 +132,25 @@ def _stream(metrics: pd.DataFrame, k: float, min_stall_s: float) -> _Stream:
     return _Stream(str(runs[0]) if len(runs) else None, ts, step, att, thr)
 
 
+def _load_gaps(s: _Stream, loads: pd.DataFrame) -> np.ndarray:
+    """The gap each load line falls in (``i``: between progress points i and i+1). A load line
+    often has no time of its own and takes the last timed line's; where progress points share
+    that time (a log stamped to the second: a job stopped in the second of its last three
+    steps), it is the gap whose next point resumes from the loaded step (S+1 to S+the log
+    interval), else the first of them (the load logged before the points of its second)."""
+    t = loads["ts"].to_numpy(np.int64)
+    lo = np.searchsorted(s.ts, t, "left") - 1
+    hi = np.searchsorted(s.ts, t, "right") - 1
+    up = np.diff(s.step)[np.diff(s.step) > 0]
+    every = max(round(float(np.median(up))), 1) if len(up) else 1
+    for n in np.flatnonzero(hi > lo):  # only ties: rare
+        got = loads["step"].iloc[n]
+        fits = [i for i in range(max(lo[n], 0), min(hi[n] + 1, len(s.step) - 1))
+                if got is not None and got < s.step[i + 1] <= got + every]  # fmt: skip
+        lo[n] = fits[0] if fits else lo[n]
+    return lo
+
+
 def stall_threshold_s(
     metrics: pd.DataFrame, k: float = K, min_stall_s: float = MIN_STALL_S
 ) -> float:
@@ -202,7 +221,7 @@ def infer_interruptions(
     back = d_step < 0
     new_att = ~np.isnan(a[:-1]) & ~np.isnan(a[1:]) & (a[:-1] != a[1:])
     loads = events(ckpt_events, "load")
-    j = np.searchsorted(s.ts, loads["ts"].to_numpy(np.int64), "left") - 1
+    j = _load_gaps(s, loads)
     new_att[j[(j >= 0) & (j < len(d_ts))]] = True  # a load line between two progress points
     stop = (d_ts > s.thr_ns) | back | new_att
     idx = np.flatnonzero(stop)

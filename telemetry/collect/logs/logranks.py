@@ -19,6 +19,8 @@ from telemetry.derive import signals as sig
 Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]
 
 _LABEL = re.compile(r"\[(rank|default)?(\d+)\]: ?| *(\d+): (?=\S)")
+# The labels a line starts with, whatever follows (a tqdm line: ``0: \r 50%|...``)
+LEAD_LABELS = re.compile(r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: )+")
 _GLOG_AFTER = re.compile(r"\[?[IWEF]\d{4} ")
 _PG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID [^\]]*? |PG 0 )?Rank (\d+)\]")
 

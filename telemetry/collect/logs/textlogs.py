@@ -462,11 +462,12 @@ class LogParser:
         if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
             parts = [p for p in raw.split("\r") if p.strip()]
             if "Epoch " in raw and (rest := self._lightning(parts, raw, lineno)) is not None:
-                return self._text(rest, lineno) if rest.strip() else True
+                return self._text(self._labelled(raw, rest), lineno) if rest.strip() else True
             bars = [b for p in parts[:-1] if "%|" in p and (b := ll.tqdm_bar(p)) is not None]
             for b in bars[:1] + bars[-1:] if len(bars) > 1 else bars:
                 self._bar(b)  # the first: when the bar started; the last: where it got to
-            return self._text(parts[-1], lineno) or bool(bars) if parts else False
+            return self._text(self._labelled(raw, parts[-1]), lineno) or bool(bars) if parts \
+                else False
         if "\x1b" in raw:
             raw = clean_line(raw, len(raw))
         if raw.startswith("{") and (j := ll.journal_json(raw)) is not None:
@@ -662,12 +663,24 @@ class LogParser:
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
         return True
 
+    @staticmethod
+    def _labelled(raw: str, last: str) -> str:
+        """The last redraw of a tqdm line (or the text after it) under the launcher's label the
+        line starts with: ``srun --label`` labels the whole output line, its ``\r`` redraws
+        included (``0: \r 50%|...| 6/12 [...][rank0]: Traceback``: node 0's, its next lines
+        ``0: [rank0]: ...``)."""
+        m = lr.LEAD_LABELS.match(raw)
+        if m is None or last.startswith(m.group(0)):
+            return last
+        return f"{m.group(0).rstrip()} {last.lstrip()}"
+
     def _traceback_writer(self, prefix: str, body: str) -> tuple[str, int | None]:
         """(prefix, rank) of the traceback starting in ``body``: a rank's ``[rankN]: Traceback``
-        printed onto a tqdm bar is that rank's, and its next lines carry that prefix."""
+        printed onto a tqdm bar is that rank's, and its next lines carry that prefix after the
+        line's own (``0: [rank0]: ``)."""
         at = body.rfind("[rank", 0, body.find(ll.TB_START))
         if at > 0 and (got := lr.split_prefix(body[at:]))[0]:
-            return got[0], got[2] if got[2] is not None else self._rank
+            return prefix + got[0], got[2] if got[2] is not None else self._rank
         return prefix, self._rank
 
     def _cut_traceback(self, body: str, raw: str, lineno: int, rank: int | None) -> Signal:
