@@ -317,7 +317,7 @@ class LogParser:
                 n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
             cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
             if self.clock.tz is None and len(cand_arr) and not len(too_long):
-                cand_arr, fast = self._fast_megatron(arr, cand_arr)
+                cand_arr, fast = self._fast_megatron(arr, cand_arr, block)
         if len(too_long):
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
@@ -378,9 +378,10 @@ class LogParser:
             self._followed.update(range(lineno, lineno + n))
         return end, lineno + n
 
-    def _fast_megatron(self, arr: pa.Array, cand: np.ndarray) -> tuple[np.ndarray, Any]:
+    def _fast_megatron(self, arr: pa.Array, cand: np.ndarray, block: bytes
+                       ) -> tuple[np.ndarray, Any]:
         """Candidates minus the plain Megatron iteration lines read column-wise (logfast)."""
-        got = logfast.megatron_columns(arr.take(pa.array(cand)), self.clock.window)
+        got = logfast.megatron_columns(arr.take(pa.array(cand)), self.clock.window, block)
         if got is None:
             return cand, None
         if self.clock.full_year is None and got[1]["ts"]:  # year-less lines read before them
