@@ -12,7 +12,10 @@ traceback, ``srun`` kill, restart with checkpoint load). Also a noise-only and a
 file (up to 100 MiB each) to show both ends. For each file it prints lines/s and MiB/s of
 ``parse_file`` (results streamed through ``on_batch``, as an importer of big files uses it) next
 to the baseline measured in the same run: plain ``for line in open(path)`` over the same file.
-Best of ``--repeat`` runs (other load on the machine only ever adds time).
+Best of ``--repeat`` runs (other load on the machine only ever adds time). The mixed log is
+then imported end to end twice, once: in this process through the cluster source and the store
+writer (beside parsing alone), and as a user runs it, ``factoryfloor import --store NEW --run
+R FILE`` in its own process (beside the plain read, and with the CPU seconds it used).
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ def main() -> None:
             }
             if kind == "mixed":
                 figs |= imported(path, lines, took, Path(tmp))
+                figs |= cli_import(path, lines, base, Path(tmp))
             path.unlink()
     # a count of 0 (noise has no metrics, say) is left out: compare.py judges each figure by its
     # ratio to the first run's, and 0 has none (0 vs 0 would read as moved)
@@ -223,6 +227,40 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> dict[str, flo
         "import_train_metrics_stored": metrics,
         "import_interruptions_inferred": ints,
         "rederive_s": derive_s,
+    }
+
+
+def cli_import(path: Path, lines: int, base_s: float, tmp: Path) -> dict[str, float]:
+    """The import as a user runs it: ``factoryfloor import --store NEW --run R FILE`` in its
+    own process (start-up, store creation, the import, its printed account and the derived
+    interruptions), timed from outside. Beside it the plain read of the same file (the ratio
+    is what other load on the machine changes least) and the CPU seconds the process used."""
+    import resource
+    import subprocess
+
+    store = tmp / "cli.duckdb"
+    cmd = [sys.executable, "-m", "app.cli", "import", "--store", str(store), "--run", "bench",
+           str(path)]  # fmt: skip
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    took = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    if done.returncode != 0:
+        raise SystemExit(f"factoryfloor import failed ({done.returncode}): {done.stderr[-2000:]}")
+    store.unlink()
+    said = next((ln for ln in done.stdout.splitlines() if "interruption(s) inferred" in ln), "")
+    print(
+        f"{'factoryfloor import':22} {'':7} {lines:11,} {lines / took:14,.0f} "
+        f"{path.stat().st_size / 2**20 / took:7.1f} {'plain read: ':>17}{base_s / took:6.3f}"
+    )
+    print(f"{'':22} {took:.1f} s wall, {cpu:.1f} s CPU (the command, as a user runs it); {said}")
+    return {
+        "cli_import_s": took,
+        "cli_import_cpu_s": cpu,
+        "cli_import_lines_per_s": lines / took,
+        "ratio_cli_import_read_over_import": base_s / took,
     }
 
 

@@ -433,3 +433,69 @@ def test_ptl_straggler_metrics_in_json_lines_read_alone(tmp_path: Path) -> None:
         (f"{p}:4", "gpu_individual_perf/max True is not a number"),
     ]
     assert log.records[0].get("train/GPU_Relative_Perf/min") is None  # not an ignored field
+
+
+_MINMAX_SHAPES = [
+    "    forward-backward ...............................: (5012.11, 5013.40)",
+    "    optimizer ......: (45.10, 46.21)   ",
+    "    bad ...........: (46.21, 45.10)",  # no range: refused
+    "    zero ..........: (0.00, 0.00)",  # refused
+    "    big ...........: (1.0, 100000001.0)",  # refused: out of range
+    "    huge ..........: (1.0, " + "9" * 400 + ".0)",  # inf: refused
+    "    nan ...........: (nan, 1.0)",  # not a plain decimal: left to the line path
+    "    exp ...........: (1e3, 2E3)",
+    "    naïve ünïcode and . dots .....: (1.5, 2.5)",
+    "    a name with  spaces....: (1.00, 2.00)",
+    "    noDots: (1.0, 2.0)",
+    "    b ....: (1.0,2.0)",
+    "    c ....: (1.0, 2.0) extra",
+    "    d ....: (1.0, 2.0)\r",
+    "\t tabbed ....: (1.0, 2.0)",
+    "    \x1b[31mred\x1b[0m ....: (1.0, 2.0)",
+    "0:     labelled ....: (1.00, 2.00)",
+    "    " + "x" * 100 + " ....: (1.0, 2.0)",
+]
+
+
+@pytest.mark.parametrize("line", _MINMAX_SHAPES)
+def test_minmax_lines_read_each_line_as_the_report_reads_it(line: str) -> None:
+    """The parse's fast path for Megatron's (min, max) timer lines (``minmax_lines``) gives the
+    row ``Report.line`` gives for the same line, and takes no line that one refuses."""
+    ts = datetime(2026, 3, 1, 10)
+    fast, slow = (rp.Report("minmax", "", ts, "f:1") for _ in range(2))
+    end, n = fast.minmax_lines((line + "\n").encode(), 0, 1 << 16)
+    try:
+        took = slow.line(line.removesuffix("\r"))
+    except ValueError:
+        took = False
+    assert fast.rows == (slow.rows if n else [])
+    assert n <= took and end == (len(line.encode()) + 1 if n else 0)
+    if line in _MINMAX_SHAPES[:2]:  # Megatron's own lines are taken
+        assert n == 1
+
+
+def test_a_timers_block_parses_the_same_by_the_fast_path_and_line_by_line(tmp_path: Path) -> None:
+    from telemetry.collect.logs.textlogs import LogParser
+
+    class LineByLine(LogParser):
+        def _timer_lines(self, block: bytes, s: int, lineno: int) -> tuple[int, int]:
+            return s, lineno  # every line to the line path
+
+    it = (" [2026-03-01 10:00:{:02d}.000000] iteration {:8d}/  500000 | consumed samples: 4096 "
+          "| learning rate: 3.0E-04 | lm loss: 2.5E+00 | grad norm: 0.900 | number of nan "
+          "iterations:   0 |")
+    lines = []
+    for k, shape in enumerate(_MINMAX_SHAPES):
+        lines += [it.format(k, k + 1), "(min, max) time across ranks (ms):", _MINMAX_SHAPES[0],
+                  shape, _MINMAX_SHAPES[1], "some noise"]
+    data = ("\n".join(lines) * 3 + "\n").encode()
+    scans = []
+    for cls in (LogParser, LineByLine):
+        p = cls(tmp_path / "slurm-1.out", window=None)
+        p.feed_block(data, 1, final=True)
+        p.finish()
+        scans.append(p.scan())
+    fast, slow = scans
+    assert fast.rank_perf == slow.rank_perf and len(fast.rank_perf) > 3 * len(_MINMAX_SHAPES)
+    assert (fast.counts, fast.bad, fast.unread) == (slow.counts, slow.bad, slow.unread)
+    assert (fast.metrics, fast.signals) == (slow.metrics, slow.signals)

@@ -504,3 +504,42 @@ def test_the_jobs_world_size_from_its_log(tmp_path: Path, lines: list[str], worl
     parser = LogParser(log, keep=False)
     parser.feed_block(log.read_bytes(), 1, final=True)
     assert parser.world_size == world
+
+
+_IT = " [2026-03-01 10:00:0{k}.5] iteration {k:8d}/  500000 | "
+_MEGATRON_SHAPES = [
+    "consumed samples: 4096 | elapsed time per iteration (ms): 5123.4 | learning rate: "
+    "3.0E-04 | global batch size:  4096 | lm loss: 2.5E+00 | loss scale: 1.0 | grad norm: "
+    "0.900 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    "lm loss: 2.5E+00 | learning rate: 3.0E-04 | number of nan iterations: 0 | grad norm: 1.5 |",
+    "grad norm: 1.5 | lm loss: 2.5E+00 | number of nan iterations: 0 |",
+    "lm loss: 1.0 | lm loss: 2.0 | consumed samples: 7 | number of nan iterations: 0 |",
+    "consumed samples: x | consumed samples: 9 | lm loss: 1.0 | number of nan iterations: 0 |",
+    "lm loss: 1.0 | number of nan iterations: 2 | grad norm: 3.0 | number of nan iterations: 0 |",
+    "lm loss: 1.0 | learning rate: 1e9999 | number of nan iterations: 0 |",
+    "consumed tokens: 8192 | lm loss: 1.0 | number of nan iterations: 0 |",
+    "lm loss: nan | number of nan iterations: 0 |",
+]
+
+
+@pytest.mark.parametrize("without", ["", "consumed tokens", "consumed samples", "grad norm",
+                                     "learning rate", "lm loss"])
+def test_megatron_columns_read_alike_without_the_fields_a_block_lacks(without: str) -> None:
+    """logfast leaves out of its regex the fields whose text is not in the block (each costs
+    a scan of every line); the lines taken and their values are the full regex's."""
+    from telemetry.collect.logs import logfast
+
+    lines = [_IT.format(k=k) + s for k, s in enumerate(_MEGATRON_SHAPES)]
+    if without:
+        lines = [ln for ln in lines if f"| {without}: " not in ln]
+    block = ("\n".join(lines) + "\n").encode()
+    field = {"": None, "consumed tokens": "tokens", "consumed samples": "samples",
+             "grad norm": "grad_norm", "learning rate": "lr", "lm loss": "loss"}[without]
+    gone = logfast._pattern(block)[1]
+    assert (field in gone) if field else gone == []
+    arr = pa.array(lines, pa.large_string())
+    fast, full = logfast.megatron_columns(arr, within=block), logfast.megatron_columns(arr)
+    if full is None:
+        assert fast is None
+        return
+    assert fast is not None and fast[0].tolist() == full[0].tolist() and fast[1] == full[1]

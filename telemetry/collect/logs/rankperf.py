@@ -71,6 +71,11 @@ _HEADER = re.compile(
 _KEY = re.compile(r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: ){0,3}")
 _RANK_MS = re.compile(r"rank +(\d+): +(\S+)\s*$")
 _MINMAX = re.compile(r"(\S.*?) \.*: \(([^,()]+), ([^,()]+)\)\s*$")
+# A (min, max) line in bytes, as Megatron prints it with plain decimal times: ``minmax_lines``
+# reads it as ``_minmax`` reads the text (any other shape or time is left to ``_minmax``)
+MINMAX_LINE = re.compile(
+    rb" *([A-Za-z][^\n\r\x1b]*?) \.*: \(([0-9]+\.[0-9]+), ([0-9]+\.[0-9]+)\)[ \t]*\n"
+)
 _MAX_ONLY = re.compile(r"(\S.*?) \.*: (\S+)\s*$")
 _TIMER = re.compile(r"([A-Za-z][\w./ -]*):\s*$")
 _NVRX_RANK = re.compile(r"Rank=(\d+) Node=(\S+) Score=(\S+)\s*$")
@@ -206,6 +211,21 @@ class Report:
         name = m.group(1).rstrip(" .")[:MAX_NAME]
         self.rows.append(RankPerf(self.ts, None, None, MEGATRON, name, lo / hi, hi, self.origin))
         return True
+
+    def minmax_lines(self, block: bytes, s: int, limit: int) -> tuple[int, int]:
+        """The (min, max) lines of ``block`` from offset ``s`` on, each no longer than
+        ``limit`` bytes, read as ``_minmax`` reads them while they have ``MINMAX_LINE``'s shape
+        and a time it takes (a parse's hot path: a timers block every 10 iterations); (where
+        the first line not read starts, how many were read)."""
+        n, match, rows = 0, MINMAX_LINE.match, self.rows
+        while (m := match(block, s)) is not None and m.end() - 1 - s <= limit:
+            lo, hi = float(m.group(2)), float(m.group(3))
+            if not 0 < hi <= MAX_MS or lo > hi:  # refused by _minmax, which says why
+                break
+            name = m.group(1).decode("utf-8").rstrip(" .")[:MAX_NAME]
+            rows.append(RankPerf(self.ts, None, None, MEGATRON, name, lo / hi, hi, self.origin))
+            s, n = m.end(), n + 1
+        return s, n
 
     def _nvrx(self, text: str) -> bool:
         if _NVRX_LIST.match(text):
