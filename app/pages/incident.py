@@ -71,8 +71,8 @@ def _story(inc: dict[str, Any], theme: str | None, hang: dict[str, Any] | None =
     )
     todo = _action(inc)
     times = html.Div(
-        f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
-        + fig.outcome(inc),
+        f"Last progress {fig.when(inc['ts'])} UTC · failed {fig.failed(inc)} · job noticed "
+        f"{fig.noticed(inc)} · " + fig.outcome(inc),
         className="small text-body-secondary mb-2",
         id="inc-times",
     )
