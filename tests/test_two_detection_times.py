@@ -28,7 +28,7 @@ XID = LAST + timedelta(seconds=5)  # 02:46:45: the kernel's NVRM line
 WATCHDOG = XID + timedelta(minutes=10)  # 02:56:45: the first rank's watchdog timeout
 CANCEL = WATCHDOG + timedelta(seconds=20)  # 02:57:05: Slurm cancels the job
 LOAD = CANCEL + timedelta(minutes=8)  # the new attempt loads iteration 1,000 for 30 s
-RESUMED = LOAD + timedelta(seconds=30 + 10 * STEP_S)  # its first progress line (step 1,010)
+RESUMED = LOAD + timedelta(seconds=30)  # training resumed: step 1,001 (its line at 1,010)
 
 
 def _iteration(t: datetime, step: int) -> str:
@@ -61,7 +61,7 @@ def _job_log(watchdog: bool) -> str:
             f"[{LOAD + timedelta(seconds=30):%Y-%m-%d %H:%M:%S}]  successfully loaded checkpoint "
             "from /lustre/ck [ t 1/1, p 1/1 ] at iteration 1000"]  # fmt: skip
     for step in range(1010, 1201, 10):
-        out.append(_iteration(RESUMED + timedelta(seconds=(step - 1010) * STEP_S), step))
+        out.append(_iteration(RESUMED + timedelta(seconds=(step - 1000) * STEP_S), step))
     return "\n".join(out) + "\n"
 
 

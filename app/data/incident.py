@@ -108,8 +108,10 @@ def _spans(
             spans.insert(0, ("steps since the last checkpoint, lost",
                              start - timedelta(seconds=float(rework)), start))  # fmt: skip
         return spans, None, ended
-    resumed = (pd.Timestamp(end).to_pydatetime() if end is not None
-               else start + timedelta(seconds=downtime) if downtime is not None
+    # training resumed at the end of its downtime (an inferred stop's: when the first step
+    # after the restored one began, before the next progress line that logged it)
+    resumed = (start + timedelta(seconds=downtime) if downtime is not None
+               else pd.Timestamp(end).to_pydatetime() if end is not None
                else None)  # fmt: skip
     if resumed is not None:
         spans.append(("down until training resumed", after, resumed))

@@ -30,7 +30,9 @@ object), never NVMe when a node was lost (a Slurm node failure or an XID 79 in t
 NVMe copies written before an earlier node loss. The first step after the restart has the last
 word (a checkpoint at S resumes at S+1..S+log interval): if only an NVMe copy fits it, the
 NVMe survived; if a newer NVMe copy than the restored step was passed over, it was lost, and
-so was a node. Two detection times (issue 57, 4): ``failed_ts``, when the failure began (the
+so was a node. The downtime ends when training resumed: the next progress point less its
+steps since the restored one at the median step time (they ran after it: redone steps, in
+``rework_s``). Two detection times (issue 57, 4): ``failed_ts``, when the failure began (the
 cause's line: the kernel's XID, the culprit's own error, the collective a hang's ranks began
 waiting in; null when only the ranks that waited or the teardown speak), and ``noticed_ts``,
 when the job noticed (its first own failure line from then: a watchdog timeout, its error, a
@@ -256,7 +258,10 @@ def infer_interruptions(
             continue  # the job posted this stop itself: its record wins
         automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
         torn = _unfinished_saves(saves_started, saves_ended, int(w0[n]), end)
-        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn, who) | who_columns(who)
+        # the next line's steps since the restored one (a restart), else since the last line
+        ran = nxt - (rs.step if back[i] or new_att[i] else int(s.step[i]))
+        row = _row(start, end, (int(s.step[i]), ran), rs, ex, step_s, gpus, torn,
+                   who) | who_columns(who)  # fmt: skip
         tries = restarts(loads, lt, start, end)
         rows.append(
             row
@@ -353,7 +358,7 @@ def _loop(group: list[dict[str, Any]], tries: int, stuck: bool, again: bool) -> 
 def _row(
     start: int,
     end: int,
-    last: int,
+    steps: tuple[int, int],
     rs: Restore,
     ex: Explanation,
     step_s: float | None,
@@ -362,16 +367,21 @@ def _row(
     who: Culprit | None = None,
 ) -> dict[str, Any]:
     items = _items(ex.ordered, end, rs.item, *torn)
-    downtime = (end - start) / 1e9
+    last, after = steps  # the last step before the stop, the next line's steps after it
+    stalled = (end - start) / 1e9
     noticed = ex.noticed_ns
     detect = max((noticed - start) / 1e9, 0.0) if noticed is not None else None
+    # training resumed when the first step after the restored one began: the next progress
+    # line's steps since it ran after that, at the step time (redone steps, not downtime)
+    ran = max(after, 0) * step_s if step_s is not None else 0.0
+    downtime = max(stalled - ran, detect or 0.0)
     lost = max(last - rs.step, 0)
     rework = lost * step_s if step_s is not None else None
     cause, n, k = ex.cause, ex.symptoms, ex.cascade_ranks
     rule = cause.rule if cause is not None else None
     tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
     desc = (
-        f"Step stalled at {last:,} for {_dur(downtime)}; "
+        f"Step stalled at {last:,} for {_dur(stalled)}; "
         + told(cause, who)
         + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None and not k else "")
         + (f"; the cascade on {k:,} other rank{'s' if k > 1 else ''} ({n:,} lines) set aside"
