@@ -157,3 +157,17 @@ def test_a_stop_the_job_wrote_nothing_about_has_its_noticing_unknown(
         assert "- **Job noticed:** – (no line the job wrote dates its noticing" in fig.markdown(
             inc)
         break
+
+
+def test_a_hang_fails_when_its_ranks_began_waiting_and_is_noticed_by_the_watchdog(
+    tmp_path: Path,
+) -> None:
+    """The hang that died (``tests/hang_died_fixture.py``): it began when the waiting ranks
+    enqueued the collective rank 9 never called (the flight recorder's time), and the job
+    noticed it at its first watchdog line, 10 minutes later: as for any other stop."""
+    from tests import hang_died_fixture as hd
+
+    stop = _stop(hd.build(tmp_path / "hd"))
+    assert stop["failed_at"] == hd.HANG_AT.isoformat()
+    assert stop["noticed_at"] == hd.DETECTED.isoformat() + ".000100"  # rank 0's line
+    assert stop["wait_s"] == pytest.approx(600.0, abs=1e-3)
