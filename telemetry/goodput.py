@@ -8,9 +8,14 @@ How the window is cut (``goodput``):
    ``planned`` (a planned interruption, from its last progress to training resumed),
    ``recovery`` (an unplanned one, the same span: detection, restart, restore and start-up are
    one downtime where the records do not split them), ``startup`` (from the window's start to
-   the first progress point: the program starting).
+   the first progress point: the program starting). A stop ends when training resumed: its
+   next progress line, less that line's steps since the restored checkpoint at the ideal
+   step time (they ran after training resumed, and are redone steps: wasted progress).
 2. **Running time**: what the intervals leave. Of it, ``checkpoint_save`` is the blocking
-   time of the checkpoints written in it (their ``blocking_s``; unknown is not counted),
+   time of the checkpoints written in it (their ``blocking_s``; unknown is not counted) and
+   the saves the log times that training waited for (from Megatron's ``saving checkpoint`` to
+   ``successfully saved``, TorchTitan's ``Saving the checkpoint`` to ``Finished saving``, no
+   progress line between them),
    ``wasted_progress`` the steps redone after restores (each interruption's ``lost_steps``)
    at the ideal step time, ``productive`` the other steps at the ideal step time, and
    ``slowdown`` the rest: time beyond the ideal step time (slow steps, stragglers, short
@@ -113,8 +118,10 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         return ((ts - pd.Timestamp(t0)).dt.total_seconds()).to_numpy(float)
 
     ints = store.df(
-        """SELECT ts, end_ts, detect_s, restart_s, coalesce(planned, false) AS planned,
-                  coalesce(lost_steps, 0) AS lost_steps FROM interruptions
+        f"""SELECT ts, end_ts, detect_s, restart_s, coalesce(planned, false) AS planned,
+                  coalesce(lost_steps, 0) AS lost_steps, {FIRST_REDONE} AS first_redone,
+                  {COUNTED} AS counted
+           FROM interruptions i
            WHERE run_id = ? AND ts <= ? AND coalesce(end_ts, ts) >= ?""",
         [run_id, win.end, win.start],
     )
@@ -189,8 +196,17 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
              AND start_ts BETWEEN ? AND ?""",
         [t0, run_id, win.start, win.end],
     )
+    # the steps a restart redid before its first progress line ran after training resumed:
+    # that line's steps since the restored one, at the ideal step time, are redone steps
+    # (wasted progress), not downtime (issue 57, 8)
+    redo = pd.to_numeric(ints["first_redone"], errors="coerce").fillna(0.0).clip(lower=0.0)
+    redo_n = redo.to_numpy(float)
+    ran = np.minimum(redo_n * (ideal or 0.0), np.where(np.isfinite(b), b - a, 0.0))
+    # steps to add to the running time's: those of a pair that is no step pair (a restart)
+    added = np.where((ran > 0) & ~ints["counted"].astype(bool).to_numpy(), redo_n, 0.0)
     return {
-        "a": a, "b": b, "planned": ints["planned"].astype(bool).to_numpy(),
+        "a": a, "b": b - np.maximum(ran, 0.0), "planned": ints["planned"].astype(bool).to_numpy(),
+        "redone_first": added, "timed_saves": _timed_saves(store, run_id, win),
         "lost": ints["lost_steps"].to_numpy(float),
         "first": None if first is None else (first - t0).total_seconds(),
         "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
@@ -201,6 +217,46 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "evals": [(float(t), float(t) + float(ms) / 1e3) for ev, t, ms in timed if ev],
         "data_s": np.array([data_ms.get(t, 0.0) / 1e3 for t in hour_t.tolist()], dtype=float),
     }  # fmt: skip
+
+
+# The steps a stop's next progress line ran after training resumed: since the restored step
+# after a restart (the step went back, or the attempt changed), since the last progress line
+# otherwise (that pair of points is then a step pair: its steps are already the running
+# time's, ``_PAIRS``); ``counted`` says which. Null without a next line.
+_FIRST = """(SELECT min(m.step) FROM train_metrics m
+             WHERE m.run_id = i.run_id AND m.ts = i.end_ts)"""
+_LAST = """(SELECT max(m.step) FROM train_metrics m WHERE m.run_id = i.run_id AND m.ts = i.ts)"""
+_SAME_ATTEMPT = """((SELECT any_value(m.attempt) FROM train_metrics m
+                     WHERE m.run_id = i.run_id AND m.ts = i.end_ts) IS NOT DISTINCT FROM
+                    (SELECT any_value(m.attempt) FROM train_metrics m
+                     WHERE m.run_id = i.run_id AND m.ts = i.ts))"""
+COUNTED = f"coalesce({_FIRST} > {_LAST} AND {_SAME_ATTEMPT}, false)"
+FIRST_REDONE = f"""CASE WHEN {COUNTED} THEN {_FIRST} - {_LAST}
+                       ELSE {_FIRST} - i.restored_step END"""
+
+
+def _timed_saves(store: Store, run_id: str, win: TimeRange) -> list[tuple[float, float]]:
+    """The checkpoint saves the log times (a save's start line and its "saved" line:
+    ``checkpoint_events`` "save_start" and "save_end", each end paired with the newest start
+    before it, within 6 hours) that training waited for: no progress line between the two (an
+    asynchronous save that finished while steps went on is not one). A save a stored
+    checkpoint already gives a blocking time for is that checkpoint's, not counted twice."""
+    rows = store.rows(
+        """WITH s AS (SELECT run_id, ts, step FROM checkpoint_events
+                      WHERE run_id = ? AND kind = 'save_start'),
+                e AS (SELECT run_id, ts, step FROM checkpoint_events
+                      WHERE run_id = ? AND kind = 'save_end' AND ts BETWEEN ? AND ?)
+           SELECT epoch(s.ts) - epoch(?::TIMESTAMP), epoch(e.ts) - epoch(?::TIMESTAMP)
+           FROM e ASOF JOIN s ON e.run_id = s.run_id AND e.ts >= s.ts
+           WHERE e.ts - s.ts <= INTERVAL 6 HOUR AND e.ts > s.ts
+             AND e.step IS NOT DISTINCT FROM s.step
+             AND NOT EXISTS (SELECT 1 FROM train_metrics m WHERE m.run_id = e.run_id
+                             AND m.ts > s.ts AND m.ts < e.ts)
+             AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.run_id = e.run_id
+                             AND c.step = e.step AND c.blocking_s IS NOT NULL)""",
+        [run_id, run_id, win.start, win.end, win.start, win.start],
+    )
+    return [(float(a), float(b)) for a, b in rows]
 
 
 def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
@@ -221,15 +277,19 @@ def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:
         out["planned" if planned else "recovery"] = _claim(spans, taken)
     if d["first"] is not None:
         out["startup"] = _claim([(lo, min(d["first"], hi))], taken)
+    # the saves the log times, training waiting for them: their own time, out of the running
+    timed = _claim([(max(a, lo), min(b, hi)) for a, b in d["timed_saves"]], taken)
     left = max(hi - lo - sum(b - a for a, b in taken), 0.0)
     inside = (d["save_t"] >= lo) & (d["save_t"] < hi)
-    out["checkpoint_save"] = save = min(float(d["save_s"][inside].sum()), left)
+    save = min(float(d["save_s"][inside].sum()), left)
+    out["checkpoint_save"] = timed + save
     left -= save
     ideal = d["ideal"]
     if ideal is not None:
         hours = d["hour_t"]  # each hour's start: the hours that overlap [lo, hi)
         pick = (hours + 3600.0 > lo) & (hours < hi)
-        steps = float(d["hour_ds"][pick].sum())
+        resumed = (d["b"] >= lo) & (d["b"] < hi)  # the steps redone before the first line
+        steps = float(d["hour_ds"][pick].sum()) + float(d["redone_first"][resumed].sum())
         redone = float(d["lost"][(d["a"] >= lo) & (d["a"] < hi)].sum())
         out["wasted_progress"] = wasted = min(ideal * min(redone, steps), left)
         left -= wasted

@@ -6,9 +6,9 @@ The downtime is goodput's: from the last progress (the row's ``ts``: the earlies
 can be) to training resumed (``end_ts``), or, for a run that never resumed, to the job's end
 (``ts + detect_s + restart_s``). Its points, each known or not:
 
-- *noticed*: the first line the job itself wrote about it (a cause, symptom or cascade line
-  that is not the kernel's, the flight recorder's or the controller's), else, for a posted or
-  replayed stop, its stored ``ts + detect_s``;
+- *noticed*: when the job noticed, as every view tells it (``telemetry.detection``: its
+  first own watchdog, error or teardown line, not the kernel's, the flight recorder's or the
+  controller's; a posted or replayed record's ``detect_s``);
 - *exited*: the last teardown line (the last process exiting);
 - *started*: the new attempt's processes starting: Slurm's start of the run's job (or its
   requeue) between the exit and the new attempt's first line (``slurm_jobs``), else unknown (a
@@ -17,11 +17,12 @@ can be) to training resumed (``end_ts``), or, for a run that never resumed, to t
 - the load's end, then *resumed*.
 
 Between consecutive known points lie ``detection``, ``teardown``, ``rescheduling``,
-``start-up`` and ``warm-up`` (the new attempt's time before its first progress, extended while
-its first steps run more than 10 % over the ideal step time: that extension, ``after_resume_s``,
-is goodput's slowdown, not its recovery); a point that is unknown merges its two neighbours into
-one span named for both (``"rescheduling + start-up"``), and each of them is listed in
-``unknown`` with the reason, never as 0 s. ``checkpoint load`` is the load the log timed
+``start-up`` and ``warm-up`` (the new attempt's time before its first step: its first progress
+line less that line's steps since the restored one at the ideal step time, which are redone
+steps; ``after_resume_s`` says how long its first steps then ran more than 10 % over the ideal
+step time: goodput's slowdown, outside the span); a point that is unknown merges its two
+neighbours into one span named for both (``"rescheduling + start-up"``), and each of them is
+listed in ``unknown`` with the reason, never as 0 s. ``checkpoint load`` is the load the log timed
 (goodput's checkpoint restore), ``redo`` the lost steps at the ideal step time (goodput's
 wasted progress). The run's own start before its first step is goodput's ``startup`` and no
 incident's."""
@@ -34,12 +35,11 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.goodput import goodput
+from telemetry.detection import detection
+from telemetry.goodput import FIRST_REDONE, goodput
 from telemetry.store import Store
 
 WARM = 1.10  # warmed up: the step time back within 10 % of the ideal
-NOT_THE_JOB = frozenset({"xid", "gpu_off_bus", "gsp_timeout", "collective_hang",
-                         "slurm_node_failure"})  # fmt: skip  # the host, the dumps, slurmctld
 RECOVERY = ("detection", "teardown", "rescheduling", "start-up", "warm-up")
 
 
@@ -52,9 +52,9 @@ def recovery_spans(
     the run's goodput block where the caller has it (its ideal step time), else computed;
     ``at``: the interruption that began then alone (the incident view's)."""
     ints = store.df(
-        """SELECT ts, end_ts, detect_s, restart_s, coalesce(lost_steps, 0) AS lost_steps, evidence,
-                  source
-           FROM interruptions WHERE run_id = ? AND NOT coalesce(planned, false)
+        f"""SELECT ts, end_ts, detect_s, restart_s, coalesce(lost_steps, 0) AS lost_steps,
+                  evidence, source, failed_ts, noticed_ts, {FIRST_REDONE} AS first_redone
+           FROM interruptions i WHERE run_id = ? AND NOT coalesce(planned, false)
              AND (?::TIMESTAMP IS NULL OR ts = ?) ORDER BY ts""",
         [run_id, at, at],
     )
@@ -100,9 +100,9 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
         why = "the job's end is unknown: it never resumed and no record says when it stopped"
         names = (*RECOVERY, "checkpoint load", "redo")
         return {"spans": [], "unknown": [{"name": n, "reason": why} for n in names]}
-    noticed, exited = _job_said(json.loads(rec["evidence"] or "[]"), start, end)
-    if noticed is None:
-        noticed = _stated_detection(rec, start, end)
+    noticed = detection(rec)["noticed_at"]
+    noticed = noticed if noticed is not None and start <= noticed <= end else None
+    exited = _exited(json.loads(rec["evidence"] or "[]"), noticed or start, end)
     points: list[tuple[str, datetime | None, str]] = [
         ("detection", noticed, "no line the job wrote dates its noticing"),
         ("teardown", exited, "no teardown line dates the last process's exit"),
@@ -114,6 +114,11 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
         unknown += [{"name": n, "reason": never} for n in (*RECOVERY[2:], "checkpoint load")]
         spans = _cut(start, points, end, unknown)
         return {"spans": spans + _redo(rec, start, ideal, lost=True), "unknown": unknown}
+    # training resumed when the first redone step began: the first progress line's steps
+    # since the restored one ran after it, at the ideal step time (goodput's wasted progress)
+    k = rec.get("first_redone")
+    ran = 0.0 if k is None or pd.isna(k) or not ideal else max(float(k), 0.0) * float(ideal)
+    began = resumed - timedelta(seconds=min(ran, (resumed - start).total_seconds()))
     load = loads[(loads["a"] >= start) & (loads["b"] <= end)]
     la, lb = (_t(load["a"].iloc[0]), _t(load["b"].iloc[0])) if len(load) else (None, None)
     # Slurm's start of the job (or its requeue) that began after the last exit: the queue
@@ -126,41 +131,23 @@ def _one(store: Store, run_id: str, rec: dict[str, Any], loads: pd.DataFrame,
         unknown.append({"name": "checkpoint load", "reason": "no checkpoint load in the log"})
         points += [("start-up", None, "no checkpoint load dates the new attempt's first line"),
                    ("warm-up", None, "no checkpoint load dates the new attempt's first line")]
-        spans = _cut(start, points, resumed, unknown)
+        spans = _cut(start, points, began, unknown)
     else:
         points.append(("start-up", la, ""))
         spans = _cut(start, points, la, unknown)
         spans.append(_span("checkpoint load", la, lb, "checkpoint_restore"))
         warm = _warm(store, run_id, resumed, ideal)
-        spans.append(_span("warm-up", lb, warm, "recovery") | {
+        spans.append(_span("warm-up", lb, max(began, lb), "recovery") | {
             "after_resume_s": round((warm - resumed).total_seconds(), 3)})  # fmt: skip
-    return {"spans": spans + _redo(rec, resumed, ideal, lost=False), "unknown": unknown}
+    return {"spans": spans + _redo(rec, began, ideal, lost=False), "unknown": unknown}
 
 
-def _stated_detection(rec: dict[str, Any], start: datetime, end: datetime) -> datetime | None:
-    """A posted or replayed stop's own detection time (``ts + detect_s``) where no line dates
-    it; an inferred row's ``detect_s`` is its first failure signal of any kind (the host's XID
-    too), not the job noticing, so it dates nothing here."""
-    if rec["source"] == "inferred" or pd.isna(rec["detect_s"]):
-        return None
-    # to the millisecond the spans are rounded to: the detection and the span after it then
-    # add up to the one span they split (goodput's recovery), not 1 ms more or less
-    t = start + timedelta(seconds=round(float(rec["detect_s"]), 3))
-    return t if t <= end else None
-
-
-def _job_said(evidence: list[dict[str, Any]], start: datetime,
-              end: datetime) -> tuple[datetime | None, datetime | None]:  # fmt: skip
-    """When the job noticed (its first cause, symptom or cascade line of its own from
-    ``start``) and its last process exited (the last teardown line), each within the
-    downtime; None where no line dates it."""
-    ev = [(e, _t(e["ts"])) for e in evidence if e.get("ts")]
-    said = [t for e, t in ev if e.get("role") in ("cause", "symptom", "cascade")
-            and e.get("kind") not in NOT_THE_JOB and t is not None and start <= t <= end]
-    noticed = min(said, default=None)
-    lo = noticed or start
-    gone = [t for e, t in ev if e.get("role") == "teardown" and t is not None and lo <= t <= end]
-    return noticed, max(gone, default=None)
+def _exited(evidence: list[dict[str, Any]], lo: datetime, end: datetime) -> datetime | None:
+    """When the job's last process exited: its last teardown line from ``lo`` (the job's
+    noticing, else the stop) to ``end``; None where no line dates it."""
+    gone = [t for e in evidence if e.get("ts") and e.get("role") == "teardown"
+            and (t := _t(e["ts"])) is not None and lo <= t <= end]  # fmt: skip
+    return max(gone, default=None)
 
 
 def _cut(start: datetime, points: list[tuple[str, datetime | None, str]], end: datetime,

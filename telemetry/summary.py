@@ -22,9 +22,10 @@ from typing import Any
 import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
+from telemetry.detection import as_json, detection
 from telemetry.goodput import goodput, goodput_money
 from telemetry.jobs_export import recent_jobs
-from telemetry.queries import TimeRange, energy, offenders, run_time, workload
+from telemetry.queries import DOWNTIME, TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
 from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
@@ -66,10 +67,11 @@ def _round(value: float | None, digits: int, per: float = 1.0) -> float | None:
 
 def _hours(seconds: pd.Series) -> float | None:
     """Hours of a sum of seconds; 0 without a term (no interruption), None when no term is
-    known (every interruption posted without the figure)."""
+    known (every interruption posted without the figure). To 6 places (0.004 s): the cost
+    multiplies them by the GPUs and the price (3 places were a cent off on 16 GPUs)."""
     if len(seconds) and seconds.isna().all():
         return None
-    return round(float(seconds.sum()) / 3600.0, 3)
+    return round(float(seconds.sum()) / 3600.0, 6)
 
 
 def _time(value: Any) -> Any:
@@ -357,13 +359,16 @@ def _interruption_list(
     """Each interruption of the run, oldest first, with its source, confidence, correction
     and evidence (parsed), what to do about it (``action``, ``action_reason``:
     ``queries.offenders``) and where its recovery went (``recovery_spans``, and
-    ``recovery_unknown``: the spans the records do not date, with why; ``telemetry.recovery``),
-    as ``summary --json`` shows them."""
+    ``recovery_unknown``: the spans the records do not date, with why; ``telemetry.recovery``)
+    and its two detection times (``failed_at``, ``noticed_at``, ``failed_unknown``,
+    ``noticed_unknown``, ``wait_s``, ``stall_s``: ``telemetry.detection``), as ``summary
+    --json`` shows them."""
     df = store.df(
         f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
                   confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
-                  detect_s + restart_s AS downtime_s, lost_gpu_hours, labelled_by,
-                  orig_component, description, evidence, culprit_candidates, culprit_reason
+                  {DOWNTIME} AS downtime_s, lost_gpu_hours, labelled_by,
+                  orig_component, description, evidence, culprit_candidates, culprit_reason,
+                  detect_s, failed_ts, noticed_ts
            FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
         [run_id],
     )
@@ -382,6 +387,10 @@ def _interruption_list(
         row["planned"] = bool(row["planned"])
         row["evidence"] = json.loads(row["evidence"]) if row["evidence"] else []
         row["culprit_candidates"] = candidates(row["culprit_candidates"])  # host/rank unknown
+        # when it failed and when the job noticed (telemetry.detection; issue 57, 4)
+        row |= as_json(detection(rec))
+        for k in ("failed_ts", "noticed_ts", "detect_s"):
+            row.pop(k)
         row |= offenders.action_of(todo, rec["ts"], row["source"])  # what to do (issue 58)
         spans = went.get(row["ts"], planned) if row["ts"] is not None else untimed
         row |= {"recovery_spans": spans["spans"], "recovery_unknown": spans["unknown"]}

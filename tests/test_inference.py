@@ -128,8 +128,11 @@ def test_a_job_that_failed_twice_with_different_causes() -> None:
     assert bool(first["node_lost"]) and first["restored_tier"] == "pfs"
     assert (first["restored_step"], first["lost_steps"]) == (40, 59)
     assert first["rework_s"] == pytest.approx(590.0)
-    assert first["detect_s"] == pytest.approx(2.0) and first["restart_s"] == pytest.approx(838.0)
-    assert first["lost_gpu_hours"] == pytest.approx(64 * (840 + 590) / 3600)
+    # the GPU failed at the XID (992 s); the job noticed at the watchdog (1590 s: issue 57, 4)
+    assert first["failed_ts"] == at(992) and first["noticed_ts"] == at(1590)
+    # training resumed when step 41 began, 10 s before its line (issue 57, 8): 830 s down
+    assert first["detect_s"] == pytest.approx(600.0) and first["restart_s"] == pytest.approx(230.0)
+    assert first["lost_gpu_hours"] == pytest.approx(64 * (830 + 590) / 3600)
     assert first["recovery"] == "automated" and first["source"] == "inferred"
     assert first["confidence"] == pytest.approx(0.9)
     assert first["description"] == (
@@ -171,7 +174,7 @@ def test_a_bare_watchdog_is_an_nccl_watchdog_timeout() -> None:
     row = infer_interruptions(stream(*TWO_SEGMENTS), signals, run_hosts=HOSTS).iloc[0]
     assert (row["component"], row["category"]) == ("NCCL Watchdog Timeouts", "Unknown")
     assert 0.5 <= row["confidence"] <= 0.6 and pd.isna(row["gpu"])
-    assert row["detect_s"] == pytest.approx(600.0) and row["restart_s"] == pytest.approx(240.0)
+    assert row["detect_s"] == pytest.approx(600.0) and row["restart_s"] == pytest.approx(230.0)
 
 
 def test_nothing_at_all_is_unknown_with_low_confidence() -> None:
@@ -300,7 +303,7 @@ def test_unknown_gpu_count_leaves_lost_gpu_hours_unknown() -> None:
     row = infer_interruptions(stream(*TWO_SEGMENTS), None).iloc[0]
     assert pd.isna(row["lost_gpu_hours"])
     row = infer_interruptions(stream(*TWO_SEGMENTS), None, gpus=16).iloc[0]
-    assert row["lost_gpu_hours"] == pytest.approx(16 * (840 + 590) / 3600)
+    assert row["lost_gpu_hours"] == pytest.approx(16 * (830 + 590) / 3600)
 
 
 def test_a_still_stalled_run_is_an_alert_not_an_interruption() -> None:

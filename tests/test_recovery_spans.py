@@ -39,17 +39,18 @@ def _table(went: dict) -> dict[str, list[tuple[str, float]]]:
 
 def _is_goodputs(went: dict, block: dict) -> None:
     """The spans of the run add up to goodput's recovery, start-up, restore and wasted progress
-    (a warm-up's time past training resumed is goodput's slowdown, outside them)."""
+    (a warm-up's slow steps after training resumed, ``after_resume_s``, are goodput's
+    slowdown, outside them)."""
     spans = [s for v in went.values() for s in v["spans"]]
     secs = block["seconds"]
     for cat in ("recovery", "checkpoint_restore", "wasted_progress"):
-        mine = sum(s["seconds"] - s.get("after_resume_s", 0.0) for s in spans
-                   if s["category"] == cat)  # fmt: skip
-        assert mine == pytest.approx(secs[cat], abs=1e-3), (cat, mine, secs)
+        mine = sum(s["seconds"] for s in spans if s["category"] == cat)
+        # each span is rounded to the millisecond: a run of many stops sums their roundings
+        assert mine == pytest.approx(secs[cat], abs=1e-3 * max(len(spans) / 2, 1)), (cat, secs)
     # the run's own start before its first step is goodput's start-up, no incident's
-    total = sum(s["seconds"] - s.get("after_resume_s", 0.0) for s in spans) + secs["startup"]
+    total = sum(s["seconds"] for s in spans) + secs["startup"]
     four = sum(secs[k] for k in ("recovery", "startup", "checkpoint_restore", "wasted_progress"))
-    assert total == pytest.approx(four, abs=1e-3)
+    assert total == pytest.approx(four, abs=1e-3 * max(len(spans) / 2, 1))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,8 @@ def test_the_nights_two_restarts_to_the_second(night_store: Path) -> None:
             ("teardown", 0.0),  # srun's kill line is dated by the watchdog's, the line before
             ("rescheduling + start-up", (LOAD_1 - WATCHDOG_1).total_seconds()),  # 480
             ("checkpoint load", 40.0),
-            ("warm-up", (RESUMED_1 - LOAD_1).total_seconds() - 40.0),  # 40
+            # to the first redone step (its first line's 10 steps of 2 s ran after it): 20
+            ("warm-up", (RESUMED_1 - LOAD_1).total_seconds() - 40.0 - 10 * night.STEP_S),
             ("redo", 400 * night.STEP_S),
         ],
         LAST_2.isoformat(): [
@@ -76,7 +78,7 @@ def test_the_nights_two_restarts_to_the_second(night_store: Path) -> None:
             ("teardown", 0.0),
             ("rescheduling + start-up", (LOAD_2 - IB_2).total_seconds()),  # 360
             ("checkpoint load", 15.0),
-            ("warm-up", (RESUMED_2 - LOAD_2).total_seconds() - 15.0),  # 35
+            ("warm-up", (RESUMED_2 - LOAD_2).total_seconds() - 15.0 - 10 * night.STEP_S),
             ("redo", 200 * night.STEP_S),
         ],
     }
@@ -195,30 +197,25 @@ def test_slurm_dates_the_queue_wait_of_a_requeue(tmp_path: Path) -> None:
 
 
 def test_a_replayed_runs_spans_add_up_to_its_goodput(tmp_path: Path) -> None:
-    """A replayed run's stops carry their detection and restart times but no lines: the
-    stored detection dates the noticing (``ts + detect_s``: before, detection was merged into
-    one unknown span with the rest), the rest is one span named for all it holds (none
-    claimed as 0 s), redone after it resumed; the run's spans are its goodput's recovery and
-    wasted progress."""
+    """A replayed run's stops carry their detection and restart times but no lines: each is
+    its detection (the record's ``detect_s``: when the job noticed, as every view tells it)
+    and one span named for all the rest holds (none claimed as 0 s), redone after it resumed;
+    the run's spans are its goodput's recovery and wasted progress."""
     from tests.conftest import build_store
 
     path = build_store(tmp_path / "s.duckdb", scenario="dev-64", seed=0, days=1.0)
     with Store(str(path), read_only=True) as s:
         block = goodput(s, "dev-64-s0", detail=False)
         went = recovery_spans(s, "dev-64-s0", block)
-        stored = dict(s.rows("SELECT ts, detect_s FROM interruptions WHERE run_id = ? AND "
-                             "NOT coalesce(planned, false)", ["dev-64-s0"]))  # fmt: skip
     assert block is not None and len(went) >= 3
+    with Store(str(path), read_only=True) as s:
+        detect = dict(s.rows("SELECT ts, detect_s FROM interruptions WHERE run_id = ?",
+                             ["dev-64-s0"]))  # fmt: skip
     for ts, v in went.items():
-        detection, rest = v["spans"][0], v["spans"][1]
-        detect_s = stored[datetime.fromisoformat(ts)]
-        assert detect_s is not None and detect_s > 0
-        assert detection["name"] == "detection"
-        assert detection["start"] == ts
-        assert detection["seconds"] == pytest.approx(detect_s, abs=1e-3)
-        assert rest["name"] == "teardown + rescheduling + start-up + warm-up"
-        assert rest["start"] == detection["end"]
+        first = v["spans"][0]
+        assert first["name"] == "detection"  # was merged into the rest: now the record's
+        assert first["seconds"] == pytest.approx(detect[datetime.fromisoformat(ts)], abs=1e-3)
+        assert v["spans"][1]["name"] == "teardown + rescheduling + start-up + warm-up"
         assert v["spans"][-1]["name"] == "redo"
-        assert "detection" not in {u["name"] for u in v["unknown"]}
         assert {u["name"] for u in v["unknown"]} == {*RECOVERY[1:], "checkpoint load"}
     _is_goodputs(went, block)

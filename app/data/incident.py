@@ -14,6 +14,7 @@ from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
 from telemetry import logview, queries, summary
+from telemetry.detection import detection
 from telemetry.queries import TimeRange, gpu_identity, log_files, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
@@ -47,7 +48,8 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     row["gpu_identity"] = gpu_identity.identity(store(), row.get("host"), row.get("gpu"),
                                                 xid_lines, row["ts"])  # fmt: skip
     start = pd.Timestamp(row["ts"]).to_pydatetime()
-    detected = start + timedelta(seconds=float(row.get("detect_s") or 0.0))
+    times = detection(row)  # when it failed and when the job noticed (issue 57, 4)
+    detected = times["noticed_at"]
     spans, resumed, ended = _spans(row, start, detected)
     book = prices(run_id)
     gh = row.get("lost_gpu_hours")
@@ -72,6 +74,7 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
         "spans": spans,
         "recovery_spans": recovery_spans(store(), run_id, at=start).get(start.isoformat()),
         "hangs": hung,
+        **times,
         "detected": detected,
         "resumed": resumed,
         "ended": ended,
@@ -88,28 +91,35 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
 
 
 def _spans(
-    row: dict[str, Any], start: datetime, detected: datetime
+    row: dict[str, Any], start: datetime, detected: datetime | None
 ) -> tuple[list[tuple[str, datetime, datetime]], datetime | None, datetime | None]:
-    """The stop's spans, when training resumed and when a job that never resumed ended. An
-    inferred stop without an end is one no progress followed (the job died or was stopped):
-    its ``restart_s`` is the time it held its GPUs after it noticed, and its lost steps are
-    the ones before it, since the last checkpoint."""
+    """The stop's spans, when training resumed and when a job that never resumed ended. The
+    stall ends when the job noticed (``detected``); where no line dates that, the stall and
+    the downtime are one span from the last progress, never a 0 s detection. An inferred stop
+    without an end is one no progress followed (the job died or was stopped): it held its GPUs
+    to ``ts + detect_s + restart_s`` (as goodput counts it), and its lost steps are the ones
+    before it, since the last checkpoint."""
     end, held, rework = row.get("end_ts"), row.get("restart_s"), row.get("rework_s")
     died = end is None and row.get("source") == "inferred"
-    spans = [("stalled until detected", start, detected)] if detected > start else []
+    spans = [("stalled until detected", start, detected)] if detected and detected > start else []
+    after = detected if detected is not None and detected > start else start
+    downtime = None if held is None else float(row.get("detect_s") or 0.0) + float(held)
     if died:
-        ended = None if held is None else detected + timedelta(seconds=float(held))
-        if ended is not None and ended > detected:
-            spans.append(("held until the job ended", detected, ended))
+        ended = None if downtime is None else start + timedelta(seconds=downtime)
+        if ended is not None and ended > after:
+            spans.append(("held until the job ended" if detected else
+                          "stalled until the job ended (its noticing not dated)", after, ended))
         if rework:
             spans.insert(0, ("steps since the last checkpoint, lost",
                              start - timedelta(seconds=float(rework)), start))  # fmt: skip
         return spans, None, ended
-    resumed = (pd.Timestamp(end).to_pydatetime() if end is not None
-               else detected + timedelta(seconds=float(held)) if held is not None
+    # training resumed at the end of its downtime (an inferred stop's: when the first step
+    # after the restored one began, before the next progress line that logged it)
+    resumed = (start + timedelta(seconds=downtime) if downtime is not None
+               else pd.Timestamp(end).to_pydatetime() if end is not None
                else None)  # fmt: skip
     if resumed is not None:
-        spans.append(("down until training resumed", detected, resumed))
+        spans.append(("down until training resumed", after, resumed))
         if rework:
             spans.append(("lost steps redone", resumed,
                           resumed + timedelta(seconds=float(rework))))  # fmt: skip

@@ -19,6 +19,7 @@ SPAN_COLOURS = {
     "down until training resumed": "#ef553b",
     "lost steps redone": "#ab63fa",
     "held until the job ended": "#ef553b",
+    "stalled until the job ended (its noticing not dated)": "#ef553b",
     "steps since the last checkpoint, lost": "#ab63fa",
 }
 ROLE_COLOURS = {"cause": "#ef553b", "symptom": "#ffa15a", "cascade": "#19d3f3",
@@ -75,6 +76,11 @@ def timeline(inc: dict[str, Any], template: str = TEMPLATE) -> Figure:
         )
     colour = CATEGORY_COLOURS.get(str(inc.get("category")), "#ccc")
     fig.add_vline(x=pd.Timestamp(inc["ts"]).to_pydatetime(), line={"color": colour, "dash": "dot"})
+    for key, label, side in (("failed_at", "failed", "top left"),
+                             ("noticed_at", "job noticed", "top right")):  # fmt: skip
+        if inc.get(key) is not None:  # the two detection times (issue 57, 4)
+            fig.add_vline(x=pd.Timestamp(inc[key]).to_pydatetime(), annotation_text=label,
+                          annotation_position=side, line={"color": "#ffa15a", "dash": "dash"})
     fig.update_layout(
         hovermode="closest",
         showlegend=False,
@@ -143,8 +149,9 @@ def markdown(inc: dict[str, Any]) -> str:
         f"- **Cause:** {cause}, {text(how)}"
         + ("" if conf is None else f", confidence {float(conf) * 100:.0f} %"),
         f"- **Culprit:** {text(where(inc))}",
-        f"- **Last progress:** {text(when(inc['ts']))} UTC; detected "
-        f"{text(when(inc['detected']))} UTC; {text(outcome(inc))}",
+        f"- **Last progress:** {text(when(inc['ts']))} UTC; {text(outcome(inc))}",
+        f"- **Failed:** {text(failed(inc))}",
+        f"- **Job noticed:** {text(noticed(inc))}",
         f"- **Restored from:** {text(restored(inc))}",
         f"- **Lost:** {text(lost(inc))}",
         f"- **Job:** {text(_or_dash(inc.get('job_id'), 'no Slurm job known'))}; attempt "
@@ -282,6 +289,25 @@ def night(inc: dict[str, Any]) -> str:
         return n + "; GPU-hours lost – (the run's GPU count is not known)"
     money = "–" if usd is None else f"${usd:,.2f}"
     return f"{n}; {float(gh):,.1f} GPU-hours lost, {money}"
+
+
+def failed(inc: dict[str, Any]) -> str:
+    """When the hardware failed or the failure began (``telemetry.detection``); "–" with
+    why when no line dates it."""
+    if inc.get("failed_at") is None:
+        return f"– ({inc.get('failed_unknown') or 'not known'})"
+    return f"{when(inc['failed_at'])} UTC"
+
+
+def noticed(inc: dict[str, Any]) -> str:
+    """When the job noticed (its first watchdog or teardown line), and how long after the
+    failure and the last progress; "–" with why when no line dates it, never 0."""
+    if inc.get("noticed_at") is None:
+        return f"– ({inc.get('noticed_unknown') or 'not known'})"
+    after = [f"{fmt_duration(inc[k])} after {what}" for k, what in
+             (("wait_s", "the failure"), ("stall_s", "the last progress"))
+             if inc.get(k) is not None]  # fmt: skip
+    return f"{when(inc['noticed_at'])} UTC" + (f" ({', '.join(after)})" if after else "")
 
 
 def outcome(inc: dict[str, Any]) -> str:

@@ -81,8 +81,8 @@ def _story(
         className="small mb-2",
     )  # fmt: skip
     times = html.Div(
-        f"Last progress {fig.when(inc['ts'])} UTC · detected {fig.when(inc['detected'])} UTC · "
-        + fig.outcome(inc),
+        f"Last progress {fig.when(inc['ts'])} UTC · failed {fig.failed(inc)} · job noticed "
+        f"{fig.noticed(inc)} · " + fig.outcome(inc),
         className="small text-body-secondary mb-2",
         id="inc-times",
     )

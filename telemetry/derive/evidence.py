@@ -184,6 +184,12 @@ def signal_rule(kind: str, detail: str | None) -> Rule | None:
     return CAUSES.get(kind)
 
 
+# Voices that are not the job's own: the kernel and driver of a host, the flight recorder's
+# dumps (dated by the collective the ranks began waiting in, not by anyone noticing), Slurm's
+# controller and a node found lost. They date a failure; the job's noticing it is its own line.
+NOT_THE_JOB = frozenset({XID, GPU_OFF_BUS, GSP_TIMEOUT, GPU_INIT_FAILED, GPU_DRIVER_TIMEOUT,
+                         COLLECTIVE_HANG, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
+                         SLURM_MAINTENANCE, NODE_LOST})  # fmt: skip
 # Failure signs that never explain a stop alone (a job that ended FAILED says that, not why).
 SYMPTOM_KINDS = frozenset({SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED})
 # Any other kind (slurm_cancelled, unknown kinds) is context: shown, never a cause.
@@ -427,6 +433,10 @@ class Explanation:
     confidence: float
     node_lost: bool  # a node failure or an XID that drains the node
     cancelled: bool  # a person or script cancelled the job
+    # when the failure began (ns): the cause's line (an XID, the culprit's own error, the
+    # collective a hang's ranks began waiting in) or an initiating line before it; None when
+    # the cause is only what the ranks that waited or the teardown printed
+    began: int | None = None
 
     @property
     def symptoms(self) -> int:
@@ -443,6 +453,15 @@ class Explanation:
     @property
     def first_failure_ns(self) -> int | None:
         return min((e.ts for e, role in self.ordered if role != "context"), default=None)
+
+    @property
+    def noticed_ns(self) -> int | None:
+        """When the job noticed (issue 57, 4): its first own failure line (a watchdog
+        timeout, its own error, a teardown line; never the kernel's, the dumps' or the
+        controller's) from the failure's start on; None when no line of the job dates it."""
+        lo = self.began if self.began is not None else np.iinfo(np.int64).min
+        return min((e.ts for e, role in self.ordered if role != CONTEXT
+                    and e.kind not in NOT_THE_JOB and e.ts >= lo), default=None)  # fmt: skip
 
 
 def roles(evs: list[Evidence]) -> list[str]:
@@ -549,4 +568,19 @@ def explain(
         for e in evs
     )
     cancelled = any(e.kind == SLURM_CANCELLED for e in evs)
-    return Explanation(cause, ordered, round(conf, 3), lost, cancelled)
+    return Explanation(cause, ordered, round(conf, 3), lost, cancelled, _began(cause, evs, role))
+
+
+def _began(cause: Evidence | None, evs: list[Evidence], role: list[str]) -> int | None:
+    """When the failure began: the cause's time, or an earlier initiating line's (hardware
+    chosen over the software error it explains), when the cause is a failure of its own, a
+    network error that came first or a planned stop; None when it is only a waiting rank's
+    timeout or the teardown (the failure began before them, by how much no line says)."""
+    if cause is None or cause.rule is None:
+        return None
+    if cause.rule.category == PLANNED_CATEGORY or cause.kind in NETWORK_KINDS:
+        return cause.ts
+    mine = next(r for e, r in zip(evs, role, strict=True) if e is cause)
+    if mine != INITIATING:
+        return None
+    return min([cause.ts, *(e.ts for e, r in zip(evs, role, strict=True) if r == INITIATING)])

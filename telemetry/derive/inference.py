@@ -30,8 +30,15 @@ object), never NVMe when a node was lost (a Slurm node failure or an XID 79 in t
 NVMe copies written before an earlier node loss. The first step after the restart has the last
 word (a checkpoint at S resumes at S+1..S+log interval): if only an NVMe copy fits it, the
 NVMe survived; if a newer NVMe copy than the restored step was passed over, it was lost, and
-so was a node. ``detect_s`` = first failure signal - ``ts`` (0 when it came before the last
-progress), ``restart_s`` the rest of the downtime. Recovery is ``automated`` when the job
+so was a node. The downtime ends when training resumed: the next progress point less its
+steps since the restored one at the median step time (they ran after it: redone steps, in
+``rework_s``). Two detection times (issue 57, 4): ``failed_ts``, when the failure began (the
+cause's line: the kernel's XID, the culprit's own error, the collective a hang's ranks began
+waiting in; null when only the ranks that waited or the teardown speak), and ``noticed_ts``,
+when the job noticed (its first own failure line from then: a watchdog timeout, its error, a
+teardown line; never the kernel's, the dumps' or the controller's; null when none).
+``detect_s`` = ``noticed_ts`` - ``ts`` (0 when it came before the last progress; null when
+unknown, never 0), ``restart_s`` the rest of the downtime. Recovery is ``automated`` when the job
 restarted (new attempt, load line or step regression) within ``automated_max_s`` and nobody
 cancelled it (``slurm_cancelled``); else unknown (None): logs cannot tell a person's hand from
 a slow script.
@@ -87,7 +94,7 @@ COLUMNS = (
     "run_id", "ts", "host", "gpu", "component", "category", "xid", "planned", "node_lost",
     "detect_s", "restart_s", "recovery", "restored_tier", "restored_step", "lost_steps",
     "rework_s", "lost_gpu_hours", "description", "source", "confidence", "evidence", "end_ts",
-    "rank", "restarts", "culprit_candidates", "culprit_reason",
+    "rank", "restarts", "culprit_candidates", "culprit_reason", "failed_ts", "noticed_ts",
 )  # fmt: skip
 SOURCE = "inferred"
 K = 5.0  # a stall is a gap beyond K x the median gap between metric rows ...
@@ -270,7 +277,10 @@ def infer_interruptions(
             continue  # the job posted this stop itself: its record wins
         automated = restarted and (end - start) / 1e9 <= automated_max_s and not ex.cancelled
         torn = _unfinished_saves(saves_started, saves_ended, int(w0[n]), end)
-        row = _row(start, end, int(s.step[i]), rs, ex, step_s, gpus, torn, who) | who_columns(who)
+        # the next line's steps since the restored one (a restart), else since the last line
+        ran = nxt - (rs.step if back[i] or new_att[i] else int(s.step[i]))
+        row = _row(start, end, (int(s.step[i]), ran), rs, ex, step_s, gpus, torn,
+                   who) | who_columns(who)  # fmt: skip
         tries = restarts(loads, lt, start, end)
         rows.append(
             row
@@ -367,7 +377,7 @@ def _loop(group: list[dict[str, Any]], tries: int, stuck: bool, again: bool) -> 
 def _row(
     start: int,
     end: int,
-    last: int,
+    steps: tuple[int, int],
     rs: Restore,
     ex: Explanation,
     step_s: float | None,
@@ -376,16 +386,21 @@ def _row(
     who: Culprit | None = None,
 ) -> dict[str, Any]:
     items = _items(ex.ordered, end, rs.item, *torn)
-    downtime = (end - start) / 1e9
-    first = ex.first_failure_ns
-    detect = max((first - start) / 1e9, 0.0) if first is not None else None
+    last, after = steps  # the last step before the stop, the next line's steps after it
+    stalled = (end - start) / 1e9
+    noticed = ex.noticed_ns
+    detect = max((noticed - start) / 1e9, 0.0) if noticed is not None else None
+    # training resumed when the first step after the restored one began: the next progress
+    # line's steps since it ran after that, at the step time (redone steps, not downtime)
+    ran = max(after, 0) * step_s if step_s is not None else 0.0
+    downtime = max(stalled - ran, detect or 0.0)
     lost = max(last - rs.step, 0)
     rework = lost * step_s if step_s is not None else None
     cause, n, k = ex.cause, ex.symptoms, ex.cascade_ranks
     rule = cause.rule if cause is not None else None
     tier = "estimated" if rs.how == "estimate" else rs.tier or "tier unknown"
     desc = (
-        f"Step stalled at {last:,} for {_dur(downtime)}; "
+        f"Step stalled at {last:,} for {_dur(stalled)}; "
         + told(cause, who)
         + (f" (+{n} symptom{'s' if n > 1 else ''})" if n and cause is not None and not k else "")
         + (f"; the cascade on {k:,} other rank{'s' if k > 1 else ''} ({n:,} lines) set aside"
@@ -414,7 +429,13 @@ def _row(
         "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
         "end_ts": pd.Timestamp(end),
-    }
+    } | _times(ex)
+
+
+def _times(ex: Explanation) -> dict[str, Any]:
+    """The two detection times (module doc): when the failure began and the job noticed."""
+    return {"failed_ts": pd.NaT if ex.began is None else pd.Timestamp(ex.began),
+            "noticed_ts": pd.NaT if ex.noticed_ns is None else pd.Timestamp(ex.noticed_ns)}
 
 
 def _unfinished_saves(
@@ -479,10 +500,13 @@ def _ended(
     saved = max(known) if known else None
     lost = last - (saved if saved is not None else began)
     rework = lost * step_s if step_s is not None else None
-    noticed = _noticed(ex)
+    noticed, first = ex.noticed_ns, _first_line(ex)
     detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
-    end = _gone(ex, max(noticed, last_ts)) if noticed is not None else last_ts
-    held = (end - max(noticed, last_ts)) / 1e9 if noticed is not None else None
+    end = _gone(ex, max(first, last_ts)) if first is not None else last_ts
+    end = end if noticed is None else max(end, noticed)  # a noticing after a long silence
+    # held after the job noticed; with its noticing undated, the whole wait to its end
+    held = None if first is None else (end - max(noticed if noticed is not None else last_ts,
+                                                 last_ts)) / 1e9  # fmt: skip
     cause = ex.cause
     assert cause is not None and cause.rule is not None
     where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if saved
@@ -503,7 +527,7 @@ def _ended(
         "lost_gpu_hours": gpus * cost / 3600.0 if gpus and cost is not None else None,
         "description": desc, "source": SOURCE, "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
-    }  # fmt: skip
+    } | _times(ex)  # fmt: skip
 
 
 def _gone(ex: Explanation, noticed: int) -> int:
@@ -518,10 +542,10 @@ def _gone(ex: Explanation, noticed: int) -> int:
     return end
 
 
-def _noticed(ex: Explanation) -> int | None:
-    """When the job noticed the stop: its first failure line. A flight-recorder hang is dated
-    by the collective its ranks began waiting in, not by anyone noticing; it counts only when
-    nothing else was logged."""
+def _first_line(ex: Explanation) -> int | None:
+    """The stop's first failure line, from which its teardown lines follow (``_gone``). A
+    flight-recorder hang is dated by the collective its ranks began waiting in, not by any
+    line; it counts only when nothing else was logged."""
     told_ = [e.ts for e, role in ex.ordered if role != "context" and e.kind != COLLECTIVE_HANG]
     return min(told_, default=ex.first_failure_ns)
 
@@ -550,6 +574,8 @@ _DTYPES: dict[str, Any] = {
     "rank": "Int32",
     "restarts": "Int32",
     "lost_steps": "Int64",
+    "failed_ts": "datetime64[us]",
+    "noticed_ts": "datetime64[us]",
 }
 _FLOATS = ("detect_s", "restart_s", "rework_s", "lost_gpu_hours", "confidence")
 

@@ -46,7 +46,7 @@ from telemetry.derive.evidence import (
 )
 
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
-from telemetry.derive.inference import SOURCE, _frame, _items
+from telemetry.derive.inference import SOURCE, _frame, _items, _times
 from telemetry.derive.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
@@ -141,6 +141,8 @@ def infer_stopped(
         and cause.kind not in HARDWARE else ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
     }
+    if not untimed:  # when the failure began and the job noticed (inference's two times)
+        row |= _times(ex)
     return _frame([row])
 
 

@@ -264,6 +264,12 @@ def loss_series(store: Store, run_id: str, tr: TimeRange, max_points: int = 2000
 
 # What a chart marks an interruption with: when, what, where, and when training came back.
 MARK_COLUMNS = "ts, category, component, host, detect_s, restart_s"
+# An interruption's downtime (detection + restart, s): the parts its record gives, NULL when
+# it gives neither. The wait to detection is unknown where no line of the job dates its
+# noticing (issue 57, 4), and its restart then holds the whole downtime: a sum of the two
+# would make a known downtime NULL.
+DOWNTIME = """CASE WHEN coalesce(detect_s, restart_s) IS NOT NULL
+    THEN coalesce(detect_s, 0) + coalesce(restart_s, 0) END"""
 
 
 def interruptions(

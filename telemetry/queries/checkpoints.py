@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry import reliability
-from telemetry.queries import TimeRange
+from telemetry.queries import DOWNTIME, TimeRange
 from telemetry.queries.failures import COSTED
 from telemetry.queries.run_time import mtbf, run_wall
 from telemetry.reliability import IntervalAdvice, failures_per_node_day
@@ -169,8 +169,7 @@ def restores(store: Store, run_id: str, tr: TimeRange) -> pd.DataFrame:
     tier counted as none: "Restores 0" beside stops the run resumed from (#57, 9)."""
     return store.df(
         f"""SELECT ts, component, category, planned, host, {RESTORED_TIER} AS restored_tier,
-                  restored_step, lost_steps, lost_gpu_hours,
-                  detect_s + restart_s AS downtime_s, rework_s
+                  restored_step, lost_steps, lost_gpu_hours, {DOWNTIME} AS downtime_s, rework_s
            FROM {COSTED}
            WHERE run_id = ? AND {RESTORED} AND ts >= ? AND ts <= ?
            ORDER BY ts""",
@@ -248,7 +247,7 @@ def model_inputs(
         return None
     nodes, gpus = store.rows("SELECT nodes, gpus FROM runs WHERE run_id = ?", [run_id])[0]
     restart_s = store.scalar(
-        """SELECT avg(detect_s + restart_s) FILTER (WHERE NOT planned)
+        f"""SELECT avg({DOWNTIME}) FILTER (WHERE NOT planned)
            FROM interruptions WHERE run_id = ? AND ts >= ? AND ts <= ?""",
         [run_id, win.start, win.end],
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from telemetry.queries import TimeRange, run_time
+from telemetry.queries import DOWNTIME, TimeRange, run_time
 from telemetry.reference import LLAMA3_DAYS, LLAMA3_PLANNED, llama3_interruptions, xids
 from telemetry.store import Store
 
@@ -137,7 +137,7 @@ def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000)
     df = store.df(
         f"""SELECT * FROM (
               SELECT ts, run_id, host, gpu, component, category, xid, planned,
-                     detect_s + restart_s AS downtime_s, rework_s, lost_steps, lost_gpu_hours,
+                     {DOWNTIME} AS downtime_s, rework_s, lost_steps, lost_gpu_hours,
                      restored_tier, restored_step, recovery, node_lost, description
               FROM {COSTED} WHERE {_RUN_AND_RANGE}
               ORDER BY ts DESC LIMIT ?)
@@ -285,7 +285,7 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
               SELECT host, count(*) FILTER (WHERE NOT planned) AS unexpected,
                      count(*) FILTER (WHERE planned) AS planned,
                      sum(lost_gpu_hours) FILTER (WHERE NOT planned) AS lost_gpu_hours,
-                     sum(detect_s + restart_s) FILTER (WHERE NOT planned) AS downtime_s,
+                     sum({DOWNTIME}) FILTER (WHERE NOT planned) AS downtime_s,
                      max(ts) FILTER (WHERE NOT planned) AS last_int,
                      (SELECT string_agg(component, ', ' ORDER BY n DESC, component) FROM c
                       WHERE c.host = r.host) AS components
@@ -340,7 +340,7 @@ def interruption_list(
     df = store.df(
         f"""SELECT ts, end_ts, run_id, component, category, planned,
                    coalesce(source, 'posted') AS source, confidence, host, rank, gpu, xid,
-                   restored_tier, restored_step, lost_steps, detect_s + restart_s AS downtime_s,
+                   restored_tier, restored_step, lost_steps, {DOWNTIME} AS downtime_s,
                    lost_gpu_hours,
                    CASE WHEN evidence IS NULL THEN 0
                         ELSE json_array_length(evidence::JSON) END AS evidence_n,

@@ -194,6 +194,10 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         # an unknown culprit (no rank, no host): who it may be (JSON list) and why not named
         "culprit_candidates": "VARCHAR",
         "culprit_reason": "VARCHAR",
+        # when the failure began (the hardware's line, the culprit's own) and when the job
+        # noticed (its first watchdog or teardown line): issue 57, 4
+        "failed_ts": "TIMESTAMP",
+        "noticed_ts": "TIMESTAMP",
     },
     # the rank (training process) that wrote a log line, where the line or its prefix says
     "signals": {"rank": "INTEGER"},
