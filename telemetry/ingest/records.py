@@ -157,6 +157,9 @@ SCHEMAS: dict[str, tuple[Field, ...]] = {
         Field("restarts", pa.int32()),
         Field("culprit_candidates", _STR),  # the inference's: who it may be, and why unnamed
         Field("culprit_reason", _STR),
+        # the inference's: when the failure began and when the job noticed (issue 57, 4)
+        Field("failed_ts", _TS),
+        Field("noticed_ts", _TS),
     ),
     "checkpoints": (
         _RUN,
