@@ -31,6 +31,9 @@ CHAINED = {
     "fail-label-component.value": "a component's categories follow the component picked",
     "ov-silence-msg.children": "the silence list follows a silence made or ended",
     "ov-silence-end-msg.children": "the silence list follows a silence made or ended",
+    "ov-ack-msg.children": "the alert lists follow an acknowledgement made",
+    "inc-log-lines.data": "the raw log's search filters the lines read once when it opened "
+    "(a click, not a page load), not the file again per keystroke",
     "ck-model.data": "the what-if starts from the checkpoint model the cards measured",
     "ck-whatif-interval.value": "the what-if follows its sliders, which follow the model",
     "ck-whatif-write.value": "the what-if follows its sliders, which follow the model",

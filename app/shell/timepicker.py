@@ -58,11 +58,22 @@ def _shown(view: Any) -> tuple[str, str] | None:
 
 
 def register(app: dash.Dash) -> None:
-    @app.callback(Output("tp-from", "value"), Output("tp-to", "value"), Input("view", "data"))
-    def _fill(view):  # type: ignore[no-untyped-def]
-        """The view's window, whatever set it."""
+    @app.callback(
+        Output("tp-from", "value"),
+        Output("tp-to", "value"),
+        Input("view", "data"),
+        State("tp-from", "value"),
+        State("tp-to", "value"),
+    )
+    def _fill(view, typed_from, typed_to):  # type: ignore[no-untyped-def]
+        """The view's window, whatever set it. A window the box already holds (the one just
+        applied) is not written again: the reply may land after the user typed on, and would
+        undo what they typed."""
         shown = _shown(view) if view is not None else None
-        return shown if shown is not None else ("", "")
+        shown = shown if shown is not None else ("", "")
+        if shown == (typed_from, typed_to):
+            raise dash.exceptions.PreventUpdate
+        return shown
 
     @app.callback(
         Output("url", "hash", allow_duplicate=True),
