@@ -332,6 +332,9 @@ class LogParser:
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
         self._mlines, self._followed, first = [], set(), len(self.metrics)
+        self._plain = np.ones(n, np.bool_)  # lines no recogniser needs (see _follow)
+        self._plain[cand_arr] = False
+        self._base = base
         self._walk(block, base, cand_arr.astype(np.int64), offs)
         looked = cand_arr if fast is None else np.union1d(cand_arr, fast[0])
         self._note_unread(block, base, looked, offs, n)
@@ -368,10 +371,41 @@ class LogParser:
                     continue
             e = block.find(b"\n", s)
             e = size if e < 0 else e
-            self._line(block, s, e, lineno)
-            self._followed.add(lineno)
+            if self._tb or not self._plain[lineno - self._base] or not self._report_line(
+                    block, s, e, lineno):
+                self._line(block, s, e, lineno)
+                self._followed.add(lineno)
             s, lineno = e + 1, lineno + 1
         return s
+
+    def _report_line(self, block: bytes, s: int, e: int, lineno: int) -> bool:
+        """Line ``block[s:e]`` read inside an open report when no recogniser needs it (no
+        keyword, or an iteration line the column-wise path takes) and no traceback is open:
+        what the line path does with it, without the recognisers it would not match. The
+        report takes it (True/False as ``_in_report``: read or refused), or it is not the
+        report's (the report ends, or its writer's gap grows) and is left to the block's walk
+        as if no report were open. Why: a timers block every 10 iterations ends at a line of
+        the next kind, and reading that line on the whole line path was a tenth of the parse.
+        False: a line that needs the line path's cleaning (CR, escapes, JSON, over-long)."""
+        raw = block[s:e]
+        if e - s > MAX_LINE_BYTES or b"\r" in raw or b"\x1b" in raw or raw.startswith(b"{"):
+            return False
+        text = raw.decode("utf-8")
+        self._s, self._e = s, e
+        got = self._in_report(text, lineno)
+        if got is None:
+            prefix = lr.split_prefix(text)[0]  # what the line path notes of any line's writer
+            if prefix:
+                self._tasks.add(prefix.split(":", 1)[0])
+                if not self._task_nodes:
+                    self._task_nodes = lr.task_is_node(prefix)
+            return True
+        if got:
+            self.counts["recognised"] += 1
+        else:
+            self._unread(lineno, lambda: text)
+        self._followed.add(lineno)
+        return True
 
     def _timer_lines(self, block: bytes, s: int, lineno: int) -> tuple[int, int]:
         """Megatron's (min, max) timer lines from ``s`` on, read straight into the open report
