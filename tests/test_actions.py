@@ -203,6 +203,27 @@ def test_exclude_lists_the_culprits_never_a_victim_nor_a_candidate(store: Path) 
     assert r.returncode == 2 and "must be a whole number, 1 or more" in r.stderr
 
 
+def test_a_restart_loops_software_bug_makes_no_node_a_repeat_offender(tmp_path: Path) -> None:
+    """A real 2-node torchrun job (the exam's restart loop: rank 3 on gpu-b47 raises the same
+    RuntimeError after each restart) put gpu-b47 on ``exclude``'s list as "culprit of 2
+    interruptions": the code's fault, and a healthy node an SRE would drain on our word. A
+    run's software bugs count once for the node; a hardware fault or another run's counts
+    again (the Megatron-LM runs above: gpu-node-001 in three runs is still listed)."""
+    store = tmp_path / "s.duckdb"
+    _import(store, "loop", Path(__file__).with_name("fixtures") / "torchrun_exam"
+            / "restart_loop.log")  # fmt: skip
+    listed = _actions(store)["loop"]
+    assert [i["host"] for i in listed] == ["gpu-b47", "gpu-b47"]  # it is the culprit, twice
+    assert {i["component"] for i in listed} == {"Software Bug"}
+    assert {i["action"] for i in listed} == {"page"}  # stop and page the owner: never drain
+    r = cli("exclude", "--store", str(store))
+    assert (r.returncode, r.stdout) == (0, ""), r.stderr
+    assert "no node was the culprit 2 or more times" in r.stderr
+    r = cli("exclude", "--store", str(store), "--min", "1", "--json")
+    assert [(n["host"], n["incidents"]) for n in json.loads(r.stdout)["nodes"]] == [
+        ("gpu-b47", 1)]
+
+
 def test_the_stop_alert_says_what_to_do(store: Path) -> None:
     from telemetry.alerting import Firing, from_overview
     from telemetry.queries import TimeRange

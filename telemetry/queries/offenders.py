@@ -4,8 +4,10 @@ A node's culprit history spans every run and job in the store: the interruptions
 ``host`` is the node, never those whose candidates merely list it and never those it waited
 in (a victim's host is not stored as the culprit: ``derive.culprit``). Planned stops name no
 culprit. An incident counts once however many sources recorded it (a posted and an inferred
-row at one time). The window ends at the store's newest data (an import of March's logs is
-judged in March), ``days`` long; ``min_count`` incidents or more make a repeat offender.
+row at one time), and a run's software bugs count once (a restart loop re-raising its error is
+the code's doing, not the node's). The window ends at the store's newest data (an import of
+March's logs is judged in March), ``days`` long; ``min_count`` incidents or more make a repeat
+offender.
 
 ``actions`` gathers the facts the rules of ``telemetry.actions`` read, for every interruption
 of a run, in one statement, at read time: nothing is stored, so an operator's override of the
@@ -24,14 +26,18 @@ from telemetry.queries import data_extent
 from telemetry.reference import xids
 from telemetry.store import Store
 
-# One incident (run and time) of a culprit host; planned stops are no one's fault.
+SOFTWARE_CATEGORY = "Dependency"  # Software Bug and Dependency in the Llama 3 taxonomy
+# One incident (run and time) of a culprit host; planned stops are no one's fault. A software
+# bug counts once per run: the same code raising again after each restart is the code's
+# fault, not the node's (an exam restart loop made a healthy node a "repeat offender" to
+# drain); the same host failing so in another run counts again.
 _CULPRIT = "host IS NOT NULL AND NOT coalesce(planned, false)"
-_INCIDENT = "run_id || '|' || ts::VARCHAR"
+_INCIDENT = f"""CASE WHEN coalesce(category, '') = '{SOFTWARE_CATEGORY}' THEN run_id
+                ELSE run_id || '|' || ts::VARCHAR END"""
 # The kind of the evidence item that caused it (``derive`` stores role "cause" on it)
 _CAUSE_KIND = """CASE WHEN json_valid(evidence) THEN list_filter(
     from_json(evidence, '[{"kind":"VARCHAR","role":"VARCHAR"}]'),
     lambda x: x.role = 'cause')[1].kind END"""
-SOFTWARE_CATEGORY = "Dependency"  # Software Bug and Dependency in the Llama 3 taxonomy
 
 
 def newest(store: Store) -> datetime | None:
