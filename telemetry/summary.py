@@ -124,7 +124,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "last_loss": None if loss is None else round(loss, 4),
         "ettr": _ettr(e),
         "ettr_basis": basis,
-        "mtbf_hours": _round(run_time.mtbf(store, run_id).hours, 3),
+        "mtbf_hours": _round(run_time.mtbf(store, run_id).hours, 6),
         "mfu": None if mfu is None else round(mfu, 4),
         "interruptions": {
             "unexpected": n_unexp,

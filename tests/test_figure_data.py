@@ -138,11 +138,28 @@ def test_a_window_of_one_instant_still_gets_an_x_range_plotly_can_draw() -> None
 
 def test_checkpoint_sizes_read_in_units_people_use() -> None:
     """#37, 4: a small checkpoint read "415069 B"."""
-    from app.figures.checkpoints import fmt_bytes
+    from app.figures.units import fmt_bytes
 
     assert [fmt_bytes(b) for b in (415_069, 1_500, 74.9e9, 4.33e12, 12, None)] == [
         "415 kB", "1.5 kB", "74.9 GB", "4.33 TB", "12 B", "–"
     ]  # fmt: skip
+
+
+def test_a_short_jobs_small_figures_never_read_as_zero() -> None:
+    """A 4-rank job lost 0.034 GPU-hours and had one failure in 70 s of wall time: the Failures
+    page read "MTBF 0.0 h" and "0.0" GPU-hours lost (with "≈ $0.07" beside it), the Jobs card
+    "0.0 GPU-h" beside a row of 0.04, while Checkpoints read the MTBF as "70 s". Every page
+    now formats a duration, and GPU-hours, the one way."""
+    from app.figures.failures import known
+    from app.figures.units import fmt_duration, fmt_gpu_hours
+
+    assert [fmt_gpu_hours(x) for x in (0.034, 0.0004, 0.0, 2.54, 1234.56, None)] == [
+        "0.034", "0.0004", "0", "2.5", "1,234.6", "–"
+    ]  # fmt: skip
+    assert [fmt_duration(s) for s in (70, 0.02 * 3600, 3.4 * 3600, None)] == [
+        "70 s", "72 s", "3.4 h", "–"
+    ]  # fmt: skip
+    assert known(pd.Series([0.034, 0.0, None, 1.26])).tolist() == [0.034, 0.0, "–", 1.3]
 
 
 def test_the_hover_box_is_opaque_and_legible_in_both_themes() -> None:

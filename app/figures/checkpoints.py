@@ -19,6 +19,7 @@ from app.figures import (
 )
 from app.figures.failures import known
 from app.figures.plot import Figure
+from app.figures.units import fmt_bytes, fmt_duration, rounded
 
 TIER_NAMES = {"nvme": "NVMe (node-local)", "pfs": "Parallel filesystem", "object": "Object store",
               "unknown": "tier unknown"}  # fmt: skip
@@ -51,30 +52,6 @@ RESTORE_TABLE_COLUMNS = {
 LOG_TICKS = [v * 10.0**e for e in range(-2, 6) for v in (1, 2, 5)]
 
 
-def fmt_duration(seconds: float | None) -> str:
-    """``42 s``, ``7.9 min``, ``3.1 h``, ``2.4 d``; an en dash when unknown."""
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Decimal units, as storage bandwidth is quoted: ``74.9 GB``, ``4.33 TB``, ``415 kB``
-    (a log-only run's small test checkpoints read "415069 B" before)."""
-    if n is None or not math.isfinite(n):
-        return "–"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
 def tier_name(tier: str) -> str:
     return TIER_NAMES.get(tier, tier)
 
@@ -94,7 +71,7 @@ def tier_table(df: pd.DataFrame, ended: bool = False) -> pd.DataFrame:
         }
     )
     for col, digits in (("write_mean_s", 2), ("write_p95_s", 2), ("gbps", 1)):
-        out[col] = df[col].astype(float).round(digits)
+        out[col] = rounded(df[col], digits)
     out["interval_min"] = (df["interval_s"].astype(float) / 60.0).round(1)
     out["blocking_pct"] = df["blocking_pct"].astype(float).round(3)
     return out.astype(object).where(out.notna(), None)
@@ -442,8 +419,8 @@ def step_time_hours(block: dict[str, Any] | None, template: str = TEMPLATE) -> F
     fig = _base(f"{title} (ideal {ideal:.3g} s)", 260, template)
     for key, name, colour in (("median_pct", "Median step", "#19d3f3"),
                               ("mean_pct", "Mean (stalls included)", "#ffa15a")):  # fmt: skip
-        fig.add_trace(plot.Scatter(
-            x=x, y=[h[key] for h in hours], name=name, mode="lines",
+        fig.add_trace(plot.Scatter(  # a run of an hour or two: its points, not a bare axis
+            x=x, y=[h[key] for h in hours], name=name, mode="lines" if len(x) > 2 else "markers",
             line={"color": colour, "width": 1},
             hovertemplate="%{x|%Y-%m-%d %H:00}: %{y:+.1f} % against the ideal<extra>"
             + name + "</extra>",
@@ -452,9 +429,13 @@ def step_time_hours(block: dict[str, Any] | None, template: str = TEMPLATE) -> F
     top = max(means[int(0.98 * (len(means) - 1))], max(h["median_pct"] for h in hours)) * 1.2
     top = max(top, 10.0)
     low = min(min(h["median_pct"] for h in hours) * 1.2, -5.0)
+    xaxis: dict[str, Any] = {"title": "Time (UTC)", "type": "date"}
+    if len(x) == 1:  # one hour: that hour's width, not a millisecond around its point
+        t0 = pd.Timestamp(x[0])
+        xaxis["range"] = [str(t0 - pd.Timedelta(hours=1)), str(t0 + pd.Timedelta(hours=1))]
     fig.update_layout(
         hovermode="x unified",
-        xaxis={"title": "Time (UTC)", "type": "date"},
+        xaxis=xaxis,
         yaxis={"title": "Against the ideal (%)", "range": [low, top], "zeroline": True},
     )
     return legend_below(fig)

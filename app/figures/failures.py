@@ -10,6 +10,7 @@ import pandas as pd
 
 from app.figures import CATEGORY_COLOURS, TEMPLATE, _base, empty, plot
 from app.figures.plot import Figure
+from app.figures.units import rounded
 
 RUN_COLOUR = "#636efa"
 REF_COLOUR = "#8c8c99"
@@ -116,9 +117,10 @@ def taxonomy_chart(df: pd.DataFrame, by: str, n_planned: int, template: str = TE
 
 def known(values: pd.Series, digits: int = 1) -> pd.Series:
     """Figures a record may not give (lost GPU-hours, downtime) for a table or a hover:
-    rounded, or "–" where unknown (never 0, never "nan")."""
+    rounded, or "–" where unknown (never 0, never "nan"); a value the rounding would make 0
+    keeps two significant digits (a short job's 0.034 GPU-hours lost is not "0")."""
     values = pd.Series(values, dtype=float)
-    return values.round(digits).astype(object).where(values.notna(), "–")
+    return rounded(values, digits).astype(object).where(values.notna(), "–")
 
 
 def _hover_rows(df: pd.DataFrame) -> np.ndarray:

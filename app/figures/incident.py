@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from app.figures import CATEGORY_COLOURS, TEMPLATE, _base, plot
-from app.figures.checkpoints import fmt_duration
 from app.figures.md import code, fence, text
 from app.figures.plot import Figure
+from app.figures.units import fmt_duration, fmt_gpu_hours
 
 SPAN_COLOURS = {
     "stalled until detected": "#ffa15a",
@@ -360,5 +360,5 @@ def lost(inc: dict[str, Any]) -> str:
         book = inc["prices"]
         cost = inc.get("cost_usd")
         money = "–" if cost is None else f"${cost:,.2f}"
-        parts.append(f"{float(gh):,.1f} GPU-hours, {money} {book.per_gpu_hour()}")
+        parts.append(f"{fmt_gpu_hours(float(gh))} GPU-hours, {money} {book.per_gpu_hour()}")
     return " · ".join(parts)

@@ -15,6 +15,7 @@ from app.data import checkpoints as data
 from app.data.services import prices, together
 from app.data.view import money, number, per_day_usd, revision, run_of, template, view_range
 from app.figures import checkpoints as ckfig
+from app.figures.units import fmt_duration, fmt_gpu_hours
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/checkpoints", name="Checkpoints", order=4)
@@ -115,7 +116,7 @@ def _cards(
 ) -> list[dbc.Col]:
     known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
     lost_gh = float(rs["lost_gpu_hours"].sum()) if known and not rs.empty else 0.0
-    lost = f"{lost_gh:,.1f}"
+    lost = fmt_gpu_hours(lost_gh)
     per = book.per_gpu_hour()
     gpus = (m or {}).get("gpus")
     stalled_gh = float(tiers["blocking_s"].sum()) / 3600 * gpus if gpus else None
@@ -124,7 +125,7 @@ def _cards(
         card(
             "Blocking overhead",
             f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
-            f"{ckfig.fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
+            f"{fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
             + (f" · ≈ {money(stalled_gh * book.gpu_hour)} {per}" if stalled_gh else "")
             if blocking
             else "not reported: checkpoint files show write times, not stalls",
@@ -143,7 +144,7 @@ def _cards(
         ),
         card(
             "Measured MTBF",
-            ckfig.fmt_duration(m["mtbf_s"] if m else None),
+            fmt_duration(m["mtbf_s"] if m else None),
             f"{m['unexpected']} unexpected interruptions" if m else "",
             "ck-mtbf",
         ),
@@ -156,8 +157,8 @@ def _cards(
         ),
         card(
             "Configured interval",
-            ckfig.fmt_duration(data.model_interval_s(m)),
-            f"measured spacing {ckfig.fmt_duration(m['measured_interval_s'])}" if m else "",
+            fmt_duration(data.model_interval_s(m)),
+            f"measured spacing {fmt_duration(m['measured_interval_s'])}" if m else "",
             "ck-configured",
         ),
     ]
@@ -259,7 +260,7 @@ def _whatif(  # type: ignore[no-untyped-def]
         if refused
         else ckfig.ettr_delta(delta, m["gpus"], _per_day(delta, m)),
         f"{base.ettr_configured * 100:.2f} %",
-        f"interval {ckfig.fmt_duration(base.configured_s)}, write {base.write_s:.2f} s{entered}",
+        f"interval {fmt_duration(base.configured_s)}, write {base.write_s:.2f} s{entered}",
         ckfig.ettr_curve(projection.curves, projection.marks, tpl),
     )
 
@@ -302,7 +303,7 @@ def _goodput(view: dict[str, Any] | None, _n: int | None, theme: str | None):  #
     note = ""
     if block is not None and block.get("goodput") is not None:
         top = data.top_badput(block)
-        note = (f"Goodput {block['goodput'] * 100:.1f} % of {block['window_s'] / 3600:,.1f} h in "
+        note = (f"Goodput {block['goodput'] * 100:.1f} % of {fmt_duration(block['window_s'])} in "
                 "this range" + (f"; most lost to {top[0].replace('_', ' ')} "
                                 f"({top[1] * 100:.1f} %)" if top else "")
                 + ". Every second in one category: interruptions' downtime (recovery, planned), "

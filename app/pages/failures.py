@@ -22,6 +22,7 @@ from app.data.view import (
     view_range,
 )
 from app.figures import failures as ffig
+from app.figures.units import fmt_duration, fmt_gpu_hours
 from app.pages import _hangs, _interruptions, _slurm
 from app.pages._interruptions import incident_href
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
@@ -135,24 +136,24 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
         ),
         card(
             "MTBF",
-            f"{mtbf:.1f} h" if mtbf is not None else "–",
-            f"{r['wall_hours']:.1f} wall h / {r['unexpected']} unexpected · "
+            "–" if mtbf is None else fmt_duration(mtbf * 3600),
+            f"{_span(r['wall_hours'])} wall / {r['unexpected']} unexpected · "
             f"Llama 3: {LLAMA3_MTBF_H:.1f} h",
             "fail-mtbf",
         ),
         card(
             "Downtime",
-            _hours(r["downtime_hours"]),
-            f"detection + restart · +{_hours(r['rework_hours'])} recompute",
+            _span(r["downtime_hours"]),
+            f"detection + restart · +{_span(r['rework_hours'])} recompute",
             "fail-downtime",
         ),
         card(
             "Lost GPU-hours",
-            "–" if r["lost_gpu_hours"] is None else f"{r['lost_gpu_hours']:,.1f}",
+            fmt_gpu_hours(r["lost_gpu_hours"]),
             ("steps rolled back – (not known)" if r["lost_steps"] is None
              else f"{r['lost_steps']:,} steps rolled back") + " · "
             + (
-                f"{r['planned_gpu_hours']:,.1f} of them in planned stops · "
+                f"{fmt_gpu_hours(r['planned_gpu_hours'])} of them in planned stops · "
                 if r["lost_gpu_hours"] is not None and r["planned"]
                 else ""
             )
@@ -180,8 +181,8 @@ def _recovery_card(r: dict[str, Any]) -> dbc.Col:
     return card("Recovery: automated / manual", value, sub, "fail-recovery")
 
 
-def _hours(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f} h"
+def _span(hours: float | None) -> str:
+    return fmt_duration(None if hours is None else hours * 3600)
 
 
 def _ts_text(s: pd.Series) -> pd.Series:

@@ -17,6 +17,7 @@ from app.data import jobs as data
 from app.data import node_health
 from app.data.view import last_instant, table_row, view_range
 from app.figures.incident import offender_text
+from app.figures.units import fmt_gpu_hours
 from app.ui import card, guarded, table, view_inputs
 
 dash.register_page(__name__, path="/jobs", name="Jobs", order=6)
@@ -157,7 +158,7 @@ def _total(df: pd.DataFrame, col: str) -> float | None:
 
 
 def _gh(hours: float | None) -> str:
-    return "–" if hours is None else f"{hours:,.1f} GPU-h"
+    return "–" if hours is None else f"{fmt_gpu_hours(hours)} GPU-h"
 
 
 def _share(part: float | None, whole: float | None) -> str:

@@ -17,6 +17,7 @@ from app.data.training import loss_series
 from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
+from app.figures.units import fmt_duration
 from app.pages import _settings, _silences, _slurm
 from app.pages._alert_list import alert_list, history, incident_link
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
@@ -246,7 +247,7 @@ def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = Non
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
             f"unexpected + planned, whole run · {last24} in the last 24 h of data · MTBF "
-            + _or_dash(s["mtbf_hours"], "{:.1f} h"),
+            + fmt_duration(None if s["mtbf_hours"] is None else s["mtbf_hours"] * 3600),
             "ov-ints",
         ),
     ]

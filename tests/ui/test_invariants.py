@@ -23,7 +23,8 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.figures.checkpoints import fmt_bytes, fmt_duration, tier_name
+from app.figures.checkpoints import tier_name
+from app.figures.units import fmt_bytes, fmt_duration, fmt_gpu_hours
 from telemetry.cost import money
 from tests import hang_died_fixture
 from tests.cluster_fixture import build as build_night
@@ -133,10 +134,6 @@ def _span(page: Page) -> tuple[datetime, datetime]:
     return datetime.fromisoformat(m[1]), datetime.fromisoformat(m[2])
 
 
-def _hours(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f} h"
-
-
 def _pct(share: float | None) -> str:
     return f"{share * 100:.1f} %" if share is not None else "–"
 
@@ -167,7 +164,7 @@ class Truth:
 
 def _overview(page: Page, srv: Server, t: Truth) -> tuple[datetime, datetime]:
     _open(page, srv, "/", t.id, ready="#ov-ints")
-    assert f"MTBF {_hours(t.run['mtbf_hours'])}" in _sub(page, "ov-ints")
+    assert f"MTBF {fmt_duration(t.mtbf_s())}" in _sub(page, "ov-ints")
     if t.good is not None:
         assert _title(page, "ov-ettr") == "Goodput"
         assert _text(page, "#ov-ettr") == _pct(t.good)
@@ -179,11 +176,13 @@ def _overview(page: Page, srv: Server, t: Truth) -> tuple[datetime, datetime]:
 
 def _failures(page: Page, srv: Server, t: Truth) -> None:
     _open(page, srv, "/failures", t.id, ready="#fail-mtbf")
-    assert _text(page, "#fail-mtbf") == _hours(t.run["mtbf_hours"])
-    if t.run["wall_hours"] is not None:
-        assert _sub(page, "fail-mtbf").startswith(f"{t.run['wall_hours']:.1f} wall h")
-    lost = t.run["lost_gpu_hours"]
-    assert _text(page, "#fail-lostgh") == ("–" if lost is None else f"{lost:,.1f}")
+    # one reading of the MTBF on every page, in the unit its size needs (a short run's 70 s
+    # read "0.0 h" here and "70 s" on Checkpoints)
+    assert _text(page, "#fail-mtbf") == fmt_duration(t.mtbf_s())
+    if t.wall is not None:
+        wall = fmt_duration((t.wall[1] - t.wall[0]).total_seconds())
+        assert _sub(page, "fail-mtbf").startswith(f"{wall} wall /")
+    assert _text(page, "#fail-lostgh") == fmt_gpu_hours(t.run["lost_gpu_hours"])
     cost = t.run["cost"]["lost_usd"]
     assert ("cost –" if cost is None else f"≈ {money(cost)} ") in _sub(page, "fail-lostgh")
 
@@ -193,15 +192,15 @@ def _checkpoints(page: Page, srv: Server, t: Truth) -> None:
     assert _text(page, "#ck-mtbf") == fmt_duration(t.mtbf_s())
     note = _text(page, "#ck-goodput-note")
     if t.good is not None:
-        window_h = t.run["goodput"]["window_s"] / 3600
-        assert note.startswith(f"Goodput {_pct(t.good)} of {window_h:,.1f} h"), note
+        window = fmt_duration(t.run["goodput"]["window_s"])
+        assert note.startswith(f"Goodput {_pct(t.good)} of {window} in"), note
     restored = [i for i in t.run["interruptions"]["list"]
                 if i["restored_step"] is not None or i["restored_tier"] is not None]  # fmt: skip
     assert _text(page, "#ck-restore-count") == f"{sum(t.run['restores'].values()):,}"
     assert sum(t.run["restores"].values()) == len(restored)
     gh = [i["lost_gpu_hours"] for i in restored]
     if restored and None not in gh:
-        want = f"{sum(gh):,.1f} GPU-hours lost · ≈ {money(sum(gh) * t.price)}"
+        want = f"{fmt_gpu_hours(sum(gh))} GPU-hours lost · ≈ {money(sum(gh) * t.price)}"
         assert _sub(page, "ck-restore-count").startswith(want)
     tiers = t.run["checkpoints"]
     rows = {r["tier_name"]: r for r in _rows(page, "ck-tiers-table")} if tiers else {}
@@ -234,7 +233,7 @@ def _jobs(page: Page, srv: Server, t: Truth) -> None:
 
 def _lost_text(inc: dict[str, Any], price: float) -> str:
     gh = inc["lost_gpu_hours"]
-    return "GPU-hours – (" if gh is None else f"{gh:,.1f} GPU-hours, ${gh * price:,.2f} "
+    return "GPU-hours – (" if gh is None else f"{fmt_gpu_hours(gh)} GPU-hours, ${gh * price:,.2f} "
 
 
 def _incidents(page: Page, srv: Server, t: Truth) -> None:
