@@ -32,7 +32,7 @@ from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
 from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
-from telemetry.queries.run_end import run_end
+from telemetry.queries.run_end import quiet_end, run_end
 from telemetry.recovery import recovery_spans
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -204,8 +204,8 @@ def measured_ettr(store: Store, run_id: str) -> float | None:
 
 def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | None]:
     """The run at its data's end: "finished" (how, when, the line or job that says it),
-    "stopped" (its data ends with an interruption nobody restarted), else
-    "running"."""
+    "stopped" (its data ends with an interruption nobody restarted), "unknown" (a log that
+    ended long ago saying neither: ``run_end.quiet_end``), else "running"."""
     # judged at the run's newest record (a closing line comes after the last step), never at
     # a later time: a live replay's record ends in the future
     newest = store.scalar(
@@ -221,6 +221,9 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
            AND coalesce(ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?), true)""",
         [run_id, run_id],
     )
+    quiet = None if open_stop else quiet_end(store, run_id, newest)
+    if quiet is not None:  # a log that ended saying nothing of how: not "running" (#57, 5)
+        return quiet["state"], quiet | {"ts": quiet["ts"].isoformat()}
     return ("stopped" if open_stop else "running"), None
 
 

@@ -4,11 +4,16 @@ trainer exiting on purpose at the end of its data (Megatron-LM's "exiting progra
 ``--exit-duration-in-mins``/``--exit-interval``), its last Slurm job COMPLETED, or its record's
 end passed. A finished run is not stalled: nothing is expected of it after its end (a run that
 goes on after an exit interval is running again: only an end after the last progress counts).
+
+A run known only from its logs (no Slurm job) whose log ends with no such line, and no stop the
+derivation left open, has not said how it ended: ``quiet_end`` calls it "unknown" once its
+newest line is older than ``QUIET`` (a log still followed and written to is running). Neither
+RUNNING nor COMPLETED: a wrong state is worse than none (#57, 5).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from telemetry.derive.signals import PLANNED_EXIT
@@ -16,6 +21,22 @@ from telemetry.store import Store
 
 FINISHED = "finished"
 _SLACK = timedelta(seconds=1)  # a line stamped to the second before its progress point
+UNKNOWN = "unknown"
+# A log silent this long is no longer known to be running: three times NCCL's default watchdog
+# timeout (10 min), after which a hung job's ranks have raised and torchrun or Slurm has ended it
+QUIET = timedelta(minutes=30)
+
+
+def quiet_since(now: datetime | None = None) -> datetime:
+    """The time before which a log run's newest line says nothing about it still running (naive
+    UTC, as the store keeps times), to the minute: a query bound to it stays cacheable."""
+    now = datetime.now(UTC).replace(tzinfo=None) if now is None else now
+    return (now - QUIET).replace(second=0, microsecond=0)
+
+
+# A run from logs only, with no Slurm job to tell its state (Slurm's word is the one kept)
+LOG_ONLY = """(SELECT source IN ('import', 'logs') FROM runs WHERE run_id = ?)
+  AND NOT EXISTS (SELECT 1 FROM slurm_jobs WHERE run_id = ?)"""
 
 
 def run_end(store: Store, run_id: str, at: datetime) -> dict[str, Any] | None:
@@ -49,3 +70,29 @@ def run_end(store: Store, run_id: str, at: datetime) -> dict[str, Any] | None:
                   else "the run's record says it ended")  # fmt: skip
         return {"state": FINISHED, "ts": end, "detail": detail, "origin": "run record"}
     return None
+
+
+def quiet_end(store: Store, run_id: str, newest: datetime | None) -> dict[str, Any] | None:
+    """{state: "unknown", ts, detail, origin} for a run known only from its logs whose newest
+    line (``newest``) is older than ``QUIET`` and says nothing of how it ended (the caller has
+    found no end and no open stop); None otherwise (it may still be running, or Slurm knows)."""
+    if newest is None or newest >= quiet_since() or not store.scalar(
+            f"SELECT {LOG_ONLY}", [run_id, run_id]):  # fmt: skip
+        return None
+    last = store.scalar(  # its last line: a save's end may follow the last step and signal
+        "SELECT greatest(?::TIMESTAMP, max(ts)) FROM checkpoint_events WHERE run_id = ?",
+        [newest, run_id])  # fmt: skip
+    detail = f"no line of its log says how the job ended (its data end at {last:%Y-%m-%d %H:%M:%S})"
+    # a save whose end line never came, as the log's last event: the job died in it, or the
+    # log was cut; either way the end is not known, but the SRE wants to see it
+    for kind, step in store.rows(
+        """SELECT kind, step FROM checkpoint_events WHERE run_id = ? AND kind LIKE 'save%'
+           ORDER BY ts DESC, kind = 'save_start' LIMIT 1""",
+        [run_id],
+    ):
+        if kind == "save_start":
+            detail += f"; its last save (step {step}) never logged its end"
+    origin = store.scalar(  # the job's own log: the largest the run read (not a kernel log)
+        "SELECT label FROM log_files WHERE run_id = ? ORDER BY bytes DESC NULLS LAST LIMIT 1",
+        [run_id]) if store.has_table("log_files") else None  # fmt: skip
+    return {"state": UNKNOWN, "ts": newest, "detail": detail, "origin": origin or "run's logs"}
