@@ -105,3 +105,21 @@ def test_a_log_still_written_to_is_running(tmp_path: Path) -> None:
     assert (run["state"], job["state"]) == ("running", "RUNNING")
     run, job = _summary(tmp_path / "old.duckdb", log(now - timedelta(days=1), "old"))
     assert (run["state"], job["state"]) == ("unknown", "UNKNOWN")
+
+
+def test_checkpoint_save_cost_is_the_goodputs_on_a_logs_only_run(tmp_path: Path) -> None:
+    """#57, 7: summary's cost.checkpoint_blocking_usd was null on a logs-only run (no
+    checkpoint directory, so no tier) while its goodput counted the saves the log times; it is
+    the goodput's checkpoint_save dollars, and null (never $0) where no save's time is known."""
+    samples = ROOT / "sample_data" / "logs"
+    run, _ = _summary(tmp_path / "s.duckdb", samples / "slurm-81234.out",
+                      samples / "node-7-kern.log", run="gpt-512")  # fmt: skip
+    good = run["goodput"]
+    assert good["saves_timed"] == 5 and good["seconds"]["checkpoint_save"] == pytest.approx(157.0)
+    assert run["cost"]["checkpoint_blocking_usd"] == good["usd"]["checkpoint_save"] == 44.66
+    night = build_night(tmp_path / "night")  # its save lines carry one time each: not known
+    r = cli(*night.import_args(tmp_path / "n.duckdb"))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(cli("summary", "--store", str(tmp_path / "n.duckdb"), "--json").stdout)
+    assert d["runs"][0]["goodput"]["saves_timed"] == 0
+    assert d["runs"][0]["cost"]["checkpoint_blocking_usd"] is None
