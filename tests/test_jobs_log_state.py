@@ -70,6 +70,10 @@ def test_slurm_lines_at_the_log_end_name_the_state(
     log = _head(EXAM / src, tmp_path / src, upto) if upto else EXAM / src
     run, job = _summary(tmp_path / "s.duckdb", log)
     assert (run["state"], job["state"]) == (state, job_state)
+    if upto:  # the run's state says which of Slurm's lines tells it, and where
+        assert run["ended"]["job_state"] == job_state, run["ended"]
+        assert upto.rstrip(" *") in run["ended"]["detail"]
+        assert run["ended"]["origin"].startswith(str(log))
 
 
 def test_a_final_failure_nothing_restarted_is_failed(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ import pandas as pd
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange
 from telemetry.queries.job_stats import STAT_COLUMNS, job_stats, label_gpus_sql
-from telemetry.queries.run_end import quiet_since
+from telemetry.queries.run_end import quiet_since, signal_words_sql
 from telemetry.store import Store
 from telemetry.store.rollups import gpu_table
 
@@ -178,10 +178,8 @@ def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime
 # COMPLETED (as ``run_end`` reads it); else RUNNING while its newest line is recent, UNKNOWN
 # once it is older than ``run_end.QUIET`` (a log that ended saying nothing of how: summary's
 # "unknown", ``run_end.quiet_end``). Its end is its last line.
-_LOG_END = """(SELECT CASE
-    WHEN bool_or(s.kind = 'slurm_time_limit') THEN 'TIMEOUT'
-    WHEN bool_or(s.kind IN ('slurm_node_failure', 'node_lost')) THEN 'NODE_FAIL'
-    WHEN bool_or(s.kind IN ('slurm_cancelled', 'slurm_preempted')) THEN 'CANCELLED'
+_LOG_END = f"""(SELECT CASE
+    {signal_words_sql("s")}
     WHEN bool_or(s.kind = 'planned_exit') THEN 'COMPLETED' END
   FROM signals s WHERE s.run_id = r.run_id
     AND s.ts >= coalesce((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),

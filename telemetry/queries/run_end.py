@@ -5,10 +5,15 @@ trainer exiting on purpose at the end of its data (Megatron-LM's "exiting progra
 end passed. A finished run is not stalled: nothing is expected of it after its end (a run that
 goes on after an exit interval is running again: only an end after the last progress counts).
 
-A run known only from its logs (no Slurm job) whose log ends with no such line, and no stop the
-derivation left open, has not said how it ended: ``quiet_end`` calls it "unknown" once its
-newest line is older than ``QUIET`` (a log still followed and written to is running). Neither
-RUNNING nor COMPLETED: a wrong state is worse than none (#57, 5).
+How a run that did not finish stopped, in Slurm's words (``stop_end``): its last Slurm job's end
+state (sacct), else, for a run known only from its logs, Slurm's lines after its last progress
+(``SIGNAL_WORDS``: ``*** JOB 123 ON node CANCELLED AT ... DUE TO TIME LIMIT ***`` is TIMEOUT, a
+node failure NODE_FAIL, preemption or scancel CANCELLED); the Jobs page reads the same words.
+
+A run known only from its logs whose log ends with none of these, and no stop the derivation
+left open, has not said how it ended: ``quiet_end`` calls it "unknown" once its newest line is
+older than ``QUIET`` (a log still followed and written to is running). Neither RUNNING nor
+COMPLETED: a wrong state is worse than none (#57, 5).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from telemetry.derive import signals as sig
 from telemetry.derive.signals import PLANNED_EXIT
 from telemetry.store import Store
 
@@ -32,6 +38,27 @@ def quiet_since(now: datetime | None = None) -> datetime:
     UTC, as the store keeps times), to the minute: a query bound to it stays cacheable."""
     now = datetime.now(UTC).replace(tzinfo=None) if now is None else now
     return (now - QUIET).replace(second=0, microsecond=0)
+
+
+STOPPED = "stopped"
+# Slurm's end states of a job that did not finish (sacct's words)
+STOPPED_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                  "PREEMPTED", "DEADLINE")  # fmt: skip
+# Slurm's lines at a log's end and the state each says, the first that holds winning (a time
+# limit's teardown also cancels steps; a node failure's too)
+SIGNAL_WORDS = (
+    ("TIMEOUT", (sig.SLURM_TIME_LIMIT,)),
+    ("NODE_FAIL", (sig.SLURM_NODE_FAILURE, sig.NODE_LOST)),
+    ("CANCELLED", (sig.SLURM_CANCELLED, sig.SLURM_PREEMPTED)),
+)
+
+
+def signal_words_sql(alias: str = "s") -> str:
+    """``SIGNAL_WORDS`` as the WHEN clauses of an aggregate CASE over signals ``alias``."""
+    return "\n".join(
+        f"WHEN bool_or({alias}.kind IN ({', '.join(repr(k) for k in kinds)})) THEN '{word}'"
+        for word, kinds in SIGNAL_WORDS
+    )
 
 
 # A run from logs only, with no Slurm job to tell its state (Slurm's word is the one kept)
@@ -96,3 +123,34 @@ def quiet_end(store: Store, run_id: str, newest: datetime | None) -> dict[str, A
         "SELECT label FROM log_files WHERE run_id = ? ORDER BY bytes DESC NULLS LAST LIMIT 1",
         [run_id]) if store.has_table("log_files") else None  # fmt: skip
     return {"state": UNKNOWN, "ts": newest, "detail": detail, "origin": origin or "run's logs"}
+
+
+def stop_end(store: Store, run_id: str, at: datetime) -> dict[str, Any] | None:
+    """How the run stopped by ``at`` without finishing, in Slurm's words, when something says
+    it: {state: "stopped", job_state, ts, detail, origin}; None otherwise. Its last Slurm job's
+    end state when it has a job (after its last progress point), else Slurm's lines in its log
+    after that point (``SIGNAL_WORDS``)."""
+    last = store.scalar(
+        "SELECT max(ts) FROM train_metrics WHERE run_id = ? AND ts <= ?", [run_id, at]
+    )
+    after = (last - _SLACK) if last is not None else datetime.min
+    job = store.rows(
+        """SELECT job_id, state, end_ts FROM slurm_jobs WHERE run_id = ? AND start_ts <= ?
+           ORDER BY start_ts DESC, requeue DESC LIMIT 1""",
+        [run_id, at],
+    )
+    if job:  # Slurm's word is the one kept, as on the Jobs page
+        job_id, state, end = job[0]
+        if state in STOPPED_STATES and end is not None and after <= end <= at:
+            return {"state": STOPPED, "job_state": state, "ts": end,
+                    "detail": f"Slurm job {job_id} {state}", "origin": f"slurm job {job_id}"}
+        return None
+    for word, kinds in SIGNAL_WORDS:
+        for ts, detail, origin in store.rows(
+            """SELECT ts, detail, origin FROM signals WHERE run_id = ? AND kind IN (SELECT
+               unnest(?)) AND ts BETWEEN ? AND ? ORDER BY ts LIMIT 1""",
+            [run_id, list(kinds), after, at],
+        ):
+            return {"state": STOPPED, "job_state": word, "ts": ts, "detail": detail,
+                    "origin": origin}  # fmt: skip
+    return None
