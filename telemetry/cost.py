@@ -85,6 +85,12 @@ def run_cost(summary: dict[str, Any], prices: Prices) -> dict[str, Any]:
 
     blocking = [t["blocking_hours"] for t in summary["checkpoints"].values()]
     known = [b for b in blocking if b is not None]
+    save_usd = _usd(gpu_hours(sum(known)) if known else None, prices.gpu_hour)
+    good = summary.get("goodput") or {}
+    if "saves_timed" in good:  # one definition (#57, 7): the goodput's checkpoint saves, which
+        # also count the saves the log times (a logs-only run: null here beside $45 of saves)
+        usd = good.get("usd") or {}
+        save_usd = usd.get("checkpoint_save") if good["saves_timed"] else None
     kwh = summary.get("energy", {}).get("kwh")
     return {
         "currency": "USD",
@@ -94,9 +100,7 @@ def run_cost(summary: dict[str, Any], prices: Prices) -> dict[str, Any]:
         "lost_usd": _usd(summary["lost_gpu_hours"], prices.gpu_hour),
         "downtime_usd": _usd(gpu_hours(i["downtime_hours"]), prices.gpu_hour),
         "rework_usd": _usd(gpu_hours(i["rework_hours"]), prices.gpu_hour),
-        "checkpoint_blocking_usd": _usd(
-            gpu_hours(sum(known)) if known else None, prices.gpu_hour
-        ),
+        "checkpoint_blocking_usd": save_usd,
         "energy_usd": None if kwh is None else round(kwh * prices.kwh, 2),
     }
 

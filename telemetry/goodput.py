@@ -353,6 +353,9 @@ def goodput(
         day = nxt
     ideal = d["ideal"]
     return out | {
+        # the saves whose blocking time checkpoint_save counts (stored or timed by the log):
+        # none, and that 0 s is not known (summary's and the Checkpoints page's cost say "–")
+        "saves_timed": len(d["timed_saves"]) + len(d["save_t"]),
         "ideal_step_s": None if ideal is None else round(ideal, 6),
         "slow_ranks": slow_ranks(store, run_id, win) if detail else [],
         "rank_reports": report_windows(store, run_id, win) if detail else None,

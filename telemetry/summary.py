@@ -32,7 +32,7 @@ from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
 from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
-from telemetry.queries.run_end import run_end
+from telemetry.queries.run_end import quiet_end, run_end, stop_end
 from telemetry.recovery import recovery_spans
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
@@ -203,9 +203,10 @@ def measured_ettr(store: Store, run_id: str) -> float | None:
 
 
 def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | None]:
-    """The run at its data's end: "finished" (how, when, the line or job that says it),
-    "stopped" (its data ends with an interruption nobody restarted), else
-    "running"."""
+    """The run at its data's end: "stopped" in Slurm's words (``run_end.stop_end``), "finished"
+    (how, when, the line or job that says it), "stopped" (its data ends with an interruption
+    nobody restarted), "unknown" (a log that
+    ended long ago saying neither: ``run_end.quiet_end``), else "running"."""
     # judged at the run's newest record (a closing line comes after the last step), never at
     # a later time: a live replay's record ends in the future
     newest = store.scalar(
@@ -213,6 +214,10 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
                            (SELECT max(end_ts) FROM slurm_jobs WHERE run_id = ?))""",
         [last, run_id, run_id],
     )
+    # Slurm's word first (its job's end state, or its lines at the log's end), as the Jobs page
+    stop = stop_end(store, run_id, newest) if last is not None else None
+    if stop is not None:
+        return stop["state"], stop | {"ts": stop["ts"].isoformat()}
     ended = run_end(store, run_id, newest) if last is not None else None
     if ended is not None:
         return ended["state"], ended | {"ts": ended["ts"].isoformat()}
@@ -221,6 +226,9 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
            AND coalesce(ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?), true)""",
         [run_id, run_id],
     )
+    quiet = None if open_stop else quiet_end(store, run_id, newest)
+    if quiet is not None:  # a log that ended saying nothing of how: not "running" (#57, 5)
+        return quiet["state"], quiet | {"ts": quiet["ts"].isoformat()}
     return ("stopped" if open_stop else "running"), None
 
 

@@ -29,8 +29,11 @@ def test_the_money_follows_from_the_hours_and_the_prices(dev_store: Path) -> Non
     assert c["rework_usd"] == pytest.approx(i["rework_hours"] * run["gpus"] * 2.0, abs=0.01)
     # lost GPU-hours are the GPUs' downtime plus rework
     assert c["downtime_usd"] + c["rework_usd"] == pytest.approx(c["lost_usd"], rel=0.01)
-    blocking = sum(t["blocking_hours"] for t in run["checkpoints"].values())
-    assert c["checkpoint_blocking_usd"] == pytest.approx(blocking * run["gpus"] * 2.0, abs=0.01)
+    # the checkpoint saves' cost is the goodput's checkpoint_save (#57, 7: one definition)
+    save_s = run["goodput"]["seconds"]["checkpoint_save"]
+    assert c["checkpoint_blocking_usd"] == run["goodput"]["usd"]["checkpoint_save"]
+    assert c["checkpoint_blocking_usd"] == pytest.approx(save_s / 3600 * run["gpus"] * 2.0,
+                                                         abs=0.01)  # fmt: skip
     assert c["energy_usd"] == pytest.approx(run["energy"]["kwh"] * 0.1, abs=0.01)
     # the command line's prices, then a run's own
     (priced,) = _runs(dev_store, "--gpu-hour-price", "3", "--kwh-price", "0.25")

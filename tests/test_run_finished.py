@@ -90,7 +90,8 @@ def test_a_megatron_run_that_reached_its_end_is_finished(
 
 def test_a_megatron_run_short_of_its_planned_steps_is_not_finished(tmp_path: Path) -> None:
     run, alerts = _state(tmp_path, "slurm-4.out", _megatron(range(10, 1010, 10), 100000))
-    assert run["state"] == "running" and run["ended"] is None
+    # nor running: its log went silent long ago saying nothing of how it ended (#57, 5)
+    assert run["state"] == "unknown" and "says how the job ended" in run["ended"]["detail"]
     assert "Run finished" not in alerts and "Job not training" in alerts
 
 
@@ -101,7 +102,7 @@ def test_a_titan_run_at_its_total_steps_is_finished(tmp_path: Path) -> None:
     assert "Run finished" in alerts and "Job not training" not in alerts
     (tmp_path / "short").mkdir()
     short, _ = _state(tmp_path / "short", "titan.log", _titan(total=40, last=30))
-    assert short["state"] == "running"
+    assert short["state"] == "unknown"
 
 
 def test_hugging_face_and_lightning_say_they_are_done(tmp_path: Path) -> None:
@@ -121,17 +122,32 @@ def test_hugging_face_and_lightning_say_they_are_done(tmp_path: Path) -> None:
         assert "Run finished" in alerts and "Run stalled" not in alerts
 
 
-def test_a_run_whose_slurm_job_completed_is_finished(tmp_path: Path) -> None:
-    """A log that says nothing of its end (100 of 100,000 steps), its Slurm job COMPLETED
-    (sacct's state, as the Slurm source stores it) a minute after the last step."""
-    store = tmp_path / "s.duckdb"
+def _slurm_job(store: Path, state: str) -> None:
+    """The run's Slurm job 81234 as the Slurm source stores it (sacct's ``state``), ended a
+    minute after the log's last step."""
     with Store(str(store)) as s, s.transaction(["slurm_jobs"]) as con:
         con.execute(
             "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, hosts, state, "
             "start_ts, end_ts, run_id, run_source) VALUES ('c', 81234, 0, '81234', ['n0'], "
-            "'COMPLETED', ?, ?, ?, 'mapped')",
-            [T0, T0 + timedelta(seconds=2061), RUN],
+            "?, ?, ?, ?, 'mapped')",
+            [state, T0, T0 + timedelta(seconds=2061), RUN],
         )
+
+
+def test_a_run_whose_slurm_job_completed_is_finished(tmp_path: Path) -> None:
+    """A log that says nothing of its end (100 of 100,000 steps), its Slurm job COMPLETED
+    (sacct's state, as the Slurm source stores it) a minute after the last step."""
+    _slurm_job(tmp_path / "s.duckdb", "COMPLETED")
     run, alerts = _state(tmp_path, "slurm-81234.out", _megatron(range(10, 1010, 10), 100000))
     assert run["state"] == "finished" and run["ended"]["detail"] == "Slurm job 81234 COMPLETED"
     assert "Run finished" in alerts and "Job not training" not in alerts
+
+
+@pytest.mark.parametrize("state", ["TIMEOUT", "FAILED", "NODE_FAIL"])
+def test_a_run_whose_slurm_job_stopped_is_stopped(tmp_path: Path, state: str) -> None:
+    """The same log, its Slurm job ended TIMEOUT/FAILED/NODE_FAIL (sacct's word) a minute
+    after the last step: summary said "running" beside the Jobs page's Slurm state (#57, 5)."""
+    _slurm_job(tmp_path / "s.duckdb", state)
+    run, _ = _state(tmp_path, "slurm-81234.out", _megatron(range(10, 1010, 10), 100000))
+    assert run["state"] == "stopped" and run["ended"]["detail"] == f"Slurm job 81234 {state}"
+    assert run["ended"]["job_state"] == state

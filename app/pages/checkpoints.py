@@ -111,24 +111,39 @@ def layout(**_query: str) -> html.Div:
     )
 
 
+def _blocking(tiers: pd.DataFrame, good: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The range's blocking save seconds and their % of its wall time, as the goodput's
+    checkpoint_save counts them (stored blocking times and the saves the log times: the one
+    definition summary's cost reads, #57, 7); None where no save's blocking time is known."""
+    if good is not None and "saves_timed" in good:
+        if not good["saves_timed"] or not good["window_s"]:
+            return None
+        secs = float(good["seconds"]["checkpoint_save"])
+        return secs, secs / float(good["window_s"]) * 100.0
+    if not int(tiers["blocking_n"].sum()):
+        return None
+    return float(tiers["blocking_s"].sum()), float(tiers["blocking_pct"].sum())
+
+
 def _cards(
-    tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None, book: Any
-) -> list[dbc.Col]:
+    tiers: pd.DataFrame, rs: pd.DataFrame, m: dict[str, Any] | None, book: Any,
+    good: dict[str, Any] | None = None,
+) -> list[dbc.Col]:  # fmt: skip
     known = rs["lost_gpu_hours"].notna().any() if not rs.empty else True
     lost_gh = float(rs["lost_gpu_hours"].sum()) if known and not rs.empty else 0.0
     lost = fmt_gpu_hours(lost_gh)
     per = book.per_gpu_hour()
     gpus = (m or {}).get("gpus")
-    stalled_gh = float(tiers["blocking_s"].sum()) / 3600 * gpus if gpus else None
-    blocking = int(tiers["blocking_n"].sum()) or not int(tiers["n"].sum())
+    blocking = _blocking(tiers, good)
+    stalled_gh = blocking[0] / 3600 * gpus if gpus and blocking else None
     return [
         card(
             "Blocking overhead",
-            f"{tiers['blocking_pct'].sum():.2f} %" if blocking else "–",
-            f"{fmt_duration(tiers['blocking_s'].sum())} stalled, all tiers"
-            + (f" · ≈ {money(stalled_gh * book.gpu_hour)} {per}" if stalled_gh else "")
-            if blocking
-            else "not reported: checkpoint files show write times, not stalls",
+            "–" if blocking is None else f"{blocking[1]:.2f} %",
+            "not known: no save's blocking time (checkpoint files show write times, not stalls)"
+            if blocking is None
+            else f"{fmt_duration(blocking[0])} stalled, all tiers"
+            + (f" · ≈ {money(stalled_gh * book.gpu_hour)} {per}" if stalled_gh else ""),
             "ck-blocking",
         ),
         card("Checkpoints", f"{tiers['n'].sum():,}", f"{tiers['failed'].sum()} failed writes"),
@@ -189,12 +204,13 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
     # every read at once (the model's inputs read the tiers too: one statement, shared)
-    tiers, rs, points, model, ended = together(
+    tiers, rs, points, model, ended, good = together(
         lambda: data.tier_stats(run_id, tr),
         lambda: data.restores(run_id, tr),
         lambda: data.checkpoint_timeline(run_id, tr),
         lambda: data.checkpoint_model(run_id, tr),
         lambda: data.run_ended(run_id),
+        lambda: data.goodput(run_id, tr),  # the blocking card's (one definition: #57, 7)
     )
     fig = ckfig.timeline(points, rs, tpl)
     restores = (
@@ -203,7 +219,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
         else dbc.Alert("No restores in this range.", color="secondary")
     )
     return (
-        _cards(tiers, rs, model, prices(run_id)),
+        _cards(tiers, rs, model, prices(run_id), good),
         table("ck-tiers-table", ckfig.tier_table(tiers, ended), ckfig.TIER_TABLE_COLUMNS),
         fig.update_layout(uirevision=revision(view)),
         _verdict(model),

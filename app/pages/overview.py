@@ -227,8 +227,10 @@ def _goodput_card(s: dict[str, Any], good: dict[str, Any] | None) -> Any:
                 "ov-ettr")  # fmt: skip
 
 
-# the run's state as ``summary`` names it (a run that died said "the run's latest")
-_STATE_WORDS = {"finished": "finished", "stopped": "stopped: nothing resumed it"}
+# the run's state as ``summary`` names it (a run that died said "the run's latest"; a log long
+# silent with no end line said nothing: #57, 5)
+_STATE_WORDS = {"finished": "finished", "stopped": "stopped: nothing resumed it",
+                "unknown": "how it ended unknown: its log has no end line"}  # fmt: skip
 
 
 def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = None) -> list[Any]:

@@ -36,6 +36,7 @@ import pandas as pd
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange
 from telemetry.queries.job_stats import STAT_COLUMNS, job_stats, label_gpus_sql
+from telemetry.queries.run_end import quiet_since, signal_words_sql
 from telemetry.store import Store
 from telemetry.store.rollups import gpu_table
 
@@ -174,11 +175,11 @@ def _label_spans(store: Store) -> tuple[list[str], list[datetime], list[datetime
 # ended (a planned exit: COMPLETED; Slurm's time limit: TIMEOUT; a node lost: NODE_FAIL;
 # scancel or preemption: CANCELLED), else a stop the derivation found no progress after
 # (``interruptions`` without an end) is FAILED; a record's end with none of these is
-# COMPLETED (as ``run_end`` reads it); else RUNNING. Its end is its last line.
-_LOG_END = """(SELECT CASE
-    WHEN bool_or(s.kind = 'slurm_time_limit') THEN 'TIMEOUT'
-    WHEN bool_or(s.kind IN ('slurm_node_failure', 'node_lost')) THEN 'NODE_FAIL'
-    WHEN bool_or(s.kind IN ('slurm_cancelled', 'slurm_preempted')) THEN 'CANCELLED'
+# COMPLETED (as ``run_end`` reads it); else RUNNING while its newest line is recent, UNKNOWN
+# once it is older than ``run_end.QUIET`` (a log that ended saying nothing of how: summary's
+# "unknown", ``run_end.quiet_end``). Its end is its last line.
+_LOG_END = f"""(SELECT CASE
+    {signal_words_sql("s")}
     WHEN bool_or(s.kind = 'planned_exit') THEN 'COMPLETED' END
   FROM signals s WHERE s.run_id = r.run_id
     AND s.ts >= coalesce((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),
@@ -187,13 +188,13 @@ _LOG_STOPPED = """EXISTS (SELECT 1 FROM interruptions i WHERE i.run_id = r.run_i
     AND i.end_ts IS NULL AND NOT coalesce(i.planned, false)
     AND i.ts >= coalesce((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),
                          i.ts))"""
+_LOG_NEWEST = """greatest((SELECT max(ts) FROM train_metrics t WHERE t.run_id = r.run_id),
+  (SELECT max(ts) FROM signals s WHERE s.run_id = r.run_id))"""
 _LOGS = f"""SELECT 'log' AS source, r.run_id AS job_id, NULL AS label, r.name, NULL AS "user",
   NULL AS account, NULL AS partition, coalesce({_LOG_END},
     CASE WHEN {_LOG_STOPPED} THEN 'FAILED' WHEN r.end_ts IS NOT NULL THEN 'COMPLETED'
-         ELSE 'RUNNING' END) AS state,
-  r.start_ts AS "start", coalesce(r.end_ts, greatest((SELECT max(ts) FROM train_metrics t
-  WHERE t.run_id = r.run_id), (SELECT max(ts) FROM signals s WHERE s.run_id = r.run_id)))
-  AS "end", NULL::INTEGER AS exit_code,
+         WHEN {_LOG_NEWEST} >= ? THEN 'RUNNING' ELSE 'UNKNOWN' END) AS state,
+  r.start_ts AS "start", coalesce(r.end_ts, {_LOG_NEWEST}) AS "end", NULL::INTEGER AS exit_code,
   (SELECT list(DISTINCT host ORDER BY host) FROM rank_hosts h WHERE h.run_id = r.run_id) AS hosts,
   NULL AS nodelist, r.gpus AS gpus_alloc, 0 AS requeues, r.run_id,
   r.end_ts IS NOT NULL AS finished
@@ -207,13 +208,14 @@ def _sources(store: Store, with_labels: bool = True) -> tuple[str, list[Any]]:
     have = _slurm_columns(store)
     account = "account" if "account" in have else "NULL"
     gpus = "gpus" if "gpus" in have else "NULL::INTEGER"
-    parts = [_SLURM.format(account=account, gpus=gpus)]
+    parts, params = [_SLURM.format(account=account, gpus=gpus)], []
     if store.scalar("SELECT count(*) FROM runs WHERE source IN ('import', 'logs')"):
         parts.append(_LOGS)  # (planning it costs ~5 ms: only where such runs are)
+        params.append(quiet_since())
     labels, los, his = _label_spans(store) if with_labels else ([], [], [])
     if labels:
         parts.append(_LABELS.format(labels=label_gpus_sql(store)))
-    params: list[Any] = [labels, los, his] if labels else []
+        params += [labels, los, his]
     return " UNION ALL BY NAME ".join(f"({p})" for p in parts), params
 
 

@@ -37,6 +37,7 @@ JOB_STATES = {
     "finished": {"COMPLETED"},
     "stopped": {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"},
     "running": {"RUNNING", "–"},
+    "unknown": {"UNKNOWN"},  # a log that ended long ago saying nothing of how (#57, 5)
 }
 ANY = re.compile(r"\S")
 
@@ -194,6 +195,10 @@ def _checkpoints(page: Page, srv: Server, t: Truth) -> None:
     if t.good is not None:
         window = fmt_duration(t.run["goodput"]["window_s"])
         assert note.startswith(f"Goodput {_pct(t.good)} of {window} in"), note
+    good = t.run.get("goodput") or {}  # the saves' blocking time: the goodput's (#57, 7)
+    want = (f"{good['seconds']['checkpoint_save'] / good['window_s'] * 100:.2f} %"
+            if good.get("saves_timed") and good.get("window_s") else "–")  # fmt: skip
+    assert _text(page, "#ck-blocking") == want
     restored = [i for i in t.run["interruptions"]["list"]
                 if i["restored_step"] is not None or i["restored_tier"] is not None]  # fmt: skip
     assert _text(page, "#ck-restore-count") == f"{sum(t.run['restores'].values()):,}"
