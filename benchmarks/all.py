@@ -43,6 +43,8 @@ BENCHMARKS = [
     "corpus",
 ]
 READS_STORE = {"dashboard", "goodput", "workload"}  # take --store (llama3-405b) instead of a replay
+# make bench's own options: the live culprit's every kind takes about 30 min, its quick set 5
+DEFAULT_ARGS = {"live_culprit": ["--quick"]}
 
 
 def _commit() -> str:
@@ -116,6 +118,7 @@ def main() -> int:
                 args = ["--keep", store]
             elif name in READS_STORE and store:
                 args = ["--store", store]
+            args += DEFAULT_ARGS.get(name, [])
             rc, took[name] = _run(name, args, out)
             if rc != 0:
                 failed.append(name)

@@ -61,8 +61,12 @@ def _submit(cl: SlurmCluster, case: Case, g: Generated, attempt: int, *opts: str
     return p.stdout.strip().split(";")[0]
 
 
-def generate_slurm(case: Case, root: Path, cl: SlurmCluster) -> Generated:
-    g = jobs.prepare(case, root)
+def generate_slurm(
+    case: Case, root: Path, cl: SlurmCluster, g: Generated | None = None, again: bool = True
+) -> Generated:
+    """The case's job under Slurm, then (``again``) submitted once more, as a requeue; into
+    ``g`` when given (prepared, its log where a live benchmark follows it)."""
+    g = g or jobs.prepare(case, root)
     t0 = time.monotonic()
     ends = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL")
     limit = ["-t", "1"] if case.slurm == "time_limit" else []
@@ -74,6 +78,6 @@ def generate_slurm(case: Case, root: Path, cl: SlurmCluster) -> Generated:
         cl.wait_state(job, ("PREEMPTED", "CANCELLED"), 120)
         cl.wait_state(urgent, ("COMPLETED",), 120)
     cl.wait_state(job, ends, JOB_S)
-    again = _submit(cl, case, g, 2)
-    cl.wait_state(again, ends, JOB_S)
+    if again:
+        cl.wait_state(_submit(cl, case, g, 2), ends, JOB_S)
     return jobs.finish(g, t0)

@@ -5,14 +5,15 @@ neither forgets what fired nor starts it again.
 One row per firing episode of an alert (its labels' fingerprint): opened when the serving
 process's evaluation first finds it (silenced or not: a silence hides an alert from receivers,
 it does not end it), closed (``resolved_at``) at the first evaluation that no longer does. An
-operator acknowledges an open episode with the operator token: who and when, once.
+operator acknowledges an open episode with the operator token: who and when, once. Resolved
+episodes are kept ``history_days`` (the alerts file; 90 by default), then pruned.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -89,6 +90,21 @@ def record(store: Store, alerts: list[Alert], now: datetime) -> tuple[int, int]:
                 [[a.fingerprint, json.dumps(a.labels), a.summary, a.description, now] for a in new],
             )
     return len(new), len(gone)
+
+
+def prune(store: Store, keep_days: float, now: datetime) -> int:
+    """Delete the episodes that resolved more than ``keep_days`` before ``now`` (a firing
+    one is never pruned, however old); how many. Nothing is written when none is due, so
+    the cached page reads are not recomputed for nothing."""
+    if not kept(store):
+        return 0
+    cutoff = now - timedelta(days=keep_days)
+    where = f"FROM {TABLE} WHERE resolved_at IS NOT NULL AND resolved_at < ?"
+    (due,) = store.rows(f"SELECT count(*) {where}", [cutoff])[0]
+    if due:
+        with store.transaction([TABLE]) as con:
+            con.execute(f"DELETE {where}", [cutoff])
+    return int(due)
 
 
 class AckError(ValueError):

@@ -5,6 +5,7 @@ One file (TOML) configures it, given to ``serve --alerts FILE``::
 
     external_url = "http://factoryfloor.example:8050"   # generatorURL: the view behind an alert
     evaluate_every = "30s"
+    history_days = 90                   # resolved alerts older than this leave alert_history
 
     [route]
     group_by = ["alertname", "run"]     # one notification per group, not per alert
@@ -82,6 +83,7 @@ class AlertConfig:
     external_url: str = "http://127.0.0.1:8050"
     evaluate_every_s: float = 30.0
     rules: Rules = field(default_factory=Rules)
+    history_days: float = 90.0  # resolved episodes kept this long in alert_history
 
 
 def parse_duration(value: Any, where: str) -> timedelta:
@@ -134,7 +136,7 @@ def load_config(path: str) -> AlertConfig:
         raise FactoryFloorError(f"--alerts {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise FactoryFloorError(f"--alerts {path}: not TOML ({exc})") from None
-    known = {"external_url", "evaluate_every", "route", "receiver", "rules"}
+    known = {"external_url", "evaluate_every", "history_days", "route", "receiver", "rules"}
     if unknown := sorted(set(doc) - known):
         raise FactoryFloorError(f"--alerts {path}: unknown key(s) {', '.join(unknown)}")
     receivers = []
@@ -194,7 +196,18 @@ def load_config(path: str) -> AlertConfig:
         evaluate_every_s=max(
             _seconds(doc.get("evaluate_every", "30s"), f"--alerts {path}: evaluate_every"), 1.0
         ),
+        history_days=_days(doc.get("history_days", AlertConfig.history_days), path),
     )
+
+
+def _days(value: Any, path: str) -> float:
+    """``history_days``: a positive number of days (a resolved alert kept less than a day
+    would leave the "resolved in this range" list before anyone read it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 36500:
+        raise FactoryFloorError(
+            f"--alerts {path}: history_days must be a number of days from 1 to 36500, not {value!r}"
+        )
+    return float(value)
 
 
 _RULE_KEYS = {"goodput_below", "goodput_window"}

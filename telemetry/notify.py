@@ -434,6 +434,7 @@ class AlertLoop(threading.Thread):
 
     WAKE_S = 0.5  # how often the derivations' version is looked at (a dict lookup)
     WATCHED = ("interruptions", "hangs")
+    PRUNE_EVERY_S = 3600.0  # old resolved alerts leave the history at most this late
 
     def __init__(self, store: Any, dispatcher: Dispatcher, stop: threading.Event) -> None:
         super().__init__(name="alerts", daemon=True)
@@ -441,6 +442,7 @@ class AlertLoop(threading.Thread):
         # serving process's shutdown died in join and never closed its store)
         self.store, self.dispatcher, self._halt = store, dispatcher, stop
         self.error: str | None = None
+        self._prune_due = 0.0  # monotonic: the first evaluation prunes, then hourly
 
     def _resume(self) -> None:
         """The alerts the store says fired when the last process stopped (``alert_history``)."""
@@ -454,7 +456,7 @@ class AlertLoop(threading.Thread):
         self.dispatcher.resume([Firing(e.alert, e.first_seen) for e in episodes])
 
     def _evaluate(self) -> None:
-        from telemetry.alert_history import record
+        from telemetry.alert_history import prune, record
         from telemetry.alerting import active_silences, store_alerts
 
         try:
@@ -463,6 +465,9 @@ class AlertLoop(threading.Thread):
             self.dispatcher.evaluate(found, active_silences(self.store), now)
             if not self.store.read_only:  # a read-only store keeps the history it has
                 record(self.store, found, now)
+                if time.monotonic() >= self._prune_due:
+                    prune(self.store, self.dispatcher.config.history_days, now)
+                    self._prune_due = time.monotonic() + self.PRUNE_EVERY_S
             self.error = None
         except Exception as exc:  # noqa: BLE001 (a bad evaluation must not end delivery)
             if self.error is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -233,3 +235,55 @@ def test_an_end_alertmanager_missed_is_sent_until_it_is_taken(
         assert wait_idle(d) and ("XidSeen", "46") not in _held(alertmanager)
     finally:
         gate.close()
+
+
+def test_resolved_alerts_older_than_history_days_are_pruned_and_firing_ones_kept(
+    dev_store: Path, tmp_path: Path, hook: Hook
+) -> None:
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    now = _utcnow()
+    labels = json.dumps({"alertname": "XidSeen", "severity": "warning", "xid": "79"})
+    with duckdb.connect(str(path)) as con:  # two episodes of last month, resolved
+        con.executemany(
+            "INSERT INTO alert_history VALUES (?, ?, 'XID 79 seen', '', ?, ?, NULL, NULL)",
+            [["old", labels, now - timedelta(days=45), now - timedelta(days=40)],
+             ["recent", labels, now - timedelta(days=12), now - timedelta(days=10)]],
+        )  # fmt: skip
+    conf = tmp_path / "alerts.toml"
+    conf.write_text(
+        'evaluate_every = "1s"\nhistory_days = 30\n[route]\ngroup_wait = "0s"\n'
+        f'[[receiver]]\nname = "chatops"\ntype = "webhook"\nurl = "{hook.url}/hook"\n'
+    )
+    server = start_server(["serve", "--store", str(path), "--alerts", str(conf)],
+                          tmp_path / "serve.log")  # fmt: skip
+    try:
+        hook.wait_for(1, "/hook")  # an evaluation ran: the store's alerts fire
+        time.sleep(2)
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0, server.log.read_text()
+    with duckdb.connect(str(path), read_only=True) as con:
+        kept = dict(con.execute("SELECT fingerprint, resolved_at FROM alert_history").fetchall())
+    assert "old" not in kept  # resolved 40 days ago, past the 30 kept
+    assert "recent" in kept  # resolved 10 days ago
+    firing = [fp for fp, resolved in kept.items() if resolved is None]
+    assert firing  # what fires now is kept, however long it has fired
+
+
+def test_history_days_out_of_range_is_one_clear_error(dev_store: Path, tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    shutil.copy(dev_store, path)
+    conf = tmp_path / "alerts.toml"
+    conf.write_text(
+        'history_days = 0\n[[receiver]]\ntype = "webhook"\nurl = "http://127.0.0.1:9/h"\n'
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--store", str(path), "--alerts",
+         str(conf)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode != 0
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "history_days must be a number of days from 1 to 36500" in err[0]
+    assert path.read_bytes() == dev_store.read_bytes()  # refused before the store was touched

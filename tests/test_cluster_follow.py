@@ -6,13 +6,15 @@ checkpoint deleted by rotation that stays in history; and, end to end through th
 from __future__ import annotations
 
 import os
+import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from telemetry.collect.logs.cluster_source import ClusterSource
-from telemetry.ingest.daemon import collect
+from telemetry.ingest.daemon import collect, run_rounds
 from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import cli
@@ -148,3 +150,45 @@ def test_ingest_follows_a_log_and_derives_the_stop_once_progress_resumes(
         row = s.rows("SELECT restored_step, lost_steps, source FROM interruptions")
         assert row == [(200, 100, "inferred")]
         assert s.scalar("SELECT count(*) FROM train_metrics") == 30 + 6
+
+
+def test_a_failure_line_starts_the_round_at_once_and_progress_keeps_the_cadence(
+    tmp_path: Path, store: Store
+) -> None:
+    """``serve --logs`` reads a followed log on a schedule; a failure's first line must not
+    wait for the next tick (#58: the culprit alerted within seconds). Here the tick is 30 s:
+    a progress line waits for it, a traceback is read within seconds."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    job = logs / "job.out"
+    now = datetime.utcnow().replace(microsecond=0)
+    job.write_text(lines(10, 100, now - timedelta(minutes=5)))
+    stop = threading.Event()
+    src = source(tmp_path, interval_s=30.0)
+    t = threading.Thread(target=run_rounds, args=(src, StoreWriter(store), stop, lambda _m: None),
+                         daemon=True)  # fmt: skip
+    t.start()
+    try:
+        _until(lambda: steps(store)[-1:] == [100], 60)  # the first round
+        with open(job, "a") as fh:
+            fh.write(lines(110, 110, now))
+        time.sleep(4)
+        assert steps(store)[-1] == 100  # progress waits for the tick, 30 s on
+        t0 = time.monotonic()
+        with open(job, "a") as fh:
+            fh.write("[rank3]: Traceback (most recent call last):\n[rank3]: RuntimeError: "
+                     "CUDA error: an illegal memory access was encountered\n")  # fmt: skip
+        _until(lambda: steps(store)[-1] == 110, 20)  # read with the failure, long before 30 s
+        assert time.monotonic() - t0 < 20, "the traceback waited for the tick"
+    finally:
+        stop.set()
+        t.join(timeout=30)
+
+
+def _until(check: object, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s")

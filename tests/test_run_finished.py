@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.alerting import store_alerts
 from telemetry.queries import TimeRange
 from telemetry.queries.overview import active_alerts
-from telemetry.store import Store
+from telemetry.store import Store, slurm_store
 from tests.conftest import cli
 
 RUN = "orion"
@@ -151,3 +152,33 @@ def test_a_run_whose_slurm_job_stopped_is_stopped(tmp_path: Path, state: str) ->
     run, _ = _state(tmp_path, "slurm-81234.out", _megatron(range(10, 1010, 10), 100000))
     assert run["state"] == "stopped" and run["ended"]["detail"] == f"Slurm job 81234 {state}"
     assert run["ended"]["job_state"] == state
+
+
+def test_a_run_whose_slurm_job_hit_its_time_limit_is_stopped_and_alerted(tmp_path: Path) -> None:
+    """The job's log ends with slurmstepd's time-limit line and sacct says TIMEOUT (``--slurm``
+    made the run for the job, ``--run-from-job``): the run stopped, it did not finish, and the
+    stop is what the receivers are sent (#58: the run left the live runs when its job ended,
+    so no alert was ever sent for it)."""
+    store = tmp_path / "s.duckdb"
+    last = T0 + timedelta(seconds=2 * 980)
+    end = last + timedelta(seconds=1)
+    with Store(str(store)) as s, s.transaction(["slurm_jobs"]) as con:
+        con.execute(
+            "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, name, hosts, state, "
+            "start_ts, end_ts, polled_ts, run_id, run_source) VALUES ('c', 81235, 0, '81235', "
+            "?, ['n0'], 'TIMEOUT', ?, ?, ?, ?, 'mapped')",
+            [RUN, T0, end, end + timedelta(seconds=3), RUN],
+        )
+    with Store(str(store)) as s:  # serve polled Slurm before the log's first line came
+        slurm_store.refresh(s)
+    cut = (f"slurmstepd: error: *** JOB 81235 ON n0 CANCELLED AT {end:%Y-%m-%dT%H:%M:%S} DUE TO "
+           "TIME LIMIT ***")  # fmt: skip
+    run, alerts = _state(tmp_path, "slurm-81235.out", [*_megatron(range(10, 990, 10), 100000), cut])
+    assert run["state"] != "finished", run.get("ended")
+    assert "Run finished" not in alerts
+    with Store(str(store), read_only=True) as st:
+        sent = store_alerts(st, now=end + timedelta(seconds=10))
+    stops = [a for a in sent if a.labels["alertname"] == "RunStopped"]
+    assert [a.labels["run"] for a in stops] == [RUN], [a.labels for a in sent]
+    assert "time limit" in stops[0].description.lower()
+    assert "culprit unknown" in stops[0].description  # no rank or host blamed for it

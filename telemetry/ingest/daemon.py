@@ -143,5 +143,22 @@ def run_rounds(
                 f"{interval_s:g} s interval; skipping {skipped} round(s)"
             )
             next_at += skipped * interval_s
-        stop.wait(max(0.0, next_at - time.monotonic()))
+        if _wait(stop, group, next_at):  # news came first: this round starts the schedule
+            next_at = time.monotonic()
     return rounds
+
+
+URGENT_CHECK_S = 0.5  # how often a source that can tell of news (``urgent()``) is asked
+
+
+def _wait(stop: threading.Event, group: Sequence[Source], until: float) -> bool:
+    """Wait until the monotonic time ``until``, or until a source of ``group`` says it has
+    news (``urgent()``: a followed log's new bytes that may begin a failure); True for the
+    latter. A source without ``urgent`` keeps its fixed schedule."""
+    asks = [ask for s in group if callable(ask := getattr(s, "urgent", None))]
+    while (left := until - time.monotonic()) > 0:
+        if stop.wait(min(left, URGENT_CHECK_S) if asks else left):
+            return False
+        if any(ask() for ask in asks):
+            return True
+    return False

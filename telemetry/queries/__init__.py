@@ -140,7 +140,9 @@ def live_runs(store: Store, tr: TimeRange) -> list[str]:
     metrics, every other run that logged a step in ``tr``, and every run whose Slurm job was
     still running at its last poll in ``tr`` (a job hung for longer than the view still holds
     its GPUs: its silence is the news); none that ended by ``tr.end`` (a finished run's "not
-    training" is not news)."""
+    training" is not news), unless it ended stopped: a run whose Slurm job ended (a time limit,
+    a crash, a preemption) with its stop still open is live, its stop the news (#58: the run
+    left the alerts at the poll that saw its job end, so its stop was never sent)."""
     rows = store.rows(
         """WITH trained AS (SELECT DISTINCT run_id FROM train_metrics),
                 recent AS (SELECT DISTINCT run_id FROM train_metrics WHERE ts BETWEEN ? AND ?),
@@ -155,7 +157,9 @@ def live_runs(store: Store, tr: TimeRange) -> list[str]:
                            AS k
                   FROM runs r WHERE r.run_id IN (SELECT run_id FROM trained))
            SELECT run_id FROM ranked
-           WHERE (k = 1 OR recent) AND (end_ts IS NULL OR end_ts > ?) ORDER BY k""",
+           WHERE (k = 1 OR recent) AND (end_ts IS NULL OR end_ts > ? OR run_id IN (
+             SELECT run_id FROM interruptions WHERE end_ts IS NULL AND source = 'inferred'))
+           ORDER BY k""",
         [tr.start, tr.end, tr.start, tr.end, tr.end],
     )
     return [r[0] for r in rows]

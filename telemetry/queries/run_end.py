@@ -90,7 +90,11 @@ def run_end(store: Store, run_id: str, at: datetime) -> dict[str, Any] | None:
         job_id, _state, end = job[0]
         return {"state": FINISHED, "ts": end, "detail": f"Slurm job {job_id} COMPLETED",
                 "origin": f"slurm job {job_id}"}
-    rec = store.rows("SELECT end_ts, simulated FROM runs WHERE run_id = ?", [run_id])
+    # a run made for a Slurm job ends when its job does, whatever its state: judged above
+    rec = store.rows(
+        "SELECT end_ts, simulated FROM runs WHERE run_id = ? AND source IS DISTINCT FROM 'slurm'",
+        [run_id],
+    )
     end, simulated = rec[0] if rec else (None, None)
     if end is not None and end <= at and (last is None or last <= end):
         detail = ("the simulated run ends (the replay's last simulated time)" if simulated
