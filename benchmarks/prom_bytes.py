@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+import duckdb
 
 from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.store import Store
@@ -49,54 +52,84 @@ def stored_samples(s: Store) -> int:
     return int(wide) + int(s.scalar("SELECT count(*) FROM gpu_samples_extra"))
 
 
-def export_windows(store_path: Path, out: Path) -> tuple[list[Path], int]:
-    """One OpenMetrics file per 2-hour window of every stored sample; (files, samples)."""
-    out.mkdir(parents=True, exist_ok=True)
-    files, lines = [], 0
-    with Store(str(store_path), read_only=True) as s:
-        cols = stored_columns(s)
-        lo, hi = s.rows("SELECT epoch(min(ts)), epoch(max(ts)) FROM gpu_samples")[0]
-        start = int(lo) // BLOCK_S * BLOCK_S
-        for w0 in range(start, int(hi) + 1, BLOCK_S):
-            part = out / f"w{w0}.om"
-            selects = [
-                f"""SELECT {i} AS f, -1 AS g, 0 AS t, '# TYPE {fam} gauge' AS line
-                    UNION ALL SELECT {i}, s.gpu_id, epoch_us(s.ts), '{fam}' || {_LABELS}
-                      || s.{col}::VARCHAR || ' ' || (epoch_ms(s.ts) / 1000.0)::VARCHAR
-                    FROM gpu_samples s JOIN gpus g USING (gpu_id)
-                    WHERE s.{col} IS NOT NULL AND s.ts >= make_timestamp({w0 * 10**6})
-                      AND s.ts < make_timestamp({(w0 + BLOCK_S) * 10**6})"""
-                for i, (col, fam) in enumerate(cols)  # names from the catalog, not input
-            ]
-            body = " UNION ALL ".join(selects)
-            s.rows(
-                f"""COPY (SELECT line FROM ({body} UNION ALL SELECT {len(cols)}, 0, 0, '# EOF')
-                   ORDER BY f, g, t) TO '{part}'
-                   (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '|')"""
-            )
-            n = sum(1 for _ in open(part)) - len(cols) - 1
+def load_windows(store_path: Path, tmp: Path, data: Path) -> int:
+    """Every stored sample into Prometheus blocks under ``data``, one 2-hour window at a time
+    (exported while promtool loads the one before, each file removed once loaded); the
+    samples exported."""
+    lines, loading = 0, None
+    con = duckdb.connect(str(store_path), read_only=True)
+    try:
+        with Store(str(store_path), read_only=True) as s:
+            cols = stored_columns(s)
+        lo, hi = con.execute("SELECT epoch(min(ts)), epoch(max(ts)) FROM gpu_samples").fetchone()
+        for w0 in range(int(lo) // BLOCK_S * BLOCK_S, int(hi) + 1, BLOCK_S):
+            part = tmp / f"w{w0}.om"
+            n = con.execute(_window_sql(cols, w0, part)).fetchone()[0] - len(cols) - 1
+            loading = _wait(loading)
             if n:
-                files.append(part)
                 lines += n
+                loading = (_promtool(part, data), part)
             else:
                 part.unlink()
-    return files, lines
+        _wait(loading)
+    finally:
+        con.close()
+    return lines
 
 
-def load_prometheus(files: list[Path], data: Path) -> None:
-    """Each window's file into TSDB blocks under ``data`` (then removed)."""
-    for part in files:
-        subprocess.run(
-            [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from",
-             "openmetrics", str(part), str(data)], check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+def _window_sql(cols: list[tuple[str, str]], w0: int, part: Path) -> str:
+    selects = [
+        f"""SELECT {i} AS f, 0 AS t, -1 AS g, '# TYPE {fam} gauge' AS line
+            UNION ALL SELECT {i}, epoch_us(s.ts), s.gpu_id, '{fam}' || {_LABELS}
+              || s.{col}::VARCHAR || ' ' || (epoch_ms(s.ts) / 1000.0)::VARCHAR
+            FROM gpu_samples s JOIN gpus g USING (gpu_id)
+            WHERE s.{col} IS NOT NULL AND s.ts >= make_timestamp({w0 * 10**6})
+              AND s.ts < make_timestamp({(w0 + BLOCK_S) * 10**6})"""
+        for i, (col, fam) in enumerate(cols)  # names from the catalog, not input
+    ]
+    body = " UNION ALL ".join(selects)
+    return f"""COPY (SELECT line FROM ({body} UNION ALL SELECT {len(cols)}, 0, 0, '# EOF')
+        ORDER BY f, t, g) TO '{part}'
+        (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '|')"""
+
+
+def _promtool(part: Path, data: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from", "openmetrics",
+         str(part), str(data)], stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait(loading: tuple[subprocess.Popen, Path] | None) -> None:
+    if loading is not None:
+        proc, part = loading
+        if proc.wait() != 0:
+            raise RuntimeError(f"promtool failed on {part.name}")
         part.unlink()
+
+
+def wait_compacted(data: Path, quiet_s: float = 75.0, limit_s: float = 1800.0) -> float:
+    """Wait while a running Prometheus compacts the 2-hour blocks into longer ones (as it does
+    with any TSDB it is given: each minute, up to a tenth of its retention), until the blocks
+    are unchanged for ``quiet_s`` (its compaction runs once a minute); the seconds waited."""
+    t0 = last_change = time.monotonic()
+    seen: frozenset[str] = frozenset()
+    while time.monotonic() - last_change < quiet_s:
+        if time.monotonic() - t0 > limit_s:
+            raise RuntimeError(f"Prometheus still compacting after {limit_s:.0f} s")
+        now = frozenset(p.name for p in data.iterdir() if p.is_dir())
+        if now != seen:
+            seen, last_change = now, time.monotonic()
+        time.sleep(5)
+    return time.monotonic() - t0
 
 
 def prometheus_bytes(data: Path) -> tuple[int, int]:
     """(every block file, the chunk files alone) in bytes: compaction into longer blocks
-    shrinks the index toward nothing, never the chunks."""
-    files = [p for p in data.rglob("*") if p.is_file() and "wal" not in p.parts]
+    shrinks the index toward nothing, never the chunks. Not the write-ahead log nor the head's
+    chunks (empty: nothing is scraped)."""
+    skip = {"wal", "chunks_head"}
+    files = [p for p in data.rglob("*") if p.is_file() and not skip & set(p.parts)]
     return sum(p.stat().st_size for p in files), sum(
         p.stat().st_size for p in files if p.parent.name == "chunks"
     )
@@ -120,8 +153,8 @@ def table_bytes(s: Store) -> dict[str, int]:
     return {t: int(b) for t, b in rows}
 
 
-def report(store_path: Path, data: Path, prom_samples: int) -> list[str]:
-    """The bytes-per-sample lines."""
+def report(store_path: Path, data: Path, prom_samples: int, blocks: str) -> list[str]:
+    """The bytes-per-sample lines, Prometheus's blocks being ``blocks`` (how they were made)."""
     with Store(str(store_path), read_only=True) as s:
         ours = stored_samples(s)
         sizes = table_bytes(s)
@@ -129,11 +162,12 @@ def report(store_path: Path, data: Path, prom_samples: int) -> list[str]:
     rolled = raw + sum(b for t, b in sizes.items() if t in DERIVED or t.startswith("gpu_rollup"))
     total = sum(sizes.values())
     prom, chunks = prometheus_bytes(data)
+    per = prom / prom_samples
     top = sorted(sizes.items(), key=lambda kv: -kv[1])[:6]
     return [
         f"samples: Prometheus {prom_samples:,}, Factory Floor {ours:,}"
         + ("" if prom_samples == ours else " (NOT the same: the comparison is off)"),
-        f"Prometheus blocks: {prom / 2**20:,.1f} MB, {prom / prom_samples:.2f} B/sample "
+        f"Prometheus blocks ({blocks}): {prom / 2**20:,.1f} MB, {per:.2f} B/sample "
         f"(chunks alone {chunks / prom_samples:.2f} B/sample)",
         f"Factory Floor raw (gpu_samples, extra, gpus): {raw / 2**20:,.1f} MB, "
         f"{raw / ours:.2f} B/sample",
@@ -142,7 +176,7 @@ def report(store_path: Path, data: Path, prom_samples: int) -> list[str]:
         f"Factory Floor, every table (+ runs, training metrics, events): {total / 2**20:,.1f} MB"
         f", {total / ours:.2f} B/sample; the file {store_path.stat().st_size / 2**20:,.1f} MB",
         "largest tables: " + ", ".join(f"{t} {b / 2**20:,.1f} MB" for t, b in top),
-        f"ours / Prometheus per sample: raw {raw / ours / (prom / prom_samples):.2f}, with "
-        f"rollups {rolled / ours / (prom / prom_samples):.2f}, every table "
-        f"{total / ours / (prom / prom_samples):.2f} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
+        f"ours / Prometheus ({blocks}) per sample: raw {raw / ours / per:.2f}, with rollups "
+        f"{rolled / ours / per:.2f}, every table {total / ours / per:.2f} "
+        f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
     ]

@@ -4,12 +4,12 @@ The data: a replayed cluster (``dev-64`` widened to ``--gpus``, ``--days`` endin
 sample per ``--interval`` seconds) stored by the replay engine, and every sample of every DCGM
 field the store holds exported as OpenMetrics and loaded into Prometheus (Debian's 2.x) with
 ``promtool tsdb create-blocks-from openmetrics``, so both hold the same samples and their bytes
-per sample compare like for like (``benchmarks/prom_bytes.py``). Prometheus then serves that directory on
-127.0.0.1 and answers each panel as ``query_range`` (or an instant query), timed over HTTP;
-Factory Floor answers it with the query the dashboard's callback runs (``telemetry.queries``),
-timed in process on the store with its result cache emptied before each call, as every new
-round does (median of ``--repeat``; the HTTP and figure cost of a callback are measured by
-``benchmarks/dashboard.py``).
+per sample compare like for like (``benchmarks/prom_bytes.py``). Prometheus then serves that
+directory on 127.0.0.1 and answers each panel as ``query_range`` (or an instant query), timed
+over HTTP; Factory Floor answers it with the query the dashboard's callback runs
+(``telemetry.queries``), timed in process on the store with its result cache emptied before
+each call, as every new round does (median of ``--repeat``; the HTTP and figure cost of a
+callback are measured by ``benchmarks/dashboard.py``).
 
 Panels (PromQL the fair equivalent: every raw sample of the range is read, as the bucket
 averages on our side do):
@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fleet_scale import timed  # noqa: E402 (a cold-cache median, shared)
-from benchmarks.prom_bytes import export_windows, load_prometheus  # noqa: E402
+from benchmarks.prom_bytes import load_windows, wait_compacted  # noqa: E402
 from benchmarks.prom_bytes import report as bytes_report  # noqa: E402
 from telemetry.queries import TimeRange  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
@@ -130,21 +130,23 @@ def main() -> int:
         store = tmp / "ff.duckdb"
         start, took = build_store(store, args.gpus, args.days, args.interval)
         print(f"replayed {args.gpus} GPUs x {args.days:g} d at {args.interval:g} s in {took:.1f} s")
-        t0 = time.perf_counter()
-        files, n = export_windows(store, tmp / "om")
-        print(f"exported {n:,} samples (every stored DCGM field) as OpenMetrics in "
-              f"{len(files)} 2-hour files in {time.perf_counter() - t0:.1f} s")  # fmt: skip
         data = tmp / "prom-data"
         t0 = time.perf_counter()
-        load_prometheus(files, data)
-        print(f"promtool create-blocks-from openmetrics: {time.perf_counter() - t0:.1f} s")
-        print("\n".join(bytes_report(store, data, n)))  # before Prometheus compacts its blocks
-        if not args.no_panels:
-            prom = Prom(data, args.port)
-            try:
+        n = load_windows(store, tmp, data)
+        print(f"{n:,} samples (every stored DCGM field) as OpenMetrics through promtool "
+              f"create-blocks-from openmetrics in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+        print("\n".join(bytes_report(store, data, n, "2-hour, as promtool writes them")))
+        prom = Prom(data, args.port)
+        try:
+            if not args.no_panels:
                 print(_table(prom, store, args))
-            finally:
-                prom.close()
+            waited = wait_compacted(data)
+        finally:
+            prom.close()
+        print(f"Prometheus compacted its blocks ({waited:.0f} s, "
+              f"{sum(p.is_dir() for p in data.iterdir())} left):")  # fmt: skip
+        after = bytes_report(store, data, n, "compacted by Prometheus")
+        print(f"{after[1]}\n{after[-1]}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
