@@ -121,7 +121,7 @@ def main() -> int:
         tmp = Path(tempfile.mkdtemp(prefix="fffleet-"))
         try:
             print(report(tmp, args.fleet_hours, args.retention_days, args.fleet_store,
-                         args.repeat))  # fmt: skip
+                         args.repeat, not args.no_panels))  # fmt: skip
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return 0
