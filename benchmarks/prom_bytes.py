@@ -153,8 +153,11 @@ def table_bytes(s: Store) -> dict[str, int]:
     return {t: int(b) for t, b in rows}
 
 
-def report(store_path: Path, data: Path, prom_samples: int, blocks: str) -> list[str]:
-    """The bytes-per-sample lines, Prometheus's blocks being ``blocks`` (how they were made)."""
+def report(
+    store_path: Path, data: Path, prom_samples: int, blocks: str, figures: dict[str, float]
+) -> list[str]:
+    """The bytes-per-sample lines, Prometheus's blocks being ``blocks`` (how they were made);
+    the figures also into ``figures``, named by ``blocks``' first word."""
     with Store(str(store_path), read_only=True) as s:
         ours = stored_samples(s)
         sizes = table_bytes(s)
@@ -164,6 +167,15 @@ def report(store_path: Path, data: Path, prom_samples: int, blocks: str) -> list
     prom, chunks = prometheus_bytes(data)
     per = prom / prom_samples
     top = sorted(sizes.items(), key=lambda kv: -kv[1])[:6]
+    key = blocks.split()[0].strip(",")
+    figures |= {
+        "samples": ours,
+        f"baseline_prometheus_{key}_bytes_per_sample": per,
+        "ours_raw_bytes_per_sample": raw / ours,
+        "ours_rollups_bytes_per_sample": rolled / ours,
+        "ours_every_table_bytes_per_sample": total / ours,
+        f"ratio_rollups_over_prometheus_{key}": rolled / ours / per,
+    }
     return [
         f"samples: Prometheus {prom_samples:,}, Factory Floor {ours:,}"
         + ("" if prom_samples == ours else " (NOT the same: the comparison is off)"),

@@ -44,6 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.figures import add_argument as add_json_argument  # noqa: E402
+from benchmarks.figures import write as write_figures  # noqa: E402
 from benchmarks.fleet_scale import timed  # noqa: E402 (a cold-cache median, shared)
 from benchmarks.prom_bytes import load_windows, wait_compacted  # noqa: E402
 from benchmarks.prom_bytes import report as bytes_report  # noqa: E402
@@ -106,6 +108,7 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--port", type=int, default=19190)
+    add_json_argument(ap)
     ap.add_argument("--quick", action="store_true", help="128 GPUs x 1 day (tests, a check)")
     ap.add_argument("--no-panels", action="store_true", help="bytes per sample only")
     ap.add_argument("--fleet", action="store_true", help="the 16,384-GPU extrapolation instead")
@@ -135,24 +138,28 @@ def main() -> int:
         n = load_windows(store, tmp, data)
         print(f"{n:,} samples (every stored DCGM field) as OpenMetrics through promtool "
               f"create-blocks-from openmetrics in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-        print("\n".join(bytes_report(store, data, n, "2-hour, as promtool writes them")))
+        figures: dict[str, float] = {}
+        print("\n".join(bytes_report(store, data, n, "2-hour, as promtool writes", figures)))
         prom = Prom(data, args.port)
         try:
             if not args.no_panels:
-                print(_table(prom, store, args))
+                print(_table(prom, store, args, figures))
             waited = wait_compacted(data)
         finally:
             prom.close()
         print(f"Prometheus compacted its blocks ({waited:.0f} s, "
               f"{sum(p.is_dir() for p in data.iterdir())} left):")  # fmt: skip
-        after = bytes_report(store, data, n, "compacted by Prometheus")
+        after = bytes_report(store, data, n, "compacted by Prometheus", figures)
         print(f"{after[1]}\n{after[-1]}")
+        write_figures(args.json, figures)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
+def _table(
+    prom: Prom, store_path: Path, args: argparse.Namespace, figures: dict[str, float]
+) -> str:
     with Store(str(store_path), read_only=True) as s:
         end = s.scalar("SELECT max(ts) FROM gpu_samples")
         begin = s.scalar("SELECT min(ts) FROM gpu_samples")
@@ -205,6 +212,7 @@ def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
             )
             mine = timed(ours, s, args.repeat)
             rows.append((name, theirs, mine))
+            figures[f"x_faster {name}"] = theirs / mine
             out.append(f"| {name} | {theirs * 1000:,.0f} ms | {mine * 1000:,.1f} ms "
                        f"| {theirs / mine:,.1f}x |")  # fmt: skip
         return "\n".join(out)
