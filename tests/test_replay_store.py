@@ -123,6 +123,14 @@ def test_samples_are_stored_at_the_exporters_precision(dev_store: Path) -> None:
             ", count(util_pct), count(power_w) FROM gpu_samples"
         )[0]
     assert finer[-2] > 1000 and finer[-1] > 1000
+    # ... and so are the per-node sums of milliwatts and 3-decimal ratios (no float32 noise)
+    with Store(str(dev_store), read_only=True) as s:
+        noisy = s.rows(
+            "SELECT count(*) FILTER (length(split_part(power_s::VARCHAR, '.', 2)) > 3), "
+            "count(*) FILTER (length(split_part(tensor_s::VARCHAR, '.', 2)) > 3), count(*) "
+            "FROM node_tick"
+        )[0]
+    assert noisy[2] > 1000 and noisy[:2] == (0, 0)
     assert dict(zip((*whole, "power_w"), finer[:-2], strict=True)) == dict.fromkeys(
         (*whole, "power_w"), 0
     )
