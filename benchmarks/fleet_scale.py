@@ -122,7 +122,7 @@ def panels(store: Store, repeat: int) -> dict[str, float]:
 
 
 def report(tmp: Path, hours: float, retention_days: float, long_store: Path | None,
-           repeat: int) -> str:  # fmt: skip
+           repeat: int, with_panels: bool = True) -> str:  # fmt: skip
     lines = []
     slice_ = tmp / "slice.duckdb"
     took = replay(slice_, "llama3-405b", INTERVAL_S, hours)
@@ -154,6 +154,8 @@ def report(tmp: Path, hours: float, retention_days: float, long_store: Path | No
     no_ret = sum(sizes[t][1] * n for t, n in rows_at_scale(DAYS).items())
     lines.append(f"| **store** | | | **{total / 2**30:,.1f} GiB** (without retention: "
                  f"{no_ret / 2**30:,.0f} GiB) |")  # fmt: skip
+    if not with_panels:  # the size alone (``--fleet --no-panels``)
+        return "\n".join(lines)
     if long_store is None:
         long_store = tmp / "llama.duckdb"
         took = replay(long_store, "llama3-405b", None, None)

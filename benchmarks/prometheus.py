@@ -1,14 +1,15 @@
 """Factory Floor's store beside a real Prometheus, the same data and the same panels, one run.
 
 The data: a replayed cluster (``dev-64`` widened to ``--gpus``, ``--days`` ending now, one
-sample per ``--interval`` seconds) stored by the replay engine, and the same GPU utilization and
-temperature samples exported as OpenMetrics and loaded into Prometheus (Debian's 2.x) with
-``promtool tsdb create-blocks-from openmetrics``. Prometheus then serves that directory on
-127.0.0.1 and answers each panel as ``query_range`` (or an instant query), timed over HTTP;
-Factory Floor answers it with the query the dashboard's callback runs (``telemetry.queries``),
-timed in process on the store with its result cache emptied before each call, as every new
-round does (median of ``--repeat``; the HTTP and figure cost of a callback are measured by
-``benchmarks/dashboard.py``).
+sample per ``--interval`` seconds) stored by the replay engine, and every sample of every DCGM
+field the store holds exported as OpenMetrics and loaded into Prometheus (Debian's 2.x) with
+``promtool tsdb create-blocks-from openmetrics``, so both hold the same samples and their bytes
+per sample compare like for like (``benchmarks/prom_bytes.py``). Prometheus then serves that
+directory on 127.0.0.1 and answers each panel as ``query_range`` (or an instant query), timed
+over HTTP; Factory Floor answers it with the query the dashboard's callback runs
+(``telemetry.queries``), timed in process on the store with its result cache emptied before
+each call, as every new round does (median of ``--repeat``; the HTTP and figure cost of a
+callback are measured by ``benchmarks/dashboard.py``).
 
 Panels (PromQL the fair equivalent: every raw sample of the range is read, as the bucket
 averages on our side do):
@@ -19,7 +20,9 @@ averages on our side do):
 4. top-10 hottest GPUs: ``topk(10, temp)`` at the newest round (our Overview table);
 5. GPUs under 80 % per hour, 7 d: ``count(avg_over_time(util[1h]) < 80)`` per hour.
 
-Run: ``python benchmarks/prometheus.py [--gpus 1024 --days 7 --interval 60]``.
+Run: ``python benchmarks/prometheus.py [--gpus 1024 --days 7 --interval 60]`` (the default,
+about 15 minutes here); ``--quick`` is 128 GPUs x 1 day (under a minute), ``--no-panels`` the
+bytes alone.
 ``--fleet`` instead measures store size and panel times at 16,384 GPUs x 15 s x 54 days with
 raw retention, on a slice and extrapolated (``benchmarks/fleet_scale.py`` says how).
 """
@@ -41,7 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.figures import add_argument as add_json_argument  # noqa: E402
+from benchmarks.figures import write as write_figures  # noqa: E402
 from benchmarks.fleet_scale import timed  # noqa: E402 (a cold-cache median, shared)
+from benchmarks.prom_bytes import load_windows, wait_compacted  # noqa: E402
+from benchmarks.prom_bytes import report as bytes_report  # noqa: E402
 from telemetry.queries import TimeRange  # noqa: E402
 from telemetry.queries.gpu_rollup import gpus_below_per_hour  # noqa: E402
 from telemetry.queries.gpus import heatmap, node_gpu_series  # noqa: E402
@@ -49,8 +56,6 @@ from telemetry.queries.overview import fleet_series, hottest_gpus  # noqa: E402
 from telemetry.replay.runner import replay  # noqa: E402
 from telemetry.replay.scenarios import get_scenario  # noqa: E402
 from telemetry.store import Store  # noqa: E402
-
-FAMILIES = {"DCGM_FI_DEV_GPU_UTIL": "util_pct", "DCGM_FI_DEV_GPU_TEMP": "temp_c"}
 
 
 def build_store(path: Path, gpus: int, days: float, interval: float) -> tuple[datetime, float]:
@@ -60,32 +65,6 @@ def build_store(path: Path, gpus: int, days: float, interval: float) -> tuple[da
     with Store(str(path)) as store:
         replay(store, sc, 0, interval_s=interval)
     return start, time.perf_counter() - t0
-
-
-def export_openmetrics(store_path: Path, out: Path) -> int:
-    """Every util and temp sample as OpenMetrics (family by family, ``# EOF`` at the end),
-    written by DuckDB itself; returns the lines."""
-    lines = 0
-    with Store(str(store_path), read_only=True) as s, open(out, "w") as fh:
-        for family, column in FAMILIES.items():
-            fh.write(f"# TYPE {family} gauge\n")
-            fh.flush()
-            part = out.with_suffix(f".{column}")
-            s.rows(
-                f"""COPY (SELECT '{family}{{Hostname="' || g.host || '",gpu="' || g.gpu
-                     || '",instance="' || g.host || ':9400",job="dcgm"}} '
-                     || round(s.{column}, 3) || ' ' || epoch_ms(s.ts) / 1000.0
-                   FROM gpu_samples s JOIN gpus g USING (gpu_id)
-                   WHERE s.{column} IS NOT NULL ORDER BY g.gpu_id, s.ts)
-                   TO '{part}' (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '|')"""
-            )
-            with open(part) as src:
-                for chunk in iter(lambda src=src: src.read(1 << 24), ""):
-                    fh.write(chunk)
-                    lines += chunk.count("\n")
-            part.unlink()
-        fh.write("# EOF\n")
-    return lines
 
 
 class Prom:
@@ -122,7 +101,6 @@ class Prom:
         self.proc.wait(timeout=60)
 
 
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1024)
@@ -130,18 +108,23 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--port", type=int, default=19190)
+    add_json_argument(ap)
+    ap.add_argument("--quick", action="store_true", help="128 GPUs x 1 day (tests, a check)")
+    ap.add_argument("--no-panels", action="store_true", help="bytes per sample only")
     ap.add_argument("--fleet", action="store_true", help="the 16,384-GPU extrapolation instead")
     ap.add_argument("--fleet-hours", type=float, default=4.0, help="the 15 s slice's length")
     ap.add_argument("--retention-days", type=float, default=7.0)
     ap.add_argument("--fleet-store", type=Path, help="an existing llama3-405b store (54 d)")
     args = ap.parse_args()
+    if args.quick:
+        args.gpus, args.days = 128, 1.0
     if args.fleet:
         from benchmarks.fleet_scale import report
 
         tmp = Path(tempfile.mkdtemp(prefix="fffleet-"))
         try:
             print(report(tmp, args.fleet_hours, args.retention_days, args.fleet_store,
-                         args.repeat))  # fmt: skip
+                         args.repeat, not args.no_panels))  # fmt: skip
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return 0
@@ -150,34 +133,33 @@ def main() -> int:
         store = tmp / "ff.duckdb"
         start, took = build_store(store, args.gpus, args.days, args.interval)
         print(f"replayed {args.gpus} GPUs x {args.days:g} d at {args.interval:g} s in {took:.1f} s")
-        om = tmp / "data.om"
-        t0 = time.perf_counter()
-        n = export_openmetrics(store, om)
-        print(f"exported {n:,} samples as OpenMetrics ({om.stat().st_size / 2**30:.2f} GiB) "
-              f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
         data = tmp / "prom-data"
         t0 = time.perf_counter()
-        subprocess.run(
-            [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from", "openmetrics",
-             str(om), str(data)], check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        print(f"promtool create-blocks-from openmetrics: {time.perf_counter() - t0:.1f} s")
-        om.unlink()
+        n = load_windows(store, tmp, data)
+        print(f"{n:,} samples (every stored DCGM field) as OpenMetrics through promtool "
+              f"create-blocks-from openmetrics in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+        figures: dict[str, float] = {}
+        print("\n".join(bytes_report(store, data, n, "2-hour, as promtool writes", figures)))
         prom = Prom(data, args.port)
         try:
-            print(_table(prom, store, args))
+            if not args.no_panels:
+                print(_table(prom, store, args, figures))
+            waited = wait_compacted(data)
         finally:
             prom.close()
-        ff_mb = store.stat().st_size / 2**20
-        prom_mb = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) / 2**20
-        print(f"on disk: Factory Floor store {ff_mb:,.0f} MB (every DCGM column, rollups); "
-              f"Prometheus blocks {prom_mb:,.0f} MB (util and temp only)")  # fmt: skip
+        print(f"Prometheus compacted its blocks ({waited:.0f} s, "
+              f"{sum(p.is_dir() for p in data.iterdir())} left):")  # fmt: skip
+        after = bytes_report(store, data, n, "compacted by Prometheus", figures)
+        print(f"{after[1]}\n{after[-1]}")
+        write_figures(args.json, figures)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
+def _table(
+    prom: Prom, store_path: Path, args: argparse.Namespace, figures: dict[str, float]
+) -> str:
     with Store(str(store_path), read_only=True) as s:
         end = s.scalar("SELECT max(ts) FROM gpu_samples")
         begin = s.scalar("SELECT min(ts) FROM gpu_samples")
@@ -230,6 +212,7 @@ def _table(prom: Prom, store_path: Path, args: argparse.Namespace) -> str:
             )
             mine = timed(ours, s, args.repeat)
             rows.append((name, theirs, mine))
+            figures[f"x_faster {name}"] = theirs / mine
             out.append(f"| {name} | {theirs * 1000:,.0f} ms | {mine * 1000:,.1f} ms "
                        f"| {theirs / mine:,.1f}x |")  # fmt: skip
         return "\n".join(out)

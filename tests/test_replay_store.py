@@ -110,6 +110,32 @@ def test_telemetry_dynamics_an_sre_recognises(dev_store: Path) -> None:
         assert clocks["c"][0] < 0.85 * 1980  # the straggler's SM clock stands out
 
 
+def test_samples_are_stored_at_the_exporters_precision(dev_store: Path) -> None:
+    """dcgm-exporter prints DCGM's int64 fields as whole numbers and power as NVML reads it
+    (milliwatts): the replay stores no finer figure, which no exporter sends and which would
+    cost bytes (``benchmarks/prom_bytes.py``)."""
+    whole = ("util_pct", "temp_c", "mem_temp_c", "sm_clock_mhz", "fb_used_mib", "energy_mj")
+    with Store(str(dev_store), read_only=True) as s:
+        finer = s.rows(
+            "SELECT "
+            + ", ".join(f"count(*) FILTER ({c} <> round({c}))" for c in whole)
+            + ", count(*) FILTER (length(split_part(power_w::VARCHAR, '.', 2)) > 3)"
+            ", count(util_pct), count(power_w) FROM gpu_samples"
+        )[0]
+    assert finer[-2] > 1000 and finer[-1] > 1000
+    # ... and so are the per-node sums of milliwatts and 3-decimal ratios (no float32 noise)
+    with Store(str(dev_store), read_only=True) as s:
+        noisy = s.rows(
+            "SELECT count(*) FILTER (length(split_part(power_s::VARCHAR, '.', 2)) > 3), "
+            "count(*) FILTER (length(split_part(tensor_s::VARCHAR, '.', 2)) > 3), count(*) "
+            "FROM node_tick"
+        )[0]
+    assert noisy[2] > 1000 and noisy[:2] == (0, 0)
+    assert dict(zip((*whole, "power_w"), finer[:-2], strict=True)) == dict.fromkeys(
+        (*whole, "power_w"), 0
+    )
+
+
 def test_llama3_summary_from_the_store_matches_the_reference(tmp_path: Path) -> None:
     """The whole 54 days at a coarse sample interval: the summary is computed from stored rows."""
     path = tmp_path / "llama.duckdb"

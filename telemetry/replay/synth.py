@@ -238,7 +238,7 @@ class Synthesizer:
         sm_clock = 345.0 + load * (m.max_sm_clock_mhz - 345.0) * clock_f
         sm_clock = np.round(sm_clock / 15.0) * 15.0
         power = 70.0 + load * (m.tdp_w - 110.0) * clock_f + self._noise(shape, 6.0) * (0.3 + load)
-        power = power.clip(55.0, m.tdp_w)
+        power = np.round(power.clip(55.0, m.tdp_w), 3)  # NVML reads power in milliwatts
         fb_used = np.round(alive * self.mem_job + 1.0)
         fb_free = m.memory_mib - 512.0 - fb_used
         # Profiling fields (``telemetry.utilization``). Work is the running share outside
@@ -256,6 +256,11 @@ class Synthesizer:
         dram = np.round((work * 0.34 * clock_f + spin * 0.01 + 0.8 * jitter * work).clip(0, 1), 3)
         mem_temp = temp + 6.0 + load * 4.0
         energy = self.energy_mj[None, :] + np.cumsum(power * self.interval_s * 1000.0, axis=0)
+        # At the exporter's precision (``exporter_text``: DCGM's int64 fields are whole
+        # numbers): finer is a figure no exporter sends, and it costs bytes in both the store
+        # and a TSDB (a whole number packs into a few bits, noise past it does not).
+        energy = np.rint(energy)
+        util, temp, mem_temp = np.rint(util), np.rint(temp), np.rint(mem_temp)
         self.energy_mj = energy[-1]
         xid = self._xid_matrix(ticks)
         keep = roles != 2
