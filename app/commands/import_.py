@@ -98,7 +98,7 @@ def run(s: Settings) -> int:
             run = given["import"].get("run")
             assert run is not None  # _split requires it
             if per_node := given["cluster"].get("ranks_per_node"):
-                from telemetry.derive.ranks import remember_ranks_per_node
+                from telemetry.store.run_meta import remember_ranks_per_node
 
                 remember_ranks_per_node(store, run, per_node)
             stored, read = _import_hangs(store, writer, dumps, run)

@@ -14,18 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from telemetry.store.run_meta import given_ranks_per_node
+
 DEFAULT_RANKS_PER_NODE = 8
-_KEY = "ranks_per_node:"  # meta key prefix: ranks per node given for a run
-
-
-def remember_ranks_per_node(store: Any, run_id: str, n: int) -> None:
-    store.set_meta({_KEY + run_id: str(int(n))})
 
 
 def ranks_per_node(store: Any, run_id: str) -> int:
-    given = store.meta().get(_KEY + run_id)
+    given = given_ranks_per_node(store, run_id)  # remembered by the writer
     if given:
-        return max(int(given), 1)
+        return given
     shape = store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
     if shape and shape[0][0] and shape[0][1]:
         return max(int(shape[0][0]) // int(shape[0][1]), 1)

@@ -96,7 +96,15 @@ class Derive:
     ranks_per_node: int | None = None
 
 
-Batch = Round | Records | Tables | HealthBatch | Derive
+@dataclass(frozen=True)
+class Settle:
+    """Bring the rollups up to ``until`` (None: the newest data) after ``Tables`` windows: the
+    replay engine asks so between its windows and at its end (``telemetry.after_write``)."""
+
+    until: datetime | None = None
+
+
+Batch = Round | Records | Tables | HealthBatch | Derive | Settle
 
 
 # -- what a sink says about a batch ----------------------------------------------------------
