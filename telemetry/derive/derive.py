@@ -33,10 +33,10 @@ import pandas as pd
 
 from telemetry.derive.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
 from telemetry.derive.logged_saves import LOGGED, logged_checkpoints
-from telemetry.derive.ranks import rank_hosts
 from telemetry.derive.xid_gpus import name_gpus
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
+from telemetry.store.ranks import rank_hosts
 from telemetry.store.run_meta import tier_roots
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 

@@ -22,8 +22,9 @@ drops the rows whose buckets it may change; they are computed again when settled
 with nothing sampled has a row with its figures None (so it is not computed again each time).
 
 A step of ``telemetry.after_write``: run by the store writer after the rollups of every round
-and at rest, and after a ``Derive`` batch's Slurm refresh (``telemetry.store.slurm_store``); cheap when nothing changed: one statement
-compares the jobs' and the rollups' marks with the ones kept in ``meta``.
+and at rest, and after a ``Derive`` batch's Slurm refresh (``telemetry.store.slurm_store``);
+cheap when nothing changed: one statement compares the jobs' and the rollups' marks with the
+ones kept in ``meta``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.derive.signals import PLANNED_EXIT
+from telemetry.signals import PLANNED_EXIT
 from telemetry.store import Store
 
 FINISHED = "finished"

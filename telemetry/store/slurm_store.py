@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.derive.signals import (
+from telemetry.signals import (
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
     SLURM_MAINTENANCE,

@@ -245,7 +245,7 @@ def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[A
 
 
 def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame | pa.Table]:
-    from telemetry.derive.signals import XID, signals_frame
+    from telemetry.signals import XID, signals_frame
 
     out: dict[str, pd.DataFrame | pa.Table] = {}
     timed = [s for s in batch.signals if s.ts is not None]

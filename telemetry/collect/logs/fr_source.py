@@ -8,7 +8,7 @@ settled: no new or growing dump for ``SETTLE_S`` seconds (a job whose ranks are 
 writing is read whole, not half). Its hang, if any, is
 stored as ``import`` stores it (``collect.fr_import``: a ``hangs`` row and a
 ``collective_hang`` signal on the culprit rank), and the run is derived again; the culprit's
-host is placed then, from the run's logs or Slurm node list (``telemetry.derive.ranks``). The same
+host is placed then, from the run's logs or Slurm node list (``telemetry.store.ranks``). The same
 dumps give the same batch ids, so a restart or a second look stores nothing twice. Each folder
 has a health row ``flight_recorder:DIR``. A folder is analysed in a child process with deadlines
 (``collect.logs.fr_worker``), so a hostile dump can slow only this source's thread, never the

@@ -6,7 +6,9 @@ communicator of every rank, the largest ``nranks``, numbers ranks globally), tor
 summary (``host :`` / ``rank :``), a line that names both (an ``srun --label`` task whose line
 carries NCCL's host header). A rank no log placed takes its place in the run's Slurm job's node
 list, in order (``srun``/``torchrun`` number nodes so), ``ranks per node`` to a node: as given
-with ``import --ranks-per-node N`` (remembered per run), else the run's GPUs per node, else 8.
+with ``import --ranks-per-node N`` (remembered per run, ``run_meta``), else the run's GPUs per
+node, else 8. Read here, in the store, because the interruption inference, the flight-recorder
+source and the slow-ranks query all ask it, and no source may import ``telemetry.derive``.
 """
 
 from __future__ import annotations
