@@ -15,7 +15,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from telemetry.derive.signals import clean_line
+from telemetry.signals import clean_line
 
 CONTEXT = 20  # lines either side of the evidence line
 MAX_SCAN_BYTES = 512 * 1024 * 1024  # read to reach a line: ~0.3 s of page cache here

@@ -33,8 +33,10 @@ How to add a source (a tailed training log, ``--logs GLOB``, is the example)
 3. Its tests, and an entry for it in ``tests/test_sources.py`` (that test fails for a registered
    source it cannot build, or one that does not show up in the targets table after a round).
 
-A checkpoint-directory watcher (``--checkpoints TIER=PATH``) is the same shape: ``poll`` lists
-new checkpoint directories as ``Records("checkpoints", ...)``. A new ``import`` format is not a
+The checkpoint-directory watcher (``--checkpoints TIER=PATH``, ``collect.checkpoints``) is the
+same shape: ``poll`` lists new checkpoint directories as ``Tables``. Where two sources are given
+together they never import each other: the command composes them (``import`` derives the logs
+and the checkpoint directories once, after both). A new ``import`` format is not a
 source: it is one ``LogFormat`` in ``collect.logs.formats.FORMATS``. A push source (posted
 records) has no options and an empty ``poll``: the code that receives the data writes each batch and
 settles it (see ``ingest.posted``).
@@ -47,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from telemetry.collect.checkpoints import ckpt_source
 from telemetry.collect.dcgm import scrape_source
 from telemetry.collect.logs import cluster_source, fr_source, import_source
 from telemetry.collect.prometheus import prom_source
@@ -62,10 +65,29 @@ SOURCES: tuple[SourceSpec, ...] = (
     posted.SPEC,
     replay_source.SPEC,
     cluster_source.SPEC,
+    ckpt_source.SPEC,
     prom_source.SPEC,
     slurm_source.SPEC,
     fr_source.SPEC,
 )
+
+
+# The sources ``import`` hands its paths to, asked in this order: the first whose recogniser
+# takes a path reads it (flight-recorder dumps, then text logs; the records source takes the
+# rest, and says what it cannot read).
+IMPORTERS = ("flight_recorder", "cluster", "import")
+
+
+def claim(paths: list[str]) -> dict[str, list[str]]:
+    """Per importing source's name, the ``paths`` its recogniser takes (``IMPORTERS``)."""
+    out: dict[str, list[str]] = {name: [] for name in IMPORTERS}
+    for path in paths:
+        for name in IMPORTERS:
+            recognises = get(name).recognises
+            if recognises is not None and recognises(path):
+                out[name].append(path)
+                break
+    return out
 
 
 def names() -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.collect.checkpoints.ckpt_source import CheckpointSource
 from telemetry.collect.logs.cluster_source import ClusterSource
 from telemetry.ingest.daemon import collect, run_rounds
 from telemetry.ingest.writer import StoreWriter
@@ -101,7 +102,7 @@ def test_a_checkpoint_deleted_by_rotation_stays_in_history(tmp_path: Path, store
         (d / "trainer_state.json").write_text("{}")
         for f in (d / "model.safetensors", d / "trainer_state.json"):
             os.utime(f, (old + step, old + step))
-    src, writer = source(tmp_path, checkpoints=[("nvme", str(root))]), StoreWriter(store)
+    src, writer = CheckpointSource([("nvme", str(root))], "live-1", follow=True), StoreWriter(store)
     collect(src, writer, T0 + timedelta(hours=1))
     assert store.rows("SELECT step, status FROM checkpoints ORDER BY step") == [
         (100, "ok"),
@@ -111,14 +112,12 @@ def test_a_checkpoint_deleted_by_rotation_stays_in_history(tmp_path: Path, store
         f.unlink()
     (root / "checkpoint-100").rmdir()
     collect(src, writer, T0 + timedelta(hours=1))
-    src.close()
-    restarted = source(tmp_path, checkpoints=[("nvme", str(root))])
+    restarted = CheckpointSource([("nvme", str(root))], "live-1", follow=True)
     collect(restarted, writer, T0 + timedelta(hours=1))
     assert store.rows("SELECT step, tier FROM checkpoints ORDER BY step") == [
         (100, "nvme"),
         (200, "nvme"),
     ]
-    restarted.close()
 
 
 def test_ingest_follows_a_log_and_derives_the_stop_once_progress_resumes(

@@ -12,9 +12,9 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from telemetry import signals as sig
 from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs.textlogs import parse_file
-from telemetry.derive import signals as sig
 from tests.conftest import cli
 from tests.corpus.score import CORPUS
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from telemetry.derive import derive, job_figures
+from telemetry.derive import job_figures
+from telemetry.ingest.seam import Derive
+from telemetry.ingest.writer import StoreWriter
 from telemetry.queries import jobs as jq
 from telemetry.store import Store
 from tests.jobs_fixture import T0, build_jobs_store, insert_jobs, job
@@ -35,9 +37,9 @@ def _kept(path: Path) -> dict[str, dict]:
 def stores(tmp_path: Path) -> tuple[Path, Path]:
     """(the fixture's store with nothing kept, a copy whose figures were kept)."""
     plain = build_jobs_store(tmp_path / "plain.duckdb")
-    with Store(str(plain)) as store:  # what a Slurm poll's derive step does after its tables
+    with Store(str(plain)) as store:  # what a Slurm poll's Derive batch runs after its tables
         assert store.scalar("SELECT count(*) FROM job_figures") == 0  # jobs after the refresh
-        derive.derive(store)
+        StoreWriter(store).write(Derive(None))
         assert store.scalar("SELECT count(*) FROM job_figures") == 5
         assert job_figures.keep(store) == 0  # nothing changed: nothing computed again
     kept = tmp_path / "kept.duckdb"

@@ -8,9 +8,17 @@
   sources (``telemetry.ingest``), not through any of them.
 - ``telemetry.ingest`` (the seam, the loop, the writer) imports no source: what every source
   shares lives in the ingest, so a new source is one package that imports it.
-- The sources (each package of ``telemetry.collect``) never import each other, but for the
-  pairs in ``SOURCE_PAIRS``, each with its reason.
+- The sources (each package of ``telemetry.collect``) never import each other, with no
+  exception: where two are given together (the logs and the checkpoint directories of an
+  ``import``), the command composes them.
 - ``telemetry.store`` imports no source and no ingest: it is written to, it does not collect.
+  Nor does it import ``telemetry.derive``: the derived rows are computed above it and written
+  into it (the signal kinds it reads are ``telemetry.signals``, below both).
+- The sources (``telemetry.collect``) never import ``telemetry.derive``: they record signals
+  in the words of ``telemetry.signals``; what the signals mean is derived after the write.
+- What follows a write (rollups, the Slurm refresh, job figures, hangs' hosts, interruptions)
+  is triggered in one place, the steps of ``telemetry.after_write``, and only the store writer
+  (``telemetry.ingest.writer``) runs them: no other module calls a step's work or the registry.
 - No import circles among the modules of ``telemetry/`` and ``app/`` (an import inside a
   function counts: it runs, later, with the same result).
 - No module in ``telemetry/`` or ``app/`` is over ``MAX_LINES`` lines unless its docstring says
@@ -46,13 +54,13 @@ _MARKER_RE = re.compile(rf"^\s*{re.escape(LONG_MARKER)}\s*(.*)$", re.M)
 # the list cannot outlive the split. Remove the entry when merging that branch.
 PENDING_SPLIT: dict[str, str] = {}  # module -> the split that will bring it under the limit
 
-# (importing module, source module it may import) -> why. An entry no longer used fails below.
-SOURCE_PAIRS: dict[tuple[str, str], str] = {
-    (
-        "telemetry.collect.logs.cluster_source",
-        "telemetry.collect.checkpoints.ckptdirs",
-    ): "the cluster source reads the checkpoint directories it is given beside the logs",
-}
+
+# What only a step of ``telemetry.after_write`` may call (``after_write.run``: only the writer).
+STEP_WORK = re.compile(
+    r"\b(?:refresh_rollups|job_figures\.keep|slurm_store\.refresh|derive\.derive|"
+    r"place_unplaced|after_write\.run)\("
+)
+STEP_CALLERS = {"telemetry/after_write.py": "the registry", "telemetry/ingest/writer.py": "runs it"}
 
 
 # ---- the import walk ---------------------------------------------------------------------------
@@ -255,22 +263,49 @@ def test_ingest_imports_no_source() -> None:
 def test_sources_never_import_each_other() -> None:
     graph = import_graph(ROOT, ("telemetry",))
     assert {"telemetry.collect.dcgm", "telemetry.collect.logs"} <= set(graph)
-    chains = between_sources(graph, "telemetry.collect", SOURCE_PAIRS)
+    chains = between_sources(graph, "telemetry.collect")
     assert not chains, f"a source imports another ({SOURCE_HOWTO}):\n" + "\n".join(chains)
-    for module, other in SOURCE_PAIRS:
-        assert other in graph[module], f"{module} no longer imports {other}: drop the pair"
 
 
-def test_store_imports_no_source_and_no_ingest() -> None:
+def test_store_imports_no_source_no_ingest_and_no_derive() -> None:
     graph = import_graph(ROOT, ("telemetry",))
-    assert "telemetry.store.store" in graph
+    assert "telemetry.store.store" in graph and "telemetry.derive.derive" in graph
     chains = [
         chain
-        for banned in ("telemetry.collect", "telemetry.ingest")
+        for banned in ("telemetry.collect", "telemetry.ingest", "telemetry.derive")
         for chain in forbidden_chains(graph, "telemetry.store", banned)
     ]
-    why = f"the store imports a source or the ingest ({METRIC_HOWTO}):\n"
+    why = f"the store imports a source, the ingest or derive ({METRIC_HOWTO}):\n"
     assert not chains, why + "\n".join(chains)
+
+
+def test_collect_never_imports_derive() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.collect.logs.textlogs" in graph and "telemetry.signals" in graph
+    chains = forbidden_chains(graph, "telemetry.collect", "telemetry.derive")
+    why = f"a source imports derive; the signal kinds are telemetry.signals ({SOURCE_HOWTO}):\n"
+    assert not chains, why + "\n".join(chains)
+
+
+def triggers(root: Path, folders: tuple[str, ...]) -> list[str]:
+    """``path:line`` of every call of a step's work (``STEP_WORK``) outside ``STEP_CALLERS``
+    (a ``def`` of it is no call)."""
+    out = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel in STEP_CALLERS:
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if STEP_WORK.search(line) and not line.lstrip().startswith("def "):
+                    out.append(f"{rel}:{n}: {line.strip()}")
+    return out
+
+
+def test_only_the_writer_runs_what_follows_a_write() -> None:
+    found = triggers(ROOT, ("telemetry", "app"))
+    why = f"post-write work triggered outside telemetry/after_write.py ({METRIC_HOWTO}):\n"
+    assert not found, why + "\n".join(found)
 
 
 def test_no_import_circles() -> None:
@@ -378,6 +413,18 @@ def test_sources_importing_each_other_are_found(tmp_path: Path) -> None:
     ]
     allowed = [("pkg.src.c.one", "pkg.src.a.two")]
     assert between_sources(graph, "pkg.src", allowed) == ["pkg.src.b.one -> pkg.src.c.one"]
+
+
+def test_a_step_triggered_elsewhere_is_found(tmp_path: Path) -> None:
+    _write(tmp_path, "telemetry/after_write.py", "store.refresh_rollups()\n")  # the registry
+    _write(tmp_path, "telemetry/store/store.py", "    def refresh_rollups(self):\n")
+    _write(tmp_path, "telemetry/ingest/sink.py", "x = 1\nself.store.refresh_rollups(since=ts)\n")
+    _write(tmp_path, "app/cmd.py", "done = derive.derive(store, runs)\njob_figures.keep(s)\n")
+    assert triggers(tmp_path, ("telemetry", "app")) == [
+        "telemetry/ingest/sink.py:2: self.store.refresh_rollups(since=ts)",
+        "app/cmd.py:1: done = derive.derive(store, runs)",
+        "app/cmd.py:2: job_figures.keep(s)",
+    ]
 
 
 def test_the_length_rule_reads_the_docstring_marker(tmp_path: Path) -> None:

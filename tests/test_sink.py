@@ -15,8 +15,10 @@ import duckdb
 import pytest
 
 from telemetry.errors import DuplicateBatchError
-from telemetry.ingest.sink import STALE_HORIZON_S, StoreSink
+from telemetry.ingest.seam import Round
+from telemetry.ingest.sink import STALE_HORIZON_S, RoundReport, StoreSink
 from telemetry.ingest.targets import Fetch, Target
+from telemetry.ingest.writer import StoreWriter
 from telemetry.store import Store
 from tests.conftest import ROOT
 
@@ -36,6 +38,16 @@ def at(round_no: int) -> datetime:
 
 def default_text(host: str) -> str:
     return re.sub("dgx-h100-017", host, (FIXTURES / "default_h100.txt").read_text())
+
+
+class _Written:
+    """Rounds through the store writer, which runs the rollups after each (``after_write``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.writer = StoreWriter(store)
+
+    def write(self, ts: datetime, fetches: list[Fetch]) -> RoundReport:
+        return self.writer.write(Round(ts, fetches, 0)).report  # type: ignore[return-value]
 
 
 def test_failed_append_rolls_back_the_rounds_new_ids(
@@ -298,7 +310,7 @@ def test_a_late_round_is_stored_without_disturbing_newer_data_or_state(tmp_path:
 
     def store_in(name: str, order: list[datetime]) -> tuple[list[int], dict[str, list[tuple]]]:
         with Store(str(tmp_path / name)) as store:
-            sink = StoreSink(store)
+            sink = _Written(store)
             events = [sink.write(t, [fetch(rounds[t])]).xid_events for t in order]
             return events, _tables(store)
 
@@ -342,7 +354,7 @@ def test_a_rounds_refresh_builds_the_per_gpu_hours_when_five_minutes_close(
         return {int(level): int(n) for level, n in rows}
 
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store)
+        sink = _Written(store)
         samples = "SELECT count(*) FROM gpu_samples"
         sink.write(at(0), fetches)  # 12:00:00: the first round builds every level
         first = store.scalar(samples)
@@ -371,7 +383,7 @@ def test_the_round_that_passes_midnight_keeps_the_whole_day_per_gpu(tmp_path: Pa
     fetches = [fetch(default_text("node-a"))]
     start = datetime(2026, 3, 1, 23, 55, 0)
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store)
+        sink = _Written(store)
         for k in range(22):  # 23:55:00 ... 00:00:15
             sink.write(start + timedelta(seconds=15 * k), fetches)
         day = "SELECT sum(samples) FROM gpu_rollup WHERE bucket_s = 86400 AND ts = ?"

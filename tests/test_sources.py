@@ -92,11 +92,19 @@ def _cluster(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
 
     log = tmp / "train.log"
     log.write_text("[2026-03-01 12:00:00] iteration       10/  100 | lm loss: 2.5E+00 |\n")
+    source = ClusterSource(globs=[str(tmp / "*.log")], run="job-3", follow=True)
+    written = collect(source, StoreWriter(store), NOW)
+    assert sum(w.rows for w in written if not w.duplicate) >= 1
+    return source, NOW
+
+
+def _checkpoints(tmp: Path, store: Store, exporter: str) -> tuple[Source, datetime]:
+    from telemetry.collect.checkpoints.ckpt_source import CheckpointSource
+
     ckpt = tmp / "ckpt"
     (ckpt / "checkpoint-10").mkdir(parents=True)
     (ckpt / "checkpoint-10" / "trainer_state.json").write_text("{}")
-    source = ClusterSource(globs=[str(tmp / "*.log")], checkpoints=[("pfs", str(ckpt))],
-                           run="job-3", follow=True)  # fmt: skip
+    source = CheckpointSource([("pfs", str(ckpt))], run="job-3", follow=True)
     written = collect(source, StoreWriter(store), NOW)
     assert sum(w.rows for w in written if not w.duplicate) >= 1
     return source, NOW
@@ -149,6 +157,7 @@ ROUNDS: dict[str, Callable[[Path, Store, str], tuple[Source, datetime]]] = {
     "api": _api,
     "replay": _replay,
     "cluster": _cluster,
+    "checkpoints": _checkpoints,
     "prometheus": _prometheus,
     "slurm": _slurm,
     "flight_recorder": _flight_recorder,
@@ -401,3 +410,24 @@ def test_each_source_owns_its_cadence_and_the_store_follows_the_rounds(
         assert store.sample_interval_s() == 60.0  # taken from the round, set by no one else
         StoreWriter(store).write(Round(T0, [], 30.0))  # a round of another cadence
         assert store.sample_interval_s() == 30.0
+
+
+def test_import_hands_each_path_to_the_source_that_recognises_it(tmp_path: Path) -> None:
+    """``import`` asks the sources' own recognisers (``sources.IMPORTERS``, dumps first): a
+    flight-recorder dump by its content (a file, or the folder of a job's), a text log, and
+    what neither takes to the records source, which says what it cannot read."""
+    dumps = tmp_path / "fr"
+    dumps.mkdir()
+    head = {"version": "2.4", "pg_config": {}, "pg_status": {}, "entries": []}
+    (dumps / "rank_0").write_text(json.dumps(head))
+    log = tmp_path / "slurm-1.out"
+    log.write_text("[2026-03-01 12:00:00] iteration       10/  100 | lm loss: 2.5E+00 |\n")
+    records = tmp_path / "metrics.jsonl"
+    records.write_text('{"run": "r", "step": 1}\n')
+    missing = tmp_path / "nowhere.jsonl"
+    paths = [records, dumps, log, dumps / "rank_0", missing]
+    assert sources.claim([str(p) for p in paths]) == {
+        "flight_recorder": [str(dumps), str(dumps / "rank_0")],
+        "cluster": [str(log)],
+        "import": [str(records), str(missing)],
+    }

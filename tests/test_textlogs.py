@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from telemetry import signals as sig
 from telemetry.collect.logs import textlogs
 from telemetry.collect.logs.importers import ImportFileError
 from telemetry.collect.logs.logline import PREFILTER, PREFILTER_RE, host_from_filename, pci_key
 from telemetry.collect.logs.textlogs import LogParser, parse_file
-from telemetry.derive import signals as sig
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from telemetry.collect.dcgm.scrape import scrape_round
-from telemetry.ingest.sink import StoreSink
+from telemetry.ingest.seam import Round
 from telemetry.ingest.targets import Target
+from telemetry.ingest.writer import StoreWriter
 from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS
@@ -114,9 +115,11 @@ def exporters(exporter: str) -> str:
 
 def _scraped(tmp: Path, url: str, rounds: int = 4) -> Store:
     store = Store(str(tmp / "s.duckdb"))
-    sink = StoreSink(store)
+    sink = StoreWriter(store)  # the rollups follow each round there
     for i in range(rounds):
-        report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round([Target(url)], 2.0))
+        report = sink.write(
+            Round(T0 + timedelta(seconds=15 * i), scrape_round([Target(url)], 2.0), 0)
+        ).report
         assert report.up == 1, report
     return store
 
@@ -377,11 +380,11 @@ def test_a_mixed_fleet_is_judged_per_gpu_and_says_how_much_had_the_fields(
     """One node's exporter sends the SM fields, another sends none: each GPU is judged on its
     own fields, and the basis says what share of the GPU-time it covers."""
     with Store(str(tmp_path / "s.duckdb")) as store:
-        sink = StoreSink(store)
+        sink = StoreWriter(store)  # the rollups follow each round there
         urls = [f"{exporters}/profiling/metrics", f"{exporters}/bare/metrics"]
         for i in range(4):
-            report = sink.write(T0 + timedelta(seconds=15 * i), scrape_round(
-                [Target(u) for u in urls], 2.0))  # fmt: skip
+            report = sink.write(Round(T0 + timedelta(seconds=15 * i), scrape_round(
+                [Target(u) for u in urls], 2.0), 0)).report  # fmt: skip
             assert report.up == 2, report
         basis = workload.basis(store, RANGE)
         assert basis.key == "sm_occupancy" and basis.covered * 2 == basis.total

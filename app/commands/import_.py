@@ -19,8 +19,8 @@ from typing import Any
 from app.commands.common import err, log
 from app.settings import Settings
 from telemetry import sources
+from telemetry.collect.checkpoints.ckpt_source import CheckpointSource
 from telemetry.collect.logs.cluster_source import ClusterSource
-from telemetry.collect.logs.formats import is_text_log
 from telemetry.collect.logs.import_source import ImportedFile, ImportSource
 from telemetry.collect.logs.logline import is_kernel_log
 from telemetry.collect.slurm.slurm_source import SlurmSource
@@ -35,22 +35,19 @@ SHOW_INTERRUPTIONS = 20
 def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The sources' values with the text logs moved from the import source to the cluster's,
     and the PyTorch flight-recorder dumps (files, or directories of them) taken out."""
-    from telemetry.collect.logs import flight_recorder
-
     given = {name: dict(v) for name, v in s.sources.items()}
     imp, cl = given.setdefault("import", {}), given.setdefault("cluster", {})
-    files = list(imp.get("files") or [])
-    dumps = [f for f in files if flight_recorder.recognises(f)]
+    claimed = sources.claim(list(imp.get("files") or []))  # each source's own recogniser
+    dumps, text = claimed["flight_recorder"], claimed["cluster"]
     if dumps and not imp.get("run"):
         raise FactoryFloorError(
             f"{dumps[0]}: flight-recorder dumps do not name their run; add --run"
         )
-    files = [f for f in files if f not in dumps]
-    text = [f for f in files if is_text_log(f)]
     if text and (imp.get("kind") or "train_metrics") != "train_metrics":
         raise FactoryFloorError(f"{text[0]}: a text log; --kind applies to .jsonl, .csv files")
-    imp["files"] = [f for f in files if f not in text]
+    imp["files"] = claimed["import"]
     cl["files"], cl["run"] = text, imp.get("run")
+    given.setdefault("checkpoints", {})["run"] = imp.get("run")
     return given, dumps
 
 
@@ -65,7 +62,7 @@ def run(s: Settings) -> int:
         dumps
         or given["import"]["files"]
         or given["cluster"]["files"]
-        or given["cluster"].get("checkpoints")
+        or given["checkpoints"].get("checkpoints")
         or given.get("slurm", {}).get("slurm")
     ):
         raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH, or --slurm")
@@ -73,6 +70,9 @@ def run(s: Settings) -> int:
     built = sources.build("import", given, ctx) if _any_source(given) else []
     records = [b for b in built if isinstance(b, ImportSource)]
     cluster = [b for b in built if isinstance(b, ClusterSource)]
+    ckpts = [b for b in built if isinstance(b, CheckpointSource)]
+    for composed in [*cluster, *ckpts]:
+        composed.derive = False  # one derivation for both, after both (_derive_logs)
     slurm = [b for b in built if isinstance(b, SlurmSource)]
     for source in records:
         source.on_file = partial(_show, kind=source.kind)
@@ -82,10 +82,12 @@ def run(s: Settings) -> int:
         for source in records:
             collect(source, writer, utcnow())
         for source in cluster:
-            for w in collect(source, writer, utcnow()):
-                if isinstance(w.report, list):
-                    derived = w.report
+            collect(source, writer, utcnow())
             source.close()
+        for ckpt in ckpts:
+            collect(ckpt, writer, utcnow())
+        if cluster or ckpts:
+            derived = _derive_logs(writer, given, cluster, ckpts) or derived
         for source in slurm:
             for w in collect(source, writer, utcnow()):
                 if isinstance(w.report, list):
@@ -98,7 +100,7 @@ def run(s: Settings) -> int:
             run = given["import"].get("run")
             assert run is not None  # _split requires it
             if per_node := given["cluster"].get("ranks_per_node"):
-                from telemetry.derive.ranks import remember_ranks_per_node
+                from telemetry.store.run_meta import remember_ranks_per_node
 
                 remember_ranks_per_node(store, run, per_node)
             stored, read = _import_hangs(store, writer, dumps, run)
@@ -108,18 +110,42 @@ def run(s: Settings) -> int:
         empty = [f.log.path for src in records for f in src.files if not f.usable] + unread_dumps
         for source in cluster:
             empty += _show_cluster(source)
-            _clock_hint(store, source.run, source.tz)
+        for ckpt in ckpts:
+            _show_checkpoints(ckpt)
+        if cluster or ckpts:
+            _clock_hint(store, given["cluster"].get("run"), given["cluster"].get("log_tz"))
         _show_derived(store, derived)
     if empty:
         return err(f"nothing stored from {', '.join(empty)}: no valid records")
     return 0
 
 
+def _derive_logs(
+    writer: Any, given: dict[str, dict[str, Any]], cluster: list[ClusterSource],
+    ckpts: list[CheckpointSource],
+) -> list[Any]:  # fmt: skip
+    """The logs and the checkpoint directories composed into one ``Derive`` batch, as each
+    source alone would send it: for the runs they touched (None: every run), with the tier
+    roots given, when they stored something or a run was named. What was derived."""
+    run = given["cluster"].get("run")
+    touched = set().union(*(s.runs_touched for s in [*cluster, *ckpts]))
+    produced = any(s.produced for s in cluster) or any(c.rows for c in ckpts)
+    if not (produced or run):
+        return []
+    roots: dict[str, list[str]] = {}
+    for ckpt in ckpts:
+        for tier, paths in ckpt.roots().items():
+            roots.setdefault(tier, []).extend(paths)
+    per_node = given["cluster"].get("ranks_per_node")
+    batch = Derive(tuple(sorted(touched)) or None, roots, run, per_node)
+    return writer.write(batch).report or []
+
+
 def _any_source(given: dict[str, dict[str, Any]]) -> bool:
     return bool(
         given["import"]["files"]
         or given["cluster"]["files"]
-        or given["cluster"].get("checkpoints")
+        or given["checkpoints"].get("checkpoints")
         or given.get("slurm", {}).get("slurm")
     )
 
@@ -206,6 +232,11 @@ def _show_cluster(source: ClusterSource) -> list[str]:
                 print(f"  nothing of note in {a.path} (a kernel log: no XID or failure line)")
             else:
                 empty.append(a.path)
+    return empty
+
+
+def _show_checkpoints(source: CheckpointSource) -> None:
+    """Print what each checkpoint directory gave."""
     for tier, root in source.checkpoints:
         counts = source.checkpoint_counts.get(tier, {})
         found = ", ".join(f"{n:,} {st}" for st, n in sorted(counts.items())) or "none found"
@@ -214,7 +245,6 @@ def _show_cluster(source: ClusterSource) -> list[str]:
         print(f"  {source.in_progress:,} checkpoint(s) still being written: not stored yet")
     for p in source.checkpoint_problems[:SHOW_REJECTIONS]:
         print(f"  {p}")
-    return empty
 
 
 def _clock_hint(store: Any, run: str | None, tz: str | None) -> None:

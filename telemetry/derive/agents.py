@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 
 from telemetry.derive.evidence import CASCADE, CAUSES, INITIATING, Evidence
-from telemetry.derive.signals import NODE_LOST, WORKER_EXIT, WORKER_KILLED, WORKER_LEFT
+from telemetry.signals import NODE_LOST, WORKER_EXIT, WORKER_KILLED, WORKER_LEFT
 
 _LOCAL = re.compile(r"rank (\d+) \(local rank (\d+)\)")
 

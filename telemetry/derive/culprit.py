@@ -40,7 +40,7 @@ from telemetry.derive.evidence import (
     explain,
     roles,
 )
-from telemetry.derive.signals import (
+from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
     DRIVER_GPU_KINDS,

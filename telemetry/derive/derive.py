@@ -12,7 +12,8 @@ Inputs per run: its step stream (``train_metrics``), the signals attributed to i
 kernel-log XIDs are in ``signals`` with their lines), its checkpoints (directory scans) and
 checkpoint log lines, the interruptions posted by the job (they win over an inference of the
 same stop), its GPU count, and the tier roots given with ``--checkpoints TIER=PATH``
-(remembered in ``meta`` so that a later re-derivation, e.g. in ``serve``, still knows them).
+(remembered in ``meta``, ``store.run_meta``, so that a later re-derivation, e.g. in ``serve``,
+still knows them).
 
 A correction (``relabel``) is stored in ``interruption_labels`` keyed by run and start time
 (a stop's start is the time of a stored progress point, so it is stable across
@@ -23,8 +24,7 @@ inferred cause is kept beside it (``orig_component``/``orig_category``).
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,14 +33,14 @@ import pandas as pd
 
 from telemetry.derive.inference import COLUMNS, SOURCE, current_stall, infer_interruptions
 from telemetry.derive.logged_saves import LOGGED, logged_checkpoints
-from telemetry.derive.ranks import rank_hosts
 from telemetry.derive.xid_gpus import name_gpus
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
-from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT, TIERS
+from telemetry.store.ranks import rank_hosts
+from telemetry.store.run_meta import tier_roots
+from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 
 UNKNOWN = "Unknown"
-_ROOTS_KEY = "tier_roots:"  # meta key prefix: the tier roots of a run, JSON {tier: [paths]}
 _DIGEST_KEY = "derived:"  # meta key prefix: digest of a run's inferred rows
 _LOGGED_KEY = "logged_saves:"  # meta key prefix: digest of a run's log-only checkpoints
 _MARGIN = timedelta(hours=1)  # evidence is read this far around the run's progress
@@ -63,20 +63,6 @@ class Derived:
     interruptions: int  # inferred rows for the run now
     changed: bool  # whether they were written (False: the same as before)
     by_component: dict[str, int]
-
-
-def remember_tier_roots(store: Store, run_id: str, roots: Mapping[str, Sequence[str]]) -> None:
-    """Add the checkpoint roots given for a run (``--checkpoints TIER=PATH``) to those kept."""
-    have = tier_roots(store, run_id)
-    for tier, paths in roots.items():
-        have[tier] = sorted({*have.get(tier, []), *paths})
-    store.set_meta({_ROOTS_KEY + run_id: json.dumps(have, sort_keys=True)})
-
-
-def tier_roots(store: Store, run_id: str) -> dict[str, list[str]]:
-    text = store.meta().get(_ROOTS_KEY + run_id)
-    roots = json.loads(text) if text else {}
-    return {t: list(roots[t]) for t in TIERS if t in roots}
 
 
 def real_runs(store: Store) -> list[str]:
@@ -272,18 +258,19 @@ def _sync_logged(store: Store, run_id: str, inputs: dict[str, Any]) -> None:
     _replace(store, "checkpoints", "format", [run_id, LOGGED], rows, key, digest)
 
 
-def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
-    """Re-derive the given real runs (default: every real run with a step stream), after the
-    Slurm tables' jobs and node events are brought into runs and signals (when changed)."""
-    from telemetry.derive import job_figures
-    from telemetry.store import slurm_store
-
-    slurm_store.refresh(store)
-    job_figures.keep(store)  # the jobs that ended since: their figures, kept
+def place_unplaced(store: Store, runs: Iterable[str] | None = None) -> int:
+    """Place the hangs of the given runs (default: every run) stored without hosts
+    (``place_hangs``), a run known from its dumps only too; how many were placed."""
     unplaced = [r[0] for r in store.rows(
-        "SELECT DISTINCT run_id FROM hangs WHERE culprit_host IS NULL ORDER BY 1")]
-    for run in unplaced if runs is None else [r for r in unplaced if r in set(runs)]:
-        place_hangs(store, run)  # a run known from its dumps only has no steps to derive
+        "SELECT DISTINCT run_id FROM hangs WHERE culprit_host IS NULL ORDER BY 1")]  # fmt: skip
+    wanted = unplaced if runs is None else [r for r in unplaced if r in set(runs)]
+    return sum(place_hangs(store, run) for run in wanted)
+
+
+def derive(store: Store, runs: Iterable[str] | None = None) -> list[Derived]:
+    """Re-derive the given real runs (default: every real run with a step stream) and the runs
+    known from their failure lines only. The store writer runs it after the Slurm refresh, the
+    job figures and the hangs' placing (``telemetry.after_write``), so it reads them."""
     real = real_runs(store)
     wanted = real if runs is None else [r for r in real if r in set(runs)]
     stopped = [r for r in signal_only_runs(store) if runs is None or r in set(runs)]
@@ -423,7 +410,6 @@ __all__ = [
     "derive",
     "derive_run",
     "open_stall",
+    "place_unplaced",
     "relabel",
-    "remember_tier_roots",
-    "tier_roots",
 ]

@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.derive.signals import (  # the signal vocabulary, defined once
+from telemetry.reference import llama3_interruptions, xids
+from telemetry.signals import (  # the signal vocabulary, defined once
     COLLECTIVE_HANG,
     CUDA_ECC,
     CUDA_ERROR,
@@ -80,7 +81,6 @@ from telemetry.derive.signals import (  # the signal vocabulary, defined once
     WORKER_LEFT,
     XID,
 )
-from telemetry.reference import llama3_interruptions, xids
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 
 UNKNOWN = "Unknown"

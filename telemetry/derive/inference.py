@@ -86,8 +86,8 @@ from telemetry.derive.restores import (
     restore,
     save_spans,
 )
-from telemetry.derive.signals import COLLECTIVE_HANG, PLANNED_EXIT
 from telemetry.derive.waits import lost_node, missing_rank
+from telemetry.signals import COLLECTIVE_HANG, PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 COLUMNS = (

@@ -21,9 +21,10 @@ late (a spool delivered after its buckets closed, ``since`` older than rows' ``s
 drops the rows whose buckets it may change; they are computed again when settled. A job kept
 with nothing sampled has a row with its figures None (so it is not computed again each time).
 
-Called after every rollup refresh (``Store.refresh_rollups``) and after the Slurm tables
-changed (``telemetry.store.slurm_store.refresh``); cheap when nothing changed: one statement
-compares the jobs' and the rollups' marks with the ones kept in ``meta``.
+A step of ``telemetry.after_write``: run by the store writer after the rollups of every round
+and at rest, and after a ``Derive`` batch's Slurm refresh (``telemetry.store.slurm_store``);
+cheap when nothing changed: one statement compares the jobs' and the rollups' marks with the
+ones kept in ``meta``.
 """
 
 from __future__ import annotations

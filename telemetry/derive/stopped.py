@@ -47,7 +47,8 @@ from telemetry.derive.evidence import (
 
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
 from telemetry.derive.inference import SOURCE, _frame, _items, _times
-from telemetry.derive.signals import (
+from telemetry.derive.waits import missing_rank
+from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
     DRIVER_GPU_KINDS,
@@ -62,7 +63,6 @@ from telemetry.derive.signals import (
     TRACEBACK_CUT,
     WORKER_KILLED,
 )
-from telemetry.derive.waits import missing_rank
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 # Causes that do not stop a job by themselves: a NaN loss is logged and training goes on; a

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from telemetry.derive.evidence import CAUSES, Evidence
-from telemetry.derive.signals import COLLECTIVE_HANG, NCCL_TIMEOUT, NODE_LOST, SLURM_TASK_KILLED
+from telemetry.signals import COLLECTIVE_HANG, NCCL_TIMEOUT, NODE_LOST, SLURM_TASK_KILLED
 
 MAX_MISSING_SHARE = 1 / 8
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")

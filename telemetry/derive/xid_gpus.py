@@ -14,7 +14,7 @@ import re
 
 import pandas as pd
 
-from telemetry.derive.signals import XID
+from telemetry.signals import XID
 from telemetry.store import Store
 
 # NVRM's "(PCI:0000:3b:00)" and nvidia-smi/dcgm-exporter's "00000000:3B:00.0"

@@ -96,7 +96,15 @@ class Derive:
     ranks_per_node: int | None = None
 
 
-Batch = Round | Records | Tables | HealthBatch | Derive
+@dataclass(frozen=True)
+class Settle:
+    """Bring the rollups up to ``until`` (None: the newest data) after ``Tables`` windows: the
+    replay engine asks so between its windows and at its end (``telemetry.after_write``)."""
+
+    until: datetime | None = None
+
+
+Batch = Round | Records | Tables | HealthBatch | Derive | Settle
 
 
 # -- what a sink says about a batch ----------------------------------------------------------
@@ -269,6 +277,13 @@ class Option:
         return self.flag.lstrip("-").replace("-", "_")
 
 
+# The run the followed logs, checkpoint directories and flight-recorder dumps belong to: one
+# option those sources share on ``ingest`` and ``serve`` (``sources.SHARED``), read by each.
+RUN_OPTION = Option(
+    "--run", {"help": "the run the followed logs, checkpoints and flight-recorder dumps belong to"}
+)
+
+
 @dataclass(frozen=True)
 class SourceContext:
     """What a command gives every source it builds."""
@@ -295,3 +310,5 @@ class SourceSpec:
     options: Mapping[str, tuple[Option, ...]] = field(default_factory=dict)
     build: Builder | None = None
     ask: str = ""  # how a user asks for it, for "give at least one ..." ("--target or ...")
+    # whether a path given to ``import`` is this source's to read (``sources.claim``)
+    recognises: Callable[[str], bool] | None = None

@@ -229,8 +229,6 @@ class StoreSink:
         )
         if self._newest is None or ts >= self._newest:  # a late round leaves newer state be
             self._xid, self._seen, self._newest = xid_state, seen, ts
-        # a late round pulls its buckets back in; the per-GPU hours follow every 5 minutes
-        self.store.refresh_rollups(since=ts, lazy=True)
         return RoundReport(
             ts=ts,
             targets=len(fetches),

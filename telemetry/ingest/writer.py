@@ -3,8 +3,11 @@
 Scrape rounds go through ``sink.StoreSink`` (exporter identities to store ids, XIDs, staleness;
 created with the first round, whose interval the store's metadata records), training records
 through ``records.store_records`` (validated, bad ones reported), a replay's windows and health
-rows straight to ``Store.append_many``. Each write is one transaction. The writer is not
-thread-safe by itself: the server's ``IngestService`` serialises it behind a lock.
+rows straight to ``Store.append_many``. Each write is one transaction. What follows a write
+(the rollups, the Slurm refresh, the job figures, the hangs' hosts, the interruptions) is run
+here, and only here, by the steps ``telemetry.after_write`` registers: after a round, after a
+``Derive`` batch, on ``Settle`` and at ``finish``. The writer is not thread-safe by itself: the
+server's ``IngestService`` serialises it behind a lock.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from telemetry.derive import job_figures
+from telemetry import after_write
+from telemetry.after_write import EVIDENCE, REST, ROUND, WINDOWS, After
 from telemetry.errors import DuplicateBatchError
 from telemetry.ingest.records import store_records
 from telemetry.ingest.seam import (
@@ -22,12 +26,14 @@ from telemetry.ingest.seam import (
     HealthBatch,
     Records,
     Round,
+    Settle,
     Tables,
     Written,
     health_table,
 )
 from telemetry.ingest.sink import RoundReport, StoreSink
 from telemetry.store import Store
+from telemetry.store.run_meta import remember_ranks_per_node, remember_tier_roots
 
 
 def round_line(rep: RoundReport) -> str:
@@ -39,7 +45,7 @@ def round_line(rep: RoundReport) -> str:
 
 
 class StoreWriter:
-    accepts = (Round, Records, Tables, HealthBatch, Derive)
+    accepts = (Round, Records, Tables, HealthBatch, Derive, Settle)
 
     def __init__(self, store: Store, rounds: bool = False, into_replay: bool = False) -> None:
         """With ``rounds`` the round sink is made now, so a store that cannot take scrape
@@ -81,21 +87,21 @@ class StoreWriter:
             return Written(ok=True, line=f"{label} stored", rows=batch.rows or n)
         if isinstance(batch, Derive):
             return self._derive(batch)
+        if isinstance(batch, Settle):
+            after_write.run(self.store, After(WINDOWS, ts=batch.until))
+            return Written(ok=True, line="rollups brought up to date")
         if isinstance(batch, HealthBatch):
             n = self.store.append_many({"targets": health_table(batch.ts, batch.health)})
             return Written(ok=True, line=f"health of {n} sources stored", rows=n)
         raise TypeError(f"StoreWriter cannot write {type(batch).__name__}")
 
     def _derive(self, batch: Derive) -> Written:
-        from telemetry.derive import derive
-
         if batch.run and batch.tier_roots:
-            derive.remember_tier_roots(self.store, batch.run, batch.tier_roots)
+            remember_tier_roots(self.store, batch.run, batch.tier_roots)
         if batch.run and batch.ranks_per_node:
-            from telemetry.derive.ranks import remember_ranks_per_node
-
             remember_ranks_per_node(self.store, batch.run, batch.ranks_per_node)
-        done = derive.derive(self.store, batch.runs)
+        runs = None if batch.runs is None else tuple(batch.runs)
+        done = after_write.run(self.store, After(EVIDENCE, runs=runs))["interruptions"]
         parts = [
             f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
             for d in done
@@ -105,12 +111,12 @@ class StoreWriter:
 
     def finish(self) -> None:
         """When batches stop: the per-GPU hours and 6 hours, which a round's refresh builds
-        only when a 5-minute bucket closes (``StoreSink.write``), brought up to the last round,
-        so a store at rest holds every sample at every level. Raises what the store raises."""
+        only when a 5-minute bucket closes (the rollups step after a round), brought up to the
+        last round, so a store at rest holds every sample at every level. Raises what the store
+        raises."""
         if self._lagging:
-            self.store.refresh_rollups()
+            after_write.run(self.store, After(REST))
             self._lagging = False
-            job_figures.keep(self.store)
 
     def round_sink(self) -> StoreSink:
         """The sink rounds go to, made on first use; ValueError for a store that cannot take
@@ -127,7 +133,7 @@ class StoreWriter:
             line = f"round {batch.ts.isoformat()} already stored (batch {batch.batch_id})"
             return Written(ok=True, line=line, duplicate=True)
         self._lagging = True
-        job_figures.keep(self.store, since=batch.ts)  # jobs ended (or late data): figures
+        after_write.run(self.store, After(ROUND, ts=batch.ts))  # rollups, jobs ended: figures
         line = f"round {batch.ts.isoformat()} stored: {round_line(rep)}"
         return Written(ok=True, line=line, rows=rep.samples, report=rep)
 

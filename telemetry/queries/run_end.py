@@ -21,8 +21,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from telemetry.derive import signals as sig
-from telemetry.derive.signals import PLANNED_EXIT
+from telemetry import signals as sig
+from telemetry.signals import PLANNED_EXIT
 from telemetry.store import Store
 
 FINISHED = "finished"

@@ -190,7 +190,7 @@ def _order(e: dict[str, Any]) -> tuple[float, float, int]:
 
 
 def _fill_hosts(store: Store, run_id: str, entries: list[dict[str, Any]]) -> None:
-    from telemetry.derive.ranks import rank_hosts
+    from telemetry.store.ranks import rank_hosts
 
     missing = [e["rank"] for e in entries if not e["host"]]
     if not missing:

@@ -20,7 +20,7 @@ from datetime import datetime
 import numpy as np
 
 from telemetry.ingest.daemon import collect
-from telemetry.ingest.seam import BatchSink, Tables, check_fits
+from telemetry.ingest.seam import BatchSink, Settle, Tables, check_fits
 from telemetry.ingest.writer import StoreWriter
 from telemetry.reference import GPU_MODELS
 from telemetry.replay.scenarios import Scenario
@@ -127,8 +127,8 @@ def replay(
     """Replay ``sc`` into ``store``. ``speed=None`` backfills everything as fast as possible;
     otherwise the first ``prefill_s`` simulated seconds are backfilled and the rest streams at
     ``speed`` simulated seconds per wall second until the run ends or ``stop`` is set. The
-    windows go through ``sink`` (default: a ``StoreWriter`` on ``store``); the run's
-    registration and the rollups are the store's own."""
+    windows go through ``sink`` (default: a ``StoreWriter`` on ``store``), and so do the rollups
+    (``Settle``: the writer's steps); the run's registration is the store's own."""
     sink = sink or StoreWriter(store)
     source = prepare(store, sc, seed, interval_s, until_s, batch_ticks)
     end = min(sc.duration_s, until_s if until_s is not None else sc.duration_s)
@@ -140,9 +140,9 @@ def replay(
     if speed is not None and source.left:
         # the backfilled hours in the node and fleet levels now, not at the first live tick:
         # `make demo`'s heatmap said "No GPU samples in this range" for its first ~15 s
-        store.refresh_rollups()
+        sink.write(Settle())
         rows += _live(store, source, sink, speed, end, progress, stop, synced)
-    store.refresh_rollups()
+    sink.write(Settle())
     done = min(source.t_prev, end)
     stopped = bool(source.left) and stop is not None and stop.is_set()
     return ReplayResult(source.syn.run_id, rows, done, time.perf_counter() - started, stopped)
@@ -211,7 +211,7 @@ def _backfill(
                 w = sink.write(batch)
                 source.settle(batch.ts, batch, w)
                 if time.monotonic() - last_rollup[0] > ROLLUP_EVERY_S:
-                    store.refresh_rollups(until=batch.ts)
+                    sink.write(Settle(until=batch.ts))
                     last_rollup[0] = time.monotonic()
                 written[0] += batch.rows
                 if progress:
@@ -265,7 +265,7 @@ def _live(
         for w in collect(source, sink, source.syn.abs_time(min(now, end))):
             rows += w.rows
         synced = sync_roles(store, source.syn, synced)
-        store.refresh_rollups()
+        sink.write(Settle())
         if progress:
             progress(source.t_prev, end, rows)
     return rows

@@ -1,7 +1,8 @@
 """What the Slurm tables mean for the rest of the store: jobs attached to runs (or runs of their
 own), and job ends and node events as ``signals`` for the interruption inference.
 
-Run by ``telemetry.derive.derive`` before the runs are re-derived, whenever the Slurm tables
+A step of ``telemetry.after_write``, run by the store writer before the runs are re-derived
+after a ``Derive`` batch; it rewrites only when the Slurm tables
 (or the runs they may attach to) changed since the last time (a fingerprint in ``meta``), so a
 poll that changed nothing costs one small query. Everything is recomputed from the tables in
 one transaction, never appended: the same jobs give the same rows, however often they are
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.derive.signals import (
+from telemetry.signals import (
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
     SLURM_MAINTENANCE,

@@ -1,6 +1,7 @@
-"""What a real cluster already writes, as a source: training and kernel logs (text) and the
-checkpoint directories of each tier. Read once by ``factoryfloor import FILE... --checkpoints
-TIER=PATH``; followed by ``ingest``/``serve --logs GLOB --checkpoints TIER=PATH``.
+"""What a real cluster already writes, as a source: training and kernel logs (text). Read once
+by ``factoryfloor import FILE...``; followed by ``ingest``/``serve --logs GLOB``. The checkpoint
+directories given beside them are another source (``collect.checkpoints.ckpt_source``), which
+this one never imports: ``import`` composes the two into one derivation.
 
 Long module: one source, its file follower (rotation, truncation, positions) and its batches.
 
@@ -14,17 +15,12 @@ Each round (``poll``):
   (truncated) is read again from its start. Positions are kept in a positions file (as promtail
   does) beside the store's name in the state directory, advanced only once the store took the
   block, so a restart goes on where it stopped and a failed write is read again.
-- every checkpoint directory is scanned (``ckptdirs``; followed: ``CheckpointWatcher``), each
-  checkpoint row a batch of its own keyed by (run, step, tier, path, status), so scanning the
-  same tree again, or after a restart, stores nothing twice; one deleted later by rotation
-  stays in history.
-- last, a ``Derive`` batch for the runs touched: the store writer re-derives their
-  interruptions (``telemetry.derive``), with the tier roots given here.
+- last, with ``derive`` (the default), a ``Derive`` batch for the runs touched: the store
+  writer re-derives their interruptions (``telemetry.after_write``).
 
 Batch ids of a log block are its file's identity (content digest for an import; device, inode
 and byte offset for a followed file) and offset, so importing the same files again writes
-nothing. Each file and tier root has a health row (``cluster:PATH``, ``cluster:TIER=PATH``;
-``import:`` for an import).
+nothing. Each file has a health row (``cluster:PATH``; ``import:`` for an import).
 """
 
 from __future__ import annotations
@@ -47,6 +43,7 @@ from telemetry.collect.logs.import_source import log_digest
 from telemetry.collect.logs.logclock import MAX_FUTURE_S, SPAN_S, file_window
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
+    RUN_OPTION,
     Batch,
     Derive,
     Health,
@@ -58,7 +55,6 @@ from telemetry.ingest.seam import (
     Tables,
     Written,
 )
-from telemetry.vocabulary import TIERS
 
 BLOCK_BYTES = 8 << 20  # what one batch of a log holds at most
 FOLLOW_INTERVAL_S = 5.0  # a followed log is read this often (a stall shows within a minute)
@@ -71,17 +67,6 @@ URGENT = re.compile(
 )
 PEEK_BYTES = 1 << 20  # of a log's new bytes, the newest this much is looked at
 TEXT_SOURCE = "logs"
-
-
-def parse_checkpoint_arg(text: str) -> tuple[str, str]:
-    """``TIER=PATH`` -> (tier, path); ValueError naming what is wrong."""
-    tier, sep, path = text.partition("=")
-    tier = tier.strip().lower()
-    if not sep or not path:
-        raise ValueError(f"--checkpoints {text!r}: expected TIER=PATH, e.g. pfs=/lustre/ckpt/run")
-    if tier not in TIERS:
-        raise ValueError(f"--checkpoints {text!r}: tier must be one of {', '.join(TIERS)}")
-    return tier, path
 
 
 @dataclass
@@ -253,7 +238,7 @@ def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[A
 
 
 def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame | pa.Table]:
-    from telemetry.derive.signals import XID, signals_frame
+    from telemetry.signals import XID, signals_frame
 
     out: dict[str, pd.DataFrame | pa.Table] = {}
     timed = [s for s in batch.signals if s.ts is not None]
@@ -343,7 +328,7 @@ def _naive_utc(t: datetime) -> pd.Timestamp:
 
 
 class ClusterSource:
-    """Text logs and checkpoint directories of one run (module doc)."""
+    """Text logs of one run (module doc)."""
 
     name = "cluster"
     produces = (Records, Tables, Derive)
@@ -354,21 +339,18 @@ class ClusterSource:
         *,
         files: Sequence[str] = (),
         globs: Sequence[str] = (),
-        checkpoints: Sequence[tuple[str, str]] = (),
         run: str | None = None,
         tz: str | None = None,
         follow: bool = False,
         interval_s: float = FOLLOW_INTERVAL_S,
         positions: str | None = None,
-        grace_s: float | None = None,
         ranks_per_node: int | None = None,
         data_year: int | None = None,
         max_future_s: float = MAX_FUTURE_S,
         span_s: float = SPAN_S,
         year: int | None = None,
+        derive: bool = True,
     ) -> None:
-        from telemetry.collect.checkpoints import ckptdirs
-
         self.run, self.tz, self.follow = run, tz, follow
         self.bounds = (max_future_s, span_s)  # which log times are data (logclock)
         # health rows: a followed file reports every poll ("cluster:"); an import once, at
@@ -377,7 +359,8 @@ class ClusterSource:
         self.ranks_per_node = ranks_per_node
         self.interval_s = interval_s if follow else 0.0
         self.globs = list(globs)
-        self.checkpoints = list(checkpoints)
+        self.derive = derive
+        self.produced = False  # a log gave rows, in some round
         self.logs: dict[str, _Log] = {}
         for f in files:
             if not os.path.isfile(f):
@@ -393,13 +376,6 @@ class ClusterSource:
         # they are read after the logs whose lines carry a full date.
         self.logs = dict(sorted(self.logs.items(), key=lambda kv: not _dated(kv[0])))
         self._data_year: int | None = data_year  # the run's, as stored; then the logs' own
-        kw = {} if grace_s is None else {"grace_s": grace_s}
-        self._grace = kw
-        self.in_progress = 0
-        self.watchers = {
-            (tier, root): ckptdirs.CheckpointWatcher(tier, root, run, **kw)
-            for tier, root in self.checkpoints
-        }
         self.positions_path = positions
         self._positions: dict[str, Any] = self._load_positions()
         self.book = HealthBook()
@@ -407,8 +383,6 @@ class ClusterSource:
             str, tuple[str, int, int, int]
         ] = {}  # batch id -> (path, off, ln, rows)
         self.runs_touched: set[str] = set()
-        self.checkpoint_counts: dict[str, dict[str, int]] = {}  # tier -> status -> count
-        self.checkpoint_problems: list[str] = []
         self._peeked: dict[str, int] = {}  # path -> the size urgent() looked up to
 
     # -- positions of followed logs --------------------------------------------------------
@@ -521,17 +495,12 @@ class ClusterSource:
                 self.book.record(now, f"{self.kind}:{path}", False, exc.strerror or str(exc), 0, 0)
                 continue
             self.book.record(now, f"{self.kind}:{path}", True, None, log.account.metrics, 0)
-        yield from self._checkpoint_batches(now)
-        if self._checkpoint_rows:
-            produced = True
         self._save_positions()
+        self.produced = self.produced or produced
         if produced and self.run:
             self.runs_touched.add(self.run)
-        if produced or (not self.follow and self.run):
-            roots: dict[str, list[str]] = {}
-            for tier, root in self.checkpoints:
-                roots.setdefault(tier, []).append(os.path.abspath(root))
-            yield Derive(tuple(sorted(self.runs_touched)) or None, roots, self.run,
+        if self.derive and (produced or (not self.follow and self.run)):
+            yield Derive(tuple(sorted(self.runs_touched)) or None, {}, self.run,
                          self.ranks_per_node)
 
     def _note_year(self, batch: Any) -> None:
@@ -560,36 +529,6 @@ class ClusterSource:
             acc.year_from = _year_from(log)
         acc.problems = [f"{b.origin}: {b.reason}" for b in log.parser.bad]
         acc.unread = [f"{log.parser.label}:{n}: {t}" for n, t in log.parser.unread]
-
-    def _checkpoint_batches(self, now: datetime) -> Iterator[Batch]:
-        from telemetry.collect.checkpoints import ckptdirs
-
-        self._checkpoint_rows = 0
-        for (tier, root), watcher in self.watchers.items():
-            target = f"{self.kind}:{tier}={root}"
-            if self.follow:
-                rows, problems = watcher.poll(now), watcher.new_problems
-            else:  # one scan: an incomplete checkpoint past its grace is failed at once
-                res = ckptdirs.scan(tier, root, run=self.run, now=now, **self._grace)
-                rows, problems = res.checkpoints, res.problems
-                self.in_progress += len(res.in_progress)
-            self.checkpoint_problems += [f"{tier}={root}: {p}" for p in problems]
-            counts = self.checkpoint_counts.setdefault(tier, {})
-            for c in rows:
-                counts[c.status] = counts.get(c.status, 0) + 1
-                if c.run:
-                    self.runs_touched.add(c.run)
-                key = hashlib.sha256(repr(c.key).encode()).hexdigest()[:24]
-                self._checkpoint_rows += 1
-                yield Tables(
-                    {"checkpoints": ckptdirs.frame([c])}, now, 0, batch_id=f"ckpt:{key}",
-                    label=f"checkpoint {c.tier} step {c.step} ({c.status})",
-                )  # fmt: skip
-            root_ok = os.path.isdir(root)
-            self.book.record(
-                now, target, root_ok, None if root_ok else "; ".join(problems[:1]) or "missing",
-                sum(counts.values()), 0,
-            )  # fmt: skip
 
     def settle(self, now: datetime, batch: Batch, written: Written) -> None:
         bid = getattr(batch, "batch_id", None) or ""
@@ -624,16 +563,18 @@ def _positions_file(store: str | None, key: str) -> str:
     return os.path.join(env.state_dir(), "positions", f"{name}.json")
 
 
+def recognises(path: str) -> bool:
+    """A text log given to ``import`` (a job's output, a kernel log): no record format's."""
+    from telemetry.collect.logs.formats import is_text_log
+
+    return is_text_log(path)
+
+
 def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None:
     globs = list(values.get("logs") or [])
-    ckpts = list(values.get("checkpoints") or [])
     files = list(values.get("files") or [])
-    if not (globs or ckpts or files):
+    if not (globs or files):
         return None
-    try:
-        pairs = [parse_checkpoint_arg(c) for c in ckpts]
-    except ValueError as exc:
-        raise FactoryFloorError(str(exc)) from None
     tz = values.get("log_tz")
     if tz:
         from telemetry.collect.logs.logclock import zone
@@ -656,7 +597,6 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> ClusterSource | None
     return ClusterSource(
         files=files,
         globs=globs,
-        checkpoints=pairs,
         run=run,
         tz=tz,
         follow=follow,
@@ -697,15 +637,6 @@ def _stored_year(store: str | None, run: str) -> int | None:
     return None if year is None else int(year)
 
 
-_CKPT = Option(
-    "--checkpoints",
-    {
-        "action": "append",
-        "default": [],
-        "metavar": "TIER=PATH",
-        "help": "a checkpoint directory of a tier (nvme, pfs or object); repeatable",
-    },
-)
 _TZ = Option(
     "--log-tz",
     {"metavar": "ZONE", "help": "time zone of log times without one (default UTC)"},
@@ -747,8 +678,6 @@ _LOGS = Option(
         "help": "training or kernel logs to follow (rotation and truncation too); repeatable",
     },
 )
-_RUN = Option("--run", {"help": "the run the followed logs, checkpoints and flight-recorder "
-                                "dumps belong to"})  # fmt: skip
 _PER_NODE = Option(
     "--ranks-per-node",
     {
@@ -761,12 +690,13 @@ _PER_NODE = Option(
 
 SPEC = SourceSpec(
     name="cluster",
-    summary="training and kernel logs (text) and checkpoint directories per tier",
+    summary="training and kernel logs (text)",
     options={
-        "import": (_CKPT, _TZ, _FUTURE, _SPAN, _PER_NODE, _YEAR),
-        "ingest": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
-        "serve": (_LOGS, _CKPT, _TZ, _FUTURE, _SPAN, _RUN, _PER_NODE),
+        "import": (_TZ, _FUTURE, _SPAN, _PER_NODE, _YEAR),
+        "ingest": (_LOGS, _TZ, _FUTURE, _SPAN, RUN_OPTION, _PER_NODE),
+        "serve": (_LOGS, _TZ, _FUTURE, _SPAN, RUN_OPTION, _PER_NODE),
     },
     build=build,
-    ask="--logs GLOB or --checkpoints TIER=PATH",
+    ask="--logs GLOB",
+    recognises=recognises,
 )

@@ -22,8 +22,8 @@ from telemetry.errors import FactoryFloorError
 
 
 def rank_hosts(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:
-    """Each rank's host as the run's logs or its Slurm node list say (``derive.ranks``)."""
-    from telemetry.derive.ranks import rank_hosts as resolve
+    """Each rank's host as the run's logs or its Slurm node list say (``store.ranks``)."""
+    from telemetry.store.ranks import rank_hosts as resolve
 
     return resolve(store, run_id, ranks)
 
@@ -64,7 +64,7 @@ def hang_table(hang: Hang, run_id: str, source: str) -> Any:
 def signal_frame(hang: Hang, run_id: str, source: str) -> Any:
     """The hang as a ``signals`` row: at the time the waiting ranks enqueued the collective,
     on the culprit's host."""
-    from telemetry.derive.signals import COLLECTIVE_HANG, Signal, clean_line, signals_frame
+    from telemetry.signals import COLLECTIVE_HANG, Signal, clean_line, signals_frame
 
     culprit = hang.culprit
     host = hang.hosts.get(culprit) if culprit is not None else None

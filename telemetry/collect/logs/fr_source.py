@@ -8,7 +8,7 @@ settled: no new or growing dump for ``SETTLE_S`` seconds (a job whose ranks are 
 writing is read whole, not half). Its hang, if any, is
 stored as ``import`` stores it (``collect.fr_import``: a ``hangs`` row and a
 ``collective_hang`` signal on the culprit rank), and the run is derived again; the culprit's
-host is placed then, from the run's logs or Slurm node list (``telemetry.derive.ranks``). The same
+host is placed then, from the run's logs or Slurm node list (``telemetry.store.ranks``). The same
 dumps give the same batch ids, so a restart or a second look stores nothing twice. Each folder
 has a health row ``flight_recorder:DIR``. A folder is analysed in a child process with deadlines
 (``collect.logs.fr_worker``), so a hostile dump can slow only this source's thread, never the
@@ -26,6 +26,7 @@ from typing import Any
 from telemetry.collect.logs.flight_recorder import DumpError
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
+    RUN_OPTION,
     Batch,
     Derive,
     Health,
@@ -43,7 +44,6 @@ from telemetry.ingest.seam import (
 # ranks were still writing after that is analysed again whole when its dumps change.
 SETTLE_S = 5.0
 SHOW_REFUSED = 5  # refused dumps logged per folder (the rest counted)
-RUN_HELP = "the run the followed logs, checkpoints and flight-recorder dumps belong to"
 INTERVAL_S = 2.0  # a look is one scandir and a stat per dump (is_dump is remembered)
 _Signature = tuple[tuple[str, int, int], ...]
 
@@ -166,6 +166,13 @@ class FlightRecorderSource:
         return self.book.all()
 
 
+def recognises(path: str) -> bool:
+    """A flight-recorder dump, or a directory of them, given to ``import``."""
+    from telemetry.collect.logs import flight_recorder
+
+    return flight_recorder.recognises(path)
+
+
 def build(values: Mapping[str, Any], ctx: SourceContext) -> FlightRecorderSource | None:
     root = values.get("flight_recorder")
     if not root:
@@ -185,10 +192,11 @@ SPEC = SourceSpec(
         cmd: (
             Option("--flight-recorder", {"metavar": "DIR", "help": "a folder PyTorch's flight "
                    "recorder dumps into (or their parent): each job's hang, as it lands"}),
-            Option("--run", {"help": RUN_HELP}),
+            RUN_OPTION,
         )  # fmt: skip
         for cmd in ("ingest", "serve")
     },
     build=build,
     ask="--flight-recorder DIR",
+    recognises=recognises,
 )

@@ -196,4 +196,5 @@ SPEC = SourceSpec(
         )
     },
     build=build,
+    recognises=lambda path: True,  # asked last (sources.IMPORTERS): what no other source takes
 )

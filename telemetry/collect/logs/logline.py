@@ -18,9 +18,9 @@ import re
 from datetime import datetime, timedelta
 from pathlib import PurePath
 
+from telemetry import signals as sig
 from telemetry.collect.logs.logranks import launcher, split_prefix
 from telemetry.collect.logs.settings import PREFILTER as SETTINGS_PREFILTER
-from telemetry.derive import signals as sig
 from telemetry.hostlist import MAX_HOSTS, count_hosts
 
 # Substrings that any line worth reading contains. RE2 (pyarrow) and Python's re both compile

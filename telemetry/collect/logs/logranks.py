@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from telemetry.derive import signals as sig
+from telemetry import signals as sig
 
 # (kind, detail, xid, pci, host, gpu, time text): logline.Failure
 Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | None]

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from telemetry import signals as sig
 from telemetry.collect.logs import logfast
 from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs import logranks as lr
@@ -48,8 +49,7 @@ from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs import settings as lset
 from telemetry.collect.logs.importers import BadLine, ImportFileError
 from telemetry.collect.logs.logclock import LogClock, Window, file_window
-from telemetry.derive import signals as sig
-from telemetry.derive.signals import CheckpointEvent, Signal, clean_line
+from telemetry.signals import CheckpointEvent, Signal, clean_line
 
 # (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
 RankHost = tuple[int, str, str, str]

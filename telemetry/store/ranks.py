@@ -6,7 +6,9 @@ communicator of every rank, the largest ``nranks``, numbers ranks globally), tor
 summary (``host :`` / ``rank :``), a line that names both (an ``srun --label`` task whose line
 carries NCCL's host header). A rank no log placed takes its place in the run's Slurm job's node
 list, in order (``srun``/``torchrun`` number nodes so), ``ranks per node`` to a node: as given
-with ``import --ranks-per-node N`` (remembered per run), else the run's GPUs per node, else 8.
+with ``import --ranks-per-node N`` (remembered per run, ``run_meta``), else the run's GPUs per
+node, else 8. Read here, in the store, because the interruption inference, the flight-recorder
+source and the slow-ranks query all ask it, and no source may import ``telemetry.derive``.
 """
 
 from __future__ import annotations
@@ -14,18 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from telemetry.store.run_meta import given_ranks_per_node
+
 DEFAULT_RANKS_PER_NODE = 8
-_KEY = "ranks_per_node:"  # meta key prefix: ranks per node given for a run
-
-
-def remember_ranks_per_node(store: Any, run_id: str, n: int) -> None:
-    store.set_meta({_KEY + run_id: str(int(n))})
 
 
 def ranks_per_node(store: Any, run_id: str) -> int:
-    given = store.meta().get(_KEY + run_id)
+    given = given_ranks_per_node(store, run_id)  # remembered by the writer
     if given:
-        return max(int(given), 1)
+        return given
     shape = store.rows("SELECT gpus, nodes FROM runs WHERE run_id = ?", [run_id])
     if shape and shape[0][0] and shape[0][1]:
         return max(int(shape[0][0]) // int(shape[0][1]), 1)

@@ -11,6 +11,9 @@ the checkpoint directories it says which step a restart restored.
 
 Times are naive ``datetime`` in UTC (readers convert at the edge) or ``None`` when the line has
 no wall time (plain ``dmesg`` counts seconds since boot).
+
+Here, below the sources, the store and ``telemetry.derive``, so each imports the words and none
+imports another for them (``tests/test_layering.py``).
 """
 
 from __future__ import annotations
