@@ -190,7 +190,7 @@ def test_a_stalled_run_raises_an_overview_alert_within_a_minute(store: Store) ->
 
 
 def test_summary_reports_inferred_interruptions_and_a_step_based_ettr(store: Store) -> None:
-    from telemetry.summary import run_summary
+    from telemetry.metrics.summary import run_summary
 
     _two_failures(store)
     derive.derive(store)

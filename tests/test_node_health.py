@@ -159,7 +159,7 @@ def test_summary_json_says_why_a_node_is_drained_and_what_it_broke(tmp_path: Pat
     """"Why is node X drained": ``summary --json``'s ``node_health`` names the nodes drained
     at Slurm's last poll with the reason and who set it, the rules broken in the last 7 days
     and the repairs."""
-    from telemetry.summary import store_summary
+    from telemetry.metrics.summary import store_summary
 
     xid = [{"ts": T0 + timedelta(hours=h), "host": "n3", "gpu": 2, "xid": 79}
            for h in (1, 3)]  # fmt: skip

@@ -18,6 +18,7 @@ import pytest
 from telemetry.collect.dcgm.scrape import scrape_round
 from telemetry.ingest.sink import StoreSink
 from telemetry.ingest.targets import Target
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS
@@ -31,7 +32,6 @@ from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import HUNG, RUNNING, simulate
 from telemetry.store import Store
-from telemetry.summary import run_summary
 from telemetry.utilization import REAL_SQL, class_sql
 from tests.conftest import DCGM_FIXTURES, ExporterHandler
 

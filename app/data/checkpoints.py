@@ -8,10 +8,10 @@ import pandas as pd
 
 from app.data.services import store
 from app.data.view import mapping, number
-from telemetry import goodput as good
-from telemetry import summary as run_figures
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics import goodput as good
+from telemetry.metrics import summary as run_figures
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import outliers as outq
@@ -128,7 +128,7 @@ def measured_ettr(run_id: str) -> str | None:
 
 def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
     """The run's goodput block over the range, with its days and its hours' step time
-    (``telemetry.goodput``)."""
+    (``telemetry.metrics.goodput``)."""
     return good.goodput(store(), run_id, tr, steps=True)
 
 

@@ -10,8 +10,8 @@ import pandas as pd
 from app.data.services import store
 from telemetry import csv_safe
 from telemetry.errors import FactoryFloorError as FactoryFloorError  # for the page
-from telemetry.jobs_export import day_jobs
-from telemetry.jobs_export import day_range as day_range  # a day's range, for the page
+from telemetry.metrics.jobs_export import day_jobs
+from telemetry.metrics.jobs_export import day_range as day_range  # a day's range, for the page
 from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jobsq
 from telemetry.queries.jobs import FAILED_WITHIN_MIN as FAILED_WITHIN_MIN  # vocabulary

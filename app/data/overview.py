@@ -10,11 +10,12 @@ import pandas as pd
 from app.data.services import alert_rules, store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
 from app.data.view import time_range
-from telemetry import goodput as good
 from telemetry import queries
 from telemetry.collect.logs.settings import NAMES as SETTING_NAMES  # vocabulary re-export
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics import goodput as good
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import overview as overq
 from telemetry.queries import run_settings as settingsq
@@ -22,7 +23,6 @@ from telemetry.queries import targets as targetq
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
-from telemetry.summary import run_summary
 from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
 
@@ -82,7 +82,7 @@ def summary(run_id: str) -> dict[str, Any]:
 
 
 def goodput(run_id: str) -> dict[str, Any] | None:
-    """The run's goodput block (``telemetry.goodput``) over its whole span."""
+    """The run's goodput block (``telemetry.metrics.goodput``) over its whole span."""
     return good.goodput(store(), run_id, detail=False)
 
 

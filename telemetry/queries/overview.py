@@ -309,7 +309,7 @@ def _goodput_alert(
 ) -> list[tuple[str, str, str, str]]:
     """``GoodputLow`` when the run's goodput over the rule's window ending at ``end`` (the
     data's end, as every "last N" here) is below the alerts file's threshold."""
-    from telemetry.goodput import goodput, top_badput
+    from telemetry.metrics.goodput import goodput, top_badput
 
     window = TimeRange(end - timedelta(seconds=rules.goodput_window_s), end)
     block = goodput(store, run_id, window, detail=False)

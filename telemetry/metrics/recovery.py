@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.detection import detection
-from telemetry.goodput import FIRST_REDONE, goodput
+from telemetry.metrics.goodput import FIRST_REDONE, goodput
 from telemetry.store import Store
 
 WARM = 1.10  # warmed up: the step time back within 10 % of the ideal

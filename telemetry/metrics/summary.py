@@ -23,8 +23,9 @@ import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.detection import as_json, detection
-from telemetry.goodput import goodput, goodput_money
-from telemetry.jobs_export import recent_jobs
+from telemetry.metrics.goodput import goodput, goodput_money
+from telemetry.metrics.jobs_export import recent_jobs
+from telemetry.metrics.recovery import recovery_spans
 from telemetry.queries import DOWNTIME, TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
 from telemetry.queries.accounting import summary_block as accounting_block
@@ -33,7 +34,6 @@ from telemetry.queries.failures import COSTED, candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
 from telemetry.queries.run_end import run_end
-from telemetry.recovery import recovery_spans
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
@@ -359,7 +359,7 @@ def _interruption_list(
     """Each interruption of the run, oldest first, with its source, confidence, correction
     and evidence (parsed), what to do about it (``action``, ``action_reason``:
     ``queries.offenders``) and where its recovery went (``recovery_spans``, and
-    ``recovery_unknown``: the spans the records do not date, with why; ``telemetry.recovery``)
+    ``recovery_unknown``: the spans the records do not date, with why; ``metrics.recovery``)
     and its two detection times (``failed_at``, ``noticed_at``, ``failed_unknown``,
     ``noticed_unknown``, ``wait_s``, ``stall_s``: ``telemetry.detection``), as ``summary
     --json`` shows them."""
