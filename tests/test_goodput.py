@@ -166,8 +166,8 @@ def test_goodput_below_the_alerts_files_threshold_is_an_alert(tmp_path: Path) ->
     as MTBF's does; timed saves counted, redone steps not downtime) is below 0.9, above 0.8;
     the Overview and the receivers get the same alert, naming what cost most."""
     from telemetry.alerting import load_config, store_alerts
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import data_extent
-    from telemetry.queries.overview import active_alerts
 
     store = imported_night(tmp_path)
     f = tmp_path / "alerts.toml"

@@ -122,7 +122,7 @@ def test_the_timeline_says_who_drained_a_node_and_how_long_repair_took(tmp_path:
 
 def test_findings_are_alerts_naming_node_gpu_and_rule(tmp_path: Path) -> None:
     from telemetry.alerting import from_overview, generator_url
-    from telemetry.queries.overview import health_alerts
+    from telemetry.metrics.alert_rules import health_alerts
 
     s = _store(tmp_path, [_xid("n|7", 3, 79, 1), _xid("n|7", 3, 79, 20)],
                jobs=[_job(1, "bad", "alice", "FAILED", 2), _job(2, "bad", "bob", "FAILED", 3)])

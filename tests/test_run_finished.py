@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.metrics.alert_rules import active_alerts
 from telemetry.queries import TimeRange
-from telemetry.queries.overview import active_alerts
 from telemetry.store import Store
 from tests.conftest import cli
 

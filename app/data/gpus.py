@@ -10,12 +10,12 @@ import pandas as pd
 from app.data.services import services, store
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics.alert_rules import LOW_UTIL_PCT as LOW_UTIL_PCT  # vocabulary re-export
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
 from telemetry.queries import outliers as outq
-from telemetry.queries import overview as overq
 from telemetry.queries import workload as workq
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
@@ -48,11 +48,10 @@ def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
     return gpuq.distribution(store(), tr, key)
 
 
-LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
 
 
 def gpus_below(tr: TimeRange) -> pd.DataFrame:
-    return gpu_rollup.gpus_below(store(), tr, overq.LOW_UTIL_PCT)
+    return gpu_rollup.gpus_below(store(), tr, LOW_UTIL_PCT)
 
 
 def util_basis(tr: TimeRange) -> Basis:

@@ -14,6 +14,7 @@ from telemetry import queries
 from telemetry.collect.logs.settings import NAMES as SETTING_NAMES  # vocabulary re-export
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics import alert_rules as alerting_rules
 from telemetry.metrics import goodput as good
 from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, run_time
@@ -63,7 +64,7 @@ def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
         return 0
     window = TimeRange(base.end - timedelta(hours=hours), base.end)
     ints = queries.interruptions(store(), run_id, window, queries.MARK_COLUMNS)
-    return overq.recent_interruptions(ints, base.end, hours)
+    return alerting_rules.recent_interruptions(ints, base.end, hours)
 
 
 def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
@@ -93,7 +94,8 @@ def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
 def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:
     """Alerts at the end of the range (severity, alert, detail), scrape targets at
     ``targets_at`` (see ``target_time``)."""
-    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at, rules=alert_rules())
+    rules = alert_rules()
+    return alerting_rules.active_alerts(store(), run_id, tr, targets_at=targets_at, rules=rules)
 
 
 def target_time(tr: TimeRange, live: bool) -> datetime:
