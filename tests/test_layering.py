@@ -44,6 +44,9 @@ MAX_LINES = 500
 SOURCE_HOWTO = "docs/howto/adding-a-source.md"
 METRIC_HOWTO = "docs/howto/adding-a-derived-metric.md"  # where a figure lives, so no circle
 LONG_MARKER = "Long module:"
+# a statement as this code writes them (upper case), not words (``"with care"``)
+_SQL_RE = re.compile(r"\s*(WITH \w+ AS|SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b")
+_STORE_READS = {"df", "rows", "scalar", "execute"}
 _MARKER_RE = re.compile(rf"^\s*{re.escape(LONG_MARKER)}\s*(.*)$", re.M)
 
 # Modules that a parallel branch of issue 18 is taking apart (item 2: the CLI by command).
@@ -316,6 +319,25 @@ def test_queries_never_import_a_metric() -> None:
     assert not chains, f"a query imports a metric ({METRIC_HOWTO}):\n" + "\n".join(chains)
 
 
+def sql_in(folder: Path) -> list[str]:
+    """``path:line`` of each SQL statement (a string that starts with a statement's word) or
+    store read (``.df``, ``.rows``, ``.scalar``, ``.execute``) in the modules under ``folder``."""
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            sql = isinstance(text, str) and bool(_SQL_RE.match(text))
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if sql or (call and node.func.attr in _STORE_READS):  # type: ignore[union-attr]
+                out.append(f"{path.relative_to(folder.parent.parent)}:{node.lineno}")
+    return out
+
+
+def test_metrics_run_no_sql_of_their_own() -> None:
+    found = sql_in(ROOT / "telemetry" / "metrics")
+    assert not found, f"SQL in a metric, not in queries/ ({METRIC_HOWTO}): " + ", ".join(found)
+
+
 def test_no_two_rooms_import_each_other() -> None:
     pairs = room_pairs(import_graph(ROOT, ("telemetry",)), "telemetry")
     for pair in PENDING_PAIRS:
@@ -445,6 +467,18 @@ def test_sources_importing_each_other_are_found(tmp_path: Path) -> None:
     ]
     allowed = [("pkg.src.c.one", "pkg.src.a.two")]
     assert between_sources(graph, "pkg.src", allowed) == ["pkg.src.b.one -> pkg.src.c.one"]
+
+
+def test_the_sql_check_finds_statements_and_store_reads(tmp_path: Path) -> None:
+    _write(tmp_path, "telemetry/metrics/a.py", 'Q = """\n  SELECT 1"""\n')
+    _write(tmp_path, "telemetry/metrics/b.py", "def f(s):\n    return s.rows(Q)\n")
+    words = '"""Select."""\nX = "with care"\n'  # words, then an f-string statement
+    _write(tmp_path, "telemetry/metrics/c.py", words + 'Y = f"WITH a AS {X}"\n')
+    assert sql_in(tmp_path / "telemetry" / "metrics") == [
+        "telemetry/metrics/a.py:1",
+        "telemetry/metrics/b.py:2",
+        "telemetry/metrics/c.py:3",
+    ]
 
 
 def test_the_length_rule_reads_the_docstring_marker(tmp_path: Path) -> None:
