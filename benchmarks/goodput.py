@@ -7,7 +7,7 @@ page's goodput day chart callback, cold.
 
 Timed, median and p95 of ``--repeat``:
 
-- **the goodput block** (``telemetry.goodput.goodput``, as ``summary --json`` computes it: the
+- **the goodput block** (``metrics.goodput.goodput``, as ``summary --json`` computes it: the
   whole run, its days, slow ranks and energy), two ways: *first after open*, a fresh read-only
   open of the file each time (nothing cached in DuckDB either), and *cold*, the dashboard
   benchmark's rule (issue #16): the store open, every query result forgotten before each call
@@ -70,7 +70,7 @@ FRESH_OPENS = 40  # the store opened anew for each (a p95 needs more than a hand
 
 def run(path: str, repeat: int) -> dict[str, float]:
     """Measure and print; the printed figures by name (``benchmarks/figures.py``)."""
-    from telemetry import goodput as good
+    from telemetry.metrics import goodput as good
     from telemetry.queries import newest_trained_run
 
     with Store(path, read_only=True) as store:

@@ -1,4 +1,4 @@
-"""Alerts that leave the dashboard: the rules the Overview shows (``queries.overview``),
+"""Alerts that leave the dashboard: the rules the Overview shows (``metrics.alert_rules``),
 evaluated by the serving process, grouped, silenced and handed to receivers (``notify``).
 
 One file (TOML) configures it, given to ``serve --alerts FILE``::
@@ -44,6 +44,10 @@ from urllib.parse import urlencode, urlsplit
 
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.since import parse_duration as parse_duration_s
+from telemetry.metrics.alert_rules import active_alerts
+from telemetry.queries import TimeRange, data_extent, live_runs, running_jobs
+from telemetry.queries.outliers import duration_text
+from telemetry.queries.targets import report_time
 from telemetry.store import Store
 
 KINDS = ("alertmanager", "webhook")
@@ -257,7 +261,7 @@ class Alert:
 
 
 def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> list[Alert]:
-    """Alerts from ``queries.overview.active_alerts`` rows (severity, alert, detail, key):
+    """Alerts from ``metrics.alert_rules.active_alerts`` rows (severity, alert, detail, key):
     ``key`` is ``name`` or ``name:value`` (``XidSeen:79``, ``CheckpointOverdue:pfs``). A run's
     alerts name the run, and its Slurm job (``job``) while one runs it."""
     out = []
@@ -413,11 +417,6 @@ def store_alerts(
     intervals) by the wall clock (``now``): the alerts above describe the last data, and at
     3 a.m. a stopped pipeline is the news. An alert of the fleet (hot GPUs, XIDs, targets) is
     listed once, whichever run's view found it."""
-    from telemetry.queries import TimeRange, data_extent, live_runs, running_jobs
-    from telemetry.queries.outliers import duration_text
-    from telemetry.queries.overview import active_alerts
-    from telemetry.queries.targets import report_time
-
     extent = data_extent(store)
     if extent is None:
         return []

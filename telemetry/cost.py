@@ -1,5 +1,5 @@
 """Money: what a run's interruptions, checkpoint stalls and energy cost at a price per GPU-hour
-and per kWh. Pure arithmetic over figures measured elsewhere (``telemetry.summary``); every
+and per kWh. Pure arithmetic over figures measured elsewhere (``telemetry.metrics.summary``); every
 amount travels with the prices it used and where they came from, because a price is an
 assumption the operator sets (``--gpu-hour-price``, ``--kwh-price``, ``--run-price``), not a
 measurement.
@@ -74,7 +74,7 @@ def _usd(gpu_hours: float | None, price: float) -> float | None:
 
 
 def run_cost(summary: dict[str, Any], prices: Prices) -> dict[str, Any]:
-    """The money of one run's ``summary`` (``telemetry.summary.run_summary``): lost GPU-hours
+    """The money of one run's ``summary`` (``metrics.summary.run_summary``): lost GPU-hours
     (downtime and rework of its interruptions), checkpoint blocking time and GPU energy. A
     figure whose inputs are unknown is None, never 0."""
     gpus = summary.get("gpus")

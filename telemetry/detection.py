@@ -1,5 +1,5 @@
 """An interruption's two detection times (issue 57, 4), one definition for the incident view,
-its Markdown, ``summary --json`` and ``telemetry.recovery``:
+its Markdown, ``summary --json`` and ``telemetry.metrics.recovery``:
 
 - ``failed_at``: when the hardware failed or the failure began: the cause's own line (the
   kernel's XID, the culprit's error, the collective a hang's ranks began waiting in);

@@ -226,8 +226,8 @@ def test_a_restart_loops_software_bug_makes_no_node_a_repeat_offender(tmp_path: 
 
 def test_the_stop_alert_says_what_to_do(store: Path) -> None:
     from telemetry.alerting import Firing, from_overview
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import TimeRange
-    from telemetry.queries.overview import active_alerts
 
     with Store(str(store), read_only=True) as s:
         lo, hi = s.rows("SELECT min(ts), max(ts) FROM train_metrics WHERE run_id = 'orion-c'")[0]

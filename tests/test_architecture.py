@@ -40,6 +40,30 @@ def _through_the_door_only(root: Path = ROOT) -> list[str]:
     return sorted(bad)
 
 
+def _pass_throughs(root: Path = ROOT) -> list[str]:
+    """Functions of ``app/data`` whose body (a docstring aside) only hands its own arguments, in
+    order, to one other module's function, the store first or not: a wrapper that does no
+    work. A query offered as it is is ``services.bound(query)``; a name, a re-export."""
+    out = []
+    for path in sorted((root / "app" / "data").glob("*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if not isinstance(fn, ast.FunctionDef) or fn.args.defaults or fn.decorator_list:
+                continue
+            body = [n for n in fn.body if not isinstance(n, ast.Expr)]
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            if not isinstance(call.func.value, ast.Name):  # ``{...}.get(key)`` is work
+                continue
+            if any(k.arg != ast.unparse(k.value) for k in call.keywords):
+                continue  # an option chosen for the page is work
+            args = [ast.unparse(a) for a in call.args] + [str(k.arg) for k in call.keywords]
+            args = args[1:] if args[:1] == ["store()"] else args
+            if args == [a.arg for a in fn.args.args]:
+                out.append(f"{path.relative_to(root)}::{fn.name}")
+    return out
+
+
 def test_telemetry_never_imports_presentation() -> None:
     for path, mods in _imports("telemetry").items():
         assert not mods & {"dash", "plotly", "dash_bootstrap_components", "app"}, path
@@ -52,6 +76,26 @@ def test_app_never_touches_the_database() -> None:
 
 def test_pages_and_figures_reach_telemetry_only_through_the_data_adapter() -> None:
     assert _through_the_door_only() == [], PAGE_HOWTO
+
+
+def test_the_data_adapters_hold_no_pass_through_wrappers() -> None:
+    found = _pass_throughs()
+    assert not found, f"wrappers that only pass a call on ({PAGE_HOWTO}): {found}"
+
+
+def test_the_wrapper_check_finds_one_and_spares_work(tmp_path: Path) -> None:
+    (tmp_path / "app" / "data").mkdir(parents=True)
+    (tmp_path / "app" / "data" / "x.py").write_text(
+        "def a(tr):\n    return q.outliers(store(), tr)\n"  # the store, then its arguments
+        'def b(run_id, tr):\n    """Doc."""\n    return q.f(store(), run_id, tr=tr)\n'
+        "def c(block):\n    return good.top_badput(block)\n"  # no store: still a wrapper
+        "def d(key):\n    return q.job_gpus(store(), str(key)[:300])\n"  # cleans the input
+        "def e(run_id):\n    return q.f(store(), run_id, detail=False)\n"  # an option chosen
+        "def f(key):\n    return {'temp': 1}.get(key)\n"
+        "def g(n=3):\n    return q.top(store(), n)\n"  # a default of its own
+        "h = bound(q.outliers)\n"
+    )
+    assert _pass_throughs(tmp_path) == ["app/data/x.py::a", "app/data/x.py::b", "app/data/x.py::c"]
 
 
 def test_the_door_check_finds_a_page_that_goes_around_it(tmp_path: Path) -> None:

@@ -261,8 +261,8 @@ def test_a_time_limit_kill_at_the_end_of_the_log_is_its_own_planned_stop(tmp_pat
     # the Overview says the run stopped, and why; not that it has been stalling since 2025
     from datetime import datetime
 
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import TimeRange
-    from telemetry.queries.overview import active_alerts
     from telemetry.store import Store
 
     with Store(str(store), read_only=True) as s:
@@ -329,8 +329,8 @@ def test_three_restarts_from_one_checkpoint_are_one_restart_loop(tmp_path: Path)
     with duckdb.connect(str(store), read_only=True) as con:
         restarts, recovery = con.execute("SELECT restarts, recovery FROM interruptions").fetchone()
     assert restarts == 4 and recovery is None
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import TimeRange
-    from telemetry.queries.overview import active_alerts
     from telemetry.store import Store
 
     with Store(str(store), read_only=True) as s:

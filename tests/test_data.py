@@ -126,7 +126,7 @@ def test_the_overview_s_cards_show_the_run_summary_s_own_figures(bound: Store) -
     """The Overview reads the summary without its detail (the interruption list with every
     evidence parsed, tiers, restores, Slurm jobs, utilization): what it does read is the full
     summary's, figure for figure, and the energy by the same basis."""
-    from telemetry.summary import run_summary
+    from telemetry.metrics.summary import run_summary
 
     full, cards = run_summary(bound, RUN), overview.summary(RUN)
     detail = {"checkpoints", "restores", "slurm_jobs", "utilization", "goodput"}

@@ -175,8 +175,8 @@ def test_a_run_stalled_now_is_reported_until_progress_resumes(store: Store) -> N
 
 
 def test_a_stalled_run_raises_an_overview_alert_within_a_minute(store: Store) -> None:
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import TimeRange
-    from telemetry.queries.overview import active_alerts
 
     store_records(store, "train_metrics", _metrics("atlas", [(T0, 0, 100)]), source="import")
     last = T0 + timedelta(seconds=1000)
@@ -190,7 +190,7 @@ def test_a_stalled_run_raises_an_overview_alert_within_a_minute(store: Store) ->
 
 
 def test_summary_reports_inferred_interruptions_and_a_step_based_ettr(store: Store) -> None:
-    from telemetry.summary import run_summary
+    from telemetry.metrics.summary import run_summary
 
     _two_failures(store)
     derive.derive(store)

@@ -169,9 +169,9 @@ def test_a_hang_is_an_alert_that_names_the_rank_that_never_arrived(
     raised nothing, so the culprit waited for someone to open the Failures page (#58)."""
     from datetime import timedelta
 
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.notify import utcnow
     from telemetry.queries import TimeRange
-    from telemetry.queries.overview import active_alerts
     from telemetry.store import Store
 
     store, _, _ = fr_store

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from telemetry.goodput import CATEGORIES, goodput, ideal_step_s
+from telemetry.metrics.goodput import CATEGORIES, goodput, ideal_step_s
 from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.timeline import DOWN, HUNG, simulate
 from telemetry.store import Store
@@ -166,8 +166,8 @@ def test_goodput_below_the_alerts_files_threshold_is_an_alert(tmp_path: Path) ->
     as MTBF's does; timed saves counted, redone steps not downtime) is below 0.9, above 0.8;
     the Overview and the receivers get the same alert, naming what cost most."""
     from telemetry.alerting import load_config, store_alerts
+    from telemetry.metrics.alert_rules import active_alerts
     from telemetry.queries import data_extent
-    from telemetry.queries.overview import active_alerts
 
     store = imported_night(tmp_path)
     f = tmp_path / "alerts.toml"
@@ -194,8 +194,8 @@ def test_a_live_replay_is_running_and_accounted_to_its_newest_data(tmp_path: Pat
     """A live replay's run record ends at its planned end, in the future: the demo's Overview
     said "finished" and counted the hours not yet simulated as slowdown (goodput 71.6 % beside
     an ETTR of 86.0 %)."""
+    from telemetry.metrics.summary import run_summary
     from telemetry.replay.runner import replay
-    from telemetry.summary import run_summary
 
     with Store(str(tmp_path / "s.duckdb")) as s:
         replay(s, get_scenario("dev-64").with_overrides(days=1.0), 0, until_s=12 * 3600,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.goodput import goodput
+from telemetry.metrics.goodput import goodput
 from telemetry.store import Store
 from tests.cluster_fixture import RUN
 from tests.conftest import imported_night, start_server

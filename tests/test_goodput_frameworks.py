@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.goodput import CATEGORIES, goodput
+from telemetry.metrics.goodput import CATEGORIES, goodput
 from telemetry.store import Store
 from tests.conftest import build_store, cli
 

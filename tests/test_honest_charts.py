@@ -20,13 +20,13 @@ from app.figures import training as tfig
 from app.figures.failures import interruption_timeline, known
 from app.figures.plot import check
 from telemetry.ingest.records import store_records
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import failures as failq
 from telemetry.queries import gpus as gpuq
 from telemetry.queries import outliers as outq
 from telemetry.queries import training as trainq
 from telemetry.store import Store
-from telemetry.summary import run_summary
 from tests.cluster_fixture import RUN as NIGHT_RUN
 from tests.cluster_fixture import build
 from tests.conftest import cli

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from telemetry import jobs_export as jx
 from telemetry.errors import FactoryFloorError
+from telemetry.metrics import jobs_export as jx
+from telemetry.metrics.summary import store_summary
 from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jq
 from telemetry.store import Store
-from telemetry.summary import store_summary
 from tests.jobs_fixture import T0, build_jobs_store, insert_jobs, job
 
 

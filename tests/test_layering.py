@@ -19,6 +19,11 @@
 - What follows a write (rollups, the Slurm refresh, job figures, hangs' hosts, interruptions)
   is triggered in one place, the steps of ``telemetry.after_write``, and only the store writer
   (``telemetry.ingest.writer``) runs them: no other module calls a step's work or the registry.
+- ``telemetry.metrics`` (figures computed from stored rows when read) imports no ingest: it
+  reads what was written. ``telemetry.queries`` (all the SQL) never imports a metric: metrics
+  sit above the queries, so a figure has one home and the queries stay reads.
+- No two rooms import each other (a room is a package of ``telemetry/`` or a module at its
+  root), but for the pairs in ``PENDING_PAIRS``, each taken apart by #59 item 1.
 - No import circles among the modules of ``telemetry/`` and ``app/`` (an import inside a
   function counts: it runs, later, with the same result).
 - No module in ``telemetry/`` or ``app/`` is over ``MAX_LINES`` lines unless its docstring says
@@ -47,6 +52,9 @@ MAX_LINES = 500
 SOURCE_HOWTO = "docs/howto/adding-a-source.md"
 METRIC_HOWTO = "docs/howto/adding-a-derived-metric.md"  # where a figure lives, so no circle
 LONG_MARKER = "Long module:"
+# a statement as this code writes them (upper case), not words (``"with care"``)
+_SQL_RE = re.compile(r"\s*(WITH \w+ AS|SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b")
+_STORE_READS = {"df", "rows", "scalar", "execute"}
 _MARKER_RE = re.compile(rf"^\s*{re.escape(LONG_MARKER)}\s*(.*)$", re.M)
 
 # Modules that a parallel branch of issue 18 is taking apart (item 2: the CLI by command).
@@ -61,6 +69,12 @@ STEP_WORK = re.compile(
     r"place_unplaced|after_write\.run)\("
 )
 STEP_CALLERS = {"telemetry/after_write.py": "the registry", "telemetry/ingest/writer.py": "runs it"}
+
+# Rooms that import each other today, each with the work that takes the pair apart. An entry no
+# longer importing both ways fails below, so the list cannot outlive that work.
+PENDING_PAIRS: dict[tuple[str, str], str] = {
+    ("telemetry.derive", "telemetry.queries"): "#59 item 1: job_figures reads queries at write",
+}
 
 
 # ---- the import walk ---------------------------------------------------------------------------
@@ -212,6 +226,23 @@ def between_sources(
     ]
 
 
+def room_pairs(graph: dict[str, set[str]], top: str) -> list[tuple[str, str]]:
+    """The pairs of rooms of ``top`` (each package of it, or module at its root) that import
+    each other, each pair named once, in order."""
+
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if parts[0] == top and len(parts) > 1 else None
+
+    edges = {
+        (room(a), room(b))
+        for a, to in graph.items()
+        for b in to
+        if room(a) and room(b) and room(a) != room(b)
+    }
+    return sorted({(a, b) for a, b in edges if a < b and (b, a) in edges})  # type: ignore[operator]
+
+
 # ---- the length rule ---------------------------------------------------------------------------
 
 
@@ -308,6 +339,47 @@ def test_only_the_writer_runs_what_follows_a_write() -> None:
     assert not found, why + "\n".join(found)
 
 
+def test_metrics_never_import_the_ingest() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.metrics.goodput" in graph and "telemetry.ingest.writer" in graph
+    chains = forbidden_chains(graph, "telemetry.metrics", "telemetry.ingest")
+    assert not chains, f"a metric imports the ingest ({METRIC_HOWTO}):\n" + "\n".join(chains)
+
+
+def test_queries_never_import_a_metric() -> None:
+    graph = import_graph(ROOT, ("telemetry",))
+    assert "telemetry.queries.overview" in graph and "telemetry.metrics.alert_rules" in graph
+    chains = forbidden_chains(graph, "telemetry.queries", "telemetry.metrics")
+    assert not chains, f"a query imports a metric ({METRIC_HOWTO}):\n" + "\n".join(chains)
+
+
+def sql_in(folder: Path) -> list[str]:
+    """``path:line`` of each SQL statement (a string that starts with a statement's word) or
+    store read (``.df``, ``.rows``, ``.scalar``, ``.execute``) in the modules under ``folder``."""
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            sql = isinstance(text, str) and bool(_SQL_RE.match(text))
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if sql or (call and node.func.attr in _STORE_READS):  # type: ignore[union-attr]
+                out.append(f"{path.relative_to(folder.parent.parent)}:{node.lineno}")
+    return out
+
+
+def test_metrics_run_no_sql_of_their_own() -> None:
+    found = sql_in(ROOT / "telemetry" / "metrics")
+    assert not found, f"SQL in a metric, not in queries/ ({METRIC_HOWTO}): " + ", ".join(found)
+
+
+def test_no_two_rooms_import_each_other() -> None:
+    pairs = room_pairs(import_graph(ROOT, ("telemetry",)), "telemetry")
+    for pair in PENDING_PAIRS:
+        assert pair in pairs, f"{pair} no longer import each other: drop it from PENDING_PAIRS"
+    left = [f"{a} <-> {b}" for a, b in pairs if (a, b) not in PENDING_PAIRS]
+    assert not left, f"rooms import each other ({METRIC_HOWTO}):\n" + "\n".join(left)
+
+
 def test_no_import_circles() -> None:
     graph = import_graph(ROOT, ("telemetry", "app"), own_packages=False)
     assert "app.data" in graph and "telemetry.store" in graph
@@ -391,6 +463,22 @@ def test_a_package_face_is_no_circle_unless_a_module_reads_it(tmp_path: Path) ->
     assert len(circles(import_graph(tmp_path, ("face", "loop")))) == 2  # every package edge
 
 
+def test_rooms_importing_each_other_are_found(tmp_path: Path) -> None:
+    for rel, text in {
+        "pkg/__init__.py": "",
+        "pkg/words.py": "",
+        "pkg/q/__init__.py": "",
+        "pkg/q/a.py": "def f():\n    from pkg.m.g import x\n",  # in a function
+        "pkg/q/b.py": "from pkg import words\n",
+        "pkg/m/__init__.py": "",
+        "pkg/m/g.py": "from pkg.q import b\nfrom pkg.m import h\n",  # its own room too
+        "pkg/m/h.py": "from pkg.m import g\n",
+        "pkg/r.py": "from pkg.m.h import y\n",  # one way only
+    }.items():
+        _write(tmp_path, rel, text)
+    assert room_pairs(import_graph(tmp_path, ("pkg",)), "pkg") == [("pkg.m", "pkg.q")]
+
+
 def test_sources_importing_each_other_are_found(tmp_path: Path) -> None:
     for rel, text in {
         "pkg/__init__.py": "",
@@ -424,6 +512,18 @@ def test_a_step_triggered_elsewhere_is_found(tmp_path: Path) -> None:
         "telemetry/ingest/sink.py:2: self.store.refresh_rollups(since=ts)",
         "app/cmd.py:1: done = derive.derive(store, runs)",
         "app/cmd.py:2: job_figures.keep(s)",
+    ]
+
+
+def test_the_sql_check_finds_statements_and_store_reads(tmp_path: Path) -> None:
+    _write(tmp_path, "telemetry/metrics/a.py", 'Q = """\n  SELECT 1"""\n')
+    _write(tmp_path, "telemetry/metrics/b.py", "def f(s):\n    return s.rows(Q)\n")
+    words = '"""Select."""\nX = "with care"\n'  # words, then an f-string statement
+    _write(tmp_path, "telemetry/metrics/c.py", words + 'Y = f"WITH a AS {X}"\n')
+    assert sql_in(tmp_path / "telemetry" / "metrics") == [
+        "telemetry/metrics/a.py:1",
+        "telemetry/metrics/b.py:2",
+        "telemetry/metrics/c.py:3",
     ]
 
 

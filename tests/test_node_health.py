@@ -122,7 +122,7 @@ def test_the_timeline_says_who_drained_a_node_and_how_long_repair_took(tmp_path:
 
 def test_findings_are_alerts_naming_node_gpu_and_rule(tmp_path: Path) -> None:
     from telemetry.alerting import from_overview, generator_url
-    from telemetry.queries.overview import health_alerts
+    from telemetry.metrics.alert_rules import health_alerts
 
     s = _store(tmp_path, [_xid("n|7", 3, 79, 1), _xid("n|7", 3, 79, 20)],
                jobs=[_job(1, "bad", "alice", "FAILED", 2), _job(2, "bad", "bob", "FAILED", 3)])
@@ -159,7 +159,7 @@ def test_summary_json_says_why_a_node_is_drained_and_what_it_broke(tmp_path: Pat
     """"Why is node X drained": ``summary --json``'s ``node_health`` names the nodes drained
     at Slurm's last poll with the reason and who set it, the rules broken in the last 7 days
     and the repairs."""
-    from telemetry.summary import store_summary
+    from telemetry.metrics.summary import store_summary
 
     xid = [{"ts": T0 + timedelta(hours=h), "host": "n3", "gpu": 2, "xid": 79}
            for h in (1, 3)]  # fmt: skip

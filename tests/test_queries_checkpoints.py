@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries.run_time import run_wall
 from telemetry.store import Store
-from telemetry.summary import run_summary
 from telemetry.vocabulary import TIERS
 
 RUN = "dev-64-s1"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import failures as q
 from telemetry.store import Store
-from telemetry.summary import run_summary
 from tests.conftest import build_store
 
 RUN = "dev-64-s1"

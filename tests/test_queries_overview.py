@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from telemetry.metrics import alert_rules as q
 from telemetry.queries import TimeRange, data_extent, gpu_rollup, gpus, interruptions
-from telemetry.queries import overview as q
 from telemetry.queries.overview import fleet_latest
 from telemetry.store import Store
 from tests.test_queries_targets import _store

@@ -9,9 +9,10 @@ import pandas as pd
 
 from telemetry.ingest.sink import StoreSink
 from telemetry.ingest.targets import Fetch, Target
+from telemetry.metrics.alert_rules import active_alerts
 from telemetry.queries import TimeRange, data_extent
 from telemetry.queries import targets as tq
-from telemetry.queries.overview import active_alerts, fleet_latest, hottest_gpus
+from telemetry.queries.overview import fleet_latest, hottest_gpus
 from telemetry.store import Store
 from tests.conftest import DCGM_FIXTURES
 

@@ -108,7 +108,7 @@ def test_ema_matches_tensorboard_smoothing() -> None:
 
 
 def test_overview_alerts_name_what_needs_attention(dev_store: Path) -> None:
-    from telemetry.queries.overview import active_alerts
+    from telemetry.metrics.alert_rules import active_alerts
 
     with Store(str(dev_store), read_only=True) as s:
         tr = data_extent(s)

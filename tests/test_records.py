@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from telemetry import queries
 from telemetry.ingest.records import FIELD_KINDS, KINDS, SCHEMAS, store_records, validate
+from telemetry.metrics.alert_rules import active_alerts
+from telemetry.metrics.summary import run_summary, store_summary
 from telemetry.queries import TimeRange, checkpoints, failures, training
 from telemetry.queries import overview as overq
-from telemetry.queries.overview import active_alerts
 from telemetry.store import Store
-from telemetry.summary import run_summary, store_summary
 
 NOW = datetime(2026, 11, 20, 12, 0, 0)
 T0 = NOW - timedelta(hours=3)

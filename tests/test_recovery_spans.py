@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.goodput import goodput
-from telemetry.recovery import RECOVERY, recovery_spans
+from telemetry.metrics.goodput import goodput
+from telemetry.metrics.recovery import RECOVERY, recovery_spans
 from telemetry.store import Store
 from tests import cluster_fixture as night
 from tests import hang_died_fixture as hd

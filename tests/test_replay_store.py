@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from telemetry.metrics.summary import store_summary
 from telemetry.queries import TimeRange
 from telemetry.queries.gpus import heatmap
 from telemetry.replay.runner import replay
 from telemetry.replay.scenarios import Scenario, get_scenario
 from telemetry.store import Store
-from telemetry.summary import store_summary
 from tests.conftest import ROOT, build_store
 from tests.slurm_fixture import wait_for
 

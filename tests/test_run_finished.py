@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from telemetry.alerting import store_alerts
+from telemetry.metrics.alert_rules import active_alerts
 from telemetry.queries import TimeRange
-from telemetry.queries.overview import active_alerts
 from telemetry.store import Store, slurm_store
 from tests.conftest import cli
 

@@ -13,8 +13,8 @@ import pytest
 
 from app.data import overview, view
 from app.figures.overview import loss_curve
+from telemetry.metrics.alert_rules import active_alerts
 from telemetry.queries import TimeRange, data_extent, run_span
-from telemetry.queries.overview import active_alerts
 from telemetry.queries.targets import report_time
 from telemetry.store import Store
 from tests.cluster_fixture import RUN

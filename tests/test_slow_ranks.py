@@ -13,7 +13,7 @@ import pytest
 
 from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs.textlogs import parse_file
-from telemetry.goodput import goodput
+from telemetry.metrics.goodput import goodput
 from telemetry.queries import TimeRange
 from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE, rank_spread, slow_ranks
 from telemetry.store import Store

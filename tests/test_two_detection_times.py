@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.recovery import recovery_spans
+from telemetry.metrics.recovery import recovery_spans
 from telemetry.store import Store
 from tests.conftest import bound_store, cli
 

@@ -19,6 +19,7 @@ from telemetry.collect.dcgm.scrape import scrape_round
 from telemetry.ingest.seam import Round
 from telemetry.ingest.targets import Target
 from telemetry.ingest.writer import StoreWriter
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, gpu_node, gpu_rollup, workload
 from telemetry.queries import gpus as gpuq
 from telemetry.reference import GPU_MODELS
@@ -32,7 +33,6 @@ from telemetry.replay.scenarios import get_scenario
 from telemetry.replay.synth import Synthesizer
 from telemetry.replay.timeline import HUNG, RUNNING, simulate
 from telemetry.store import Store
-from telemetry.summary import run_summary
 from telemetry.utilization import REAL_SQL, class_sql
 from tests.conftest import DCGM_FIXTURES, ExporterHandler
 

@@ -13,7 +13,7 @@ from telemetry.errors import FactoryFloorError
 
 def run(s: Settings) -> int:
     from telemetry import csv_safe
-    from telemetry.jobs_export import day_jobs, day_range
+    from telemetry.metrics.jobs_export import day_jobs, day_range
     from telemetry.store import open_store
 
     assert s.store is not None and s.day is not None  # the parser requires them

@@ -12,8 +12,8 @@ from telemetry.errors import FactoryFloorError
 
 
 def run(s: Settings) -> int:
+    from telemetry.metrics.summary import store_summary
     from telemetry.store import open_store
-    from telemetry.summary import store_summary
 
     assert s.store is not None  # the parser requires it
     if not os.path.exists(s.store):

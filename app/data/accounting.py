@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from app.data.services import prices, store
 from app.data.view import last_instant
 from telemetry.cost import Prices
-from telemetry.cost import money as money  # formatting re-export for the page
 from telemetry.queries import TimeRange
 from telemetry.queries import accounting as acct
 from telemetry.queries.accounting import CATEGORIES as CATEGORIES  # vocabulary re-export

@@ -10,12 +10,6 @@ import pandas as pd
 from app.data.services import refused, services, store
 from telemetry import alert_history as history
 from telemetry import label_api
-from telemetry.cost import money as money  # formatting re-export for the pages
-from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
-from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
-from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
-from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
-from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
 
 def delivers_alerts() -> bool:

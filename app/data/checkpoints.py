@@ -6,39 +6,21 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import store
+from app.data.services import bound, store
 from app.data.view import mapping, number
-from telemetry import goodput as good
-from telemetry import summary as run_figures
-from telemetry.cost import money as money  # formatting re-export for the pages
-from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics import goodput as good
+from telemetry.metrics import summary as run_figures
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import checkpoints as ckq
 from telemetry.queries import outliers as outq
 from telemetry.queries.checkpoints import WhatIf
-from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
-from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
-from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
 from telemetry.queries.slow_ranks import EWMA_ALPHA, SLOW_SCORE
 from telemetry.reliability import IntervalAdvice
-from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
-
-def run_ended(run_id: str) -> bool:
-    """Whether the run's time is over: its checkpoint ages count to its end."""
-    return run_time.has_ended(store(), run_id)
-
-
-def tier_stats(run_id: str, tr: TimeRange) -> pd.DataFrame:
-    return ckq.tier_stats(store(), run_id, tr)
-
-
-def restores(run_id: str, tr: TimeRange) -> pd.DataFrame:
-    return ckq.restores(store(), run_id, tr)
-
-
-def checkpoint_timeline(run_id: str, tr: TimeRange) -> pd.DataFrame:
-    return ckq.timeline(store(), run_id, tr)
+run_ended = bound(run_time.has_ended)
+tier_stats = bound(ckq.tier_stats)
+restores = bound(ckq.restores)
+checkpoint_timeline = bound(ckq.timeline)
 
 
 def model_inputs(
@@ -128,7 +110,7 @@ def measured_ettr(run_id: str) -> str | None:
 
 def goodput(run_id: str, tr: TimeRange) -> dict[str, Any] | None:
     """The run's goodput block over the range, with its days and its hours' step time
-    (``telemetry.goodput``)."""
+    (``telemetry.metrics.goodput``)."""
     return good.goodput(store(), run_id, tr, steps=True)
 
 
@@ -193,8 +175,7 @@ def straggler_note(tr: TimeRange | None, ranks: pd.DataFrame) -> str:
             "a GPU is a slow rank here only when a per-rank timing report says so.")  # fmt: skip
 
 
-def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
-    return good.top_badput(block)
+top_badput = good.top_badput
 
 
 def what_if_refused(interval_min: Any, write_s: Any) -> str | None:

@@ -8,19 +8,13 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import corrections_allowed as corrections_allowed  # for the page
-from app.data.services import refused, store
+from app.data.services import bound, refused, store  # for the page
+from app.data.services import corrections_allowed as corrections_allowed
 from telemetry import label_api
-from telemetry.cost import money as money  # formatting re-export for the pages
-from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.derive import derive
 from telemetry.queries import TimeRange
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
-from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
-from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
-from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
-from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
 
 def taxonomy_key(by: Any) -> str:
@@ -29,25 +23,11 @@ def taxonomy_key(by: Any) -> str:
     return by if isinstance(by, str) and by in failq.TAXONOMY_KEYS else "component"
 
 
-def failure_summary(run_id: str | None, tr: TimeRange) -> dict[str, Any]:
-    """MTBF, interruptions, downtime, lost GPU-hours and recovery of the run (None: all)."""
-    return failq.reliability(store(), run_id, tr)
-
-
-def taxonomy(run_id: str | None, tr: TimeRange, by: str) -> pd.DataFrame:
-    return failq.taxonomy(store(), run_id, tr, by)
-
-
-def failure_timeline(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
-    return failq.timeline(store(), run_id, tr)
-
-
-def xid_table(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
-    return failq.xid_table(store(), run_id, tr)
-
-
-def lemons(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
-    return failq.lemons(store(), run_id, tr)
+failure_summary = bound(failq.reliability)
+taxonomy = bound(failq.taxonomy)
+failure_timeline = bound(failq.timeline)
+xid_table = bound(failq.xid_table)
+lemons = bound(failq.lemons)
 
 
 def hangs(run_id: str | None) -> list[dict[str, Any]]:

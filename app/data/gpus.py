@@ -7,28 +7,18 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import services, store
-from telemetry.cost import money as money  # formatting re-export for the pages
-from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from app.data.services import bound, services, store
+from telemetry.metrics.alert_rules import LOW_UTIL_PCT as LOW_UTIL_PCT  # vocabulary re-export
 from telemetry.queries import TimeRange, gpu_rollup
 from telemetry.queries import failures as failq
 from telemetry.queries import gpu_node as nodeq
 from telemetry.queries import gpus as gpuq
 from telemetry.queries import outliers as outq
-from telemetry.queries import overview as overq
 from telemetry.queries import workload as workq
-from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
-from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
-from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
-from telemetry.queries.gpus import GpuMetric, Heatmap
-from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
-from telemetry.utilization import Basis
+from telemetry.queries.gpu_node import NODE_METRICS
 from telemetry.vocabulary import HOT_C, IDLE_PCT
 
-
-def gpu_metric(key: str) -> GpuMetric:
-    """The GPU metric called ``key``; ``ValueError`` for any other name."""
-    return gpuq.metric(key)
+gpu_metric = gpuq.metric
 
 
 def gpu_threshold(key: str) -> float | None:
@@ -36,51 +26,23 @@ def gpu_threshold(key: str) -> float | None:
     return {"temp": HOT_C, "util": IDLE_PCT, "real": IDLE_PCT}.get(key)
 
 
-def gpu_heatmap(tr: TimeRange, key: str) -> Heatmap:
-    return gpuq.heatmap(store(), tr, key)
+gpu_heatmap = bound(gpuq.heatmap)
+culprits = bound(failq.culprits)
+gpu_distribution = bound(gpuq.distribution)
 
 
-def culprits(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
-    return failq.culprits(store(), run_id, tr)
-
-
-def gpu_distribution(tr: TimeRange, key: str) -> pd.DataFrame:
-    return gpuq.distribution(store(), tr, key)
-
-
-LOW_UTIL_PCT = overq.LOW_UTIL_PCT  # vocabulary re-export
 
 
 def gpus_below(tr: TimeRange) -> pd.DataFrame:
-    return gpu_rollup.gpus_below(store(), tr, overq.LOW_UTIL_PCT)
+    return gpu_rollup.gpus_below(store(), tr, LOW_UTIL_PCT)
 
 
-def util_basis(tr: TimeRange) -> Basis:
-    """What real utilization was measured from over ``tr`` (``telemetry.utilization``)."""
-    return workq.basis(store(), tr)
-
-
-def workload_classes(tr: TimeRange) -> pd.DataFrame:
-    return workq.classes(store(), tr)
-
-
-def gpu_outliers(tr: TimeRange) -> pd.DataFrame:
-    return outq.outliers(store(), tr)
-
-
-def outlier_reasons(outliers: pd.DataFrame) -> list[tuple[str, int]]:
-    """(reason, GPUs) of an outlier table, in the table's reason order."""
-    return outq.reason_counts(outliers)
-
-
-def worst_node(tr: TimeRange) -> tuple[str, str] | None:
-    """(host, why) of the node the GPUs page opens on before one is chosen; None: no samples."""
-    return outq.worst_node(store(), tr)
-
-
-def node_info(host: str) -> dict[str, Any] | None:
-    """The node's inventory (host, rack, role, GPU count and model); None if no such node."""
-    return gpuq.node_info(store(), host)
+util_basis = bound(workq.basis)
+workload_classes = bound(workq.classes)
+gpu_outliers = bound(outq.outliers)
+outlier_reasons = outq.reason_counts
+worst_node = bound(outq.worst_node)
+node_info = bound(gpuq.node_info)
 
 
 def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:

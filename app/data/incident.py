@@ -13,12 +13,13 @@ import pandas as pd
 from app.data import node_health
 from app.data.services import prices, store
 from app.data.view import fragment, parse_time, run_label, time_range
-from telemetry import logview, queries, summary
+from telemetry import logview, queries
 from telemetry.detection import detection
+from telemetry.metrics import summary
+from telemetry.metrics.recovery import recovery_spans
 from telemetry.queries import TimeRange, gpu_identity, log_files, offenders
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
-from telemetry.recovery import recovery_spans
 
 AROUND = timedelta(minutes=30)  # the window the links open around an incident
 HANG_BEFORE = timedelta(minutes=30)  # a hang this long before a stall's detection is its own
@@ -28,7 +29,7 @@ def incident(run_id: str | None, at: Any) -> dict[str, Any] | None:
     """The interruption of ``run_id`` that began at ``at`` (an ISO time from the URL), or None
     when there is none: its stored row and evidence (``failures.interruption_detail``) and
     ``spans`` (label, start, end: stalled until detected, down until training resumed, the lost
-    steps redone), ``recovery_spans`` (where the recovery went: ``telemetry.recovery``'s named
+    steps redone), ``recovery_spans`` (where the recovery went: ``metrics.recovery``'s named
     spans and the ones it cannot date, with why; None for a planned stop), ``run_name``,
     ``gpus``, ``prices``, ``cost_usd`` (lost GPU-hours at the run's price; None when they are
     unknown), ``gpu_identity`` (the culprit GPU's index, UUID, PCI bus id, serial and model, each

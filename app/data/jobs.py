@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import store
+from app.data.services import bound, store
 from telemetry import csv_safe
 from telemetry.errors import FactoryFloorError as FactoryFloorError  # for the page
-from telemetry.jobs_export import day_jobs
-from telemetry.jobs_export import day_range as day_range  # a day's range, for the page
+from telemetry.metrics.jobs_export import day_jobs
+from telemetry.metrics.jobs_export import day_range as day_range  # a day's range, for the page
 from telemetry.queries import TimeRange
 from telemetry.queries import jobs as jobsq
 from telemetry.queries.jobs import FAILED_WITHIN_MIN as FAILED_WITHIN_MIN  # vocabulary
@@ -43,12 +43,8 @@ def job_filter(tr: TimeRange | None, picks: dict[str, Any]) -> jobsq.JobFilter:
     )
 
 
-def jobs(f: jobsq.JobFilter) -> pd.DataFrame:
-    return jobsq.jobs(store(), f)
-
-
-def options(tr: TimeRange | None) -> dict[str, list[str]]:
-    return jobsq.filter_values(store(), tr)
+jobs = bound(jobsq.jobs)
+options = bound(jobsq.filter_values)
 
 
 def job_gpus(key: str) -> pd.DataFrame:

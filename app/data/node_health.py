@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.data.services import store
+from app.data.services import bound, store
 from telemetry.queries import TimeRange
 from telemetry.queries import node_health as nh
 from telemetry.queries import offenders as off
@@ -45,15 +45,8 @@ def health(tr: TimeRange) -> Health:
                   len(order), nh.has_node_states(s))  # fmt: skip
 
 
-def node_story(name: str, tr: TimeRange) -> dict[str, object] | None:
-    """One node's Slurm state now, its states in ``tr`` and its findings (None: no such
-    node)."""
-    return nh.node_story(store(), name, tr)
-
-
-def offenders() -> dict[str, int]:
-    """Repeat offenders, host -> culprit incidents in the node memory's window."""
-    return off.repeat_offenders(store())
+node_story = bound(nh.node_story)
+offenders = bound(off.repeat_offenders)
 
 
 def offender(host: object) -> dict[str, object] | None:
@@ -68,11 +61,5 @@ def offender(host: object) -> dict[str, object] | None:
 
 
 
-def memory_days() -> float:
-    """How many days back a node's culprit history is read."""
-    return off.memory_days()
-
-
-def memory_min() -> int:
-    """How many culprit incidents make a node a repeat offender."""
-    return off.memory_min()
+memory_days = off.memory_days
+memory_min = off.memory_min

@@ -7,31 +7,21 @@ from typing import Any
 
 import pandas as pd
 
-from app.data.services import alert_rules, store
+from app.data.services import alert_rules, bound, store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
 from app.data.view import time_range
-from telemetry import goodput as good
 from telemetry import queries
 from telemetry.collect.logs.settings import NAMES as SETTING_NAMES  # vocabulary re-export
-from telemetry.cost import money as money  # formatting re-export for the pages
-from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics import alert_rules as alerting_rules
+from telemetry.metrics import goodput as good
+from telemetry.metrics.summary import run_summary
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries import overview as overq
 from telemetry.queries import run_settings as settingsq
 from telemetry.queries import targets as targetq
-from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
-from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
-from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
-from telemetry.summary import run_summary
-from telemetry.utilization import CLASS_TEXT as CLASS_TEXT  # vocabulary re-export
 
-
-def fleet_series(tr: TimeRange) -> pd.DataFrame:
-    return overq.fleet_series(store(), tr)
-
-
-def fleet_latest() -> dict[str, Any]:
-    return overq.fleet_latest(store())
+fleet_series = bound(overq.fleet_series)
+fleet_latest = bound(overq.fleet_latest)
 
 
 def without_gpus(run_id: str | None, series: pd.DataFrame) -> dict[str, int | None] | None:
@@ -63,11 +53,10 @@ def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
         return 0
     window = TimeRange(base.end - timedelta(hours=hours), base.end)
     ints = queries.interruptions(store(), run_id, window, queries.MARK_COLUMNS)
-    return overq.recent_interruptions(ints, base.end, hours)
+    return alerting_rules.recent_interruptions(ints, base.end, hours)
 
 
-def checkpoint_ages(run_id: str, now: datetime) -> pd.DataFrame:
-    return overq.checkpoint_ages(store(), run_id, now)
+checkpoint_ages = bound(overq.checkpoint_ages)
 
 
 def run_ended(run_id: str | None) -> bool:
@@ -82,18 +71,18 @@ def summary(run_id: str) -> dict[str, Any]:
 
 
 def goodput(run_id: str) -> dict[str, Any] | None:
-    """The run's goodput block (``telemetry.goodput``) over its whole span."""
+    """The run's goodput block (``telemetry.metrics.goodput``) over its whole span."""
     return good.goodput(store(), run_id, detail=False)
 
 
-def top_badput(block: dict[str, Any]) -> tuple[str, float] | None:
-    return good.top_badput(block)
+top_badput = good.top_badput
 
 
 def active_alerts(run_id: str | None, tr: TimeRange, targets_at: datetime) -> pd.DataFrame:
     """Alerts at the end of the range (severity, alert, detail), scrape targets at
     ``targets_at`` (see ``target_time``)."""
-    return overq.active_alerts(store(), run_id, tr, targets_at=targets_at, rules=alert_rules())
+    rules = alert_rules()
+    return alerting_rules.active_alerts(store(), run_id, tr, targets_at=targets_at, rules=rules)
 
 
 def target_time(tr: TimeRange, live: bool) -> datetime:
@@ -106,10 +95,7 @@ def target_health(at: datetime) -> pd.DataFrame | None:
     return targetq.target_health(store(), at) if targetq.has_targets(store()) else None
 
 
-def target_counts(health: pd.DataFrame) -> dict[str, int]:
-    """Followed sources per status (``up``, ``down``, ``stale``; 0 when none), ``followed``
-    and ``imported`` (read once: not "up")."""
-    return targetq.source_counts(health)
+target_counts = targetq.source_counts
 
 
 def now_alerts(preset: str | None) -> pd.DataFrame | None:

@@ -7,10 +7,11 @@ the whole (prices, alert delivery, the Prometheus history, the operator token) b
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from telemetry import label_api
 from telemetry.cost import PriceBook, Prices, price_book
@@ -63,6 +64,23 @@ def services() -> Services:
 
 def store() -> Store:
     return services().store
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def bound(query: Callable[Concatenate[Store, P], R]) -> Callable[P, R]:
+    """``query`` (a telemetry function whose first argument is the store) with the bound
+    store given: how a page's data module offers a query it adds nothing to, instead of a
+    wrapper per query that only passes the call on. Where the page needs work done first
+    (cleaning what a browser sent, choosing an option, reshaping), its module does it."""
+
+    @functools.wraps(query)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return query(store(), *args, **kwargs)
+
+    return call
 
 
 def version() -> int:

@@ -9,9 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-import pandas as pd
-
-from app.data.services import store
+from app.data.services import bound, store
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
@@ -52,8 +50,7 @@ def run_simulation(run_id: str | None) -> str | None:
     return meta.get("scenario_description", "") if same else ""
 
 
-def runs() -> pd.DataFrame:
-    return queries.runs(store())
+runs = bound(queries.runs)
 
 
 SHOW_JOBS = 3  # Slurm job ids named in a run's label; more are counted
@@ -105,8 +102,7 @@ def run_label(run_id: str) -> str:
     return name if isinstance(name, str) and name else run_id
 
 
-def extent() -> TimeRange | None:
-    return queries.data_extent(store())
+extent = bound(queries.data_extent)
 
 
 def run_extent(run: Any) -> TimeRange | None:

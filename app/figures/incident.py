@@ -95,7 +95,7 @@ RECOVERY_COLOUR = "#00cc96"
 
 
 def _recovery_rows(fig: Figure, rec: dict[str, Any] | None) -> list[str]:
-    """Where the recovery went (``telemetry.recovery``): one row per named span, under the
+    """Where the recovery went (``telemetry.metrics.recovery``): one row per named span, under the
     stop's own rows; the spans it cannot date are in the Markdown, with why."""
     rows = []
     for sp in (rec or {}).get("spans") or []:

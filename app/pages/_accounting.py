@@ -14,7 +14,7 @@ from dash import Output, callback, dcc, html
 
 from app import figures
 from app.data import accounting as data
-from app.data.view import template, view_range
+from app.data.view import money, template, view_range
 from app.figures.accounting import PARTS, TITLE, day_chart, gpu_hours
 from app.ui import graph_config, guarded, lazy, seen_input, table, unseen, view_inputs
 
@@ -67,8 +67,8 @@ def summary_line(days: pd.DataFrame, gpu_hour: float, price: str) -> str:
         for col, (name, _) in PARTS.items()
     ]
     return (f"Newest day {d['day']:%Y-%m-%d} (UTC): {gpu_hours(rep)} GPU-h reported; "
-            + ", ".join(parts) + f". Idle {data.money(d['idle'] * gpu_hour)}, allocated "
-            f"{data.money(d['allocated'] * gpu_hour)} {price}.")  # fmt: skip
+            + ", ".join(parts) + f". Idle {money(d['idle'] * gpu_hour)}, allocated "
+            f"{money(d['allocated'] * gpu_hour)} {price}.")  # fmt: skip
 
 
 def split_frame(split: pd.DataFrame, col: str, gpu_hour: float) -> pd.DataFrame:

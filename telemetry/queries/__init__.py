@@ -1,4 +1,5 @@
-"""Read-side queries for the dashboard: every SQL statement the app needs, parameterised.
+"""Read-side queries: every SQL statement the app and the metrics (``telemetry.metrics``) need,
+parameterised; a query never imports a metric.
 
 Functions take a ``Store`` and plain values (run IDs, datetimes, metric names checked against
 the catalog) and return pandas DataFrames sized for display: fleet-scale series come from the

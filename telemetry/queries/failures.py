@@ -153,7 +153,7 @@ def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000)
 
 
 def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, Any]:
-    """Reliability figures of the run within the range (definitions as ``telemetry.summary``):
+    """Reliability figures of the run within the range (definitions as ``metrics.summary``):
     ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range),
     ``mtbf_hours`` (wall hours / unexpected; None without unexpected interruptions),
     ``downtime_hours`` (detection + restart, planned included), ``rework_hours``,

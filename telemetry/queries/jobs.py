@@ -450,3 +450,8 @@ def filter_values(store: Store, tr: TimeRange | None) -> dict[str, list[str]]:
         n: [v for v in (vals or []) if v is not None]
         for n, vals in zip(names, rows[0], strict=True)
     }
+
+
+def newest_job_time(store: Store) -> datetime | None:
+    """The newest end (or poll, for a job still running) of any Slurm job stored."""
+    return store.scalar("SELECT max(coalesce(end_ts, polled_ts)) FROM slurm_jobs")

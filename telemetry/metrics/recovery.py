@@ -36,7 +36,8 @@ from typing import Any
 import pandas as pd
 
 from telemetry.detection import detection
-from telemetry.goodput import FIRST_REDONE, goodput
+from telemetry.metrics.goodput import goodput
+from telemetry.queries import goodput_rows as gr
 from telemetry.store import Store
 
 WARM = 1.10  # warmed up: the step time back within 10 % of the ideal
@@ -51,29 +52,13 @@ def recovery_spans(
     ``unknown`` (``name``, ``reason``: the spans whose ends the records do not give). ``block``:
     the run's goodput block where the caller has it (its ideal step time), else computed;
     ``at``: the interruption that began then alone (the incident view's)."""
-    ints = store.df(
-        f"""SELECT ts, end_ts, detect_s, restart_s, coalesce(lost_steps, 0) AS lost_steps,
-                  evidence, source, failed_ts, noticed_ts, {FIRST_REDONE} AS first_redone
-           FROM interruptions i WHERE run_id = ? AND NOT coalesce(planned, false)
-             AND (?::TIMESTAMP IS NULL OR ts = ?) ORDER BY ts""",
-        [run_id, at, at],
-    )
+    ints = gr.unplanned(store, run_id, at)
     if ints.empty:
         return {}
     block = block or goodput(store, run_id, detail=False)
     ideal = None if block is None else block.get("ideal_step_s")
-    loads = store.df(
-        """WITH l AS (SELECT run_id, ts FROM checkpoint_events WHERE run_id = ? AND kind = 'load'),
-                e AS (SELECT run_id, ts FROM checkpoint_events
-                      WHERE run_id = ? AND kind = 'load_end')
-           SELECT l.ts AS a, e.ts AS b FROM e ASOF JOIN l ON e.run_id = l.run_id AND e.ts >= l.ts
-           WHERE e.ts - l.ts <= INTERVAL 6 HOUR ORDER BY a""",
-        [run_id, run_id],
-    )
-    # each start of one of the run's Slurm jobs (a requeue is a record of its own: sacct -D)
-    starts = [pd.Timestamp(t).to_pydatetime() for (t,) in store.rows(
-        "SELECT start_ts FROM slurm_jobs WHERE run_id = ? AND start_ts IS NOT NULL ORDER BY 1",
-        [run_id])] if store.has_table("slurm_jobs") else []  # fmt: skip
+    loads = gr.loads(store, run_id)
+    starts = gr.job_starts(store, run_id)  # a requeue is a record of its own: sacct -D
     out = {}
     for rec in ints.to_dict("records"):
         if _t(rec["ts"]) is None:  # a log with no wall-clock time: no span can be dated
@@ -194,12 +179,7 @@ def _warm(store: Store, run_id: str, resumed: datetime, ideal: float | None) -> 
     ideal step time: the warm-up's end (``resumed`` itself when the first pair does)."""
     if not ideal:
         return resumed
-    rows = store.rows(
-        """SELECT ts, epoch(lead(ts) OVER w) - epoch(ts), lead(step) OVER w - step
-           FROM train_metrics WHERE run_id = ? AND ts >= ? AND ts < ? + INTERVAL 6 HOUR
-           WINDOW w AS (ORDER BY ts, step) ORDER BY ts LIMIT 1000""",
-        [run_id, resumed, resumed],
-    )
+    rows = gr.warm_pairs(store, run_id, resumed)
     for ts, dt, ds in rows:
         if dt is not None and ds and ds > 0 and dt / ds <= WARM * ideal:
             return pd.Timestamp(ts).to_pydatetime()

@@ -14,7 +14,7 @@ import pandas as pd
 
 from telemetry.errors import FactoryFloorError
 from telemetry.queries import TimeRange, data_extent
-from telemetry.queries.jobs import JobFilter, jobs
+from telemetry.queries.jobs import JobFilter, jobs, newest_job_time
 from telemetry.store import Store
 
 
@@ -76,7 +76,7 @@ def recent_jobs(store: Store, days: float) -> list[dict[str, Any]]:
     if days <= 0:
         raise FactoryFloorError(f"--jobs-days must be positive, not {days}")
     ext = data_extent(store)
-    newest = store.scalar("SELECT max(coalesce(end_ts, polled_ts)) FROM slurm_jobs")
+    newest = newest_job_time(store)
     ends = [t for t in (ext.end if ext else None, newest) if t is not None]
     if not ends:
         return []

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.queries import TimeRange, run_time
+from telemetry.queries import goodput_rows as gr
 from telemetry.queries.energy import energy_per_hour
 from telemetry.queries.slow_ranks import rank_spread, report_windows, slow_ranks
 from telemetry.store import Store
@@ -99,16 +100,6 @@ def _window(store: Store, run_id: str, window: TimeRange | None) -> TimeRange | 
     return win if win is not None and win.end > win.start else None
 
 
-_PAIRS = """p AS (
-      SELECT ts, step, attempt, lag(ts) OVER w AS pts, lag(step) OVER w AS pstep,
-             lag(attempt) OVER w AS patt
-      FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?
-      WINDOW w AS (ORDER BY ts, step)),
-    d AS MATERIALIZED (SELECT ts, epoch(ts) - epoch(pts) AS dt, (step - pstep)::DOUBLE AS ds FROM p
-          WHERE pstep IS NOT NULL AND step > pstep AND attempt IS NOT DISTINCT FROM patt
-            AND ts > pts)"""
-
-
 def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
     """What the accounting reads, once for the run (every day of it cut from the same)."""
     t0 = win.start
@@ -117,85 +108,26 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         ts = pd.to_datetime(pd.Series(values), errors="coerce")
         return ((ts - pd.Timestamp(t0)).dt.total_seconds()).to_numpy(float)
 
-    ints = store.df(
-        f"""SELECT ts, end_ts, detect_s, restart_s, coalesce(planned, false) AS planned,
-                  coalesce(lost_steps, 0) AS lost_steps, {FIRST_REDONE} AS first_redone,
-                  {COUNTED} AS counted
-           FROM interruptions i
-           WHERE run_id = ? AND ts <= ? AND coalesce(end_ts, ts) >= ?""",
-        [run_id, win.end, win.start],
-    )
+    ints = gr.interruptions(store, run_id, win)
     a = sec(ints["ts"])
     b = sec(ints["end_ts"])
     guess = a + ints["detect_s"].fillna(0).to_numpy(float) + ints["restart_s"].fillna(0).to_numpy(
         float)  # fmt: skip
     known = ints["detect_s"].notna() | ints["restart_s"].notna()
     b = np.where(np.isnan(b), np.where(known.to_numpy(), guess, np.inf), b)  # never resumed
-    # consecutive progress points of one attempt that advanced (a pair across a restart is no
-    # step); their steps summed per hour (days are whole hours), the ideal step time in SQL:
-    # 54 days of a run are ~700 K points, never sent to Python
-    rows = store.rows(
-        f"""WITH {_PAIRS},
-            m AS (SELECT median(dt / ds) AS med FROM d),
-            a AS (SELECT median(abs(dt / ds - med)) AS mad FROM d, m),
-            i AS (SELECT sum(dt) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9)
-                         / sum(ds) FILTER (WHERE dt / ds <= med + ? * mad + 1e-9) AS ideal
-                  FROM d, m, a),
-            h AS (SELECT epoch(date_trunc('hour', ts)) - epoch(?::TIMESTAMP) AS t, sum(ds) AS ds,
-                         sum(dt) AS dt, median(dt / ds) AS med
-                  FROM d GROUP BY ALL)
-            SELECT h.t, h.ds, i.ideal, h.dt, h.med FROM h, i ORDER BY h.t""",
-        [run_id, win.start, win.end, MAD_K, MAD_K, t0],
-    )  # one statement: the pairs are read once for the ideal and the hours
+    # their steps summed per hour (days are whole hours), the ideal step time in SQL
+    rows = gr.step_hours(store, run_id, win, MAD_K, t0)
     ideal = rows[0][2] if rows else None
     hour_t = np.array([r[0] for r in rows], dtype=float)
     hour_ds = np.array([r[1] for r in rows], dtype=float)
     hour_dt = np.array([r[3] for r in rows], dtype=float)
     hour_med = np.array([r[4] for r in rows], dtype=float)
-    first = store.scalar(
-        "SELECT min(ts) FROM train_metrics WHERE run_id = ? AND ts BETWEEN ? AND ?",
-        [run_id, win.start, win.end],
-    )
-    has = store.has_table("goodput_exclusions")  # a store from before them has none
-    excl = store.df(
-        """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS a,
-                  epoch(end_ts) - epoch(?::TIMESTAMP) AS b
-           FROM goodput_exclusions WHERE run_id = ? AND start_ts < ? AND end_ts > ?""",
-        [t0, t0, run_id, win.end, win.start],
-    ) if has else pd.DataFrame({"a": [], "b": []})
-    # a restore the log times (a load's start and its finish: ``checkpoint_events`` "load"
-    # and "load_end"), each finish paired with the newest start before it, within 6 hours
-    restores = store.df(
-        """WITH l AS (SELECT run_id, ts FROM checkpoint_events WHERE run_id = ? AND kind = 'load'),
-                e AS (SELECT run_id, ts FROM checkpoint_events
-                      WHERE run_id = ? AND kind = 'load_end' AND ts BETWEEN ? AND ?)
-           SELECT epoch(l.ts) - epoch(?::TIMESTAMP) AS a, epoch(e.ts) - epoch(?::TIMESTAMP) AS b
-           FROM e ASOF JOIN l ON e.run_id = l.run_id AND e.ts >= l.ts
-           WHERE e.ts - l.ts <= INTERVAL 6 HOUR""",
-        [run_id, run_id, win.start, win.end, t0, t0],
-    )
-    # Megatron-LM's timers (``rank_perf``, as printed: the slowest rank's milliseconds of each
-    # report): ``evaluate`` (``timers.log(['evaluate'])`` after each evaluation, its whole
-    # time, dated by the progress line before it: when it started) and ``batch-generator``
-    # (per iteration, averaged over the log interval), the latter averaged per hour
-    timed = store.rows(
-        """WITH r AS (
-             SELECT metric = 'evaluate' AS ev, ts, max(value_ms) AS ms FROM rank_perf
-             WHERE run_id = ? AND ts BETWEEN ? AND ? AND value_ms IS NOT NULL
-               AND metric IN ('evaluate', 'batch-generator', 'batch generator') GROUP BY ALL)
-           SELECT ev, epoch(CASE WHEN ev THEN ts ELSE date_trunc('hour', ts) END)
-                      - epoch(?::TIMESTAMP) AS t,
-                  CASE WHEN ev THEN max(ms) ELSE avg(ms) END AS ms
-           FROM r GROUP BY 1, 2""",
-        [run_id, win.start, win.end, t0],
-    ) if store.has_table("rank_perf") else []
+    first = gr.first_step(store, run_id, win)
+    excl = gr.exclusions(store, run_id, win, t0)  # none in a store from before them
+    restores = gr.restores(store, run_id, win, t0)  # a restore the log times
+    timed = gr.megatron_timers(store, run_id, win, t0)  # Megatron-LM's timers
     data_ms = {float(t): float(ms) for ev, t, ms in timed if not ev}
-    saves = store.df(
-        """SELECT epoch(start_ts) - epoch(?::TIMESTAMP) AS t, blocking_s FROM checkpoints
-           WHERE run_id = ? AND status = 'ok' AND blocking_s IS NOT NULL
-             AND start_ts BETWEEN ? AND ?""",
-        [t0, run_id, win.start, win.end],
-    )
+    saves = gr.blocking_saves(store, run_id, win, t0)
     # the steps a restart redid before its first progress line ran after training resumed:
     # that line's steps since the restored one, at the ideal step time, are redone steps
     # (wasted progress), not downtime (issue 57, 8)
@@ -206,7 +138,7 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
     added = np.where((ran > 0) & ~ints["counted"].astype(bool).to_numpy(), redo_n, 0.0)
     return {
         "a": a, "b": b - np.maximum(ran, 0.0), "planned": ints["planned"].astype(bool).to_numpy(),
-        "redone_first": added, "timed_saves": _timed_saves(store, run_id, win),
+        "redone_first": added, "timed_saves": gr.timed_saves(store, run_id, win),
         "lost": ints["lost_steps"].to_numpy(float),
         "first": None if first is None else (first - t0).total_seconds(),
         "excluded": list(zip(excl["a"].tolist(), excl["b"].tolist(), strict=True)),
@@ -217,46 +149,6 @@ def _inputs(store: Store, run_id: str, win: TimeRange) -> dict[str, Any]:
         "evals": [(float(t), float(t) + float(ms) / 1e3) for ev, t, ms in timed if ev],
         "data_s": np.array([data_ms.get(t, 0.0) / 1e3 for t in hour_t.tolist()], dtype=float),
     }  # fmt: skip
-
-
-# The steps a stop's next progress line ran after training resumed: since the restored step
-# after a restart (the step went back, or the attempt changed), since the last progress line
-# otherwise (that pair of points is then a step pair: its steps are already the running
-# time's, ``_PAIRS``); ``counted`` says which. Null without a next line.
-_FIRST = """(SELECT min(m.step) FROM train_metrics m
-             WHERE m.run_id = i.run_id AND m.ts = i.end_ts)"""
-_LAST = """(SELECT max(m.step) FROM train_metrics m WHERE m.run_id = i.run_id AND m.ts = i.ts)"""
-_SAME_ATTEMPT = """((SELECT any_value(m.attempt) FROM train_metrics m
-                     WHERE m.run_id = i.run_id AND m.ts = i.end_ts) IS NOT DISTINCT FROM
-                    (SELECT any_value(m.attempt) FROM train_metrics m
-                     WHERE m.run_id = i.run_id AND m.ts = i.ts))"""
-COUNTED = f"coalesce({_FIRST} > {_LAST} AND {_SAME_ATTEMPT}, false)"
-FIRST_REDONE = f"""CASE WHEN {COUNTED} THEN {_FIRST} - {_LAST}
-                       ELSE {_FIRST} - i.restored_step END"""
-
-
-def _timed_saves(store: Store, run_id: str, win: TimeRange) -> list[tuple[float, float]]:
-    """The checkpoint saves the log times (a save's start line and its "saved" line:
-    ``checkpoint_events`` "save_start" and "save_end", each end paired with the newest start
-    before it, within 6 hours) that training waited for: no progress line between the two (an
-    asynchronous save that finished while steps went on is not one). A save a stored
-    checkpoint already gives a blocking time for is that checkpoint's, not counted twice."""
-    rows = store.rows(
-        """WITH s AS (SELECT run_id, ts, step FROM checkpoint_events
-                      WHERE run_id = ? AND kind = 'save_start'),
-                e AS (SELECT run_id, ts, step FROM checkpoint_events
-                      WHERE run_id = ? AND kind = 'save_end' AND ts BETWEEN ? AND ?)
-           SELECT epoch(s.ts) - epoch(?::TIMESTAMP), epoch(e.ts) - epoch(?::TIMESTAMP)
-           FROM e ASOF JOIN s ON e.run_id = s.run_id AND e.ts >= s.ts
-           WHERE e.ts - s.ts <= INTERVAL 6 HOUR AND e.ts > s.ts
-             AND e.step IS NOT DISTINCT FROM s.step
-             AND NOT EXISTS (SELECT 1 FROM train_metrics m WHERE m.run_id = e.run_id
-                             AND m.ts > s.ts AND m.ts < e.ts)
-             AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.run_id = e.run_id
-                             AND c.step = e.step AND c.blocking_s IS NOT NULL)""",
-        [run_id, run_id, win.start, win.end, win.start, win.start],
-    )
-    return [(float(a), float(b)) for a, b in rows]
 
 
 def _account(d: dict[str, Any], lo: float, hi: float) -> dict[str, float]:

@@ -23,23 +23,24 @@ import pandas as pd
 
 from telemetry.cost import PriceBook, price_book, run_cost
 from telemetry.detection import as_json, detection
-from telemetry.goodput import goodput, goodput_money
-from telemetry.jobs_export import recent_jobs
-from telemetry.queries import DOWNTIME, TimeRange, energy, offenders, run_time, workload
+from telemetry.metrics.goodput import goodput, goodput_money
+from telemetry.metrics.jobs_export import recent_jobs
+from telemetry.metrics.recovery import recovery_spans
+from telemetry.queries import TimeRange, energy, offenders, run_time, workload
 from telemetry.queries import hangs as hangq
+from telemetry.queries import run_summary as rs
 from telemetry.queries.accounting import summary_block as accounting_block
-from telemetry.queries.checkpoints import RESTORED, RESTORED_TIER, tier_figures
-from telemetry.queries.failures import COSTED, candidates
+from telemetry.queries.checkpoints import tier_figures
+from telemetry.queries.failures import candidates
 from telemetry.queries.failures import missing as _missing
 from telemetry.queries.node_health import summary_block as node_health_block
 from telemetry.queries.run_end import quiet_end, run_end, stop_end
-from telemetry.recovery import recovery_spans
 from telemetry.store import Store
 from telemetry.vocabulary import TIERS
 
 
 def _run_ids(store: Store) -> list[str]:
-    return [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY start_ts")]
+    return rs.run_ids(store)
 
 
 def _num(value: Any) -> float | None:
@@ -91,16 +92,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     run, last, start, end, tm = e["run"], e["last"], e["start"], e["end"], e["tm"]
     wall_s, tokens, basis = e["wall_s"], e["tokens"], e["basis"]
     loss, mfu = _num(tm["loss"]), _num(tm["mfu"])
-    ints = store.df(
-        f"""SELECT planned, component, category, coalesce(source, 'posted') AS source,
-                  count(*) AS n, sum(lost_gpu_hours) AS gh,
-                  sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
-                      FILTER (WHERE coalesce(detect_s, restart_s) IS NOT NULL) AS down_s,
-                  sum(rework_s) AS rework_s,
-                  sum(lost_steps) AS lost_steps, count(labelled_by) AS corrected
-           FROM {COSTED} WHERE run_id = ? GROUP BY ALL""",
-        [run_id],
-    )
+    ints = rs.causes(store, run_id)
     unexpected = ints[~ints["planned"].astype(bool)]
     n_unexp = int(unexpected["n"].sum())
     wall_h = wall_s / 3600.0
@@ -168,19 +160,13 @@ def _ettr_inputs(store: Store, run_id: str) -> dict[str, Any]:
     """What ETTR is computed from (module doc): the run's row, its newest record (``last``),
     its wall time to it, its training metrics' totals (``tm``) and the productive seconds with
     their ``basis`` (tokens / throughput, else the steps at the median step time)."""
-    run = store.df("SELECT * FROM runs WHERE run_id = ?", [run_id]).iloc[0]
+    run = rs.run_row(store, run_id)
     last = run_time.last_record(store, run_id)
     wall = run_time.run_wall(store, run_id)  # the wall time every page takes (#57)
     start = _time(run["start_ts"])
     end = None if wall is None else wall.end
     wall_s = 0.0 if wall is None else (wall.end - wall.start).total_seconds()
-    tm = store.df(
-        """SELECT arg_max(tokens, ts) FILTER (WHERE tokens IS NOT NULL) AS tokens,
-                  arg_max(step, ts) AS step,
-                  avg(tokens_per_s) AS tps, avg(mfu) AS mfu, arg_max(loss, ts) AS loss
-           FROM train_metrics WHERE run_id = ?""",
-        [run_id],
-    ).iloc[0]
+    tm = rs.train_totals(store, run_id)
     tokens, tps = _num(tm["tokens"]), _num(tm["tps"])
     productive_s = tokens / tps if tokens and tps and tps > 0 else 0.0
     basis = "tokens" if tokens and tps else None
@@ -209,11 +195,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
     ended long ago saying neither: ``run_end.quiet_end``), else "running"."""
     # judged at the run's newest record (a closing line comes after the last step), never at
     # a later time: a live replay's record ends in the future
-    newest = store.scalar(
-        """SELECT greatest(?::TIMESTAMP, (SELECT max(ts) FROM signals WHERE run_id = ?),
-                           (SELECT max(end_ts) FROM slurm_jobs WHERE run_id = ?))""",
-        [last, run_id, run_id],
-    )
+    newest = rs.newest_record(store, run_id, last)
     # Slurm's word first (its job's end state, or its lines at the log's end), as the Jobs page
     stop = stop_end(store, run_id, newest) if last is not None else None
     if stop is not None:
@@ -221,11 +203,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
     ended = run_end(store, run_id, newest) if last is not None else None
     if ended is not None:
         return ended["state"], ended | {"ts": ended["ts"].isoformat()}
-    open_stop = store.scalar(
-        """SELECT count(*) FROM interruptions WHERE run_id = ? AND end_ts IS NULL
-           AND coalesce(ts >= (SELECT max(ts) FROM train_metrics WHERE run_id = ?), true)""",
-        [run_id, run_id],
-    )
+    open_stop = rs.open_stops(store, run_id)
     quiet = None if open_stop else quiet_end(store, run_id, newest)
     if quiet is not None:  # a log that ended saying nothing of how: not "running" (#57, 5)
         return quiet["state"], quiet | {"ts": quiet["ts"].isoformat()}
@@ -235,13 +213,7 @@ def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | 
 def _details(store: Store, run_id: str) -> dict[str, Any]:
     """A run's checkpoints per tier, restores per tier and Slurm jobs."""
     ck = tier_figures(store, run_id).set_index("tier")  # the Checkpoints page's figures
-    restores = dict(
-        store.rows(
-            f"""SELECT {RESTORED_TIER} AS tier, count(*) FROM interruptions WHERE run_id = ?
-               AND {RESTORED} GROUP BY tier ORDER BY 1""",
-            [run_id],
-        )
-    )
+    restores = rs.restores_per_tier(store, run_id)
     return {
         "checkpoints": {
             t: {
@@ -328,13 +300,7 @@ def _plain(v: Any) -> Any:
 
 def slurm_jobs(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The Slurm jobs (each requeue a record) of a run, oldest first, with their end states."""
-    rows = store.rows(
-        """SELECT job_id, requeue, name, user_name, partition, nodelist, state, reason,
-                  exit_code, start_ts, end_ts
-           FROM slurm_jobs WHERE run_id = ? ORDER BY coalesce(start_ts, submit_ts), job_id_raw,
-           requeue""",
-        [run_id],
-    )
+    rows = rs.slurm_job_rows(store, run_id)
     keys = ("job_id", "requeue", "name", "user", "partition", "nodes", "state", "reason",
             "exit_code", "start", "end")  # fmt: skip
     return [
@@ -346,16 +312,7 @@ def slurm_jobs(store: Store, run_id: str) -> list[dict[str, Any]]:
 def _step_seconds(store: Store, run_id: str) -> float | None:
     """Productive seconds of a run without tokens: the steps it trained (first to last
     stored) x its median seconds per step between consecutive progress lines."""
-    (row,) = store.rows(
-        """WITH m AS (
-             SELECT ts, step, lag(ts) OVER w AS pts, lag(step) OVER w AS pstep
-             FROM train_metrics WHERE run_id = ? WINDOW w AS (ORDER BY ts, step))
-           SELECT median(epoch(ts - pts) / (step - pstep)) FILTER (WHERE step > pstep),
-                  max(step) - min(step)
-           FROM m""",
-        [run_id],
-    )
-    per_step, steps = row
+    per_step, steps = rs.step_time(store, run_id)
     if not per_step or per_step <= 0 or not steps:  # no step time (one timestamp for all)
         return None
     return float(per_step) * float(steps)
@@ -367,19 +324,11 @@ def _interruption_list(
     """Each interruption of the run, oldest first, with its source, confidence, correction
     and evidence (parsed), what to do about it (``action``, ``action_reason``:
     ``queries.offenders``) and where its recovery went (``recovery_spans``, and
-    ``recovery_unknown``: the spans the records do not date, with why; ``telemetry.recovery``)
+    ``recovery_unknown``: the spans the records do not date, with why; ``metrics.recovery``)
     and its two detection times (``failed_at``, ``noticed_at``, ``failed_unknown``,
     ``noticed_unknown``, ``wait_s``, ``stall_s``: ``telemetry.detection``), as ``summary
     --json`` shows them."""
-    df = store.df(
-        f"""SELECT ts, end_ts, component, category, planned, coalesce(source, 'posted') AS source,
-                  confidence, host, rank, gpu, xid, restored_tier, restored_step, lost_steps,
-                  {DOWNTIME} AS downtime_s, lost_gpu_hours, labelled_by,
-                  orig_component, description, evidence, culprit_candidates, culprit_reason,
-                  detect_s, failed_ts, noticed_ts
-           FROM {COSTED} WHERE run_id = ? ORDER BY ts""",
-        [run_id],
-    )
+    df = rs.interruption_rows(store, run_id)
     todo = offenders.actions(store, run_id) if len(df) else {}
     went = recovery_spans(store, run_id, block) if len(df) else {}
     planned = {"spans": [], "unknown": [{"name": "recovery", "reason": "a planned stop"}]}
@@ -427,7 +376,7 @@ def store_summary(
         "store": store.path,
         "source": meta.get("source", "unknown"),
         "simulated": meta.get("simulated") == "true",
-        "gpu_samples": int(store.scalar("SELECT count(*) FROM gpu_samples")),
+        "gpu_samples": rs.gpu_sample_count(store),
         "runs": runs,
         # the Slurm cluster's GPU-hours per day (telemetry.queries.accounting)
         "accounting": accounting_block(store, book.default.gpu_hour),
