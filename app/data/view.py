@@ -13,6 +13,7 @@ from app.data.services import bound, store
 from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
+from telemetry.metrics.summary import run_state
 from telemetry.queries import TimeRange, run_time
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
@@ -267,13 +268,17 @@ def data_age(run: Any, now: datetime | None = None) -> dict[str, Any] | None:
     """How old the newest data of ``run`` is (the store's, without a run): ``start`` and
     ``end`` of its data, ``age_s`` from ``end`` to ``now`` (the wall clock: what the header
     states is how old the data is, the one place the machine's clock is the right one), and
-    ``stale`` when that is more than ``STALE_LIVE_S``. None for an empty store."""
+    ``stale`` when that is more than ``STALE_LIVE_S``, and the run's ``state`` as ``summary``
+    gives it (None without a run). None for an empty store."""
     ext = extent()
     if ext is None:
         return None
-    own = _run_extent(ext, run if isinstance(run, str) and run else None)
+    run = run if isinstance(run, str) and run else None
+    own = _run_extent(ext, run)
     age = ((now or datetime.now(UTC).replace(tzinfo=None)) - own.end).total_seconds()
-    return {"start": own.start, "end": own.end, "age_s": age, "stale": age > STALE_LIVE_S}
+    state = None if run is None else run_state(store(), run)
+    return {"start": own.start, "end": own.end, "age_s": age, "stale": age > STALE_LIVE_S,
+            "state": state}
 
 
 def ago(seconds: float) -> str:

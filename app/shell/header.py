@@ -41,6 +41,12 @@ def _updated(view: Any) -> str:
     )
 
 
+# a run whose data says it ended (``summary``'s state): a finished import is not a live feed gone
+# quiet ("Live, but nothing new has arrived since" beside "Run finished", #57)
+_ENDED = {"finished": "the run finished", "stopped": "the run stopped: nothing resumed it",
+          "unknown": "the run's log ended, how unknown"}
+
+
 def _age(view: Any, live: Any) -> tuple[str, str]:
     """How old the shown run's newest data is; with Live on and nothing new, says so."""
     run = clean_view(view).get("run")
@@ -49,6 +55,8 @@ def _age(view: Any, live: Any) -> tuple[str, str]:
         return "", ""
     whose = f"{run_label(run)}: " if run else ""
     text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
+    if age["state"] in _ENDED:  # nothing new is due from a run that ended: no warning
+        return text + f" · {_ENDED[age['state']]}", ""
     if live is True and age["stale"]:
         # Bootstrap's emphasis colour (#664d03 on white, #ffda6a on dark): "text-warning" is the
         # same yellow-orange on both themes, unreadable on white (issue 57).

@@ -188,6 +188,12 @@ def measured_ettr(store: Store, run_id: str) -> float | None:
     return _ettr(_ettr_inputs(store, run_id))
 
 
+def run_state(store: Store, run_id: str) -> str:
+    """The run's state as ``run_summary`` gives it ("finished", "stopped", "unknown",
+    "running"), read alone: the header says whether new data is still to be expected."""
+    return _state(store, run_id, run_time.last_record(store, run_id))[0]
+
+
 def _state(store: Store, run_id: str, last: Any) -> tuple[str, dict[str, Any] | None]:
     """The run at its data's end: "stopped" in Slurm's words (``run_end.stop_end``), "finished"
     (how, when, the line or job that says it), "stopped" (its data ends with an interruption
