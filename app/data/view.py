@@ -268,17 +268,20 @@ def data_age(run: Any, now: datetime | None = None) -> dict[str, Any] | None:
     """How old the newest data of ``run`` is (the store's, without a run): ``start`` and
     ``end`` of its data, ``age_s`` from ``end`` to ``now`` (the wall clock: what the header
     states is how old the data is, the one place the machine's clock is the right one), and
-    ``stale`` when that is more than ``STALE_LIVE_S``, and the run's ``state`` as ``summary``
-    gives it (None without a run). None for an empty store."""
+    ``stale`` when that is more than ``STALE_LIVE_S``, and, for stale data, the run's ``state``
+    as ``summary`` gives it (None without a run or while data arrives). None for an empty
+    store."""
     ext = extent()
     if ext is None:
         return None
     run = run if isinstance(run, str) and run else None
     own = _run_extent(ext, run)
     age = ((now or datetime.now(UTC).replace(tzinfo=None)) - own.end).total_seconds()
-    state = None if run is None else run_state(store(), run)
-    return {"start": own.start, "end": own.end, "age_s": age, "stale": age > STALE_LIVE_S,
-            "state": state}
+    stale = age > STALE_LIVE_S
+    # the header refreshes every few seconds: the run's state (5 small queries) is read only
+    # where it changes what the header says, for data that stopped arriving
+    state = run_state(store(), run) if run is not None and stale else None
+    return {"start": own.start, "end": own.end, "age_s": age, "stale": stale, "state": state}
 
 
 def ago(seconds: float) -> str:
