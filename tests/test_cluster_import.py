@@ -354,3 +354,21 @@ def test_ecc_xids_in_dmesg_T_name_their_host_gpu_and_uuid(tmp_path: Path) -> Non
     assert f"XID 94 on dgx-h100-017 GPU 2 ({uuid})" in desc
     cause = json.loads(evidence)[0]
     assert (cause["role"], cause["gpu"], cause["uuid"]) == ("cause", 2, uuid)
+
+
+def test_a_job_log_without_run_is_refused_and_nothing_is_lost(
+    night: Night, tmp_path: Path
+) -> None:
+    """A loss curve that names no run is no loss curve: before, `import slurm-N.out` without
+    `--run` printed "0 train_metrics records stored" and exited 0, the log's progress gone."""
+    store = tmp_path / "s.duckdb"
+    job_log = next(a for a in night.import_args(store) if a.endswith("slurm-81234.out"))
+    r = cli("import", "--store", str(store), job_log)
+    assert r.returncode == 1, r.stdout
+    assert "its progress lines name no run" in r.stdout and "--run NAME" in r.stdout
+    assert "nothing stored from" in r.stderr
+    assert _rows(store, "SELECT count(*) FROM train_metrics") == [(0,)]
+    assert _rows(store, "SELECT count(*) FROM signals") == [(0,)]
+    r = cli("import", "--store", str(store), "--run", RUN, job_log)  # named: all of it
+    assert r.returncode == 0, r.stderr
+    assert "660 train_metrics records stored" in r.stdout

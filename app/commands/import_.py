@@ -204,6 +204,11 @@ def _show_cluster(source: ClusterSource) -> list[str]:
             f"signals: {sig}, {a.checkpoint_events:,} checkpoint lines, "
             f"{a.unrecognised:,} lines not recognised{again}"
         )
+        if a.needs_run:
+            print(f"  its progress lines name no run ({a.needs_run:,} in its first block): "
+                  "nothing from it was stored; import it again with --run NAME")
+            empty.append(a.path)
+            continue
         if a.unrecognised and a.unread:
             print(f"  not recognised (the first {len(a.unread)} of {a.unrecognised:,}):")
             for line in a.unread:

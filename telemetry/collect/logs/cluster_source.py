@@ -87,6 +87,7 @@ class FileAccount:
     untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
     rank_perf: int = 0  # per-rank timing rows (``rankperf``) with a time: stored
     untimed_rank_perf: int = 0  # ... without one: not stored
+    needs_run: int = 0  # progress lines that name no run, read with no --run: the log not stored
     problems: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)  # the first unrecognised lines, file:line
 
@@ -464,6 +465,9 @@ class ClusterSource:
                     if offset >= 0:
                         self._pending[bid] = (path, offset, lineno)
                     recs = _columns(batch.metrics, self.run)
+                    if not self.follow and None in recs["run"]:  # a loss curve of no run: the
+                        log.account.needs_run = recs["run"].count(None)  # user names it first
+                        break
                     log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
                     tables = _tables(batch, self.run)
                     if self.run and (told := _settings(log.parser, self.run)) is not None:
