@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from telemetry import signals as sig
 from telemetry.collect.logs import logfast
@@ -47,6 +45,7 @@ from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs import logranks as lr
 from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs import settings as lset
+from telemetry.collect.logs.blockscan import MAX_LINE_BYTES, Scan, scan_block
 from telemetry.collect.logs.importers import BadLine, ImportFileError
 from telemetry.collect.logs.logclock import LogClock, Window, file_window
 from telemetry.signals import CheckpointEvent, Signal, clean_line
@@ -54,7 +53,6 @@ from telemetry.signals import CheckpointEvent, Signal, clean_line
 # (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
 RankHost = tuple[int, str, str, str]
 CHUNK_BYTES = 8 << 20
-MAX_LINE_BYTES = 64 << 10
 MAX_BAD = 20
 MAX_UNREAD = 5  # unrecognised lines kept to show (the count covers them all)
 MAX_SETTINGS = 1000  # settings lines kept per log (a real arguments block states ~10 of ours)
@@ -67,7 +65,6 @@ _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 _NETWORK_KINDS = (sig.NCCL_ERROR, sig.IB_ERROR)
 # Signals the launcher or the scheduler send to stop workers (teardown, whoever sent them)
 _TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
-_SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
 
 
 @dataclass
@@ -187,14 +184,19 @@ class LogParser:
         self.feed_block(data if data.endswith(b"\n") else data + b"\n", lineno, final=True)
 
     def feed_block(
-        self, data: bytes, first_lineno: int | None = None, *, final: bool = False
-    ) -> int:
+        self, data: bytes, first_lineno: int | None = None, *, final: bool = False,
+        scan: Scan | None = None,
+    ) -> int:  # fmt: skip
         """Complete lines of ``data`` (bytes as read from the file), the first being line
         ``first_lineno`` (default: after the previous call's). Returns how many bytes were
         used: up to the last newline, all with ``final`` (the file's last line has none). A
-        newline-free ``data`` over 64 KiB is taken as the start of an over-long line."""
+        newline-free ``data`` over 64 KiB is taken as the start of an over-long line.
+        ``scan``: those lines already sieved (``sieve``), e.g. in another thread."""
         if first_lineno is not None:
             self.next_lineno = first_lineno
+        if scan is not None and self._long is None:
+            self._block(data[: scan.offs[-1]] if scan.offs[-1] < len(data) else data, scan)
+            return int(scan.offs[-1])
         end = len(data) if final else data.rfind(b"\n") + 1
         if end == 0:
             if len(data) > MAX_LINE_BYTES:
@@ -211,6 +213,20 @@ class LogParser:
         if block:
             self._block(block)
         return end
+
+    def sieve(self, data: bytes) -> Scan | None:
+        """``data``'s complete lines sieved for ``feed_block(data, scan=...)``; None when they
+        need the parser's own path (no newline, bytes that are not UTF-8). Reads only what
+        the parser never changes (its zone and window): safe in another thread."""
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return None
+        block = data[:end] if end < len(data) else data
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return scan_block(block, self.clock.tz is None, self.clock.window)
 
     def finish(self) -> None:
         """The file ended: an over-long last line is read, open tracebacks are given up."""
@@ -303,31 +319,17 @@ class LogParser:
         self.counts["long_lines"] += 1
         self._block(_utf8_start(tail[-MAX_LINE_BYTES:]) + b"\n")
 
-    def _block(self, block: bytes) -> None:
+    def _block(self, block: bytes, prep: Scan | None = None) -> None:
         base = self.next_lineno
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            block = self._replace(block, base)
-        nl = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
-        n = len(nl) + (not block.endswith(b"\n"))
-        offs = np.empty(n + 1, np.int64)
-        offs[0] = 0
-        offs[1 : len(nl) + 1] = nl + 1
-        if n > len(nl):
-            offs[n] = len(block) + 1
-        fast = None
-        too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
-        if n < _SMALL_BLOCK:
-            cand = [i for i in range(n) if ll.PREFILTER_RE.search(
-                block[offs[i] : offs[i + 1] - 1].decode())]
-            cand_arr = np.array(cand, np.int64)
-        else:
-            arr = pa.LargeStringArray.from_buffers(
-                n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
-            cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
-            if self.clock.tz is None and len(cand_arr) and not len(too_long):
-                cand_arr, fast = self._fast_megatron(arr, cand_arr, block)
+        if prep is None:
+            try:
+                block.decode("utf-8")
+            except UnicodeDecodeError:
+                block = self._replace(block, base)
+            prep = scan_block(block, self.clock.tz is None, self.clock.window)
+        offs, n, too_long, cand_arr, fast = prep.offs, prep.n, prep.too_long, prep.cand, None
+        if prep.fast is not None:
+            cand_arr, fast = self._fast_megatron(cand_arr, prep.fast)
         if len(too_long):
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
@@ -422,12 +424,10 @@ class LogParser:
             self._followed.update(range(lineno, lineno + n))
         return end, lineno + n
 
-    def _fast_megatron(self, arr: pa.Array, cand: np.ndarray, block: bytes
+    def _fast_megatron(self, cand: np.ndarray, got: tuple[np.ndarray, dict[str, list]]
                        ) -> tuple[np.ndarray, Any]:
-        """Candidates minus the plain Megatron iteration lines read column-wise (logfast)."""
-        got = logfast.megatron_columns(arr.take(pa.array(cand)), self.clock.window, block)
-        if got is None:
-            return cand, None
+        """Candidates minus the plain Megatron iteration lines read column-wise (``got``:
+        ``logfast.megatron_columns`` of the candidates, see ``scan_block``)."""
         if self.clock.full_year is None and got[1]["ts"]:  # year-less lines read before them
             self.clock.full_year = got[1]["ts"][0].year  # in this block are in their year
         idx = cand[got[0]]
