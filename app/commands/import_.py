@@ -25,7 +25,7 @@ from telemetry.collect.logs.import_source import ImportedFile, ImportSource
 from telemetry.collect.logs.logline import is_kernel_log
 from telemetry.collect.slurm.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
-from telemetry.ingest.daemon import collect, utcnow
+from telemetry.ingest.daemon import collect, collect_overlapped, utcnow
 from telemetry.ingest.seam import Derive, SourceContext
 
 SHOW_REJECTIONS = 5
@@ -82,7 +82,7 @@ def run(s: Settings) -> int:
         for source in records:
             collect(source, writer, utcnow())
         for source in cluster:
-            collect(source, writer, utcnow())
+            collect_overlapped(source, writer, utcnow())  # the parse beside the store's writes
             source.close()
         for ckpt in ckpts:
             collect(ckpt, writer, utcnow())

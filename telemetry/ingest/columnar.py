@@ -51,19 +51,22 @@ def validate_columns(
     now = now or datetime.now(UTC).replace(tzinfo=None)
     n = len(next(iter(columns.values()), []))
     reason: list[str | None] = [None] * n
+    refused = np.zeros(n, bool)
     out: dict[str, np.ndarray] = {}
 
     def reject(mask: np.ndarray, why: Any) -> None:
         for i in np.flatnonzero(mask):
             if reason[i] is None:
                 reason[i] = why(int(i))
+                refused[i] = True
 
-    runs = list(columns.get("run", [None] * n))
-    for value in set(runs):  # one run per file: its text checked once, by the policy's code
+    runs = np.array(columns.get("run", [None] * n), dtype=object)
+    for value in set(runs.tolist()):  # one run per file: its text checked once, by the policy
         try:
             _row(KIND, {"run": value, "step": 0, "loss": 0.0}, now)
         except _Bad as exc:
-            reject(np.array([r == value for r in runs]), lambda i, m=str(exc): m)
+            reject(runs == value if value is not None else np.equal(runs, None),
+                   lambda i, m=str(exc): m)
     for f in SCHEMAS[KIND][1:]:
         raw = columns.get(f.name)
         if raw is None:
@@ -79,8 +82,9 @@ def validate_columns(
             out["ts"] = np.where(np.isnat(ts), np.datetime64(now, "us"), ts)
             continue
         nm = f.name
-        v = np.array([np.nan if x is None else x for x in raw], dtype=np.float64)
-        missing = np.isnan(v) & np.array([x is None for x in raw])
+        given = np.array(raw, dtype=object)
+        missing = np.equal(given, None)
+        v = np.where(missing, np.nan, given).astype(np.float64)
         if f.required:
             reject(missing, lambda i, nm=nm: f"missing required field {nm!r}")
         have = ~missing
@@ -106,8 +110,8 @@ def validate_columns(
     metrics = [out[m] for m in METRICS]
     none = np.logical_and.reduce([np.isnan(m) for m in metrics]) if n else np.zeros(0, bool)
     reject(none, lambda i: f"no metric: give loss or one of {', '.join(METRICS[1:])}")
-    keep = np.array([r is None for r in reason], dtype=bool)
-    table = {"run_id": pa.array([r for r, k in zip(runs, keep, strict=True) if k], pa.string())}
+    keep = ~refused
+    table = {"run_id": pa.array(runs[keep], pa.string())}
     for f in SCHEMAS[KIND][1:]:
         col = out[f.column][keep]
         if f.column == "ts":

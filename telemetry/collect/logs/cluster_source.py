@@ -31,7 +31,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -587,6 +587,10 @@ class ClusterSource:
             return
         if isinstance(batch, Records):
             log.account.metrics += written.rows
+            target = f"{self.kind}:{path}"
+            told = self.book.entries.get(target)
+            if told is not None and told.up:  # settled after the log's round was booked
+                self.book.entries[target] = replace(told, rows=log.account.metrics)
         if written.duplicate:
             log.account.duplicate_blocks += 1
         log.commit(offset, lineno)
