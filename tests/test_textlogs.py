@@ -543,3 +543,35 @@ def test_megatron_columns_read_alike_without_the_fields_a_block_lacks(without: s
         assert fast is None
         return
     assert fast is not None and fast[0].tolist() == full[0].tolist() and fast[1] == full[1]
+
+
+def test_points_kept_as_columns_equal_the_records_path(tmp_path: Path) -> None:
+    """A long-lived reader (``keep=False``: import, follow) keeps a block's column-wise
+    Megatron points as columns (``LogBatch.metric_columns``, #56: no dict per point); they
+    are the points ``parse_file``'s records give, tokens from ``seq_length`` included, and a
+    block with an Inf loss or a restart still goes the records way."""
+    from benchmarks.logs import write_log
+    from telemetry.collect.logs.textlogs import LogParser, parse_file
+
+    body, log = tmp_path / "body.log", tmp_path / "megatron.log"
+    write_log(body, 20, "mixed")
+    with open(log, "w", encoding="utf-8") as fh:  # the sizes, then points that need the lines
+        fh.write("    seq_length ...................................... 4096\n")
+        fh.write(body.read_text(encoding="utf-8"))
+        fh.write(" [2026-04-01 00:00:00.000000] iteration   900001/  900002 | consumed samples:"
+                 " 4096 | lm loss: 1e999 | number of nan iterations:   0 |\n")
+    keys = ("ts", "step", "loss", "lr", "grad_norm", "tokens")
+    want = [tuple(m.get(k) for k in keys) for m in parse_file(log, run="r").metrics]
+    parser = LogParser(log, run="r", keep=False)
+    got, columnwise = [], 0
+    data, at = log.read_bytes(), 0
+    while at < len(data):  # as the reader feeds it: 8 MiB, then the rest of a line goes on
+        at += parser.feed_block(data[at : at + (8 << 20)], final=at + (8 << 20) >= len(data))
+        batch = parser.drain()
+        got += [tuple(m.get(k) for k in keys) for m in batch.metrics]
+        for chunk in batch.metric_columns:
+            columnwise += len(chunk["step"])
+            got += list(zip(*(chunk[k] for k in keys), strict=True))
+    assert columnwise > len(want) // 2  # the path under test was taken ...
+    assert all(r[5] is not None for r in want)  # ... with tokens from the samples
+    assert sorted(got, key=lambda r: (r[1], r[0])) == sorted(want, key=lambda r: (r[1], r[0]))

@@ -269,13 +269,24 @@ def _mtime(path: str) -> datetime | None:
 _FIELDS = ("ts", "step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu")
 
 
-def _columns(metrics: list[dict[str, Any]], run: str | None) -> dict[str, list[Any]]:
-    """The timed progress points as ``train_metrics`` columns (``ingest.columnar``: checked by
-    the records policy a column at a time)."""
-    timed = [m for m in metrics if m.get("ts")]
+def _columns(batch: Any, run: str | None) -> dict[str, list[Any]]:
+    """The batch's timed progress points as ``train_metrics`` columns (``ingest.columnar``:
+    checked by the records policy a column at a time): its records, then the points the parser
+    kept as columns (``LogBatch.metric_columns``, all timed, none naming a run)."""
+    timed = [m for m in batch.metrics if m.get("ts")]
     cols = {k: [m.get(k) for m in timed] for k in _FIELDS}
     cols["run"] = [m.get("run") or run for m in timed]
+    for chunk in batch.metric_columns:
+        n = len(chunk["step"])
+        for k in _FIELDS:
+            cols[k] += chunk[k] if k in chunk else [None] * n
+        cols["run"] += [run] * n
     return cols
+
+
+def _points(batch: Any) -> int:
+    """How many progress points the batch holds, timed or not."""
+    return len(batch.metrics) + sum(len(c["step"]) for c in batch.metric_columns)
 
 
 def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame | pa.Table]:
@@ -504,11 +515,11 @@ class ClusterSource:
                     log.account.unrecognised = log.parser.unrecognised
                     if offset >= 0:
                         self._pending[bid] = (path, offset, lineno)
-                    recs = _columns(batch.metrics, self.run)
+                    recs = _columns(batch, self.run)
                     if not self.follow and None in recs["run"]:  # a loss curve of no run: the
                         log.account.needs_run = recs["run"].count(None)  # user names it first
                         break
-                    log.account.untimed_metrics += len(batch.metrics) - len(recs["step"])
+                    log.account.untimed_metrics += _points(batch) - len(recs["step"])
                     tables = _tables(batch, self.run)
                     if self.run and (told := _settings(log.parser, self.run)) is not None:
                         tables["run_settings"] = told
@@ -551,6 +562,8 @@ class ClusterSource:
         for m in batch.metrics[-1:]:
             if isinstance(m.get("ts"), datetime):
                 self._data_year = m["ts"].year
+        for chunk in batch.metric_columns[-1:]:
+            self._data_year = chunk["ts"][-1].year
         for sg in batch.signals[-1:]:
             if sg.ts is not None and self._data_year is None:
                 self._data_year = sg.ts.year

@@ -77,6 +77,9 @@ class LogBatch:
     signals: list[Signal]
     rank_hosts: list[RankHost] = field(default_factory=list)
     rank_perf: list[rp.RankPerf] = field(default_factory=list)
+    # progress points as columns (``ts``, ``step``, ``loss``, ``lr``, ``grad_norm``, ``tokens``,
+    # a list each, every point timed), from blocks whose every point was read column-wise
+    metric_columns: list[dict[str, list[Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -131,6 +134,8 @@ class LogParser:
         self.signals: list[Signal] = []
         self.rank_hosts: list[RankHost] = []
         self.rank_perf: list[rp.RankPerf] = []
+        self.metric_columns: list[dict[str, list[Any]]] = []  # see LogBatch; keep=False only
+        self._newest: tuple[int, datetime, int] | None = None  # (step, ts, line): _columnwise
         self._report: rp.Report | None = None  # a per-rank timing report being read
         # (setting, value as written, file:line, line): the run's settings the log states,
         # kept whole (few) and written by the reader when they grow (logs.settings)
@@ -244,7 +249,9 @@ class LogParser:
         """Metrics, checkpoint events and signals found since the last call."""
         m, e, s, r, p = self._drained
         out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
-                       self.signals[s:], self.rank_hosts[r:], self.rank_perf[p:])
+                       self.signals[s:], self.rank_hosts[r:], self.rank_perf[p:],
+                       self.metric_columns)
+        self.metric_columns = []
         if self.keep:
             self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals),
                              len(self.rank_hosts), len(self.rank_perf))
@@ -334,6 +341,7 @@ class LogParser:
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
         self._mlines, self._followed, first = [], set(), len(self.metrics)
+        self._newest = None
         self._plain = np.ones(n, np.bool_)  # lines no recogniser needs (see _follow)
         self._plain[cand_arr] = False
         self._base = base
@@ -437,6 +445,8 @@ class LogParser:
                     idx: np.ndarray, cols: dict[str, list]) -> None:
         """Records of the column-wise lines, merged in line order with those read one by one
         (a line already read inside a traceback is not taken twice)."""
+        if not self.keep and self._columnwise(first, base, idx, cols):
+            return
         fast, odd = logfast.records(idx, cols, base, self.run, self.label, self._followed)
         for i in odd:  # 1e999: the line path makes it an Inf-loss signal
             self._line(block, int(offs[i]), int(offs[i + 1]) - 1, base + i)
@@ -450,6 +460,43 @@ class LogParser:
             fast = sorted([*slow, *fast], key=lambda r: r[0])
         self.metrics[first:] = [r[1] for r in fast]
         self.metric_origins[first:] = [r[2] for r in fast]
+
+    def _columnwise(self, first: int, base: int, idx: np.ndarray, cols: dict[str, list]
+                    ) -> bool:
+        """A block whose every progress point is a column-wise line, none needing the line
+        path (no Inf loss, none inside a traceback, no pace or start to apply), kept as
+        columns (``metric_columns``): what ``records`` -> ``_pace`` -> the reader's columns
+        would give, without a dict per point (a 1 GiB log has 1.6 M). False: nothing done."""
+        if (len(self.metrics) > first or self._starts or self._paced or self._ctx_items
+                or not len(idx)):  # fmt: skip
+            return False
+        if self._followed and not self._followed.isdisjoint((idx + base).tolist()):
+            return False
+        loss = cols["loss"]
+        if not all(map(isfinite, loss)):
+            return False
+        seq, per_step = self._plan.get("seq_length"), self._plan.get("tokens_per_step")
+
+        def told(t: Any, samples: Any, step: int) -> int | None:  # as records() and _pace
+            if t is not None:
+                return int(t)
+            if samples is not None and seq is not None:
+                return int(samples) * seq
+            return step * per_step if per_step is not None else None
+
+        tokens = list(map(told, cols["tokens"], cols["samples"], cols["step"]))
+        self.metric_columns.append({
+            "ts": cols["ts"], "step": cols["step"], "loss": loss, "tokens": tokens,
+            "lr": [x if x is not None and isfinite(x) else None for x in cols["lr"]],
+            "grad_norm": [x if x is not None and isfinite(x) else None for x in cols["grad_norm"]],
+        })
+        n = len(idx)
+        self.clock.full_year = cols["ts"][-1].year
+        self._progress = (cols["step"][-1], cols["ts"][-1])  # as _pace leaves it
+        self._newest = (cols["step"][-1], cols["ts"][-1], int(idx[-1]) + base)
+        self.counts["metrics"] += n
+        self.counts["recognised"] += n
+        return True
 
     def _line(self, block: bytes, s: int, e: int, lineno: int) -> None:
         if e - s > MAX_LINE_BYTES:
@@ -849,20 +896,27 @@ class LogParser:
         """The block's newest progress point reached the planned steps (Megatron-LM's
         ``iteration N/ N``, its ``train_iters`` argument, TorchTitan's ``total steps``): a
         ``planned_exit`` signal on that line, once, so the run reads as finished."""
-        if len(self.metrics) <= first or self._done_told:
+        if self._done_told:
             return
-        rec, origin = self.metrics[-1], self.metric_origins[-1]
-        i = int(origin.rsplit(":", 1)[1]) - base
+        if len(self.metrics) > first:
+            rec, origin = self.metrics[-1], self.metric_origins[-1]
+            step, ts, lineno = rec["step"], rec.get("ts"), int(origin.rsplit(":", 1)[1])
+        elif self._newest is not None:  # the block's points were kept as columns
+            step, ts, lineno = self._newest
+            origin = f"{self.label}:{lineno}"
+        else:
+            return
+        i = lineno - base
         if not 0 <= i < len(offs) - 1:
             return
         raw = block[offs[i] : offs[i + 1] - 1].decode("utf-8", "replace")
         told = ll.iteration_of(raw) if "iteration" in raw else None
         total = told[1] if told else self._plan.get("train_steps")
-        if not total or rec["step"] < total:
+        if not total or step < total:
             return
         self._done_told = True
-        detail = f"planned steps reached: step {rec['step']:,} of {total:,}"
-        self._add_signal(Signal(rec.get("ts"), sig.PLANNED_EXIT, self.host, None, None, detail,
+        detail = f"planned steps reached: step {step:,} of {total:,}"
+        self._add_signal(Signal(ts, sig.PLANNED_EXIT, self.host, None, None, detail,
                                 origin, clean_line(raw), "log", None), "line")
 
     def _lightning(self, parts: list[str], raw: str, lineno: int) -> str | None:
