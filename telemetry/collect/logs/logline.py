@@ -52,7 +52,6 @@ PREFILTER = "|".join(_parts())
 PREFILTER_RE = re.compile(PREFILTER)
 
 
-
 def _keyed(kind: str) -> list[tuple[str, Callable[[str], Any]]]:
     """(key, recogniser) of every format's recognisers of ``kind``, in their places' order (as
     plain pairs: unpacking them is the cheapest in the per-line loops)."""

@@ -18,7 +18,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)")
 
 
 class Keyed(NamedTuple):
-    """A recogniser tried only on lines containing ``key`` (a cheap test before its regex)."""
+    """A recogniser tried only on lines containing ``key`` (a cheap test before its regex; ""
+    for one that tests its own words, several of them)."""
 
     place: int
     key: str
