@@ -592,11 +592,7 @@ class LogParser:
             self._tb[key] = 0
             self._tb_start[key] = self._cut_traceback(body, raw, lineno, rank)
             return True
-        if "iteration" in body and (f := ll.megatron(body)):
-            return self._metric(f, body, raw, lineno)
-        if "step:" in body and (f := ll.titan(body)):
-            return self._metric(f, body, raw, lineno)
-        if "steps:" in body and (f := ll.deepspeed_steps(body)):
+        if f := ll.progress(body):  # Megatron-LM, TorchTitan, DeepSpeed (logline)
             return self._metric(f, body, raw, lineno)
         if "{" in body and (d := ll.hf_dict(body)) is not None:
             if isinstance(d, str):
@@ -623,10 +619,7 @@ class LogParser:
             return self._train_start(body, lineno)
         if told := lset.settings(body):
             self._note_settings(told, lineno)
-        if ("Training starts" in body or "seq_length" in body or "world" in body
-                or "train_iters" in body or "SLURM_" in body or "arameters" in body) and (
-            p := ll.plan(body)
-        ):
+        if p := ll.plan(body):
             self._plan.update(p)
             return True
         if told:
