@@ -94,7 +94,8 @@ class PromHistory:
             # PromQL stamps a window at its end and takes a sample on that end; the store's
             # bucket [b, b + step) is stamped at its start: evaluated a millisecond before
             # each bucket's end, the window holds the same samples (exporter times are in ms)
-            first = _epoch(start) + step - _MS
+            # on the store's bucket grid (``time_bucket``), whatever second the range starts
+            first = _epoch(start) // step * step + step - _MS
             for series in client.query_range(expr, first, _epoch(end), step):
                 gpu = series.get("metric", {}).get("gpu")
                 if gpu is None or not str(gpu).isdigit():
