@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -87,42 +88,57 @@ class PromHistory:
         self, client: PromClient, host: str, start: datetime, end: datetime, step: int,
         exprs: dict[str, str],
     ) -> pd.DataFrame:  # fmt: skip
-        frames = []
-        for col, field in exprs.items():
-            fn = "max_over_time" if col == "xid_last" else "avg_over_time"
-            expr = f"{fn}({field}{{Hostname={_quoted(host)}}}[{step}s])"
-            # PromQL stamps a window at its end and takes a sample on that end; the store's
-            # bucket [b, b + step) is stamped at its start: evaluated a millisecond before
-            # each bucket's end, the window holds the same samples (exporter times are in ms)
-            # on the store's bucket grid (``time_bucket``), whatever second the range starts
-            first = _epoch(start) // step * step + step - _MS
-            for series in client.query_range(expr, first, _epoch(end), step):
-                gpu = series.get("metric", {}).get("gpu")
-                if gpu is None or not str(gpu).isdigit():
-                    continue
-                values = series.get("values") or []
-                frames.append(
-                    pd.DataFrame(
-                        {
-                            "ts": pd.to_datetime(
-                                [round((float(t) + _MS - step) * 1000) for t, _ in values],
-                                unit="ms",
-                            ),
-                            "gpu": int(gpu),
-                            "col": col,
-                            "value": pd.to_numeric([v for _, v in values], errors="coerce"),
-                        }
-                    )
-                )
+        # one query_range per series, all at once: the drill-down waits for the slowest of
+        # them, not their sum (six in turn took ~100 ms against VictoriaMetrics here)
+        cols = list(exprs)
+        with ThreadPoolExecutor(max_workers=len(cols)) as pool:
+            parts = pool.map(lambda c: self._one(client, host, start, end, step, c, exprs[c]), cols)
+            frames = [f for part in parts for f in part]
         if not frames:
             return _empty(exprs)
         long = pd.concat(frames, ignore_index=True)
-        wide = long.pivot_table(index=["ts", "gpu"], columns="col", values="value").reset_index()
+        wide = long.pivot(index=["ts", "gpu"], columns="col", values="value").reset_index()
         for col in exprs:
             if col not in wide:
                 wide[col] = float("nan")
         wide["bucket_s"] = step
         return wide[["ts", "gpu", *exprs, "bucket_s"]].sort_values(["gpu", "ts"])
+
+    def _one(
+        self, client: PromClient, host: str, start: datetime, end: datetime, step: int,
+        col: str, field: str,
+    ) -> list[pd.DataFrame]:  # fmt: skip
+        fn = "max_over_time" if col == "xid_last" else "avg_over_time"
+        expr = f"{fn}({field}{{Hostname={_quoted(host)}}}[{step}s])"
+        # PromQL stamps a window at its end and takes a sample on that end; the store's
+        # bucket [b, b + step) is stamped at its start: evaluated a millisecond before each
+        # bucket's end, on the store's bucket grid (``time_bucket``) whatever second the range
+        # starts, the window holds the same samples (exporter times are in ms)
+        first = _epoch(start) // step * step + step - _MS
+        return _frames(client.query_range(expr, first, _epoch(end), step), col, step)
+
+
+def _frames(series_list: list[dict], col: str, step: int) -> list[pd.DataFrame]:
+    """One frame per GPU series of a ``query_range`` answer (ts at the bucket's start)."""
+    frames = []
+    for series in series_list:
+        gpu = series.get("metric", {}).get("gpu")
+        if gpu is None or not str(gpu).isdigit():
+            continue
+        values = series.get("values") or []
+        frames.append(
+            pd.DataFrame(
+                {
+                    "ts": pd.to_datetime(
+                        [round((float(t) + _MS - step) * 1000) for t, _ in values], unit="ms"
+                    ),
+                    "gpu": int(gpu),
+                    "col": col,
+                    "value": pd.to_numeric([v for _, v in values], errors="coerce"),
+                }
+            )
+        )
+    return frames
 
 
 def _empty(exprs: dict[str, str]) -> pd.DataFrame:
