@@ -16,6 +16,7 @@ from app.data.services import Services, bind
 from telemetry.collect.prometheus.prom_client import PromClient
 from telemetry.collect.prometheus.prom_history import PromHistory
 from telemetry.queries import TimeRange
+from telemetry.queries import slurm as slurmq
 from telemetry.store import Store
 from tests.tsdb_fixture import Fleet, _fleet  # noqa: F401
 
@@ -91,3 +92,26 @@ def test_an_unreachable_tsdb_is_said_not_drawn_as_zero(fleet: Fleet) -> None:
     assert "the TSDB did not answer" in note and dead in note
     assert series.empty or series["ts"].min() >= since  # nothing before the horizon, no zeros
     assert fb.attrs["tsdb"] and (fb.empty or fb["ts"].min() >= since)
+
+
+def test_a_slurm_jobs_gpus_are_read_from_the_rollups_once_raw_rows_left(fleet: Fleet) -> None:
+    """A Slurm job over hours whose raw rows left the store: its GPUs' means are the samples
+    VictoriaMetrics holds for its 5-minute buckets, not only the minutes still raw (or none)."""
+    start = fleet.start + timedelta(minutes=30)
+    end = fleet.start + timedelta(minutes=90)
+    with Store(str(fleet.store)) as s, s.transaction() as con:
+        con.execute(
+            "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, hosts, state, "
+            "start_ts, end_ts) VALUES ('c', 7, 0, '7', [?], 'COMPLETED', ?, ?)",
+            [HOST, start, end],
+        )
+    with Store(str(fleet.store), read_only=True) as s:
+        assert s.raw_since() > end  # every raw row of the job's time has left
+        got = slurmq.job_gpus(s, "7")
+    assert list(got["gpu"]) == list(range(8)) and (got["host"] == HOST).all()
+    raw = fleet.export("DCGM_FI_DEV_GPU_UTIL", HOST)
+    # the 5-minute buckets that start in the job's time, whole
+    inside = raw[(raw["ts"].dt.floor("300s") >= start) & (raw["ts"].dt.floor("300s") <= end)]
+    want = inside.groupby("gpu")["value"].agg(["mean", "count"])
+    np.testing.assert_allclose(got["util_pct"], want["mean"].to_numpy(), rtol=1e-5)
+    assert list(got["samples"]) == list(want["count"])
