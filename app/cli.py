@@ -122,6 +122,17 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _retention(text: str) -> float:
+    """``--raw-retention``: a duration, or 0 (raw rows leave once their rollups close: the
+    setup where a TSDB holds the per-GPU series, docs/scaling.md)."""
+    from telemetry.ingest.since import parse_duration
+
+    try:
+        return 0.0 if text.strip() == "0" else parse_duration(text, allow_zero=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or 0") from None
+
+
 def _scenario(text: str) -> str:
     if text not in SCENARIOS:
         raise argparse.ArgumentTypeError(
@@ -173,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(r, "--store", "store", help=st.help_text("store") + optional)
     mode = r.add_mutually_exclusive_group()
     _flag(mode, "--backfill", "backfill")
-    _opt(r, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
+    _opt(r, "--raw-retention", "raw_retention", type=_retention, metavar="DURATION")
     _opt(mode, "--speed", "speed", type=_positive_float)
     _flag(r, "--no-progress", "no_progress")
     x = r.add_argument_group("simulated dcgm-exporter endpoints")
@@ -193,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(w, "--token-file", "token_file", metavar="FILE")
     _opt(w, "--operator-token-file", "operator_token_file", metavar="FILE")
     _flag(w, "--ingest-into-replay", "ingest_into_replay")
-    _opt(w, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
+    _opt(w, "--raw-retention", "raw_retention", type=_retention, metavar="DURATION")
     _opt(w, "--rw-interval", "rw_interval_s", type=_positive_float, metavar="SECONDS")
     _opt(w, "--rw-max-age", "rw_max_age_s", type=_duration, metavar="DURATION")
     _opt(w, "--rw-max-future", "rw_max_future_s", type=_duration, metavar="DURATION")
@@ -238,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(g, "--interval", "interval_s", type=_positive_float)
     _opt(g, "--timeout", "timeout_s", type=_positive_float)
     _flag(g, "--once", "once")
-    _opt(g, "--raw-retention", "raw_retention", type=_duration, metavar="DURATION")
+    _opt(g, "--raw-retention", "raw_retention", type=_retention, metavar="DURATION")
 
     i = sub.add_parser("import", help="import training metrics or run events from log files")
     _opt(i, "--store", "store", required=True, help="DuckDB store (created if missing)")

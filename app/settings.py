@@ -152,7 +152,8 @@ class Settings:
     once: bool = setting(False, "one round, then exit")
     raw_retention: float | None = setting(
         None,
-        "keep per-GPU samples this long (a duration: 7d, 36h) and the rollups for ever; older "
+        "keep per-GPU samples this long (a duration: 7d, 36h; 0: until their rollups close, "
+        "for a TSDB beside the store, docs/scaling.md) and the rollups for ever; older "
         "raw samples leave the store in the background (default: kept for ever)",
     )
     gpu_hour_price: float | None = setting(

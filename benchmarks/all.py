@@ -42,6 +42,7 @@ BENCHMARKS = [
     "live_culprit",
     "corpus",
     "prometheus",  # --quick (128 GPUs x 1 d): the full 1,024 GPUs x 7 d takes ~30 min here
+    "tsdb",  # the TSDB-backed setup beside store-only, 1,024 GPUs x 1 d (~1 min here)
 ]
 READS_STORE = {"dashboard", "goodput", "workload"}  # take --store (llama3-405b) instead of a replay
 # make bench's own options: the live culprit's every kind takes about 30 min, its quick set 5

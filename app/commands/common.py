@@ -37,8 +37,28 @@ def retention_keeper(store: Any, keep_s: float | None, stop: threading.Event) ->
 
     days, hours = keep_s / 86400, keep_s / 3600
     kept = f"{days:g} days" if days >= 2 and days == int(days) else f"{hours:.4g} h"
+    if keep_s == 0:
+        kept = "until their rollups close"
     log(f"raw retention: per-GPU samples kept {kept}, rollups for ever")
     return RetentionKeeper(store, timedelta(seconds=keep_s), log).start(stop)
+
+
+def expire_now(store: Any, keep_s: float) -> None:
+    """One retention pass as a command ends (the keeper looks only every minute), logged."""
+    from datetime import timedelta
+
+    from telemetry.store.retention import expire
+
+    try:
+        done = expire(store, timedelta(seconds=keep_s))
+    except Exception as exc:  # a full disk: the next run's keeper tries again
+        log(f"raw retention: pass failed: {exc}")
+        return
+    if done.total and done.horizon is not None:
+        log(
+            f"raw retention: {done.total:,} raw rows before {done.horizon:%Y-%m-%d %H:%M} UTC "
+            "left the store; rollups kept"
+        )
 
 
 @contextlib.contextmanager

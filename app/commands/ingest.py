@@ -8,7 +8,13 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit
 
-from app.commands.common import finish_rollups, log, retention_keeper, stopping_gently
+from app.commands.common import (
+    expire_now,
+    finish_rollups,
+    log,
+    retention_keeper,
+    stopping_gently,
+)
 from app.settings import Settings
 from telemetry import sources
 from telemetry.errors import FactoryFloorError
@@ -57,6 +63,8 @@ def _run(s: Settings, built: list[Source], stop: threading.Event) -> int:
             if keeper is not None:
                 keeper.join(timeout=30)
             finish_rollups(sink)
+            if s.raw_retention is not None:  # what the last rounds' rollups closed leaves now
+                expire_now(store, s.raw_retention)
     # --once from cron: did every source get something through?
     return 0 if not s.once or all(any(h.up for h in src.health()) for src in built) else 1
 

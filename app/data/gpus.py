@@ -47,8 +47,9 @@ node_info = bound(gpuq.node_info)
 
 def node_gpu_series(host: str, tr: TimeRange) -> pd.DataFrame:
     """The node's GPUs over the range. Before the raw-retention horizon: from the per-GPU
-    rollups when the bucket fits one, else from Prometheus when ``serve`` reads one
-    (``Services.history``), else in buckets no finer than the finest per-GPU rollup."""
+    rollups when the bucket fits one, else from the TSDB when ``serve`` reads one
+    (``Services.history``; ``attrs["tsdb"]`` says why it did not answer), else in buckets
+    no finer than the finest per-GPU rollup."""
     from telemetry.collect.prometheus.prom_history import merged_node_series
 
     s = store()
@@ -74,9 +75,21 @@ def expired_note(tr: TimeRange, series: pd.DataFrame | None) -> str:
     bucket = int(series["bucket_s"].iloc[0]) if series is not None and len(series) else 0
     if bucket and gpu_rollup.node_series_level(s, tr, bucket) is not None:
         return head + "these lines are the per-GPU averages kept in the rollups"
+    down = tsdb_down(series)
+    if down:
+        return head + down
     if services().history is not None:
         return head + f"read from {history_source()} instead"
     return head + "the heatmap keeps this node's averages from the rollups"
+
+
+def tsdb_down(series: pd.DataFrame | None) -> str | None:
+    """What to say when the TSDB holding the expired per-GPU series did not answer (None when
+    it did, or was not asked): the lines before the horizon are unknown, not zero."""
+    error = None if series is None else series.attrs.get("tsdb")
+    if not error:
+        return None
+    return f"the TSDB did not answer ({error}), so the GPUs' lines before then are not shown"
 
 
 def history_source() -> str | None:
@@ -92,5 +105,19 @@ def node_metric(key: Any) -> tuple[str, str, str, str]:
 
 
 def node_more(host: str, tr: TimeRange, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The drill-down's further metric ``key`` of the node's GPUs, and what runs on them."""
-    return nodeq.node_gpu_metric(store(), host, tr, key), nodeq.node_workload(store(), host)
+    """The drill-down's further metric ``key`` of the node's GPUs (before the raw-retention
+    horizon read back from the TSDB where no per-GPU rollup serves it), and what runs on them."""
+    s = store()
+    df = nodeq.node_gpu_metric(s, host, tr, key)
+    expired, history = s.raw_since(), services().history
+    field = nodeq.exporter_field(key)
+    if expired is not None and tr.start < expired and history is not None and field:
+        bucket = gpuq.nice_bucket(s, tr, gpuq.NODE_POINTS)
+        rolled = key in nodeq.ROLLED_METRICS and gpu_rollup.node_series_level(s, tr, bucket)
+        if not rolled:
+            from telemetry.collect.prometheus.prom_history import merged
+
+            column = NODE_METRICS[key][0]
+            older = history.node_gpu_field(host, tr.start, expired, bucket, field, column)
+            df = merged(df, older, expired)
+    return df, nodeq.node_workload(s, host)

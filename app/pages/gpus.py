@@ -389,14 +389,7 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: A
         else (None, (None, None))  # a node the inventory does not know
     )
     rev = f"{revision(view)}|{host}"
-    figs = [
-        gfig.node_metric(series, c, host, tpl).update_layout(uirevision=rev)
-        if series is not None
-        else figures.empty(
-            gfig.NODE_CHARTS[c][1], f"Unknown node {host!r}", gfig.NODE_CHART_HEIGHT, tpl
-        )
-        for c in NODE_CHART_IDS
-    ]
+    figs = [_node_chart(series, c, host, rev, tpl) for c in NODE_CHART_IDS]
     header = gfig.node_header(info, host)
     seen = node_health.offender(host)
     if seen:
@@ -412,11 +405,28 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: A
     return host, header, *figs, *_more(host, key, column, label, unit, more_df, work, rev, tpl)
 
 
+def _node_chart(series: Any, chart: str, host: str, rev: str, tpl: str) -> Any:
+    """One of the node's four charts; an empty one that says why when there is nothing to
+    draw (an unknown node, a TSDB that did not answer for the expired part)."""
+    title = gfig.NODE_CHARTS[chart][1]
+    if series is None:
+        return figures.empty(title, f"Unknown node {host!r}", gfig.NODE_CHART_HEIGHT, tpl)
+    down = data.tsdb_down(series)
+    if series.empty and down:
+        return figures.empty(title, down[0].upper() + down[1:], gfig.NODE_CHART_HEIGHT, tpl)
+    return gfig.node_metric(series, chart, host, tpl).update_layout(uirevision=rev)
+
+
 def _more(  # type: ignore[no-untyped-def]
     host: str, key: str, column: str, label: str, unit: str, df, work, rev: str, tpl: str
 ):
     """Below the node's charts: the picked metric of its GPUs, and its workload table."""
-    if df.empty and key in EXTRA_FIELDS:
+    down = data.tsdb_down(df)
+    if df.empty and down:
+        fig = figures.empty(
+            f"{label} ({unit})", down[0].upper() + down[1:], gfig.NODE_CHART_HEIGHT, tpl
+        )
+    elif df.empty and key in EXTRA_FIELDS:
         fig = figures.empty(
             f"{label} ({unit})",
             f"No {label.lower()} from {host} in this range: it is kept from dcgm-exporter "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from telemetry.catalog import SAMPLE_COLUMNS
 from telemetry.queries import TimeRange
 from telemetry.queries.gpu_rollup import node_series_level
 from telemetry.queries.gpus import NODE_POINTS, WHOLE_BUCKETS_SQL, nice_bucket, whole_buckets
@@ -128,3 +129,13 @@ def node_workload(store: Store, host: str) -> pd.DataFrame:
            ORDER BY g.gpu, try_cast(g.mig_instance AS INTEGER) NULLS FIRST""",
         [str(host)[:200]],
     )
+
+
+def exporter_field(key: str) -> str | None:
+    """The dcgm-exporter metric a TSDB holds for further metric ``key`` (what the drill-down
+    reads back from it once the store's raw samples expired); None for a metric computed
+    from several fields or between samples (real utilization, the NVLink rate)."""
+    column = NODE_METRICS[key][3] if key in NODE_METRICS else None
+    if column is None:
+        return EXTRA_FIELDS.get(key)
+    return next((c.field for c in SAMPLE_COLUMNS if c.name == column), None)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from telemetry.queries import TimeRange
 from telemetry.store import Store
+from telemetry.store.rollups import gpu_table
 
 END_STATES = ("NODE_FAIL", "BOOT_FAIL", "REQUEUED", "PREEMPTED", "TIMEOUT", "DEADLINE", "FAILED",
               "CANCELLED", "OUT_OF_MEMORY")  # fmt: skip
@@ -58,19 +59,43 @@ def jobs(store: Store, tr: TimeRange, limit: int = 300) -> pd.DataFrame:
     )
 
 
+# A job's GPU samples: the raw rows, and before the raw-retention horizon (``--raw-retention``)
+# the finest per-GPU rollup's buckets (5 minutes) that start in the job's time, each weighted
+# by the samples it holds; both labelled as the GPU is (``gpus``).
+_RAW = "SELECT ts, gpu_id, 1 AS n, util_pct AS u, temp_c AS t, power_w AS p FROM gpu_samples s"
+_SAMPLES = f"""{_RAW} WHERE s.ts >= ?
+  UNION ALL
+  SELECT r.ts, r.gpu_id, r.samples, r.util_avg, r.temp_avg, r.power_w
+  FROM {{rollup}} r WHERE r.ts < ?"""
+
+
+def _mean(col: str, out: str) -> str:
+    return (f"sum(s.{col} * s.n) FILTER (WHERE s.{col} IS NOT NULL) / "
+            f"nullif(sum(s.n) FILTER (WHERE s.{col} IS NOT NULL), 0) AS {out}")  # fmt: skip
+
+
 def job_gpus(store: Store, job_id: str) -> pd.DataFrame:
     """Per GPU of job ``job_id`` during its time: host, gpu, samples, util, temp, power (means);
-    by dcgm-exporter's ``hpc_job`` label where samples carry it, else by the job's nodes."""
+    by dcgm-exporter's ``hpc_job`` label where samples carry it, else by the job's nodes. Where
+    raw retention let the samples go, from the per-GPU rollup (to its 5-minute buckets)."""
+    since = store.raw_since()
+    levels = store.gpu_rollup_levels()
+    params: list[object] = [job_id]
+    source = f"({_RAW}) s"
+    if since is not None and levels:
+        source = f"({_SAMPLES.format(rollup=gpu_table(levels[0]))}) s"
+        params = [job_id, since, since]
     return store.df(
-        """WITH j AS (
+        f"""WITH j AS (
              SELECT job_id, hosts, start_ts, coalesce(end_ts, polled_ts) AS end_ts
              FROM slurm_jobs WHERE job_id = ? AND start_ts IS NOT NULL
-           )
-           SELECT s.host, s.gpu, count(*) AS samples, avg(s.util_pct) AS util_pct,
-                  avg(s.temp_c) AS temp_c, avg(s.power_w) AS power_w
-           FROM gpu_samples_v s JOIN j
+           ),
+           v AS (SELECT s.*, g.host, g.gpu, g.hpc_job FROM {source} JOIN gpus g USING (gpu_id))
+           SELECT s.host, s.gpu, sum(s.n)::BIGINT AS samples, {_mean("u", "util_pct")},
+                  {_mean("t", "temp_c")}, {_mean("p", "power_w")}
+           FROM v s JOIN j
              ON s.ts BETWEEN j.start_ts AND j.end_ts
             AND (s.hpc_job = j.job_id OR (s.hpc_job IS NULL AND list_contains(j.hosts, s.host)))
            GROUP BY s.host, s.gpu ORDER BY s.host, s.gpu""",
-        [job_id],
+        params,
     )
