@@ -5,8 +5,8 @@ extraction over a block's candidate lines pulls step, time, learning rate, loss 
 into columns and Arrow/numpy convert them, so Python only builds the records. Only the plain
 case is taken: the line starts with ``[YYYY-MM-DD HH:MM:SS(.ffffff)]`` (no rank prefix), has a
 finite ``lm loss`` and ``number of nan iterations: 0``. Every other line (no time of its own, a
-NaN, another loss name, a prefix) is left to ``parsers.megatron.megatron`` and the parser's line path,
-which gives the same record for the lines taken here (tests compare both paths).
+NaN, another loss name, a prefix) is left to ``parsers.megatron.megatron`` and the parser's
+line path, which gives the same record for the lines taken here (tests compare both paths).
 """
 
 from __future__ import annotations
