@@ -187,7 +187,7 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> dict[str, flo
     run's interruptions derived. Ratio: against parsing alone, measured above. Returns the
     figures it prints."""
     from telemetry.collect.logs.cluster_source import ClusterSource
-    from telemetry.ingest.daemon import collect
+    from telemetry.ingest.daemon import collect, collect_overlapped
     from telemetry.ingest.writer import StoreWriter
     from telemetry.store import Store
 
@@ -195,7 +195,7 @@ def imported(path: Path, lines: int, parse_s: float, tmp: Path) -> dict[str, flo
     with Store(str(store_path)) as store:
         source = ClusterSource(files=[str(path)], run="bench")
         t0 = time.perf_counter()
-        written = collect(source, StoreWriter(store), datetime(2026, 3, 1))
+        written = collect_overlapped(source, StoreWriter(store), datetime(2026, 3, 1))
         took = time.perf_counter() - t0
         source.close()
         derive_s = 0.0

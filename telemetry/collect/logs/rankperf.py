@@ -77,6 +77,16 @@ _MINMAX = re.compile(r"(\S.*?) \.*: \(([^,()]+), ([^,()]+)\)\s*$")
 MINMAX_LINE = re.compile(
     rb" *([A-Za-z][^\n\r\x1b]*?) \.*: \(([0-9]+\.[0-9]+), ([0-9]+\.[0-9]+)\)[ \t]*\n"
 )
+_NAMES: dict[bytes, str] = {}  # a timer's name as printed -> as kept (a job has a dozen)
+
+
+def _name(printed: bytes) -> str:
+    name = printed.decode("utf-8").rstrip(" .")[:MAX_NAME]
+    if len(_NAMES) < 4096:  # a hostile log's endless names are not all kept
+        _NAMES[printed] = name
+    return name
+
+
 MINMAX_RUN = re.compile(rb"(?:" + MINMAX_LINE.pattern + rb")+")  # consecutive such lines
 _MAX_ONLY = re.compile(r"(\S.*?) \.*: (\S+)\s*$")
 _TIMER = re.compile(r"([A-Za-z][\w./ -]*):\s*$")
@@ -227,10 +237,9 @@ class Report:
             got = [(name, float(lo), float(hi))
                    for name, lo, hi in MINMAX_LINE.findall(block, s, run.end())]
             if all(0 < hi <= MAX_MS and lo <= hi for _, lo, hi in got):
-                ts, origin = self.ts, self.origin
-                self.rows += [RankPerf(ts, None, None, MEGATRON,
-                                       name.decode("utf-8").rstrip(" .")[:MAX_NAME], lo / hi, hi,
-                                       origin) for name, lo, hi in got]
+                ts, origin, named, new = self.ts, self.origin, _NAMES.get, tuple.__new__
+                self.rows += [new(RankPerf, (ts, None, None, MEGATRON, named(n) or _name(n),
+                                             lo / hi, hi, origin)) for n, lo, hi in got]
                 return run.end(), len(got)
         n, match, rows = 0, MINMAX_LINE.match, self.rows
         while (m := match(block, s)) is not None and m.end() - 1 - s <= limit:
