@@ -23,7 +23,7 @@
   reads what was written. ``telemetry.queries`` (all the SQL) never imports a metric: metrics
   sit above the queries, so a figure has one home and the queries stay reads.
 - No two rooms import each other (a room is a package of ``telemetry/`` or a module at its
-  root), but for the pairs in ``PENDING_PAIRS``, each taken apart by #59 item 1.
+  root), with no exception.
 - No import circles among the modules of ``telemetry/`` and ``app/`` (an import inside a
   function counts: it runs, later, with the same result).
 - No module in ``telemetry/`` or ``app/`` is over ``MAX_LINES`` lines unless its docstring says
@@ -69,13 +69,6 @@ STEP_WORK = re.compile(
     r"place_unplaced|after_write\.run)\("
 )
 STEP_CALLERS = {"telemetry/after_write.py": "the registry", "telemetry/ingest/writer.py": "runs it"}
-
-# Rooms that import each other today, each with the work that takes the pair apart. An entry no
-# longer importing both ways fails below, so the list cannot outlive that work.
-PENDING_PAIRS: dict[tuple[str, str], str] = {
-    ("telemetry.derive", "telemetry.queries"): "#59 item 1: job_figures reads queries at write",
-}
-
 
 # ---- the import walk ---------------------------------------------------------------------------
 
@@ -374,9 +367,7 @@ def test_metrics_run_no_sql_of_their_own() -> None:
 
 def test_no_two_rooms_import_each_other() -> None:
     pairs = room_pairs(import_graph(ROOT, ("telemetry",)), "telemetry")
-    for pair in PENDING_PAIRS:
-        assert pair in pairs, f"{pair} no longer import each other: drop it from PENDING_PAIRS"
-    left = [f"{a} <-> {b}" for a, b in pairs if (a, b) not in PENDING_PAIRS]
+    left = [f"{a} <-> {b}" for a, b in pairs]
     assert not left, f"rooms import each other ({METRIC_HOWTO}):\n" + "\n".join(left)
 
 
