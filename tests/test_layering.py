@@ -291,6 +291,25 @@ def test_sources_never_import_each_other() -> None:
     assert not chains, f"a source imports another ({SOURCE_HOWTO}):\n" + "\n".join(chains)
 
 
+def test_import_composes_sources_it_does_not_know() -> None:
+    """``import`` hands its paths to the registered sources and runs what they yield: it imports
+    no source's module (a ``*_source``, the dumps' ``fr_import``), none of the store's own (it
+    writes through the writer, as every source), and checks no source's class."""
+    path = ROOT / "app/commands/import_.py"
+    graph = import_graph(ROOT, ("telemetry", "app"))
+    known = [m for m in graph["app.commands.import_"] if m.startswith("telemetry.")]
+    wrong = [m for m in known if m.rsplit(".", 1)[-1].endswith(("_source", "fr_import"))
+             or m.startswith("telemetry.store.")]  # fmt: skip
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typed = [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance"
+        and "Source" in ast.unparse(node.args[1])
+    ]  # fmt: skip
+    assert not wrong and not typed, f"import knows its sources ({SOURCE_HOWTO}): {wrong + typed}"
+
+
 def test_store_imports_no_source_no_ingest_and_no_derive() -> None:
     graph = import_graph(ROOT, ("telemetry",))
     assert "telemetry.store.store" in graph and "telemetry.derive.derive" in graph

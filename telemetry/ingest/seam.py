@@ -294,6 +294,10 @@ class SourceContext:
     log: Callable[[str], None]
     store: str | None = None  # the store the command writes (names a source's own state)
     stop: threading.Event | None = None  # set when the command stops: a long wait ends early
+    # The open store the command writes, asked while a source polls: for a source whose rows
+    # depend on what the sources before it stored (the hosts of a hang's ranks, whether its
+    # run is known). None where the command writes no store of its own.
+    stored: Callable[[], Any] | None = None
 
 
 Builder = Callable[[Mapping[str, Any], SourceContext], "Source | None"]
