@@ -88,7 +88,8 @@ class Derive:
     """Re-derive the interruptions of ``runs`` (None: every real run) from what is stored,
     after the batches before it; ``tier_roots`` ({tier: [paths]}) are remembered for ``run``
     first (the checkpoint directories the restores are judged against), and ``ranks_per_node``
-    (how the run's ranks sit on its Slurm nodes, ``--ranks-per-node``) when given."""
+    (how the run's ranks sit on its Slurm nodes, ``--ranks-per-node``) when given. An empty
+    ``runs`` only remembers them: nothing is derived (the dumps' ranks placed by them first)."""
 
     runs: tuple[str, ...] | None = None
     tier_roots: Mapping[str, Sequence[str]] = field(default_factory=dict)

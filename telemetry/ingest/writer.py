@@ -101,6 +101,8 @@ class StoreWriter:
         if batch.run and batch.ranks_per_node:
             remember_ranks_per_node(self.store, batch.run, batch.ranks_per_node)
         runs = None if batch.runs is None else tuple(batch.runs)
+        if runs == ():  # what was said of the run, kept before its evidence comes: no step
+            return Written(ok=True, line=f"remembered for {batch.run}", report=[])
         done = after_write.run(self.store, After(EVIDENCE, runs=runs))["interruptions"]
         parts = [
             f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
