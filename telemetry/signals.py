@@ -194,3 +194,27 @@ def signals_frame(signals: Iterable[Signal], run_id: str | None) -> pd.DataFrame
     for col in ("gpu", "xid", "rank"):
         df[col] = df[col].astype("Int64")
     return df
+
+
+# A GPU's PCI bus id, as an XID line names it. NVRM's "(PCI:0000:3b:00)" and nvidia-smi's or
+# dcgm-exporter's "00000000:3B:00.0": here, with the words of the signals, because the
+# derivation (naming an XID's GPU) and the queries (a failed GPU's identity) both read it.
+_PCI = re.compile(r"(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?")
+_NVRM = re.compile(r"Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\)")
+
+
+def pci_bus(text: str | None) -> tuple[int, int, int] | None:
+    """A PCI bus id in either notation as (domain, bus, device); None when it is not one."""
+    m = _PCI.fullmatch(text.strip()) if isinstance(text, str) else None
+    return None if m is None else (int(m[1] or "0", 16), int(m[2], 16), int(m[3], 16))
+
+
+def line_bus(line: str | None) -> str | None:
+    """The PCI bus id an ``NVRM: Xid (PCI:0000:3b:00): ...`` line names, as written."""
+    m = _NVRM.search(line) if isinstance(line, str) else None
+    return m[1] if m and pci_bus(m[1]) is not None else None
+
+
+def same_bus(a: str | None, b: str | None) -> bool:
+    """Whether two PCI bus ids in either notation (NVRM's, nvidia-smi's) are one device."""
+    return pci_bus(a) is not None and pci_bus(a) == pci_bus(b)

@@ -140,12 +140,13 @@ def values(command: str, parsed: Mapping[str, Any]) -> dict[str, dict[str, Any]]
 
 
 def asked(command: str, given: Mapping[str, Mapping[str, Any]]) -> list[SourceSpec]:
-    """The sources some option of which was given a value on ``command``."""
+    """The sources some option of which was given a value on ``command``, or that the command
+    gave values itself (``import`` hands each importer the paths it recognised)."""
     shared = {f.lstrip("-").replace("-", "_") for f in SHARED.get(command, ())}
     return [
         spec
         for spec in SOURCES
-        if spec.options.get(command)
+        if (spec.options.get(command) or spec.recognises is not None)
         and any(v for k, v in given.get(spec.name, {}).items() if k not in shared)
     ]
 

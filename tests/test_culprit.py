@@ -148,6 +148,28 @@ def test_ranks_no_log_placed_take_their_place_in_the_slurm_node_list(
     assert (row["rank"], row["host"]) == (5, f"n{node}")
 
 
+def test_ranks_per_node_is_kept_before_the_dumps_and_derives_nothing(tmp_path: Path) -> None:
+    """``import --ranks-per-node N DUMPS`` keeps N for the run before the dumps' ranks are
+    placed by the Slurm node list (which reads it): a ``Derive`` of no run only remembers, so
+    no step (the Slurm refresh re-attaching jobs to runs) runs before the dumps are read."""
+    from telemetry.ingest.seam import Derive
+    from telemetry.ingest.writer import StoreWriter
+    from telemetry.store import Store
+    from telemetry.store.run_meta import given_ranks_per_node
+
+    with Store(str(tmp_path / "s.duckdb")) as store:
+        with store.transaction(["slurm_jobs"]) as con:
+            con.execute(
+                "INSERT INTO slurm_jobs (cluster, job_id_raw, requeue, job_id, hosts, state, "
+                "start_ts, run_id) VALUES ('c', 7, 0, '7', ['n0', 'n1'], 'RUNNING', "
+                "TIMESTAMP '2025-02-18 07:00:00', 'r')"
+            )
+        got = StoreWriter(store).write(Derive((), run="r", ranks_per_node=3))
+        assert got.ok and got.report == []
+        assert given_ranks_per_node(store, "r") == 3
+        assert "slurm_refreshed" not in store.meta()  # no step ran
+
+
 def test_ranks_per_node_must_be_a_sensible_number(tmp_path: Path) -> None:
     log = cf.build(tmp_path / "job.out")
     store = tmp_path / "s.duckdb"

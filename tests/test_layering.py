@@ -23,7 +23,7 @@
   reads what was written. ``telemetry.queries`` (all the SQL) never imports a metric: metrics
   sit above the queries, so a figure has one home and the queries stay reads.
 - No two rooms import each other (a room is a package of ``telemetry/`` or a module at its
-  root), but for the pairs in ``PENDING_PAIRS``, each taken apart by #59 item 1.
+  root), with no exception.
 - No import circles among the modules of ``telemetry/`` and ``app/`` (an import inside a
   function counts: it runs, later, with the same result).
 - No module in ``telemetry/`` or ``app/`` is over ``MAX_LINES`` lines unless its docstring says
@@ -69,13 +69,6 @@ STEP_WORK = re.compile(
     r"place_unplaced|after_write\.run)\("
 )
 STEP_CALLERS = {"telemetry/after_write.py": "the registry", "telemetry/ingest/writer.py": "runs it"}
-
-# Rooms that import each other today, each with the work that takes the pair apart. An entry no
-# longer importing both ways fails below, so the list cannot outlive that work.
-PENDING_PAIRS: dict[tuple[str, str], str] = {
-    ("telemetry.derive", "telemetry.queries"): "#59 item 1: job_figures reads queries at write",
-}
-
 
 # ---- the import walk ---------------------------------------------------------------------------
 
@@ -298,6 +291,25 @@ def test_sources_never_import_each_other() -> None:
     assert not chains, f"a source imports another ({SOURCE_HOWTO}):\n" + "\n".join(chains)
 
 
+def test_import_composes_sources_it_does_not_know() -> None:
+    """``import`` hands its paths to the registered sources and runs what they yield: it imports
+    no source's module (a ``*_source``, the dumps' ``fr_import``), none of the store's own (it
+    writes through the writer, as every source), and checks no source's class."""
+    path = ROOT / "app/commands/import_.py"
+    graph = import_graph(ROOT, ("telemetry", "app"))
+    known = [m for m in graph["app.commands.import_"] if m.startswith("telemetry.")]
+    wrong = [m for m in known if m.rsplit(".", 1)[-1].endswith(("_source", "fr_import"))
+             or m.startswith("telemetry.store.")]  # fmt: skip
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typed = [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance"
+        and "Source" in ast.unparse(node.args[1])
+    ]  # fmt: skip
+    assert not wrong and not typed, f"import knows its sources ({SOURCE_HOWTO}): {wrong + typed}"
+
+
 def test_store_imports_no_source_no_ingest_and_no_derive() -> None:
     graph = import_graph(ROOT, ("telemetry",))
     assert "telemetry.store.store" in graph and "telemetry.derive.derive" in graph
@@ -374,9 +386,7 @@ def test_metrics_run_no_sql_of_their_own() -> None:
 
 def test_no_two_rooms_import_each_other() -> None:
     pairs = room_pairs(import_graph(ROOT, ("telemetry",)), "telemetry")
-    for pair in PENDING_PAIRS:
-        assert pair in pairs, f"{pair} no longer import each other: drop it from PENDING_PAIRS"
-    left = [f"{a} <-> {b}" for a, b in pairs if (a, b) not in PENDING_PAIRS]
+    left = [f"{a} <-> {b}" for a, b in pairs]
     assert not left, f"rooms import each other ({METRIC_HOWTO}):\n" + "\n".join(left)
 
 

@@ -1,162 +1,117 @@
-"""``factoryfloor import``: training metrics, run events, text logs and checkpoint directories
-into a store.
+"""``factoryfloor import``: training metrics, run events, text logs, flight-recorder dumps and
+checkpoint directories into a store.
 
-Record files (.jsonl, .csv, TensorBoard) are read and checked (the import source does it when
-built) before the store is opened, so a typo writes nothing. Text logs (a job's
-``slurm-N.out``, a node's kernel log) and ``--checkpoints TIER=PATH`` directories are read by
-the cluster source, block by block, so a log's length does not grow memory; its ranks' failure
-lines do (about 14 KB a rank in a full cascade: docs/security-and-serving.md). Then one round
-of each into the store writer, and the interruptions of the runs touched are derived. Printed:
-each file's account (records stored, signals by kind, checkpoint lines, the first rejected or
-unreadable lines with their ``file:line``), checkpoints per tier, and every interruption found
-with its cause."""
+The command composes the sources; it reads and writes no data of its own. Each path given is
+handed to the sources' own recognisers (``sources.claim``): flight-recorder dumps to theirs,
+text logs (a job's ``slurm-N.out``, a node's kernel log) to the cluster source, the rest to the
+records source. Every source is built (record files are read and checked then) before the store
+is opened, so a typo writes nothing; text logs are read block by block, so a log's length does
+not grow memory; its ranks' failure lines do (about 14 KB a rank in a full cascade:
+docs/security-and-serving.md). Then one round of each into the store writer, in registration
+order; the logs and the checkpoint directories are derived once, after both
+(``DERIVED_TOGETHER``). Printed: each source's account (``TELL``: records stored, signals by
+kind, checkpoint lines, the first rejected or unreadable lines with their ``file:line``, a
+hang's story), checkpoints per tier, and every interruption found with its cause."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from app.commands.common import err, log
 from app.settings import Settings
 from telemetry import sources
-from telemetry.collect.checkpoints.ckpt_source import CheckpointSource
-from telemetry.collect.logs.cluster_source import ClusterSource
-from telemetry.collect.logs.import_source import ImportedFile, ImportSource
 from telemetry.collect.logs.logline import is_kernel_log
-from telemetry.collect.slurm.slurm_source import SlurmSource
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.daemon import collect, collect_overlapped, utcnow
-from telemetry.ingest.seam import Derive, SourceContext
+from telemetry.ingest.seam import SourceContext
 
 SHOW_REJECTIONS = 5
 SHOW_INTERRUPTIONS = 20
+# The sources whose evidence is derived once, after all of them: a run's logs and its
+# checkpoint directories (the restores the logs tell are judged against the tiers' roots).
+# Every other source's derivation follows its own batches, as it yields them.
+DERIVED_TOGETHER = ("cluster", "checkpoints")
 
 
-def _split(s: Settings) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The sources' values with the text logs moved from the import source to the cluster's,
-    and the PyTorch flight-recorder dumps (files, or directories of them) taken out."""
+def _split(s: Settings) -> dict[str, dict[str, Any]]:
+    """The sources' values, each importer given the paths its recogniser took (text logs to
+    the cluster source, flight-recorder dumps to theirs, the rest to the records source) and
+    the run they belong to."""
     given = {name: dict(v) for name, v in s.sources.items()}
     imp, cl = given.setdefault("import", {}), given.setdefault("cluster", {})
     claimed = sources.claim(list(imp.get("files") or []))  # each source's own recogniser
-    dumps, text = claimed["flight_recorder"], claimed["cluster"]
-    if dumps and not imp.get("run"):
-        raise FactoryFloorError(
-            f"{dumps[0]}: flight-recorder dumps do not name their run; add --run"
-        )
+    text = claimed["cluster"]
     if text and (imp.get("kind") or "train_metrics") != "train_metrics":
         raise FactoryFloorError(f"{text[0]}: a text log; --kind applies to .jsonl, .csv files")
     imp["files"] = claimed["import"]
     cl["files"], cl["run"] = text, imp.get("run")
     given.setdefault("checkpoints", {})["run"] = imp.get("run")
-    return given, dumps
+    given["flight_recorder"] = {"files": claimed["flight_recorder"], "run": imp.get("run"),
+                                "ranks_per_node": cl.get("ranks_per_node")}  # fmt: skip
+    return given
 
 
 def run(s: Settings) -> int:
-    from telemetry.ingest.writer import StoreWriter
+    from telemetry.ingest.writer import Composing, StoreWriter
     from telemetry.store import open_store
 
     assert s.store is not None  # the parser requires it
-    given, dumps = _split(s)
-    unread_dumps: list[str] = []
+    given = _split(s)
     if not (
-        dumps
+        given["flight_recorder"]["files"]
         or given["import"]["files"]
         or given["cluster"]["files"]
         or given["checkpoints"].get("checkpoints")
         or given.get("slurm", {}).get("slurm")
     ):
         raise FactoryFloorError("give at least one FILE or --checkpoints TIER=PATH, or --slurm")
-    ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store)
-    built = sources.build("import", given, ctx) if _any_source(given) else []
-    records = [b for b in built if isinstance(b, ImportSource)]
-    cluster = [b for b in built if isinstance(b, ClusterSource)]
-    ckpts = [b for b in built if isinstance(b, CheckpointSource)]
-    for composed in [*cluster, *ckpts]:
-        composed.derive = False  # one derivation for both, after both (_derive_logs)
-    slurm = [b for b in built if isinstance(b, SlurmSource)]
-    for source in records:
-        source.on_file = partial(_show, kind=source.kind)
-    derived: list[Any] = []
+    opened: list[Any] = []  # the store, once open: what a source reads before it writes
+    ctx = SourceContext("import", s.interval_s, s.timeout_s, log, store=s.store,
+                        stored=lambda: opened[0])  # fmt: skip
+    built = sources.build("import", given, ctx)  # each reads and checks its input first
     with open_store(s.store) as store:
-        writer = StoreWriter(store)
-        for source in records:
-            collect(source, writer, utcnow())
-        for source in cluster:
-            collect_overlapped(source, writer, utcnow())  # the parse beside the store's writes
-            source.close()
-        for ckpt in ckpts:
-            collect(ckpt, writer, utcnow())
-        if cluster or ckpts:
-            derived = _derive_logs(writer, given, cluster, ckpts) or derived
-        for source in slurm:
-            for w in collect(source, writer, utcnow()):
-                if isinstance(w.report, list):
-                    derived = w.report
-            if not any(h.up for h in source.health()):
-                down = "; ".join(h.error or "down" for h in source.health())
-                raise FactoryFloorError(f"nothing read from Slurm: {down}")
-            _show_slurm(source)
-        if dumps:
-            run = given["import"].get("run")
-            assert run is not None  # _split requires it
-            if per_node := given["cluster"].get("ranks_per_node"):
-                from telemetry.store.run_meta import remember_ranks_per_node
-
-                remember_ranks_per_node(store, run, per_node)
-            stored, read = _import_hangs(store, writer, dumps, run)
-            if stored:
-                derived = writer.write(Derive(runs=(run,))).report or derived
-            unread_dumps = [] if read else dumps
-        empty = [f.log.path for src in records for f in src.files if not f.usable] + unread_dumps
-        for source in cluster:
-            empty += _show_cluster(source)
-        for ckpt in ckpts:
-            _show_checkpoints(ckpt)
-        if cluster or ckpts:
+        opened.append(store)
+        sink = Composing(StoreWriter(store))
+        empty = _read(built, sink)
+        if any(src.name in DERIVED_TOGETHER for src in built):
             _clock_hint(store, given["cluster"].get("run"), given["cluster"].get("log_tz"))
-        _show_derived(store, derived)
+        _show_derived(store, sink.derived)
     if empty:
         return err(f"nothing stored from {', '.join(empty)}: no valid records")
     return 0
 
 
-def _derive_logs(
-    writer: Any, given: dict[str, dict[str, Any]], cluster: list[ClusterSource],
-    ckpts: list[CheckpointSource],
-) -> list[Any]:  # fmt: skip
-    """The logs and the checkpoint directories composed into one ``Derive`` batch, as each
-    source alone would send it: for the runs they touched (None: every run), with the tier
-    roots given, when they stored something or a run was named. What was derived."""
-    run = given["cluster"].get("run")
-    touched = set().union(*(s.runs_touched for s in [*cluster, *ckpts]))
-    produced = any(s.produced for s in cluster) or any(c.rows for c in ckpts)
-    if not (produced or run):
-        return []
-    roots: dict[str, list[str]] = {}
-    for ckpt in ckpts:
-        for tier, paths in ckpt.roots().items():
-            roots.setdefault(tier, []).extend(paths)
-    per_node = given["cluster"].get("ranks_per_node")
-    batch = Derive(tuple(sorted(touched)) or None, roots, run, per_node)
-    return writer.write(batch).report or []
+def _read(built: list[Any], sink: Any) -> list[str]:
+    """One round of each source into ``sink``, in order, the ones ``DERIVED_TOGETHER`` derived
+    once after the last of them; each one's account printed (``TELL``). The paths that gave
+    nothing."""
+    empty: list[str] = []
+    later = []
+    for source, after in zip(built, [*built[1:], None], strict=True):
+        sink.holding = source.name in DERIVED_TOGETHER
+        # a source that never reads the store while it makes batches is written beside its
+        # next batch being made (a log: the parse beside the store's writes, #56)
+        (collect_overlapped if getattr(source, "overlap_writes", False) else collect)(
+            source, sink, utcnow())
+        if after is None or after.name not in DERIVED_TOGETHER:
+            sink.flush()  # the group read: its one derivation
+        tell, at_once = TELL[source.name]
+        if at_once:
+            empty += tell(source)
+        else:
+            later.append((tell, source))
+    for tell, source in later:
+        empty += tell(source)
+    for source in built:
+        if (close := getattr(source, "close", None)) is not None:
+            close()
+    return empty
 
 
-def _any_source(given: dict[str, dict[str, Any]]) -> bool:
-    return bool(
-        given["import"]["files"]
-        or given["cluster"]["files"]
-        or given["checkpoints"].get("checkpoints")
-        or given.get("slurm", {}).get("slurm")
-    )
-
-
-def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> tuple[bool, bool]:
-    """Store the hang the flight-recorder dumps at ``paths`` show, and print its story;
-    whether a new one was stored (the run's interruptions are then derived again), and
-    whether any dump was read."""
-    from telemetry.collect.logs.fr_import import import_dumps
-
-    got = import_dumps(store, writer.write, paths, run)
+def _show_dumps(source: Any) -> list[str]:
+    """Print the hang the flight-recorder dumps show, and its story; the dumps when none was
+    read."""
+    got = source.got
     print(f"{got.where}: {got.read:,} flight-recorder dumps of {got.ranks:,} ranks read")
     for why in got.errors[:SHOW_REJECTIONS]:
         print(f"  unreadable: {why}")
@@ -164,20 +119,27 @@ def _import_hangs(store: Any, writer: Any, paths: list[str], run: str) -> tuple[
         print(f"  ... and {len(got.errors) - SHOW_REJECTIONS:,} more unreadable")
     if got.hang is None and not got.read:
         print("  no hang can be told: no dump was read")
-        return False, False
+        return list(source.paths)
     if got.hang is None:
         among = " among the dumps read" if got.errors else ""
         print(f"  no hang{among}: every process group's ranks completed the same collectives")
-        return False, True
+        return []
     again = " (already imported)" if got.duplicate else ""
     print(f"  hang{again}: {got.hang.story()}")
     frames = got.hang.culprit_frames
     for frame in ([f for f in frames if "/torch/" not in f] or frames)[:4]:
         print(f"    the culprit's last collective was called from {frame}")
-    return not got.duplicate, True
+    return []
 
 
-def _show(f: ImportedFile, kind: str) -> None:
+def _show_records(source: Any) -> list[str]:
+    """Print each record file's account; the files that gave nothing."""
+    for f in source.files:
+        _show(f, source.kind)
+    return [f.log.path for f in source.files if not f.usable]
+
+
+def _show(f: Any, kind: str) -> None:
     again = " (already imported: nothing written)" if f.duplicates else ""
     print(f"{f.log.path}: {f.stored:,} {kind} records stored, {len(f.rejected):,} rejected{again}")
     for line in f.rejected[:SHOW_REJECTIONS]:
@@ -191,7 +153,7 @@ def _show(f: ImportedFile, kind: str) -> None:
         print(f"  {f.scores:,} straggler scores (min/median/max over the ranks) stored{again}")
 
 
-def _show_cluster(source: ClusterSource) -> list[str]:
+def _show_cluster(source: Any) -> list[str]:
     """Print what each text log and checkpoint directory gave; the logs that gave nothing."""
     empty = []
     for a in source.accounts():
@@ -240,7 +202,7 @@ def _show_cluster(source: ClusterSource) -> list[str]:
     return empty
 
 
-def _show_checkpoints(source: CheckpointSource) -> None:
+def _show_checkpoints(source: Any) -> list[str]:
     """Print what each checkpoint directory gave."""
     for tier, root in source.checkpoints:
         counts = source.checkpoint_counts.get(tier, {})
@@ -250,6 +212,7 @@ def _show_checkpoints(source: CheckpointSource) -> None:
         print(f"  {source.in_progress:,} checkpoint(s) still being written: not stored yet")
     for p in source.checkpoint_problems[:SHOW_REJECTIONS]:
         print(f"  {p}")
+    return []
 
 
 def _clock_hint(store: Any, run: str | None, tz: str | None) -> None:
@@ -265,8 +228,11 @@ def _clock_hint(store: Any, run: str | None, tz: str | None) -> None:
               "(e.g. --log-tz Europe/Berlin) and import again into a new store")
 
 
-def _show_slurm(source: SlurmSource) -> None:
-    """One line per Slurm command: what it gave, or why not."""
+def _show_slurm(source: Any) -> list[str]:
+    """One line per Slurm command: what it gave, or why not (an error when nothing was read)."""
+    if not any(h.up for h in source.health()):
+        down = "; ".join(h.error or "down" for h in source.health())
+        raise FactoryFloorError(f"nothing read from Slurm: {down}")
     for h in source.health():
         what = h.target.split(":", 1)[1]
         form = source.client.last_form.get(what, "")
@@ -281,6 +247,19 @@ def _show_slurm(source: SlurmSource) -> None:
     if source.unknown_states:
         print("  unknown states kept as Slurm said them: " + ", ".join(
             f"{k} ({n:,})" for k, n in sorted(source.unknown_states.items())))  # fmt: skip
+    return []
+
+
+# How each importing source's account is printed, by its registered name, and whether at once
+# (True) or after every source was read (the logs and checkpoint directories, after the
+# derivation they share): the printer returns the paths that gave nothing.
+TELL: dict[str, tuple[Any, bool]] = {
+    "import": (_show_records, True),
+    "slurm": (_show_slurm, True),
+    "flight_recorder": (_show_dumps, True),
+    "cluster": (_show_cluster, False),
+    "checkpoints": (_show_checkpoints, False),
+}
 
 
 def _show_derived(store: Any, derived: list[Any]) -> None:

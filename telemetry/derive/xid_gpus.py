@@ -10,32 +10,10 @@ none. The UUID is the one last scraped (``gpus`` keeps the current attribution).
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
-from telemetry.signals import XID
+from telemetry.signals import XID, line_bus, pci_bus
 from telemetry.store import Store
-
-# NVRM's "(PCI:0000:3b:00)" and nvidia-smi/dcgm-exporter's "00000000:3B:00.0"
-_PCI = re.compile(r"(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?")
-_NVRM = re.compile(r"Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\)")
-
-
-def _bus(text: str | None) -> tuple[int, int, int] | None:
-    m = _PCI.fullmatch(text.strip()) if isinstance(text, str) else None
-    return None if m is None else (int(m[1] or "0", 16), int(m[2], 16), int(m[3], 16))
-
-
-def line_bus(line: str | None) -> str | None:
-    """The PCI bus id an ``NVRM: Xid (PCI:0000:3b:00): ...`` line names, as written."""
-    m = _NVRM.search(line) if isinstance(line, str) else None
-    return m[1] if m and _bus(m[1]) is not None else None
-
-
-def same_bus(a: str | None, b: str | None) -> bool:
-    """Whether two PCI bus ids in either notation (NVRM's, nvidia-smi's) are one device."""
-    return _bus(a) is not None and _bus(a) == _bus(b)
 
 
 def _gpus(store: Store, hosts: list[str]) -> pd.DataFrame:
@@ -55,7 +33,7 @@ def name_gpus(store: Store, signals: pd.DataFrame, xid_events: pd.DataFrame) -> 
     by_bus: dict[tuple[str, tuple[int, int, int]], set[int]] = {}
     by_gpu: dict[tuple[str, int], set[str]] = {}
     for host, gpu, uuid, pci in known.itertuples(index=False) if len(known) else ():
-        if (bus := _bus(pci)) is not None:
+        if (bus := pci_bus(pci)) is not None:
             by_bus.setdefault((host, bus), set()).add(int(gpu))
         if isinstance(uuid, str) and uuid:
             by_gpu.setdefault((host, int(gpu)), set()).add(uuid)
@@ -65,8 +43,8 @@ def name_gpus(store: Store, signals: pd.DataFrame, xid_events: pd.DataFrame) -> 
         return
     xid = signals["kind"].eq(XID) & signals["host"].notna()
     for i in signals.index[xid & signals["gpu"].isna()]:
-        m = _NVRM.search(str(signals.at[i, "line"] or ""))
-        got = by_bus.get((signals.at[i, "host"], _bus(m[1]))) if m else None
+        bus = line_bus(str(signals.at[i, "line"] or ""))
+        got = by_bus.get((signals.at[i, "host"], pci_bus(bus))) if bus else None
         if got and len(got) == 1:
             signals.at[i, "gpu"] = next(iter(got))
     for frame, rows in ((signals, xid), (xid_events, xid_events["host"].notna())):

@@ -88,7 +88,8 @@ class Derive:
     """Re-derive the interruptions of ``runs`` (None: every real run) from what is stored,
     after the batches before it; ``tier_roots`` ({tier: [paths]}) are remembered for ``run``
     first (the checkpoint directories the restores are judged against), and ``ranks_per_node``
-    (how the run's ranks sit on its Slurm nodes, ``--ranks-per-node``) when given."""
+    (how the run's ranks sit on its Slurm nodes, ``--ranks-per-node``) when given. An empty
+    ``runs`` only remembers them: nothing is derived (the dumps' ranks placed by them first)."""
 
     runs: tuple[str, ...] | None = None
     tier_roots: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -294,6 +295,10 @@ class SourceContext:
     log: Callable[[str], None]
     store: str | None = None  # the store the command writes (names a source's own state)
     stop: threading.Event | None = None  # set when the command stops: a long wait ends early
+    # The open store the command writes, asked while a source polls: for a source whose rows
+    # depend on what the sources before it stored (the hosts of a hang's ranks, whether its
+    # run is known). None where the command writes no store of its own.
+    stored: Callable[[], Any] | None = None
 
 
 Builder = Callable[[Mapping[str, Any], SourceContext], "Source | None"]

@@ -101,6 +101,8 @@ class StoreWriter:
         if batch.run and batch.ranks_per_node:
             remember_ranks_per_node(self.store, batch.run, batch.ranks_per_node)
         runs = None if batch.runs is None else tuple(batch.runs)
+        if runs == ():  # what was said of the run, kept before its evidence comes: no step
+            return Written(ok=True, line=f"remembered for {batch.run}", report=[])
         done = after_write.run(self.store, After(EVIDENCE, runs=runs))["interruptions"]
         parts = [
             f"{d.run_id}: {d.interruptions} interruption(s)" + ("" if d.changed else ", unchanged")
@@ -140,3 +142,39 @@ class StoreWriter:
 
 def _upto(rows: int, ts: datetime) -> str:
     return f"{rows:,} GPU samples up to {ts.isoformat()} stored"
+
+
+class Composing:
+    """A store writer as a command composes sources given together (``import``'s logs and
+    checkpoint directories): the ``Derive`` batches written while ``holding`` are kept back and
+    written as one at ``flush`` (the runs they name, the tier roots given, their run and ranks
+    per node: as one source alone would send them), so the evidence of both is derived once,
+    after both. ``derived`` is what the last derivation found."""
+
+    def __init__(self, writer: StoreWriter) -> None:
+        self.writer, self.accepts = writer, writer.accepts
+        self.holding = False
+        self.held: list[Derive] = []
+        self.derived: list[Any] = []
+
+    def write(self, batch: Batch) -> Written:
+        if self.holding and isinstance(batch, Derive):
+            self.held.append(batch)
+            return Written(ok=True, line="derived after the sources read with it")
+        written = self.writer.write(batch)
+        if isinstance(batch, Derive) and written.report:
+            self.derived = list(written.report)
+        return written
+
+    def flush(self) -> None:
+        held, self.held, self.holding = self.held, [], False
+        if not held:
+            return
+        runs = sorted({r for d in held for r in d.runs or ()})
+        roots: dict[str, list[str]] = {}
+        for d in held:
+            for tier, paths in d.tier_roots.items():
+                roots.setdefault(tier, []).extend(paths)
+        run = next((d.run for d in held if d.run), None)
+        per_node = next((d.ranks_per_node for d in held if d.ranks_per_node), None)
+        self.write(Derive(tuple(runs) or None, roots, run, per_node))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.derive.xid_gpus import line_bus, same_bus
+from telemetry.signals import line_bus, same_bus
 from telemetry.store import Store
 
 PARTS = ("index", "uuid", "pci_bus_id", "serial", "model", "scraped")

@@ -4,14 +4,14 @@
 Each round (``poll``) every directory is scanned (``ckptdirs``; followed: ``CheckpointWatcher``),
 each checkpoint row a batch of its own keyed by (run, step, tier, path, status), so scanning the
 same tree again, or after a restart, stores nothing twice; one deleted later by rotation stays in
-history. Then, with ``derive`` (the default), a ``Derive`` batch for the runs touched, carrying
+history. Then a ``Derive`` batch for the runs touched, carrying
 the tier roots: the store writer remembers them for the run (the restores are judged against
 them) and derives its interruptions again. Watching, that batch comes on the first round (the
 roots are known before any checkpoint is) and after each round that found new checkpoints.
 
 The logs source never imports this one, nor this one it: where both are given (``import FILE
---checkpoints TIER=PATH``), the command composes them into one derivation (``derive=False``
-here, and the roots, runs touched and rows found below). Each tier root has a health row
+--checkpoints TIER=PATH``), the command composes them: it writes their ``Derive`` batches as
+one, after both (``app/commands/import_.py``). Each tier root has a health row
 (``checkpoints:TIER=PATH`` followed, ``cluster:`` before the split; ``import:TIER=PATH`` as
 an import's files have).
 """
@@ -64,12 +64,11 @@ class CheckpointSource:
         run: str | None = None,
         follow: bool = False,
         grace_s: float | None = None,
-        derive: bool = True,
     ) -> None:
         from telemetry.collect.checkpoints import ckptdirs
 
         self.checkpoints = list(checkpoints)
-        self.run, self.follow, self.derive = run, follow, derive
+        self.run, self.follow = run, follow
         self.kind = "checkpoints" if follow else "import"  # the health rows' names (module doc)
         self._grace = {} if grace_s is None else {"grace_s": grace_s}
         self.watchers = {
@@ -101,7 +100,7 @@ class CheckpointSource:
         if found and self.run:
             self.runs_touched.add(self.run)
         first = not self._told_roots and self.run is not None
-        if self.derive and (found or first or (not self.follow and self.run)):
+        if found or first or (not self.follow and self.run):
             self._told_roots = True
             yield Derive(tuple(sorted(self.runs_touched)) or None, self.roots(), self.run)
 

@@ -15,7 +15,7 @@ Each round (``poll``):
   (truncated) is read again from its start. Positions are kept in a positions file (as promtail
   does) beside the store's name in the state directory, advanced only once the store took the
   block, so a restart goes on where it stopped and a failed write is read again.
-- last, with ``derive`` (the default), a ``Derive`` batch for the runs touched: the store
+- last, a ``Derive`` batch for the runs touched: the store
   writer re-derives their interruptions (``telemetry.after_write``).
 
 Batch ids of a log block are its file's identity (content digest for an import; device, inode
@@ -385,6 +385,9 @@ class ClusterSource:
     name = "cluster"
     produces = (Records, Tables, Derive)
     health_rows = True
+    # its batches may be written while it makes the next (daemon.collect_overlapped): it never
+    # reads the store while making them, and a late settle only updates its accounts
+    overlap_writes = True
 
     def __init__(
         self,
@@ -401,7 +404,6 @@ class ClusterSource:
         max_future_s: float = MAX_FUTURE_S,
         span_s: float = SPAN_S,
         year: int | None = None,
-        derive: bool = True,
     ) -> None:
         self.run, self.tz, self.follow = run, tz, follow
         self.bounds = (max_future_s, span_s)  # which log times are data (logclock)
@@ -411,7 +413,6 @@ class ClusterSource:
         self.ranks_per_node = ranks_per_node
         self.interval_s = interval_s if follow else 0.0
         self.globs = list(globs)
-        self.derive = derive
         self.produced = False  # a log gave rows, in some round
         self.logs: dict[str, _Log] = {}
         for f in files:
@@ -554,7 +555,7 @@ class ClusterSource:
         self.produced = self.produced or produced
         if produced and self.run:
             self.runs_touched.add(self.run)
-        if self.derive and (produced or (not self.follow and self.run)):
+        if produced or (not self.follow and self.run):
             yield Derive(tuple(sorted(self.runs_touched)) or None, {}, self.run,
                          self.ranks_per_node)
 

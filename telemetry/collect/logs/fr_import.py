@@ -1,11 +1,17 @@
-"""Hangs found in flight-recorder dumps (``collect.logs.flight_recorder``) into the store: the
+"""Hangs found in flight-recorder dumps (``collect.logs.flight_recorder``) as store rows: the
 ``hangs`` row, a ``collective_hang`` signal on the culprit's host for the interruption
-inference, and each rank's host from the run's Slurm node list."""
+inference, and each rank's host from the run's logs or Slurm node list.
+
+``DumpImport`` is the source ``import`` hands the dumps its recogniser took
+(``fr_source.recognises``): one poll that finds the hang and yields it as batches, through the
+same writer as every other source. It reads what the sources before it stored (the ranks'
+hosts, whether the run is known) from the store the command writes (``SourceContext.stored``);
+it writes nothing itself."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +25,7 @@ from telemetry.collect.logs.flight_recorder import (
 )
 from telemetry.collect.logs.fr_worker import analyse
 from telemetry.errors import FactoryFloorError
+from telemetry.ingest.seam import Batch, Derive, Health, Records, Tables, Written
 
 
 def rank_hosts(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:
@@ -90,36 +97,63 @@ class Imported:
     duplicate: bool  # the same hang was imported before
 
 
-def import_dumps(store: Any, write: Any, paths: list[str], run: str) -> Imported:
-    """Find the hang in the dumps at ``paths`` (files, or directories of one job's dumps) and
-    store it for ``run`` through ``write`` (a sink's): a ``hangs`` row, once however often the
-    same dumps are imported, and the run's row when the store does not know the run."""
-    from telemetry.ingest.seam import Records, Tables
+class DumpImport:
+    """The flight-recorder dumps at ``paths`` (files, or directories of one job's dumps) given
+    to ``import`` for ``run``: their hang (``hangs`` row and signal) once however often the
+    same dumps are imported, the run's row when the store does not know the run, and the run
+    derived again when the hang is new. ``got`` is what was found, once polled."""
 
-    files = [f for p in paths for f in dump_files(p)]
-    ranks = [r for r in (rank_of(f) for f in files) if r is not None]
-    try:
-        hang, errors = analyse(files, rank_hosts(store, run, ranks))
-    except DumpError as exc:
-        raise FactoryFloorError(str(exc)) from None
-    where = paths[0] if len(paths) == 1 else f"{len(paths)} paths"
-    read = _not_refused(files, errors)
-    ranks = [r for r in (rank_of(f) for f in read) if r is not None]
-    if hang is None:
-        return Imported(where, len(read), len(set(ranks)), errors, None, False)
-    known = store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run])
-    if hang.ts is not None and not known:
-        when = hang.ts.isoformat() + "Z"  # a run known from its dumps only: dated by the hang
-        rec = {"run": run, "start_ts": when, "end_ts": when}
-        write(Records("runs", [rec], target=f"import:{where}", origin="import"))
-    batch_id = "fr-" + hashlib.sha256(
-        f"{run}:{hang.process_group}:{hang.seq_id}:{hang.ts}:{sorted(set(ranks))}".encode()
-    ).hexdigest()[:40]
-    tables = {"hangs": hang_table(hang, run, where)}
-    if hang.ts is not None:  # the interruption inference weighs it with the logs' signals
-        tables["signals"] = signal_frame(hang, run, where)
-    written = write(Tables(tables, hang.ts or datetime.now(), 0, batch_id, "a hang"))
-    return Imported(where, len(read), len(set(ranks)), errors, hang, bool(written.duplicate))
+    name = "flight_recorder"
+    produces = (Records, Tables, Derive)
+    health_rows = False
+    interval_s = 0.0  # read once
+
+    def __init__(
+        self, paths: list[str], run: str, ranks_per_node: int | None, stored: Callable[[], Any]
+    ) -> None:
+        self.paths, self.run, self.per_node, self.stored = paths, run, ranks_per_node, stored
+        self.got: Imported | None = None
+        self._hang_batch: str | None = None
+        self._duplicate = False
+
+    def poll(self, now: datetime) -> Iterator[Batch]:
+        if self.per_node:  # remembered first: the ranks' hosts by the Slurm node list read it
+            yield Derive((), run=self.run, ranks_per_node=self.per_node)
+        store, run, paths = self.stored(), self.run, self.paths
+        files = [f for p in paths for f in dump_files(p)]
+        ranks = [r for r in (rank_of(f) for f in files) if r is not None]
+        try:
+            hang, errors = analyse(files, rank_hosts(store, run, ranks))
+        except DumpError as exc:
+            raise FactoryFloorError(str(exc)) from None
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} paths"
+        read = _not_refused(files, errors)
+        ranks = [r for r in (rank_of(f) for f in read) if r is not None]
+        self.got = Imported(where, len(read), len(set(ranks)), errors, hang, False)
+        if hang is None:
+            return
+        known = store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run])
+        if hang.ts is not None and not known:
+            when = hang.ts.isoformat() + "Z"  # a run known from its dumps only: dated by the hang
+            rec = {"run": run, "start_ts": when, "end_ts": when}
+            yield Records("runs", [rec], target=f"import:{where}", origin="import")
+        self._hang_batch = "fr-" + hashlib.sha256(
+            f"{run}:{hang.process_group}:{hang.seq_id}:{hang.ts}:{sorted(set(ranks))}".encode()
+        ).hexdigest()[:40]
+        tables = {"hangs": hang_table(hang, run, where)}
+        if hang.ts is not None:  # the interruption inference weighs it with the logs' signals
+            tables["signals"] = signal_frame(hang, run, where)
+        yield Tables(tables, hang.ts or datetime.now(), 0, self._hang_batch, "a hang")
+        self.got = Imported(where, len(read), len(set(ranks)), errors, hang, self._duplicate)
+        if not self._duplicate:
+            yield Derive(runs=(run,))
+
+    def settle(self, now: datetime, batch: Batch, written: Written) -> None:
+        if isinstance(batch, Tables) and batch.batch_id == self._hang_batch:
+            self._duplicate = bool(written.duplicate)
+
+    def health(self) -> list[Health]:
+        return []
 
 
 def _not_refused(files: list[str], errors: list[str]) -> list[str]:

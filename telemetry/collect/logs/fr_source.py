@@ -173,7 +173,9 @@ def recognises(path: str) -> bool:
     return flight_recorder.recognises(path)
 
 
-def build(values: Mapping[str, Any], ctx: SourceContext) -> FlightRecorderSource | None:
+def build(values: Mapping[str, Any], ctx: SourceContext) -> Any:
+    if ctx.command == "import":
+        return _dumps_given(values, ctx)
     root = values.get("flight_recorder")
     if not root:
         return None
@@ -183,6 +185,22 @@ def build(values: Mapping[str, Any], ctx: SourceContext) -> FlightRecorderSource
         raise FactoryFloorError(f"--flight-recorder {root}: not a directory")
     interval_s = min(INTERVAL_S, ctx.interval_s or INTERVAL_S)
     return FlightRecorderSource(root, values["run"], interval_s, ctx=ctx)
+
+
+def _dumps_given(values: Mapping[str, Any], ctx: SourceContext) -> Any:
+    """The dumps ``import`` handed over (``files``, what ``recognises`` took), read once
+    (``fr_import.DumpImport``); None when none was."""
+    files = list(values.get("files") or [])
+    if not files:
+        return None
+    if not values.get("run"):
+        why = "flight-recorder dumps do not name their run; add --run"
+        raise FactoryFloorError(f"{files[0]}: {why}")
+    if ctx.stored is None:
+        raise FactoryFloorError("flight-recorder dumps are imported into a store: give --store")
+    from telemetry.collect.logs.fr_import import DumpImport
+
+    return DumpImport(files, values["run"], values.get("ranks_per_node"), ctx.stored)
 
 
 SPEC = SourceSpec(
