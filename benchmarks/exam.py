@@ -42,7 +42,8 @@ CASES = [
     Case("save_crash", "save_crash", culprit=1, at=10),
     Case("save_crash_ds", "save_crash", fmt="megatron_deepspeed", culprit=2, at=10),
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),
-    Case("slow", "slow", fmt="titan", culprit=1, at=3),
+    # NVRx's straggler detection on: its reports are what names a slow rank
+    Case("slow", "slow", fmt="titan", culprit=1, at=3, steps=20, straggler_every=2),
     Case("exception8", "exception", nproc=4, culprit=5),
     Case("exception_hf", "exception", fmt="hf", culprit=3),
     Case("sigkill_hf", "sigkill", fmt="hf", culprit=1),

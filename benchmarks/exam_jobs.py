@@ -50,6 +50,7 @@ class Case:
     finish: bool = True  # a last attempt that runs to the end
     step_s: float = 0.3  # the time a step takes besides its all-reduce
     slurm: str = ""  # under the real Slurm (exam_slurm.py): "srun", "time_limit", "preempt"
+    straggler_every: int = 0  # NVRx's straggler report every N steps (exam_train.py); 0: none
 
     @property
     def ranks(self) -> int:
@@ -109,6 +110,7 @@ def job_env(case: Case, g: Generated, attempt: int, kind: str) -> dict[str, str]
         EXAM_SAVE_EVERY=str(case.save_every), EXAM_FORMAT=case.fmt, EXAM_CKPT=str(g.ckpt),
         EXAM_TRUTH=str(g.dir / "truth"), EXAM_FR=str(g.fr), EXAM_ATTEMPT=str(attempt),
         EXAM_STEP_S=str(case.step_s), OMP_NUM_THREADS="1",
+        EXAM_STRAGGLER_EVERY=str(case.straggler_every),
     )  # fmt: skip
     return env
 
