@@ -39,6 +39,8 @@ CASES = [
     Case("abort", "abort", fmt="megatron_deepspeed", culprit=1),
     Case("exit0", "exit0", fmt="titan", culprit=2),
     Case("node_lost", "node_lost", culprit=2),
+    # without Slurm: pdsh starts the agents and labels each line with its host
+    Case("node_lost_pdsh", "node_lost", culprit=2, label="pdsh"),
     Case("save_crash", "save_crash", culprit=1, at=10),
     Case("save_crash_ds", "save_crash", fmt="megatron_deepspeed", culprit=2, at=10),
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),

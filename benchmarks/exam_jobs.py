@@ -51,6 +51,7 @@ class Case:
     step_s: float = 0.3  # the time a step takes besides its all-reduce
     slurm: str = ""  # under the real Slurm (exam_slurm.py): "srun", "time_limit", "preempt"
     straggler_every: int = 0  # NVRx's straggler report every N steps (exam_train.py); 0: none
+    label: str = "srun"  # each agent's lines labelled as srun --label's "N: " or pdsh's "host: "
 
     @property
     def ranks(self) -> int:
@@ -80,7 +81,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pump(proc: subprocess.Popen, label: int, out, lock: threading.Lock) -> None:
+def _pump(proc: subprocess.Popen, label: int | str, out, lock: threading.Lock) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:  # bytes: a tqdm bar's \r stays in its line, as srun keeps it
         with lock:
@@ -143,7 +144,8 @@ def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> No
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             procs.append(p)
-            t = threading.Thread(target=_pump, args=(p, i, out, lock), daemon=True)
+            label = name if case.label == "pdsh" else i  # pdsh -w: each line after its host
+            t = threading.Thread(target=_pump, args=(p, label, out, lock), daemon=True)
             t.start()
             pumps.append(t)
         deadline = time.monotonic() + ATTEMPT_TIMEOUT_S

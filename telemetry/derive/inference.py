@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -201,6 +201,7 @@ def infer_interruptions(
     tier_roots: Mapping[str, Sequence[str]] | None = None,
     rank_hosts: Mapping[int, str] | None = None,
     run_id: str | None = None,
+    job_hosts: Collection[str] = (),
     k: float = K,
     min_stall_s: float = MIN_STALL_S,
     pre_s: float = PRE_S,
@@ -218,6 +219,7 @@ def infer_interruptions(
     the run's GPU count (None: lost GPU-hours unknown); ``nodes`` its nodes, at least (None:
     unknown). ``tier_roots``: {tier: [roots]}.
     ``rank_hosts``: {rank: host} for signals that name their rank and not their host.
+    ``job_hosts``: the hosts the run's lines were labelled with (a node lost at once).
     Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
     Raises ``ValueError`` when metrics lack ts/step or hold several runs.
     """
@@ -250,7 +252,8 @@ def infer_interruptions(
         if INITIATING in role:
             continue
         if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)
-                or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes)):
+                or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes,
+                             job_hosts=job_hosts)):
             evs.append(w)
     ck = checkpoints_frame(checkpoints)
     spans = save_spans(ck, ckpt_events)

@@ -25,7 +25,7 @@ frames in, one frame out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import pandas as pd
@@ -83,10 +83,12 @@ def infer_stopped(
     gpus: int | None = None,
     nodes: int | None = None,
     run_id: str | None = None,
+    job_hosts: Collection[str] = (),
 ) -> pd.DataFrame:
     """The one interruption of a run that has failure signals and no step stream (module
     doc), or no rows when its signals do not show that the job stopped. ``nodes``: the job's
-    nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``)."""
+    nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``, with
+    ``job_hosts``: the hosts its lines were labelled with)."""
     if is_empty(signals):
         return _frame([])
     timed = signals[signals["ts"].notna()]  # type: ignore[index]
@@ -100,7 +102,8 @@ def infer_stopped(
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     said = roles(evs)
     if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
-            evs, said, hosts_of, world=world, stated=gpus, nodes=nodes)):  # fmt: skip
+            evs, said, hosts_of, world=world, stated=gpus, nodes=nodes,
+            job_hosts=job_hosts)):  # fmt: skip
         evs.append(w)
     role = dict(zip(map(id, evs), roles(evs), strict=True))
     ex = explain(evs, hosts_known=run_hosts is not None)
