@@ -34,6 +34,8 @@ CASES = [
     Case("exception_titan", "exception", fmt="titan", culprit=2),
     Case("sigkill", "sigkill", culprit=2),
     Case("sigkill_mds", "sigkill", fmt="megatron_deepspeed", culprit=1),
+    # the kernel's OOM killer (a memory cgroup): its own line in dmesg names the pid it killed
+    Case("oom_kill", "oom", culprit=2),
     Case("hang", "hang", culprit=3),
     Case("segfault", "segfault", fmt="titan", culprit=2),
     Case("abort", "abort", fmt="megatron_deepspeed", culprit=1),

@@ -38,7 +38,7 @@ TRIES = 2  # a case whose job did not do what it meant is run once more
 @dataclass(frozen=True)
 class Case:
     name: str
-    kind: str  # exception, sigkill, segfault, abort, hang, slow, exit0, node_lost, save_crash
+    kind: str  # exception, sigkill, oom, segfault, abort, hang, slow, exit0, node_lost, save_crash
     fmt: str = "megatron"
     nnodes: int = 2
     nproc: int = 2
@@ -160,6 +160,8 @@ def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> No
                 ) from late
         for t in pumps:
             t.join(timeout=10)
+    for cg in Path("/sys/fs/cgroup/memory").glob("exam-oom-*"):  # an OOM case's (exam_train)
+        cg.rmdir()  # empty once its rank was killed
 
 
 def prepare(case: Case, root: Path) -> Generated:
@@ -176,7 +178,25 @@ def finish(g: Generated, t0: float) -> Generated:
     g.seconds = time.monotonic() - t0
     g.truth = truth(g.case, g.dir / "truth")
     (g.dir / "truth.json").write_text(json.dumps(g.truth, indent=1))
+    kernel_log(g)
     return g
+
+
+def kernel_log(g: Generated) -> None:
+    """The OOM-killed rank's node's kernel log, as gathered per node (``<host>-kern.log``): the
+    lines ``dmesg -T`` holds about the killed pid, verbatim (one kernel serves every "node"
+    here, so only the kill's own lines are that node's)."""
+    evs = [json.loads(x) for f in (g.dir / "truth").glob("*.jsonl")
+           for x in f.read_text().splitlines()]  # fmt: skip
+    killed = [e for e in evs if e["ev"] == "fault" and e["kind"] == "oom"]
+    if not killed:
+        return
+    out = subprocess.run(["dmesg", "-T"], capture_output=True, text=True, check=True).stdout
+    for e in killed:
+        mine = [ln for ln in out.splitlines()
+                if f"pid={e['pid']}," in ln or f"process {e['pid']} (" in ln]  # fmt: skip
+        with open(g.dir / f"{e['host']}-kern.log", "a") as fh:
+            fh.write("".join(ln + "\n" for ln in mine))
 
 
 def generate(case: Case, root: Path) -> Generated:

@@ -48,7 +48,7 @@ STRAGGLER_THRESHOLD = 0.7  # NVRx's gpu_relative_perf_threshold default
 def truth(rank: int, **ev: object) -> None:
     with open(TRUTH / f"rank{rank}.jsonl", "a") as fh:
         ev |= {"t": time.time(), "rank": rank, "host": socket.gethostname(),
-               "attempt": int(ENV.get("EXAM_ATTEMPT", "1"))}  # fmt: skip
+               "attempt": int(ENV.get("EXAM_ATTEMPT", "1")), "pid": os.getpid()}  # fmt: skip
         fh.write(json.dumps(ev) + "\n")
 
 
@@ -90,6 +90,8 @@ def inject(rank: int, world: int, step: int) -> None:
         raise OSError(f"exam: injected fault while saving the checkpoint of iteration {step}")
     if KIND == "sigkill":  # as the OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
+    if KIND == "oom":  # the kernel's OOM killer itself: a memory cgroup just above what the
+        oom_killed()  # rank holds, then more (it logs "Memory cgroup out of memory: Killed ...")
     if KIND == "segfault":  # a real native crash: read address 0
         ctypes.string_at(0)
     if KIND == "abort":
@@ -125,6 +127,22 @@ def straggler_report(rank: int, world: int, compute_s: list[float]) -> None:
     nodes = {r: h for r, (_, h) in enumerate(got)}
     for line in exam_formats.straggler_report(scores, nodes, STRAGGLER_THRESHOLD, datetime.now()):
         say(line)
+
+
+MEMCG = Path("/sys/fs/cgroup/memory")  # cgroup v1's memory controller, as on this machine
+
+
+def oom_killed() -> None:
+    """Be killed by the kernel's OOM killer, for real: this rank alone in a memory cgroup
+    limited to 64 MiB over its resident memory, then 1 GiB written (no swap here)."""
+    cg = MEMCG / f"exam-oom-{os.getpid()}"
+    cg.mkdir()
+    rss_kb = next(int(ln.split()[1]) for ln in Path("/proc/self/status").read_text().splitlines()
+                  if ln.startswith("VmRSS:"))  # fmt: skip
+    (cg / "memory.limit_in_bytes").write_text(str((rss_kb << 10) + (64 << 20)))
+    (cg / "cgroup.procs").write_text(str(os.getpid()))
+    hog = bytearray(b"\x01") * (1 << 30)
+    raise RuntimeError(f"exam: the OOM killer spared {len(hog)} bytes over the limit")
 
 
 def latest() -> int:

@@ -77,6 +77,7 @@ from telemetry.derive.evidence import (
     roles,
     to_ns,
 )
+from telemetry.derive.oom import oom_killed
 from telemetry.derive.restores import (
     Restore,
     checkpoints_frame,
@@ -248,6 +249,7 @@ def infer_interruptions(
                       np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     for evs in evidence:  # a rank missing from a collective, a node lost: from the others
+        oom_killed(evs)  # and who sent a SIGKILL, where the kernel says
         role = roles(evs)
         if INITIATING in role:
             continue

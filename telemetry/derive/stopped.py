@@ -47,6 +47,7 @@ from telemetry.derive.evidence import (
 
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
 from telemetry.derive.inference import SOURCE, _frame, _items, _times
+from telemetry.derive.oom import oom_killed
 from telemetry.derive.waits import missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
@@ -99,6 +100,7 @@ def infer_stopped(
     hosts_of = dict(rank_hosts or {})
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
     evs = gather(timed, None, run_hosts, lo, hi, hosts_of)[0]
+    oom_killed(evs)  # who sent a SIGKILL, where the kernel says
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     said = roles(evs)
     if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(

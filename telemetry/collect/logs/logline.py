@@ -61,6 +61,7 @@ PREFILTER = "|".join(
         r"IllegalAddress",
         r"launch failure",
         r"out of memory",
+        r"Killed process [0-9]",  # the kernel's OOM killer (HOST_OOM)
         r"OutOfMemory",
         r"Cuda failure|unhandled cuda error",  # CUDA errors NCCL reports (logline.CUDA_ERROR)
         r"nvalid usage|nvalid argument|ncclInvalid|no algorithm/protocol",  # NCCL_USAGE
@@ -499,6 +500,10 @@ def _teardown(body: str) -> Failure | None:
     return None
 
 
+# mm/oom_kill.c __oom_kill_process: "%s: Killed process %d (%s) total-vm:%lukB, ..." with
+# "Out of memory" or "Memory cgroup out of memory" (and the oom_kill_allocating_task form)
+_OOM_KILL = re.compile(r"(?:Memory cgroup out of memory|Out of memory(?: \([a-z_]+\))?): "
+                       r"Killed process (\d+) \(([^)]{1,64})\)")
 _SRUN_NODE = re.compile(r"(?:srun|salloc): error: Node failure on (\S+)")
 _NCCL_HDR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):\d+:\d+ \[(\d+)\] (?=NCCL )")
 _RULES = [  # (kind, keywords, regex) in priority order: the specific cause before the symptom
@@ -594,6 +599,8 @@ def failure(body: str) -> Failure | None:
         return kind, detail, None, None, host, None, at
     if f := _teardown(body):
         return f
+    if "Killed process" in body and (m := _OOM_KILL.search(body)):
+        return sig.HOST_OOM, m.group(0), None, None, None, None, None
     if "srun: error" in body or "salloc: error" in body:
         if m := _SRUN_NODE.search(body):
             return sig.SLURM_NODE_FAILURE, f"Node failure on {m.group(1)}", None, None, \

@@ -1090,7 +1090,8 @@ class LogParser:
         if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
                 self._blk, self._e + 1)) is not None and ts is not None and t > ts:
             ts = t  # untimed: at the latest it was when the log next shows a time
-        kernel = st[3] or st[0] == "boot" or kind == sig.XID or kind in sig.DRIVER_GPU_KINDS
+        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM) \
+            or kind in sig.DRIVER_GPU_KINDS
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
