@@ -32,6 +32,7 @@ from benchmarks.exam_slurm import generate_slurm  # noqa: E402
 CASES = [
     Case("exception", "exception", culprit=1),
     Case("exception_titan", "exception", fmt="titan", culprit=2),
+    Case("exception_titan_pdsh", "exception", fmt="titan", culprit=2, label="pdsh"),
     Case("sigkill", "sigkill", culprit=2),
     Case("sigkill_mds", "sigkill", fmt="megatron_deepspeed", culprit=1),
     # the kernel's OOM killer (a memory cgroup): its own line in dmesg names the pid it killed

@@ -149,3 +149,19 @@ def test_pdsh_host_labels_are_read_as_the_lines_writer(tmp_path: Path) -> None:
     assert [(r.rank, r.host, r.metric, r.score) for r in labelled.rank_perf] == scores
     assert {(r, h) for r, h, how, _ in labelled.rank_hosts if how == "pdsh label"} == {
         (None, "gpu-b39"), (None, "gpu-b40")}
+
+
+
+def test_a_ranks_host_is_known_from_its_first_pdsh_labelled_line(tmp_path: Path) -> None:
+    """A survivor's traceback under pdsh (``gpu-b72: [rank1]: Traceback``: PyTorch's global
+    rank, pdsh's host) places rank 1 on gpu-b72 at that line, not only when torchrun's summary
+    says so at the teardown's end; a tee label (a local rank) places nothing."""
+    log = EXAM / "node_lost_pdsh.log"
+    lines = log.read_text().splitlines()
+    tb = next(n for n, ln in enumerate(lines, 1) if ln.startswith("gpu-b72: [rank1]: Traceback"))
+    placed = {(r, h, how): int(origin.rsplit(":", 1)[1])
+              for r, h, how, origin in parse_file(log).rank_hosts}  # fmt: skip
+    assert placed[(1, "gpu-b72", "pdsh label")] == tb + 1  # a label is a host from its 2nd line
+    summary = next(n for n, ln in enumerate(lines, 1) if "ChildFailedError" in ln)
+    assert placed[(0, "gpu-b72", "pdsh label")] < summary
+    assert lr.torch_rank("[rank0]:[titan] 2026-12-07 07:46:56,631 - root - INFO - x") is None

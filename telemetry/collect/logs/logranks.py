@@ -63,6 +63,21 @@ _TASK_ONLY = re.compile(r" *\d+: $")
 _TASK_THEN_TEE = re.compile(r" *\d+: \[(?:rank|default)\d+\]:")
 
 
+def torch_rank(text: str) -> int | None:
+    """The global rank PyTorch's own prefix names among a line's labels (``[rank3]: `` of the
+    excepthook, ``[rank3]:[E218 ...`` of c10's log), None when no such prefix is there."""
+    end = 0
+    for _ in range(3):
+        m = _LABEL.match(text, end)
+        if m is None:
+            return None
+        kind, n, _label = m.groups()
+        end = m.end()
+        if kind == "rank" and (m.group(0).endswith(" ") or _GLOG_AFTER.match(text, end)):
+            return int(n)
+    return None
+
+
 def host_label(text: str) -> tuple[str, int] | None:
     """(host, where the rest starts) of a line pdsh labelled with its host; None otherwise."""
     m = _HOST_LABEL.match(text)

@@ -587,6 +587,8 @@ class LogParser:
         if self._report is not None and (got := self._in_report(raw, lineno)) is not None:
             return got
         prefix, body, self._rank = lr.split_prefix(raw[lead:])
+        if self._line_host and (r := lr.torch_rank(raw[lead:])) is not None:
+            self._map(r, self._line_host, "pdsh label", lineno)  # a rank and its node, at once
         prefix = raw[:lead] + prefix
         self._label = prefix
         if prefix:
