@@ -32,17 +32,23 @@ from benchmarks.exam_slurm import generate_slurm  # noqa: E402
 CASES = [
     Case("exception", "exception", culprit=1),
     Case("exception_titan", "exception", fmt="titan", culprit=2),
+    Case("exception_titan_pdsh", "exception", fmt="titan", culprit=2, label="pdsh"),
     Case("sigkill", "sigkill", culprit=2),
     Case("sigkill_mds", "sigkill", fmt="megatron_deepspeed", culprit=1),
+    # the kernel's OOM killer (a memory cgroup): its own line in dmesg names the pid it killed
+    Case("oom_kill", "oom", culprit=2),
     Case("hang", "hang", culprit=3),
     Case("segfault", "segfault", fmt="titan", culprit=2),
     Case("abort", "abort", fmt="megatron_deepspeed", culprit=1),
     Case("exit0", "exit0", fmt="titan", culprit=2),
     Case("node_lost", "node_lost", culprit=2),
+    # without Slurm: pdsh starts the agents and labels each line with its host
+    Case("node_lost_pdsh", "node_lost", culprit=2, label="pdsh"),
     Case("save_crash", "save_crash", culprit=1, at=10),
     Case("save_crash_ds", "save_crash", fmt="megatron_deepspeed", culprit=2, at=10),
     Case("restart_loop", "exception", culprit=3, failing_attempts=4, finish=False),
-    Case("slow", "slow", fmt="titan", culprit=1, at=3),
+    # NVRx's straggler detection on: its reports are what names a slow rank
+    Case("slow", "slow", fmt="titan", culprit=1, at=3, steps=20, straggler_every=2),
     Case("exception8", "exception", nproc=4, culprit=5),
     Case("exception_hf", "exception", fmt="hf", culprit=3),
     Case("sigkill_hf", "sigkill", fmt="hf", culprit=1),

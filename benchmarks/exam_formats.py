@@ -298,3 +298,25 @@ FORMATS: dict[str, Format] = {
     "hf": HF_DEEPSPEED,
     "lightning": LIGHTNING,
 }
+
+
+def straggler_report(scores: dict[int, float], nodes: dict[int, str], threshold: float,
+                     when: datetime) -> list[str]:  # fmt: skip
+    """NVIDIA Resiliency Extension's straggler report as its callback logs it
+    (``nvidia_resiliency_ext/ptl_resiliency/straggler_det_callback.py``:
+    ``_print_gpu_scores`` logs ``f"\\nGPU relative performance:\\n{rel_perf_str}"``, where
+    ``_format_gpu_scores`` lists every rank, worst first, as ``f"  Rank={r} Node={node}
+    Score={s:.2f}"`` when there are at most 3 + 3 of them; ``_log_stragglers`` warns
+    ``f"STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected ranks:
+    {rel_stragglers}"``, a set of ``StragglerId(rank=, node=)``, for the ranks whose score is
+    below ``gpu_relative_perf_threshold``), through TorchTitan's logger format."""
+    head = f"[titan] {when:%Y-%m-%d %H:%M:%S},{when.microsecond // 1000:03d} - root - "
+    ranked = sorted(((s, r) for r, s in scores.items()), reverse=True)
+    out = [head + "INFO - ", "GPU relative performance:"]
+    out += [f"  Rank={r} Node={nodes[r]} Score={s:.2f}" for s, r in reversed(ranked)]
+    slow = [r for s, r in ranked if s < threshold]
+    if slow:
+        ids = ", ".join(f"StragglerId(rank={r}, node='{nodes[r]}')" for r in slow)
+        out.append(head + "WARNING - STRAGGLER DETECTION WARNING: Some GPUs have worse "
+                   f"relative performance. Affected ranks: {{{ids}}}")  # fmt: skip
+    return out

@@ -38,7 +38,7 @@ TRIES = 2  # a case whose job did not do what it meant is run once more
 @dataclass(frozen=True)
 class Case:
     name: str
-    kind: str  # exception, sigkill, segfault, abort, hang, slow, exit0, node_lost, save_crash
+    kind: str  # exception, sigkill, oom, segfault, abort, hang, slow, exit0, node_lost, save_crash
     fmt: str = "megatron"
     nnodes: int = 2
     nproc: int = 2
@@ -50,6 +50,8 @@ class Case:
     finish: bool = True  # a last attempt that runs to the end
     step_s: float = 0.3  # the time a step takes besides its all-reduce
     slurm: str = ""  # under the real Slurm (exam_slurm.py): "srun", "time_limit", "preempt"
+    straggler_every: int = 0  # NVRx's straggler report every N steps (exam_train.py); 0: none
+    label: str = "srun"  # each agent's lines labelled as srun --label's "N: " or pdsh's "host: "
 
     @property
     def ranks(self) -> int:
@@ -79,7 +81,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pump(proc: subprocess.Popen, label: int, out, lock: threading.Lock) -> None:
+def _pump(proc: subprocess.Popen, label: int | str, out, lock: threading.Lock) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:  # bytes: a tqdm bar's \r stays in its line, as srun keeps it
         with lock:
@@ -109,6 +111,7 @@ def job_env(case: Case, g: Generated, attempt: int, kind: str) -> dict[str, str]
         EXAM_SAVE_EVERY=str(case.save_every), EXAM_FORMAT=case.fmt, EXAM_CKPT=str(g.ckpt),
         EXAM_TRUTH=str(g.dir / "truth"), EXAM_FR=str(g.fr), EXAM_ATTEMPT=str(attempt),
         EXAM_STEP_S=str(case.step_s), OMP_NUM_THREADS="1",
+        EXAM_STRAGGLER_EVERY=str(case.straggler_every),
     )  # fmt: skip
     return env
 
@@ -141,7 +144,8 @@ def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> No
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             procs.append(p)
-            t = threading.Thread(target=_pump, args=(p, i, out, lock), daemon=True)
+            label = name if case.label == "pdsh" else i  # pdsh -w: each line after its host
+            t = threading.Thread(target=_pump, args=(p, label, out, lock), daemon=True)
             t.start()
             pumps.append(t)
         deadline = time.monotonic() + ATTEMPT_TIMEOUT_S
@@ -156,6 +160,8 @@ def _attempt(case: Case, g: Generated, attempt: int, kind: str, port: int) -> No
                 ) from late
         for t in pumps:
             t.join(timeout=10)
+    for cg in Path("/sys/fs/cgroup/memory").glob("exam-oom-*"):  # an OOM case's (exam_train)
+        cg.rmdir()  # empty once its rank was killed
 
 
 def prepare(case: Case, root: Path) -> Generated:
@@ -172,7 +178,25 @@ def finish(g: Generated, t0: float) -> Generated:
     g.seconds = time.monotonic() - t0
     g.truth = truth(g.case, g.dir / "truth")
     (g.dir / "truth.json").write_text(json.dumps(g.truth, indent=1))
+    kernel_log(g)
     return g
+
+
+def kernel_log(g: Generated) -> None:
+    """The OOM-killed rank's node's kernel log, as gathered per node (``<host>-kern.log``): the
+    lines ``dmesg -T`` holds about the killed pid, verbatim (one kernel serves every "node"
+    here, so only the kill's own lines are that node's)."""
+    evs = [json.loads(x) for f in (g.dir / "truth").glob("*.jsonl")
+           for x in f.read_text().splitlines()]  # fmt: skip
+    killed = [e for e in evs if e["ev"] == "fault" and e["kind"] == "oom"]
+    if not killed:
+        return
+    out = subprocess.run(["dmesg", "-T"], capture_output=True, text=True, check=True).stdout
+    for e in killed:
+        mine = [ln for ln in out.splitlines()
+                if f"pid={e['pid']}," in ln or f"process {e['pid']} (" in ln]  # fmt: skip
+        with open(g.dir / f"{e['host']}-kern.log", "a") as fh:
+            fh.write("".join(ln + "\n" for ln in mine))
 
 
 def generate(case: Case, root: Path) -> Generated:

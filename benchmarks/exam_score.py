@@ -27,6 +27,8 @@ HOST = {"Host Maintenance", "NIC", "SSD", "Power Supply", "Server Chassis", "CPU
 CAUSES = {
     "exception": {"Software Bug"},
     "sigkill": {"Unknown"},
+    # ... and where the kernel's OOM killer names the pid it killed, the job's own memory use
+    "oom": {"Software Bug"},
     "segfault": {"Software Bug", "Dependency"},
     "abort": {"Software Bug", "Dependency"},
     "hang": {"NCCL Watchdog Timeouts"},
@@ -52,6 +54,7 @@ def import_case(g: Generated, store: Path) -> dict:
     """The run's summary after a blind import; ``import_rc``, ``import_s`` (import and
     summary, seconds) and the import's output beside it."""
     files = [str(g.log)] + ([str(g.fr)] if any(g.fr.iterdir()) else [])
+    files += [str(k) for k in sorted(g.dir.glob("*-kern.log"))]  # a node's kernel log
     t0 = time.perf_counter()
     imp = cli("import", "--store", str(store), "--run", g.case.name,
               "--checkpoints", f"pfs={g.ckpt}", *files)  # fmt: skip

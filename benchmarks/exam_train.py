@@ -8,7 +8,8 @@ format writes them). Every other line of the job's log comes from the real softw
 this script's own clock, goes to ``EXAM_TRUTH/rank<R>.jsonl`` (never into the log).
 
 Environment: EXAM_KIND, EXAM_CULPRIT, EXAM_AT, EXAM_STEPS, EXAM_SAVE_EVERY, EXAM_STEP_S,
-EXAM_FORMAT, EXAM_CKPT, EXAM_TRUTH, EXAM_FR (dump dir), EXAM_PG_TIMEOUT_S, EXAM_ATTEMPT.
+EXAM_FORMAT, EXAM_CKPT, EXAM_TRUTH, EXAM_FR (dump dir), EXAM_PG_TIMEOUT_S, EXAM_ATTEMPT,
+EXAM_STRAGGLER_EVERY (NVRx's straggler report every N steps; 0: none).
 """
 
 import ctypes
@@ -16,10 +17,11 @@ import json
 import os
 import signal
 import socket
+import statistics
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import torch
@@ -39,12 +41,14 @@ STEPS, EVERY = int(ENV.get("EXAM_STEPS", "12")), int(ENV.get("EXAM_SAVE_EVERY", 
 STEP_S = float(ENV.get("EXAM_STEP_S", "0.3"))
 CKPT, TRUTH, FR = Path(ENV["EXAM_CKPT"]), Path(ENV["EXAM_TRUTH"]), ENV.get("EXAM_FR", "")
 FMT = exam_formats.FORMATS[ENV.get("EXAM_FORMAT", "megatron")]
+REPORT_EVERY = int(ENV.get("EXAM_STRAGGLER_EVERY", "0"))
+STRAGGLER_THRESHOLD = 0.7  # NVRx's gpu_relative_perf_threshold default
 
 
 def truth(rank: int, **ev: object) -> None:
     with open(TRUTH / f"rank{rank}.jsonl", "a") as fh:
         ev |= {"t": time.time(), "rank": rank, "host": socket.gethostname(),
-               "attempt": int(ENV.get("EXAM_ATTEMPT", "1"))}  # fmt: skip
+               "attempt": int(ENV.get("EXAM_ATTEMPT", "1")), "pid": os.getpid()}  # fmt: skip
         fh.write(json.dumps(ev) + "\n")
 
 
@@ -86,6 +90,8 @@ def inject(rank: int, world: int, step: int) -> None:
         raise OSError(f"exam: injected fault while saving the checkpoint of iteration {step}")
     if KIND == "sigkill":  # as the OOM killer does
         os.kill(os.getpid(), signal.SIGKILL)
+    if KIND == "oom":  # the kernel's OOM killer itself: a memory cgroup just above what the
+        oom_killed()  # rank holds, then more (it logs "Memory cgroup out of memory: Killed ...")
     if KIND == "segfault":  # a real native crash: read address 0
         ctypes.string_at(0)
     if KIND == "abort":
@@ -105,6 +111,38 @@ def inject(rank: int, world: int, step: int) -> None:
             if int(pid) != os.getpid():
                 os.kill(int(pid), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def straggler_report(rank: int, world: int, compute_s: list[float]) -> None:
+    """NVRx's straggler detection as a job uses it (``straggler.Detector``: each rank times
+    its compute section; a report gathers every rank's median over the interval, and a rank's
+    relative score is the fastest rank's median over its own); rank 0 logs it. Measured here:
+    a rank's time from its step's start to its all-reduce (its own work, not the wait)."""
+    got: list = [None] * world
+    dist.all_gather_object(got, (statistics.median(compute_s), socket.gethostname()))
+    if rank != 0:
+        return
+    best = min(m for m, _ in got)
+    scores = {r: best / m for r, (m, _) in enumerate(got)}
+    nodes = {r: h for r, (_, h) in enumerate(got)}
+    for line in exam_formats.straggler_report(scores, nodes, STRAGGLER_THRESHOLD, datetime.now()):
+        say(line)
+
+
+MEMCG = Path("/sys/fs/cgroup/memory")  # cgroup v1's memory controller, as on this machine
+
+
+def oom_killed() -> None:
+    """Be killed by the kernel's OOM killer, for real: this rank alone in a memory cgroup
+    limited to 64 MiB over its resident memory, then 1 GiB written (no swap here)."""
+    cg = MEMCG / f"exam-oom-{os.getpid()}"
+    cg.mkdir()
+    rss_kb = next(int(ln.split()[1]) for ln in Path("/proc/self/status").read_text().splitlines()
+                  if ln.startswith("VmRSS:"))  # fmt: skip
+    (cg / "memory.limit_in_bytes").write_text(str((rss_kb << 10) + (64 << 20)))
+    (cg / "cgroup.procs").write_text(str(os.getpid()))
+    hog = bytearray(b"\x01") * (1 << 30)
+    raise RuntimeError(f"exam: the OOM killer spared {len(hog)} bytes over the limit")
 
 
 def latest() -> int:
@@ -239,14 +277,20 @@ def main() -> None:
             bar = tqdm(desc="Epoch 0", total=STEPS, leave=True, dynamic_ncols=True,
                        file=sys.stdout, smoothing=0, bar_format=PL_BAR)
     t_last = time.time()
+    compute_s: list[float] = []
     for step in range(start + 1, STEPS + 1):
         if step == AT and rank == CULPRIT and KIND not in ("none", "slow", "save_crash"):
             inject(rank, world, step - 1)
-        time.sleep(STEP_S * (4 if KIND == "slow" and rank == CULPRIT and step >= AT else 1))
+        t_step = time.monotonic()
+        slow = KIND == "slow" and rank == CULPRIT and step >= AT
+        if slow and step == AT:  # when it slowed, by the job's own clock (the live clock)
+            truth(rank, ev="fault", kind=KIND, step=step)
+        time.sleep(STEP_S * (4 if slow else 1))
         x = torch.randn(32, 64)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
+        compute_s.append(time.monotonic() - t_step)
         for p in model.parameters():
             try:
                 dist.all_reduce(p.grad, group=group)
@@ -276,6 +320,9 @@ def main() -> None:
         if rank == world - 1:  # the truth is kept by one rank, whichever prints
             truth(rank, ev="progress", step=step)
         t_last = now
+        if REPORT_EVERY and step % REPORT_EVERY == 0:
+            straggler_report(rank, world, compute_s)
+            compute_s = []
         if step % EVERY == 0:
             state["step"] = torch.tensor(step)
             save(rank, world, step, state, printer)

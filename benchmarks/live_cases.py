@@ -98,6 +98,8 @@ def exam_job(case: Case, tmp: Path, slurm: object | None = None) -> tuple[Job, P
     names = hosts(case)
     if case.slurm in CAUSE:
         want = Want(None, None, cause=CAUSE[case.slurm])
+    elif case.kind == "slow":  # no stop: the straggler reports' rank, alerted as slow
+        want = Want(case.culprit, names[case.culprit // case.nproc], alerts=("RankSlow",))
     elif case.failing_attempts > 1:
         want = Want(case.culprit, names[case.culprit // case.nproc], alerts=("RestartLoop",))
     else:

@@ -48,7 +48,7 @@ from benchmarks.live_cases import cascade_job, exam_job, hang16k_job  # noqa: E4
 from benchmarks.live_rig import Result, measure  # noqa: E402
 
 QUICK = ("exception", "sigkill", "hang", "cascade", "hang16k")
-CRASHES = {"exception", "sigkill", "segfault", "abort", "save_crash", "exit0", "node_lost",
+CRASHES = {"exception", "sigkill", "oom", "segfault", "abort", "save_crash", "exit0", "node_lost",
            "crash"}  # fmt: skip
 CULPRIT = 9137  # of the 16,384-rank jobs: on gpu-node-1142
 

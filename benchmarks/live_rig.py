@@ -23,7 +23,7 @@ from tests.callback_fuzz import post_callback
 from tests.conftest import start_server
 
 EVALUATE_EVERY_S = 5
-CULPRIT_ALERTS = ("RunStopped", "RunHung", "RunStalled", "RestartLoop")
+CULPRIT_ALERTS = ("RunStopped", "RunHung", "RunStalled", "RestartLoop", "RankSlow")
 SLURM_INTERVAL_S = 2
 AFTER_JOB_S = 60.0
 

@@ -284,9 +284,10 @@ def from_overview(rows: Any, run_id: str | None, job_id: str | None = None) -> l
 
 
 RUN_ALERTS = {"RunStalled", "RunHung", "RunStopped", "RunFinished", "RestartLoop", "JobNotTraining",
-              "CheckpointOverdue", "LossSpike", "GpuLowUtilization", "GoodputLow"}  # fmt: skip
+              "CheckpointOverdue", "LossSpike", "GpuLowUtilization", "GoodputLow",
+              "RankSlow"}  # fmt: skip
 LABEL_OF = {"XidSeen": "xid", "CheckpointOverdue": "tier", "TargetsDown": "status",
-            "RunStopped": "culprit", "RunHung": "culprit"}  # fmt: skip
+            "RunStopped": "culprit", "RunHung": "culprit", "RankSlow": "culprit"}  # fmt: skip
 
 
 def generator_url(base: str, alert: Alert) -> str:

@@ -87,6 +87,12 @@ WORKER_KILLED = "worker_killed"
 # <NO_OTHER_FAILURES>``): the launcher saw every other worker of its node end only because it
 # stopped them, so this worker's death is the only one there.
 NO_OTHER_FAILURES = "torchrun saw no other failure"
+# From a host's kernel log (kern.log, journald, ``dmesg -T``): the kernel's OOM killer killed a
+# process (mm/oom_kill.c: ``Out of memory: Killed process 8179 (python3) total-vm:...``, or
+# ``Memory cgroup out of memory: Killed process ...`` at a cgroup's limit). Never a cause alone
+# (any process of the host): it says who sent a rank's SIGKILL where the pid is the rank's
+# (``derive.oom``).
+HOST_OOM = "host_oom"
 # Derived (``derive.waits.lost_node``): every rank of one host and its agent gone at once, the
 # host Slurm's ``srun: error: NODE: task N: Killed`` names while the other hosts' ranks log
 # their peers gone.
@@ -132,6 +138,7 @@ SIGNAL_KINDS = (
     LAUNCHER_SIGNAL,
     PLANNED_EXIT,
     WORKER_KILLED,
+    HOST_OOM,
     NODE_LOST,
     WORKER_LEFT,
 )

@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from telemetry.collect.logs.textlogs import LogParser
+from telemetry.collect.logs import logranks as lr
+from telemetry.collect.logs.textlogs import LogParser, parse_file
 from tests.test_culprit import _import, _interruptions
 
 EXAM = Path(__file__).with_name("fixtures") / "torchrun_exam"
@@ -101,3 +102,66 @@ def test_a_failure_only_log_places_the_silent_rank_and_node_too(tmp_path: Path) 
     assert (row["component"], row["host"], row["rank"]) == ("Host Maintenance", None, None)
     assert "candidates: the node of ranks 2-3" in row["description"]
     assert "gpu-b54" not in row["description"].split("candidates")[1]
+
+
+def test_a_node_lost_under_pdsh_is_the_one_labelled_host_no_agent_reported(
+    tmp_path: Path,
+) -> None:
+    """The same loss without Slurm: pdsh started the two agents and labelled each line with
+    its host (``gpu-b72: ``, ``gpu-b73: ``). gpu-b73's lines (the progress rank 3 printed)
+    stop; gpu-b72's ranks log their peers gone and its agent lists ranks 0-1 alone. The job's
+    hosts are its two nodes, so the block no agent reported is gpu-b73's: named, never
+    gpu-b72; while the job tears down (the first launch alone, as a follower reads it) too.
+    Without gpu-b73's lines nothing says it was in the job: unknown."""
+    lines = (EXAM / "node_lost_pdsh.log").read_text().splitlines(keepends=True)
+    first = lines[: next(i for i, ln in enumerate(lines) if "loading distributed" in ln)]
+    cases = {"whole": lines, "tearing down": first,
+             "no gpu-b73 line": [ln for ln in first if not ln.startswith("gpu-b73: ")]}
+    for name, text in cases.items():
+        (tmp_path / name).mkdir()
+        log = tmp_path / name / "job.log"
+        log.write_text("".join(text))
+        (row,) = _interruptions(_import(tmp_path / name, log)[0], COLS)
+        assert row["rank"] is None and row["host"] != "gpu-b72", (name, row)
+        if name == "no gpu-b73 line":  # nor how many nodes it had: no node is said lost
+            assert row["host"] is None, row
+            continue
+        assert row["component"] == "Host Maintenance" and row["node_lost"], (name, row)
+        assert row["host"] == "gpu-b73" and "gpu-b72" not in row["description"], (name, row)
+        assert "the one host of the job (by its lines' labels)" in row["description"]
+
+
+def test_pdsh_host_labels_are_read_as_the_lines_writer(tmp_path: Path) -> None:
+    """pdsh's ``host: `` label is the node that printed the line, before any launcher prefix:
+    the slow-rank job's straggler reports, labelled so (as pdsh -w would print node 0's and
+    node 1's output), are read as under srun's labels, and each host that labelled lines is
+    a host of the job. A word or an srun task number before a colon is no host."""
+    assert lr.host_label("gpu-b39: [rank0]:x") == ("gpu-b39", 9)
+    for line in ("RuntimeError: boom", "3: [rank1]: x", "gpu012:1234:5678 [0] NCCL INFO"):
+        assert lr.host_label(line) is None, line
+    text = (EXAM / "slow.log").read_text()
+    pdsh = tmp_path / "pdsh.log"
+    pdsh.write_text("".join(("gpu-b39: " if ln.startswith("0: ") else "gpu-b40: ") + ln[3:]
+                            for ln in text.splitlines(keepends=True)))  # fmt: skip
+    srun, labelled = parse_file(EXAM / "slow.log"), parse_file(pdsh)
+    scores = [(r.rank, r.host, r.metric, r.score) for r in srun.rank_perf]
+    assert len(scores) > 20 and (1, "gpu-b39", "gpu_relative_perf", 0.25) in scores
+    assert [(r.rank, r.host, r.metric, r.score) for r in labelled.rank_perf] == scores
+    assert {(r, h) for r, h, how, _ in labelled.rank_hosts if how == "pdsh label"} == {
+        (None, "gpu-b39"), (None, "gpu-b40")}
+
+
+
+def test_a_ranks_host_is_known_from_its_first_pdsh_labelled_line(tmp_path: Path) -> None:
+    """A survivor's traceback under pdsh (``gpu-b72: [rank1]: Traceback``: PyTorch's global
+    rank, pdsh's host) places rank 1 on gpu-b72 at that line, not only when torchrun's summary
+    says so at the teardown's end; a tee label (a local rank) places nothing."""
+    log = EXAM / "node_lost_pdsh.log"
+    lines = log.read_text().splitlines()
+    tb = next(n for n, ln in enumerate(lines, 1) if ln.startswith("gpu-b72: [rank1]: Traceback"))
+    placed = {(r, h, how): int(origin.rsplit(":", 1)[1])
+              for r, h, how, origin in parse_file(log).rank_hosts}  # fmt: skip
+    assert placed[(1, "gpu-b72", "pdsh label")] == tb + 1  # a label is a host from its 2nd line
+    summary = next(n for n, ln in enumerate(lines, 1) if "ChildFailedError" in ln)
+    assert placed[(0, "gpu-b72", "pdsh label")] < summary
+    assert lr.torch_rank("[rank0]:[titan] 2026-12-07 07:46:56,631 - root - INFO - x") is None

@@ -20,11 +20,12 @@ from benchmarks.live_culprit import _exam_case
 pytestmark = pytest.mark.live
 
 
-@pytest.mark.parametrize("name", ["exception", "hang"])
+@pytest.mark.parametrize("name", ["exception", "hang", "slow"])
 def test_the_culprit_is_alerted_live_with_its_rank_and_host(name: str, tmp_path: Path) -> None:
     """``exception``: the first stop alert names rank 1 before torchrun's summary places its
     host; the receivers must then hear the host too (an alert's changed words alone were never
-    sent). ``hang``: no rule alerted a hang at all, and the dumps settled for 30 s."""
+    sent). ``hang``: no rule alerted a hang at all, and the dumps settled for 30 s. ``slow``:
+    no alert named a straggler (``RankSlow``, from the job's NVRx straggler reports)."""
     assert os.geteuid() == 0 and shutil.which("unshare"), "the exam's jobs need root and unshare"
     (case,) = [c for c in CASES if c.name == name]
     r = _exam_case(case, tmp_path)

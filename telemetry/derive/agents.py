@@ -10,7 +10,10 @@ its own that did not exit 0: those that failed and those it then stopped (``exit
   others lost their peer in a collective because of it (a loop that ended early);
 - a whole block no agent reported, none of whose ranks wrote a line, while the other ranks
   logged their peers gone: that node and its agent were lost at once (``NODE_LOST``), its host
-  named only where a line placed one of its ranks there.
+  named only where a line placed one of its ranks there, or where the job's hosts are known
+  from its lines' labels (pdsh's ``host: ``), exactly one per node: then the one host no agent
+  reported and that wrote no line of the failure is the lost node (issue 56: "when every rank
+  of one host falls silent at once, the answer is that host").
 
 The blocks are known only when the summaries fix the ranks per node: every agent's local
 ranks give a lower bound (the largest + 1), the world over the agents seen an upper one, and
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from telemetry.derive.evidence import CASCADE, CAUSES, INITIATING, Evidence
 from telemetry.signals import NODE_LOST, WORKER_EXIT, WORKER_KILLED, WORKER_LEFT
@@ -67,11 +70,13 @@ def agent_gap(
     world: int,
     stated: int | None = None,
     nodes: int | None = None,
+    job_hosts: Collection[str] = (),
 ) -> Evidence | None:
     """A rank that left early or a node lost at once (module doc), as an initiating item;
     None when the launchers' summaries do not place one. ``world``: the ranks known to exist;
     ``stated``: the world size a line states; ``nodes``: the job's nodes as the log shows
-    them, at least (``srun --label`` tasks running torchrun). The caller checks that no line
+    them, at least (``srun --label`` tasks running torchrun); ``job_hosts``: the hosts its
+    lines were labelled with (``store.ranks.job_hosts``). The caller checks that no line
     initiates."""
     spoke_items = [e for e, r in zip(evs, roles, strict=True) if r in (CASCADE, INITIATING)]
     spoke = {e.rank for e in spoke_items if e.rank is not None}
@@ -92,10 +97,25 @@ def agent_gap(
         return None
     named = {hosts[r] for r in orphans if r in hosts}
     host = named.pop() if len(named) == 1 and not named & set(base.values()) else None
+    by_label = ""
+    if host is None and not named:
+        host = _unreported(set(job_hosts), base, world // per, {e.host for e in spoke_items})
+        by_label = f"; {host} is the one host of the job (by its lines' labels) that no " \
+            "agent reported and that wrote nothing of the failure" if host else ""
     what = f"ranks {orphans[0]}-{orphans[-1]}"
     return _item(NODE_LOST, first, host, None,
                  f"{host or f'the node of {what}'} lost: no agent reported {what} and none of "
-                 "them wrote a line, while every other rank lost its peers")  # fmt: skip
+                 f"them wrote a line, while every other rank lost its peers{by_label}")  # fmt: skip
+
+
+def _unreported(job_hosts: set[str], base: Mapping[int, str], nodes: int,
+                spoke: set[str | None]) -> str | None:  # fmt: skip
+    """The one host of the job that no agent reported and that wrote no line of the failure,
+    when the job's labelled hosts are exactly its nodes; else None."""
+    rest = job_hosts - set(base.values())
+    if len(job_hosts) != nodes or len(rest) != 1 or rest & spoke:
+        return None
+    return rest.pop()
 
 
 def _item(kind: str, seen: Evidence, host: str | None, rank: int | None, detail: str) -> Evidence:

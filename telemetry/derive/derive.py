@@ -36,7 +36,7 @@ from telemetry.derive.logged_saves import LOGGED, logged_checkpoints
 from telemetry.derive.xid_gpus import name_gpus
 from telemetry.reference import llama3_interruptions
 from telemetry.store import Store
-from telemetry.store.ranks import rank_hosts
+from telemetry.store.ranks import job_hosts, rank_hosts
 from telemetry.store.run_meta import tier_roots
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
 
@@ -136,6 +136,7 @@ def _inputs(store: Store, run_id: str) -> dict[str, Any]:
         "nodes": None if nodes is None or pd.isna(nodes) else int(nodes),
         "tier_roots": tier_roots(store, run_id),
         "rank_hosts": rank_hosts(store, run_id, wanted + list(range(min(world, 65536)))),
+        "job_hosts": job_hosts(store, run_id),
         "run_id": run_id,
     }
 
@@ -305,6 +306,7 @@ def derive_stopped(store: Store, run_id: str) -> Derived:
                    or [(None, None)])[0]  # fmt: skip
     df = infer_stopped(
         signals, rank_hosts=rank_hosts(store, run_id), run_id=run_id,
+        job_hosts=job_hosts(store, run_id),
         gpus=None if gpus is None or pd.isna(gpus) else int(gpus),
         nodes=None if nodes is None or pd.isna(nodes) else int(nodes),
     )  # fmt: skip

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -77,6 +77,7 @@ from telemetry.derive.evidence import (
     roles,
     to_ns,
 )
+from telemetry.derive.oom import oom_killed
 from telemetry.derive.restores import (
     Restore,
     checkpoints_frame,
@@ -201,6 +202,7 @@ def infer_interruptions(
     tier_roots: Mapping[str, Sequence[str]] | None = None,
     rank_hosts: Mapping[int, str] | None = None,
     run_id: str | None = None,
+    job_hosts: Collection[str] = (),
     k: float = K,
     min_stall_s: float = MIN_STALL_S,
     pre_s: float = PRE_S,
@@ -218,6 +220,7 @@ def infer_interruptions(
     the run's GPU count (None: lost GPU-hours unknown); ``nodes`` its nodes, at least (None:
     unknown). ``tier_roots``: {tier: [roots]}.
     ``rank_hosts``: {rank: host} for signals that name their rank and not their host.
+    ``job_hosts``: the hosts the run's lines were labelled with (a node lost at once).
     Returns ``COLUMNS``, one row per stop that progress has resumed from, in time order.
     Raises ``ValueError`` when metrics lack ts/step or hold several runs.
     """
@@ -246,11 +249,13 @@ def infer_interruptions(
                       np.r_[ends, last_ts + TAIL_NS], hosts_of)  # fmt: skip
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     for evs in evidence:  # a rank missing from a collective, a node lost: from the others
+        oom_killed(evs)  # and who sent a SIGKILL, where the kernel says
         role = roles(evs)
         if INITIATING in role:
             continue
         if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)
-                or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes)):
+                or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes,
+                             job_hosts=job_hosts)):
             evs.append(w)
     ck = checkpoints_frame(checkpoints)
     spans = save_spans(ck, ckpt_events)

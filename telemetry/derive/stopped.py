@@ -25,7 +25,7 @@ frames in, one frame out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from telemetry.derive.evidence import (
 
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
 from telemetry.derive.inference import SOURCE, _frame, _items, _times
+from telemetry.derive.oom import oom_killed
 from telemetry.derive.waits import missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
@@ -83,10 +84,12 @@ def infer_stopped(
     gpus: int | None = None,
     nodes: int | None = None,
     run_id: str | None = None,
+    job_hosts: Collection[str] = (),
 ) -> pd.DataFrame:
     """The one interruption of a run that has failure signals and no step stream (module
     doc), or no rows when its signals do not show that the job stopped. ``nodes``: the job's
-    nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``)."""
+    nodes, at least (a rank or node that wrote nothing: ``agents.agent_gap``, with
+    ``job_hosts``: the hosts its lines were labelled with)."""
     if is_empty(signals):
         return _frame([])
     timed = signals[signals["ts"].notna()]  # type: ignore[index]
@@ -97,10 +100,12 @@ def infer_stopped(
     hosts_of = dict(rank_hosts or {})
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
     evs = gather(timed, None, run_hosts, lo, hi, hosts_of)[0]
+    oom_killed(evs)  # who sent a SIGKILL, where the kernel says
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     said = roles(evs)
     if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
-            evs, said, hosts_of, world=world, stated=gpus, nodes=nodes)):  # fmt: skip
+            evs, said, hosts_of, world=world, stated=gpus, nodes=nodes,
+            job_hosts=job_hosts)):  # fmt: skip
         evs.append(w)
     role = dict(zip(map(id, evs), roles(evs), strict=True))
     ex = explain(evs, hosts_known=run_hosts is not None)

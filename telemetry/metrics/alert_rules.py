@@ -21,6 +21,7 @@ from telemetry.queries import overview as ov
 from telemetry.queries.hangs import open_hang
 from telemetry.queries.node_health import findings
 from telemetry.queries.run_end import run_end
+from telemetry.queries.slow_ranks import slow_ranks
 from telemetry.queries.targets import report_time, target_alerts
 from telemetry.queries.training import loss_spikes
 from telemetry.store import Store
@@ -28,6 +29,8 @@ from telemetry.vocabulary import HOT_C
 
 LOW_UTIL_PCT = 80.0  # utilization below this while the job trains is wasted capacity
 STALE_FACTOR = 2.0  # a tier is overdue after this many configured intervals without a checkpoint
+SLOW_WINDOWS = 2  # straggler report windows a rank must be flagged in before it is alerted
+SLOW_LOOKBACK = timedelta(hours=1)  # the report windows a slow rank is judged over
 
 
 def _tier_intervals(policy_json: str | None) -> dict[str, float]:
@@ -156,8 +159,9 @@ def _run_alerts(
     for desc, ts, source in ov.restart_loop(store, run_id, now - timedelta(hours=24), now):
         alert = ("critical", "Restart loop", desc, "RestartLoop")
         rows.append(_with_action(store, run_id, ts, source, alert))
-    if ended is None:  # a finished run's tiers are not overdue
+    if ended is None:  # a finished run's tiers are not overdue, nor its ranks slow
         rows += _checkpoint_alerts(store, run_id, now)
+        rows += _slow_rank_alerts(store, run_id, max(now, live_at))
     hour = TimeRange(max(tr.start, now - timedelta(hours=1)), now)
     for sp in loss_spikes(store, run_id, hour).itertuples():
         rows.append(
@@ -168,6 +172,25 @@ def _run_alerts(
                 "LossSpike",
             )
         )
+    return rows
+
+
+def _slow_rank_alerts(store: Store, run_id: str, now: datetime) -> list[tuple[str, str, str, str]]:
+    """``RankSlow`` per rank the run's own straggler reports keep naming (``queries.slow_ranks``
+    over the last ``SLOW_LOOKBACK``): flagged in ``SLOW_WINDOWS`` report windows or more and
+    slow on the whole (chronic). A rank slow in one window only (a loaded host's hiccup) names
+    nobody: the alert names a rank and its host, and a wrong one would send someone to drain
+    a healthy node."""
+    rows = []
+    for e in slow_ranks(store, run_id, TimeRange(now - SLOW_LOOKBACK, now)):
+        if e["windows"] < SLOW_WINDOWS or not e["chronic"]:
+            continue
+        where = f" on {e['host']}" if e["host"] else " (its host not logged)"
+        score = f"score {e['score']:.2f} in its newest report" if e["score"] is not None else (
+            "named by the straggler warnings")  # fmt: skip
+        desc = (f"rank {e['rank']}{where} is slow: {score}, flagged in {e['windows']} of "
+                f"{e['seen']} report windows ({e['source']}; 1.0: the reference rank)")  # fmt: skip
+        rows.append(("warning", "Rank slow", desc, _culprit_key("RankSlow", e["rank"], e["host"])))
     return rows
 
 

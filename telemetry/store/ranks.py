@@ -41,12 +41,23 @@ def logged(store: Any, run_id: str) -> dict[int, str]:
     """Rank -> host as the run's logs said it (the strongest statement per rank)."""
     best: dict[int, tuple[tuple[int, int], str]] = {}
     for rank, host, how in store.rows(
-        "SELECT DISTINCT rank, host, how FROM rank_hosts WHERE run_id = ? ORDER BY ALL", [run_id]
+        "SELECT DISTINCT rank, host, how FROM rank_hosts WHERE run_id = ? AND rank IS NOT NULL "
+        "ORDER BY ALL",
+        [run_id],
     ):
         key = _strength(str(how or ""))
         if rank not in best or key < best[rank][0]:
             best[int(rank)] = (key, str(host))
     return {r: h for r, (_, h) in best.items()}
+
+
+def job_hosts(store: Any, run_id: str) -> set[str]:
+    """The hosts the run's lines were labelled with (pdsh's ``host: ``): its nodes, each of
+    which wrote at least a few lines, whether or not a line placed a rank there."""
+    rows = store.rows(
+        "SELECT DISTINCT host FROM rank_hosts WHERE run_id = ? AND rank IS NULL", [run_id]
+    )
+    return {str(r[0]) for r in rows}
 
 
 def from_slurm(store: Any, run_id: str, ranks: Iterable[int]) -> dict[int, str]:

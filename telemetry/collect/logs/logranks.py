@@ -21,6 +21,10 @@ Failure = tuple[str, str, int | None, str | None, str | None, int | None, str | 
 _LABEL = re.compile(r"\[(rank|default)?(\d+)\]: ?| *(\d+): (?=\S)")
 # The labels a line starts with, whatever follows (a tqdm line: ``0: \r 50%|...``)
 LEAD_LABELS = re.compile(r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: )+")
+# pdsh -w (and ClusterShell's clush) print each remote line after its host: ``gpu-b07: text``
+# (``"%s: %s"``). A host has a letter first and a digit in it, so a word (``Error: ``) or an
+# srun task number (``3: ``) is none; the reader takes one only once it labels several lines.
+_HOST_LABEL = re.compile(r"([A-Za-z][A-Za-z0-9-]*[0-9][A-Za-z0-9.-]*): ")
 _GLOG_AFTER = re.compile(r"\[?[IWEF]\d{4} ")
 _PG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID [^\]]*? |PG 0 )?Rank (\d+)\]")
 
@@ -57,6 +61,27 @@ def split_prefix(text: str) -> tuple[str, str, int | None]:
 
 _TASK_ONLY = re.compile(r" *\d+: $")
 _TASK_THEN_TEE = re.compile(r" *\d+: \[(?:rank|default)\d+\]:")
+
+
+def torch_rank(text: str) -> int | None:
+    """The global rank PyTorch's own prefix names among a line's labels (``[rank3]: `` of the
+    excepthook, ``[rank3]:[E218 ...`` of c10's log), None when no such prefix is there."""
+    end = 0
+    for _ in range(3):
+        m = _LABEL.match(text, end)
+        if m is None:
+            return None
+        kind, n, _label = m.groups()
+        end = m.end()
+        if kind == "rank" and (m.group(0).endswith(" ") or _GLOG_AFTER.match(text, end)):
+            return int(n)
+    return None
+
+
+def host_label(text: str) -> tuple[str, int] | None:
+    """(host, where the rest starts) of a line pdsh labelled with its host; None otherwise."""
+    m = _HOST_LABEL.match(text)
+    return (m.group(1), m.end()) if m else None
 
 
 def task_is_node(label: str) -> bool:

@@ -39,10 +39,10 @@ The reports as their writers print them (format strings quoted from their source
   metrics (no rank): ``ptlperf`` reads those from imported TensorBoard/CSV/JSON-lines files.
 
 A report's lines carry its writer's prefix (``srun --label``'s ``63: ``, torchrun's
-``[default3]:``); the report ends at the first line of the same prefix that is not one of its
-lines (another writer's lines in between are read as usual). A line of the report that cannot
-be read (a rank or a time that is no number, a negative or absurd time or score) is refused by
-``ValueError`` naming it; the report's other lines are kept.
+``[default3]:``, pdsh's ``gpu-b07: ``); the report ends at the first line of the same prefix
+that is not one of its lines (another writer's lines in between are read as usual). A line of
+the report that cannot be read (a rank or a time that is no number, a negative or absurd time
+or score) is refused by ``ValueError`` naming it; the report's other lines are kept.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ _HEADER = re.compile(
 )
 # the writer's prefix of a line: srun's task label (even before spaces, which
 # ``logranks.split_prefix`` leaves alone) and torchrun's tee labels, up to three
-_KEY = re.compile(r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: ){0,3}")
+# pdsh's host label first (``logranks.host_label``)
+_KEY = re.compile(r"(?:[A-Za-z][A-Za-z0-9-]*[0-9][A-Za-z0-9.-]*: )?"
+                  r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: ){0,3}")
 _RANK_MS = re.compile(r"rank +(\d+): +(\S+)\s*$")
 _MINMAX = re.compile(r"(\S.*?) \.*: \(([^,()]+), ([^,()]+)\)\s*$")
 # A (min, max) line in bytes, as Megatron prints it with plain decimal times: ``minmax_lines``

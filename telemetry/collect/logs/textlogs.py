@@ -51,7 +51,7 @@ from telemetry.collect.logs.logclock import LogClock, Window, file_window
 from telemetry.signals import CheckpointEvent, Signal, clean_line
 
 # (rank, host, how, origin): where a rank ran, as a line said it (``RANK_SOURCES``)
-RankHost = tuple[int, str, str, str]
+RankHost = tuple[int | None, str, str, str]  # rank None: a host of the job (pdsh label)
 CHUNK_BYTES = 8 << 20
 MAX_BAD = 20
 MAX_UNREAD = 5  # unrecognised lines kept to show (the count covers them all)
@@ -65,6 +65,8 @@ _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 _NETWORK_KINDS = (sig.NCCL_ERROR, sig.IB_ERROR)
 # Signals the launcher or the scheduler send to stop workers (teardown, whoever sent them)
 _TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+PDSH_LINES = 2  # lines a pdsh label must start before it is taken as a host
+MAX_PDSH_HOSTS = 65536  # pdsh host labels counted (a job's nodes, at most)
 
 
 @dataclass
@@ -172,7 +174,9 @@ class LogParser:
         self._tasks: set[str] = set()  # the srun --label task numbers that wrote a line
         self._rank: int | None = None  # the rank the current line's prefix names
         self._pids: dict[tuple[str, int], tuple[int, int]] = {}  # NCCL (host, pid) -> rank, n
-        self._mapped: set[tuple[int, str]] = set()
+        self._mapped: set[tuple[int | None, str]] = set()
+        self._pdsh: Counter[str] = Counter()  # lines each pdsh host label started
+        self._line_host: str | None = None  # the current line's pdsh host
         self._entry: dict[str, Any] | None = None  # an open torchrun summary entry
         self._alone = False  # torchrun's summary said <NO_OTHER_FAILURES> before its entry
         self._xid_at: tuple[str | None, datetime | None] | None = None  # the last XID's host, time
@@ -286,6 +290,9 @@ class LogParser:
             out["gpus_per_node"] = world // nodes
         elif world and per and nodes is None and world % per == 0:
             out["nodes"] = world // per
+        hosts = [h for h, n in self._pdsh.items() if n >= PDSH_LINES]
+        if "nodes" not in out and len(hosts) > 1:  # pdsh's hosts: as many nodes at least
+            out["nodes"] = len(hosts)
         if "nodes" not in out and self._task_nodes:  # a torchrun agent per srun task: as
             tasks = {int(t) for t in self._tasks if t.strip().isdigit()}  # many nodes at least
             if len(tasks) > 1 and tasks == set(range(len(tasks))):
@@ -573,9 +580,16 @@ class LogParser:
             raw = clean_line(raw, len(raw))
         if raw.startswith("{") and (j := ll.journal_json(raw)) is not None:
             raw = j  # journalctl -o json: read as the journal line it stands for
+        lead, self._line_host = 0, None
+        if (hl := lr.host_label(raw)) is not None:  # pdsh's host: the writer's label, then
+            lead = hl[1]  # the line as its node printed it
+            self._line_host = self._pdsh_host(hl[0], lineno)
         if self._report is not None and (got := self._in_report(raw, lineno)) is not None:
             return got
-        prefix, body, self._rank = lr.split_prefix(raw)
+        prefix, body, self._rank = lr.split_prefix(raw[lead:])
+        if self._line_host and (r := lr.torch_rank(raw[lead:])) is not None:
+            self._map(r, self._line_host, "pdsh label", lineno)  # a rank and its node, at once
+        prefix = raw[:lead] + prefix
         self._label = prefix
         if prefix:
             self._tasks.add(prefix.split(":", 1)[0])
@@ -710,7 +724,18 @@ class LogParser:
         return True
 
     # -- which rank runs where -----------------------------------------------------------------
-    def _map(self, rank: int, host: str, how: str, lineno: int) -> None:
+    def _pdsh_host(self, host: str, lineno: int) -> str | None:
+        """``host`` once it has labelled ``PDSH_LINES`` lines (a word before a colon once is no
+        host): then a host of the job, kept as a ``rank_hosts`` row without a rank."""
+        if len(self._pdsh) >= MAX_PDSH_HOSTS and host not in self._pdsh:
+            return None
+        self._pdsh[host] += 1
+        if self._pdsh[host] < PDSH_LINES:
+            return None
+        self._map(None, host, "pdsh label", lineno)
+        return host
+
+    def _map(self, rank: int | None, host: str, how: str, lineno: int) -> None:
         if (rank, host) not in self._mapped:
             self._mapped.add((rank, host))
             self.rank_hosts.append((rank, host, how, self._origin(lineno)))
@@ -784,7 +809,7 @@ class LogParser:
             ts, _how, st = self._when(body)
         except _Untimely:
             ts, st = None, None
-        host = (st[2] if st else None) or self.host
+        host = (st[2] if st else None) or self._line_host or self.host
         detail = "traceback cut off before its exception line"
         return Signal(ts, sig.TRACEBACK_CUT, host, None, None, detail, self._origin(lineno),
                       clean_line(raw), "log", rank)
@@ -1060,7 +1085,8 @@ class LogParser:
         if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
                 self._blk, self._e + 1)) is not None and ts is not None and t > ts:
             ts = t  # untimed: at the latest it was when the log next shows a time
-        kernel = st[3] or st[0] == "boot" or kind == sig.XID or kind in sig.DRIVER_GPU_KINDS
+        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM) \
+            or kind in sig.DRIVER_GPU_KINDS
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
@@ -1072,7 +1098,7 @@ class LogParser:
                 rank = self._pids.get(hp, (None,))[0]
         if rank is not None and host is not None and not kernel:
             self._map(rank, host, "log line", lineno)
-        host = host or st[2] or self.host
+        host = host or st[2] or self._line_host or self.host
         if kind == sig.XID:
             self._xid_at = (host, ts)
         elif kind in sig.DRIVER_GPU_KINDS and self._xid_at == (host, ts):

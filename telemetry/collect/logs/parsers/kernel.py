@@ -119,14 +119,29 @@ def pci_key(pci: str) -> str:
     return f"{dom:04x}:{bus:02x}:{dev:02x}"
 
 
+# mm/oom_kill.c __oom_kill_process: "%s: Killed process %d (%s) total-vm:%lukB, ..." with
+# "Out of memory" or "Memory cgroup out of memory" (and the oom_kill_allocating_task form)
+_OOM_KILL = re.compile(r"(?:Memory cgroup out of memory|Out of memory(?: \([a-z_]+\))?): "
+                       r"Killed process (\d+) \(([^)]{1,64})\)")
+
+
+def _oom_kill(body: str) -> Failure | None:
+    """The kernel's OOM killer killed a process (HOST_OOM: never a cause alone, derive.oom)."""
+    if m := _OOM_KILL.search(body):
+        return sig.HOST_OOM, m.group(0), None, None, None, None, None
+    return None
+
+
 FORMAT = LineFormat(
     name="kernel",
     prefilter=(
         r"Xid",
+        r"Killed process [0-9]",  # the kernel's OOM killer (HOST_OOM)
         r"fallen off the bus|GSP RM heartbeat timed out|GSP Timeout|RmInitAdapter failed",
         r"nvidia-container-cli(?:\.real)?: [a-z]+ error: driver (?:rpc )?error: timed out",
     ),
-    failures=(Keyed(30, "Xid", _xid),),
+    # the OOM killer after the launchers' and schedulers' teardown lines, before srun's errors
+    failures=(Keyed(30, "Xid", _xid), Keyed(57, "Killed process", _oom_kill)),
     signatures=(
         Signature(110, sig.GPU_OFF_BUS, ("off the bus",), re.compile(r"fallen off the bus")),
         Signature(120, sig.GSP_TIMEOUT, ("GSP",), re.compile(r"GSP RM heartbeat timed out|GSP "
