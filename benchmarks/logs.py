@@ -128,7 +128,7 @@ def measure(path: Path, repeat: int) -> tuple[float, dict[str, int]]:
         found = [0, 0, 0]
 
         def take(b: LogBatch, found: list[int] = found) -> None:
-            found[0] += len(b.metrics)
+            found[0] += len(b.metrics) + sum(len(c["step"]) for c in b.metric_columns)
             found[1] += len(b.signals)
             found[2] += len(b.checkpoint_events)
 
