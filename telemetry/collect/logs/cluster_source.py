@@ -25,12 +25,14 @@ nothing. Each file has a health row (``cluster:PATH``; ``import:`` for an import
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -96,17 +98,11 @@ def _digest(block: bytes) -> str:
     return hashlib.blake2b(block, digest_size=8).hexdigest()
 
 
-_AHEAD: list[Any] = []
-
-
-def _sieving() -> Any:
+@functools.cache
+def _sieving() -> ThreadPoolExecutor:
     """The one thread that sieves a log's next block (numpy, Arrow and hashlib release the GIL:
     with two cores, an 8 MiB block's Arrow passes overlap the parse of the one before)."""
-    if not _AHEAD:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _AHEAD.append(ThreadPoolExecutor(1, thread_name_prefix="log-sieve"))
-    return _AHEAD[0]
+    return ThreadPoolExecutor(1, thread_name_prefix="log-sieve")
 
 
 class _Log:
