@@ -162,6 +162,17 @@ def test_a_short_jobs_small_figures_never_read_as_zero() -> None:
     assert known(pd.Series([0.034, 0.0, None, 1.26])).tolist() == [0.034, 0.0, "–", 1.3]
 
 
+def test_a_short_runs_tokens_and_mfu_do_not_read_as_zero() -> None:
+    """The exam's 20-step TorchTitan job trained 1.3 M tokens at an MFU of 0.01 % (a CPU):
+    the Overview's cards read "0.0 B tokens" and "MFU 0.0 %", zeros for figures it knows."""
+    from app.figures.units import fmt_count, fmt_percent
+
+    assert [fmt_count(x) for x in (1310720.0, 2.5e12, 48_000, 512, None)] == [
+        "1.3 M", "2,500.0 B", "48.0 K", "512", "–"]  # fmt: skip
+    assert [fmt_percent(x) for x in (0.0001, 0.412, 0.0, None)] == [
+        "0.01 %", "41.2 %", "0 %", "–"]  # fmt: skip
+
+
 def test_the_hover_box_is_opaque_and_legible_in_both_themes() -> None:
     """The unified hover box took the figures' transparent paper as its background: its text
     sat on the lines beneath, unreadable in the dark theme (#37). Each theme's box is opaque

@@ -54,3 +54,25 @@ def rounded(values: pd.Series, digits: int) -> pd.Series:
     if hidden.any():
         out = out.where(~hidden, values.map(lambda v: float(f"{v:.2g}")))
     return out
+
+
+def fmt_count(n: float | None) -> str:
+    """``12.3 B``, ``1.3 M``, ``48 K``, ``512``: a count such as tokens at the scale it has (a
+    short run's 1.3 M tokens read "0.0 B"); an en dash when unknown."""
+    if n is None or not math.isfinite(n):
+        return "–"
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,.0f}"
+
+
+def fmt_percent(fraction: float | None) -> str:
+    """``41.2 %``, and two significant digits under 1 % (a CPU job's MFU of 0.01 % read "0.0 %");
+    ``0 %`` only for none; an en dash when unknown."""
+    if fraction is None or not math.isfinite(fraction):
+        return "–"
+    pct = fraction * 100
+    if pct == 0:
+        return "0 %"
+    return f"{pct:.2g} %" if abs(pct) < 0.95 else f"{pct:.1f} %"

@@ -17,7 +17,7 @@ from app.data.training import loss_series
 from app.data.view import revision, template, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
-from app.figures.units import fmt_duration
+from app.figures.units import fmt_count, fmt_duration, fmt_percent
 from app.pages import _settings, _silences, _slurm
 from app.pages._alert_list import alert_list, history, incident_link
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
@@ -214,7 +214,7 @@ def _energy_text(e: dict[str, Any]) -> str:
 def _goodput_card(s: dict[str, Any], good: dict[str, Any] | None) -> Any:
     """Goodput (the productive share of the run's wall time) with its largest badput category;
     ETTR, MFU and energy beneath. Without a goodput (nothing timed), the ETTR."""
-    extra = ("MFU –" if s["mfu"] is None else f"MFU {s['mfu'] * 100:.1f} %") + (
+    extra = f"MFU {fmt_percent(s['mfu'])}" + (
         f" · {_energy_text(s['energy'])} · whole run")
     if good is None or good.get("goodput") is None:
         return card("ETTR", "–" if s["ettr"] is None else f"{s['ettr'] * 100:.1f} %", extra,
@@ -239,7 +239,7 @@ def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = Non
         card(
             "Step",
             _or_dash(s["steps"], "{:,}"),
-            ("tokens –" if s["tokens"] is None else f"{s['tokens'] / 1e9:,.1f} B tokens")
+            ("tokens –" if s["tokens"] is None else f"{fmt_count(s['tokens'])} tokens")
             + f" · loss {_or_dash(s['last_loss'], '{}')} · "
             + _STATE_WORDS.get(s.get("state"), "the run's latest"),
             "ov-step",
