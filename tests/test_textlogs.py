@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime
+import random
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -575,3 +576,30 @@ def test_points_kept_as_columns_equal_the_records_path(tmp_path: Path) -> None:
     assert columnwise > len(want) // 2  # the path under test was taken ...
     assert all(r[5] is not None for r in want)  # ... with tokens from the samples
     assert sorted(got, key=lambda r: (r[1], r[0])) == sorted(want, key=lambda r: (r[1], r[0]))
+
+
+def test_a_block_with_context_timed_lines_keeps_its_points_as_columns(tmp_path: Path) -> None:
+    """A block holding lines timed by context (an untimed traceback after a progress line)
+    keeps its column-wise points as columns too (#56: a third of a 1 GiB log's blocks went the
+    records way for them), and such a line takes the time of the progress point before it
+    (``_lift``: another process's older stamp is not when it happened) exactly as
+    ``parse_file``'s records path gives it."""
+    from benchmarks.logs import _iteration
+
+    rng, t0 = random.Random(3), datetime(2026, 3, 1, 0, 1)
+    lines = [_iteration(it, t0 + timedelta(seconds=5 * it), rng) for it in range(1, 40)]
+    lines += ["2026-03-01 00:00:30,123 - megatron.core.datasets - INFO - loaded shard 3",
+              "Traceback (most recent call last):",
+              '  File "/workspace/megatron/pretrain_gpt.py", line 312, in <module>',
+              "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    lines += [_iteration(it, t0 + timedelta(seconds=5 * it), rng) for it in range(40, 60)]
+    log = tmp_path / "megatron.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    whole = parse_file(log, run="r")
+    assert whole.counts["ts_from_paced_progress"] >= 1  # the lift under test happens here
+    parser = LogParser(log, run="r", keep=False)
+    parser.feed_block(log.read_bytes(), final=True)
+    batch = parser.drain()
+    assert not batch.metrics and len(batch.metric_columns[0]["step"]) == 59  # kept as columns
+    assert batch.signals == whole.signals and batch.signals
+    assert batch.signals[0].ts == t0 + timedelta(seconds=5 * 39)

@@ -474,8 +474,7 @@ class LogParser:
         path (no Inf loss, none inside a traceback, no pace or start to apply), kept as
         columns (``metric_columns``): what ``records`` -> ``_pace`` -> the reader's columns
         would give, without a dict per point (a 1 GiB log has 1.6 M). False: nothing done."""
-        if (len(self.metrics) > first or self._starts or self._paced or self._ctx_items
-                or not len(idx)):  # fmt: skip
+        if len(self.metrics) > first or self._starts or self._paced or not len(idx):
             return False
         if self._followed and not self._followed.isdisjoint((idx + base).tolist()):
             return False
@@ -497,6 +496,8 @@ class LogParser:
             "lr": [x if x is not None and isfinite(x) else None for x in cols["lr"]],
             "grad_norm": [x if x is not None and isfinite(x) else None for x in cols["grad_norm"]],
         })
+        items, self._ctx_items = self._ctx_items, []  # as _lift, against the columns' points
+        self._lift_to(items, (idx + base).tolist(), cols["ts"])
         n = len(idx)
         self.clock.full_year = cols["ts"][-1].year
         self._progress = (cols["step"][-1], cols["ts"][-1])  # as _pace leaves it
@@ -1034,7 +1035,12 @@ class LogParser:
         if not items or len(self.metrics) <= first:
             return
         lines = [_lineno(o) for o in self.metric_origins[first:]]
-        times = [r.get("ts") for r in self.metrics[first:]]
+        self._lift_to(items, lines, [r.get("ts") for r in self.metrics[first:]])
+
+    def _lift_to(self, items: list[tuple[list[Any], int]], lines: list[int],
+                 times: list[datetime | None]) -> None:
+        """``_lift`` of ``items`` against the block's progress points at ``lines`` (ascending
+        line numbers), timed ``times``."""
         for box, i in items:
             item = box[i]
             k = bisect_right(lines, _lineno(item.origin)) - 1
