@@ -61,6 +61,7 @@ MAX_RANK = 1 << 20  # ranks of a job, at most (a larger "rank" is garbage)
 MAX_MS = 1e8  # a timer's milliseconds per iteration, at most (about 28 h)
 MAX_SCORE = 1.5  # NVRx scores are 0..1 (vs the best); a little above for rounding
 MAX_NAME = 80  # characters of a timer's name
+TIMERS_HEADER = "(min, max) time across ranks (ms):"  # Megatron's timers, as printed
 MAX_GAP = 64  # other writers' lines a report waits through before it is taken as ended
 
 _HEADER = re.compile(

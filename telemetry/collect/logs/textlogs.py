@@ -568,6 +568,9 @@ class LogParser:
 
     # -- one line ------------------------------------------------------------------------------
     def _text(self, raw: str, lineno: int) -> bool:
+        if raw == rp.TIMERS_HEADER and not self._tb:  # no writer, nothing else to read in it:
+            self._line_host, self._label, self._rank = None, "", None  # a timers block every
+            return self._start_report("minmax", raw, raw, lineno)  # 10 iterations (#56)
         if "\r" in raw:  # tqdm redraws: bar updates, then maybe a log dict written over it
             parts = [p for p in raw.split("\r") if p.strip()]
             if "Epoch " in raw and (rest := self._lightning(parts, raw, lineno)) is not None:
