@@ -8,6 +8,7 @@ candidates and the reason."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -199,6 +200,21 @@ def test_a_job_the_scheduler_stopped_names_no_culprit(tmp_path: Path, case: str)
     for row in rows:
         assert (row["rank"], row["host"]) == (None, None)
         assert "scheduler stopped the whole job" in row["culprit_reason"]
+
+
+def test_a_node_slurm_says_a_survivor_ran_on_is_never_the_lost_node(tmp_path: Path) -> None:
+    """Recorded from the exam's node loss under the suite's one-node Slurm (both agents of a
+    "2-node" job are srun tasks on node vm; node 1's agent and ranks were SIGKILLed): srun says
+    ``vm: task 1: Killed``, then ``vm: task 0: Exited with exit code 1``. Task 0, a survivor,
+    ran on vm, so vm was not lost and must not be named (it was). No line names the lost
+    agent's own host: the culprit is unknown, the node of ranks 2-3 the candidate."""
+    log = SLURM / "node_lost_one_node.log"
+    text = log.read_text()
+    assert "srun: error: vm: task 1: Killed" in text and "vm: task 0: Exited" in text
+    (row,) = _rows(_import(tmp_path, log)[0])
+    assert (row["host"], row["rank"], row["component"]) == (None, None, "Host Maintenance")
+    assert row["node_lost"] and json.loads(row["culprit_candidates"]) == ["the node of ranks 2-3"]
+    assert not re.search(r"\bvm\b", row["description"]), row["description"]
 
 
 def test_a_restore_line_timed_in_the_second_of_the_last_steps_is_one_stop(tmp_path: Path) -> None:
