@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import figures  # noqa: E402
 from benchmarks.exam_jobs import Case, Generated, generate, truth, unintended  # noqa: E402
 from benchmarks.exam_score import import_case, score  # noqa: E402
-from benchmarks.exam_slurm import generate_slurm  # noqa: E402
+from benchmarks.exam_slurm import generate_slurm, slurm_nodes  # noqa: E402
 
 # Every failure a rank can have here, across the frameworks' formats (exam_formats.py)
 CASES = [
@@ -55,6 +55,9 @@ CASES = [
     Case("exception_lightning", "exception", fmt="lightning", culprit=2),
     # under the real Slurm of the tests (exam_slurm.py), srun --label starting the agents
     Case("slurm_exception", "exception", culprit=2, slurm="srun"),
+    # a whole node lost under a real multi-node Slurm: each agent on a Slurm node of its own,
+    # so srun's "srun: error: NODE: task 1: Killed" names the lost node, as issue 56's job did
+    Case("node_lost_slurm", "node_lost", culprit=2, slurm="nodes"),
     Case("time_limit", "time_limit", steps=200, save_every=20, slurm="time_limit"),
     Case("preempt", "preempt", fmt="titan", steps=60, save_every=10, slurm="preempt"),
 ]
@@ -141,7 +144,7 @@ def main() -> int:
         try:
             for c in cases:
                 try:
-                    results.append(_case(c, root, a.reuse, slurm, Path(tmp)))
+                    results.append(_case(c, root, a.reuse, slurm, Path(tmp), cases))
                 except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                     # a job that could not run (Slurm not installed, a launch past its time)
                     # is reported and fails the run; the other cases are still scored
@@ -156,7 +159,7 @@ def main() -> int:
     return 1 if failed else 0
 
 
-def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
+def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path, cases: list[Case]) -> tuple:
     """One case generated (or, with ``reuse``, read back), imported blind and scored."""
     d = root / c.name
     if reuse and (d / "truth.json").exists():
@@ -166,7 +169,7 @@ def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
     else:
         print(f"=== {c.name}: {c.nnodes} agents x {c.nproc} ranks, {c.kind}", flush=True)
         if c.slurm and not slurm:
-            slurm.append(_slurm(tmp / "slurm"))
+            slurm.append(_slurm(tmp / "slurm", slurm_nodes(cases)))
         g = generate_slurm(c, root, slurm[0]) if c.slurm else generate(c, root)
         print(f"    generated in {g.seconds:.0f} s", flush=True)
     store = root / f"{c.name}.duckdb"
@@ -177,13 +180,14 @@ def _case(c: Case, root: Path, reuse: bool, slurm: list, tmp: Path) -> tuple:
     return g, got, sc
 
 
-def _slurm(base: Path):  # noqa: ANN202 (tests.slurm_fixture.SlurmCluster)
-    """The tests' one-node Slurm (``make slurm`` installs it), started for the Slurm cases."""
+def _slurm(base: Path, nodes: tuple[str, ...] = ()):  # noqa: ANN202 (tests.slurm_fixture.SlurmCluster)
+    """The tests' one-node Slurm (``make slurm`` installs it), started for the Slurm cases;
+    with ``nodes`` (the ``nodes`` cases' hosts, ``exam_slurm.slurm_nodes``) a slurmd each."""
     from tests.slurm_fixture import SlurmCluster
 
     print("    starting the tests' Slurm (tests/slurm_fixture.py)", flush=True)
     base.parent.chmod(0o755)  # munge and mysql must reach the cluster's dirs (a temp dir is 0700)
-    cluster = SlurmCluster(base)
+    cluster = SlurmCluster(base, nodes=nodes)
     try:
         return cluster.start()
     except BaseException:

@@ -49,7 +49,7 @@ class Case:
     failing_attempts: int = 1  # a restart loop: 4 (the first and three restarts) and no finish
     finish: bool = True  # a last attempt that runs to the end
     step_s: float = 0.3  # the time a step takes besides its all-reduce
-    slurm: str = ""  # under the real Slurm (exam_slurm.py): "srun", "time_limit", "preempt"
+    slurm: str = ""  # under the real Slurm (exam_slurm.py): srun, nodes, time_limit, preempt
     straggler_every: int = 0  # NVRx's straggler report every N steps (exam_train.py); 0: none
     label: str = "srun"  # each agent's lines labelled as srun --label's "N: " or pdsh's "host: "
 

@@ -5,6 +5,10 @@ real ``0: `` labels and Slurm's own lines. Cases (``Case.slurm``):
 
 - ``srun``: a rank fails as ``Case.kind`` says; the job is submitted again (a requeue) and
   resumes from its checkpoint;
+- ``nodes``: the same, each agent on a Slurm node of its own (the cluster's ``nodes``, named
+  as the case's hosts, ``SlurmCluster(nodes=slurm_nodes(cases))``) and under that node's name,
+  as on a real cluster: Slurm's own lines (``srun: error: NODE: task 1: Killed``) then name
+  the node a task ran on;
 - ``time_limit``: ``sbatch -t 1``; Slurm ends the job at its limit (``DUE TO TIME LIMIT``),
   then it is submitted again and finishes;
 - ``preempt``: a job of the higher-priority partition needs the node, Slurm cancels this one
@@ -21,16 +25,27 @@ from pathlib import Path
 
 from benchmarks import exam_jobs as jobs
 from benchmarks.exam_jobs import Case, Generated
-from tests.slurm_fixture import SlurmCluster, wait_for
+from tests.slurm_fixture import NODES_PARTITION, SlurmCluster, wait_for
 
 JOB_S = 900  # the longest a launch may take on a loaded machine
 
 
+FAILS = ("srun", "nodes")  # the modes in which a rank fails as the case says
+
+
+def slurm_nodes(cases: list[Case]) -> tuple[str, ...]:
+    """The Slurm nodes the ``nodes`` cases run on: their hosts (``SlurmCluster.nodes``)."""
+    return tuple(sorted({h for c in cases if c.slurm == "nodes" for h in jobs.hosts(c)}))
+
+
 def _script(case: Case, g: Generated, attempt: int, port: int) -> Path:
-    """The batch script: one srun task per node, the task's hostname by its SLURM_PROCID."""
+    """The batch script: one srun task per node, the task's hostname by its SLURM_PROCID, or
+    (``nodes``) the Slurm node's own name."""
     names = " ".join(jobs.hosts(case))
     node = jobs.agent_command(case, g, attempt, port, '"$1"')
     inner = f"set -- {names}; shift $SLURM_PROCID; {node}"
+    if case.slurm == "nodes":
+        inner = f'set -- "$SLURMD_NODENAME"; {node}'
     task = f"exec unshare --uts --mount sh -c {shlex.quote(inner)}"
     f = g.dir / f"job{attempt}.sh"
     f.write_text(f"#!/bin/bash\nsrun --label -n {case.nnodes} bash -c {shlex.quote(task)}\n")
@@ -49,13 +64,16 @@ def _progress(g: Generated, attempt: int) -> int:
 
 def _submit(cl: SlurmCluster, case: Case, g: Generated, attempt: int, *opts: str) -> str:
     env = jobs.job_env(
-        case, g, attempt, case.kind if case.slurm == "srun" and attempt == 1 else "none"
+        case, g, attempt, case.kind if case.slurm in FAILS and attempt == 1 else "none"
     )
     env["SLURM_CONF"] = str(cl.conf)
+    where = ["-N", "1", "-n", str(case.nnodes), "--exclusive", "--mem=3500M"]
+    if case.slurm == "nodes":  # one task on each node of the partition of the case's hosts
+        where = ["-p", NODES_PARTITION, "-w", ",".join(jobs.hosts(case)), "-N",
+                 str(case.nnodes), "--ntasks-per-node", "1", "--mem=1800M"]  # fmt: skip
     p = subprocess.run(
-        ["sbatch", "--parsable", "-J", f"exam-{case.name}", "-N", "1", "-n", str(case.nnodes),
-         "--exclusive", "--mem=3500M", "-o", str(g.log), "--open-mode=append", *opts,
-         str(_script(case, g, attempt, jobs.free_port()))],
+        ["sbatch", "--parsable", "-J", f"exam-{case.name}", *where, "-o", str(g.log),
+         "--open-mode=append", *opts, str(_script(case, g, attempt, jobs.free_port()))],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return p.stdout.strip().split(";")[0]

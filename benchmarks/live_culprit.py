@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import figures  # noqa: E402
 from benchmarks.exam import CASES  # noqa: E402
 from benchmarks.exam_jobs import Case  # noqa: E402
+from benchmarks.exam_slurm import slurm_nodes  # noqa: E402
 from benchmarks.live_cases import cascade_job, exam_job, hang16k_job  # noqa: E402
 from benchmarks.live_rig import Result, measure  # noqa: E402
 
@@ -67,10 +68,10 @@ def _scale_case(name: str, tmp: Path, args: argparse.Namespace) -> Result:
     return measure(make(tmp, args.nodes, args.per_node, CULPRIT, spread), logs)
 
 
-def _slurm(base: Path):  # noqa: ANN202
+def _slurm(base: Path, nodes: tuple[str, ...]):  # noqa: ANN202
     from benchmarks.exam import _slurm as start
 
-    cluster = start(base)
+    cluster = start(base, nodes)
     os.environ["SLURM_CONF"] = str(cluster.conf)  # serve's --slurm asks this cluster
     return cluster
 
@@ -113,7 +114,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         for name in todo:
-            results.append(_one(name, args, slurm))
+            results.append(_one(name, args, slurm, todo))
             _line(results[-1])
     finally:
         for cluster in slurm:
@@ -123,14 +124,15 @@ def main() -> None:
     _report(results, args.json)
 
 
-def _one(name: str, args: argparse.Namespace, slurm: list) -> Result:
+def _one(name: str, args: argparse.Namespace, slurm: list, todo: list[str]) -> Result:
     kept = tempfile.mkdtemp(prefix=f"live-{name}-", dir=args.keep) if args.keep else None
     with nullcontext(kept) if kept else tempfile.TemporaryDirectory() as tmp:
         if name in ("cascade", "hang16k"):
             return _scale_case(name, Path(tmp), args)
         (case,) = [c for c in CASES if c.name == name]
         if case.slurm and not slurm:
-            slurm.append(_slurm(Path(tempfile.mkdtemp(prefix="live-slurm-")) / "slurm"))
+            nodes = slurm_nodes([c for c in CASES if c.name in todo])  # the nodes cases'
+            slurm.append(_slurm(Path(tempfile.mkdtemp(prefix="live-slurm-")) / "slurm", nodes))
         return _exam_case(case, Path(tmp), slurm[0] if slurm else None)
 
 

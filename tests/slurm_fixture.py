@@ -50,6 +50,7 @@ DOWN_REASON = "PSU replaced, cabling check"
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 OOM_JOB = "python3 -c 'x = bytearray(700 * 2**20); import time; time.sleep(60)'"
 MAINT_RESERVATION = "ff-maint"
+NODES_PARTITION = "nodes"  # SlurmCluster.nodes: the partition of the extra nodes
 GPUS = 8  # gres/gpu on the one node: character devices made with mknod (no real GPU)
 # Two users in two accounts besides root (in ml): made with useradd -M when missing
 USERS = {"ffalice": "ml", "ffbob": "research"}
@@ -104,6 +105,10 @@ class SlurmCluster:
     ports: dict[str, int] = field(default_factory=dict)
     jobs: dict[str, str] = field(default_factory=dict)  # what each job shows -> job id
     started_s: float = 0.0
+    # more nodes, each a slurmd of its own on this host (``slurmd -N NAME``, its own port,
+    # spool and pid file), in partition ``NODES_PARTITION`` only: a multi-node job really gets
+    # one node per task there, and Slurm's own lines name that node (the exam's lost node)
+    nodes: tuple[str, ...] = ()
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # -- paths and environment --------------------------------------------------------------
@@ -117,7 +122,10 @@ class SlurmCluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def pidfile(self, name: str) -> Path:
-        """Where daemon ``name`` writes its pid (MariaDB's in a directory mysql can write)."""
+        """Where daemon ``name`` writes its pid (MariaDB's in a directory mysql can write;
+        with more ``nodes``, each slurmd's its own: ``slurmd-NODE``)."""
+        if name == "slurmd" and self.nodes:
+            name = f"slurmd-{self.node}"
         return self.base / ("mysql-run" if name == "mariadb" else "run") / f"{name}.pid"
 
     def run(self, *args: str, check: bool = True, timeout: float = 30) -> str:
@@ -156,7 +164,13 @@ class SlurmCluster:
             self.run("sacctmgr", "-i", "add", "user", user, f"Account={account}", check=False)
         self._daemon(["slurmctld"], "slurmctld")
         self._daemon(["slurmd"], "slurmd")
+        for n in self.nodes:
+            self._daemon(["slurmd", "-N", n], f"slurmd-{n}")
         wait_for("the node to be idle", lambda: "idle" in self.node_state(), 30)
+        if self.nodes:
+            wait_for("the nodes to be idle", lambda: self.run(
+                "sinfo", "-h", "-p", NODES_PARTITION, "-o", "%T", check=False).strip() == "idle",
+                30)  # fmt: skip
         self.started_s = time.monotonic() - t0
         return self
 
@@ -249,17 +263,19 @@ class SlurmCluster:
             "StorageLoc=slurm_acct_db\n"
         )
         dbd_conf = self.conf.parent / "slurmdbd.conf"
+        # several slurmds on this host: each its own spool, pid file and log (%n, its node)
+        slurmd = "-%n" if self.nodes else ""
         dbd_conf.write_text(dbd)
         os.chmod(dbd_conf, 0o600)
         self.conf.write_text(
             f"ClusterName={CLUSTER}\nSlurmctldHost={self.node}(127.0.0.1)\n{auth}"
             f"SlurmctldPort={p['ctld']}\nSlurmdPort={p['slurmd']}\n"
             "SlurmUser=root\nSlurmdUser=root\n"
-            f"StateSaveLocation={b / 'state'}\nSlurmdSpoolDir={b / 'spool'}\n"
+            f"StateSaveLocation={b / 'state'}\nSlurmdSpoolDir={b / 'spool'}{slurmd}\n"
             f"SlurmctldPidFile={self.pidfile('slurmctld')}\n"
-            f"SlurmdPidFile={self.pidfile('slurmd')}\n"
+            f"SlurmdPidFile={b / 'run' / 'slurmd'}{slurmd}.pid\n"
             f"SlurmctldLogFile={b / 'log' / 'slurmctld.log'}\n"
-            f"SlurmdLogFile={b / 'log' / 'slurmd.log'}\n"
+            f"SlurmdLogFile={b / 'log' / 'slurmd'}{slurmd}.log\n"
             # cgroup v1 memory limits, so a job past its --mem ends OUT_OF_MEMORY, as on a
             # real cluster (jobacct_gather's OverMemoryKill ends it FAILED, signal 9, instead)
             "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n"
@@ -279,7 +295,12 @@ class SlurmCluster:
             f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP "
             "PriorityTier=1\n"
             f"PartitionName=urgent Nodes={self.node} MaxTime=INFINITE State=UP PriorityTier=10\n"
-        )
+            + "".join(f"NodeName={n} NodeHostname={self.node} NodeAddr=127.0.0.1 "
+                      f"Port={free_port()} CPUs=4 RealMemory=2048 State=UNKNOWN\n"
+                      for n in self.nodes)
+            + (f"PartitionName={NODES_PARTITION} Nodes={','.join(self.nodes)} "
+               "MaxTime=INFINITE State=UP\n" if self.nodes else "")
+        )  # fmt: skip
 
         # beside slurm.conf, where slurmd looks for it; this host's cgroup v1 hierarchy
         # GPUs on a GPU-less node: gres.conf naming character devices (a count-only line makes
@@ -472,7 +493,8 @@ class SlurmCluster:
                          20, 0.5)  # fmt: skip
             except RuntimeError:
                 pass
-        for name in ("slurmd", "slurmctld", "slurmdbd", "mariadb"):
+        for name in (*(f"slurmd-{n}" for n in self.nodes), "slurmd", "slurmctld", "slurmdbd",
+                     "mariadb"):  # fmt: skip
             pid = self._kill(name)
             if pid is not None:
                 self._reap(pid, 20)

@@ -8,13 +8,17 @@ the benchmark, not here."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from benchmarks.exam import CASES
-from benchmarks.exam_jobs import hosts
+from benchmarks.exam import CASES, _slurm
+from benchmarks.exam_jobs import Generated, hosts
+from benchmarks.exam_score import import_case
+from benchmarks.exam_slurm import slurm_nodes
 from benchmarks.live_culprit import _exam_case
 
 pytestmark = pytest.mark.live
@@ -32,3 +36,36 @@ def test_the_culprit_is_alerted_live_with_its_rank_and_host(name: str, tmp_path:
     assert r.culprit_s is not None, (r.named, (tmp_path / name / "serve.log").read_text()[-3000:])
     want = f"rank {case.culprit} on {hosts(case)[case.culprit // case.nproc]}"
     assert r.right and r.named == want, (r.named, want)
+
+
+def test_a_node_lost_under_real_slurm_is_the_node_slurm_names_never_a_survivor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exam's ``node_lost_slurm``: under the suite's real Slurm with a slurmd per node
+    (``SlurmCluster.nodes``), ``srun --label`` starts one torchrun agent on each of two nodes;
+    every rank of the second node and its agent are SIGKILLed at once. ``serve`` follows the
+    log and Slurm: its first culprit alert names the lost node (srun's own ``srun: error:
+    NODE: task 1: Killed``), and so does a blind import of the same log; the survivor's node
+    is never named. (Before, the case ran both agents on one Slurm node, ``vm``, and the
+    product named vm, where the survivor ran.)"""
+    assert os.geteuid() == 0 and shutil.which("unshare"), "the exam's jobs need root and unshare"
+    (case,) = [c for c in CASES if c.name == "node_lost_slurm"]
+    survivor, lost = hosts(case)
+    base = Path(tempfile.mkdtemp(prefix="ff-slurm-"))
+    cluster = _slurm(base / "slurm", slurm_nodes([case]))
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))  # serve's --slurm asks it
+        r = _exam_case(case, tmp_path, cluster)
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    d = tmp_path / case.name
+    log = d / "logs" / "slurm-4242.out"
+    assert f"srun: error: {lost}: task 1: Killed" in log.read_text()
+    assert r.culprit_s is not None, (r.named, (d / "serve.log").read_text()[-3000:])
+    assert r.right and r.named == f"host {lost}", r.named
+    got = import_case(Generated(case, d, log, d / "ckpt", d / "fr"), tmp_path / "blind.duckdb")
+    assert got["import_rc"] == 0, got["import_out"]
+    (i,) = got["run"]["interruptions"]["list"]
+    assert (i["host"], i["rank"], i["component"]) == (lost, None, "Host Maintenance")
+    assert not re.search(rf"\b{survivor}\b", i["description"]), i["description"]
