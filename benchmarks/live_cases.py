@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from benchmarks.exam_jobs import Case, _attempt, attempts, free_port, hosts, prepare
+from benchmarks.exam_score import host_unknowable
 from benchmarks.live_rig import Job, Want, Watch
 from tests import cascade_fixture as cf
 
@@ -100,6 +101,8 @@ def exam_job(case: Case, tmp: Path, slurm: object | None = None) -> tuple[Job, P
         want = Want(None, None, cause=CAUSE[case.slurm])
     elif case.kind == "slow":  # no stop: the straggler reports' rank, alerted as slow
         want = Want(case.culprit, names[case.culprit // case.nproc], alerts=("RankSlow",))
+    elif host_unknowable(case):  # nothing names the lost node's host: "unknown" is right,
+        want = Want(None, None, cause="node lost")  # a host named is wrong (exam_score)
     elif case.failing_attempts > 1:
         want = Want(case.culprit, names[case.culprit // case.nproc], alerts=("RestartLoop",))
     else:

@@ -59,8 +59,9 @@ class Watch:
 @dataclass(frozen=True)
 class Want:
     """The right answer: the culprit's rank (None: a node, no rank) and host, or (``cause``)
-    a cause with no culprit at all (Slurm's time limit, a preemption): then an alert naming
-    any rank or host names a victim. ``alerts``: the alert names that answer."""
+    a cause with no culprit at all (Slurm's time limit, a preemption) or none that can be
+    known (a node lost that no line names): then an alert naming any rank or host names a
+    victim. ``alerts``: the alert names that answer."""
 
     rank: int | None
     host: str | None
