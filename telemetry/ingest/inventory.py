@@ -31,6 +31,7 @@ WORKLOAD_LABELS = ("namespace", "pod", "container", "hpc_job")  # defaults for `
 DEFAULT_ROLE = "job"  # a scraped node's role unless its target says otherwise
 MAX_VALUE = 256  # characters kept of a target label's value
 _GPU_COLUMNS = tuple(ATTRIBUTION.values())
+GpuIdKey = tuple[str, int, str]  # (host, gpu index, MIG instance or "")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,50 @@ def label_rows(rows: GpuRows, labels: Sequence[Mapping[str, str]]) -> Labelled:
     return Labelled(attribution, node)
 
 
+def register(
+    rows: GpuRows, labelled: Labelled, gpu_ids: Mapping[GpuIdKey, int], node_ids: Mapping[str, int]
+) -> tuple[np.ndarray, dict[GpuIdKey, int], pa.Table, pa.Table]:
+    """gpu_id per row (the known ones from ``gpu_ids``, new GPUs and nodes numbered after the
+    known ones), the new GPUs' keys -> ids, and the new nodes' and GPUs' rows, with their
+    targets' labels."""
+    get = gpu_ids.get
+    mig = [v or "" for v in rows.attribution["mig_instance"]]
+    keys = list(zip(rows.host, rows.gpu.tolist(), mig, strict=True))
+    ids = np.fromiter((get(k, -1) for k in keys), np.int64, len(keys))
+    new = np.flatnonzero(ids < 0)
+    first_gpu = max(gpu_ids.values(), default=-1) + 1
+    ids[new] = first_gpu + np.arange(len(new))
+    hosts = [rows.host[i] for i in new]
+    first_row: dict[str, int] = {}
+    for i in new.tolist():
+        first_row.setdefault(rows.host[i], i)
+    node_hosts = [h for h in first_row if h not in node_ids]
+    rack, role = (labelled.node[c] for c in NODE_LABELS)
+    first_node = max(node_ids.values(), default=-1) + 1
+    node_of = {h: first_node + j for j, h in enumerate(node_hosts)}
+    node_of.update((h, node_ids[h]) for h in hosts if h in node_ids)
+    nodes = pa.table(
+        {
+            "node_id": pa.array(range(first_node, first_node + len(node_hosts)), pa.int32()),
+            "host": pa.array(node_hosts, pa.string()),
+            "rack": pa.array([rack[first_row[h]] for h in node_hosts], pa.string()),
+            "role": pa.array([role[first_row[h]] or DEFAULT_ROLE for h in node_hosts], pa.string()),
+        }
+    )
+    take = pa.array(new, pa.int64())
+    gpus = pa.table(
+        {
+            "gpu_id": pa.array(ids[new], pa.int32()),
+            "node_id": pa.array([node_of[h] for h in hosts], pa.int32()),
+            "host": pa.array(hosts, pa.string()),
+            "gpu": pa.array(rows.gpu[new], pa.int16()),
+            **{c: pa.array(labelled.attribution[c], pa.string()).take(take) for c in _GPU_COLUMNS},
+        }
+    )
+    new_keys = {keys[i]: int(ids[i]) for i in new}
+    return ids.astype(np.int32), new_keys, nodes, gpus
+
+
 @dataclass(frozen=True)
 class Changes:
     """Stored rows whose values changed: ``nodes`` (host, rack, role; None keeps the stored
@@ -84,6 +129,18 @@ class Changes:
         return nodes, table(self.gpus, ("gpu_id", *_GPU_COLUMNS), gpu_types)
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A round's rows placed in the inventory: ``ids`` (gpu_id per row), ``new_keys`` (the new
+    GPUs' keys -> ids), the new ``nodes`` and ``gpus`` rows, and ``changes`` of stored rows."""
+
+    ids: np.ndarray
+    new_keys: dict[GpuIdKey, int]
+    nodes: pa.Table
+    gpus: pa.Table
+    changes: Changes
+
+
 class Inventory:
     """The stored ``nodes`` (rack, role) and ``gpus`` (attribution) values of one store, to
     tell a round's values that changed from those that did not without a query per round."""
@@ -96,6 +153,22 @@ class Inventory:
         self.gpus: dict[int, tuple[str | None, ...]] = {
             int(r[0]): tuple(r[1:]) for r in store.rows(f"SELECT gpu_id, {cols} FROM gpus")
         }
+
+    def take(
+        self,
+        rows: GpuRows,
+        labels: Sequence[Mapping[str, str]],
+        gpu_ids: Mapping[GpuIdKey, int],
+        node_ids: Mapping[str, int],
+        late: bool,
+    ) -> Taken:
+        """A round's ``rows`` with ``labels`` (each scrape's target labels) applied, their ids
+        (``register``) and what changed of the stored rows (nothing for a ``late`` round: its
+        labels are not news), in one call: the round's rows pass through here once."""
+        labelled = label_rows(rows, labels)
+        ids, new_keys, nodes, gpus = register(rows, labelled, gpu_ids, node_ids)
+        changed = Changes([], []) if late else self.changes(rows, ids, labelled)
+        return Taken(ids, new_keys, nodes, gpus, changed)
 
     def changes(self, rows: GpuRows, ids: np.ndarray, labelled: Labelled) -> Changes:
         """What differs between the round and what is stored, for rows already stored (new

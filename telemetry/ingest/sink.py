@@ -27,7 +27,6 @@ not replace it, as a restarted sink (which loads the newest stored state) would 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,9 +35,9 @@ import pandas as pd
 import pyarrow as pa
 
 from telemetry.catalog import MAX_XID, SAMPLE_COLUMNS
-from telemetry.ingest.dcgm_rows import ATTRIBUTION, GpuRows, round_rows
+from telemetry.ingest.dcgm_rows import GpuRows, round_rows
 from telemetry.ingest.exposition import LabelSet, Scrape
-from telemetry.ingest.inventory import DEFAULT_ROLE, Changes, Inventory, Labelled, label_rows
+from telemetry.ingest.inventory import GpuIdKey, Inventory
 from telemetry.ingest.roundparse import parse_round
 from telemetry.ingest.targets import Fetch
 from telemetry.store import Store
@@ -50,8 +49,6 @@ XID_STATE_HORIZON_S = 3600.0  # XID counts older than this are never compared ag
 STALE_HORIZON_S = 3600.0  # a stored unchanged count older than this starts over
 STALE_AFTER = 4  # identical scrapes in a row that make a target stale (exporters collect
 # every 30 s by default, so at a 15 s scrape interval two identical scrapes in a row are normal)
-
-GpuIdKey = tuple[str, int, str]  # (host, gpu index, MIG instance or "")
 
 
 @dataclass(frozen=True)
@@ -198,10 +195,11 @@ class StoreSink:
         up = [f for f in fetches if f.text is not None]
         scrapes = parse_round([f.text or "" for f in up])
         rows = round_rows(scrapes, [f.target.host for f in up])
-        labelled = label_rows(rows, [f.target.labels for f in up])
-        ids, new_keys, nodes, gpus = self._register(rows, labelled)
         late = self._newest is not None and ts < self._newest  # its labels are not news
-        changed = Changes([], []) if late else self.inventory.changes(rows, ids, labelled)
+        got = self.inventory.take(
+            rows, [f.target.labels for f in up], self.gpu_ids, self.node_ids, late
+        )
+        ids, nodes, gpus = got.ids, got.nodes, got.gpus
         xid_state, xid_events = self._xids(ts, rows, ids)
         seen = self._staleness(fetches, up, scrapes)
         health = self._health(ts, fetches, scrapes, rows, seen)
@@ -216,13 +214,13 @@ class StoreSink:
             batch["gpu_samples_extra"] = extras
             batch["xid_events"] = xid_events
         batch["targets"] = health
-        self.inventory.apply(self.store, changed)  # observed facts, whatever becomes of the rest
+        self.inventory.apply(self.store, got.changes)  # observed, whatever becomes of the round
         try:
             self.store.append_many(batch, batch_id=batch_id, kind="scrape", once=once)
         except BaseException:
             self._load_ids()  # new ids of this round were rolled back with it
             raise
-        self.gpu_ids.update(new_keys)
+        self.gpu_ids.update(got.new_keys)
         self.inventory.learn(nodes, gpus)
         self.node_ids.update(
             zip(nodes["host"].to_pylist(), nodes["node_id"].to_pylist(), strict=True)
@@ -242,53 +240,6 @@ class StoreSink:
         )
 
     # -- pieces ----------------------------------------------------------------------------
-    def _register(
-        self, rows: GpuRows, labelled: Labelled
-    ) -> tuple[np.ndarray, dict[GpuIdKey, int], pa.Table, pa.Table]:
-        """gpu_id per row, the new GPUs' keys -> ids, and the new nodes' and GPUs' rows (with
-        their targets' labels: ``telemetry.ingest.inventory``)."""
-        get = self.gpu_ids.get
-        mig = _blank(rows.attribution["mig_instance"])
-        keys = list(zip(rows.host, rows.gpu.tolist(), mig, strict=True))
-        ids = np.fromiter((get(k, -1) for k in keys), np.int64, len(keys))
-        new = np.flatnonzero(ids < 0)
-        first_gpu = max(self.gpu_ids.values(), default=-1) + 1
-        ids[new] = first_gpu + np.arange(len(new))
-        hosts = [rows.host[i] for i in new]
-        first_row: dict[str, int] = {}
-        for i in new.tolist():
-            first_row.setdefault(rows.host[i], i)
-        node_hosts = [h for h in first_row if h not in self.node_ids]
-        rack, role = (labelled.node[c] for c in ("rack", "role"))
-        first_node = max(self.node_ids.values(), default=-1) + 1
-        node_of = {h: first_node + j for j, h in enumerate(node_hosts)}
-        node_of.update((h, self.node_ids[h]) for h in hosts if h in self.node_ids)
-        nodes = pa.table(
-            {
-                "node_id": pa.array(range(first_node, first_node + len(node_hosts)), pa.int32()),
-                "host": pa.array(node_hosts, pa.string()),
-                "rack": pa.array([rack[first_row[h]] for h in node_hosts], pa.string()),
-                "role": pa.array(
-                    [role[first_row[h]] or DEFAULT_ROLE for h in node_hosts], pa.string()
-                ),
-            }
-        )
-        take = pa.array(new, pa.int64())
-        gpus = pa.table(
-            {
-                "gpu_id": pa.array(ids[new], pa.int32()),
-                "node_id": pa.array([node_of[h] for h in hosts], pa.int32()),
-                "host": pa.array(hosts, pa.string()),
-                "gpu": pa.array(rows.gpu[new], pa.int16()),
-                **{
-                    c: pa.array(labelled.attribution[c], pa.string()).take(take)
-                    for c in ATTRIBUTION.values()
-                },
-            }
-        )
-        new_keys = {keys[i]: int(ids[i]) for i in new}
-        return ids.astype(np.int32), new_keys, nodes, gpus
-
     def _xids(self, ts: datetime, rows: GpuRows, ids: np.ndarray) -> tuple[_XidState, pd.DataFrame]:
         """The XID state after this round and its new XID events."""
         events: dict[tuple[int, int], None] = {}
@@ -413,10 +364,6 @@ class StoreSink:
                 "unchanged": "Int32",
             }
         )
-
-
-def _blank(values: Sequence[str | None]) -> list[str]:
-    return [v or "" for v in values]
 
 
 def _window_s(labels: dict[str, str]) -> float:
