@@ -468,7 +468,7 @@ def test_minmax_lines_read_each_line_as_the_report_reads_it(line: str) -> None:
         took = slow.line(line.removesuffix("\r"))
     except ValueError:
         took = False
-    assert fast.rows == (slow.rows if n else [])
+    assert fast.finish() == (slow.finish() if n else [])
     assert n <= took and end == (len(line.encode()) + 1 if n else 0)
     if line in _MINMAX_SHAPES[:2]:  # Megatron's own lines are taken
         assert n == 1
@@ -497,5 +497,13 @@ def test_a_timers_block_parses_the_same_by_the_fast_path_and_line_by_line(tmp_pa
         scans.append(p.scan())
     fast, slow = scans
     assert fast.rank_perf == slow.rank_perf and len(fast.rank_perf) > 3 * len(_MINMAX_SHAPES)
+    reader = LogParser(tmp_path / "slurm-1.out", window=None, keep=False)  # import, follow: the
+    reader.feed_block(data, 1, final=True)  # runs of (min, max) lines kept as columns (#56)
+    reader.finish()
+    batch = reader.drain()
+    assert batch.timer_runs and len(batch.rank_perf) < len(slow.rank_perf)
+    kept = batch.rank_perf + [r for run in batch.timer_runs for r in run.rows()]
+    assert sorted(kept, key=repr) == sorted(slow.rank_perf, key=repr)
+    assert reader.counts["rank_perf_rows"] == slow.counts["rank_perf_rows"] == len(kept)
     assert (fast.counts, fast.bad, fast.unread) == (slow.counts, slow.bad, slow.unread)
     assert (fast.metrics, fast.signals) == (slow.metrics, slow.signals)

@@ -35,14 +35,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from telemetry import env
 from telemetry.collect.logs.import_source import log_digest
 from telemetry.collect.logs.logclock import MAX_FUTURE_S, SPAN_S, file_window
+from telemetry.collect.logs.rankperf import MEGATRON
 from telemetry.errors import FactoryFloorError
 from telemetry.ingest.seam import (
     RUN_OPTION,
@@ -184,7 +188,7 @@ class _Log:
         elif not self.follow:
             self.parser.finish()  # a per-rank report or a cut traceback that ends the file
             last = self.parser.drain()
-            if last.rank_perf or last.rank_hosts or last.signals:
+            if last.rank_perf or last.timer_runs or last.rank_hosts or last.signals:
                 yield last, self._id(offset, b""), offset, lineno
 
     def _id(self, start: int, block: bytes, digest: str = "") -> str:
@@ -315,13 +319,8 @@ def _tables(batch: Any, run: str | None) -> dict[str, pd.DataFrame | pa.Table]:
                 "origin": [r[3] for r in batch.rank_hosts],
             }
         )
-    perf = batch.rank_perf
-    if perf and run:  # the rows transposed at once: a 1 GiB Megatron log has a million (a
-        cols = list(zip(*perf, strict=True))  # timers block every 10 iterations)
-        if None in cols[0]:  # an untimed report: counted, not stored
-            cols = list(zip(*(r for r in perf if r.ts is not None), strict=True))
-        if cols:
-            out["rank_perf"] = _rank_perf(run, cols)
+    if run and (table := _rank_perf(run, batch.rank_perf, batch.timer_runs)) is not None:
+        out["rank_perf"] = table
     events = [e for e in batch.checkpoint_events if e.ts is not None]
     if events:
         out["checkpoint_events"] = pd.DataFrame(
@@ -351,21 +350,43 @@ def _log_file(log: _Log, run: str | None, now: datetime) -> pd.DataFrame:
                          "seen_ts": [_naive_utc(now)]})
 
 
-def _rank_perf(run: str, cols: list[tuple]) -> pa.Table:
-    """``rank_perf`` in Arrow (built and stored 2x faster than pandas) from the columns of
-    ``RankPerf`` rows."""
-    ts, rank, host, source, metric, score, value_ms, origin = cols
-    return pa.table({
-        "run_id": pa.array([run] * len(ts), pa.string()),
-        "ts": pa.array(ts, pa.timestamp("us")),
-        "rank": pa.array(rank, pa.int32()),
-        "host": pa.array(host, pa.string()),
-        "source": pa.array(source, pa.string()),
-        "metric": pa.array(metric, pa.string()),
-        "score": pa.array(score, pa.float64()),
-        "value_ms": pa.array(value_ms, pa.float64()),
-        "origin": pa.array(origin, pa.string()),
-    })
+def _rank_perf(run: str, rows: list[Any], runs: list[Any]) -> pa.Table | None:
+    """``rank_perf`` in Arrow (built and stored 2x faster than pandas) of the timed ``RankPerf``
+    rows and (min, max) ``TimerRun``s (an untimed report is counted, not stored); None when
+    there is none. A 1 GiB Megatron log has a million rows (a timers block every 10
+    iterations): the rows are transposed at once, the runs' columns joined, their times and
+    origins repeated in Arrow."""
+    parts = []
+    if rows := [r for r in rows if r.ts is not None]:
+        ts, rank, host, source, metric, score, value_ms, origin = zip(*rows, strict=True)
+        parts.append(pa.table({
+            "run_id": pa.array([run] * len(ts), pa.string()),
+            "ts": pa.array(ts, pa.timestamp("us")),
+            "rank": pa.array(rank, pa.int32()),
+            "host": pa.array(host, pa.string()),
+            "source": pa.array(source, pa.string()),
+            "metric": pa.array(metric, pa.string()),
+            "score": pa.array(score, pa.float64()),
+            "value_ms": pa.array(value_ms, pa.float64()),
+            "origin": pa.array(origin, pa.string()),
+        }))
+    if runs := [r for r in runs if r.ts is not None]:
+        each = np.repeat(np.arange(len(runs)), [len(r.hi) for r in runs])
+        lo = pa.array(list(chain.from_iterable(r.lo for r in runs)), pa.float64())
+        hi = pa.array(list(chain.from_iterable(r.hi for r in runs)), pa.float64())
+        n = len(hi)
+        parts.append(pa.table({
+            "run_id": pa.array([run] * n, pa.string()),
+            "ts": pa.array([r.ts for r in runs], pa.timestamp("us")).take(each),
+            "rank": pa.nulls(n, pa.int32()),
+            "host": pa.nulls(n, pa.string()),
+            "source": pa.array([MEGATRON] * n, pa.string()),
+            "metric": pa.array(list(chain.from_iterable(r.names for r in runs)), pa.string()),
+            "score": pc.divide(lo, hi),
+            "value_ms": hi,
+            "origin": pa.array([r.origin for r in runs], pa.string()).take(each),
+        }))
+    return pa.concat_tables(parts) if parts else None
 
 
 def _settings(parser: Any, run: str) -> pd.DataFrame | None:
@@ -585,8 +606,10 @@ class ClusterSource:
                 acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
         acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
         timed = sum(1 for r in batch.rank_perf if r.ts is not None)
-        acc.rank_perf += timed
-        acc.untimed_rank_perf += len(batch.rank_perf) - timed
+        timed_runs = sum(len(t.hi) for t in batch.timer_runs if t.ts is not None)
+        acc.rank_perf += timed + timed_runs
+        acc.untimed_rank_perf += len(batch.rank_perf) - timed + sum(
+            len(t.hi) for t in batch.timer_runs) - timed_runs
         acc.assumed_year = log.parser.clock.assumed_year
         if acc.assumed_year is not None:
             acc.year_from = _year_from(log)

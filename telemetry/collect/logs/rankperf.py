@@ -52,6 +52,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from math import isfinite
+from operator import le
 from typing import NamedTuple
 
 MEGATRON, NVRX = "megatron", "nvrx"
@@ -174,6 +175,23 @@ def _rank(text: str) -> int:
     return r
 
 
+
+class TimerRun(NamedTuple):
+    """A run of Megatron's (min, max) lines of one report, read in one pass and kept as
+    columns (#56: a 1 GiB log has a million such rows; a tuple each was a fifth of its parse,
+    on the thread that holds the GIL). ``rows()`` are the ``RankPerf`` rows it stands for."""
+
+    ts: datetime | None
+    origin: str
+    names: list[str]
+    lo: list[float]
+    hi: list[float]
+
+    def rows(self) -> list[RankPerf]:
+        ts, origin = self.ts, self.origin
+        return [RankPerf(ts, None, None, MEGATRON, n, lo / hi, hi, origin)
+                for n, lo, hi in zip(self.names, self.lo, self.hi, strict=True)]
+
 @dataclass
 class Report:
     """One report being read: its kind, writer prefix, time and what its lines said."""
@@ -185,6 +203,7 @@ class Report:
     timer: str | None = None  # the ``all`` form's current timer
     times: dict[str, dict[int, float]] = field(default_factory=dict)
     rows: list[RankPerf] = field(default_factory=list)
+    runs: list[tuple[int, TimerRun]] = field(default_factory=list)  # (where in rows, run)
     gap: int = 0  # other writers' lines since its last line
 
     def line(self, body: str) -> bool:
@@ -237,13 +256,13 @@ class Report:
         if run is None:
             return s, 0
         if run.end() - s <= limit:
-            got = [(name, float(lo), float(hi))
-                   for name, lo, hi in MINMAX_LINE.findall(block, s, run.end())]
-            if all(0 < hi <= MAX_MS and lo <= hi for _, lo, hi in got):
-                ts, origin, named, new = self.ts, self.origin, _NAMES.get, tuple.__new__
-                self.rows += [new(RankPerf, (ts, None, None, MEGATRON, named(n) or _name(n),
-                                             lo / hi, hi, origin)) for n, lo, hi in got]
-                return run.end(), len(got)
+            names, los, his = zip(*MINMAX_LINE.findall(block, s, run.end()), strict=True)
+            lo, hi = list(map(float, los)), list(map(float, his))  # plain decimals: no NaN
+            if min(hi) > 0 and max(hi) <= MAX_MS and all(map(le, lo, hi)):
+                named = _NAMES.get
+                got = TimerRun(self.ts, self.origin, [named(n) or _name(n) for n in names], lo, hi)
+                self.runs.append((len(self.rows), got))
+                return run.end(), len(hi)
         n, match, rows = 0, MINMAX_LINE.match, self.rows
         while (m := match(block, s)) is not None and m.end() - 1 - s <= limit:
             lo, hi = float(m.group(2)), float(m.group(3))
@@ -276,6 +295,17 @@ class Report:
     def finish(self) -> list[RankPerf]:
         """The report's rows (the ``all`` form's scores computed now that every rank is in)."""
         out = list(self.rows)
+        for at, run in reversed(self.runs):
+            out[at:at] = run.rows()
+        return out + self._all_rows()
+
+    def finish_columns(self) -> tuple[list[RankPerf], list[TimerRun]]:
+        """``finish`` with the runs of (min, max) lines kept as columns: (the other rows, the
+        runs)."""
+        return self.rows + self._all_rows(), [run for _, run in self.runs]
+
+    def _all_rows(self) -> list[RankPerf]:
+        out: list[RankPerf] = []
         for name, by_rank in self.times.items():
             ranks = {r: ms for r, ms in by_rank.items() if ms > 0}
             if not ranks:

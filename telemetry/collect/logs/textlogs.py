@@ -82,6 +82,8 @@ class LogBatch:
     # progress points as columns (``ts``, ``step``, ``loss``, ``lr``, ``grad_norm``, ``tokens``,
     # a list each, every point timed), from blocks whose every point was read column-wise
     metric_columns: list[dict[str, list[Any]]] = field(default_factory=list)
+    # rank_perf rows of Megatron's (min, max) lines as columns (``keep=False`` readers)
+    timer_runs: list[rp.TimerRun] = field(default_factory=list)
 
 
 @dataclass
@@ -137,6 +139,7 @@ class LogParser:
         self.rank_hosts: list[RankHost] = []
         self.rank_perf: list[rp.RankPerf] = []
         self.metric_columns: list[dict[str, list[Any]]] = []  # see LogBatch; keep=False only
+        self.timer_runs: list[rp.TimerRun] = []  # see LogBatch; keep=False only
         self._newest: tuple[int, datetime, int] | None = None  # (step, ts, line): _columnwise
         self._report: rp.Report | None = None  # a per-rank timing report being read
         # (setting, value as written, file:line, line): the run's settings the log states,
@@ -254,8 +257,8 @@ class LogParser:
         m, e, s, r, p = self._drained
         out = LogBatch(self.metrics[m:], self.metric_origins[m:], self.checkpoint_events[e:],
                        self.signals[s:], self.rank_hosts[r:], self.rank_perf[p:],
-                       self.metric_columns)
-        self.metric_columns = []
+                       self.metric_columns, self.timer_runs)
+        self.metric_columns, self.timer_runs = [], []
         if self.keep:
             self._drained = (len(self.metrics), len(self.checkpoint_events), len(self.signals),
                              len(self.rank_hosts), len(self.rank_perf))
@@ -703,9 +706,13 @@ class LogParser:
         rep, self._report = self._report, None
         if rep is None:
             return
-        rows = rep.finish()
+        if self.keep:
+            rows, runs = rep.finish(), []
+        else:  # a long-lived reader: the (min, max) runs stay columns to the store
+            rows, runs = rep.finish_columns()
+            self.timer_runs += runs
         self.rank_perf.extend(rows)
-        self.counts["rank_perf_rows"] += len(rows)
+        self.counts["rank_perf_rows"] += len(rows) + sum(len(r.hi) for r in runs)
         for rank, host in rep.named_hosts():
             self._map(rank, host, "nvrx straggler report", int(rep.origin.rsplit(":", 1)[1]))
 
