@@ -359,34 +359,29 @@ def _rank_perf(run: str, rows: list[Any], runs: list[Any]) -> pa.Table | None:
     parts = []
     if rows := [r for r in rows if r.ts is not None]:
         ts, rank, host, source, metric, score, value_ms, origin = zip(*rows, strict=True)
-        parts.append(pa.table({
-            "run_id": pa.array([run] * len(ts), pa.string()),
-            "ts": pa.array(ts, pa.timestamp("us")),
-            "rank": pa.array(rank, pa.int32()),
-            "host": pa.array(host, pa.string()),
-            "source": pa.array(source, pa.string()),
-            "metric": pa.array(metric, pa.string()),
-            "score": pa.array(score, pa.float64()),
-            "value_ms": pa.array(value_ms, pa.float64()),
-            "origin": pa.array(origin, pa.string()),
-        }))
+        parts.append(_perf_table(run, pa.array(ts, pa.timestamp("us")), pa.array(rank, pa.int32()),
+                                 pa.array(host, pa.string()), pa.array(source, pa.string()),
+                                 metric, pa.array(score, pa.float64()),
+                                 pa.array(value_ms, pa.float64()), pa.array(origin, pa.string())))
     if runs := [r for r in runs if r.ts is not None]:
-        each = np.repeat(np.arange(len(runs)), [len(r.hi) for r in runs])
+        each = pa.array(np.repeat(np.arange(len(runs)), [len(r.hi) for r in runs]))
         lo = pa.array(list(chain.from_iterable(r.lo for r in runs)), pa.float64())
         hi = pa.array(list(chain.from_iterable(r.hi for r in runs)), pa.float64())
-        n = len(hi)
-        parts.append(pa.table({
-            "run_id": pa.array([run] * n, pa.string()),
-            "ts": pa.array([r.ts for r in runs], pa.timestamp("us")).take(each),
-            "rank": pa.nulls(n, pa.int32()),
-            "host": pa.nulls(n, pa.string()),
-            "source": pa.array([MEGATRON] * n, pa.string()),
-            "metric": pa.array(list(chain.from_iterable(r.names for r in runs)), pa.string()),
-            "score": pc.divide(lo, hi),
-            "value_ms": hi,
-            "origin": pa.array([r.origin for r in runs], pa.string()).take(each),
-        }))
+        parts.append(_perf_table(run, pa.array([r.ts for r in runs], pa.timestamp("us")).take(each),
+                                 pa.nulls(len(hi), pa.int32()), pa.nulls(len(hi), pa.string()),
+                                 pa.array([MEGATRON] * len(hi), pa.string()),
+                                 list(chain.from_iterable(r.names for r in runs)),
+                                 pc.divide(lo, hi), hi,
+                                 pa.array([r.origin for r in runs], pa.string()).take(each)))
     return pa.concat_tables(parts) if parts else None
+
+
+def _perf_table(run: str, ts: pa.Array, rank: pa.Array, host: pa.Array, source: pa.Array,
+                metric: Sequence[str], score: pa.Array, value_ms: pa.Array, origin: pa.Array
+                ) -> pa.Table:  # fmt: skip
+    return pa.table({"run_id": pa.array([run] * len(ts), pa.string()), "ts": ts, "rank": rank,
+                     "host": host, "source": source, "metric": pa.array(metric, pa.string()),
+                     "score": score, "value_ms": value_ms, "origin": origin})
 
 
 def _settings(parser: Any, run: str) -> pd.DataFrame | None:
@@ -606,10 +601,10 @@ class ClusterSource:
                 acc.signals[s.kind] = acc.signals.get(s.kind, 0) + 1
         acc.checkpoint_events += sum(1 for e in batch.checkpoint_events if e.ts is not None)
         timed = sum(1 for r in batch.rank_perf if r.ts is not None)
-        timed_runs = sum(len(t.hi) for t in batch.timer_runs if t.ts is not None)
-        acc.rank_perf += timed + timed_runs
-        acc.untimed_rank_perf += len(batch.rank_perf) - timed + sum(
-            len(t.hi) for t in batch.timer_runs) - timed_runs
+        timed += sum(len(t.hi) for t in batch.timer_runs if t.ts is not None)
+        rows = len(batch.rank_perf) + sum(len(t.hi) for t in batch.timer_runs)
+        acc.rank_perf += timed
+        acc.untimed_rank_perf += rows - timed
         acc.assumed_year = log.parser.clock.assumed_year
         if acc.assumed_year is not None:
             acc.year_from = _year_from(log)

@@ -175,7 +175,6 @@ def _rank(text: str) -> int:
     return r
 
 
-
 class TimerRun(NamedTuple):
     """A run of Megatron's (min, max) lines of one report, read in one pass and kept as
     columns (#56: a 1 GiB log has a million such rows; a tuple each was a fifth of its parse,
@@ -191,6 +190,7 @@ class TimerRun(NamedTuple):
         ts, origin = self.ts, self.origin
         return [RankPerf(ts, None, None, MEGATRON, n, lo / hi, hi, origin)
                 for n, lo, hi in zip(self.names, self.lo, self.hi, strict=True)]
+
 
 @dataclass
 class Report:
