@@ -507,3 +507,73 @@ def test_a_timers_block_parses_the_same_by_the_fast_path_and_line_by_line(tmp_pa
     assert reader.counts["rank_perf_rows"] == slow.counts["rank_perf_rows"] == len(kept)
     assert (fast.counts, fast.bad, fast.unread) == (slow.counts, slow.bad, slow.unread)
     assert (fast.metrics, fast.signals) == (slow.metrics, slow.signals)
+
+
+_MORE_SHAPES = [
+    "  a . b ..: (1.0, 2.0)",  # the lazy name stops at the first " ...: ("
+    "  x .... y ....: (3.25, 4.5)",
+    "  z: (1.0, 2.0) ....: (5.0, 6.0)",
+    "  tail spaces ..: (1.0, 2.0) \t ",
+    "  ..: (1.0, 2.0)",  # no name
+    "(min, max) time across ranks (ms):",
+]
+
+
+@pytest.mark.parametrize("line", _MINMAX_SHAPES + _MORE_SHAPES)
+def test_the_sieves_timer_regex_matches_as_the_parsers_does(line: str) -> None:
+    """RE2's reading of a (min, max) line in the sieve (``logfast._MINMAX``) is Python's
+    (``rankperf.MINMAX_LINE``): the same lines, the same name and times (#56)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from telemetry.collect.logs import logfast
+    from telemetry.collect.logs.rankperf import MINMAX_LINE
+
+    raw = (line + "\n").encode()
+    want = MINMAX_LINE.match(raw)
+    got = pc.extract_regex(pa.array([raw.decode()], pa.large_string()), logfast._MINMAX)[0]
+    if want is None or want.end() != len(raw):
+        assert not got.is_valid
+    else:
+        assert [got[k].as_py() for k in ("name", "lo", "hi")] == [
+            g.decode() for g in want.groups()]
+
+
+def test_timer_runs_read_in_the_sieve_are_what_the_parser_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of (min, max) lines read in the sieve's thread are taken whole by the parse (the
+    parser's own regex never runs on them) and give the rows the line path gives; a run with
+    a time the parser refuses is left to the parser."""
+    from telemetry.collect.logs import rankperf as rp
+    from telemetry.collect.logs.textlogs import LogParser
+
+    class LineByLine(LogParser):
+        def _timer_lines(self, block: bytes, s: int, lineno: int) -> tuple[int, int]:
+            return s, lineno
+
+    good = [s for s in _MINMAX_SHAPES + _MORE_SHAPES if rp.MINMAX_LINE.match(f"{s}\n".encode())
+            and not any(w in s for w in ("bad", "zero", "big", "huge"))]  # runs of 6 to 8
+    lines = []
+    for k in range(40):
+        lines += [f" [2026-03-01 10:00:{k:02d}] noise {k}", "(min, max) time across ranks (ms):",
+                  *good[k % 3 :], "after the run"]
+    data = ("\n".join(lines) + "\n").encode()
+    slow = LineByLine(tmp_path / "slurm-1.out", window=None)
+    slow.feed_block(data, 1, final=True)
+    slow.finish()
+    with monkeypatch.context() as m:
+        m.setattr(rp.Report, "minmax_lines", lambda *a: pytest.fail("the parser's regex ran"))
+        fast = LogParser(tmp_path / "slurm-1.out", window=None)
+        fast.feed_block(data, 1, final=True)
+        fast.finish()
+    a, b = fast.scan(), slow.scan()
+    assert a.rank_perf == b.rank_perf and len(a.rank_perf) > 40 * 5
+    assert (a.counts, a.bad, a.unread) == (b.counts, b.bad, b.unread)
+    refused = data.replace(b"(45.10, 46.21)", b"(46.21, 45.10)")  # no range: the parser's
+    mixed = LogParser(tmp_path / "slurm-1.out", window=None)
+    mixed.feed_block(refused, 1, final=True)
+    mixed.finish()
+    line_by_line = LineByLine(tmp_path / "slurm-1.out", window=None)
+    line_by_line.feed_block(refused, 1, final=True)
+    line_by_line.finish()
+    assert mixed.scan().rank_perf == line_by_line.scan().rank_perf

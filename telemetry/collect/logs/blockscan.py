@@ -21,6 +21,7 @@ from telemetry.collect.logs import logline as ll
 from telemetry.collect.logs.logclock import Window
 
 MAX_LINE_BYTES = 64 << 10
+TIMERS = b"(min, max) time across ranks"  # a Megatron timers header (``rankperf``)
 SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Arrow pass
 
 
@@ -28,13 +29,15 @@ SMALL_BLOCK = 16  # lines; below this the Python prefilter is cheaper than an Ar
 class Scan:
     """One block sieved: ``offs[i]`` is where line i starts (``offs[n]`` one past the end),
     ``too_long`` the lines over ``MAX_LINE_BYTES``, ``cand`` the lines with a keyword, and
-    ``fast`` the column-wise iteration lines among them (``logfast.megatron_columns``)."""
+    ``fast`` the column-wise iteration lines among them (``logfast.megatron_columns``),
+    ``timers`` the runs of (min, max) lines after timers headers (``logfast.timer_runs``)."""
 
     offs: np.ndarray
     n: int
     too_long: np.ndarray
     cand: np.ndarray
     fast: tuple[np.ndarray, dict[str, list]] | None
+    timers: logfast.TimerRuns | None = None
 
 
 def scan_block(block: bytes, columnwise: bool, window: Window | None) -> Scan:
@@ -47,7 +50,7 @@ def scan_block(block: bytes, columnwise: bool, window: Window | None) -> Scan:
     offs[1 : len(nl) + 1] = nl + 1
     if n > len(nl):
         offs[n] = len(block) + 1
-    fast = None
+    fast = timers = None
     too_long = np.flatnonzero(np.diff(offs) - 1 > MAX_LINE_BYTES)
     if n < SMALL_BLOCK:
         cand = [i for i in range(n) if ll.PREFILTER_RE.search(
@@ -57,6 +60,21 @@ def scan_block(block: bytes, columnwise: bool, window: Window | None) -> Scan:
         arr = pa.LargeStringArray.from_buffers(
             n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
         cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
-        if columnwise and len(cand_arr) and not len(too_long):
-            fast = logfast.megatron_columns(arr.take(pa.array(cand_arr)), window, block)
-    return Scan(offs, n, too_long, cand_arr, fast)
+        if len(cand_arr) and not len(too_long):
+            lines = arr.take(pa.array(cand_arr))
+            if columnwise:
+                fast = logfast.megatron_columns(lines, window, block)
+            if (at := block.find(TIMERS)) >= 0:
+                timers = logfast.timer_runs(arr, _heads(block, at, offs), offs)
+    return Scan(offs, n, too_long, cand_arr, fast, timers)
+
+
+def _heads(block: bytes, at: int, offs: np.ndarray) -> np.ndarray:
+    """The lines of ``block`` holding ``TIMERS``, the first at byte ``at`` (bytes.find is a
+    tenth of an Arrow pass over the candidate lines)."""
+    found = []
+    while at >= 0:
+        found.append(at)
+        at = block.find(TIMERS, at + len(TIMERS))
+    lines = np.searchsorted(offs, np.array(found, np.int64), side="right") - 1
+    return np.unique(lines)

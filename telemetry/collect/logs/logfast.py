@@ -1,4 +1,5 @@
-"""The common case of a Megatron-LM log, read column-wise: iteration lines with their own time.
+"""The common case of a Megatron-LM log, read column-wise: iteration lines with their own time,
+and the runs of (min, max) timer lines after each timers header.
 
 A long job's log is mostly iteration lines; reading each in Python costs ~10 µs. Here one RE2
 extraction over a block's candidate lines pulls step, time, learning rate, loss and grad norm
@@ -12,12 +13,13 @@ line path, which gives the same record for the lines taken here (tests compare b
 from __future__ import annotations
 
 from math import isfinite
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from telemetry.collect.logs import rankperf as rp
 from telemetry.collect.logs.logclock import Window
 
 _HEAD = (
@@ -119,3 +121,82 @@ def records(idx: np.ndarray, cols: dict[str, list], base: int, run: str | None, 
             rec["samples"] = samples  # tokens once the sequence length is known (textlogs)
         out.append((lineno, rec, f"{label}:{lineno}"))
     return out, odd
+
+
+# ``rankperf.MINMAX_LINE`` for RE2 with named groups, on one line with its newline (a test
+# holds the two to the same matches and groups: RE2 gives a lazy group Python's match)
+_MINMAX = (r"^ *(?P<name>[A-Za-z][^\n\r\x1b]*?) \.*: \((?P<lo>[0-9]+\.[0-9]+), "
+           r"(?P<hi>[0-9]+\.[0-9]+)\)[ \t]*\n$")
+MAX_RUN = 4096  # lines of one run read here; a longer one is left to the parser
+
+
+class TimerRuns(NamedTuple):
+    """The runs of (min, max) lines of a block, each starting on the line after a timers
+    header: ``at`` maps a run's first line to its number; per run, how many lines (``lines``),
+    where they start in ``names``/``lo``/``hi`` (``starts``), their bytes with newlines
+    (``nbytes``) and whether every time is a range ``minmax_lines`` takes (``ok``)."""
+
+    at: dict[int, int]
+    lines: list[int]
+    starts: list[int]
+    nbytes: list[int]
+    ok: list[bool]
+    names: list[str]
+    lo: list[float]
+    hi: list[float]
+
+
+def timer_runs(lines: pa.Array, heads: np.ndarray, offs: np.ndarray) -> TimerRuns | None:
+    """The runs of (min, max) lines from the line after each of ``heads`` (lines of
+    ``lines``, a block cut at ``offs``), read as ``rankperf.Report.minmax_lines`` reads them:
+    consecutive lines of ``MINMAX_LINE``'s shape, the name kept as ``rankperf.kept_name``
+    keeps it. Why here: RE2 releases the GIL, so a reader sieving the next block in a thread
+    takes the timers' regex off the parser's thread (#56: a fifth of a 1 GiB log's parse).
+    None when no run is found or a time does not convert (the parser then reads them)."""
+    n = len(lines)
+    heads = heads.astype(np.int64)
+    first = heads[heads + 1 < n] + 1
+    cur, run = first, np.arange(len(first))
+    got: list[tuple[np.ndarray, np.ndarray, pa.StructArray]] = []
+    for _ in range(MAX_RUN):
+        if not len(cur):
+            break
+        ext = pc.extract_regex(lines.take(pa.array(cur)), _MINMAX)
+        ok = ext.is_valid().to_numpy(zero_copy_only=False)
+        cur, run = cur[ok], run[ok]
+        got.append((cur, run, ext.filter(ok)))
+        keep = cur + 1 < n
+        cur, run = cur[keep] + 1, run[keep]
+    too_long = set(run.tolist())  # runs still going after MAX_RUN lines
+    got = [g for g in got if len(g[0])]
+    if not got:
+        return None
+    line = np.concatenate([g[0] for g in got])
+    order = np.argsort(line, kind="stable")
+    line, which = line[order], np.concatenate([g[1] for g in got])[order]
+    if (np.diff(line) == 0).any():  # a header inside another's run: left to the parser
+        return None
+    ext = pa.concat_arrays([g[2] for g in got]).take(pa.array(order))
+    try:
+        lo = pc.cast(pc.struct_field(ext, "lo"), pa.float64()).to_numpy()
+        hi = pc.cast(pc.struct_field(ext, "hi"), pa.float64()).to_numpy()
+    except pa.ArrowInvalid:
+        return None
+    names = pc.dictionary_encode(pc.struct_field(ext, "name"))
+    kept = np.array([rp.kept_name(x) for x in names.dictionary.to_pylist()] or [""], object)
+    counts = np.bincount(which, minlength=len(first))
+    has = np.flatnonzero(counts)
+    starts = np.concatenate([[0], np.cumsum(counts[has])[:-1]]).astype(np.int64)
+    good = (hi > 0) & (hi <= rp.MAX_MS) & (lo <= hi)
+    ok = np.logical_and.reduceat(good, starts) & ~np.isin(has, list(too_long))
+    firsts = first[has]
+    return TimerRuns(
+        at=dict(zip(firsts.tolist(), range(len(has)), strict=True)),
+        lines=counts[has].tolist(),
+        starts=starts.tolist(),
+        nbytes=(offs[firsts + counts[has]] - offs[firsts]).tolist(),
+        ok=ok.tolist(),
+        names=kept[names.indices.to_numpy(zero_copy_only=False)].tolist(),
+        lo=lo.tolist(),
+        hi=hi.tolist(),
+    )

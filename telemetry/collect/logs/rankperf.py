@@ -84,8 +84,13 @@ MINMAX_LINE = re.compile(
 _NAMES: dict[bytes, str] = {}  # a timer's name as printed -> as kept (a job has a dozen)
 
 
+def kept_name(printed: str) -> str:
+    """A (min, max) line's timer name as kept: its dot leader's last dots and spaces gone."""
+    return printed.rstrip(" .")[:MAX_NAME]
+
+
 def _name(printed: bytes) -> str:
-    name = printed.decode("utf-8").rstrip(" .")[:MAX_NAME]
+    name = kept_name(printed.decode("utf-8"))
     if len(_NAMES) < 4096:  # a hostile log's endless names are not all kept
         _NAMES[printed] = name
     return name
@@ -272,6 +277,11 @@ class Report:
             rows.append(RankPerf(self.ts, None, None, MEGATRON, name, lo / hi, hi, self.origin))
             s, n = m.end(), n + 1
         return s, n
+
+    def take_run(self, names: list[str], lo: list[float], hi: list[float]) -> None:
+        """A run of (min, max) lines read already (``logfast.timer_runs``: the same lines
+        ``minmax_lines`` reads in one regex pass, and the same names and times)."""
+        self.runs.append((len(self.rows), TimerRun(self.ts, self.origin, names, lo, hi)))
 
     def _nvrx(self, text: str) -> bool:
         if _NVRX_LIST.match(text):

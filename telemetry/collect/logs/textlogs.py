@@ -142,6 +142,7 @@ class LogParser:
         self.timer_runs: list[rp.TimerRun] = []  # see LogBatch; keep=False only
         self._newest: tuple[int, datetime, int] | None = None  # (step, ts, line): _columnwise
         self._report: rp.Report | None = None  # a per-rank timing report being read
+        self._timers: logfast.TimerRuns | None = None  # its (min, max) runs, sieved
         # (setting, value as written, file:line, line): the run's settings the log states,
         # kept whole (few) and written by the reader when they grow (logs.settings)
         self.settings: list[tuple[str, str, str, int]] = []
@@ -345,6 +346,7 @@ class LogParser:
                 block = self._replace(block, base)
             prep = scan_block(block, self.clock.tz is None, self.clock.window)
         offs, n, too_long, cand_arr, fast = prep.offs, prep.n, prep.too_long, prep.cand, None
+        self._timers = prep.timers
         if prep.fast is not None:
             cand_arr, fast = self._fast_megatron(cand_arr, prep.fast)
         if len(too_long):
@@ -435,7 +437,14 @@ class LogParser:
         is left to the line path, which reads it or says why not."""
         rep = self._report
         assert rep is not None
-        end, n = rep.minmax_lines(block, s, MAX_LINE_BYTES)
+        pre, r = self._timers, None
+        if pre is not None and (r := pre.at.get(lineno - self._base)) is not None and pre.ok[r] \
+                and pre.nbytes[r] <= MAX_LINE_BYTES:  # read in the sieve, off this thread
+            a, n = pre.starts[r], pre.lines[r]
+            rep.take_run(pre.names[a : a + n], pre.lo[a : a + n], pre.hi[a : a + n])
+            end = s + pre.nbytes[r]
+        else:
+            end, n = rep.minmax_lines(block, s, MAX_LINE_BYTES)
         if n:
             rep.gap = 0
             self.counts["recognised"] += n
