@@ -75,25 +75,44 @@ def collect(
     return out
 
 
+IN_FLIGHT = 2  # an import's batches queued to the writer while the source makes the next
+
+
 def collect_overlapped(source: Source, sink: BatchSink, now: datetime) -> list[Written]:
     """``collect`` of a one-shot import (a failing write raises), each batch written in a thread
     while the source makes the next: a store append releases the GIL, so on two cores it
     overlaps the parse of the next block (a 1 GiB log: #56). Batches are written and settled in
-    order, one in flight. For a source that never reads the store while making batches and
-    takes a batch's settle after it made the next (``ClusterSource`` importing)."""
+    order, up to ``IN_FLIGHT`` queued (a block's progress points and its signals both overlap
+    the next block's parse); after a failed write none queued behind it is written. For a
+    source that never reads the store while making batches and takes a batch's settle after it
+    made the next ones (``ClusterSource`` importing)."""
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
+
+    failed = threading.Event()
+
+    def write(batch: Batch) -> Written:
+        if failed.is_set():  # one queued before it failed: the import stops there
+            raise RuntimeError("not written: a write before it failed")
+        try:
+            return sink.write(batch)
+        except BaseException:
+            failed.set()
+            raise
 
     out: list[Written] = []
     with ThreadPoolExecutor(1, thread_name_prefix="store-write") as pool:
-        flight: tuple[Batch, Future[Written]] | None = None
+        flight: deque[tuple[Batch, Future[Written]]] = deque()
         for batch in source.poll(now):
-            if flight is not None:
-                out.append(flight[1].result())
-                source.settle(now, flight[0], out[-1])
-            flight = (batch, pool.submit(sink.write, batch))
-        if flight is not None:
-            out.append(flight[1].result())
-            source.settle(now, flight[0], out[-1])
+            if len(flight) >= IN_FLIGHT:
+                done, fut = flight.popleft()
+                out.append(fut.result())
+                source.settle(now, done, out[-1])
+            flight.append((batch, pool.submit(write, batch)))
+        while flight:
+            done, fut = flight.popleft()
+            out.append(fut.result())
+            source.settle(now, done, out[-1])
     if source.health_rows and (health := source.health()):
         sink.write(HealthBatch(now, health))
     return out

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,7 @@ from telemetry.ingest.seam import (
 )
 
 BLOCK_BYTES = 8 << 20  # what one batch of a log holds at most
+SIEVES = 2  # blocks of an imported log sieved at once, in threads, while one is parsed
 FOLLOW_INTERVAL_S = 5.0  # a followed log is read this often (a stall shows within a minute)
 # New bytes of a followed log that may begin a failure: the round starts at once, not at the
 # next tick (#58: the culprit alerted within seconds of the first line). Progress lines never
@@ -106,7 +108,7 @@ def _digest(block: bytes) -> str:
 def _sieving() -> ThreadPoolExecutor:
     """The one thread that sieves a log's next block (numpy, Arrow and hashlib release the GIL:
     with two cores, an 8 MiB block's Arrow passes overlap the parse of the one before)."""
-    return ThreadPoolExecutor(1, thread_name_prefix="log-sieve")
+    return ThreadPoolExecutor(SIEVES, thread_name_prefix="log-sieve")
 
 
 class _Log:
@@ -163,21 +165,29 @@ class _Log:
         self.fh.seek(offset)
         ahead = None if self.follow else _sieving()  # a followed log's news is small
         nxt = self._read(pending, ahead)
+        reads: deque[tuple[bytes, Any]] = deque()  # read after ``nxt``, sieving meanwhile
         while nxt is not None:
             buf, job = nxt
+            newest = reads[-1][0] if reads else buf  # the next blocks are read and sieved
+            while ahead is not None and len(reads) < SIEVES - 1 and (  # while this one is
+                    cut := newest.rfind(b"\n") + 1):  # parsed: each starts at the cut
+                if (more := self._read(newest[cut:], ahead)) is None:  # before it
+                    break
+                reads.append(more)
+                newest = more[0]
             scan, digest = job.result() if job is not None else (None, "")
-            if scan is not None:  # the next block is read and sieved while this one is parsed
-                nxt = self._read(buf[int(scan.offs[-1]) :], ahead)
+            if scan is not None:
+                nxt = reads.popleft() if reads else self._read(buf[int(scan.offs[-1]) :], ahead)
             used = self.parser.feed_block(buf, lineno, scan=scan)
             if scan is None:
                 pending = buf if not used and len(buf) <= BLOCK_BYTES else buf[used:]
-                nxt = self._read(pending, ahead)
+                nxt = reads.popleft() if reads else self._read(pending, ahead)
                 if not used and len(buf) <= BLOCK_BYTES:  # no complete line yet
                     continue
             start, pending = offset, buf[used:]
             offset += used
             lineno = self.parser.next_lineno
-            bid = self._id(start, buf[:used], digest if scan is not None else "")
+            bid = self._id(start, b"" if scan is not None else buf[:used], digest)  # no copy
             yield self.parser.drain(), bid, offset, lineno
         if pending and not self.follow:  # the last line of a finished file has no newline
             self.parser.feed_block(pending, lineno, final=True)

@@ -315,6 +315,8 @@ class Report:
         return self.rows + self._all_rows(), [run for _, run in self.runs]
 
     def _all_rows(self) -> list[RankPerf]:
+        if not self.times:  # any other form
+            return []
         out: list[RankPerf] = []
         for name, by_rank in self.times.items():
             ranks = {r: ms for r, ms in by_rank.items() if ms > 0}
