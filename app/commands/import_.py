@@ -274,4 +274,5 @@ def _show_derived(store: Any, derived: list[Any]) -> None:
         df = interruption_list(store, d.run_id, ext, limit=SHOW_INTERRUPTIONS)
         for r in df[df["source"] == "inferred"].sort_values("ts").itertuples():
             conf = "" if r.confidence != r.confidence else f", confidence {r.confidence:.0%}"
-            print(f"  {r.ts:%Y-%m-%d %H:%M:%S} {r.component} ({r.category}{conf}): {r.description}")
+            when = "time unknown" if r.ts != r.ts else f"{r.ts:%Y-%m-%d %H:%M:%S}"  # NaT
+            print(f"  {when} {r.component} ({r.category}{conf}): {r.description}")

@@ -40,19 +40,27 @@ def label_choices() -> tuple[dict[str, str], list[str]]:
     return derive.components(), derive.categories()
 
 
+# The key's time of an interruption no line dates (``queries.failures``: listed in every range)
+TIME_UNKNOWN = "time unknown"
+
+
 def interruption_list(run_id: str | None, tr: TimeRange) -> pd.DataFrame:
-    """Interruptions in the range, newest first, each with a ``key`` naming it in the browser."""
+    """Interruptions in the range, newest first (those of a time unknown last), each with a
+    ``key`` naming it in the browser."""
     df = failq.interruption_list(store(), run_id, tr)
     keys = [
-        f"{r}|{pd.Timestamp(t).isoformat()}" for r, t in zip(df["run_id"], df["ts"], strict=True)
+        f"{r}|{TIME_UNKNOWN if pd.isna(t) else pd.Timestamp(t).isoformat()}"
+        for r, t in zip(df["run_id"], df["ts"], strict=True)
     ]
     return df.assign(key=keys)
 
 
-def _parse_key(key: Any) -> tuple[str, datetime] | None:
+def _parse_key(key: Any) -> tuple[str, datetime | None] | None:
     if not isinstance(key, str) or "|" not in key or len(key) > 600:
         return None
     run, _, ts = key.rpartition("|")
+    if ts == TIME_UNKNOWN:
+        return run, None
     try:
         return run, datetime.fromisoformat(ts)
     except ValueError:
@@ -72,6 +80,8 @@ def relabel(key: Any, component: Any, category: Any, by: Any, token: Any) -> tup
     parsed = _parse_key(key)
     if parsed is None:
         return 400, "Choose an interruption in the table first."
+    if parsed[1] is None:  # a correction names its interruption by its start (label_api)
+        return 400, "Not saved: a correction names its interruption by its time, unknown here."
     body = {"run": parsed[0], "ts": parsed[1].isoformat(), "component": component}
     body |= {"category": category or None, "by": by if isinstance(by, str) and by else None}
     status, reply = label_api.apply_label(store(), body)

@@ -174,7 +174,7 @@ def _interruption_of(run_id: str, when: datetime) -> dict[str, Any] | None:
     if tr is None:
         return None
     listed = failq.interruption_list(store(), run_id, TimeRange(tr.start, tr.end))
-    for ts in sorted(listed["ts"], reverse=True):
+    for ts in sorted(listed["ts"].dropna(), reverse=True):  # an undated one stopped no hang
         if pd.Timestamp(ts).to_pydatetime() - HANG_BEFORE > when:
             continue
         inc = incident(run_id, pd.Timestamp(ts).isoformat())
@@ -196,6 +196,9 @@ def incidents(run_id: str | None) -> pd.DataFrame:
     if tr is None:
         return pd.DataFrame(columns=["ts", "at", "component", "category", "host", "planned"])
     df = failq.interruption_list(store(), run_id, TimeRange(tr.start, tr.end))
+    # the incident view is addressed by a start time (``?at=``): one of a time unknown has
+    # none to open it by, and is told on the Failures page only
+    df = df[df["ts"].notna()]
     df = df.assign(at=[pd.Timestamp(t).isoformat() for t in df["ts"]], kind="interruption")
     hung = [
         {"ts": _time(h["ts"]), "at": pd.Timestamp(h["ts"]).isoformat(), "kind": "hang",

@@ -148,7 +148,8 @@ def _restored(tier: Any, step: Any) -> str:
 
 def _rows(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(
-        time=pd.to_datetime(df["ts"]).dt.strftime("%Y-%m-%d %H:%M:%S"),
+        # no line dates it: said, never a made-up time (``queries.failures``)
+        time=pd.to_datetime(df["ts"]).dt.strftime("%Y-%m-%d %H:%M:%S").fillna(data.TIME_UNKNOWN),
         confidence_text=[
             "–" if pd.isna(c) else f"{float(c) * 100:.0f} %" for c in df["confidence"]
         ],
@@ -273,7 +274,7 @@ def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untype
     row = data.interruption_detail(key) if key else None
     if row is None:
         return "Click an interruption to see the lines it was derived from.", None
-    at = pd.Timestamp(row["ts"])
+    at = None if row.get("ts") is None else pd.Timestamp(row["ts"])
     where = " · ".join(
         x
         for x in (
@@ -285,13 +286,23 @@ def _evidence(key: str | None, _labelled: int | None):  # type: ignore[no-untype
     head = [
         html.Div(
             [
-                html.Span(f"{at:%Y-%m-%d %H:%M:%S} UTC", id="fail-evidence-when"),
+                html.Span(
+                    data.TIME_UNKNOWN if at is None else f"{at:%Y-%m-%d %H:%M:%S} UTC",
+                    id="fail-evidence-when",
+                ),
                 html.Span(f" · {where}" if where else "", id="fail-evidence-where"),
-                dcc.Link(
-                    "Open the incident view",
-                    href=incident_href(at.isoformat(), run_fragment(row["run_id"])),
-                    id="fail-incident-link",
-                    className="ms-3",
+                # the incident view is addressed by the start: none for one of a time unknown
+                *(
+                    []
+                    if at is None
+                    else [
+                        dcc.Link(
+                            "Open the incident view",
+                            href=incident_href(at.isoformat(), run_fragment(row["run_id"])),
+                            id="fail-incident-link",
+                            className="ms-3",
+                        )
+                    ]
                 ),
             ],
             className="small mb-1",

@@ -131,7 +131,9 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
         card(
             "Interruptions",
             f"{r['unexpected']} + {r['planned']}",
-            "unexpected + planned · Llama 3: 419 + 47 in 54 d",
+            "unexpected + planned"
+            + (f" ({r['time_unknown']} at a time unknown)" if r["time_unknown"] else "")
+            + " · Llama 3: 419 + 47 in 54 d",
             "fail-count",
         ),
         card(

@@ -40,6 +40,12 @@ ACTION_TEXT = {
 }
 
 _RUN_AND_RANGE = "(? IS NULL OR run_id = ?) AND ts BETWEEN ? AND ?"
+# An interruption no line dates (ts NULL: a log with no wall-clock time, ``derive.stopped``)
+# lies in no range the page can tell and outside none: it is counted and listed in every range
+# of its run, as ``summary`` counts it, and shown as "time unknown" (never at a made-up time),
+# so the Failures page tells the Overview's and ``summary --json``'s numbers. Only the charts
+# that place interruptions on a time axis (``timeline``, ``culprits``) leave it out.
+_RUN_AND_RANGE_OR_UNTIMED = "(? IS NULL OR run_id = ?) AND (ts BETWEEN ? AND ? OR ts IS NULL)"
 
 # The interruptions table with the lost GPU-hours of a record that left them out (a training
 # job's own report rarely says them) filled in where they are known: the run's GPUs x
@@ -98,7 +104,7 @@ def taxonomy(
     seen = store.df(
         f"""SELECT {col} AS key, any_value(category) AS category_seen, count(*) AS count,
                    sum(lost_gpu_hours) AS lost_gpu_hours
-            FROM {COSTED} WHERE NOT planned AND {_RUN_AND_RANGE}
+            FROM {COSTED} WHERE NOT planned AND {_RUN_AND_RANGE_OR_UNTIMED}
             GROUP BY {col}""",
         _params(run_id, tr),
     )
@@ -154,13 +160,15 @@ def timeline(store: Store, run_id: str | None, tr: TimeRange, limit: int = 5000)
 
 def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, Any]:
     """Reliability figures of the run within the range (definitions as ``metrics.summary``):
-    ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range),
+    ``unexpected``, ``planned``, ``wall_hours`` (the run's time inside the range; None when
+    nothing dates the run),
     ``mtbf_hours`` (wall hours / unexpected; None without unexpected interruptions),
     ``downtime_hours`` (detection + restart, planned included), ``rework_hours``,
     ``lost_gpu_hours`` (each None when no interruption in the range knows it),
     ``lost_steps``, ``automated``, ``manual`` (recovery of all interruptions),
     ``manual_unexpected``, ``planned_gpu_hours`` (the part of ``lost_gpu_hours`` in planned
-    stops) and the Llama 3 reference counts."""
+    stops), ``time_unknown`` (how many of them no line dates: counted in every range) and the
+    Llama 3 reference counts."""
     (row,) = store.rows(
         f"""SELECT count(*) FILTER (WHERE NOT planned), count(*) FILTER (WHERE planned),
                    sum(coalesce(detect_s, 0) + coalesce(restart_s, 0))
@@ -170,8 +178,9 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
                    count(*) FILTER (WHERE recovery = 'automated'),
                    count(*) FILTER (WHERE recovery = 'manual'),
                    count(*) FILTER (WHERE recovery = 'manual' AND NOT planned),
-                   coalesce(sum(lost_gpu_hours) FILTER (WHERE planned), 0)
-            FROM {COSTED} WHERE {_RUN_AND_RANGE}""",
+                   coalesce(sum(lost_gpu_hours) FILTER (WHERE planned), 0),
+                   count(*) FILTER (WHERE ts IS NULL)
+            FROM {COSTED} WHERE {_RUN_AND_RANGE_OR_UNTIMED}""",
         _params(run_id, tr),
     )
     wall_h, unexpected = _wall_hours(store, run_id, tr), int(row[0])
@@ -193,6 +202,7 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
         "manual": int(row[7]),
         "manual_unexpected": int(row[8]),
         "planned_gpu_hours": float(row[9]),  # the part of lost_gpu_hours in planned stops
+        "time_unknown": int(row[10]),  # of unexpected + planned, those no line dates
         "ref_unexpected": LLAMA3_UNEXPECTED,
         "ref_planned": LLAMA3_PLANNED,
         "ref_manual": 3,
@@ -200,17 +210,20 @@ def reliability(store: Store, run_id: str | None, tr: TimeRange) -> dict[str, An
 
 
 def _mtbf_hours(
-    store: Store, run_id: str | None, tr: TimeRange, wall_h: float, unexpected: int
+    store: Store, run_id: str | None, tr: TimeRange, wall_h: float | None, unexpected: int
 ) -> float | None:
     if run_id is not None:
         return run_time.mtbf(store, run_id, tr).hours
-    return wall_h / unexpected if unexpected else None
+    return wall_h / unexpected if unexpected and wall_h is not None else None
 
 
-def _wall_hours(store: Store, run_id: str | None, tr: TimeRange) -> float:
-    """Hours of the run alive in the range (``run_time.run_wall``); every run's: the range."""
+def _wall_hours(store: Store, run_id: str | None, tr: TimeRange) -> float | None:
+    """Hours of the run alive in the range (``run_time.run_wall``); every run's: the range;
+    None when nothing dates the run (a log with no wall-clock time: unknown, not 0)."""
     if run_id is None:
         return max((tr.end - tr.start).total_seconds(), 0.0) / 3600.0
+    if run_time.run_wall(store, run_id) is None:
+        return None
     win = run_time.run_wall(store, run_id, tr)
     return 0.0 if win is None else (win.end - win.start).total_seconds() / 3600.0
 
@@ -277,7 +290,7 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
     the same interruptions). Hosts with only planned interruptions are left out, and
     interruptions that name no node (a blank row, #37)."""
     return store.df(
-        f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE}
+        f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE_OR_UNTIMED}
                        AND nullif(host, '') IS NOT NULL),  -- no node named: no node to rank
             c AS (SELECT host, component, count(*) AS n FROM r WHERE NOT planned
                   GROUP BY host, component),
@@ -329,14 +342,13 @@ def _health(store: Store, tr: TimeRange) -> list[list[Any]]:
 def interruption_list(
     store: Store, run_id: str | None, tr: TimeRange, limit: int = 500
 ) -> pd.DataFrame:
-    """Every interruption in the range, newest first (``limit`` of them), with where it came
-    from: ts, end_ts, run_id, component, category, planned, source ('inferred', 'replay', or
-    the posting path), confidence (inferred only), host, rank (the culprit's), gpu, xid,
-    restored_tier,
-    restored_step, lost_steps, downtime_s, lost_gpu_hours, evidence_n (items of evidence),
-    labelled_by, labelled_at, orig_component (the inferred cause an operator corrected),
-    description, evidence_text (the evidence in one line each item: role, kind, host, origin,
-    line; for CSV export)."""
+    """Every interruption in the range, newest first (``limit`` of them; those of a time
+    unknown, ts null, last), with where it came from: ts, end_ts, run_id, component, category,
+    planned, source ('inferred', 'replay', or the posting path), confidence (inferred only),
+    host, rank (the culprit's), gpu, xid, restored_tier, restored_step, lost_steps,
+    downtime_s, lost_gpu_hours, evidence_n (items of evidence), labelled_by, labelled_at,
+    orig_component (the inferred cause an operator corrected), description, evidence_text
+    (the evidence in one line each item: role, kind, host, origin, line; for CSV export)."""
     df = store.df(
         f"""SELECT ts, end_ts, run_id, component, category, planned,
                    coalesce(source, 'posted') AS source, confidence, host, rank, gpu, xid,
@@ -345,8 +357,8 @@ def interruption_list(
                    CASE WHEN evidence IS NULL THEN 0
                         ELSE json_array_length(evidence::JSON) END AS evidence_n,
                    labelled_by, labelled_at, orig_component, description, evidence
-            FROM {COSTED} WHERE {_RUN_AND_RANGE}
-            ORDER BY ts DESC, run_id LIMIT ?""",
+            FROM {COSTED} WHERE {_RUN_AND_RANGE_OR_UNTIMED}
+            ORDER BY ts DESC NULLS LAST, run_id LIMIT ?""",
         [*_params(run_id, tr), int(limit)],
     )
     text = [_evidence_text(e) for e in df.pop("evidence")]
@@ -368,13 +380,16 @@ def _evidence_text(raw: Any) -> str:
     return " | ".join(parts)[:4000]
 
 
-def interruption_detail(store: Store, run_id: str, ts: datetime) -> dict[str, Any] | None:
+def interruption_detail(
+    store: Store, run_id: str, ts: datetime | None
+) -> dict[str, Any] | None:
     """One interruption with its evidence list parsed (``evidence``: list of dicts with ts,
     kind, host, gpu, xid, origin, line, role) and an unknown culprit's ``culprit_candidates``
-    (a list) beside its ``culprit_reason``; None if there is none at that time."""
+    (a list) beside its ``culprit_reason``; None if there is none at that time (``ts`` None:
+    the run's interruption of a time unknown)."""
     df = store.df(
         f"""SELECT *, coalesce(source, 'posted') AS source_shown FROM {COSTED}
-           WHERE run_id = ? AND ts = ? ORDER BY source LIMIT 1""",
+           WHERE run_id = ? AND ts IS NOT DISTINCT FROM ? ORDER BY source LIMIT 1""",
         [run_id, ts],
     )
     if df.empty:
