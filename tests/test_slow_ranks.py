@@ -577,3 +577,20 @@ def test_timer_runs_read_in_the_sieve_are_what_the_parser_reads(
     line_by_line.feed_block(refused, 1, final=True)
     line_by_line.finish()
     assert mixed.scan().rank_perf == line_by_line.scan().rank_perf
+
+
+def test_a_reimport_claims_no_timing_scores_it_did_not_store(tmp_path: Path) -> None:
+    """The import's account says what it stored: the timing scores of a log imported before
+    (nothing written) were still told as if stored, beside "already imported"."""
+    log, store = megatron_log(tmp_path / "slurm-900.out"), tmp_path / "s.duckdb"
+    told = []
+    for _ in range(2):
+        r = cli("import", "--store", str(store), "--run", MEGA, str(log))
+        assert r.returncode == 0, r.stderr
+        told.append(r.stdout)
+    with Store(str(store), read_only=True) as s:
+        stored = int(s.scalar("SELECT count(*) FROM rank_perf"))
+    assert "(already imported: nothing written)" in told[1], told[1]
+    assert "per-rank timing scores" not in told[1], told[1]
+    assert stored > 0
+    assert f"  {stored:,} per-rank timing scores (slow ranks) stored" in told[0], told[0]

@@ -178,7 +178,7 @@ def _show_cluster(source: Any) -> list[str]:
         if a.rank_perf or a.untimed_rank_perf:
             skipped = f" ({a.untimed_rank_perf:,} with no time before them skipped)" if (
                 a.untimed_rank_perf) else ""
-            print(f"  {a.rank_perf:,} per-rank timing scores (slow ranks){skipped}")
+            print(f"  {a.rank_perf:,} per-rank timing scores (slow ranks) stored{skipped}")
         if a.untimed_metrics:
             print(f"  {a.untimed_metrics:,} progress lines with no time before them skipped")
         if a.assumed_year is not None:

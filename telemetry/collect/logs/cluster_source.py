@@ -93,7 +93,7 @@ class FileAccount:
     assumed_year: int | None = None  # the year given to its year-less times ...
     year_from: str = ""  # ... and where it came from
     untimed_metrics: int = 0  # progress lines with no time in or before them: not stored
-    rank_perf: int = 0  # per-rank timing rows (``rankperf``) with a time: stored
+    rank_perf: int = 0  # per-rank timing rows (``rankperf``) with a time, stored by this import
     untimed_rank_perf: int = 0  # ... without one: not stored
     needs_run: int = 0  # progress lines that name no run, read with no --run: the log not stored
     problems: list[str] = field(default_factory=list)
@@ -613,8 +613,7 @@ class ClusterSource:
         timed = sum(1 for r in batch.rank_perf if r.ts is not None)
         timed += sum(len(t.hi) for t in batch.timer_runs if t.ts is not None)
         rows = len(batch.rank_perf) + sum(len(t.hi) for t in batch.timer_runs)
-        acc.rank_perf += timed
-        acc.untimed_rank_perf += rows - timed
+        acc.untimed_rank_perf += rows - timed  # the timed: counted when stored (``settle``)
         acc.assumed_year = log.parser.clock.assumed_year
         if acc.assumed_year is not None:
             acc.year_from = _year_from(log)
@@ -640,6 +639,9 @@ class ClusterSource:
                 self.book.entries[target] = replace(told, rows=log.account.metrics)
         if written.duplicate:
             log.account.duplicate_blocks += 1
+        elif isinstance(batch, Tables) and "rank_perf" in batch.tables:
+            # counted as stored, not as read: a block imported before writes nothing
+            log.account.rank_perf += len(batch.tables["rank_perf"])
         log.commit(offset, lineno)
 
     def health(self) -> list[Health]:
