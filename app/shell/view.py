@@ -4,7 +4,9 @@ The view lives in one ``dcc.Store`` (``view``): the run and the time range, eith
 relative to the newest data or an absolute window set by zooming any time chart. It is mirrored
 in the URL fragment (``#run=…&range=24h`` or ``#run=…&from=…&to=…``) so a link reproduces the
 view and the browser's back/forward buttons move through earlier views. (The fragment, not the
-query string: Dash Pages re-renders the whole page when the query changes.) Pages only read it.
+query string: Dash Pages re-renders the whole page when the query changes.) A link that says the
+view in its query string instead (``/failures?run=X``) opens that view; the fragment written
+then says it, and wins over the query string from there on. Pages only read it.
 """
 
 from __future__ import annotations
@@ -26,12 +28,23 @@ from app.data.view import (
     run_options,
 )
 
+VIEW_KEYS = ("run", "range", "from", "to", "node")  # what a URL may say of the view
 
-def view_from_url(url_hash: str | None, runs: list[str]) -> dict[str, Any]:
-    """The view a URL fragment names; the newest trained run and the whole range for what it
-    does not name (or names wrongly)."""
-    text = url_hash if isinstance(url_hash, str) else ""  # a crafted POST may send anything
-    q = {k: v[0] for k, v in parse_qs(text.lstrip("#?")).items() if v}
+
+def _query(text: Any) -> dict[str, str]:
+    text = text if isinstance(text, str) else ""  # a crafted POST may send anything
+    return {k: v[0] for k, v in parse_qs(text.lstrip("#?")).items() if v}
+
+
+def view_from_url(
+    url_hash: str | None, runs: list[str], search: str | None = None
+) -> dict[str, Any]:
+    """The view a URL fragment names, else (a fragment naming none of it) the query string
+    (``/failures?run=X``, as a person types a link); the newest trained run and the whole range
+    for what it does not name (or names wrongly)."""
+    q = _query(url_hash)
+    if not any(k in q for k in VIEW_KEYS):
+        q = _query(search)
     run = q.get("run") if q.get("run") in runs else default_run(runs)
     node = q.get("node") if 0 < len(q.get("node") or "") <= MAX_ID else None
     start, end = parse_time(q.get("from")), parse_time(q.get("to"))
@@ -60,13 +73,14 @@ def register(app: dash.Dash) -> None:
         Output("run-select", "options"),
         Output("range-select", "value"),
         Input("url", "hash"),
+        Input("url", "search"),
         Input("run-select", "value"),
         Input("range-select", "value"),
         Input("runs-all", "value"),
         State("view", "data"),
         State("run-select", "options"),
     )
-    def _sync(url_hash, run, preset, all_jobs, view, options):  # type: ignore[no-untyped-def]
+    def _sync(url_hash, search, run, preset, all_jobs, view, options):  # type: ignore[no-untyped-def]
         # Neither the live tick nor chart relayouts are inputs here: Dash drops the reply of a
         # callback that is triggered again while in flight, so a tick, or a relayout event a
         # chart emits on its own (autosize), landing during a change would silently undo it.
@@ -84,7 +98,7 @@ def register(app: dash.Dash) -> None:
                 raise dash.exceptions.PreventUpdate
             return no_update, no_update, no_update, opts_out, no_update
         if "url" in trigs or view is None:
-            new = view_from_url(url_hash, runs)
+            new = view_from_url(url_hash, runs, search)
             if same(new, view):  # the URL we just wrote: nothing changed, nothing to redraw
                 if opts_out is no_update:
                     raise dash.exceptions.PreventUpdate

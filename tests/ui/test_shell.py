@@ -207,6 +207,7 @@ def test_a_link_opened_while_the_jobs_switch_waits_is_followed(dev_server: Serve
     dep = next(d for d in deps if any(i["id"] == "runs-all" for i in d["inputs"]))
     values = {
         ("url", "hash"): "#run=dev-64-s1&range=6h",
+        ("url", "search"): "",
         ("run-select", "value"): "dev-64-s1",
         ("range-select", "value"): "all",
         ("runs-all", "value"): False,
