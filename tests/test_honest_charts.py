@@ -29,7 +29,7 @@ from telemetry.queries import training as trainq
 from telemetry.store import Store
 from tests.cluster_fixture import RUN as NIGHT_RUN
 from tests.cluster_fixture import build
-from tests.conftest import cli
+from tests.conftest import ROOT, bound_store, cli
 
 DEV = "dev-64-s1"
 NOW = datetime(2026, 11, 20, 12, 0, 0)
@@ -142,6 +142,39 @@ def test_the_overview_loss_chart_breaks_at_each_restart(night: Store) -> None:
     assert _pieces(line) == 3  # two restarts in the night: three pieces
     steps = series["step"].tolist()
     assert len([p for p in line if p]) == len(steps)  # every logged point is still drawn
+
+
+def test_the_overview_loss_line_breaks_where_a_restart_logs_its_step_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that failed in step 6 and came back from the step-5 checkpoint three times logs
+    step 6 four times: no step goes back and the attempt stays 0, so only the stop and the
+    checkpoint loads between the lines tell the restarts. The Overview's line joined the four
+    across the restarts' downtime; it breaks at each, and each retry's lone point is a dot.
+    The Training page's pieces are the same ones."""
+    from app.data import view
+    from app.data.training import loss_series
+    from app.figures.overview import loss_curve
+
+    store, run = tmp_path / "s.duckdb", "loop"
+    log = ROOT / "tests" / "fixtures" / "torchrun_exam" / "restart_loop.log"
+    r = cli("import", "--store", str(store), "--run", run, str(log))
+    assert r.returncode == 0, r.stderr
+    for s in bound_store(store, monkeypatch):
+        tr = view.view_range({"run": run, "range": "all"})
+        assert tr is not None
+        series = loss_series(run, tr)
+        steps = trainq.overlay_series(s, run, tr, None, "step")[run]
+    assert series["step"].tolist() == [1, 2, 3, 4, 5, 6, 6, 6, 6]
+    trace = check(loss_curve(series, "plotly_dark")).data[0]
+    line = _line(trace)
+    assert _pieces(line) == 4  # the first attempt, then each of the three restarts
+    assert len([p for p in line if p]) == len(series)  # every logged point is still drawn
+    assert [bool(z) for z, p in zip(trace.marker.size, line, strict=True) if p] == [
+        False] * 6 + [True] * 3  # fmt: skip
+    assert steps["segment"].tolist() == series["segment"].tolist() == [0] * 6 + [1, 2, 3]
+    # the step 6 of the first three attempts was trained again: rolled back
+    assert steps["rolled_back"].tolist() == [False] * 5 + [True] * 3 + [False]
 
 
 def _span(store: Store) -> tuple[datetime, datetime]:

@@ -12,12 +12,12 @@ from telemetry.queries import training as trainq
 
 def train_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
     """The run's metrics in the range, with its restarts marked (``mark_restarts``)."""
-    return trainq.mark_restarts(queries.train_series(store(), run_id, tr))
+    return trainq.with_restarts(store(), run_id, queries.train_series(store(), run_id, tr))
 
 
 def loss_series(run_id: str, tr: TimeRange) -> pd.DataFrame:
     """The run's loss in the range (``LOSS_COLS``), with its restarts marked."""
-    return trainq.mark_restarts(queries.loss_series(store(), run_id, tr))
+    return trainq.with_restarts(store(), run_id, queries.loss_series(store(), run_id, tr))
 
 
 overlay_series = bound(trainq.overlay_series)

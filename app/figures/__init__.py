@@ -193,3 +193,17 @@ def gapped(df: pd.DataFrame, ys: list[str]) -> pd.DataFrame:
         return df
     gaps = ends.assign(**{c: np.nan for c in ys}).set_axis(ends.index + 0.5)
     return pd.concat([df, gaps]).sort_index(kind="stable")
+
+
+def line_mode(y: Any, **marker: Any) -> dict[str, Any]:
+    """A line trace's ``mode`` (and ``marker``) for ``y`` in drawing order: a point with no
+    neighbour on its line (a restart piece of one point, such as each retry of a restart loop
+    that failed in its first logged step) is drawn as a dot, where plotly's lines alone draw
+    nothing; only ``"lines"`` when there is none."""
+    v = np.asarray(pd.to_numeric(pd.Series(y), errors="coerce"), dtype=float)
+    here = ~np.isnan(v)
+    before, after = np.r_[False, here[:-1]], np.r_[here[1:], False]
+    lone = here & ~before & ~after
+    if not lone.any():
+        return {"mode": "lines"}
+    return {"mode": "lines+markers", "marker": {**marker, "size": np.where(lone, 5, 0)}}

@@ -13,6 +13,7 @@ from app.figures import (
     empty,
     gapped,
     legend_below,
+    line_mode,
     plot,
     time_axis,
 )
@@ -133,12 +134,12 @@ def loss_curve(
         plot.Scatter(
             x=df["ts"],
             y=df["loss"],
-            mode="lines",
             name="loss",
             line={"width": 1},
             connectgaps=False,
             customdata=df[["step"]].to_numpy(),
             hovertemplate="step %{customdata[0]:,}<br>loss %{y:.4f}<extra></extra>",
+            **line_mode(df["loss"]),  # a restart's lone point a dot
         )
     )
     marked = interruptions is not None and not interruptions.empty

@@ -16,6 +16,7 @@ from app.figures import (
     empty,
     gapped,
     legend_below,
+    line_mode,
     plot,
     time_axis,
     window_range,
@@ -120,7 +121,7 @@ def _loss_traces(df: pd.DataFrame, name: str, colour: str, axis: str, weight: fl
         return plot.Scatter(
             x=x,
             y=g[y],
-            mode="lines",
+            **line_mode(g[y], color=colour),  # a restart's lone point a dot
             name=label,
             legendgroup=name,
             line={"color": colour, "width": width, "dash": style.pop("dash", "solid")},

@@ -50,17 +50,41 @@ def overlay_series(
             out[run] = train_series(store, run, tr)
         elif span is not None:  # compare runs over the same steps
             out[run] = series_by_steps(store, run, span[0], span[1])
-    marked = {run: mark_restarts(df) for run, df in out.items()}
+    marked = {run: with_restarts(store, run, df) for run, df in out.items()}
     return {run: df.assign(step_s=step_seconds(df)) for run, df in marked.items()}
 
 
-def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` (a metrics series in time order: step, attempt) with two columns added:
+def restart_times(store: Store, run_id: str) -> np.ndarray:
+    """When the run stopped or came back, as its records date it: each interruption's start
+    and each checkpoint load it logged (``datetime64[ns]``, sorted). A progress point after
+    one of them begins a new piece (``mark_restarts``)."""
+    rows = store.rows(
+        """SELECT ts FROM interruptions WHERE run_id = ? AND ts IS NOT NULL
+           UNION SELECT ts FROM checkpoint_events
+           WHERE run_id = ? AND kind = 'load' AND ts IS NOT NULL
+           ORDER BY 1""",
+        [run_id, run_id],
+    )
+    return np.array([r[0] for r in rows], dtype="datetime64[ns]")
+
+
+def with_restarts(store: Store, run_id: str, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (the run's metrics in time order) marked by ``mark_restarts`` with the run's
+    stored stops and checkpoint loads."""
+    return mark_restarts(df, restart_times(store, run_id))
+
+
+def mark_restarts(df: pd.DataFrame, restarts: np.ndarray | None = None) -> pd.DataFrame:
+    """``df`` (a metrics series in time order: ts, step, attempt) with two columns added:
 
     - ``segment``: 0, 1, 2... the piece of training between restarts a row belongs to. A new
       piece starts where the attempt changes or the step goes back (a restore from a
-      checkpoint; logs without an attempt number show a restart only that way). A step
-      logged twice in a row (a progress line repeated around a checkpoint) is no restart.
+      checkpoint; logs without an attempt number show a restart only that way), or at the
+      first point after one of ``restarts`` (``restart_times``: a stop or a checkpoint load
+      at or after the point before it). A step logged twice in a row (a progress line
+      repeated around a checkpoint) is no restart by itself: a job that failed in a step and
+      came back from the checkpoint before it logs that step again, and only the stop and
+      the load between the two lines tell the restart (the line used to join across it).
     - ``rolled_back``: the row's step was trained again later, from an older checkpoint (its
       work was lost): its step is at or beyond the first step of some later piece.
     """
@@ -69,6 +93,10 @@ def mark_restarts(df: pd.DataFrame) -> pd.DataFrame:
     step = df["step"].to_numpy(dtype=float)
     attempt = df["attempt"].fillna(-1).to_numpy()
     new = np.r_[False, (attempt[1:] != attempt[:-1]) | (step[1:] < step[:-1])]
+    if restarts is not None and len(restarts) and len(df) > 1:
+        ts = df["ts"].to_numpy(dtype="datetime64[ns]")
+        before = np.searchsorted(restarts, ts, side="left")  # restarts before each point
+        new[1:] |= before[1:] > before[:-1]  # one in [previous point, this point)
     segment = np.cumsum(new)
     first = pd.Series(step).groupby(segment).first().to_numpy()  # first step of each piece
     # the lowest first step of any later piece: a row at or past it was trained again
