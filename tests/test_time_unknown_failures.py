@@ -60,11 +60,17 @@ def _grid(reply: Any, grid_id: str) -> list[dict[str, Any]]:
 
 
 def test_the_failures_page_counts_and_lists_what_summary_counts(store: Path, bound: Store) -> None:
+    import sys
+
+    import dash
+
     from app.main import create_app
 
     create_app(bound)
     from app.pages import _interruptions as ints
-    from app.pages import failures as page
+
+    # the page as Dash loaded it (importing app.pages.failures again would register it twice)
+    page = sys.modules[dash.page_registry["pages.failures"]["module"]]
 
     runs = _summaries(store)
     for run in (DATED, UNDATED):
