@@ -87,8 +87,18 @@ def test_the_failures_page_counts_and_lists_what_summary_counts(store: Path, bou
             times = [r["time"] for r in rows]
             assert len(rows) == i["unexpected"] + i["planned"], (run, preset)
             assert (times == ["time unknown"]) is (run == UNDATED), times
+    # the dated job was seen at one instant (its watchdog lines): no wall time to divide, so
+    # its MTBF is unknown, never 0 s (an SRE would read "fails all the time")
+    assert runs[DATED]["mtbf_hours"] is None and runs[DATED]["wall_hours"] == 0
+    cards, *_ = page._summary({"run": DATED, "range": "all"}, None)
+    assert "'0 s'" not in str(cards[1]) and "'–'" in str(cards[1]), str(cards[1])
     cards, *_ = page._summary({"run": UNDATED, "range": "all"}, None)
     assert "(1 at a time unknown)" in str(cards[0])
+    # the chart of interruptions over time does not say "none" beside the card's 1
+    fig = page._timeline({"run": UNDATED, "range": "all"}, None, None, "component")
+    layout = fig["layout"] if isinstance(fig, dict) else fig.to_plotly_json()["layout"]
+    said = f"{layout['title']['text']} {[a['text'] for a in layout.get('annotations', ())]}"
+    assert "1 at a time unknown" in said and "No interruptions" not in said, said
     assert "0 s wall" not in str(cards[1])  # nothing dates the run: its wall time unknown
     # its evidence opens by its key, with the time said unknown and no incident link
     panel, component = ints._evidence(f"{UNDATED}|time unknown", 0)

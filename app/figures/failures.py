@@ -164,13 +164,18 @@ def interruption_timeline(
     end: datetime,
     by: str = "component",
     template: str = TEMPLATE,
+    undated: int = 0,
 ) -> Figure:
     """One marker per interruption, x = time, y = component (or category), coloured by
     category; planned ones hollow, manual recoveries as stars. Hover: host/GPU, XID,
-    downtime, steps lost, restored tier."""
+    downtime, steps lost, restored tier. ``undated``: interruptions no line dates, which have
+    no place on the axis (said in the title, listed below it)."""
     title = "Interruptions over time"
+    if undated:
+        title += f" ({undated} at a time unknown: not on this axis, in the list below)"
     if df.empty:
-        return empty(title, "No interruptions in this range", template=template)
+        return empty(title, "No dated interruptions in this range" if undated else
+                     "No interruptions in this range", template=template)
     ycol = "component" if by == "component" else "category"
     rows = pd.DataFrame({"cat": df["category"], "y": df[ycol]}).drop_duplicates()
     rows["planned"] = rows["cat"] == "Planned"  # planned work at the bottom, apart

@@ -281,7 +281,8 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     if tr is None:
         return figures.empty("Interruptions over time", NO_DATA, template=tpl)
     df = data.failure_timeline(run_of(view), tr)
-    fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl)
+    undated = data.failure_summary(run_of(view), tr)["time_unknown"]  # no place on the axis
+    fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl, undated)
     return fig.update_layout(uirevision=revision(view))
 
 

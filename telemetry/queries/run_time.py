@@ -66,7 +66,8 @@ def run_wall(store: Store, run_id: str, tr: TimeRange | None = None) -> TimeRang
 class Mtbf:
     wall_s: float  # the run's wall time in the range (0: none)
     unexpected: int  # unexpected interruptions in it
-    mtbf_s: float | None  # wall_s / unexpected; None without an unexpected interruption
+    mtbf_s: float | None  # wall_s / unexpected; None without an unexpected interruption, or
+    # when the run was seen at one instant only (no wall time to divide: unknown, not 0)
 
     @property
     def hours(self) -> float | None:
@@ -85,7 +86,7 @@ def mtbf(store: Store, run_id: str, tr: TimeRange | None = None) -> Mtbf:
         [run_id, win.start, win.end],
     ))  # fmt: skip
     wall_s = max((win.end - win.start).total_seconds(), 0.0)
-    return Mtbf(wall_s, n, wall_s / n if n else None)
+    return Mtbf(wall_s, n, wall_s / n if n and wall_s > 0 else None)
 
 
 def _own_end(store: Store, run_id: str) -> datetime | None:
