@@ -45,12 +45,13 @@ def interruption_marks(run_id: str | None, tr: TimeRange | None = None) -> pd.Da
     return queries.interruptions(store(), run_id, tr, queries.MARK_COLUMNS)
 
 
-def recent_interruptions(run_id: str, hours: float = 24.0) -> int:
+def recent_interruptions(run_id: str, hours: float = 24.0) -> int | None:
     """How many of the run's interruptions came in the ``hours`` before the end of its data,
-    whatever range is shown (the card counts what the alert beside it counts)."""
+    whatever range is shown (the card counts what the alert beside it counts); None when no
+    stored line gives a time (unknown, not 0)."""
     base = time_range("all", run_id)
     if base is None:
-        return 0
+        return None
     window = TimeRange(base.end - timedelta(hours=hours), base.end)
     ints = queries.interruptions(store(), run_id, window, queries.MARK_COLUMNS)
     return alerting_rules.recent_interruptions(ints, base.end, hours)

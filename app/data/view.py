@@ -14,7 +14,7 @@ from telemetry import queries
 from telemetry.cost import money as money  # formatting re-export for the pages
 from telemetry.cost import per_day_usd as per_day_usd  # the what-if's money, for the page
 from telemetry.metrics.summary import run_state
-from telemetry.queries import TimeRange, run_time
+from telemetry.queries import SHOWN_FROM, SHOWN_TO, TimeRange, run_time
 from telemetry.queries.failures import LLAMA3_MTBF_H as LLAMA3_MTBF_H  # vocabulary re-export
 from telemetry.queries.gpu_node import EXTRA_FIELDS as EXTRA_FIELDS  # vocabulary re-export
 from telemetry.queries.gpu_node import NODE_METRICS as NODE_METRICS  # vocabulary re-export
@@ -208,6 +208,27 @@ def view_range(view: dict[str, Any] | None) -> TimeRange | None:
         if start is not None and end is not None and start < end:
             return TimeRange(start, end).shown()  # a link to the year 9999 shows its edge
     return time_range(view.get("range"), view.get("run"))
+
+
+# what a chart over time says in a store no line dates (``undated_range``): no axis made up
+NO_TIME = "Time unknown: no stored line gives a wall-clock time"
+
+
+def undated_range(view: dict[str, Any] | None) -> TimeRange | None:
+    """The range a page counts the view's run over when the store holds runs but no time at
+    all (every log imported gave no wall-clock time: ``extent()`` is None): every time a page
+    can show, so what it counts is the run's undated rows, as ``summary`` counts them. Never a
+    chart's axis (that would be a made-up time). None when a time is stored, or the view names
+    no stored run (every run's wall time would be this range's 230 years)."""
+    if extent() is not None or run_of(view) is None:
+        return None
+    return TimeRange(SHOWN_FROM, SHOWN_TO)
+
+
+def counted_range(view: dict[str, Any] | None) -> TimeRange | None:
+    """The range a page's counts and lists run over: the view's (``view_range``), else, in a
+    store no line dates, ``undated_range``. None when nothing is stored."""
+    return view_range(view) or undated_range(view)
 
 
 def revision(view: dict[str, Any] | None) -> str:

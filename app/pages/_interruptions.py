@@ -19,7 +19,7 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 from app.data import failures as data
 from app.data.incident import run_fragment
 from app.data.services import corrections_allowed
-from app.data.view import run_of, view_range
+from app.data.view import counted_range, run_of
 from app.ui import guarded, log, operator_token_input, table, view_inputs
 
 COLUMNS = {
@@ -180,7 +180,7 @@ def _rows(df: pd.DataFrame) -> pd.DataFrame:
 )
 @guarded("alert")
 def _list(view: dict[str, Any] | None, _n: int | None, _labelled: int | None):  # type: ignore[no-untyped-def]
-    tr = view_range(view)
+    tr = counted_range(view)
     if tr is None:
         return ""
     df = data.interruption_list(run_of(view), tr)

@@ -14,11 +14,14 @@ from app.data import failures as data
 from app.data.services import prices, together
 from app.data.view import (
     LLAMA3_MTBF_H,
+    NO_TIME,
+    counted_range,
     fragment,
     money,
     revision,
     run_of,
     template,
+    undated_range,
     view_range,
 )
 from app.figures import failures as ffig
@@ -235,7 +238,7 @@ def _tax_table(df: pd.DataFrame, by: str) -> Any:
 )
 @guarded("alert", "alert", "alert")
 def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
-    tr = view_range(view)
+    tr = counted_range(view)
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
     run_id = run_of(view)
@@ -257,7 +260,7 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
 @guarded("figure", "alert")
 def _taxonomy(view: dict[str, Any] | None, _n: int | None, theme: str | None, by: str | None):  # type: ignore[no-untyped-def]
     tpl = template(theme)
-    tr = view_range(view)
+    tr = counted_range(view)
     if tr is None:
         return figures.empty("Interruption taxonomy", NO_DATA, template=tpl), ""
     by, run_id = data.taxonomy_key(by), run_of(view)
@@ -279,7 +282,8 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tpl = template(theme)
     tr = view_range(view)
     if tr is None:
-        return figures.empty("Interruptions over time", NO_DATA, template=tpl)
+        told = NO_TIME if undated_range(view) is not None else NO_DATA
+        return figures.empty("Interruptions over time", told, template=tpl)
     df = data.failure_timeline(run_of(view), tr)
     undated = data.failure_summary(run_of(view), tr)["time_unknown"]  # no place on the axis
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl, undated)

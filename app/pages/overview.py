@@ -14,7 +14,7 @@ from app.data import overview as data
 from app.data.alerts import alert_delivery, alert_episodes
 from app.data.services import together
 from app.data.training import loss_series
-from app.data.view import revision, template, view_range
+from app.data.view import NO_TIME, counted_range, revision, template, undated_range, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.figures.units import fmt_count, fmt_duration, fmt_percent
@@ -233,7 +233,9 @@ _STATE_WORDS = {"finished": "finished", "stopped": "stopped: nothing resumed it"
                 "unknown": "how it ended unknown: its log has no end line"}  # fmt: skip
 
 
-def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = None) -> list[Any]:
+def _run_cards(
+    s: dict[str, Any], last24: int | None, good: dict[str, Any] | None = None
+) -> list[Any]:
     i = s["interruptions"]
     return [
         card(
@@ -248,7 +250,8 @@ def _run_cards(s: dict[str, Any], last24: int, good: dict[str, Any] | None = Non
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned, whole run · {last24} in the last 24 h of data · MTBF "
+            f"unexpected + planned, whole run · {_or_dash(last24, '{}')} in the last 24 h of "
+            "data · MTBF "
             + fmt_duration(None if s["mtbf_hours"] is None else s["mtbf_hours"] * 3600),
             "ov-ints",
         ),
@@ -384,8 +387,11 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     tpl = template(theme)
     tr = view_range(view)
     run_id = (view or {}).get("run")
-    if tr is None:
-        e = figures.empty("Fleet", NO_DATA, template=tpl)
+    if tr is None:  # a store no line dates: the run's size as its logs tell it, no time axis
+        shape = data.without_gpus(run_id, pd.DataFrame()) if undated_range(view) else None
+        e = figures.empty("Fleet", NO_DATA if shape is None else NO_TIME, template=tpl)
+        if shape is not None:
+            return [_no_gpu_card(shape)], e, e, "", [], {"display": "none"}, {"display": "none"}
         return [dbc.Alert(NO_DATA, color="info")], e, e, "", [], {}, {}
     live = (view or {}).get("range") != "custom"  # a preset range follows the newest data
     at = data.target_time(tr, live)
@@ -419,7 +425,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
 @guarded("alert")
 def _run_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None):  # type: ignore[no-untyped-def]
     """The selected run's cards (step, goodput, interruptions), beside the fleet's."""
-    tr = view_range(view)
+    tr = counted_range(view)  # the cards are the whole run's: a store no line dates has them
     run_id = (view or {}).get("run")
     if tr is None or run_id is None:
         return []
@@ -443,7 +449,8 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
     tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
-        return figures.empty("Training loss", NO_DATA, template=tpl), ""
+        told = NO_TIME if undated_range(view) is not None else NO_DATA
+        return figures.empty("Training loss", told, template=tpl), ""
     if run_id is None:
         return figures.empty("Training loss", "No training run in this store", template=tpl), ""
     ints, train, ages, ended = together(

@@ -13,7 +13,16 @@ from typing import Any
 import dash
 from dash import Input, Output, ctx, no_update
 
-from app.data.view import ago, clean_view, data_age, extent, fragment, run_extent, run_label
+from app.data.view import (
+    ago,
+    clean_view,
+    data_age,
+    extent,
+    fragment,
+    run_extent,
+    run_ids,
+    run_label,
+)
 from app.shell.layout import banner, nav_id
 
 
@@ -29,11 +38,14 @@ def _sim_banner(view: Any) -> Any:
     return banner(clean_view(view).get("run"))
 
 
+NO_DATA = "No data stored yet."
+
+
 def _updated(view: Any) -> str:
     """The selected run's own time (the store's without a run), and the newest data."""
     ext = extent()
-    if ext is None:
-        return "No data stored yet."
+    if ext is None:  # runs whose logs give no wall-clock time are data, of a time unknown
+        return "Data of a time unknown: no stored line dates it." if run_ids() else NO_DATA
     own = run_extent(clean_view(view).get("run")) or ext
     return (
         f"Data {own.start:%Y-%m-%d %H:%M} – {own.end:%Y-%m-%d %H:%M:%S} UTC · "
