@@ -6,7 +6,6 @@ counts it, and the header says the data's time is unknown, where every page used
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
