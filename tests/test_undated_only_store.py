@@ -1,8 +1,10 @@
 """A store holding only a run no line dates (a log with no wall-clock time, imported with the
 user's command) is not "no data stored yet": ``summary --json`` reports the run and its
 interruption, and so do the pages, with what is unknown said to be unknown ("–", "time
-unknown"), never 0 and never a made-up time. Every page used to say "No data stored yet",
-because the range of every page ends at the newest stored time, and nothing here has one."""
+unknown"), never 0 and never a made-up time; a page with nothing of the run to show (GPUs,
+Checkpoints, the charts over time) says the time is unknown. Every page used to say "No data
+stored yet", because the range of every page ends at the newest stored time, and nothing here
+has one."""
 
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ def test_the_pages_tell_what_summary_tells(store: Path, bound: Store) -> None:
 
     failures = sys.modules[dash.page_registry["pages.failures"]["module"]]
     overview = sys.modules[dash.page_registry["pages.overview"]["module"]]
+    gpus = sys.modules[dash.page_registry["pages.gpus"]["module"]]
+    checkpoints = sys.modules[dash.page_registry["pages.checkpoints"]["module"]]
 
     s = _summary(store)
     i = s["interruptions"]
@@ -88,3 +92,14 @@ def test_the_pages_tell_what_summary_tells(store: Path, bound: Store) -> None:
         assert "0 in the last 24 h" not in run_cards and "– in the last 24 h" in run_cards
         fleet = str(overview._update(view, None, None)[0])
         assert "No data" not in fleet, fleet
+        # the pages with nothing of this run to show say its time is unknown, not "no data"
+        others = (
+            overview._loss_panel(view, None, None),
+            gpus._fleet(view, None, None, "util"),
+            gpus._outliers(view, None),
+            gpus._node(view, None, None, None),
+            checkpoints._update(view, None, None),
+        )
+        told = [json.dumps(o, default=str) for o in others]
+        assert ["No data" in t for t in told] == [False] * len(told), preset
+        assert all("Time unknown" in t for t in told), preset

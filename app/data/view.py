@@ -225,6 +225,13 @@ def undated_range(view: dict[str, Any] | None) -> TimeRange | None:
     return TimeRange(SHOWN_FROM, SHOWN_TO)
 
 
+def unset_text(view: dict[str, Any] | None, nothing: str) -> str:
+    """What a page says where its range is None: ``nothing`` (the page's "no data stored yet")
+    when nothing is stored, ``NO_TIME`` in a store no line dates (it holds runs: not "no
+    data")."""
+    return NO_TIME if undated_range(view) is not None else nothing
+
+
 def counted_range(view: dict[str, Any] | None) -> TimeRange | None:
     """The range a page's counts and lists run over: the view's (``view_range``), else, in a
     store no line dates, ``undated_range``. None when nothing is stored."""

@@ -13,7 +13,16 @@ from dash import Input, Output, callback, dcc, html, no_update
 from app import figures
 from app.data import checkpoints as data
 from app.data.services import prices, together
-from app.data.view import money, number, per_day_usd, revision, run_of, template, view_range
+from app.data.view import (
+    money,
+    number,
+    per_day_usd,
+    revision,
+    run_of,
+    template,
+    unset_text,
+    view_range,
+)
 from app.figures import checkpoints as ckfig
 from app.figures.units import fmt_duration, fmt_gpu_hours
 from app.ui import TIMECHART, card, graph, guarded, table, time_graph, view_inputs
@@ -200,7 +209,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     tr = view_range(view)
     run_id = run_of(view)
     if tr is None or run_id is None:
-        msg = "No data stored yet: start a replay or the ingest daemon."
+        msg = unset_text(view, "No data stored yet: start a replay or the ingest daemon.")
         e = figures.empty("Checkpoints", msg, template=tpl)
         return [dbc.Alert(msg, color="info")], "", e, "", "", None
     # every read at once (the model's inputs read the tiers too: one statement, shared)

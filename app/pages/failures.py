@@ -14,14 +14,13 @@ from app.data import failures as data
 from app.data.services import prices, together
 from app.data.view import (
     LLAMA3_MTBF_H,
-    NO_TIME,
     counted_range,
     fragment,
     money,
     revision,
     run_of,
     template,
-    undated_range,
+    unset_text,
     view_range,
 )
 from app.figures import failures as ffig
@@ -282,8 +281,7 @@ def _timeline(view: dict[str, Any] | None, _n: int | None, theme: str | None, by
     tpl = template(theme)
     tr = view_range(view)
     if tr is None:
-        told = NO_TIME if undated_range(view) is not None else NO_DATA
-        return figures.empty("Interruptions over time", told, template=tpl)
+        return figures.empty("Interruptions over time", unset_text(view, NO_DATA), template=tpl)
     df = data.failure_timeline(run_of(view), tr)
     undated = data.failure_summary(run_of(view), tr)["time_unknown"]  # no place on the axis
     fig = ffig.interruption_timeline(df, tr.start, tr.end, by or "component", tpl, undated)

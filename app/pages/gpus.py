@@ -37,6 +37,7 @@ from app.data.view import (
     revision,
     run_of,
     template,
+    unset_text,
     view_range,
 )
 from app.figures import gpus as gfig
@@ -190,7 +191,7 @@ def _fleet(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: 
     tpl = template(theme)
     tr = view_range(view)
     if tr is None:
-        e = figures.empty("GPUs", NO_DATA, template=tpl)
+        e = figures.empty("GPUs", unset_text(view, NO_DATA), template=tpl)
         return e, e
     m = data.gpu_metric(key if isinstance(key, str) and key else "util")
     hm, dist, culprits = together(
@@ -228,7 +229,7 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
     tpl = template(theme)
     tr = view_range(view)
     if tr is None:
-        e = figures.empty("GPUs", NO_DATA, template=tpl)
+        e = figures.empty("GPUs", unset_text(view, NO_DATA), template=tpl)
         return e, e
     basis, under, classes_df = together(
         lambda: data.util_basis(tr),
@@ -260,7 +261,7 @@ def _utilization(view: dict[str, Any] | None, _n: int | None, theme: str | None)
 def _outliers(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-untyped-def]
     tr = view_range(view)
     if tr is None:
-        return "", dbc.Alert(NO_DATA, color="info")
+        return "", dbc.Alert(unset_text(view, NO_DATA), color="info")
     df = data.gpu_outliers(tr)
     flagged = _offenders()
     if df.empty:
@@ -376,7 +377,8 @@ def _node(view: dict[str, Any] | None, _n: int | None, theme: str | None, key: A
     known = isinstance(host, str) and len(host) <= MAX_ID and tr is not None
     info = data.node_info(host) if known else None
     if host is None or tr is None:
-        msg = NO_DATA if tr is None else "Click a node in the heatmap to see its eight GPUs."
+        pick = "Click a node in the heatmap to see its eight GPUs."
+        msg = unset_text(view, NO_DATA) if tr is None else pick
         figs = [
             figures.empty(gfig.NODE_CHARTS[c][1], msg, gfig.NODE_CHART_HEIGHT, tpl)
             for c in NODE_CHART_IDS

@@ -14,7 +14,7 @@ from app.data import overview as data
 from app.data.alerts import alert_delivery, alert_episodes
 from app.data.services import together
 from app.data.training import loss_series
-from app.data.view import NO_TIME, counted_range, revision, template, undated_range, view_range
+from app.data.view import counted_range, revision, template, undated_range, unset_text, view_range
 from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.figures.units import fmt_count, fmt_duration, fmt_percent
@@ -389,7 +389,7 @@ def _update(view: dict[str, Any] | None, _n: int | None, theme: str | None):  # 
     run_id = (view or {}).get("run")
     if tr is None:  # a store no line dates: the run's size as its logs tell it, no time axis
         shape = data.without_gpus(run_id, pd.DataFrame()) if undated_range(view) else None
-        e = figures.empty("Fleet", NO_DATA if shape is None else NO_TIME, template=tpl)
+        e = figures.empty("Fleet", unset_text(view, NO_DATA), template=tpl)
         if shape is not None:
             return [_no_gpu_card(shape)], e, e, "", [], {"display": "none"}, {"display": "none"}
         return [dbc.Alert(NO_DATA, color="info")], e, e, "", [], {}, {}
@@ -449,8 +449,7 @@ def _loss_panel(view: dict[str, Any] | None, _n: int | None, theme: str | None):
     tr = view_range(view)
     run_id = (view or {}).get("run")
     if tr is None:
-        told = NO_TIME if undated_range(view) is not None else NO_DATA
-        return figures.empty("Training loss", told, template=tpl), ""
+        return figures.empty("Training loss", unset_text(view, NO_DATA), template=tpl), ""
     if run_id is None:
         return figures.empty("Training loss", "No training run in this store", template=tpl), ""
     ints, train, ages, ended = together(
