@@ -61,9 +61,8 @@ def scan_block(block: bytes, columnwise: bool, window: Window | None) -> Scan:
             n, pa.py_buffer(np.minimum(offs, len(block))), pa.py_buffer(block))
         cand_arr = pc.indices_nonzero(pc.match_substring_regex(arr, ll.PREFILTER)).to_numpy()
         if len(cand_arr) and not len(too_long):
-            lines = arr.take(pa.array(cand_arr))
             if columnwise:
-                fast = logfast.megatron_columns(lines, window, block)
+                fast = logfast.megatron_columns(arr.take(pa.array(cand_arr)), window, block)
             if (at := block.find(TIMERS)) >= 0:
                 timers = logfast.timer_runs(arr, _heads(block, at, offs), offs)
     return Scan(offs, n, too_long, cand_arr, fast, timers)

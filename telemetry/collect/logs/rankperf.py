@@ -265,8 +265,7 @@ class Report:
             lo, hi = list(map(float, los)), list(map(float, his))  # plain decimals: no NaN
             if min(hi) > 0 and max(hi) <= MAX_MS and all(map(le, lo, hi)):
                 named = _NAMES.get
-                got = TimerRun(self.ts, self.origin, [named(n) or _name(n) for n in names], lo, hi)
-                self.runs.append((len(self.rows), got))
+                self.take_run([named(n) or _name(n) for n in names], lo, hi)
                 return run.end(), len(hi)
         n, match, rows = 0, MINMAX_LINE.match, self.rows
         while (m := match(block, s)) is not None and m.end() - 1 - s <= limit:
