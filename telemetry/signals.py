@@ -87,6 +87,9 @@ WORKER_KILLED = "worker_killed"
 # <NO_OTHER_FAILURES>``): the launcher saw every other worker of its node end only because it
 # stopped them, so this worker's death is the only one there.
 NO_OTHER_FAILURES = "torchrun saw no other failure"
+# The same of srun: its ``task N: Killed`` on one node is the only failure line of the job
+# (``derive.waits.killed_alone``); the task's node is where it died, its rank unknown.
+SRUN_SAW_NO_OTHER_FAILURE = "srun saw no other failure"
 # From a host's kernel log (kern.log, journald, ``dmesg -T``): the kernel's OOM killer killed a
 # process (mm/oom_kill.c: ``Out of memory: Killed process 8179 (python3) total-vm:...``, or
 # ``Memory cgroup out of memory: Killed process ...`` at a cgroup's limit). Never a cause alone

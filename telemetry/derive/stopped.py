@@ -48,7 +48,7 @@ from telemetry.derive.evidence import (
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
 from telemetry.derive.inference import SOURCE, _frame, _items, _times
 from telemetry.derive.oom import oom_killed
-from telemetry.derive.waits import missing_rank
+from telemetry.derive.waits import killed_alone, missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
@@ -61,6 +61,7 @@ from telemetry.signals import (
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    SRUN_SAW_NO_OTHER_FAILURE,
     TRACEBACK_CUT,
     WORKER_KILLED,
 )
@@ -105,7 +106,7 @@ def infer_stopped(
     said = roles(evs)
     if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
             evs, said, hosts_of, world=world, stated=gpus, nodes=nodes,
-            job_hosts=job_hosts)):  # fmt: skip
+            job_hosts=job_hosts) or killed_alone(evs)):  # fmt: skip
         evs.append(w)
     role = dict(zip(map(id, evs), roles(evs), strict=True))
     ex = explain(evs, hosts_known=run_hosts is not None)
@@ -172,6 +173,8 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
         return cause.rank is not None
     if cause.kind == NODE_LOST:  # the whole node: placed where a line names its host
         return cause.host is not None
+    if cause.kind == WORKER_KILLED and SRUN_SAW_NO_OTHER_FAILURE in (cause.detail or ""):
+        return cause.host is not None  # srun's only failure: its task's node (waits)
     if role != INITIATING or cause.rank is None or cause.kind == TRACEBACK_CUT:
         return False
     # A rank's own error places it only beside ranks that had none: a log of one rank's lines

@@ -1,5 +1,6 @@
 """Which rank the others waited for, from their watchdog lines alone; and which node was lost
-at once, from the silence of its ranks (``lost_node``).
+at once, from the silence of its ranks (``lost_node``); and which host's task srun saw killed
+when nothing else failed (``killed_alone``).
 
 When a rank never reaches a collective, every other rank's ProcessGroupNCCL watchdog times out
 on the same work and says which (``[rank3]:[E218 ...] [Rank 3] Watchdog caught collective
@@ -18,8 +19,16 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 
-from telemetry.derive.evidence import CAUSES, Evidence
-from telemetry.signals import COLLECTIVE_HANG, NCCL_TIMEOUT, NODE_LOST, SLURM_TASK_KILLED
+from telemetry.derive.evidence import CAUSES, KILLED_BY_SIGKILL, Evidence
+from telemetry.signals import (
+    COLLECTIVE_HANG,
+    NCCL_TIMEOUT,
+    NODE_LOST,
+    SLURM_CANCELLED,
+    SLURM_TASK_KILLED,
+    SRUN_SAW_NO_OTHER_FAILURE,
+    WORKER_KILLED,
+)
 
 MAX_MISSING_SHARE = 1 / 8
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
@@ -98,6 +107,27 @@ def lost_node(
     first = min(spoke, key=lambda e: (e.ts, e.seq))
     return _lost(host, first.ts, first, "every rank of it fell silent at once while every other "
                  "rank logged its peers gone")  # fmt: skip
+
+
+def killed_alone(evs: list[Evidence]) -> Evidence | None:
+    """srun's ``srun: error: NODE: task N: Killed`` on one node as the only failure in the
+    lines: no rank's error, no other task's exit (``Exited with exit code 1``: srun kills the
+    rest after a task fails), no cancellation, time limit or node failure. That node's task
+    died of SIGKILL, sender unknown, as a torchrun summary entry with no other failures says
+    of a rank: a ``worker_killed`` item on that host (its rank unknown). None otherwise."""
+    failing = [e for e in evs if e.failing]
+    if not failing or any(e.kind == SLURM_CANCELLED for e in evs) or any(
+            e.kind != SLURM_TASK_KILLED or e.host is None for e in failing):  # fmt: skip
+        return None
+    said = [_TASK.match(e.detail or "") for e in failing]
+    if any(m is None or m.group(2).strip() != "Killed" for m in said):
+        return None
+    if len({e.host for e in failing}) != 1:
+        return None
+    first = min(failing, key=lambda e: (e.ts, e.seq))
+    detail = f"srun: {first.detail} (SIGKILL); {SRUN_SAW_NO_OTHER_FAILURE}"
+    return Evidence(first.ts, WORKER_KILLED, first.host, None, None, first.origin, first.line,
+                    detail, KILLED_BY_SIGKILL, None, -1)  # fmt: skip
 
 
 def _held_a_survivor(evs: list[Evidence]) -> set[str]:

@@ -11,6 +11,7 @@ N``, and torch.distributed.elastic's worker exits, signals and ``ChildFailedErro
 from __future__ import annotations
 
 import re
+import signal
 from datetime import datetime
 
 from telemetry import signals as sig
@@ -114,6 +115,26 @@ def closing_pid(body: str) -> int | None:
     """The pid torchrun's ``Sending process P closing signal SIGTERM`` line names."""
     m = _CLOSING.search(body) if "closing signal" in body else None
     return int(m.group(1)) if m else None
+
+
+_EXITED = re.compile(r"\(pid (\d+)\) exited with code -(\d+)$")
+# Signals the launcher or the scheduler send to stop workers (teardown, whoever sent them)
+TEARDOWN_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP"})
+
+
+def killed_by(detail: str | None) -> tuple[int, str] | None:
+    """(pid, signal name) of a ``launcher`` worker exit whose code is a signal other than the
+    ones a launcher or scheduler stop workers with (``failed (exitcode: -9) local_rank: 3
+    (pid: P)``: SIGKILL, as the OOM killer kills; -11, -6: a native crash); None otherwise.
+    The caller checks the launcher had not signalled that pid itself."""
+    m = _EXITED.search(detail or "")
+    if m is None:
+        return None
+    try:
+        name = signal.Signals(int(m.group(2))).name
+    except ValueError:
+        name = f"signal {m.group(2)}"
+    return None if name in TEARDOWN_SIGNALS else (int(m.group(1)), name)
 
 
 def launcher(body: str) -> Failure | None:

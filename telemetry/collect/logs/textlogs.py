@@ -63,8 +63,6 @@ _LAUNCHER_KINDS = (sig.WORKER_EXIT, sig.LAUNCHER_SIGNAL)
 # ranks' untimed "remote process exited" lines printed before a culprit's untimed traceback
 # (srun interleaves the nodes' output) are not taken as having come first.
 _NETWORK_KINDS = (sig.NCCL_ERROR, sig.IB_ERROR)
-# Signals the launcher or the scheduler send to stop workers (teardown, whoever sent them)
-_TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 PDSH_LINES = 2  # lines a pdsh label must start before it is taken as a host
 MAX_PDSH_HOSTS = 65536  # pdsh host labels counted (a job's nodes, at most)
 
@@ -792,7 +790,7 @@ class LogParser:
         where = f" on {host}" if host else ""
         detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
         kind = sig.WORKER_EXIT
-        if code < 0 and signame not in _TEARDOWN_SIGNALS and (self._label, pid) not in \
+        if code < 0 and signame not in lr.TEARDOWN_SIGNALS and (self._label, pid) not in \
                 self._closing:  # a signal nobody in the job sent: the rank's own death
             kind, detail = sig.WORKER_KILLED, f"{detail} ({signame or f'signal {-code}'})"
         if self._alone:
@@ -1117,6 +1115,9 @@ class LogParser:
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
         if kind == sig.LAUNCHER_SIGNAL and (pid := lr.closing_pid(body)) is not None:
             self._closing.add((self._label, pid))
+        elif kind == sig.WORKER_EXIT and (died := lr.killed_by(detail)) is not None and (
+                self._label, died[0]) not in self._closing:  # fmt: skip
+            kind, detail = sig.WORKER_KILLED, f"{detail} ({died[1]})"  # as in its summary
         if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
             rank = lr.rank_in(body)
             if rank is None and self._pids and (hp := lr.nccl_pid(body)):
