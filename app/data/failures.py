@@ -15,6 +15,8 @@ from telemetry.derive import derive
 from telemetry.queries import TimeRange
 from telemetry.queries import failures as failq
 from telemetry.queries import hangs as hangq
+from telemetry.queries import xid_sources as xidq
+from telemetry.queries.xid_sources import NO_XID_SOURCE as NO_XID_SOURCE
 
 
 def taxonomy_key(by: Any) -> str:
@@ -27,6 +29,7 @@ failure_summary = bound(failq.reliability)
 taxonomy = bound(failq.taxonomy)
 failure_timeline = bound(failq.timeline)
 xid_table = bound(failq.xid_table)
+xid_sources = bound(xidq.xid_sources)  # none: an XID count is unknown, not 0
 lemons = bound(failq.lemons)
 
 

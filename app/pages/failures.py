@@ -125,10 +125,8 @@ def layout(**_query: str) -> html.Div:
     )
 
 
-def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
+def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any, sources: list[str]) -> list[dbc.Col]:
     mtbf = r["mtbf_hours"]
-    n_xids, n_codes = int(xid["count"].sum()), len(xid)
-    n_fatal = int((xid["fatal"] == "yes").sum())
     return [
         card(
             "Interruptions",
@@ -169,8 +167,18 @@ def _cards(r: dict[str, Any], xid: pd.DataFrame, book: Any) -> list[dbc.Col]:
             "fail-lostgh",
         ),
         _recovery_card(r),
-        card("XIDs", f"{n_xids:,}", f"{n_codes} codes, {n_fatal} fatal", "fail-xids"),
+        _xid_card(xid, sources),
     ]
+
+
+def _xid_card(xid: pd.DataFrame, sources: list[str]) -> dbc.Col:
+    """XIDs in the range; "–" with why where no stored source reports XIDs for it (no kernel
+    log, no DCGM XID field: ``data.xid_sources``), where 0 would claim none happened."""
+    if not sources:
+        return card("XIDs", "–", data.NO_XID_SOURCE, "fail-xids")
+    n_fatal = int((xid["fatal"] == "yes").sum())
+    sub = f"{len(xid)} codes, {n_fatal} fatal"
+    return card("XIDs", f"{int(xid['count'].sum()):,}", sub, "fail-xids")
 
 
 def _recovery_card(r: dict[str, Any]) -> dbc.Col:
@@ -193,9 +201,10 @@ def _ts_text(s: pd.Series) -> pd.Series:
     return pd.to_datetime(s).dt.strftime("%Y-%m-%d %H:%M:%S").fillna("")
 
 
-def _xid_table(df: pd.DataFrame) -> Any:
+def _xid_table(df: pd.DataFrame, sources: list[str]) -> Any:
     if df.empty:
-        return dbc.Alert("No XIDs in this range.", color="secondary", class_name="mb-0")
+        said = "No XIDs in this range." if sources else f"XIDs unknown: {data.NO_XID_SOURCE}."
+        return dbc.Alert(said, color="secondary", class_name="mb-0")
     df = df.assign(
         action=df["action"] + " (" + df["action_text"] + ")",
         last_ts=_ts_text(df["last_ts"]),
@@ -203,12 +212,15 @@ def _xid_table(df: pd.DataFrame) -> Any:
     return table("fail-xid-table", df, XID_COLUMNS)
 
 
-def _lemon_table(df: pd.DataFrame) -> Any:
+def _lemon_table(df: pd.DataFrame, sources: list[str]) -> Any:
     if df.empty:
-        msg = "No unexpected interruptions or XIDs on any node in this range."
+        msg = ("No unexpected interruptions or XIDs on any node in this range." if sources else
+               f"No unexpected interruption names a node in this range (XIDs unknown: "
+               f"{data.NO_XID_SOURCE}).")
         return dbc.Alert(msg, color="secondary", class_name="mb-0")
     df = df.assign(
         rank=range(1, len(df) + 1),
+        xids=["–" if pd.isna(n) else int(n) for n in df["xids"]],  # "–": no XID source covers
         lost_gpu_hours=ffig.known(df["lost_gpu_hours"], 1),
         downtime_min=ffig.known(df["downtime_s"] / 60.0, 1),
         last_failure=_ts_text(df["last_failure"]),
@@ -241,13 +253,14 @@ def _summary(view: dict[str, Any] | None, _n: int | None):  # type: ignore[no-un
     if tr is None:
         return [dbc.Alert(NO_DATA, color="info")], "", ""
     run_id = run_of(view)
-    xid, summary, lemons = together(
+    xid, sources, summary, lemons = together(
         lambda: data.xid_table(run_id, tr),
+        lambda: data.xid_sources(run_id, tr),
         lambda: data.failure_summary(run_id, tr),
         lambda: data.lemons(run_id, tr),
     )
-    cards = _cards(summary, xid, prices(run_id))
-    return cards, _xid_table(xid), _lemon_table(lemons)
+    cards = _cards(summary, xid, prices(run_id), sources)
+    return cards, _xid_table(xid, sources), _lemon_table(lemons, sources)
 
 
 @callback(

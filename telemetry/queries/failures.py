@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from telemetry.queries import DOWNTIME, TimeRange, run_time
+from telemetry.queries.xid_sources import xid_sources
 from telemetry.reference import LLAMA3_DAYS, LLAMA3_PLANNED, llama3_interruptions, xids
 from telemetry.store import Store
 
@@ -288,7 +289,10 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
     XID), ``components`` (distinct, most frequent first), ``health`` (the node-health rules it
     broke: ``queries.node_health``; a broken rule ranks a node above one with more XIDs and
     the same interruptions). Hosts with only planned interruptions are left out, and
-    interruptions that name no node (a blank row, #37)."""
+    interruptions that name no node (a blank row, #37). ``xids`` is NULL where no source that
+    reports XIDs covers the run and range (``queries.xid_sources``): not 0, which it cannot
+    know."""
+    covered = bool(xid_sources(store, run_id, tr))
     return store.df(
         f"""WITH r AS (SELECT * FROM {COSTED} WHERE {_RUN_AND_RANGE_OR_UNTIMED}
                        AND nullif(host, '') IS NOT NULL),  -- no node named: no node to rank
@@ -308,7 +312,8 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
             h AS (SELECT unnest(?::VARCHAR[]) AS host, unnest(?::VARCHAR[]) AS health,
                          unnest(?::INTEGER[]) AS rules)
             SELECT host, n.rack, coalesce(i.unexpected, 0) AS unexpected,
-                   coalesce(i.planned, 0) AS planned, coalesce(x.xids, 0) AS xids,
+                   coalesce(i.planned, 0) AS planned,
+                   CASE WHEN ? THEN coalesce(x.xids, 0) END AS xids,
                    -- no interruption: nothing lost; interruptions not saying it: unknown
                    CASE WHEN coalesce(i.unexpected, 0) = 0 THEN 0 ELSE i.lost_gpu_hours END
                        AS lost_gpu_hours,
@@ -322,7 +327,8 @@ def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> 
             ORDER BY unexpected DESC, coalesce(h.rules, 0) DESC, xids DESC,
                      lost_gpu_hours DESC NULLS LAST, host
             LIMIT ?""",
-        [*_params(run_id, tr), *_params(run_id, tr), *_health(store, tr), int(limit)],
+        [*_params(run_id, tr), *_params(run_id, tr), *_health(store, tr), covered,
+         int(limit)],
     )
 
 
