@@ -55,6 +55,7 @@ def test_the_pages_tell_what_summary_tells(store: Path, bound: Store) -> None:
 
     create_app(bound)
     from app.pages import _interruptions as ints
+    from app.pages import _node_health as node_health
 
     failures = sys.modules[dash.page_registry["pages.failures"]["module"]]
     overview = sys.modules[dash.page_registry["pages.overview"]["module"]]
@@ -103,3 +104,13 @@ def test_the_pages_tell_what_summary_tells(store: Path, bound: Store) -> None:
         told = [json.dumps(o, default=str) for o in others]
         assert ["No data" in t for t in told] == [False] * len(told), preset
         assert all("Time unknown" in t for t in told), preset
+        # node health (GPUs page): no node telemetry of this run, its time unknown; it said
+        # "Nothing stored yet" beside the run and interruption summary --json reports
+        health = node_health._health(view, None, None, True)
+        said = json.dumps(health, default=str)
+        assert "Nothing stored" not in said and "No data" not in said, said
+        assert health[0].startswith("Time unknown") and "no node telemetry" in health[0]
+        assert "Time unknown" in json.dumps(health[3], default=str)
+        # XIDs: no kernel log and no GPU samples stored: unknown ("–"), not 0
+        xid_card = str(cards[-1])
+        assert "'–'" in xid_card and "0 codes" not in xid_card, xid_card

@@ -13,10 +13,11 @@ from dash import Output, callback, dcc, html
 
 from app import figures
 from app.data import node_health as data
-from app.data.view import template, view_range
+from app.data.view import template, unset_text, view_range
 from app.figures.node_health import TITLE, timeline
 from app.ui import graph_config, guarded, lazy, seen_input, table, unseen, view_inputs
 
+NOTHING = "Nothing stored yet"
 FINDING_COLUMNS = {
     "host": "Node",
     "gpu": "GPU",
@@ -91,9 +92,10 @@ def _health(view: dict[str, Any] | None, _n: int | None, theme: str | None, seen
     unseen(seen)
     tpl = template(theme)
     tr = view_range(view)
-    if tr is None:
-        return ("Nothing stored yet.", None, None,
-                figures.empty(TITLE, "Nothing stored yet", template=tpl))  # fmt: skip
+    if tr is None:  # nothing stored, or a store no line dates (a run and its stops, no time)
+        said = unset_text(view, NOTHING)
+        told = said if said == NOTHING else f"{said}; no node telemetry is stored for this run"
+        return f"{told}.", None, None, figures.empty(TITLE, said, template=tpl)
     h = data.health(tr)
     found = ([html.Div("Findings", className="small fw-semibold mb-1"),
               table("health-findings-table", _times(h.findings, ("first_ts", "last_ts")),

@@ -36,6 +36,22 @@ def test_the_failures_page_of_an_undated_store_lists_its_interruption(
     expect(row).to_contain_text("time unknown")
     expect(row).to_contain_text("NCCL Watchdog Timeouts")
     expect(page.locator("#fail-count")).to_have_text("1 + 0")
+    expect(page.locator("#fail-xids")).to_have_text("–")  # no kernel log, no GPU samples
+    expect(page.get_by_text("no kernel log or DCGM XID data stored for this range").first
+           ).to_be_visible()  # fmt: skip
     expect(page.locator("#last-updated")).to_contain_text("time unknown")
     expect(page.get_by_text("No data stored yet")).to_have_count(0)
+    assert errors == [], errors
+
+
+def test_the_node_health_of_an_undated_store_says_its_time_is_unknown(
+    page: Page, undated_server: Server
+) -> None:
+    errors = collect_errors(page)
+    page.goto(undated_server.url + "/gpus")
+    page.locator("#node-health").scroll_into_view_if_needed()
+    told = page.locator("#health-summary")
+    expect(told).to_contain_text("Time unknown")
+    expect(told).to_contain_text("no node telemetry is stored for this run")
+    expect(page.get_by_text("Nothing stored yet")).to_have_count(0)
     assert errors == [], errors
