@@ -58,3 +58,25 @@ def test_each_format_reads_a_verbatim_log_of_its_own(fmt: parsers.LineFormat) ->
         text = (TESTS / rel).read_text(encoding="utf-8", errors="replace")
         bodies = (ll.strip_prefix(ll.journal_json(raw) or raw)[1] for raw in text.splitlines())
         assert any(fmt.recognises(b) for b in bodies), f"{fmt.name} reads no line of {rel}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank0]:[E626 06:24:44.159932949 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE) ran for 600049 "
+        "milliseconds before timing out.",
+        "[rank14]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 14] Process group watchdog thread "
+        "terminated with exception: [Rank 14] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=15734, OpType=ALLREDUCE) ran for 600098 milliseconds before timing out.",
+        "[rank3]:[E218 07:34:53.620 ProcessGroupNCCL.cpp:577] [PG 1 Rank 3] Watchdog caught coll",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 7] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1, OpType=BROADCAST)",
+    ],
+)
+def test_a_watchdog_message_starts_at_its_words_not_at_the_rank_prefix(line: str) -> None:
+    """The interruption's description quotes this detail: "NCCL watchdog timeout (] Watchdog
+    caught ...)" kept the "]" of "[Rank 0]" before it."""
+    found = ll.failure(line)
+    assert found is not None and found[0] == "nccl_timeout"
+    assert found[1].startswith("Watchdog caught coll"), found[1]

@@ -30,7 +30,9 @@ FORMAT = LineFormat(
     signatures=(
         Signature(100, sig.NCCL_TIMEOUT,
                   ("atchdog", "Heartbeat", "Timeout at", "blocking wait", "dump signal"),
-                  re.compile(r"\] Watchdog caught coll|Watchdog caught collective operation "
+                  # a cut line's "] Watchdog caught coll": the message starts after the
+                  # "[Rank 0]"/"[PG 1 Rank 14]" prefix, not at its "]" (the detail starts here)
+                  re.compile(r"(?<=\] )Watchdog caught coll|Watchdog caught collective operation "
                              r"timeout|watchdog got stuck|Heartbeat monitor timed out|Timeout at "
                              r"NCCL work|timed out in blocking wait|dump signal due to a "
                              r"collective timeout")),
