@@ -105,3 +105,25 @@ def test_dcgm_samples_with_the_xid_field_cover_their_range(store: Store, whole: 
     assert "dcgm" in xid_sources(store, None, whole)
     after = TimeRange(whole.end + timedelta(days=1), whole.end + timedelta(days=2))
     assert xid_sources(store, None, after) == []  # no sample there: nothing covers it
+
+
+def test_an_xid_no_line_dates_is_counted_not_zero(tmp_path: Path) -> None:
+    """A kernel log of seconds since boot: its XID has no time, so no ``xid_events`` row; the
+    kernel log covers the run, and the XID counts (in every range of its run, as its
+    interruption does), never "0"."""
+    from tests.test_failure_only_logs import NO_CLOCK
+
+    path = tmp_path / "s.duckdb"
+    dmesg = ["[ 9123.456] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."]
+    logs = [_write(tmp_path / "job.log", NO_CLOCK), _write(tmp_path / "dmesg.log", dmesg)]
+    r = cli("import", "--store", str(path), "--run", "r1", *map(str, logs))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    with Store(str(path), read_only=True) as s:
+        assert xid_sources(s, "r1", DAY) == ["kernel"]
+        df = failq.xid_table(s, "r1", DAY)
+        assert (list(df["xid"]), list(df["count"]), list(df["untimed"])) == ([79], [1], [1])
+        failures = _failures_page(s)
+        card = str(failures._xid_card(df, ["kernel"]))
+        rows = _grid(failures._xid_table(df, ["kernel"]), "fail-xid-table")
+    assert "'1'" in card and "(1 at a time unknown)" in card, card
+    assert [r["last_ts"] for r in rows] == ["time unknown"]

@@ -176,8 +176,9 @@ def _xid_card(xid: pd.DataFrame, sources: list[str]) -> dbc.Col:
     log, no DCGM XID field: ``data.xid_sources``), where 0 would claim none happened."""
     if not sources:
         return card("XIDs", "–", data.NO_XID_SOURCE, "fail-xids")
-    n_fatal = int((xid["fatal"] == "yes").sum())
-    sub = f"{len(xid)} codes, {n_fatal} fatal"
+    n_fatal, untimed = int((xid["fatal"] == "yes").sum()), int(xid["untimed"].sum())
+    sub = f"{len(xid)} codes, {n_fatal} fatal" + (
+        f" ({untimed} at a time unknown)" if untimed else "")
     return card("XIDs", f"{int(xid['count'].sum()):,}", sub, "fail-xids")
 
 
@@ -207,7 +208,7 @@ def _xid_table(df: pd.DataFrame, sources: list[str]) -> Any:
         return dbc.Alert(said, color="secondary", class_name="mb-0")
     df = df.assign(
         action=df["action"] + " (" + df["action_text"] + ")",
-        last_ts=_ts_text(df["last_ts"]),
+        last_ts=_ts_text(df["last_ts"]).mask(df["last_ts"].isna(), "time unknown"),
     )
     return table("fail-xid-table", df, XID_COLUMNS)
 

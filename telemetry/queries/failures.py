@@ -245,15 +245,21 @@ def xid_table(store: Store, run_id: str | None, tr: TimeRange, max_hosts: int = 
     ``mnemonic``, ``meaning``, ``action`` (NVIDIA's immediate-action bucket), ``action_text``,
     ``hint``, ``fatal`` ("yes"/"no"/"unknown"), ``count``, ``gpus`` (distinct host/GPU pairs),
     ``hosts`` (up to ``max_hosts`` hosts by count, then "+N more"), ``last_ts``. A code absent
-    from the catalog is kept and shown as "unknown XID", never dropped. Most frequent first."""
+    from the catalog is kept and shown as "unknown XID", never dropped. Most frequent first.
+    An XID line of the run's logs no time dates (a kernel log's seconds since boot) is counted
+    in every range of its run, as its interruptions are: ``untimed`` says how many."""
     df = store.df(
-        f"""WITH e AS (SELECT * FROM xid_events WHERE {_xid_filter()}),
-            h AS (SELECT xid, host, count(*) AS n FROM e GROUP BY xid, host)
+        f"""WITH e AS (SELECT ts, host, gpu, xid FROM xid_events WHERE {_xid_filter()}
+                       UNION ALL  -- no time: in no range and outside none (xid_events: timed)
+                       SELECT ts, host, gpu, xid FROM signals WHERE kind = 'xid' AND ts IS NULL
+                       AND xid IS NOT NULL AND (? IS NULL OR run_id = ? OR run_id IS NULL)),
+            h AS (SELECT xid, host, count(*) AS n FROM e WHERE host IS NOT NULL GROUP BY ALL)
             SELECT e.xid, count(*) AS count, count(DISTINCT (e.host, e.gpu)) AS gpus,
-                   max(e.ts) AS last_ts,
-                   (SELECT list(host ORDER BY n DESC, host) FROM h WHERE h.xid = e.xid) AS hl
+                   max(e.ts) AS last_ts, count(*) FILTER (WHERE e.ts IS NULL) AS untimed,
+                   coalesce((SELECT list(host ORDER BY n DESC, host) FROM h
+                             WHERE h.xid = e.xid), []) AS hl
             FROM e GROUP BY e.xid ORDER BY count DESC, e.xid""",
-        _params(run_id, tr),
+        [*_params(run_id, tr), run_id, run_id],
     )
     ref = xids()
     rows = []
@@ -275,10 +281,11 @@ def xid_table(store: Store, run_id: str | None, tr: TimeRange, max_hosts: int = 
                 "gpus": int(r.gpus),
                 "hosts": ", ".join(hosts[:max_hosts]) + more,
                 "last_ts": r.last_ts,
+                "untimed": int(r.untimed),
             }
         )
     cols = ["xid", "mnemonic", "meaning", "action", "action_text", "hint", "fatal", "count"]
-    return pd.DataFrame(rows, columns=[*cols, "gpus", "hosts", "last_ts"])
+    return pd.DataFrame(rows, columns=[*cols, "gpus", "hosts", "last_ts", "untimed"])
 
 
 def lemons(store: Store, run_id: str | None, tr: TimeRange, limit: int = 20) -> pd.DataFrame:
