@@ -104,3 +104,49 @@ def test_srun_naming_one_killed_task_and_no_other_failure_places_it(
     assert row["rank"] is None and row["component"] == "Unknown", (name, row)
     if host:
         assert "killed by SIGKILL, sender unknown on c002" in row["description"], row
+
+
+# torchrun's summary as pasted in vllm-project/speculators#1115 (its Failures, verbatim; the
+# paste's Root Cause entry, rank 1 at 13:02:58, is cut before its exit code and left out)
+ESCALATED = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+/root/speculators/scripts/train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-09-07_13:02:58
+  host      : localhost
+  rank      : 3 (local_rank: 3)
+  exitcode  : 1 (pid: 14692)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+[2]:
+  time      : 2026-09-07_13:03:29
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 14689)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 14689
+[3]:
+  time      : 2026-09-07_13:03:29
+  host      : localhost
+  rank      : 2 (local_rank: 2)
+  exitcode  : -15 (pid: 14691)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 14691
+"""  # noqa: W291 (torchrun's own trailing space after "ChildFailedError:")
+
+
+def test_a_sigkill_after_the_first_exit_is_the_launchers_stop_not_a_death(tmp_path: Path) -> None:
+    # rank 3 exited (1) at 13:02:58; torchrun SIGTERMed the rest and SIGKILLed rank 0 after its
+    # 30 s grace: the job stopped at 13:02:58, and neither rank 0's -9 nor rank 2's -15 (older
+    # torchrun prints no "(SIGTERM)" after it) is a death of its own or the culprit
+    log = tmp_path / "t.log"
+    log.write_text(ESCALATED)
+    rows = _interruptions(_import(tmp_path, log)[0], "ts, host, rank, component, description")
+    assert len(rows) == 1, rows
+    (row,) = rows
+    assert str(row["ts"]) == "2026-09-07 13:02:58", row
+    assert (row["rank"], row["host"]) == (None, None), row
+    assert "SIGKILL" not in row["description"] and "killed by" not in row["description"], row

@@ -176,11 +176,30 @@ KILLED_BY_SIGKILL = Rule(4, UNKNOWN, UNKNOWN, 0.6, "killed by SIGKILL, sender un
 _SIGKILL = re.compile(r"exited with code -9\b")
 
 
+# NCCL's word that a peer's socket went away (``Call to recv from PEER failed : Broken pipe``,
+# ``Connection closed by remote peer``, ``Connection reset by peer``) or that a system call,
+# an allocation or the device failed (``unhandled system error``, ``ncclSystemError: System
+# call (e.g. socket, malloc) or external library call failed or device error``), or says both
+# in one (``remote process exited or there was a network error``, ``ncclRemoteError``, a proxy's
+# ``retcode 6``; retcode 2 is ncclSystemError): what every
+# survivor prints when a peer process dies (a segfault, an OOM kill leave no line of their
+# own), as when a link fails. The network is one possibility, not the finding (NVIDIA/nccl#795:
+# a remote rank's segfault; Megatron-LM#792: a distributed optimizer bug).
+PEER_OR_NETWORK = Rule(3, UNKNOWN, UNKNOWN, 0.3,
+                       "NCCL lost a peer (the peer exited, or the network failed)", False)
+_PEER_GONE = re.compile(r"Broken pipe|[Cc]onnection (?:closed|reset) by (?:remote )?peer"
+                        r"|unhandled system error|ncclSystemError|remote process exit"
+                        r"|ncclRemoteError|retcode [26]\b")
+
+
 def signal_rule(kind: str, detail: str | None) -> Rule | None:
     """The cause rule of a (non-XID) signal: its kind's, but a worker's death by SIGKILL is of
-    unknown cause (``KILLED_BY_SIGKILL``)."""
+    unknown cause (``KILLED_BY_SIGKILL``), and so is an NCCL error that says only that a peer
+    went away (``PEER_OR_NETWORK``)."""
     if kind == WORKER_KILLED and _SIGKILL.search(detail or ""):
         return KILLED_BY_SIGKILL
+    if kind == NCCL_ERROR and _PEER_GONE.search(detail or ""):
+        return PEER_OR_NETWORK
     return CAUSES.get(kind)
 
 
@@ -420,8 +439,25 @@ def gather(
                 )
             )
     for evs in per:
+        _escalations(evs)
         evs.sort(key=Evidence.key)
     return per
+
+
+def _escalations(evs: list[Evidence]) -> None:
+    """A worker's SIGKILL the launcher reports at least a second after another worker's exit
+    is the launcher's own: torchrun stops every other worker once it sees the first failure
+    (SIGTERM) and SIGKILLs those still alive after its grace period (30 s by default), so a
+    summary lists them ``exitcode : -9`` after its Root Cause (a speculators#1115 paste: rank
+    1 exited 1 at 13:02:58, rank 0 -9 at 13:03:29). Teardown, not a death of its own."""
+    deaths = [e for e in evs if e.kind in (WORKER_EXIT, WORKER_KILLED)]
+    if len(deaths) < 2:
+        return
+    first = min(e.ts for e in deaths)
+    for e in deaths:
+        if e.rule is KILLED_BY_SIGKILL and e.ts - first >= 1e9:
+            e.kind, e.rule = WORKER_EXIT, None
+            e.detail = f"{e.detail}; after the first exit the launcher saw: its stop of the rest"
 
 
 @dataclass(frozen=True)

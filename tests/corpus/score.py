@@ -87,6 +87,12 @@ class Result:
         return self.found and self.component == self.label.component
 
     @property
+    def cause_wrong(self) -> bool:
+        """A cause named that is not the thread's; "Unknown" names none (a wrong answer is
+        worse than "unknown", #56)."""
+        return self.found and self.component not in (self.label.component, "Unknown")
+
+    @property
     def culprit(self) -> str:
         """right, victim, unconfirmed, missed or unknown (module doc)."""
         lab = self.label
@@ -182,6 +188,7 @@ class Score:
     crashed: int
     found: int
     cause_right: int
+    cause_wrong: int  # a cause named that the thread contradicts (Result.cause_wrong)
     right: int
     victim: int
     unconfirmed: int
@@ -208,7 +215,8 @@ def summarise(results: list[Result]) -> Score:
 
     return Score(
         len(results), sum(r.import_ok for r in results), sum(r.crashed for r in results),
-        sum(r.found for r in results), sum(r.cause_right for r in results), count("right"),
+        sum(r.found for r in results), sum(r.cause_right for r in results),
+        sum(r.cause_wrong for r in results), count("right"),
         count("victim"), count("unconfirmed"), count("missed"),
         sum(r.label.has_culprit for r in results),
     )  # fmt: skip
@@ -223,13 +231,13 @@ def table(results: list[Result]) -> str:
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(r.label.framework, []).append(r)
-    head = ("| framework | excerpts | import ok | found | cause right | culprit named "
+    head = ("| framework | excerpts | import ok | found | cause right (wrong) | culprit named "
             "(right / victim / unconfirmed) | precision | recall (right / thread's) |")  # fmt: skip
     rows = [head, "|" + "---|" * 8]
     for name, rs in [*sorted(groups.items()), ("**all**", results)]:
         s = summarise(rs)
         rows.append(
-            f"| {name} | {s.n} | {s.import_ok} | {s.found} | {s.cause_right} | "
+            f"| {name} | {s.n} | {s.import_ok} | {s.found} | {s.cause_right} ({s.cause_wrong}) | "
             f"{s.named} ({s.right} / {s.victim} / {s.unconfirmed}) | {_pct(s.precision)} | "
             f"{_pct(s.recall)} ({s.right} / {s.with_culprit}) |"
         )
@@ -245,7 +253,8 @@ def findings(results: list[Result]) -> str:
         if r.crashed:
             why.append("CRASH " + (r.error.splitlines() or ["?"])[-1])
         if r.found and not r.cause_right:
-            why.append(f"cause {r.component!r}, thread says {r.label.component!r}")
+            said = "WRONG: " if r.cause_wrong else ""
+            why.append(f"{said}cause {r.component!r}, thread says {r.label.component!r}")
         if r.culprit in ("victim", "unconfirmed"):
             why.append(f"named {r.culprit}: rank {r.rank} host {r.host} (conf {r.confidence})")
         if why:

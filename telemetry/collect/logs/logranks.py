@@ -130,11 +130,17 @@ def killed_by(detail: str | None) -> tuple[int, str] | None:
     m = _EXITED.search(detail or "")
     if m is None:
         return None
-    try:
-        name = signal.Signals(int(m.group(2))).name
-    except ValueError:
-        name = f"signal {m.group(2)}"
+    name = signal_name(int(m.group(2)))
     return None if name in TEARDOWN_SIGNALS else (int(m.group(1)), name)
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9 (this machine's numbering, Linux's, as the logs' own), else
+    ``signal N``."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def launcher(body: str) -> Failure | None:

@@ -790,7 +790,8 @@ class LogParser:
         where = f" on {host}" if host else ""
         detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
         kind = sig.WORKER_EXIT
-        if code < 0 and signame not in lr.TEARDOWN_SIGNALS and (self._label, pid) not in \
+        named = signame or (lr.signal_name(-code) if code < 0 else None)  # older: no (SIGTERM)
+        if code < 0 and named not in lr.TEARDOWN_SIGNALS and (self._label, pid) not in \
                 self._closing:  # a signal nobody in the job sent: the rank's own death
             kind, detail = sig.WORKER_KILLED, f"{detail} ({signame or f'signal {-code}'})"
         if self._alone:

@@ -18,6 +18,7 @@ FORMAT = LineFormat(
         r"unhandled system error",
         r"emote process exited",
         r"NET/IB",
+        r"NET/OFI",
         r"ibv_",
         r"IBV_",
         r"retry counter",
@@ -26,8 +27,11 @@ FORMAT = LineFormat(
         r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ n[Rr]anks [0-9]+",  # which host each rank is on
     ),
     signatures=(
-        Signature(150, sig.IB_ERROR, ("IB", "ibv_", "retry counter", "ink"),
+        # the fabric's own word: InfiniBand's verbs, or libfabric's (aws-ofi-nccl: ``NET/OFI
+        # Request ... completed with error. RC: 113. Error: 2 (UNDELIVERABLE)``)
+        Signature(150, sig.IB_ERROR, ("IB", "ibv_", "retry counter", "ink", "OFI"),
                   re.compile(r"NET/IB.*(?:[Ee]rror|failed|status=[1-9])|ibv_\w+.*fail|IBV_WC_"
+                             r"|NET/OFI.*completed with error"
                              r"|transport retry counter exceeded|[Ll]ink (?:is )?[Dd]own")),
         Signature(210, sig.NCCL_USAGE, ("nvalid", "no algorithm"),
                   re.compile(r"ncclInvalid(?:Usage|Argument)|NCCL error[^,]*, invalid (?:usage|"
