@@ -16,7 +16,7 @@ import pandas as pd
 
 from telemetry.derive.derive import open_stall
 from telemetry.metrics.goodput import goodput, top_badput
-from telemetry.queries import TimeRange, offenders
+from telemetry.queries import TimeRange, offenders, run_time
 from telemetry.queries import overview as ov
 from telemetry.queries.hangs import open_hang
 from telemetry.queries.node_health import findings
@@ -114,8 +114,9 @@ def _run_alerts(
     rows = []
     stall = open_stall(store, run_id, max(now, live_at))
     last = ov.last_step_at(store, run_id, max(now, live_at))
-    # the data ends with a stop at the last step
-    stopped = last is not None and ov.inferred_stop_at(store, run_id, last)
+    # the data ends with a stop at the last step, or a run that logged no step with its stop
+    stopped = (ov.inferred_stop_at(store, run_id, last) if last is not None
+               else ov.open_stop_before(store, run_id, max(now, live_at)))  # fmt: skip
     ended = run_end(store, run_id, max(now, live_at))
     hung = open_hang(store, run_id, max(now, live_at))
     if ended is not None:  # nothing is expected of a run after its end
@@ -147,7 +148,10 @@ def _run_alerts(
                 "RunStalled",
             )
         )
-    if not training and ended is None:
+    # "not training" is news of a run expected to train: not of one that ended or whose stop
+    # is told above (nothing resumed it: "Run stopped" says why), nor of one no line dates
+    # (no step logged in a window of another run's time says nothing of it)
+    if not training and ended is None and not stopped and not run_time.undated(store, run_id):
         rows.append(
             (
                 "critical",

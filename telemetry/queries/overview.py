@@ -274,6 +274,26 @@ def inferred_stop_at(store: Store, run_id: str, ts: datetime) -> list[tuple[Any,
     )
 
 
+def open_stop_before(store: Store, run_id: str, at: datetime) -> list[tuple[Any, ...]]:
+    """The newest open inferred stop at or before ``at`` of a run that logged no step (its
+    data is its failure lines: it stopped before or without a progress line), as one row of
+    planned, description, ts, source, rank, host (``inferred_stop_at``'s); none without."""
+    return store.rows(
+        "SELECT planned, description, ts, source, rank, host FROM interruptions "
+        "WHERE run_id = ? AND ts <= ? AND end_ts IS NULL AND source = 'inferred' "
+        "AND NOT EXISTS (SELECT 1 FROM train_metrics WHERE run_id = ?) "
+        "ORDER BY ts DESC LIMIT 1",
+        [run_id, at, run_id],
+    )
+
+
+def undated_interruptions(store: Store, run_id: str) -> int:
+    """How many of the run's interruptions no line dates (``ts`` null: time unknown)."""
+    return int(store.scalar(
+        "SELECT count(*) FROM interruptions WHERE run_id = ? AND ts IS NULL", [run_id]
+    ))  # fmt: skip
+
+
 def restart_loop(
     store: Store, run_id: str, start: datetime, end: datetime
 ) -> list[tuple[Any, ...]]:

@@ -145,6 +145,15 @@ def run_bounds(store: Store, run_id: str) -> TimeRange | None:
     return TimeRange(span.start, max(own, span.start))
 
 
+def undated(store: Store, run_id: str) -> bool:
+    """Whether ``run_id`` is a stored run that nothing dates: no start, no record of it at a
+    time a page can show (every line of its logs gave no wall-clock time). Such a run has no
+    time of its own, and no other run's time is its time: a page says it is unknown."""
+    if not store.scalar("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]):
+        return False
+    return run_span(store, run_id) is None and _own_end(store, run_id) is None
+
+
 def has_ended(store: Store, run_id: str) -> bool:
     """Whether the run's time is over, so a page tells its alerts as its history, not as what
     is active now: it has an end (``run_bounds``) and the store's data went on after it, or it
