@@ -9,6 +9,7 @@ import pandas as pd
 
 from app.data.services import alert_rules, bound, store
 from app.data.training import loss_series as loss_series  # the Overview's loss chart
+from app.data.view import run_undated as run_undated  # the alert panel asks it too
 from app.data.view import time_range
 from telemetry import queries
 from telemetry.collect.logs.settings import NAMES as SETTING_NAMES  # vocabulary re-export
@@ -46,11 +47,12 @@ def interruption_marks(run_id: str | None, tr: TimeRange | None = None) -> pd.Da
 
 
 def recent_interruptions(run_id: str, hours: float = 24.0) -> int | None:
-    """How many of the run's interruptions came in the ``hours`` before the end of its data,
-    whatever range is shown (the card counts what the alert beside it counts); None when no
-    stored line gives a time (unknown, not 0)."""
+    """How many of the run's dated interruptions came in the ``hours`` before the end of its
+    data, whatever range is shown (the card counts what the alert beside it counts); None when
+    no stored line gives a time, or none of the run's (unknown, not 0: the store's time is
+    other runs')."""
     base = time_range("all", run_id)
-    if base is None:
+    if base is None or run_undated(run_id):
         return None
     window = TimeRange(base.end - timedelta(hours=hours), base.end)
     ints = queries.interruptions(store(), run_id, window, queries.MARK_COLUMNS)
@@ -58,6 +60,7 @@ def recent_interruptions(run_id: str, hours: float = 24.0) -> int | None:
 
 
 checkpoint_ages = bound(overq.checkpoint_ages)
+undated_interruptions = bound(overq.undated_interruptions)
 
 
 def run_ended(run_id: str | None) -> bool:

@@ -232,6 +232,15 @@ def unset_text(view: dict[str, Any] | None, nothing: str) -> str:
     return NO_TIME if undated_range(view) is not None else nothing
 
 
+_undated = bound(run_time.undated)
+
+
+def run_undated(run: Any) -> bool:
+    """Whether ``run`` is a stored run no line dates (``run_time.undated``): a page says its
+    time is unknown, never the store's or another run's time."""
+    return isinstance(run, str) and bool(run) and _undated(run)
+
+
 def counted_range(view: dict[str, Any] | None) -> TimeRange | None:
     """The range a page's counts and lists run over: the view's (``view_range``), else, in a
     store no line dates, ``undated_range``. None when nothing is stored."""
@@ -297,12 +306,16 @@ def data_age(run: Any, now: datetime | None = None) -> dict[str, Any] | None:
     ``end`` of its data, ``age_s`` from ``end`` to ``now`` (the wall clock: what the header
     states is how old the data is, the one place the machine's clock is the right one), and
     ``stale`` when that is more than ``STALE_LIVE_S``, and, for stale data, the run's ``state``
-    as ``summary`` gives it (None without a run or while data arrives). None for an empty
-    store."""
+    as ``summary`` gives it (None without a run or while data arrives). A run no line dates
+    (``run_undated``): ``start``, ``end`` and ``age_s`` None (its time is unknown, not the
+    store's), with its ``state``. None for an empty store."""
+    run = run if isinstance(run, str) and run else None
+    if run is not None and run_undated(run):
+        return {"start": None, "end": None, "age_s": None, "stale": False,
+                "state": run_state(store(), run)}  # fmt: skip
     ext = extent()
     if ext is None:
         return None
-    run = run if isinstance(run, str) and run else None
     own = _run_extent(ext, run)
     age = ((now or datetime.now(UTC).replace(tzinfo=None)) - own.end).total_seconds()
     stale = age > STALE_LIVE_S

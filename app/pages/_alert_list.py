@@ -128,3 +128,27 @@ def incident_link(run_id: str | None, *lists: pd.DataFrame) -> str | None:
         return None
     df = incidents(run_id)
     return None if df.empty else incident_href(df["at"].iloc[0], run_fragment(run_id))
+
+
+def delivery_text(state: dict[str, Any]) -> list[Any]:
+    """One line per receiver: delivered when, or failing how; then what was evaluated."""
+    out: list[Any] = [html.Strong("Delivery")]
+    for r in state["receivers"]:
+        if r.attempt > 1 or (r.last_error and (r.last_ok is None or r.last_error_at > r.last_ok)):
+            what = f"failing: {r.last_error}" + (
+                f" (attempt {r.attempt}, retrying)" if r.attempt > 1 else ""
+            )
+            cls = "text-danger"
+        elif r.last_ok is not None:
+            what, cls = f"delivered {r.last_ok:%H:%M:%S} UTC ({r.sent} sent)", "text-success"
+        else:
+            what, cls = "nothing sent yet", ""
+        extra = f", {r.dropped} dropped" if r.dropped else ""
+        out += [html.Br(), html.Span(f"{r.name} ({r.kind}): {what}{extra}", className=cls)]
+    at = state["evaluated_at"]
+    summary = f"{state['firing']} firing, {state['silenced']} silenced" + (
+        f", evaluated {at:%H:%M:%S} UTC" if at else ", not evaluated yet"
+    )
+    if state["error"]:
+        summary += f"; evaluation failed: {state['error']}"
+    return [*out, html.Br(), html.Span(summary)]

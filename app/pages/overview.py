@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import dash
@@ -19,13 +20,15 @@ from app.figures import overview as ofig
 from app.figures import targets as ft
 from app.figures.units import fmt_count, fmt_duration, fmt_percent
 from app.pages import _settings, _silences, _slurm
-from app.pages._alert_list import alert_list, history, incident_link
+from app.pages._alert_list import alert_list, delivery_text, history, incident_link
 from app.ui import TIMECHART, card, guarded, table, time_graph, view_inputs
 
 dash.register_page(__name__, path="/", name="Overview", order=0)
 
 _TIER_NAMES = {"nvme": "NVMe", "pfs": "PFS", "object": "Object store"}
 NO_DATA = "No data stored yet: start a replay or the ingest daemon."
+UNDATED_ALERTS = ("This run's time is unknown (no line of its logs gives a wall-clock time): "
+                  "none of its alerts is judged at a time. Its interruptions are on Failures.")
 
 
 def layout(**_query: str) -> html.Div:
@@ -233,8 +236,18 @@ _STATE_WORDS = {"finished": "finished", "stopped": "stopped: nothing resumed it"
                 "unknown": "how it ended unknown: its log has no end line"}  # fmt: skip
 
 
+def _interruptions_text(last24: int | None, undated: int) -> str:
+    """What the Interruptions card says beneath its count: those no line dates as the Failures
+    page says them, and the last 24 h's count of the dated ones ("–" when nothing dates the
+    run; "dated" beside some of a time unknown, which may be in those 24 h or not)."""
+    recent = "in the last 24 h of data" if not undated or last24 is None else (
+        "dated in the last 24 h of data")  # fmt: skip
+    unknown = f" ({undated} at a time unknown)" if undated else ""
+    return f"unexpected + planned, whole run{unknown} · {_or_dash(last24, '{}')} {recent}"
+
+
 def _run_cards(
-    s: dict[str, Any], last24: int | None, good: dict[str, Any] | None = None
+    s: dict[str, Any], last24: int | None, good: dict[str, Any] | None = None, undated: int = 0
 ) -> list[Any]:
     i = s["interruptions"]
     return [
@@ -250,8 +263,7 @@ def _run_cards(
         card(
             "Interruptions",
             f"{i['unexpected']} + {i['planned']}",
-            f"unexpected + planned, whole run · {_or_dash(last24, '{}')} in the last 24 h of "
-            "data · MTBF "
+            _interruptions_text(last24, undated) + " · MTBF "
             + fmt_duration(None if s["mtbf_hours"] is None else s["mtbf_hours"] * 3600),
             "ov-ints",
         ),
@@ -344,30 +356,6 @@ def _delivery(_view: Any, _n: int | None):  # type: ignore[no-untyped-def]
     return "" if state is None else delivery_text(state)
 
 
-def delivery_text(state: dict[str, Any]) -> list[Any]:
-    """One line per receiver: delivered when, or failing how; then what was evaluated."""
-    out: list[Any] = [html.Strong("Delivery")]
-    for r in state["receivers"]:
-        if r.attempt > 1 or (r.last_error and (r.last_ok is None or r.last_error_at > r.last_ok)):
-            what = f"failing: {r.last_error}" + (
-                f" (attempt {r.attempt}, retrying)" if r.attempt > 1 else ""
-            )
-            cls = "text-danger"
-        elif r.last_ok is not None:
-            what, cls = f"delivered {r.last_ok:%H:%M:%S} UTC ({r.sent} sent)", "text-success"
-        else:
-            what, cls = "nothing sent yet", ""
-        extra = f", {r.dropped} dropped" if r.dropped else ""
-        out += [html.Br(), html.Span(f"{r.name} ({r.kind}): {what}{extra}", className=cls)]
-    at = state["evaluated_at"]
-    summary = f"{state['firing']} firing, {state['silenced']} silenced" + (
-        f", evaluated {at:%H:%M:%S} UTC" if at else ", not evaluated yet"
-    )
-    if state["error"]:
-        summary += f"; evaluation failed: {state['error']}"
-    return [*out, html.Br(), html.Span(summary)]
-
-
 @callback(
     Output("ov-cards", "children"),
     Output({"type": TIMECHART, "id": "ov-fleet"}, "figure"),
@@ -429,12 +417,13 @@ def _run_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None):
     run_id = (view or {}).get("run")
     if tr is None or run_id is None:
         return []
-    summary, last24, good = together(
+    summary, last24, good, undated = together(
         lambda: data.summary(run_id),
         lambda: data.recent_interruptions(run_id),
         lambda: data.goodput(run_id),
+        lambda: data.undated_interruptions(run_id),
     )
-    return _run_cards(summary, last24, good)
+    return _run_cards(summary, last24, good, undated)
 
 
 @callback(
@@ -469,10 +458,17 @@ def _alert_panel(view: dict[str, Any] | None, _n: int | None, _theme: str | None
     """The active alerts at the end of the view, asked for beside the cards and charts (its
     rules read their own data: the first viewer after a write waits for the slower of the
     two, not their sum)."""
+    run_id = (view or {}).get("run")
+    if run_id is not None and data.run_undated(run_id):
+        # no alert of a run no line dates is judged at a time: the store's end is other runs'
+        # time; what is active now is the fleet's, told apart
+        undated = dbc.Alert(UNDATED_ALERTS, color="secondary", class_name="small mb-1",
+                            id="ov-alerts-run")  # fmt: skip
+        now = data.now_alerts((view or {}).get("range"))
+        return html.Div([history(now, None, datetime.min), undated])
     tr = view_range(view)
     if tr is None:
         return ""
-    run_id = (view or {}).get("run")
     live = (view or {}).get("range") != "custom"
     alerts = data.active_alerts(run_id, tr, data.target_time(tr, live))
     delivered = alert_episodes(run_id, tr, live)

@@ -22,6 +22,7 @@ from app.data.view import (
     run_extent,
     run_ids,
     run_label,
+    run_undated,
 )
 from app.shell.layout import banner, nav_id
 
@@ -44,9 +45,12 @@ NO_DATA = "No data stored yet."
 def _updated(view: Any) -> str:
     """The selected run's own time (the store's without a run), and the newest data."""
     ext = extent()
+    run = clean_view(view).get("run")
+    if run_undated(run):  # not the store's time, which is other runs' (#57: no made-up time)
+        return "Data of a time unknown: no line of this run's logs gives a wall-clock time."
     if ext is None:  # runs whose logs give no wall-clock time are data, of a time unknown
         return "Data of a time unknown: no stored line dates it." if run_ids() else NO_DATA
-    own = run_extent(clean_view(view).get("run")) or ext
+    own = run_extent(run) or ext
     return (
         f"Data {own.start:%Y-%m-%d %H:%M} – {own.end:%Y-%m-%d %H:%M:%S} UTC · "
         f"last updated {ext.end:%H:%M:%S} UTC"
@@ -66,7 +70,10 @@ def _age(view: Any, live: Any) -> tuple[str, str]:
     if age is None:
         return "", ""
     whose = f"{run_label(run)}: " if run else ""
-    text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
+    if age["end"] is None:  # a run no line dates (``_updated`` says so): its state alone
+        text = run_label(run)
+    else:
+        text = f"{whose}data to {age['end']:%Y-%m-%d %H:%M} UTC, {ago(age['age_s'])} ago"
     if age["state"] in _ENDED:  # nothing new is due from a run that ended: no warning
         return text + f" · {_ENDED[age['state']]}", ""
     if live is True and age["stale"]:
