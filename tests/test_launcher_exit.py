@@ -150,3 +150,30 @@ def test_a_sigkill_after_the_first_exit_is_the_launchers_stop_not_a_death(tmp_pa
     assert str(row["ts"]) == "2026-09-07 13:02:58", row
     assert (row["rank"], row["host"]) == (None, None), row
     assert "SIGKILL" not in row["description"] and "killed by" not in row["description"], row
+
+
+# DeepSpeed's launcher, as pasted in deepspeedai/DeepSpeed#4000 (the command cut short here)
+DS_EXIT = """\
+[2023-07-20 15:45:13,980] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3966
+[2023-07-20 15:45:13,981] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3967
+[2023-07-20 15:45:13,982] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', \
+'main.py', '--local_rank=1', '--deepspeed', 'deepspeed.json', '--do_train'] exits with return \
+code = {code}
+"""
+
+
+@pytest.mark.parametrize(("code", "component", "words"), [
+    (-9, "Unknown", "killed by SIGKILL, sender unknown (DeepSpeed launcher: a worker exited with "
+                    "code -9 (SIGKILL)"),
+    (-11, "Software Bug", "killed by a signal (DeepSpeed launcher: a worker exited with code -11 "
+                          "(SIGSEGV)"),
+    (1, "Unknown", "the launcher or Slurm ended it"),  # an exception: whose, no line says
+])
+def test_deepspeeds_launcher_says_how_a_worker_exited_not_which(
+    tmp_path: Path, code: int, component: str, words: str
+) -> None:
+    # launch.py logs its last spawned command (its loop variable), not the failed worker's:
+    # "--local_rank=1" names no culprit
+    row = _only(tmp_path, "ds.log", DS_EXIT.format(code=code))
+    assert row["component"] == component and words in row["description"], row
+    assert (row["rank"], row["host"]) == (None, None), row
