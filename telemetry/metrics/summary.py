@@ -96,8 +96,11 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
     unexpected = ints[~ints["planned"].astype(bool)]
     n_unexp = int(unexpected["n"].sum())
     wall_h = wall_s / 3600.0
-    # a run whose data has no time (a log without a wall-clock time) has no wall time: unknown
+    # a run whose data has no time (a log without a wall-clock time) has no wall time: unknown;
+    # nor does one seen at one instant (a paste of its failure lines): it ran, for how long no
+    # line says, so 0 h would be a figure made up
     timed = None not in (start, end)
+    lasted = timed and end > start
     out = {
         "run_id": run_id,
         "name": run["name"],
@@ -107,7 +110,7 @@ def run_summary(store: Store, run_id: str, detail: bool = True) -> dict[str, Any
         "gpus": _int(run["gpus"]),
         "nodes": _int(run["nodes"]),
         "model_params": _num(run["model_params"]),
-        "wall_hours": round(wall_h, 3) if timed else None,
+        "wall_hours": round(wall_h, 3) if lasted else None,
         # the wall's own ends (``run_time.run_wall``): the span every page shows for the run
         "wall_start": start.isoformat() if timed else None,
         "wall_end": end.isoformat() if timed else None,

@@ -220,10 +220,12 @@ def _mtbf_hours(
 
 def _wall_hours(store: Store, run_id: str | None, tr: TimeRange) -> float | None:
     """Hours of the run alive in the range (``run_time.run_wall``); every run's: the range;
-    None when nothing dates the run (a log with no wall-clock time: unknown, not 0)."""
+    None when nothing dates the run (a log with no wall-clock time: unknown, not 0) or its
+    lines show it at one instant only (how long it ran, none says: ``summary``'s wall too)."""
     if run_id is None:
         return max((tr.end - tr.start).total_seconds(), 0.0) / 3600.0
-    if run_time.run_wall(store, run_id) is None:
+    whole = run_time.run_wall(store, run_id)
+    if whole is None or whole.end <= whole.start:
         return None
     win = run_time.run_wall(store, run_id, tr)
     return 0.0 if win is None else (win.end - win.start).total_seconds() / 3600.0
