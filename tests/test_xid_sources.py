@@ -127,3 +127,25 @@ def test_an_xid_no_line_dates_is_counted_not_zero(tmp_path: Path) -> None:
         rows = _grid(failures._xid_table(df, ["kernel"]), "fail-xid-table")
     assert "'1'" in card and "(1 at a time unknown)" in card, card
     assert [r["last_ts"] for r in rows] == ["time unknown"]
+
+
+def test_node_health_of_a_range_nothing_judged_says_unknown_not_0_findings(bound: Store) -> None:
+    # its rules judge XIDs and Slurm's job ends: a job log alone gives them nothing, so "0
+    # finding(s) of 0 rule(s) on 0 node(s)" was a claim nothing stored can make
+    from app.data import node_health as nhd
+    from app.pages._node_health import summary
+
+    told = summary(nhd.health(DAY))
+    assert told.startswith("Findings unknown: no XIDs"), told
+    assert "0 finding(s)" not in told
+
+
+def test_node_health_of_a_replay_counts_its_findings(
+    dev_store: Path, whole: TimeRange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.data import node_health as nhd
+    from app.pages._node_health import summary
+
+    for _ in bound_store(dev_store, monkeypatch):
+        told = summary(nhd.health(whole))
+        assert "finding(s) of" in told and "unknown" not in told, told

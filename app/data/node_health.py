@@ -12,6 +12,7 @@ from app.data.services import bound, store
 from telemetry.queries import TimeRange
 from telemetry.queries import node_health as nh
 from telemetry.queries import offenders as off
+from telemetry.queries import xid_sources as xidq
 from telemetry.queries.node_health import RULES as RULES  # vocabulary re-export
 
 SHOWN = 30  # timeline rows: the worst nodes
@@ -26,6 +27,9 @@ class Health:
     hosts: list[str]  # the timeline's rows, worst first
     troubled: int  # nodes with a finding or not in service at some time in the range
     slurm: bool  # Slurm's node states are stored (else "drained now" cannot be known)
+    # what the rules judge is stored for the range (an XID source, Slurm's job ends): else
+    # "0 findings" would be a figure nothing stored can give
+    judged: bool = True
 
 
 def health(tr: TimeRange) -> Health:
@@ -41,8 +45,9 @@ def health(tr: TimeRange) -> Health:
     if not bad.empty:
         by_time = bad.groupby("host")["secs"].sum().sort_values(ascending=False)
         order += [h for h in by_time.index.tolist() if h not in order]
+    judged = bool(len(found)) or nh.has_job_ends(s) or bool(xidq.xid_sources(s, None, tr))
     return Health(found, states, nh.drained_now(s), nh.repairs(states), order[:SHOWN],
-                  len(order), nh.has_node_states(s))  # fmt: skip
+                  len(order), nh.has_node_states(s), judged)  # fmt: skip
 
 
 node_story = bound(nh.node_story)

@@ -71,8 +71,11 @@ def summary(h: data.Health) -> str:
     fixed = h.repairs["hours"]
     repair = (f"; median time to repair {fixed.median():.1f} h over {len(fixed)} repair(s)"
               if len(fixed) else "")  # fmt: skip
-    return (f"{len(h.findings)} finding(s) of {rules} rule(s) on "
-            f"{h.findings['host'].nunique() if len(h.findings) else 0} node(s) in this range; "
+    found = (f"{len(h.findings)} finding(s) of {rules} rule(s) on "
+             f"{h.findings['host'].nunique() if len(h.findings) else 0} node(s) in this range"
+             if h.judged else "Findings unknown: no XIDs (no kernel log or DCGM XID data) or "
+             "Slurm job ends are stored for this range, which is what the rules judge")
+    return (f"{found}; "
             + (f"{len(h.drained)} node(s) drained, down or in maintenance at Slurm's last "
                f"word{repair}" if h.slurm else "no Slurm node states stored")
             + ". Rules judge windows of 24 h, not single events.")

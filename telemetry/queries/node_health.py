@@ -222,6 +222,11 @@ def node_story(store: Store, name: str, tr: TimeRange) -> dict[str, object] | No
     }
 
 
+def has_job_ends(store: Store) -> bool:
+    """Whether Slurm's job records are stored (what the repeated-job-failure rule judges)."""
+    return bool(store.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM slurm_jobs LIMIT 1)"))
+
+
 def has_node_states(store: Store) -> bool:
     """Whether Slurm's node states were ever stored (a replay or a bare exporter has none)."""
     return bool(store.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM slurm_nodes LIMIT 1)"))
