@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.derive.agents import agent_gap
-from telemetry.derive.culprit import OWN_LINE_CONFIDENCE
+from telemetry.derive.culprit import OWN_LINE_CONFIDENCE, Culprit, who_columns
 from telemetry.derive.evidence import (
     INITIATING,
     TEARDOWN,
@@ -119,7 +119,9 @@ def infer_stopped(
         return _frame([])
     rule = cause.rule if cause is not None else None
     placed = cause is not None and _places(cause, evs, role)
-    why, reason, cands = _unplaced(cause, evs, role) if not placed else ("", None, [])
+    who = _unplaced(cause, evs, role) if not placed else None
+    why = "" if who is None else f"; culprit unknown ({who.reason})" + (
+        f"; candidates: {', '.join(who.candidates)}" if who.candidates else "")  # fmt: skip
     told = (cause.text() if placed else _what(cause)) if cause is not None else (
         "the launcher or Slurm ended it; no failure line says why")  # fmt: skip
     desc = f"Job stopped with no progress lines in the data: {told}; steps and lost work unknown"
@@ -143,8 +145,8 @@ def infer_stopped(
         "description": desc + why,
         # the same words as columns, as an inferred stop of a step stream has them (culprit.py):
         # an action's reason and the Incidents page list these, not "none listed"
-        "culprit_reason": reason,
-        "culprit_candidates": json.dumps(cands, ensure_ascii=False) if cands else None,
+        "culprit_reason": who.reason if who else None,
+        "culprit_candidates": who_columns(who)["culprit_candidates"] if who else None,
         "source": SOURCE,
         # a rank placed by its own line beside other ranks' lines (culprit.OWN_LINE_CONFIDENCE)
         "confidence": max(ex.confidence, OWN_LINE_CONFIDENCE) if placed and cause is not None
@@ -197,19 +199,16 @@ def _what(cause: Evidence) -> str:
     return f"{label} ({cause.detail})" if cause.detail else label
 
 
-def _unplaced(
-    cause: Evidence | None, evs: list[Evidence], role: dict[int, str]
-) -> tuple[str, str | None, list[str]]:
-    """Why no culprit is named, and the candidates (the ranks and hosts of the failure lines):
-    the description's words, the reason alone and the candidates alone."""
+def _unplaced(cause: Evidence | None, evs: list[Evidence], role: dict[int, str]) -> Culprit | None:
+    """Why no culprit is named, and the candidates: the ranks and hosts of the failure lines
+    (None for a planned stop, nobody's fault)."""
     if cause is not None and cause.rule is not None and (
             cause.rule.category == PLANNED_CATEGORY):  # fmt: skip
-        return "", None, []
+        return None
     if cause is not None and cause.kind == NODE_LOST:  # the node is known, its name not
         node = (cause.detail or "").split(" lost:", 1)[0]
-        reason = "a node was lost at once, but no line names its host"
-        return f"; culprit unknown ({reason})" + (
-            f"; candidates: {node}" if node else ""), reason, [node] if node else []  # fmt: skip
+        return Culprit(candidates=(node,) if node else (),
+                       reason="a node was lost at once, but no line names its host")
     failing = [e for e in evs if role[id(e)] != "context"]
     ranks = sorted({e.rank for e in failing if e.rank is not None})
     hosts = sorted({e.host for e in failing if e.host})
@@ -218,5 +217,4 @@ def _unplaced(
         reason = "its lines are what the ranks that waited or lost a peer print, not the fault"
     else:
         reason = "no line places the fault on one rank or host"
-    listed = f"; candidates: {', '.join(cands)}" if cands else ""
-    return f"; culprit unknown ({reason}){listed}", reason, cands
+    return Culprit(candidates=tuple(cands), reason=reason)

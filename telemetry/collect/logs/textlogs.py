@@ -791,8 +791,7 @@ class LogParser:
         detail = f"torchrun: rank {rank} (local rank {local}){where} exited with code {code}"
         kind = sig.WORKER_EXIT
         named = signame or (lr.signal_name(-code) if code < 0 else None)  # older: no (SIGTERM)
-        if code < 0 and named not in lr.TEARDOWN_SIGNALS and (self._label, pid) not in \
-                self._closing:  # a signal nobody in the job sent: the rank's own death
+        if code < 0 and self._own_death(pid, named):
             kind, detail = sig.WORKER_KILLED, f"{detail} ({signame or f'signal {-code}'})"
         if self._alone:
             detail, self._alone = f"{detail}; {sig.NO_OTHER_FAILURES}", False
@@ -800,6 +799,12 @@ class LogParser:
         self._add_signal(Signal(ts, kind, host, None, None, f"{detail} (pid {pid})",
                                 self._origin(lineno), clean_line(raw), "log", rank), "line")
         return True
+
+    def _own_death(self, pid: int, signame: str | None) -> bool:
+        """Whether a worker's death by ``signame`` was its own: a signal nobody in the job sent
+        (not one a launcher or scheduler stops workers with, nor to a pid its launcher had
+        signalled: ``Sending process P closing signal SIGTERM``)."""
+        return signame not in lr.TEARDOWN_SIGNALS and (self._label, pid) not in self._closing
 
     @staticmethod
     def _labelled(raw: str, last: str) -> str:
@@ -1116,8 +1121,7 @@ class LogParser:
         rank = None if kind in _LAUNCHER_KINDS else self._rank  # the launcher is no rank
         if kind == sig.LAUNCHER_SIGNAL and (pid := lr.closing_pid(body)) is not None:
             self._closing.add((self._label, pid))
-        elif kind == sig.WORKER_EXIT and (died := lr.killed_by(detail)) is not None and (
-                self._label, died[0]) not in self._closing:  # fmt: skip
+        elif kind == sig.WORKER_EXIT and (died := lr.killed_by(detail)) and self._own_death(*died):
             kind, detail = sig.WORKER_KILLED, f"{detail} ({died[1]})"  # as in its summary
         if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
             rank = lr.rank_in(body)
