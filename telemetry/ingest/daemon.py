@@ -14,10 +14,12 @@ The clock is injected (``clock``): wall time for collectors, anything else for t
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -76,6 +78,22 @@ def collect(
 
 
 IN_FLIGHT = 2  # an import's batches queued to the writer while the source makes the next
+# the young generation's size during an import: a log's parse makes few objects that outlive
+# their block, yet at Python's 700 the 1 GiB log's import collected 1,100 times (1.1 s of the
+# GIL); at 50,000 twice (0.03 s)
+IMPORT_GC_YOUNG = 50_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """The cyclic collector's young generation ``IMPORT_GC_YOUNG`` objects for a one-shot
+    import (nothing is left uncollected: it runs less often), then as it was."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], IMPORT_GC_YOUNG), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def collect_overlapped(source: Source, sink: BatchSink, now: datetime) -> list[Written]:
@@ -101,7 +119,7 @@ def collect_overlapped(source: Source, sink: BatchSink, now: datetime) -> list[W
             raise
 
     out: list[Written] = []
-    with ThreadPoolExecutor(1, thread_name_prefix="store-write") as pool:
+    with fewer_collections(), ThreadPoolExecutor(1, thread_name_prefix="store-write") as pool:
         flight: deque[tuple[Batch, Future[Written]]] = deque()
         for batch in source.poll(now):
             if len(flight) >= IN_FLIGHT:

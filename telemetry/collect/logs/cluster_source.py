@@ -124,6 +124,7 @@ class _Log:
         self.fh: Any = None
         self.ident = ""  # batch id stem: content digest (import) or dev:inode (follow)
         self.offset = 0
+        self._edge = 0  # the file offset the next read stops at (blocks)
         self.lineno = 1
         self.given_year = year  # --year: year-less times are in it, whatever else says
         self.year = year
@@ -163,6 +164,7 @@ class _Log:
             yield from self._rotated_or_truncated()
         offset, lineno, pending = self.offset, self.lineno, b""
         self.fh.seek(offset)
+        self._edge = offset  # where the last read ended, a whole block after the one before
         ahead = None if self.follow else _sieving()  # a followed log's news is small
         nxt = self._read(pending, ahead)
         reads: deque[tuple[bytes, Any]] = deque()  # read after ``nxt``, sieving meanwhile
@@ -211,10 +213,15 @@ class _Log:
     def _read(self, pending: bytes, ahead: Any) -> tuple[bytes, Any] | None:
         """The next read after ``pending`` (the previous read's unfinished line), and its
         sieve under way in ``ahead`` (a thread) if given; None at the end of the file."""
-        data = self.fh.read(BLOCK_BYTES)
+        self._edge += BLOCK_BYTES  # the blocks end where they always did (their batch ids)
+        data = self.fh.read(self._edge - self.fh.tell())
         if not data:
             return None
-        buf = pending + data
+        cut = data.rfind(b"\n") + 1
+        if 0 < cut < len(data):  # the unfinished line is read again with the next block: a
+            self.fh.seek(cut - len(data), os.SEEK_CUR)  # block of whole lines is sliced by
+            data = memoryview(data)[:cut]  # nobody (each 8 MiB copy was ~5 ms of the GIL)
+        buf = b"".join((pending, data)) if pending else bytes(data)
         return buf, (ahead.submit(self._sieve, buf) if ahead is not None else None)
 
     def _sieve(self, buf: bytes) -> tuple[Any, str]:

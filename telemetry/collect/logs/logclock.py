@@ -206,6 +206,12 @@ class LogClock:
     def before(self, block: bytes, lo: int, pos: int) -> datetime | None:
         """The most recent time on the lines of ``block[lo:pos]`` (``pos`` a line start, or
         past the end), else the one known before them."""
+        t = self.latest(block, lo, pos)
+        return self.last if t is None else t
+
+    def latest(self, block: bytes, lo: int, pos: int) -> datetime | None:
+        """The most recent time on the lines of ``block[lo:pos]`` (it becomes ``last``); None
+        when none of them has one."""
         while pos > lo:
             e = pos - 1
             start = max(block.rfind(b"\n", lo, e) + 1, lo)
@@ -214,9 +220,9 @@ class LogClock:
                 t = self.stamp(body, update=False)[0]
                 if t is not None:
                     self.last = t
-                    break
+                    return t
             pos = start
-        return self.last
+        return None
 
 
 def _fields(fields: object) -> str:

@@ -153,6 +153,9 @@ class LogParser:
         self._ctx_lo = 0  # block offset up to which the clock knows the most recent time
         self._blk = b""  # the block being read, and where the current line starts/ends in it
         self._s = self._e = 0
+        # the block's column-wise lines (sieved): where each starts, where the next line
+        # starts, and its time; _context takes a time from them without reading it again
+        self._fast_at: tuple[list[int], list[int], list[datetime]] | None = None
         self._tqdm: int | None = None
         self._bars: dict[int, datetime | None] = {}  # a tqdm bar's total -> when it started
         self._bar_elapsed: dict[int, float] = {}
@@ -347,6 +350,9 @@ class LogParser:
         self._timers = prep.timers
         if prep.fast is not None:
             cand_arr, fast = self._fast_megatron(cand_arr, prep.fast)
+            if len(fast[0]):
+                self._fast_at = (offs[fast[0]].tolist(), offs[fast[0] + 1].tolist(),
+                                 fast[1]["ts"])
         if len(too_long):
             cand_arr = np.union1d(cand_arr, too_long)
         self._blk, self._ctx_lo = block, 0
@@ -367,7 +373,7 @@ class LogParser:
         self._context()  # carry the most recent time into the next block
         if self._progress and (self.clock.last is None or self._progress[1] > self.clock.last):
             self.clock.last = self._progress[1]  # a paced progress point is a time shown too
-        self._blk, self._ctx_lo = b"", 0
+        self._blk, self._ctx_lo, self._fast_at = b"", 0, None
         self.lines += n
         self.next_lineno = base + n
 
@@ -870,8 +876,15 @@ class LogParser:
     def _context(self) -> datetime | None:
         """The most recent time before the current line (the lines since the last known one
         are read backwards, once)."""
-        t = self.clock.before(self._blk, self._ctx_lo, self._s)
-        self._ctx_lo = max(self._s, self._ctx_lo)
+        lo, pos = self._ctx_lo, self._s
+        if self._fast_at is not None and (j := bisect_right(self._fast_at[0], pos - 1) - 1) >= 0 \
+                and self._fast_at[0][j] >= lo:  # a column-wise line since: its time is known
+            t = self.clock.latest(self._blk, self._fast_at[1][j], pos)
+            if t is None:
+                t = self.clock.last = self._fast_at[2][j]
+        else:
+            t = self.clock.before(self._blk, lo, pos)
+        self._ctx_lo = max(pos, lo)
         return t
 
     # -- results -------------------------------------------------------------------------------
