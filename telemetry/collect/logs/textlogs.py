@@ -28,7 +28,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -395,6 +395,10 @@ class LogParser:
                 s, lineno = self._timer_lines(block, s, lineno)
                 if s >= size or self._report is None:
                     continue
+                if not self._tb and (e := self._progress_line(block, s)) >= 0:
+                    self._end_report()  # what _report_line makes of the line ending a timers
+                    s, lineno = e + 1, lineno + 1  # block (it is not the report's, its writer
+                    continue  # is the report's, it names no task), without reading it again
             e = block.find(b"\n", s)
             e = size if e < 0 else e
             if self._tb or not self._plain[lineno - self._base] or not self._report_line(
@@ -403,6 +407,20 @@ class LogParser:
                 self._followed.add(lineno)
             s, lineno = e + 1, lineno + 1
         return s
+
+    def _progress_line(self, block: bytes, s: int) -> int:
+        """Where the line starting at ``s`` ends, if it is a column-wise iteration line (sieved:
+        ``[time] iteration``, no writer prefix) ``_report_line`` would read as it is; else -1."""
+        if self._fast_at is None:
+            return -1
+        starts = self._fast_at[0]
+        j = bisect_left(starts, s)
+        if j == len(starts) or starts[j] != s:
+            return -1
+        e = self._fast_at[1][j] - 1
+        if e - s > MAX_LINE_BYTES or block.find(b"\r", s, e) >= 0 or block.find(b"\x1b", s, e) >= 0:
+            return -1
+        return e
 
     def _report_line(self, block: bytes, s: int, e: int, lineno: int) -> bool:
         """Line ``block[s:e]`` read inside an open report when no recogniser needs it (no
@@ -700,6 +718,9 @@ class LogParser:
             if rep.gap > rp.MAX_GAP:
                 self._end_report()
             return None
+        if rep.kind == "minmax" and body.rstrip()[-1:] not in (")", ":"):
+            self._end_report()  # neither a header (":" ends it) nor a (min, max) line (")"):
+            return None  # what the two regexes below say of it, without their scans
         if rp.header(body) is not None:
             self._end_report()
             return None
