@@ -54,6 +54,14 @@ DRIVER_GPU_KINDS = frozenset({GPU_OFF_BUS, GSP_TIMEOUT, GPU_INIT_FAILED})
 # error_set_rpc). A host whose GPU driver hangs, not a line of the driver: the GPU is the usual
 # cause, never certain (NVIDIA gpu-operator#523: "might be due to the faulty GPU on the node").
 GPU_DRIVER_TIMEOUT = "gpu_driver_timeout"
+# The kernel's word that a process crashed inside the NVIDIA driver's user-space library:
+# ``python[3551]: segfault at 1378 ip ... error 4 in libcuda.so.418.67[...]`` (arch/x86/mm/
+# fault.c) or ``traps: python[1234] general protection fault ip:... in libcuda.so.1[...]``
+# (traps.c). The crash is on the line's host; a GPU going bad under the driver is the usual
+# reason, a driver bug another (ai4d-iasc/trixie#55: cn110's GPU, replaced).
+GPU_DRIVER_CRASH = "gpu_driver_crash"
+# Kernel lines that place a failure on their host's GPU or its driver without an XID code
+HOST_GPU_KINDS = frozenset({*DRIVER_GPU_KINDS, GPU_DRIVER_TIMEOUT, GPU_DRIVER_CRASH})
 # A Python traceback the log ends inside, before its ``Type: message`` line (a paste or a log
 # cut short): a failure was under way, and what it was is not in the lines.
 TRACEBACK_CUT = "traceback_cut"
@@ -122,6 +130,7 @@ SIGNAL_KINDS = (
     GSP_TIMEOUT,
     GPU_INIT_FAILED,
     GPU_DRIVER_TIMEOUT,
+    GPU_DRIVER_CRASH,
     NAN_LOSS,
     TRACEBACK,
     TRACEBACK_CUT,

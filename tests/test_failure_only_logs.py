@@ -395,6 +395,35 @@ def test_nvidia_container_clis_driver_timeout_is_the_hosts_gpu(tmp_path: Path) -
                       "libnvidia-ml.so.1: cannot open shared object file") is None
 
 
+# kernel/trixie-55: the admins' syslog of cn110, python crashed inside libcuda three times
+DRIVER_CRASH = (CORPUS / "kernel/trixie-55-libcuda-segfault-cn110.log").read_text(
+    "utf-8").splitlines()
+
+
+def test_a_crash_inside_libcuda_is_its_hosts_gpu(tmp_path: Path) -> None:
+    """The kernel's ``segfault at ... in libcuda.so...[...]`` (arch/x86/mm/fault.c): a process
+    crashed in the NVIDIA driver's library on the line's host, whose GPU was then replaced
+    (ai4d-iasc/trixie#55). The host is named, at a confidence that says the GPU is not sure
+    (a driver bug crashes there too); the import found nothing before."""
+    log = _write(tmp_path / "messages", DRIVER_CRASH)
+    store = tmp_path / "s.duckdb"
+    r = cli("import", "--store", str(store), "--run", "r", "--year", "2019", str(log))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    [i] = _interruptions(store)
+    assert (i["component"], i["host"], i["rank"], i["ts"]) == (
+        "Faulty GPU", "cn110", None, "2019-03-24T09:53:55")
+    assert i["confidence"] < 0.5
+    crash = ll.failure  # the other forms the kernel writes; any other library is not the GPU's
+    assert crash("[Sun Mar 24 09:53:55 2019] python[3551]: segfault at 1378 ip 00007fff859dbeff"
+                 " sp 00007fff3b60ce60 error 4 in libcuda.so.418.67[7fff858c5000+dec000] likely"
+                 " on CPU 3 (core 3, socket 0)")[0] == sig.GPU_DRIVER_CRASH
+    assert crash("traps: pt_main_thread[88] general protection fault ip:7f2b8c1d2e3f "
+                 "sp:7ffd1c2b3a40 error:0 in libnvidia-ptxjitcompiler.so.535.104.05"
+                 "[7f2b8b000000+1a00000]")[0] == sig.GPU_DRIVER_CRASH
+    assert crash("python[3551]: segfault at 0 ip 00007f00 sp 00007f10 error 4 in "
+                 "libc.so.6[7f0000+1b0000]") is None
+
+
 # transformers/trl-3436: rank 2's traceback, the paste cut before its exception line
 CUT = (CORPUS / "transformers/trl-3436-fsdp-oom-rank2.log").read_text("utf-8").splitlines()
 # transformers/axolotl-1717: rank 0's OOM, then rank 1's traceback cut before its exception

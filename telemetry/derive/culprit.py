@@ -43,8 +43,7 @@ from telemetry.derive.evidence import (
 from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
-    DRIVER_GPU_KINDS,
-    GPU_DRIVER_TIMEOUT,
+    HOST_GPU_KINDS,
     IB_ERROR,
     NODE_LOST,
     SLURM_CANCELLED,
@@ -60,7 +59,7 @@ from telemetry.vocabulary import PLANNED_CATEGORY
 
 PLACED_KINDS = frozenset(
     {XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU, NODE_LOST,
-     COLLECTIVE_HANG, GPU_DRIVER_TIMEOUT, *DRIVER_GPU_KINDS}
+     COLLECTIVE_HANG, *HOST_GPU_KINDS}
 )  # fmt: skip
 _LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
 MAX_CANDIDATES = 8

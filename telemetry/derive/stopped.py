@@ -52,8 +52,7 @@ from telemetry.derive.waits import killed_alone, missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_ECC,
-    DRIVER_GPU_KINDS,
-    GPU_DRIVER_TIMEOUT,
+    HOST_GPU_KINDS,
     NAN_LOSS,
     NO_OTHER_FAILURES,
     NODE_LOST,
@@ -73,7 +72,7 @@ NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
 # Lines about a machine, not a process: they place the fault on their host (a driver that
 # does not answer NVML there is that machine's, whichever process asked).
 HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
-                      GPU_DRIVER_TIMEOUT, *DRIVER_GPU_KINDS})
+                      *HOST_GPU_KINDS})
 MAX_CANDIDATES = 8
 
 

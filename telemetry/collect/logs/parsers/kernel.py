@@ -132,6 +132,13 @@ def _oom_kill(body: str) -> Failure | None:
     return None
 
 
+# arch/x86/mm/fault.c show_signal_msg and traps.c, then print_vma_addr's `` in FILE[base+size]``
+_DRIVER_CRASH = re.compile(
+    r"[\w.:/ -]{1,64}\[\d+\]:? (?:segfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error "
+    r"[0-9a-f]+|general protection fault ip:[0-9a-f]+ sp:[0-9a-f]+ error:[0-9a-f]+) in "
+    r"lib(?:cuda|nvidia-[\w-]+)\.so[\w.]*\[")
+
+
 FORMAT = LineFormat(
     name="kernel",
     prefilter=(
@@ -139,6 +146,7 @@ FORMAT = LineFormat(
         r"Killed process [0-9]",  # the kernel's OOM killer (HOST_OOM)
         r"fallen off the bus|GSP RM heartbeat timed out|GSP Timeout|RmInitAdapter failed",
         r"nvidia-container-cli(?:\.real)?: [a-z]+ error: driver (?:rpc )?error: timed out",
+        r"(?:segfault at|general protection fault) .* in lib(?:cuda|nvidia-)",
     ),
     # the OOM killer after the launchers' and schedulers' teardown lines, before srun's errors
     failures=(Keyed(30, "Xid", _xid), Keyed(57, "Killed process", _oom_kill)),
@@ -152,5 +160,7 @@ FORMAT = LineFormat(
         Signature(140, sig.GPU_DRIVER_TIMEOUT, ("nvidia-container-cli",),
                   re.compile(r"nvidia-container-cli(?:\.real)?: \w+ error: driver (?:rpc )?error:"
                              r" timed out")),
+        # a process's crash inside the driver's library (signals.GPU_DRIVER_CRASH)
+        Signature(150, sig.GPU_DRIVER_CRASH, (" in libcuda", " in libnvidia-"), _DRIVER_CRASH),
     ),
 )
