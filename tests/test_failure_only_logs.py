@@ -424,6 +424,40 @@ def test_a_crash_inside_libcuda_is_its_hosts_gpu(tmp_path: Path) -> None:
                  "libc.so.6[7f0000+1b0000]") is None
 
 
+# slurm/e3sm-8699: rank 2047's CUDA error, then HPE Cray MPICH's abort line naming its node
+MPICH = (CORPUS / "slurm/e3sm-8699-devices-unavailable-nid004069.log").read_text(
+    "utf-8").splitlines()
+
+
+def test_cray_mpichs_abort_line_gives_its_ranks_node_not_a_culprit(tmp_path: Path) -> None:
+    """``MPICH ERROR [Rank R] [job id J] [DATE] [HOST] - Abort(C) ...`` is a rank's exit, which
+    every rank whose peer died writes alike: never the cause, and no culprit alone, but the
+    node of the rank that wrote it (the CUDA error's rank 2047 is on nid004069), listed among
+    the candidates. It was an unread line before."""
+    i = _one(tmp_path, "mpich", MPICH)
+    assert (i["component"], i["rank"], i["host"]) == ("Unknown", None, None)
+    assert [(e["kind"], e["role"], e["rank"], e["host"]) for e in i["evidence"]] == [
+        (sig.CUDA_ERROR, "cause", 2047, "nid004069"),
+        (sig.WORKER_EXIT, "teardown", 2047, "nid004069")]
+    assert i["culprit_candidates"] == ["rank 2047", "nid004069"]
+    forms = {  # as Cray MPICH's builds write it (public issues: LUMI, Perlmutter, Aurora)
+        "MPICH ERROR [Rank 1534] [job id 114930.0] [Mon Feb 15 14:58:48 2021] [unknown] "
+        "[nid001192] - Abort(672797967) (rank 1534 in comm 0): Fatal error in PMPI_Isend: "
+        "Other MPI error, error stack:": "nid001192",
+        "MPICH ERROR [Rank 10] [job id 574596a4-9f66-4e0c-bb8f-b964b5cc374a] [Fri Sep 13 "
+        "19:01:03 2024] [x3005c0s19b0n0] - Abort(1009328399) (rank 10 in comm 0): Fatal error "
+        "in PMPI_Alltoallv: Other MPI error, error stack:": "x3005c0s19b0n0",
+        "MPICH ERROR [Rank 0] [job id 339192.2] [Mon Sep  4 13:00:27 2023] [nid001004] - "
+        "Abort(407515138) (rank 0 in comm 0):": "nid001004",
+        "MPICH ERROR [Rank 202] [job id 22337437.0] [Fri Sep 25 12:09:31 2026] [nid005874]":
+            "nid005874",
+        "MPICH ERROR [Rank 0] - Abort(1): Internal error": None,
+    }
+    for line, host in forms.items():
+        f = ll.failure(line)
+        assert f is not None and (f[0], f[4]) == (sig.WORKER_EXIT, host), line
+
+
 # transformers/trl-3436: rank 2's traceback, the paste cut before its exception line
 CUT = (CORPUS / "transformers/trl-3436-fsdp-oom-rank2.log").read_text("utf-8").splitlines()
 # transformers/axolotl-1717: rank 0's OOM, then rank 1's traceback cut before its exception

@@ -30,6 +30,7 @@ FIXTURES = {
     "pytorch": ["corpus/pytorch/sglang-1693-watchdog-allgather.log"],
     "nccl": ["corpus/nccl/nccl-1405-ib-completion-status12.log"],
     "kernel": ["corpus/kernel/pop-3363-xid79.log"],
+    "mpich": ["corpus/slurm/e3sm-8699-devices-unavailable-nid004069.log"],
 }
 
 

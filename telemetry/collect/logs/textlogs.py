@@ -1148,7 +1148,7 @@ class LogParser:
         if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
                 self._blk, self._e + 1)) is not None and ts is not None and t > ts:
             ts = t  # untimed: at the latest it was when the log next shows a time
-        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM) \
+        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM, sig.GPU_DRIVER_CRASH) \
             or kind in sig.DRIVER_GPU_KINDS
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))
@@ -1157,9 +1157,10 @@ class LogParser:
             self._closing.add((self._label, pid))
         elif kind == sig.WORKER_EXIT and (died := lr.killed_by(detail)) and self._own_death(*died):
             kind, detail = sig.WORKER_KILLED, f"{detail} ({died[1]})"  # as in its summary
-        if rank is None and not kernel and kind not in _LAUNCHER_KINDS:
-            rank = lr.rank_in(body)
-            if rank is None and self._pids and (hp := lr.nccl_pid(body)):
+        if rank is None and not kernel:  # a rank the line names itself (Cray MPICH's abort
+            rank = lr.rank_in(body)  # is a worker's exit, written by that rank: [Rank N])
+            if rank is None and kind not in _LAUNCHER_KINDS and self._pids and (
+                    hp := lr.nccl_pid(body)):
                 rank = self._pids.get(hp, (None,))[0]
         if rank is not None and host is not None and not kernel:
             self._map(rank, host, "log line", lineno)

@@ -15,6 +15,7 @@ from telemetry.collect.logs.parsers import (
     kernel,
     lightning,
     megatron,
+    mpich,
     nccl,
     pytorch,
     srun,
@@ -35,5 +36,6 @@ FORMATS: list[LineFormat] = [
     srun.FORMAT,
     pytorch.FORMAT,  # PyTorch's C++ side: ProcessGroupNCCL, CUDA errors
     nccl.FORMAT,
+    mpich.FORMAT,  # HPE Cray MPICH's abort line: a rank's exit, its host and time
     kernel.FORMAT,
 ]

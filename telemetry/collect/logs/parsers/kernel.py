@@ -161,6 +161,6 @@ FORMAT = LineFormat(
                   re.compile(r"nvidia-container-cli(?:\.real)?: \w+ error: driver (?:rpc )?error:"
                              r" timed out")),
         # a process's crash inside the driver's library (signals.GPU_DRIVER_CRASH)
-        Signature(150, sig.GPU_DRIVER_CRASH, (" in libcuda", " in libnvidia-"), _DRIVER_CRASH),
+        Signature(145, sig.GPU_DRIVER_CRASH, (" in libcuda", " in libnvidia-"), _DRIVER_CRASH),
     ),
 )
