@@ -87,9 +87,11 @@ IMPORT_GC_YOUNG = 50_000
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """The cyclic collector's young generation ``IMPORT_GC_YOUNG`` objects for a one-shot
-    import (nothing is left uncollected: it runs less often), then as it was."""
+    import (nothing is left uncollected: it runs less often), then as it was; a process that
+    turned automatic collection off (a threshold of 0) keeps it off."""
     old = gc.get_threshold()
-    gc.set_threshold(max(old[0], IMPORT_GC_YOUNG), *old[1:])
+    if old[0]:
+        gc.set_threshold(max(old[0], IMPORT_GC_YOUNG), *old[1:])
     try:
         yield
     finally:
