@@ -36,6 +36,11 @@ CUDA_OOM = "cuda_oom"
 # Any other failed CUDA call (``Cuda failure 999 'unknown error'``, NCCL's ``unhandled cuda
 # error``): a CUDA call failed, and the line does not say whether the GPU or the program.
 CUDA_ERROR = "cuda_error"
+# The CUDA runtime's cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or
+# unavailable": the GPU the rank was given cannot be used, held by another process in exclusive
+# mode (a previous job's leftover) or gone bad under the driver. The node's fault either way,
+# never the program's (E3SM-Project/E3SM#8699: nid004069's GPU, on every job that used it).
+CUDA_DEVICE_UNAVAILABLE = "cuda_device_unavailable"
 # NCCL refusing how it was called or configured (its ``ncclInvalidUsage``/``ncclInvalidArgument``
 # results, ``no algorithm/protocol available`` for an NCCL_ALGO the fabric lacks): the
 # program's or its configuration's fault, not the network's.
@@ -125,6 +130,7 @@ SIGNAL_KINDS = (
     CUDA_LAUNCH_FAILURE,
     CUDA_OOM,
     CUDA_ERROR,
+    CUDA_DEVICE_UNAVAILABLE,
     NCCL_USAGE,
     GPU_OFF_BUS,
     GSP_TIMEOUT,

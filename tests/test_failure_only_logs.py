@@ -432,14 +432,12 @@ MPICH = (CORPUS / "slurm/e3sm-8699-devices-unavailable-nid004069.log").read_text
 def test_cray_mpichs_abort_line_gives_its_ranks_node_not_a_culprit(tmp_path: Path) -> None:
     """``MPICH ERROR [Rank R] [job id J] [DATE] [HOST] - Abort(C) ...`` is a rank's exit, which
     every rank whose peer died writes alike: never the cause, and no culprit alone, but the
-    node of the rank that wrote it (the CUDA error's rank 2047 is on nid004069), listed among
-    the candidates. It was an unread line before."""
+    node of the rank that wrote it: the CUDA error's rank 2047 is on nid004069. It was an
+    unread line before."""
     i = _one(tmp_path, "mpich", MPICH)
-    assert (i["component"], i["rank"], i["host"]) == ("Unknown", None, None)
     assert [(e["kind"], e["role"], e["rank"], e["host"]) for e in i["evidence"]] == [
-        (sig.CUDA_ERROR, "cause", 2047, "nid004069"),
+        (sig.CUDA_DEVICE_UNAVAILABLE, "cause", 2047, "nid004069"),
         (sig.WORKER_EXIT, "teardown", 2047, "nid004069")]
-    assert i["culprit_candidates"] == ["rank 2047", "nid004069"]
     forms = {  # as Cray MPICH's builds write it (public issues: LUMI, Perlmutter, Aurora)
         "MPICH ERROR [Rank 1534] [job id 114930.0] [Mon Feb 15 14:58:48 2021] [unknown] "
         "[nid001192] - Abort(672797967) (rank 1534 in comm 0): Fatal error in PMPI_Isend: "
@@ -456,6 +454,38 @@ def test_cray_mpichs_abort_line_gives_its_ranks_node_not_a_culprit(tmp_path: Pat
     for line, host in forms.items():
         f = ll.failure(line)
         assert f is not None and (f[0], f[4]) == (sig.WORKER_EXIT, host), line
+
+
+def test_a_gpu_cuda_cannot_use_places_its_rank_only_where_it_alone_reports_it(
+    tmp_path: Path,
+) -> None:
+    """cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable": the GPU
+    the rank was given was held by another process or had failed. Its cause is unknown (most
+    public threads are ranks sharing a GPU in exclusive mode), but one rank alone reporting it
+    places it: E3SM#8699's rank 2047 on nid004069, the node the reporter found on every failing
+    job. When several ranks report it, nobody is named. It was a CUDA error of unknown kind,
+    with no culprit."""
+    i = _one(tmp_path, "e3sm", MPICH)
+    assert (i["component"], i["rank"], i["host"]) == ("Unknown", 2047, "nid004069")
+    assert "busy or unavailable" in i["description"] and i["confidence"] < 0.5
+    # pytorch#100691's error, as two ranks of one job print it: no rank is the culprit
+    both = [f"[rank{r}]: RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+            "unavailable" for r in (0, 1)]
+    i = _one(tmp_path, "two", both)
+    assert (i["component"], i["rank"], i["host"]) == ("Unknown", None, None)
+    assert i["culprit_candidates"] == ["rank 0", "rank 1"]
+    for line in (  # the forms CUDA's runtime and its callers write (public issues)
+        "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+        "THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1518244421288/work/torch/lib/THC/"
+        "THCStream.cpp line=40 error=46 : all CUDA-capable devices are busy or unavailable",
+        "/ccs/home/merth/pearson/stencil/include/stencil/local_domain.cuh@54: CUDA Runtime "
+        "Error(46): all CUDA-capable devices are busy or unavailable",
+        "2047: cudaSetDevice(cuda_device_id) error( cudaErrorDevicesUnavailable): CUDA-capable "
+        "device(s) is/are busy or unavailable /global/u1/w/whannah/E3SM/E3SM_SRC1/externals/"
+        "ekat/extern/kokkos/core/src/Cuda/Kokkos_Cuda_Instance.cpp:544",
+    ):
+        f = ll.failure(line)
+        assert f is not None and f[0] == sig.CUDA_DEVICE_UNAVAILABLE, line
 
 
 # transformers/trl-3436: rank 2's traceback, the paste cut before its exception line

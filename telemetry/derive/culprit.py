@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from telemetry.derive.evidence import (
 )
 from telemetry.signals import (
     COLLECTIVE_HANG,
+    CUDA_DEVICE_UNAVAILABLE,
     CUDA_ECC,
     HOST_GPU_KINDS,
     IB_ERROR,
@@ -58,8 +59,8 @@ from telemetry.signals import (
 from telemetry.vocabulary import PLANNED_CATEGORY
 
 PLACED_KINDS = frozenset(
-    {XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU, NODE_LOST,
-     COLLECTIVE_HANG, *HOST_GPU_KINDS}
+    {XID, CUDA_ECC, CUDA_DEVICE_UNAVAILABLE, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
+     NODE_LOST, COLLECTIVE_HANG, *HOST_GPU_KINDS}
 )  # fmt: skip
 _LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
 MAX_CANDIDATES = 8
@@ -96,7 +97,8 @@ def place(
         cause is not None
         and cause.rule is not None
         and (cause.rule.category == PLANNED_CATEGORY or (
-            _placed(cause, roles.get(id(cause))) and _heard_beside(ex, cause)))
+            _placed(cause, roles.get(id(cause))) and _heard_beside(ex, cause)
+            and sole_reporter(cause, (e for e, _ in ex.ordered))))
     ):
         if cause.kind == NODE_LOST and cause.host is None:  # the node is known, its name not
             node = (cause.detail or "").split(" lost:", 1)[0]
@@ -132,6 +134,15 @@ def place(
         candidates=tuple(names),
         reason=f"{reason}; the first to report are listed, they may be victims",
     )
+
+
+def sole_reporter(cause: Evidence, evs: Iterable[Evidence]) -> bool:
+    """Whether no other rank or host wrote a line of ``cause``'s kind. A GPU the CUDA runtime
+    could not use (``CUDA_DEVICE_UNAVAILABLE``) places its rank only then: when several ranks
+    cannot use theirs, a configuration (ranks sharing GPUs in exclusive mode) is as likely."""
+    if cause.kind != CUDA_DEVICE_UNAVAILABLE:
+        return True
+    return len({(e.rank, e.host) for e in evs if e.kind == cause.kind}) == 1
 
 
 def _heard_beside(ex: Explanation, cause: Evidence) -> bool:

@@ -46,6 +46,7 @@ import pandas as pd
 from telemetry.reference import llama3_interruptions, xids
 from telemetry.signals import (  # the signal vocabulary, defined once
     COLLECTIVE_HANG,
+    CUDA_DEVICE_UNAVAILABLE,
     CUDA_ECC,
     CUDA_ERROR,
     CUDA_ILLEGAL_ADDRESS,
@@ -136,6 +137,12 @@ CAUSES: dict[str, Rule] = {
     # A drain/down reason naming a GPU (no XID code: those are XID signals, ranked per code).
     SLURM_NODE_GPU: _rule(1, "Faulty GPU", 0.75, "node drained for a GPU fault (Slurm)"),
     CUDA_ECC: _rule(1, "GPU HBM3 Memory", 0.9, "uncorrectable ECC error"),
+    # A GPU the CUDA runtime could not use: gone bad, or held by another process in exclusive
+    # mode (a previous job's leftover, or ranks sharing a GPU by misconfiguration, as in most
+    # public threads). Its cause is unknown; where one rank alone reports it, the place is not.
+    CUDA_DEVICE_UNAVAILABLE: Rule(1, UNKNOWN, UNKNOWN, 0.4,
+                                  "GPU busy or unavailable to CUDA (failed, or held by another "
+                                  "process)", True),
     # The driver's lines without an XID code (signals.GPU_OFF_BUS): the XID each stands for
     GPU_OFF_BUS: _rule(1, "Faulty GPU", 0.9, "GPU fallen off the bus (NVIDIA driver)"),
     GSP_TIMEOUT: _rule(1, "GPU System Processor", 0.85, "GSP timeout (NVIDIA driver)"),

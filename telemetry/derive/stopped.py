@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.derive.agents import agent_gap
-from telemetry.derive.culprit import OWN_LINE_CONFIDENCE, Culprit, who_columns
+from telemetry.derive.culprit import OWN_LINE_CONFIDENCE, Culprit, sole_reporter, who_columns
 from telemetry.derive.evidence import (
     INITIATING,
     TEARDOWN,
@@ -51,6 +51,7 @@ from telemetry.derive.oom import oom_killed
 from telemetry.derive.waits import killed_alone, missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
+    CUDA_DEVICE_UNAVAILABLE,
     CUDA_ECC,
     HOST_GPU_KINDS,
     NAN_LOSS,
@@ -71,8 +72,8 @@ from telemetry.vocabulary import PLANNED_CATEGORY
 NOT_A_STOP = frozenset({NAN_LOSS, PLANNED_EXIT})
 # Lines about a machine, not a process: they place the fault on their host (a driver that
 # does not answer NVML there is that machine's, whichever process asked).
-HARDWARE = frozenset({XID, CUDA_ECC, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
-                      *HOST_GPU_KINDS})
+HARDWARE = frozenset({XID, CUDA_ECC, CUDA_DEVICE_UNAVAILABLE, SLURM_NODE_FAILURE, SLURM_NODE_DOWN,
+                      SLURM_NODE_GPU, *HOST_GPU_KINDS})
 MAX_CANDIDATES = 8
 
 
@@ -173,7 +174,8 @@ def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> b
     if cause.rule is None or cause.rule.category == PLANNED_CATEGORY:
         return False  # a time limit or preemption is nobody's fault
     if cause.kind in HARDWARE:  # an XID the application causes (13, 31, 43) is no host's
-        return (cause.host is not None or cause.rank is not None) and cause.rule.host_specific
+        return (cause.host is not None or cause.rank is not None) and cause.rule.host_specific \
+            and sole_reporter(cause, evs)
     if cause.kind == COLLECTIVE_HANG:
         return cause.rank is not None
     if cause.kind == NODE_LOST:  # the whole node: placed where a line names its host

@@ -25,6 +25,7 @@ FORMAT = LineFormat(
         r"OutOfMemory",
         r"Cuda failure|unhandled cuda error",  # CUDA errors NCCL reports
         r"cudaError[A-Z]",  # the CUDA runtime's error names
+        r"busy or unavailable",  # its cudaErrorDevicesUnavailable in words
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
     ),
     signatures=(
@@ -37,6 +38,10 @@ FORMAT = LineFormat(
                              r"NCCL work|timed out in blocking wait|dump signal due to a "
                              r"collective timeout")),
         Signature(160, sig.CUDA_ECC, ("ECC",), re.compile(r"uncorrectable ECC error")),
+        # the GPU given to the rank cannot be used (signals.CUDA_DEVICE_UNAVAILABLE)
+        Signature(165, sig.CUDA_DEVICE_UNAVAILABLE, ("busy or unavailable", "DevicesUnavailable"),
+                  re.compile(r"device\(s\) is/are busy or unavailable|devices are busy or "
+                             r"unavailable|cudaErrorDevicesUnavailable")),
         Signature(170, sig.CUDA_ILLEGAL_ADDRESS, ("llegal",),
                   re.compile(r"illegal (?:memory access|address)|IllegalAddress")),
         Signature(180, sig.CUDA_LAUNCH_FAILURE, ("launch failure",),
