@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from telemetry.collect.logs.logline import host_from_filename
 from telemetry.reference import llama3_interruptions
 from telemetry.vocabulary import PLANNED_CATEGORY, PLANNED_COMPONENT
-from tests.corpus.score import CORPUS, Result, load_labels, misses, score_all, summarise, table
+from tests.corpus.score import (
+    CORPUS,
+    Result,
+    load_labels,
+    misses,
+    score_all,
+    shown,
+    summarise,
+    table,
+)
+from tests.corpus.score import LABELS as LABELS_FILE
 
 LABELS = load_labels()
 # 130 CLI runs into fresh stores: ~40 s on an idle 2-core machine, over 2 min when it is shared.
@@ -54,6 +65,9 @@ CEILING_VICTIMS = 0  # a culprit the thread contradicts; target: precision >= 98
 # answer is worse than "unknown"). If a fix names one on evidence the thread also gives, add
 # that evidence to the label (labels.toml) rather than raising this ceiling.
 CEILING_UNCONFIRMED = 0
+# The same over what the excerpts' own lines show (labels' from_thread parts left out)
+FLOOR_SHOWN_CAUSE_RIGHT = 62  # of 63
+FLOOR_SHOWN_CULPRIT_RIGHT = 8  # of 10
 
 
 @cache
@@ -115,3 +129,22 @@ def test_scores_hold_their_floor() -> None:
     assert s.right >= FLOOR_CULPRIT_RIGHT, report
     assert s.victim <= CEILING_VICTIMS, report
     assert s.unconfirmed <= CEILING_UNCONFIRMED, report
+    w = shown(rs)
+    assert w.cause_right >= FLOOR_SHOWN_CAUSE_RIGHT, report
+    assert w.right >= FLOOR_SHOWN_CULPRIT_RIGHT, report
+
+
+def test_a_label_part_from_the_thread_alone_leaves_the_shown_score(tmp_path: Path) -> None:
+    """``from_thread`` takes a label's cause or culprit out of the score over what the lines
+    show, and only that; anything else in it is refused by name."""
+    rs = list(results().values())
+    w, s = shown(rs), summarise(rs)
+    cause_only = sum("cause" in r.label.from_thread for r in rs)
+    culprit_only = sum("culprit" in r.label.from_thread and r.label.has_culprit for r in rs)
+    assert (w.causes, w.culprits) == (s.n - cause_only, s.with_culprit - culprit_only)
+    assert cause_only and culprit_only  # both kinds are used (labels.toml)
+    bad = tmp_path / "labels.toml"
+    bad.write_text(LABELS_FILE.read_text("utf-8").replace(
+        'from_thread = ["cause"]', 'from_thread = ["cuase"]', 1), "utf-8")
+    with pytest.raises(ValueError, match="cuase"):
+        load_labels(bad)

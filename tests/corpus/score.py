@@ -48,6 +48,9 @@ class Label:
     culprit_rank: int | None  # None: the thread established none
     culprit_host: str | None
     why: str
+    # The parts of the label ("cause", "culprit") that rest on the thread alone: no line of the
+    # excerpt shows them (a cause found after the paste, an error line the paste left out).
+    from_thread: frozenset[str] = frozenset()
 
     @property
     def path(self) -> Path:
@@ -117,10 +120,12 @@ def load_labels(path: Path = LABELS) -> list[Label]:
         if missing or "culprit_rank" not in e or "culprit_host" not in e:
             raise ValueError(f"{path.name} entry {i + 1} ({e.get('file')}): missing {missing}")
         rank, host = e["culprit_rank"], e["culprit_host"]
+        if bad := set(e.get("from_thread", ())) - {"cause", "culprit"}:
+            raise ValueError(f"{path.name} entry {i + 1} ({e['file']}): from_thread {bad}")
         out.append(Label(
             e["file"], e["url"], e["framework"], e["component"], e["category"],
             None if rank == UNKNOWN else int(rank), None if host == UNKNOWN else str(host),
-            e["why"],
+            e["why"], frozenset(e.get("from_thread", ())),
         ))  # fmt: skip
     return out
 
@@ -220,6 +225,24 @@ def summarise(results: list[Result]) -> Score:
         count("victim"), count("unconfirmed"), count("missed"),
         sum(r.label.has_culprit for r in results),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The cause and culprit figures over the labels the excerpt itself shows (a label's
+    ``from_thread`` parts left out): what any reader of the lines alone could get right."""
+
+    causes: int  # excerpts whose cause the lines show
+    cause_right: int
+    culprits: int  # culprits the lines place
+    right: int
+
+
+def shown(results: list[Result]) -> Shown:
+    causes = [r for r in results if "cause" not in r.label.from_thread]
+    culprits = [r for r in results if r.label.has_culprit and "culprit" not in r.label.from_thread]
+    return Shown(len(causes), sum(r.cause_right for r in causes),
+                 len(culprits), sum(r.culprit == "right" for r in culprits))  # fmt: skip
 
 
 def _pct(x: float | None) -> str:
