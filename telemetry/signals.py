@@ -92,6 +92,13 @@ COLLECTIVE_HANG = "collective_hang"
 # rest (``Sending process N closing signal SIGTERM``). The teardown of a failure, never its cause.
 WORKER_EXIT = "worker_exit"
 LAUNCHER_SIGNAL = "launcher_signal"
+# c10d's TCPStore connection failing (``[c10d] recvValue failed on SocketImpl(...): Connection
+# reset by peer``, ``[c10d] While waitForInput, poolFD failed``, ``waitForInput: socket ...
+# timed out after 900000ms``): a rank lost the job's store, which rank 0's agent or the
+# rendezvous host serves, because that process or host went away or the network failed. What
+# the ranks see as a job comes down (torch prints it at an ordinary exit too): teardown, never
+# a cause.
+STORE_LOST = "store_lost"
 # A worker torchrun saw die of a signal nobody in the job sent it (its summary's ``exitcode  : -9
 # (pid: P)  (SIGKILL)``, as the OOM killer kills; ``(SIGSEGV)``, ``(SIGABRT)``: a native crash):
 # that rank's own death, not teardown. A pid the launcher had sent a closing signal is teardown.
@@ -154,6 +161,7 @@ SIGNAL_KINDS = (
     COLLECTIVE_HANG,
     WORKER_EXIT,
     LAUNCHER_SIGNAL,
+    STORE_LOST,
     PLANNED_EXIT,
     WORKER_KILLED,
     HOST_OOM,

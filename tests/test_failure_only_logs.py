@@ -515,3 +515,124 @@ def test_a_traceback_the_log_ends_inside_is_a_failure_of_unknown_kind(tmp_path: 
     assert sig.TRACEBACK_CUT in {e["kind"] for e in oom["evidence"]}
     done = _one(tmp_path, "done", [*CUT, "[rank2]: torch.OutOfMemoryError: CUDA out of memory."])
     assert sig.TRACEBACK_CUT not in {e["kind"] for e in done["evidence"]}
+
+
+# Slurm's OOM lines (tests/corpus/slurm: knet-30, tusas-149), verbatim
+SLURM_OOM_OLD = [
+    "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your "
+    "processes may have been killed by the cgroup out-of-memory handler.",
+    "srun: error: gpu20-15: task 0: Out Of Memory",
+    "srun: launch/slurm: _step_signal: Terminating StepId=9411285.0",
+    "slurmstepd-gpu20-15: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT "
+    "2022-05-17T17:58:10 ***",
+]
+SLURM_OOM_NEW = [
+    "slurmstepd: error: Detected 1 oom_kill event in StepId=440575.0. Some of the step tasks have "
+    "been OOM Killed.",
+    "srun: error: nid001277: tasks 1-3: Out Of Memory",
+    "srun: Terminating StepId=440575.0",
+    "slurmstepd: error: *** STEP 440575.0 ON nid001277 CANCELLED AT 2023-12-05T07:16:01 ***",
+]
+
+
+def test_slurms_oom_kill_is_the_jobs_memory_on_the_node_srun_names(tmp_path: Path) -> None:
+    """slurmstepd's ``Detected N oom-kill event(s) in StepId=...`` (``oom_kill event`` since
+    21.08) and srun's ``srun: error: NODE: task N: Out Of Memory``: the cgroup's OOM killer
+    struck the job on that node, Slurm's OUT_OF_MEMORY (Software Bug, as the Slurm source
+    classes it), its node named (srun's task number is no rank). Untimed, before the timed
+    ``CANCELLED AT``, they take its time at the latest; before, nothing was found at all (the
+    lines were unread, or left out of the stop for want of a time). A ``slurmstepd-HOST:``
+    prefix names HOST, not "slurmstepd-HOST"."""
+    for name, lines, host, ts in (
+        ("old", SLURM_OOM_OLD, "gpu20-15", "2022-05-17T17:58:10"),
+        ("new", SLURM_OOM_NEW, "nid001277", "2023-12-05T07:16:01"),
+    ):
+        i = _one(tmp_path, name, lines)
+        assert (i["component"], i["host"], i["rank"], i["ts"]) == ("Software Bug", host, None, ts)
+        assert "out of memory" in i["description"]
+    # two nodes out of memory: the job's memory, no node's
+    both = SLURM_OOM_NEW[:2] + ["srun: error: nid001278: task 4: Out Of Memory"] + SLURM_OOM_NEW[2:]
+    i = _one(tmp_path, "two", both)
+    assert (i["component"], i["host"]) == ("Software Bug", None)
+    assert {"nid001277", "nid001278"} <= set(i["culprit_candidates"])
+    f = ll.failure("slurmstepd: error: Detected 1 oom-kill event(s) in step 12345.batch cgroup. "
+                   "Some of your processes may have been killed by the cgroup out-of-memory "
+                   "handler.")
+    assert f is not None and f[0] == sig.SLURM_OOM
+    assert ll.failure("srun: error: c002: task 0: Killed")[0] == sig.SLURM_TASK_KILLED  # type: ignore[index]
+
+
+def test_nccls_shared_memory_failure_is_the_hosts_setup_not_the_network(tmp_path: Path) -> None:
+    """NCCL's ``Call to posix_fallocate failed : No space left on device`` (NVIDIA/nccl#290)
+    and ``Error while creating shared memory segment /dev/shm/nccl-...`` (torchtitan#853): a
+    /dev/shm too small for its shared-memory transport, a configuration (NCCL's usage class),
+    never "Network Switch/Cable" as any NCCL WARN was called."""
+    for name in ("nccl/nccl-290-shm-fallocate.log", "torchtitan/torchtitan-853-devshm-segment.log"):
+        lines = (CORPUS / name).read_text("utf-8").splitlines()
+        i = _one(tmp_path, name.split("/")[0], lines)
+        assert (i["component"], i["host"], i["rank"]) == ("Software Bug", None, None), name
+
+
+def test_an_infiniband_completion_status_is_the_fabrics_only_when_retries_ran_out(
+    tmp_path: Path,
+) -> None:
+    """``NET/IB : Got completion from peer ... with error 4`` (a local protection error: PCIe
+    ACS blocking GPUDirect RDMA, NVIDIA/nccl#928) is not the fabric's: cause unknown. Status 12
+    (the transport's retries exhausted: nccl#1814) still is the network."""
+    i = _one(tmp_path, "e4", (CORPUS / "nccl/nccl-928-ib-error4-acs.log").read_text(
+        "utf-8").splitlines())
+    assert (i["component"], i["host"], i["rank"]) == ("Unknown", None, None)
+    assert "not the fabric" in i["description"]
+    i = _one(tmp_path, "e12", (CORPUS / "nccl/nccl-1814-ib-status12-then-5.log").read_text(
+        "utf-8").splitlines())
+    assert i["component"] == "Network Switch/Cable"
+
+
+def test_a_lost_tcpstore_and_mp_spawns_teardown_are_read(tmp_path: Path) -> None:
+    """c10d's ``[c10d] recvValue failed on SocketImpl(...): Connection reset by peer`` and
+    ``While waitForInput, poolFD failed``: a rank lost the job's store (teardown: torch prints
+    it at an ordinary exit too, never a cause), and torch.multiprocessing.spawn's ``Terminating
+    process P via signal SIGTERM``, the launcher's teardown. A log of only these was refused
+    ("no valid records"); now it is a stop whose cause no line says."""
+    for name in ("pytorch/diffusionpipe-333-tcpstore-reset.log",
+                 "pytorch/recbole-2069-store-poll-spawn.log"):  # fmt: skip
+        lines = (CORPUS / name).read_text("utf-8").splitlines()
+        i = _one(tmp_path, name.split("-")[0].split("/")[1], lines)
+        assert (i["component"], i["host"], i["rank"]) == ("Unknown", None, None), name
+        assert "no failure line says why" in i["description"], name
+    f = ll.failure("[rank6]:[W729 10:15:17.529361055 TCPStore.cpp:125] [c10d] recvValue failed on "
+                   "SocketImpl(fd=76, addr=[localhost]:60950, remote=[localhost]:29500): "
+                   "Connection reset by peer")
+    assert f is not None and f[0] == sig.STORE_LOST
+    f = ll.failure("W0719 18:42:55.168000 131513588901696 torch/multiprocessing/spawn.py:145] "
+                   "Terminating process 25364 via signal SIGTERM")
+    assert f is not None and f[0] == sig.LAUNCHER_SIGNAL
+    assert f[1] == "launcher sent SIGTERM to pid 25364"
+
+
+def test_the_kernels_older_oom_killer_wording_is_read() -> None:
+    """Before Linux 4.19 the OOM killer wrote ``Out of memory: Kill process N (python) score S
+    or sacrifice child``, then ``Killed process N (python) total-vm:...`` alone
+    (NervanaSystems/deepspeech#48): the second is the kill, as the newer one-line form."""
+    f = ll.failure("[3017506.736861] Killed process 25635 (python) total-vm:55518724kB, "
+                   "anon-rss:23902876kB, file-rss:154436kB")
+    assert f is not None and f[0] == sig.HOST_OOM
+    assert f[1] == "Out of memory: Killed process 25635 (python)"
+    assert ll.failure("Killed process 1 (x) by me") is None
+
+
+def test_a_talos_nodes_address_prefix_names_the_xids_host(tmp_path: Path) -> None:
+    """``talosctl dmesg`` prints each line after its node's address (``192.168.11.119: kern:
+    warning: [...]: NVRM: Xid ... 74``, vllm#40652): the XID's host, which was lost."""
+    lines = (CORPUS / "kernel/vllm-40652-xid74-nvlink-talos.log").read_text("utf-8").splitlines()
+    i = _one(tmp_path, "talos", lines)
+    assert (i["component"], i["host"]) == ("Faulty GPU", "192.168.11.119")
+
+
+def test_one_ranks_timeout_is_no_proof_the_job_has_two_ranks(tmp_path: Path) -> None:
+    """deepspeed#6705: rank 1's watchdog lines alone (pdsh-labelled with its node's address).
+    The job has two ranks at least, not exactly: rank 0 is not "missing from the collective",
+    and nobody is named."""
+    lines = (CORPUS / "deepspeed/deepspeed-6705-pdsh-watchdog.log").read_text("utf-8").splitlines()
+    i = _one(tmp_path, "ds", lines)
+    assert (i["component"], i["rank"], i["host"]) == ("NCCL Watchdog Timeouts", None, None)

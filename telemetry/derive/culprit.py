@@ -51,6 +51,7 @@ from telemetry.signals import (
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    SLURM_OOM,
     SLURM_PREEMPTED,
     SLURM_TIME_LIMIT,
     TRACEBACK_CUT,
@@ -64,6 +65,8 @@ PLACED_KINDS = frozenset(
 )  # fmt: skip
 _LINK_DOWN = re.compile(r"[Ll]ink (?:is )?[Dd]own")  # the host's own port: hardware there
 MAX_CANDIDATES = 8
+# Kinds that place their writer only where no other rank or host wrote the same (sole_reporter)
+SOLE_PLACED = frozenset({CUDA_DEVICE_UNAVAILABLE, SLURM_OOM})
 # The scheduler's stops of a whole job: the host in ``slurmstepd-HOST:`` is where the batch
 # step ran and the ``N:`` label a task, neither at fault, so naming either would drain a node
 JOB_WIDE_STOPS = frozenset({SLURM_TIME_LIMIT, SLURM_PREEMPTED, SLURM_CANCELLED})
@@ -137,12 +140,15 @@ def place(
 
 
 def sole_reporter(cause: Evidence, evs: Iterable[Evidence]) -> bool:
-    """Whether no other rank or host wrote a line of ``cause``'s kind. A GPU the CUDA runtime
-    could not use (``CUDA_DEVICE_UNAVAILABLE``) places its rank only then: when several ranks
-    cannot use theirs, a configuration (ranks sharing GPUs in exclusive mode) is as likely."""
-    if cause.kind != CUDA_DEVICE_UNAVAILABLE:
+    """Whether no other rank or host wrote a line of ``cause``'s kind (lines that name
+    neither aside). A GPU the CUDA runtime could not use (``CUDA_DEVICE_UNAVAILABLE``) places
+    its rank only then: when several ranks cannot use theirs, a configuration (ranks sharing
+    GPUs in exclusive mode) is as likely. So does Slurm's OOM kill its node: on every node, it
+    is the job's memory, no node's."""
+    if cause.kind not in SOLE_PLACED:
         return True
-    return len({(e.rank, e.host) for e in evs if e.kind == cause.kind}) == 1
+    same = [e for e in evs if e.kind == cause.kind]
+    return len({e.rank for e in same} - {None}) <= 1 and len({e.host for e in same} - {None}) <= 1
 
 
 def _heard_beside(ex: Explanation, cause: Evidence) -> bool:
@@ -158,8 +164,8 @@ def _heard_beside(ex: Explanation, cause: Evidence) -> bool:
 def _own_line(ex: Explanation, cause: Evidence, role: str | None) -> bool:
     """Whether ``cause`` is its rank's own failure line and the other ranks wrote only what
     follows one (cascade, teardown), none a failure of its own (``OWN_LINE_CONFIDENCE``)."""
-    if role != INITIATING or cause.rank is None or cause.kind in PLACED_KINDS:
-        return False
+    if role != INITIATING or cause.rank is None or cause.kind in PLACED_KINDS or cause.seq < 0:
+        return False  # (an item derived from a silence, seq -1, is no line of its own)
     others = {e.rank for e, r in ex.ordered if r in (CASCADE, TEARDOWN)} - {cause.rank, None}
     rivals = {e.rank for e, r in ex.ordered if r == "symptom" or e.kind == TRACEBACK_CUT}
     return bool(others) and not rivals - {cause.rank, None}
@@ -167,6 +173,8 @@ def _own_line(ex: Explanation, cause: Evidence, role: str | None) -> bool:
 
 def _placed(cause: Evidence, role: str | None) -> bool:
     """Whether the cause places its rank or host (module doc)."""
+    if cause.kind == SLURM_OOM:  # srun's "task N" is no rank: its node, where srun names it
+        return cause.host is not None
     if cause.kind in PLACED_KINDS:
         return True
     if cause.kind == TRACEBACK_CUT:  # its exception, which would say whose fault, is not there

@@ -76,6 +76,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     SLURM_REQUEUED,
     SLURM_TASK_KILLED,
     SLURM_TIME_LIMIT,
+    STORE_LOST,
     TRACEBACK,
     TRACEBACK_CUT,
     WORKER_EXIT,
@@ -96,7 +97,7 @@ INITIATING, CASCADE, TEARDOWN, CONTEXT = "initiating", "cascade", "teardown", "c
 NETWORK_KINDS = frozenset({IB_ERROR, NCCL_ERROR})  # cascade unless they came first
 WAITING_KINDS = frozenset({NCCL_TIMEOUT})  # ranks that waited: cascade whenever a cause exists
 TEARDOWN_KINDS = frozenset(
-    {WORKER_EXIT, LAUNCHER_SIGNAL, SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED}
+    {WORKER_EXIT, LAUNCHER_SIGNAL, SLURM_TASK_KILLED, SLURM_REQUEUED, SLURM_JOB_FAILED, STORE_LOST}
 )
 # The exception a rank's traceback ends in: the launcher stopping it, or the collective it was
 # in failing because another rank went away (torch.distributed's DistBackendError et al.).
@@ -202,14 +203,29 @@ _PEER_GONE = re.compile(r"Broken pipe|[Cc]onnection (?:closed|reset) by (?:remot
                         r"|ncclRemoteError|retcode [26]\b")
 
 
+# An InfiniBand work completion's status (ibv_wc_status) says the fabric failed to deliver only
+# when the transport's retries ran out: 12 (IBV_WC_RETRY_EXC_ERR: no ack from the peer's port)
+# or 13 (RNR_RETRY_EXC_ERR). Any other is the host's or a program's: 4, a local protection
+# error, is GPUDirect RDMA blocked by PCIe ACS most often (NVIDIA/nccl#928's maintainer); 10, a
+# remote access error; 5, flushed after an earlier error on the queue pair. Its cause is unknown.
+IB_NOT_FABRIC = Rule(3, UNKNOWN, UNKNOWN, 0.3, "InfiniBand completion error that is not the "
+                     "fabric's retry failure (the host's RDMA setup, or a program's)", False)
+_IB_STATUS = re.compile(r"(?:with error |status=)(\d+)\b")
+_IB_FABRIC_STATUS = frozenset({12, 13})
+
+
 def signal_rule(kind: str, detail: str | None) -> Rule | None:
     """The cause rule of a (non-XID) signal: its kind's, but a worker's death by SIGKILL is of
     unknown cause (``KILLED_BY_SIGKILL``), and so is an NCCL error that says only that a peer
-    went away (``PEER_OR_NETWORK``)."""
+    went away (``PEER_OR_NETWORK``) and an InfiniBand completion status that is not the
+    fabric's (``IB_NOT_FABRIC``)."""
     if kind == WORKER_KILLED and _SIGKILL.search(detail or ""):
         return KILLED_BY_SIGKILL
     if kind == NCCL_ERROR and _PEER_GONE.search(detail or ""):
         return PEER_OR_NETWORK
+    if kind == IB_ERROR and (m := _IB_STATUS.search(detail or "")) and (
+            int(m.group(1)) not in _IB_FABRIC_STATUS):  # fmt: skip
+        return IB_NOT_FABRIC
     return CAUSES.get(kind)
 
 
@@ -515,7 +531,9 @@ def roles(evs: list[Evidence]) -> list[str]:
     """Each item's role before a cause is chosen (module doc): initiating, cascade, teardown
     or context. A traceback takes the role of the failure its exception line carries; one cut
     before that line initiates only when no other line says what failed (it may be a victim's)."""
-    by_origin = {e.origin: e for e in evs if e.kind != TRACEBACK and e.origin and e.failing}
+    # (an item derived from the lines, seq -1, only borrows its first line's origin to show)
+    by_origin = {e.origin: e for e in evs
+                 if e.kind != TRACEBACK and e.origin and e.failing and e.seq >= 0}
     told = any(e.failing and e.kind != TRACEBACK_CUT for e in evs)
     out = []
     for e in evs:

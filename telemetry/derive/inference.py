@@ -87,7 +87,7 @@ from telemetry.derive.restores import (
     restore,
     save_spans,
 )
-from telemetry.derive.waits import lost_node, missing_rank
+from telemetry.derive.waits import exact_world, lost_node, missing_rank
 from telemetry.signals import COLLECTIVE_HANG, PLANNED_EXIT
 from telemetry.vocabulary import PLANNED_CATEGORY
 
@@ -253,7 +253,8 @@ def infer_interruptions(
         role = roles(evs)
         if INITIATING in role:
             continue
-        if (w := missing_rank(evs, world, hosts_of) or lost_node(evs, role, world, hosts_of)
+        exact = exact_world(hosts_of, gpus)
+        if (w := missing_rank(evs, exact, hosts_of) or lost_node(evs, role, world, hosts_of)
                 or agent_gap(evs, role, hosts_of, world=world, stated=gpus, nodes=nodes,
                              job_hosts=job_hosts)):
             evs.append(w)

@@ -18,8 +18,11 @@ failure, or the lost node's ranks) and why none is named.
 A log whose lines carry no wall-clock time at all (older PyTorch's ``[E ProcessGroupNCCL.cpp]``,
 a traceback pasted alone, plain ``dmesg``) still shows that the job stopped and why: its
 signals (stored with no time) are judged the same way, all at one unknown instant in file
-order, and the interruption's time is null ("time unknown"), never a time made up. Pure:
-frames in, one frame out.
+order, and the interruption's time is null ("time unknown"), never a time made up. In a log
+where some failure lines have a time and others before them none (an untimed CUDA error or
+``srun: error: NODE: task 0: Out Of Memory`` before slurmstepd's timed ``CANCELLED AT``), an
+untimed one takes the time of the next timed one in its file: at the latest it happened then.
+Left out, it would lose the stop its cause. Pure: frames in, one frame out.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from telemetry.derive.evidence import (
 # The row and evidence helpers every inferred interruption shares (one shape for the store).
 from telemetry.derive.inference import SOURCE, _frame, _items, _times
 from telemetry.derive.oom import oom_killed
-from telemetry.derive.waits import killed_alone, missing_rank
+from telemetry.derive.waits import exact_world, killed_alone, missing_rank
 from telemetry.signals import (
     COLLECTIVE_HANG,
     CUDA_DEVICE_UNAVAILABLE,
@@ -61,6 +64,7 @@ from telemetry.signals import (
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
+    SLURM_OOM,
     SRUN_SAW_NO_OTHER_FAILURE,
     TRACEBACK_CUT,
     WORKER_KILLED,
@@ -97,6 +101,8 @@ def infer_stopped(
     untimed = timed.empty
     if untimed:  # no line has a time: one unknown instant, file order (module doc)
         timed = _in_file_order(signals).assign(ts=pd.Timestamp(0))  # type: ignore[arg-type]
+    elif len(timed) < len(signals):  # type: ignore[arg-type]
+        timed = _at_the_latest(signals)  # type: ignore[arg-type]
     ts = to_ns(timed["ts"])
     hosts_of = dict(rank_hosts or {})
     lo, hi = np.array([ts.min()]), np.array([ts.max()])
@@ -104,7 +110,8 @@ def infer_stopped(
     oom_killed(evs)  # who sent a SIGKILL, where the kernel says
     world = max(max(hosts_of, default=-1) + 1, gpus or 0)
     said = roles(evs)
-    if INITIATING not in said and (w := missing_rank(evs, world, hosts_of) or agent_gap(
+    exact = exact_world(hosts_of, gpus)
+    if INITIATING not in said and (w := missing_rank(evs, exact, hosts_of) or agent_gap(
             evs, said, hosts_of, world=world, stated=gpus, nodes=nodes,
             job_hosts=job_hosts) or killed_alone(evs)):  # fmt: skip
         evs.append(w)
@@ -150,7 +157,8 @@ def infer_stopped(
         "source": SOURCE,
         # a rank placed by its own line beside other ranks' lines (culprit.OWN_LINE_CONFIDENCE)
         "confidence": max(ex.confidence, OWN_LINE_CONFIDENCE) if placed and cause is not None
-        and cause.kind not in HARDWARE else ex.confidence,
+        and cause.kind not in HARDWARE and cause.kind != SLURM_OOM and cause.seq >= 0
+        else ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
     }
     if not untimed:  # when the failure began and the job noticed (inference's two times)
@@ -168,11 +176,22 @@ def _in_file_order(signals: pd.DataFrame) -> pd.DataFrame:
     return signals.loc[order.index]
 
 
+def _at_the_latest(signals: pd.DataFrame) -> pd.DataFrame:
+    """The signals with a time, an untimed one given the time of the next timed signal in its
+    file (module doc); those after their file's last time stay out."""
+    ordered = _in_file_order(signals)
+    files = ordered["origin"].fillna("").astype(str).str.rpartition(":")[0]
+    ts = ordered["ts"].groupby(files.to_numpy(), sort=False).bfill()
+    return ordered.assign(ts=ts)[ts.notna()]
+
+
 def _places(cause: Evidence, evs: list[Evidence], roles_of: dict[int, str]) -> bool:
     """Whether the cause's own line places the fault on its rank or host (module doc)."""
     role = roles_of[id(cause)]
     if cause.rule is None or cause.rule.category == PLANNED_CATEGORY:
         return False  # a time limit or preemption is nobody's fault
+    if cause.kind == SLURM_OOM:  # its node, where srun names it ("task N" is no rank)
+        return cause.host is not None and sole_reporter(cause, evs)
     if cause.kind in HARDWARE:  # an XID the application causes (13, 31, 43) is no host's
         return (cause.host is not None or cause.rank is not None) and cause.rule.host_specific \
             and sole_reporter(cause, evs)

@@ -35,6 +35,17 @@ _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 _RAN = re.compile(r"ran for (\d+) milliseconds")
 
 
+def exact_world(hosts: Mapping[int, str], stated: int | None) -> int | None:
+    """The job's rank count where it is known, not only bounded: as a line states it (the
+    trainer's world size, NCCL's nRanks), else the ranks placed when they are every rank from 0
+    up (a torchrun summary of them all). A paste of rank 1's lines says only that there are two
+    ranks at least: rank 0 is no rank "missing" from its collective (deepspeed#6705)."""
+    if stated:
+        return stated
+    top = max(hosts, default=-1) + 1
+    return top if top and len(hosts) == top else None
+
+
 def missing_rank(
     evs: list[Evidence], world: int | None, hosts: Mapping[int, str]
 ) -> Evidence | None:

@@ -24,8 +24,10 @@ _LABEL = re.compile(r"\[(rank|default)?(\d+)\]: ?| *(\d+): (?=\S)")
 LEAD_LABELS = re.compile(r"(?:\[(?:rank|default)?\d+\]: ?| *\d+: )+")
 # pdsh -w (and ClusterShell's clush) print each remote line after its host: ``gpu-b07: text``
 # (``"%s: %s"``). A host has a letter first and a digit in it, so a word (``Error: ``) or an
-# srun task number (``3: ``) is none; the reader takes one only once it labels several lines.
-_HOST_LABEL = re.compile(r"([A-Za-z][A-Za-z0-9-]*[0-9][A-Za-z0-9.-]*): ")
+# srun task number (``3: ``) is none; an IPv4 address is one too (pdsh -w 10.0.0.7, a Talos
+# node's ``talosctl dmesg``: ``192.168.11.119: kern: warning: [...]: NVRM: Xid ...``). The
+# reader takes one only once it labels several lines.
+_HOST_LABEL = re.compile(r"([A-Za-z][A-Za-z0-9-]*[0-9][A-Za-z0-9.-]*|\d{1,3}(?:\.\d{1,3}){3}): ")
 _GLOG_AFTER = re.compile(r"\[?[IWEF]\d{4} ")
 _PG_RANK = re.compile(r"\[(?:PG ID 0 PG GUID [^\]]*? |PG 0 )?Rank (\d+)\]")
 
@@ -80,9 +82,13 @@ def torch_rank(text: str) -> int | None:
 
 
 def host_label(text: str) -> tuple[str, int] | None:
-    """(host, where the rest starts) of a line pdsh labelled with its host; None otherwise."""
+    """(host, where the rest starts) of a line pdsh labelled with its host, or of a line
+    slurmstepd wrote with its node (``slurmstepd-gpu20-15: error: ...``); None otherwise."""
     m = _HOST_LABEL.match(text)
-    return (m.group(1), m.end()) if m else None
+    if m is None:
+        return None
+    host = m.group(1)
+    return (host.removeprefix("slurmstepd-") or host), m.end()
 
 
 def task_is_node(label: str) -> bool:
@@ -107,14 +113,18 @@ def rank_in(body: str) -> int | None:
 
 # torch.distributed.elastic (torchrun), multiprocessing/api.py and agent/server/api.py
 _WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
-_CLOSING = re.compile(r"Sending process (\d+) closing signal (\w+)")
+# torchrun's ``Sending process P closing signal SIGTERM``; torch.multiprocessing.spawn's
+# ``Terminating process P via signal SIGTERM`` (mp.spawn stopping the others after one failed)
+_CLOSING = re.compile(r"(?:Sending process (\d+) closing|Terminating process (\d+) via) signal "
+                      r"(\w+)")
 _DEATH = re.compile(r"Received (\S+) death signal|SignalException: Process (\d+) got signal: (\d+)")
 
 
 def closing_pid(body: str) -> int | None:
-    """The pid torchrun's ``Sending process P closing signal SIGTERM`` line names."""
-    m = _CLOSING.search(body) if "closing signal" in body else None
-    return int(m.group(1)) if m else None
+    """The pid torchrun's ``Sending process P closing signal SIGTERM`` line names (or
+    mp.spawn's ``Terminating process P via signal SIGTERM``)."""
+    m = _CLOSING.search(body) if "closing signal" in body or "via signal" in body else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 _EXITED = re.compile(r"\(pid (\d+)\) exited with code -(\d+)$")
@@ -149,8 +159,8 @@ def launcher(body: str) -> Failure | None:
         code, local, pid = m.groups()
         detail = f"local rank {local} (pid {pid}) exited with code {code}"
         return sig.WORKER_EXIT, detail, None, None, None, None, None
-    if "closing signal" in body and (m := _CLOSING.search(body)):
-        detail = f"launcher sent {m.group(2)} to pid {m.group(1)}"
+    if ("closing signal" in body or "via signal" in body) and (m := _CLOSING.search(body)):
+        detail = f"launcher sent {m.group(3)} to pid {m.group(1) or m.group(2)}"
         return sig.LAUNCHER_SIGNAL, detail, None, None, None, None, None
     if m := _DEATH.search(body):
         what = m.group(1) or f"signal {m.group(3)}"

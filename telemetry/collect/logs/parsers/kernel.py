@@ -120,15 +120,19 @@ def pci_key(pci: str) -> str:
 
 
 # mm/oom_kill.c __oom_kill_process: "%s: Killed process %d (%s) total-vm:%lukB, ..." with
-# "Out of memory" or "Memory cgroup out of memory" (and the oom_kill_allocating_task form)
+# "Out of memory" or "Memory cgroup out of memory" (and the oom_kill_allocating_task form);
+# kernels before 4.19 print "Out of memory: Kill process N (python) score S or sacrifice
+# child", then "Killed process N (python) total-vm:..." alone (NervanaSystems/deepspeech#48)
 _OOM_KILL = re.compile(r"(?:Memory cgroup out of memory|Out of memory(?: \([a-z_]+\))?): "
-                       r"Killed process (\d+) \(([^)]{1,64})\)")
+                       r"Killed process (\d+) \(([^)]{1,64})\)"
+                       r"|^(?:\[[\d. ]+\] )?Killed process (\d+) \(([^)]{1,64})\) total-vm:")
 
 
 def _oom_kill(body: str) -> Failure | None:
     """The kernel's OOM killer killed a process (HOST_OOM: never a cause alone, derive.oom)."""
     if m := _OOM_KILL.search(body):
-        return sig.HOST_OOM, m.group(0), None, None, None, None, None
+        detail = m.group(0) if m.group(1) else f"Out of memory: Killed process {m[3]} ({m[4]})"
+        return sig.HOST_OOM, detail, None, None, None, None, None
     return None
 
 

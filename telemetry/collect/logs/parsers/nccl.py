@@ -24,6 +24,7 @@ FORMAT = LineFormat(
         r"retry counter",
         r"[Ll]ink (?:is )?[Dd]own",
         r"nvalid usage|nvalid argument|ncclInvalid|no algorithm/protocol",  # NCCL_USAGE
+        r"posix_fallocate failed|creating shared memory segment",  # ... /dev/shm too small
         r"NCCL INFO comm 0x[0-9a-fA-F]+ rank [0-9]+ n[Rr]anks [0-9]+",  # which host each rank is on
     ),
     signatures=(
@@ -33,9 +34,12 @@ FORMAT = LineFormat(
                   re.compile(r"NET/IB.*(?:[Ee]rror|failed|status=[1-9])|ibv_\w+.*fail|IBV_WC_"
                              r"|NET/OFI.*completed with error"
                              r"|transport retry counter exceeded|[Ll]ink (?:is )?[Dd]own")),
-        Signature(210, sig.NCCL_USAGE, ("nvalid", "no algorithm"),
+        # NCCL's shared-memory transport could not allocate its segment: /dev/shm too small (a
+        # container's 64 MB default; NVIDIA/nccl#290, pytorch/torchtitan#853), the host's setup
+        Signature(210, sig.NCCL_USAGE, ("nvalid", "no algorithm", "fallocate", "shared memory"),
                   re.compile(r"ncclInvalid(?:Usage|Argument)|NCCL error[^,]*, invalid (?:usage|"
-                             r"argument)|no algorithm/protocol available")),
+                             r"argument)|no algorithm/protocol available|Call to posix_fallocate "
+                             r"failed|Error while creating shared memory segment")),
         Signature(220, sig.NCCL_ERROR, ("NCCL", "nccl", "unhandled", "emote process"),
                   re.compile(r"NCCL WARN|NCCL error|nccl[A-Z][A-Za-z]*Error|unhandled system error"
                              r"|[Rr]emote process exited")),

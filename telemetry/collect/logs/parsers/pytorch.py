@@ -27,6 +27,7 @@ FORMAT = LineFormat(
         r"cudaError[A-Z]",  # the CUDA runtime's error names
         r"busy or unavailable",  # its cudaErrorDevicesUnavailable in words
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
+        r"\[c10d\] (?:\w+ failed on SocketImpl|(?:While )?waitForInput)",  # the store lost
     ),
     signatures=(
         Signature(100, sig.NCCL_TIMEOUT,
@@ -54,6 +55,11 @@ FORMAT = LineFormat(
                                         "cudaError"),
                   re.compile(r"Cuda failure \d+|unhandled cuda error|ncclUnhandledCudaError"
                              r"|cudaError[A-Z]\w*")),
+        # a rank lost the job's TCPStore (signals.STORE_LOST); "waitForInput: poll for socket
+        # ... returned 0, likely a timeout" comes before the line that says it timed out
+        Signature(225, sig.STORE_LOST, ("[c10d]",),
+                  re.compile(r"\[c10d\] (?:\w+ failed on SocketImpl|While waitForInput, \w+ "
+                             r"failed|waitForInput: socket .* timed out)")),
         Signature(230, sig.NAN_LOSS, ("nan", "NaN", "NAN", "inf", "Inf", "INF"),
                   re.compile(r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)\b|found (?:nan|inf)\b)")),
     ),

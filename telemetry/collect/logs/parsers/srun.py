@@ -1,4 +1,4 @@
-"""Slurm: ``srun``'s and ``salloc``'s errors, ``slurmstepd``'s ``CANCELLED AT`` line,
+"""Slurm: ``srun``'s and ``salloc``'s errors, ``slurmstepd``'s ``CANCELLED AT`` and OOM lines,
 slurmctld's signalled tasks, and the job's environment a batch script prints
 (``env | grep SLURM``: its nodes and GPUs)."""
 
@@ -19,6 +19,14 @@ _DUE = {None: sig.SLURM_CANCELLED, "NODE FAILURE": sig.SLURM_NODE_FAILURE,
 _SRUN = re.compile(r"srun: error: ([^\s:]+): (tasks? [^:]+): (.+)")
 _SRUN_NODE = re.compile(r"(?:srun|salloc): error: Node failure on (\S+)")
 _CTLD_SIGNAL = re.compile(r"_job_complete: (JobId=\d+) WTERMSIG (\d+)")
+# slurmstepd's word that the cgroup's OOM killer struck the step (task/cgroup): ``slurmstepd-
+# gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may
+# have been killed by the cgroup out-of-memory handler.``, since 21.08 ``Detected 1 oom_kill
+# event in StepId=440575.0. Some of the step tasks have been OOM Killed.``, before 20.02
+# ``Detected 1 oom-kill event(s) in step 12345.batch cgroup``; srun's ``srun: error: HOST:
+# task 0: Out Of Memory`` names the node.
+_STEPD_OOM = re.compile(r"(?:slurmstepd-([^\s:]+): )?error: Detected (\d+) oom[-_]kill events?"
+                        r"(?:\(s\))? in (?:StepId=|step )([\w.]+?)\.?(?:\s|$)")
 
 
 def _environment(body: str) -> list[tuple[str, int]]:
@@ -52,6 +60,14 @@ def _signalled(body: str) -> Failure | None:
     return None
 
 
+def _oom_event(body: str) -> Failure | None:
+    if m := _STEPD_OOM.search(body):
+        host, n, step = m.groups()
+        detail = f"slurmstepd: {n} OOM kill event(s) in step {step} (the cgroup's memory limit)"
+        return sig.SLURM_OOM, detail, None, None, host, None, None
+    return None
+
+
 def _srun_error(body: str) -> Failure | tuple[()] | None:
     if "srun: error" not in body and "salloc: error" not in body:
         return None
@@ -60,6 +76,8 @@ def _srun_error(body: str) -> Failure | tuple[()] | None:
             None, None
     if m := _SRUN.search(body):
         detail = f"{m.group(2).strip()}: {m.group(3).strip()}"[: sig.MAX_DETAIL_CHARS]
+        if m.group(3).strip() == "Out Of Memory":  # the cgroup's OOM killer, on that node
+            return sig.SLURM_OOM, f"srun: {detail}", None, None, m.group(1), None, None
         return sig.SLURM_TASK_KILLED, detail, None, None, m.group(1), None, None
     return NOT_A_FAILURE
 
@@ -72,8 +90,10 @@ FORMAT = LineFormat(
         r"salloc: error: Node failure",  # salloc's word for a node of the allocation lost
         r"_job_complete: JobId=[0-9]+ WTERMSIG",  # slurmctld: the job's tasks were signalled
         r"CANCELLED AT",
+        r"Detected [0-9]+ oom[-_]kill event",  # slurmstepd: the cgroup's OOM killer
     ),
     plan=(Keyed(50, "SLURM_", _environment),),
-    failures=(Keyed(40, "CANCELLED AT", _cancelled), Keyed(55, "WTERMSIG", _signalled),
+    failures=(Keyed(40, "CANCELLED AT", _cancelled), Keyed(45, "oom", _oom_event),
+              Keyed(55, "WTERMSIG", _signalled),
               Keyed(60, "", _srun_error)),
 )

@@ -9,7 +9,7 @@ from telemetry.collect.logs.parsers.common import Failure, Keyed, LineFormat
 
 
 def _launcher(body: str) -> Failure | None:
-    if "exitcode" in body or "signal" in body or "Signal" in body:
+    if "exitcode" in body or "signal" in body or "Signal" in body:  # "via signal" too
         return launcher(body)
     return None
 
@@ -18,6 +18,7 @@ FORMAT = LineFormat(
     name="torchrun",
     prefilter=(
         r"closing signal SIG|death signal|SignalException|failed \(exitcode: ",
+        r"Terminating process [0-9]+ via signal",  # torch.multiprocessing.spawn's teardown
         r" (?:time|host|rank|exitcode) +: ",  # the ChildFailedError summary
         r"<NO_OTHER_FAILURES>",  # ... whose Failures list holds only its Root Cause
     ),
