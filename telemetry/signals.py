@@ -79,6 +79,10 @@ SLURM_PREEMPTED = "slurm_preempted"
 SLURM_CANCELLED = "slurm_cancelled"
 # From the Slurm source (``collect.slurm.slurm_source``): job ends and node events of the scheduler.
 SLURM_REQUEUED = "slurm_requeued"
+# slurmstepd's ``*** JOB N ON HOST CANCELLED AT T DUE TO JOB REQUEUE ***``: ``scontrol requeue``
+# stopped the job to queue it again, as a job's own handler does on the signal before its time
+# limit or preemption (submitit, Lightning's auto-requeue on SIGUSR1), or an operator. Planned.
+SLURM_JOB_REQUEUE = "slurm_job_requeue"
 SLURM_JOB_FAILED = "slurm_job_failed"
 SLURM_OOM = "slurm_oom"
 SLURM_NODE_DOWN = "slurm_node_down"  # drained or down with a reason naming no XID or GPU
@@ -153,6 +157,7 @@ SIGNAL_KINDS = (
     SLURM_PREEMPTED,
     SLURM_CANCELLED,
     SLURM_REQUEUED,
+    SLURM_JOB_REQUEUE,
     SLURM_JOB_FAILED,
     SLURM_OOM,
     SLURM_NODE_DOWN,

@@ -636,3 +636,17 @@ def test_one_ranks_timeout_is_no_proof_the_job_has_two_ranks(tmp_path: Path) -> 
     lines = (CORPUS / "deepspeed/deepspeed-6705-pdsh-watchdog.log").read_text("utf-8").splitlines()
     i = _one(tmp_path, "ds", lines)
     assert (i["component"], i["rank"], i["host"]) == ("NCCL Watchdog Timeouts", None, None)
+
+
+def test_a_job_requeued_by_its_own_handler_is_a_planned_stop(tmp_path: Path) -> None:
+    """``*** JOB 608 ON SERVER_NAME CANCELLED AT ... DUE TO JOB REQUEUE ***`` (submitit#1708):
+    ``scontrol requeue``, which submitit and Lightning's auto-requeue run on the signal before a
+    time limit or preemption. A planned stop of the whole job, nobody's fault; it was a plain
+    cancel before, which explains no stop ("unknown")."""
+    lines = (CORPUS / "slurm/submitit-1708-job-requeue.log").read_text("utf-8").splitlines()
+    i = _one(tmp_path, "requeue", lines)
+    assert (i["component"], i["host"], i["rank"]) == ("Planned maintenance", None, None)
+    assert i["ts"] == "2022-08-12T02:06:12"
+    f = ll.failure("slurmstepd: error: *** JOB 31182239 ON sh-06-34 CANCELLED AT "
+                   "2018-11-05T10:35:06 DUE TO JOB REQUEUE ***")
+    assert f is not None and (f[0], f[4]) == (sig.SLURM_JOB_REQUEUE, "sh-06-34")

@@ -48,6 +48,7 @@ from telemetry.signals import (
     IB_ERROR,
     NODE_LOST,
     SLURM_CANCELLED,
+    SLURM_JOB_REQUEUE,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
     SLURM_NODE_GPU,
@@ -69,7 +70,7 @@ MAX_CANDIDATES = 8
 SOLE_PLACED = frozenset({CUDA_DEVICE_UNAVAILABLE, SLURM_OOM})
 # The scheduler's stops of a whole job: the host in ``slurmstepd-HOST:`` is where the batch
 # step ran and the ``N:`` label a task, neither at fault, so naming either would drain a node
-JOB_WIDE_STOPS = frozenset({SLURM_TIME_LIMIT, SLURM_PREEMPTED, SLURM_CANCELLED})
+JOB_WIDE_STOPS = frozenset({SLURM_TIME_LIMIT, SLURM_PREEMPTED, SLURM_CANCELLED, SLURM_JOB_REQUEUE})
 # A rank named by its own failure line while the other ranks' lines are only what follows it
 # (their cascade and teardown, none a failure of its own): right in 11 of 11 such namings on
 # the exam of 2026-12-06 and in every one the corpus's threads confirm (docs/exam.md), so it

@@ -67,6 +67,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     PLANNED_EXIT,
     SLURM_CANCELLED,
     SLURM_JOB_FAILED,
+    SLURM_JOB_REQUEUE,
     SLURM_MAINTENANCE,
     SLURM_NODE_DOWN,
     SLURM_NODE_FAILURE,
@@ -132,6 +133,8 @@ def _planned(label: str) -> Rule:
 # The whole ranking and mapping (module doc). XIDs are resolved per code by XID_COMPONENTS.
 CAUSES: dict[str, Rule] = {
     SLURM_PREEMPTED: _planned("Slurm preemption"),
+    SLURM_JOB_REQUEUE: _planned("Slurm requeue (scontrol requeue: the job's own handler or an "
+                                "operator)"),
     PLANNED_EXIT: _planned("planned exit of the trainer"),
     SLURM_TIME_LIMIT: _planned("Slurm time limit"),
     SLURM_MAINTENANCE: _planned("Slurm maintenance reservation"),

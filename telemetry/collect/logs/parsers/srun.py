@@ -15,7 +15,8 @@ _SLURM_ENV = re.compile(r"\b(SLURM_JOB_NODELIST|SLURM_NODELIST|SLURM_JOB_NUM_NOD
 _CANCEL = re.compile(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
                      r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*")
 _DUE = {None: sig.SLURM_CANCELLED, "NODE FAILURE": sig.SLURM_NODE_FAILURE,
-        "TIME LIMIT": sig.SLURM_TIME_LIMIT, "PREEMPTION": sig.SLURM_PREEMPTED}
+        "TIME LIMIT": sig.SLURM_TIME_LIMIT, "PREEMPTION": sig.SLURM_PREEMPTED,
+        "JOB REQUEUE": sig.SLURM_JOB_REQUEUE}
 _SRUN = re.compile(r"srun: error: ([^\s:]+): (tasks? [^:]+): (.+)")
 _SRUN_NODE = re.compile(r"(?:srun|salloc): error: Node failure on (\S+)")
 _CTLD_SIGNAL = re.compile(r"_job_complete: (JobId=\d+) WTERMSIG (\d+)")
