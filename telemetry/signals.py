@@ -65,8 +65,15 @@ GPU_DRIVER_TIMEOUT = "gpu_driver_timeout"
 # (traps.c). The crash is on the line's host; a GPU going bad under the driver is the usual
 # reason, a driver bug another (ai4d-iasc/trixie#55: cn110's GPU, replaced).
 GPU_DRIVER_CRASH = "gpu_driver_crash"
-# Kernel lines that place a failure on their host's GPU or its driver without an XID code
-HOST_GPU_KINDS = frozenset({*DRIVER_GPU_KINDS, GPU_DRIVER_TIMEOUT, GPU_DRIVER_CRASH})
+# A GPU out of reach, as NVML and the PCIe layer say it: nvidia-smi's ``Unable to determine the
+# device handle for GPU0000:03:00.0: Unknown Error`` or ``GPU is lost`` (rwth-i6/returnn#1486),
+# and AER's fatal error on the GPU's own link, ``nvidia 0000:03:00.0: AER: can't recover``
+# (returnn#1500). The GPU or its slot most often; its host's. Corrected AER errors, the link
+# retrying, are not read.
+GPU_UNREACHABLE = "gpu_unreachable"
+# Host lines that place a failure on their host's GPU or its driver without an XID code
+HOST_GPU_KINDS = frozenset({*DRIVER_GPU_KINDS, GPU_DRIVER_TIMEOUT, GPU_DRIVER_CRASH,
+                            GPU_UNREACHABLE})
 # A Python traceback the log ends inside, before its ``Type: message`` line (a paste or a log
 # cut short): a failure was under way, and what it was is not in the lines.
 TRACEBACK_CUT = "traceback_cut"
@@ -148,6 +155,7 @@ SIGNAL_KINDS = (
     GPU_INIT_FAILED,
     GPU_DRIVER_TIMEOUT,
     GPU_DRIVER_CRASH,
+    GPU_UNREACHABLE,
     NAN_LOSS,
     TRACEBACK,
     TRACEBACK_CUT,

@@ -650,3 +650,42 @@ def test_a_job_requeued_by_its_own_handler_is_a_planned_stop(tmp_path: Path) -> 
     f = ll.failure("slurmstepd: error: *** JOB 31182239 ON sh-06-34 CANCELLED AT "
                    "2018-11-05T10:35:06 DUE TO JOB REQUEUE ***")
     assert f is not None and (f[0], f[4]) == (sig.SLURM_JOB_REQUEUE, "sh-06-34")
+
+
+def test_a_watchdogs_cuda_error_of_any_kind_is_read(tmp_path: Path) -> None:
+    """``[Rank 3] Process group watchdog thread terminated with exception: CUDA error:
+    misaligned address`` (verl#3579) and ``[Rank 7] NCCL watchdog thread terminated with
+    exception: CUDA error: unknown error`` (vllm#2682): a log of only these was refused ("no
+    valid records"). A misaligned address is a kernel's bad access (a program's, as an illegal
+    address); any other CUDA error in c10's or THC's words is a CUDA error of unknown kind."""
+    i = _one(tmp_path, "verl", (CORPUS / "pytorch/verl-3579-misaligned-address-rank3.log")
+             .read_text("utf-8").splitlines())  # fmt: skip
+    assert (i["component"], i["rank"]) == ("Software Bug", None)  # rank 3's lines alone
+    assert "rank 3" in i["culprit_candidates"]
+    i = _one(tmp_path, "vllm", (CORPUS / "pytorch/vllm-2682-rank7-cuda-unknown-error.log")
+             .read_text("utf-8").splitlines())  # fmt: skip
+    assert (i["component"], i["rank"]) == ("Unknown", None)
+    assert "CUDA error of unknown kind" in i["description"]
+    for line in ("THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1591914886554/work/aten/src/"
+                 "THC/THCGeneral.cpp line=47 error=999 : unknown error",
+                 "RuntimeError: cuda runtime error (999) : unknown error at /pytorch/aten/src/"
+                 "THC/THCGeneral.cpp:47"):  # fmt: skip
+        f = ll.failure(line)
+        assert f is not None and f[0] == sig.CUDA_ERROR, line
+
+
+def test_a_gpu_nvml_or_pcie_lost_is_its_hosts_gpu(tmp_path: Path) -> None:
+    """nvidia-smi's ``Unable to determine the device handle for GPU0000:03:00.0: Unknown Error``
+    (returnn#1486) and AER's ``nvidia 0000:03:00.0: AER: can't recover`` after a fatal PCIe
+    error on its link (returnn#1500): the GPU out of reach, its host's (Faulty GPU, at a
+    confidence below the driver's own "fallen off the bus"). Neither was read: the second log
+    was refused. A corrected AER error, the link retrying, is no failure."""
+    i = _one(tmp_path, "aer", (CORPUS / "kernel/returnn-1500-aer-uncorrected-fatal.log")
+             .read_text("utf-8").splitlines())  # fmt: skip
+    assert i["component"] == "Faulty GPU" and i["confidence"] < 0.9
+    assert "AER" in i["description"]
+    f = ll.failure("Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.  "
+                   "Reboot the system to recover this GPU")
+    assert f is not None and f[0] == sig.GPU_UNREACHABLE
+    assert ll.failure("[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, "
+                      "type=Data Link Layer, (Transmitter ID)") is None

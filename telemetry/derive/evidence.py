@@ -56,6 +56,7 @@ from telemetry.signals import (  # the signal vocabulary, defined once
     GPU_DRIVER_TIMEOUT,
     GPU_INIT_FAILED,
     GPU_OFF_BUS,
+    GPU_UNREACHABLE,
     GSP_TIMEOUT,
     IB_ERROR,
     LAUNCHER_SIGNAL,
@@ -155,6 +156,8 @@ CAUSES: dict[str, Rule] = {
     GPU_DRIVER_TIMEOUT: _rule(1, "Faulty GPU", 0.5, "NVIDIA driver timed out (NVML)"),
     # a process crashed inside libcuda: the GPU under it most often, a driver bug sometimes
     GPU_DRIVER_CRASH: _rule(1, "Faulty GPU", 0.4, "crash in the NVIDIA driver's library"),
+    # NVML or PCIe lost the GPU: itself or its slot most often, the host's in any case
+    GPU_UNREACHABLE: _rule(1, "Faulty GPU", 0.6, "GPU out of reach (NVML or PCIe AER)"),
     SLURM_NODE_FAILURE: _rule(2, "Host Maintenance", 0.85, "Slurm node failure"),
     NODE_LOST: _rule(2, "Host Maintenance", 0.6, "node lost (its ranks and agent gone at once)"),
     SLURM_NODE_DOWN: _rule(2, "Host Maintenance", 0.6, "node drained or down (Slurm)"),
@@ -236,7 +239,7 @@ def signal_rule(kind: str, detail: str | None) -> Rule | None:
 # dumps (dated by the collective the ranks began waiting in, not by anyone noticing), Slurm's
 # controller and a node found lost. They date a failure; the job's noticing it is its own line.
 NOT_THE_JOB = frozenset({XID, GPU_OFF_BUS, GSP_TIMEOUT, GPU_INIT_FAILED, GPU_DRIVER_TIMEOUT,
-                         GPU_DRIVER_CRASH,
+                         GPU_DRIVER_CRASH, GPU_UNREACHABLE,
                          COLLECTIVE_HANG, SLURM_NODE_FAILURE, SLURM_NODE_DOWN, SLURM_NODE_GPU,
                          SLURM_MAINTENANCE, NODE_LOST})  # fmt: skip
 # Failure signs that never explain a stop alone (a job that ended FAILED says that, not why).

@@ -1148,7 +1148,8 @@ class LogParser:
         if how == "context" and kind in _NETWORK_KINDS and (t := self.clock.after(
                 self._blk, self._e + 1)) is not None and ts is not None and t > ts:
             ts = t  # untimed: at the latest it was when the log next shows a time
-        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM, sig.GPU_DRIVER_CRASH) \
+        kernel = st[3] or st[0] == "boot" or kind in (sig.XID, sig.HOST_OOM, sig.GPU_DRIVER_CRASH,
+                                                      sig.GPU_UNREACHABLE) \
             or kind in sig.DRIVER_GPU_KINDS
         if pci is not None:
             gpu = self._gpus.get(ll.pci_key(pci))

@@ -149,6 +149,7 @@ FORMAT = LineFormat(
         r"Xid",
         r"Killed process [0-9]",  # the kernel's OOM killer (HOST_OOM)
         r"fallen off the bus|GSP RM heartbeat timed out|GSP Timeout|RmInitAdapter failed",
+        r"GPU is lost|device handle for GPU|nvidia [0-9a-f:.]+: AER: can't recover",  # GPU lost
         r"nvidia-container-cli(?:\.real)?: [a-z]+ error: driver (?:rpc )?error: timed out",
         r"(?:segfault at|general protection fault) .* in lib(?:cuda|nvidia-)",
     ),
@@ -156,6 +157,11 @@ FORMAT = LineFormat(
     failures=(Keyed(30, "Xid", _xid), Keyed(57, "Killed process", _oom_kill)),
     signatures=(
         Signature(110, sig.GPU_OFF_BUS, ("off the bus",), re.compile(r"fallen off the bus")),
+        # the GPU out of reach as NVML and the PCIe layer say it (signals.GPU_UNREACHABLE)
+        Signature(115, sig.GPU_UNREACHABLE, ("GPU is lost", "device handle", "AER"),
+                  re.compile(r"GPU is lost|Unable to determine the device handle for GPU ?"
+                             r"[0-9A-Fa-f:.]+: Unknown Error|(?<![\w-])nvidia [0-9a-f]{4}:"
+                             r"[0-9a-f]{2}:[0-9a-f]{2}\.\d: AER: can't recover")),
         Signature(120, sig.GSP_TIMEOUT, ("GSP",), re.compile(r"GSP RM heartbeat timed out|GSP "
                                                             r"Timeout")),
         Signature(130, sig.GPU_INIT_FAILED, ("RmInitAdapter",), re.compile(r"RmInitAdapter "

@@ -25,6 +25,7 @@ FORMAT = LineFormat(
         r"OutOfMemory",
         r"Cuda failure|unhandled cuda error",  # CUDA errors NCCL reports
         r"cudaError[A-Z]",  # the CUDA runtime's error names
+        r"CUDA error: [a-zA-Z]|cuda runtime error \([0-9]+\)|THCudaCheck FAIL",  # ... in words
         r"busy or unavailable",  # its cudaErrorDevicesUnavailable in words
         r"(?i:loss (?:is|=|:) *[-+]?(?:nan|inf)|found (?:nan|inf))",
         r"\[c10d\] (?:\w+ failed on SocketImpl|(?:While )?waitForInput)",  # the store lost
@@ -43,18 +44,23 @@ FORMAT = LineFormat(
         Signature(165, sig.CUDA_DEVICE_UNAVAILABLE, ("busy or unavailable", "DevicesUnavailable"),
                   re.compile(r"device\(s\) is/are busy or unavailable|devices are busy or "
                              r"unavailable|cudaErrorDevicesUnavailable")),
-        Signature(170, sig.CUDA_ILLEGAL_ADDRESS, ("llegal",),
-                  re.compile(r"illegal (?:memory access|address)|IllegalAddress")),
+        Signature(170, sig.CUDA_ILLEGAL_ADDRESS, ("llegal", "misaligned"),
+                  re.compile(r"illegal (?:memory access|address)|IllegalAddress|CUDA error: "
+                             r"misaligned address")),
         Signature(180, sig.CUDA_LAUNCH_FAILURE, ("launch failure",),
                   re.compile(r"unspecified launch failure")),
         Signature(190, sig.CUDA_OOM, ("out of memory", "OutOfMemory"),
                   re.compile(r"CUDA out of memory|OutOfMemoryError|(?i:cuda) (?:error: |failure ')"
                              r"out of memory")),
         # a CUDA call NCCL made failed, of no kind above: say so, never "the network"
+        # ... or a CUDA error of any other kind in c10's words ("CUDA error: unknown error" in a
+        # watchdog's exception, vllm#2682) or THC's ("cuda runtime error (999) : unknown error")
         Signature(200, sig.CUDA_ERROR, ("uda failure", "unhandled cuda", "UnhandledCuda",
-                                        "cudaError"),
+                                        "cudaError", "CUDA error: ", "cuda runtime error",
+                                        "THCudaCheck"),
                   re.compile(r"Cuda failure \d+|unhandled cuda error|ncclUnhandledCudaError"
-                             r"|cudaError[A-Z]\w*")),
+                             r"|cudaError[A-Z]\w*|CUDA error: [a-zA-Z]|cuda runtime error \(\d+\)"
+                             r"|THCudaCheck FAIL")),
         # a rank lost the job's TCPStore (signals.STORE_LOST); "waitForInput: poll for socket
         # ... returned 0, likely a timeout" comes before the line that says it timed out
         Signature(225, sig.STORE_LOST, ("[c10d]",),
