@@ -26,6 +26,8 @@ NO_FAILED = ("no line dates the failure's start: only the ranks that waited, the
 NO_NOTICED = ("no line the job wrote dates its noticing (the kernel's, the flight recorder's "
               "and Slurm's lines are not the job's)")  # fmt: skip
 NO_DETECT = "the record does not say when the job noticed (no detect_s)"
+BORROWED = ("its line has no time of its own (it was given the last progress's): the wait and "
+            "the stall are unknown, not 0")
 
 
 def _t(v: Any) -> datetime | None:
@@ -46,6 +48,10 @@ def detection(row: Mapping[str, Any]) -> dict[str, Any]:
         why_f = why_n = UNTIMED
     elif inferred:
         why_f, why_n = NO_FAILED, NO_NOTICED
+        if noticed == ts:  # its line took the last progress's time: it has none of its own
+            noticed, why_n = None, BORROWED
+        if failed == ts:
+            failed, why_f = None, BORROWED
     else:  # a posted or replayed record: its time is the stop's, its detect_s the noticing
         failed = failed or ts
         noticed = noticed or (None if detect is None else ts + timedelta(seconds=detect))

@@ -507,12 +507,16 @@ def _ended(
     lost = last - (saved if saved is not None else began)
     rework = lost * step_s if step_s is not None else None
     noticed, first = ex.noticed_ns, _first_line(ex)
-    detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
+    # A line after the last progress dated exactly at it took that time from it (it has none of
+    # its own: a traceback, an old watchdog line): it dates nothing, and the wait and the hold
+    # it would give are unknown, never 0 (no line after the last progress has a later time).
+    borrowed = noticed is not None and noticed == last_ts
+    detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None and not borrowed else None
     end = _gone(ex, max(first, last_ts)) if first is not None else last_ts
     end = end if noticed is None else max(end, noticed)  # a noticing after a long silence
     # held after the job noticed; with its noticing undated, the whole wait to its end
-    held = None if first is None else (end - max(noticed if noticed is not None else last_ts,
-                                                 last_ts)) / 1e9  # fmt: skip
+    held = None if first is None or end == last_ts else (
+        end - max(noticed if noticed is not None else last_ts, last_ts)) / 1e9  # fmt: skip
     cause = ex.cause
     assert cause is not None and cause.rule is not None
     where = (f"{lost:,} steps since the last checkpoint (step {saved:,}) to redo" if saved
