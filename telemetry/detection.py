@@ -22,12 +22,16 @@ import pandas as pd
 INFERRED = "inferred"
 UNTIMED = "the stop's time is unknown: no line of its log has a wall-clock time"
 NO_FAILED = ("no line dates the failure's start: only the ranks that waited, the teardown or "
-             "no failure line at all speak of it")  # fmt: skip
+             "no failure line at all speak of it, or its lines have no time of their "
+             "own")  # fmt: skip
 NO_NOTICED = ("no line the job wrote dates its noticing (the kernel's, the flight recorder's "
-              "and Slurm's lines are not the job's)")  # fmt: skip
+              "and Slurm's lines are not the job's; a line with no time of its own dates "
+              "nothing)")  # fmt: skip
 NO_DETECT = "the record does not say when the job noticed (no detect_s)"
-BORROWED = ("its line has no time of its own (it was given the last progress's): the wait and "
-            "the stall are unknown, not 0")
+
+
+def _unknown(v: Any) -> bool:
+    return v is None or bool(pd.isna(v))
 
 
 def _t(v: Any) -> datetime | None:
@@ -48,10 +52,6 @@ def detection(row: Mapping[str, Any]) -> dict[str, Any]:
         why_f = why_n = UNTIMED
     elif inferred:
         why_f, why_n = NO_FAILED, NO_NOTICED
-        if noticed == ts:  # its line took the last progress's time: it has none of its own
-            noticed, why_n = None, BORROWED
-        if failed == ts:
-            failed, why_f = None, BORROWED
     else:  # a posted or replayed record: its time is the stop's, its detect_s the noticing
         failed = failed or ts
         noticed = noticed or (None if detect is None else ts + timedelta(seconds=detect))
@@ -63,8 +63,9 @@ def detection(row: Mapping[str, Any]) -> dict[str, Any]:
         "noticed_at": noticed,
         "noticed_unknown": None if noticed is not None else why_n,
         "wait_s": round((noticed - failed).total_seconds(), 3) if both else None,  # type: ignore[operator]
-        "stall_s": None if noticed is None or ts is None
-        else round(max((noticed - ts).total_seconds(), 0.0), 3),
+        # (an inferred stop with its steps unknown had no progress before it: no stall to time)
+        "stall_s": None if noticed is None or ts is None or (inferred and _unknown(row.get(
+            "lost_steps"))) else round(max((noticed - ts).total_seconds(), 0.0), 3),
     }
 
 

@@ -149,7 +149,7 @@ def markdown(inc: dict[str, Any]) -> str:
         f"- **Cause:** {cause}, {text(how)}"
         + ("" if conf is None else f", confidence {float(conf) * 100:.0f} %"),
         f"- **Culprit:** {text(where(inc))}",
-        f"- **Last progress:** {text(when(inc['ts']))} UTC; {text(outcome(inc))}",
+        f"- **{stop_label(inc)}:** {text(when(inc['ts']))} UTC; {text(outcome(inc))}",
         f"- **Failed:** {text(failed(inc))}",
         f"- **Job noticed:** {text(noticed(inc))}",
         f"- **Restored from:** {text(restored(inc))}",
@@ -310,12 +310,23 @@ def noticed(inc: dict[str, Any]) -> str:
     return f"{when(inc['noticed_at'])} UTC" + (f" ({', '.join(after)})" if after else "")
 
 
+def stop_label(inc: dict[str, Any]) -> str:
+    """What the stop's time is: the last progress, or (an inferred stop of a job whose log has no
+    progress line, its steps unknown) the first failure line's."""
+    if inc.get("source") == "inferred" and inc.get("lost_steps") is None \
+            and inc.get("end_ts") is None:
+        return "Stopped (no progress line in the data)"
+    return "Last progress"
+
+
 def outcome(inc: dict[str, Any]) -> str:
     """How the stop ended: training resumed, or the job ended with no progress after it."""
     if inc.get("resumed") is not None or not (inc.get("source") == "inferred"
                                                and inc.get("end_ts") is None):  # fmt: skip
         return f"training resumed {when(inc.get('resumed'))} UTC"
-    return f"job ended {when(inc.get('ended'))} UTC; training never resumed"
+    ended = inc.get("ended")
+    at = "– (no line dates it)" if ended is None else f"{when(ended)} UTC"
+    return f"job ended {at}; training never resumed"
 
 
 def where(inc: dict[str, Any]) -> str:

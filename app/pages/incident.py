@@ -81,7 +81,7 @@ def _story(
         className="small mb-2",
     )  # fmt: skip
     times = html.Div(
-        f"Last progress {fig.when(inc['ts'])} UTC · failed {fig.failed(inc)} · job noticed "
+        f"{fig.stop_label(inc)} {fig.when(inc['ts'])} UTC · failed {fig.failed(inc)} · job noticed "
         f"{fig.noticed(inc)} · " + fig.outcome(inc),
         className="small text-body-secondary mb-2",
         id="inc-times",

@@ -394,7 +394,7 @@ def _row(
     items = _items(ex.ordered, end, rs.item, *torn)
     last, after = steps  # the last step before the stop, the next line's steps after it
     stalled = (end - start) / 1e9
-    noticed = ex.noticed_ns
+    noticed = ex.noticed_ns if ex.noticed_ns != start else None  # its own time, not borrowed
     detect = max((noticed - start) / 1e9, 0.0) if noticed is not None else None
     # training resumed when the first step after the restored one began: the next progress
     # line's steps since it ran after that, at the step time (redone steps, not downtime)
@@ -435,13 +435,18 @@ def _row(
         "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
         "end_ts": pd.Timestamp(end),
-    } | _times(ex)
+    } | _times(ex, start)
 
 
-def _times(ex: Explanation) -> dict[str, Any]:
-    """The two detection times (module doc): when the failure began and the job noticed."""
-    return {"failed_ts": pd.NaT if ex.began is None else pd.Timestamp(ex.began),
-            "noticed_ts": pd.NaT if ex.noticed_ns is None else pd.Timestamp(ex.noticed_ns)}
+def _times(ex: Explanation, last: int | None = None) -> dict[str, Any]:
+    """The two detection times (module doc): when the failure began and the job noticed. A
+    time exactly the last progress's (``last``) is the one a line after it took from it, having
+    none of its own (a traceback, an old watchdog line): it dates nothing, and its wait and
+    stall are unknown, never 0."""
+    began = None if ex.began is None or ex.began == last else ex.began
+    noticed = None if ex.noticed_ns is None or ex.noticed_ns == last else ex.noticed_ns
+    return {"failed_ts": pd.NaT if began is None else pd.Timestamp(began),
+            "noticed_ts": pd.NaT if noticed is None else pd.Timestamp(noticed)}
 
 
 def _unfinished_saves(
@@ -537,7 +542,7 @@ def _ended(
         "lost_gpu_hours": gpus * cost / 3600.0 if gpus and cost is not None else None,
         "description": desc, "source": SOURCE, "confidence": ex.confidence,
         "evidence": json.dumps(items, ensure_ascii=False),
-    } | _times(ex)  # fmt: skip
+    } | _times(ex, last_ts)  # fmt: skip
 
 
 def _gone(ex: Explanation, noticed: int) -> int:
