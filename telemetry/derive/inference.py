@@ -394,7 +394,7 @@ def _row(
     items = _items(ex.ordered, end, rs.item, *torn)
     last, after = steps  # the last step before the stop, the next line's steps after it
     stalled = (end - start) / 1e9
-    noticed = ex.noticed_ns if ex.noticed_ns != start else None  # its own time, not borrowed
+    noticed = _own(ex.noticed_ns, start)
     detect = max((noticed - start) / 1e9, 0.0) if noticed is not None else None
     # training resumed when the first step after the restored one began: the next progress
     # line's steps since it ran after that, at the step time (redone steps, not downtime)
@@ -438,13 +438,17 @@ def _row(
     } | _times(ex, start)
 
 
+def _own(t: int | None, last: int | None) -> int | None:
+    """``t``, unless it is exactly the last progress's time (``last``): the time a line after
+    it took from it, having none of its own (a traceback, an old watchdog line). Such a time
+    dates nothing: the wait, stall and hold it would give are unknown, never 0."""
+    return None if t is None or t == last else t
+
+
 def _times(ex: Explanation, last: int | None = None) -> dict[str, Any]:
-    """The two detection times (module doc): when the failure began and the job noticed. A
-    time exactly the last progress's (``last``) is the one a line after it took from it, having
-    none of its own (a traceback, an old watchdog line): it dates nothing, and its wait and
-    stall are unknown, never 0."""
-    began = None if ex.began is None or ex.began == last else ex.began
-    noticed = None if ex.noticed_ns is None or ex.noticed_ns == last else ex.noticed_ns
+    """The two detection times (module doc): when the failure began and the job noticed, each
+    its line's own time (``_own``)."""
+    began, noticed = _own(ex.began, last), _own(ex.noticed_ns, last)
     return {"failed_ts": pd.NaT if began is None else pd.Timestamp(began),
             "noticed_ts": pd.NaT if noticed is None else pd.Timestamp(noticed)}
 
@@ -511,15 +515,12 @@ def _ended(
     saved = max(known) if known else None
     lost = last - (saved if saved is not None else began)
     rework = lost * step_s if step_s is not None else None
-    noticed, first = ex.noticed_ns, _first_line(ex)
-    # A line after the last progress dated exactly at it took that time from it (it has none of
-    # its own: a traceback, an old watchdog line): it dates nothing, and the wait and the hold
-    # it would give are unknown, never 0 (no line after the last progress has a later time).
-    borrowed = noticed is not None and noticed == last_ts
-    detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None and not borrowed else None
+    noticed, first = _own(ex.noticed_ns, last_ts), _first_line(ex)
+    detect = max((noticed - last_ts) / 1e9, 0.0) if noticed is not None else None
     end = _gone(ex, max(first, last_ts)) if first is not None else last_ts
     end = end if noticed is None else max(end, noticed)  # a noticing after a long silence
-    # held after the job noticed; with its noticing undated, the whole wait to its end
+    # held after the job noticed; with its noticing undated, the whole wait to its end (unknown
+    # when no line after the last progress has a later time of its own)
     held = None if first is None or end == last_ts else (
         end - max(noticed if noticed is not None else last_ts, last_ts)) / 1e9  # fmt: skip
     cause = ex.cause
